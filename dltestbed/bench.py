@@ -1,0 +1,119 @@
+"""A bench: which workloads run on which targets, how often, in which order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dltestbed import dataset
+from dltestbed.config import WorkloadSpec, resolve_path, workload_spec
+from dltestbed.errors import ConfigError
+from dltestbed.results.records import RunRecord, new_id
+from dltestbed.results.store import Store
+from dltestbed.runner import Observer, RunContext, execute
+from dltestbed.targets.base import Target
+from dltestbed.workload.catalog import MODELS
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Defaults for everything the user did not give."""
+
+    name: str
+    summary: str
+    models: tuple[str, ...]
+    sizes: dict[str, int | None]  # per model; None: native
+    batch_size: int
+    warmup: int
+    steps: int
+
+
+PRESETS: dict[str, Preset] = {
+    "quick": Preset(
+        "quick",
+        "all three models at small sizes (alexnet 64 px, resnet50 64 px, inception3 75 px), batch 8, "
+        "2 warm-up + 20 timed steps: a few minutes on a 2-core CPU",
+        ("alexnet", "resnet50", "inception3"),
+        {"alexnet": 64, "resnet50": 64, "inception3": 75},
+        batch_size=8, warmup=2, steps=20,
+    ),
+    "study": Preset(
+        "study",
+        "the published protocol: native sizes (224/224/299 px), batch 32, 10 warm-up + 100 timed steps",
+        ("alexnet", "resnet50", "inception3"),
+        {name: None for name in MODELS},
+        batch_size=32, warmup=10, steps=100,
+    ),
+}  # fmt: skip
+
+
+@dataclass
+class Plan:
+    """The runs of a bench, in order: repetitions outermost, so drift hits every model alike."""
+
+    bench_id: str
+    specs: list[WorkloadSpec]
+    repeat: int
+    scenario: str = "single"
+    notes: list[str] = field(default_factory=list)
+
+    def runs(self) -> list[tuple[int, WorkloadSpec]]:
+        """(repetition, spec) pairs in execution order."""
+        return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs]
+
+
+def preset(name: str) -> Preset:
+    """A preset by name, or a ConfigError listing them."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def plan(
+    models: Sequence[str] | None = None,
+    preset_name: str = "quick",
+    repeat: int = 1,
+    image_size: int | None = None,
+    batch_size: int | None = None,
+    warmup: int | None = None,
+    steps: int | None = None,
+    data_dir: str | None = None,
+    **common: Any,
+) -> Plan:
+    """Validate everything up front: a bad value fails before any run starts."""
+    p = preset(preset_name)
+    if repeat < 1:
+        raise ConfigError(f"--repeat: must be at least 1 (got {repeat})")
+    names = list(dict.fromkeys(models)) if models else list(p.models)
+    if data_dir is not None:
+        data_dir = str(resolve_path(data_dir))
+    if common.get("data") == "real":
+        if not data_dir:
+            raise ConfigError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
+        index = dataset.scan(data_dir)
+        if len(index.classes) < 2:
+            raise ConfigError(f"data dir {data_dir!r} has 1 class; at least 2 are needed")
+        common["classes"] = len(index.classes)
+    specs = []
+    for name in names:
+        size = image_size if image_size is not None else p.sizes.get(name)
+        specs.append(workload_spec(
+            model=name, image_size=size, data_dir=data_dir,
+            batch_size=batch_size if batch_size is not None else p.batch_size,
+            warmup=warmup if warmup is not None else p.warmup,
+            steps=steps if steps is not None else p.steps,
+            **common,
+        ))  # fmt: skip
+    return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat)
+
+
+def run(
+    bench: Plan, target: Target, store: Store, observer: Observer, timeout: float | None = None
+) -> list[RunRecord]:
+    """Run the plan on one target; a failed run is recorded and the bench goes on."""
+    records = []
+    for rep, spec in bench.runs():
+        ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep)
+        records.append(execute(target, spec, store, ctx, observer, timeout=timeout))
+    return records

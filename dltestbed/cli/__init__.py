@@ -1,0 +1,110 @@
+"""The `dltestbed` command. Expected errors are one red line and a non-zero exit; unexpected ones
+write their traceback to a debug log and say where."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import typer
+
+from dltestbed import __version__
+from dltestbed.cli import bench as _bench
+from dltestbed.cli import data as _data
+from dltestbed.cli import runs as _runs
+from dltestbed.errors import DltestbedError
+
+app = typer.Typer(
+    name="dltestbed",
+    help="Measure what each layer — VM, container — costs a deep-learning workload, on your own hardware.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"dltestbed {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Measure what each layer — VM, container — costs a deep-learning workload, on your own hardware."""
+
+
+app.command("bench")(_bench.bench)
+app.command("runs")(_runs.runs)
+app.command("report")(_runs.report)
+app.add_typer(_data.app, name="data")
+
+
+def debug_log_path() -> Path:
+    """$DLTESTBED_DEBUG_LOG, else $XDG_STATE_HOME/dltestbed/debug.log (~/.local/state/...)."""
+    if os.environ.get("DLTESTBED_DEBUG_LOG"):
+        return Path(os.environ["DLTESTBED_DEBUG_LOG"]).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "dltestbed" / "debug.log"
+
+
+def error_line(message: str) -> None:
+    """Print `error: message` on stderr, red on a terminal, never wrapped."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+
+
+def _write_debug_log() -> Path | None:
+    path = debug_log_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(f"--- dltestbed {__version__}: {' '.join(sys.argv)}\n")
+            traceback.print_exc(file=f)
+    except OSError:
+        return None
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code."""
+    from typer import exceptions as typer_exc
+    from typer._click import exceptions as click_exc
+    from typer.main import get_command
+
+    command = get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="dltestbed", standalone_mode=False)
+    except DltestbedError as exc:
+        error_line(str(exc))
+        return exc.exit_code
+    except click_exc.NoArgsIsHelpError as exc:
+        text = exc.format_message()  # typer's rich help has printed itself already; plain help has not
+        if text:
+            print(text)
+        return 0
+    except click_exc.UsageError as exc:
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        error_line(exc.format_message().replace("Value error, ", "") + where)
+        return exc.exit_code
+    except click_exc.ClickException as exc:
+        error_line(exc.format_message())
+        return exc.exit_code
+    except typer_exc.Abort:
+        error_line("aborted")
+        return 130
+    except SystemExit as exc:  # typer exits this way on a closed stdout (EPIPE)
+        return exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:
+        log = _write_debug_log()
+        where = f"traceback in {log}" if log else "no debug log could be written"
+        error_line(f"internal error: {type(exc).__name__}: {exc} ({where})")
+        return 70
+    return rv if isinstance(rv, int) else 0

@@ -1,0 +1,100 @@
+"""`dltestbed runs` and `dltestbed report`: what is stored, and what it means."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from dltestbed.cli.bench import RESULTS_HELP
+
+
+class FormatOpt(str, Enum):
+    md = "md"
+    json = "json"
+
+
+def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
+    from dltestbed.errors import ConfigError
+    from dltestbed.results.store import Store
+
+    assert isinstance(store, Store)
+    bench_id = store.last_bench_id() if bench == "last" else bench
+    records = store.runs(ids=ids or None, bench_id=bench_id)
+    if ids:
+        missing = sorted(set(ids) - {r.id for r in records})
+        if missing:
+            raise ConfigError(f"run id(s) not in {store.path}: {', '.join(missing)} (see `dltestbed runs`)")
+    if not records:
+        what = f"bench {bench_id}" if bench_id else "runs"
+        raise ConfigError(f"no {what} in {store.path}; run `dltestbed bench` first")
+    return records
+
+
+def runs(
+    results: Path | None = typer.Option(None, help=RESULTS_HELP),
+    bench: str | None = typer.Option(None, help="Only this bench's runs ('last': the latest bench)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+) -> None:
+    """List stored runs, oldest first."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from dltestbed.results.store import Store
+
+    store = Store.open(results)
+    try:
+        records = _select(store, None, bench)
+    finally:
+        store.close()
+    if as_json:
+        print(json.dumps([r.to_dict() for r in records], indent=2))
+        return
+    table = Table(title=f"runs in {store.path}")
+    cols = ["id", "started (UTC)", "scenario", "kind", "host", "model", "data", "mode", "batch", "size",
+            "rep", "status", "img/s"]  # fmt: skip
+    for c in cols:
+        table.add_column(c, justify="right" if c in ("batch", "size", "rep", "img/s") else "left", no_wrap=True)
+    for r in records:
+        status = "[green]ok[/]" if r.status == "ok" else f"[red]{r.status}[/]"
+        ips = f"{r.images_per_sec:.1f}" if r.images_per_sec is not None else "—"
+        table.add_row(r.id, r.started_at.replace("+00:00", ""), r.scenario, r.target_kind, r.host, r.model,
+                      r.data, r.mode, str(r.batch_size), str(r.image_size), str(r.repetition), status, ips)  # fmt: skip
+    console = Console(width=None if sys.stdout.isatty() else 250, soft_wrap=True, highlight=False)
+    console.print(table)
+    for r in records:
+        if r.status == "failed":
+            console.print(f"[red]{r.id}[/]: {escape(r.reason or '')}")
+
+
+def report(
+    run_ids: list[str] | None = typer.Argument(None, help="Runs to include (default: all stored runs)."),
+    fmt: FormatOpt = typer.Option(FormatOpt.md, "--format", help="md (Markdown table) or json."),
+    bench: str | None = typer.Option(None, help="Only this bench's runs ('last': the latest bench)."),
+    out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
+    results: Path | None = typer.Option(None, help=RESULTS_HELP),
+) -> None:
+    """Per (kind, model, data, mode, device, batch, size): images/sec and elapsed time over repetitions
+    (mean / min / max / std) and overhead % against bare metal."""
+    from dltestbed.errors import ConfigError
+    from dltestbed.report import render, stats
+    from dltestbed.results.store import Store
+
+    store = Store.open(results)
+    try:
+        records = _select(store, run_ids, bench)
+    finally:
+        store.close()
+    groups = stats.summarise(records)
+    text = render.as_json(groups) + "\n" if fmt == FormatOpt.json else render.markdown(groups)
+    if out is not None:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
+    print(text, end="")

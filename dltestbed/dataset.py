@@ -1,0 +1,85 @@
+"""On-disk ImageNet-style datasets: DIR/<class>/<image>.jpg. Scanning (pure Python) and generating."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltestbed.errors import ConfigError, DataError
+
+JPEG_SUFFIXES = (".jpg", ".jpeg", ".JPG", ".JPEG")
+
+
+@dataclass(frozen=True)
+class DatasetIndex:
+    """The files of a dataset folder and their integer labels (class folders in sorted order)."""
+
+    root: Path
+    classes: list[str]
+    files: list[str]
+    labels: list[int]
+
+
+def scan(root: str | Path) -> DatasetIndex:
+    """Index a dataset folder, or raise DataError saying what is wrong with it."""
+    path = Path(root).expanduser()
+    hint = "expected DIR/<class>/*.jpg; make one with `dltestbed data make --out DIR`"
+    if not path.exists():
+        raise DataError(f"data dir {str(path)!r} does not exist ({hint})")
+    if not path.is_dir():
+        raise DataError(f"data dir {str(path)!r} is not a folder ({hint})")
+    classes: list[str] = []
+    files: list[str] = []
+    labels: list[int] = []
+    try:
+        subdirs = sorted(e.name for e in os.scandir(path) if e.is_dir())
+    except OSError as exc:
+        raise DataError(f"data dir {str(path)!r} cannot be read: {exc.strerror}") from None
+    for name in subdirs:
+        images = sorted(
+            e.path for e in os.scandir(path / name) if e.is_file() and e.name.endswith(JPEG_SUFFIXES)
+        )
+        if not images:
+            continue
+        label = len(classes)
+        classes.append(name)
+        files.extend(images)
+        labels.extend([label] * len(images))
+    if not files:
+        raise DataError(f"data dir {str(path)!r} has no JPEG images in class subfolders ({hint})")
+    return DatasetIndex(path.resolve(), classes, files, labels)
+
+
+def make(out: str | Path, classes: int, images_per_class: int, size: int, seed: int = 0) -> DatasetIndex:
+    """Write a dataset of generated JPEGs (random shapes on noise, one colour theme per class)."""
+    from PIL import Image, ImageDraw  # only this command needs Pillow
+
+    if classes < 1 or images_per_class < 1:
+        raise ConfigError("--classes and --images-per-class must be at least 1")
+    if not 8 <= size <= 4096:
+        raise ConfigError(f"--size must be between 8 and 4096 px (got {size})")
+    root = Path(out).expanduser()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {str(root)!r}: {exc.strerror}") from None
+    rng = random.Random(seed)
+    width = len(str(classes - 1))
+    for c in range(classes):
+        cls_dir = root / f"class_{c:0{width}d}"
+        cls_dir.mkdir(exist_ok=True)
+        base = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        for i in range(images_per_class):
+            noise = rng.randbytes(size * size * 3)
+            img = Image.frombytes("RGB", (size, size), noise)
+            img = Image.blend(img, Image.new("RGB", (size, size), base), 0.6)
+            draw = ImageDraw.Draw(img)
+            for _ in range(3):
+                x0, y0 = rng.randrange(size), rng.randrange(size)
+                x1, y1 = min(size, x0 + rng.randrange(1, size)), min(size, y0 + rng.randrange(1, size))
+                colour = tuple((v + rng.randrange(-40, 41)) % 256 for v in base[::-1])
+                draw.ellipse((x0, y0, max(x0, x1), max(y0, y1)), fill=colour)
+            img.save(cls_dir / f"img_{i:05d}.jpg", format="JPEG", quality=90)
+    return scan(root)

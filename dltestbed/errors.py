@@ -1,0 +1,31 @@
+"""One root error; every expected failure is a subclass and becomes one line at the CLI."""
+
+
+class DltestbedError(Exception):
+    """An expected failure: the CLI prints its message as one line and exits with `exit_code`."""
+
+    exit_code = 2
+
+
+class ConfigError(DltestbedError):
+    """Bad input: an option, a plan, a path."""
+
+
+class DataError(ConfigError):
+    """A dataset folder that is missing, empty or malformed."""
+
+
+class StoreError(DltestbedError):
+    """The results store cannot be opened or written."""
+
+
+class WorkloadError(DltestbedError):
+    """A workload run failed (it is still stored, with status `failed`)."""
+
+    exit_code = 1
+
+
+class TargetError(DltestbedError):
+    """A target could not run a command."""
+
+    exit_code = 1

@@ -1,0 +1,1 @@
+"""Run records and the local results store (the source of truth)."""

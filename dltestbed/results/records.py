@@ -1,0 +1,57 @@
+"""What is stored about a run: what ran where, how it ended, and its result."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def new_id(prefix: str) -> str:
+    """A sortable, readable, unique id: prefix-YYYYmmdd-HHMMSS-xxxxxx (UTC)."""
+    return f"{prefix}-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 with seconds."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class RunRecord:
+    """One workload run on one target. status: running, ok or failed (with reason)."""
+
+    id: str
+    bench_id: str
+    started_at: str
+    scenario: str
+    target_kind: str
+    target_name: str
+    host: str
+    model: str
+    data: str
+    mode: str
+    device: str
+    batch_size: int
+    image_size: int
+    warmup: int
+    steps: int
+    repetition: int
+    status: str = "running"
+    reason: str | None = None
+    finished_at: str | None = None
+    contention: str = "none"
+    images_per_sec: float | None = None  # total timed images / total timed seconds
+    mean_images_per_sec: float | None = None  # mean of per-step images/sec
+    timed_seconds: float | None = None
+    elapsed_seconds: float | None = None
+    first_step_seconds: float | None = None
+    steps_done: int = 0
+    log_path: str | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)

@@ -1,0 +1,179 @@
+"""The local results store: SQLite, written as results arrive, so nothing measured is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from dltestbed.errors import StoreError
+from dltestbed.results.records import RunRecord
+from dltestbed.workload.events import ResourceEvent, StepEvent
+
+ENV_VAR = "DLTESTBED_RESULTS"
+SCHEMA_VERSION = 1
+
+_JSON_FIELDS = {"fingerprint", "spec"}
+_RUN_COLUMNS = [f.name for f in fields(RunRecord)]
+
+_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS if c != "id")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs (
+    {", ".join(f"{c} {'TEXT PRIMARY KEY' if c == 'id' else ''}" for c in _RUN_COLUMNS)}
+);
+CREATE INDEX IF NOT EXISTS runs_bench ON runs (bench_id);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id TEXT NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, phase TEXT NOT NULL,
+    images INTEGER NOT NULL, seconds REAL NOT NULL, images_per_sec REAL NOT NULL, t REAL NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS resources (
+    run_id TEXT NOT NULL REFERENCES runs(id), t REAL NOT NULL, rss_bytes INTEGER NOT NULL,
+    cpu_percent REAL NOT NULL, gpus TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS resources_run ON resources (run_id);
+"""
+
+
+def default_path() -> Path:
+    """$DLTESTBED_RESULTS, else $XDG_DATA_HOME/dltestbed/results.sqlite (~/.local/share/...)."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dltestbed" / "results.sqlite"
+
+
+class Store:
+    """Runs, their steps and resource samples. Every write is committed at once."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = conn
+
+    @classmethod
+    def open(cls, path: str | Path | None = None) -> Store:
+        """Open (creating if needed) the store, or raise StoreError saying why it cannot be written."""
+        p = Path(path).expanduser() if path else default_path()
+        hint = f"choose another with --results PATH or {ENV_VAR}"
+        if p.exists() and p.is_dir():
+            raise StoreError(f"results path {str(p)!r} is a folder, not a file; {hint}")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(p, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
+                    f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}"
+                )
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"results store {str(p)!r} cannot be written ({exc}); {hint}") from None
+        except OSError as exc:
+            raise StoreError(f"results store {str(p)!r} cannot be created ({exc.strerror}); {hint}") from None
+        conn.row_factory = sqlite3.Row
+        return cls(p, conn)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    @property
+    def log_dir(self) -> Path:
+        """Where runs' stderr logs go: `logs/` beside the database."""
+        d = self.path.parent / "logs"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        try:
+            with self._db:
+                yield self._db
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"results store {str(self.path)!r}: write failed ({exc})") from None
+
+    def save_run(self, run: RunRecord) -> None:
+        """Insert or replace a run's record."""
+        row = run.to_dict()
+        values = [json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _RUN_COLUMNS]
+        marks = ", ".join("?" for _ in _RUN_COLUMNS)
+        with self._write() as db:
+            db.execute("BEGIN")
+            db.execute(
+                f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks}) "
+                f"ON CONFLICT(id) DO UPDATE SET {_UPDATE}",
+                values,
+            )
+
+    def add_step(self, run_id: str, ev: StepEvent) -> None:
+        """Store one step."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            db.execute(
+                "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t),
+            )
+            db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
+
+    def add_resource(self, run_id: str, ev: ResourceEvent) -> None:
+        """Store one resource sample."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            db.execute(
+                "INSERT INTO resources VALUES (?, ?, ?, ?, ?)",
+                (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus)),
+            )
+
+    @staticmethod
+    def _record(row: sqlite3.Row) -> RunRecord:
+        values: dict[str, Any] = {c: row[c] for c in _RUN_COLUMNS}
+        for c in _JSON_FIELDS:
+            values[c] = json.loads(values[c]) if values[c] else {}
+        return RunRecord(**values)
+
+    def runs(self, ids: Iterable[str] | None = None, bench_id: str | None = None) -> list[RunRecord]:
+        """Runs in start order, optionally only the given ids or one bench."""
+        sql, args = "SELECT * FROM runs", []
+        where = []
+        if ids is not None:
+            ids = list(ids)
+            where.append(f"id IN ({', '.join('?' for _ in ids)})")
+            args += ids
+        if bench_id is not None:
+            where.append("bench_id = ?")
+            args.append(bench_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self._db.execute(sql + " ORDER BY started_at, id", args).fetchall()
+        return [self._record(r) for r in rows]
+
+    def last_bench_id(self) -> str | None:
+        """The bench of the most recently started run."""
+        row = self._db.execute("SELECT bench_id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    def steps(self, run_id: str) -> list[StepEvent]:
+        """A run's steps in order."""
+        rows = self._db.execute(
+            "SELECT idx, phase, images, seconds, images_per_sec, t FROM steps WHERE run_id = ? ORDER BY idx",
+            (run_id,),
+        ).fetchall()
+        return [StepEvent(index=r[0], phase=r[1], images=r[2], seconds=r[3], images_per_sec=r[4], t=r[5])
+                for r in rows]  # fmt: skip
+
+    def resources(self, run_id: str) -> list[ResourceEvent]:
+        """A run's resource samples in time order."""
+        rows = self._db.execute(
+            "SELECT t, rss_bytes, cpu_percent, gpus FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
+        ).fetchall()
+        return [ResourceEvent(t=r[0], rss_bytes=r[1], cpu_percent=r[2], gpus=json.loads(r[3])) for r in rows]

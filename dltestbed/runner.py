@@ -1,0 +1,162 @@
+"""Run one workload on one target: stream its events into the store, end with a stored status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from dltestbed.config import WorkloadSpec
+from dltestbed.errors import DltestbedError
+from dltestbed.results.records import RunRecord, new_id, now_iso
+from dltestbed.results.store import Store
+from dltestbed.targets.base import CommandResult, Target
+from dltestbed.workload.events import (
+    ErrorEvent,
+    Event,
+    ResourceEvent,
+    StartEvent,
+    StepEvent,
+    SummaryEvent,
+    Unparsed,
+    parse_line,
+)
+
+
+class Observer(Protocol):
+    """Progress display hooks (the CLI draws rich progress bars; tests may record calls)."""
+
+    def begin(self, run: RunRecord) -> None: ...
+    def step(self, run: RunRecord, ev: StepEvent) -> None: ...
+    def end(self, run: RunRecord) -> None: ...
+
+
+class NullObserver:
+    """Shows nothing."""
+
+    def begin(self, run: RunRecord) -> None:
+        """Nothing."""
+
+    def step(self, run: RunRecord, ev: StepEvent) -> None:
+        """Nothing."""
+
+    def end(self, run: RunRecord) -> None:
+        """Nothing."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where a run sits in a bench."""
+
+    bench_id: str
+    scenario: str = "single"
+    repetition: int = 1
+    contention: str = "none"
+
+
+def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
+    """The command line that runs the workload on a target."""
+    return [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
+
+
+class _Collector:
+    """Applies a run's events to its record and the store as lines arrive."""
+
+    def __init__(self, run: RunRecord, store: Store, observer: Observer) -> None:
+        self.run = run
+        self.store = store
+        self.observer = observer
+        self.summary: SummaryEvent | None = None
+        self.error: ErrorEvent | None = None
+        self.unparsed: list[Unparsed] = []
+
+    def on_line(self, line: str) -> None:
+        self.apply(parse_line(line))
+
+    def apply(self, ev: Event) -> None:
+        match ev:
+            case StepEvent():
+                self.store.add_step(self.run.id, ev)
+                self.run.steps_done += 1
+                self.observer.step(self.run, ev)
+            case ResourceEvent():
+                self.store.add_resource(self.run.id, ev)
+            case StartEvent():
+                self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
+                self.run.spec = ev.spec
+                self.store.save_run(self.run)
+            case SummaryEvent():
+                self.summary = ev
+            case ErrorEvent():
+                self.error = ev
+            case Unparsed():
+                self.unparsed.append(ev)
+
+
+def _failure_reason(result: CommandResult | None, col: _Collector) -> str | None:
+    """None when the run succeeded, else why it did not, in one line."""
+    if result is not None and result.ok and col.summary and not col.error:
+        return None
+    if col.error:
+        return f"{col.error.kind}: {col.error.message}"
+    if result is None:
+        return "the workload did not start"
+    if result.ok:
+        return "the workload exited without a summary"
+    last = next((line for line in reversed(result.stderr_tail) if line.strip()), "")
+    return f"workload {result.describe()}" + (f": {last.strip()[:300]}" if last else "")
+
+
+def execute(
+    target: Target,
+    spec: WorkloadSpec,
+    store: Store,
+    ctx: RunContext,
+    observer: Observer | None = None,
+    timeout: float | None = None,
+) -> RunRecord:
+    """Run spec on target and return its stored record (status ok or failed, never raising for a
+    failed workload). Ctrl-C stores the run as failed, keeps its steps, and re-raises."""
+    observer = observer or NullObserver()
+    run = RunRecord(
+        id=new_id("r"), bench_id=ctx.bench_id, started_at=now_iso(), scenario=ctx.scenario,
+        target_kind=target.kind, target_name=target.name, host=target.host, model=spec.model,
+        data=spec.data, mode=spec.mode, device=spec.device, batch_size=spec.batch_size,
+        image_size=spec.size, warmup=spec.warmup, steps=spec.steps, repetition=ctx.repetition,
+        contention=ctx.contention, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(),
+    )  # fmt: skip
+    log = store.log_dir / f"{run.id}.log"
+    run.log_path = str(log)
+    store.save_run(run)
+    observer.begin(run)
+    col = _Collector(run, store, observer)
+    result: CommandResult | None = None
+    try:
+        result = target.run(workload_argv(target, spec), timeout=timeout, on_line=col.on_line, stderr_log=log)
+        reason = _failure_reason(result, col)
+    except KeyboardInterrupt:
+        _finish(run, store, col, "interrupted (Ctrl-C)")
+        observer.end(run)
+        raise
+    except DltestbedError as exc:
+        reason = str(exc)
+    if col.unparsed:
+        with log.open("a", encoding="utf-8") as f:
+            for u in col.unparsed:
+                f.write(f"[dltestbed] stdout line not an event ({u.reason}): {u.line}\n")
+    _finish(run, store, col, reason)
+    observer.end(run)
+    return run
+
+
+def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None) -> None:
+    run.finished_at = now_iso()
+    if col.summary:
+        s = col.summary
+        run.images_per_sec = s.images_per_sec
+        run.mean_images_per_sec = s.mean_images_per_sec
+        run.timed_seconds = s.timed_seconds
+        run.elapsed_seconds = s.elapsed_seconds
+        run.first_step_seconds = s.first_step_seconds
+    run.status = "failed" if reason else "ok"
+    run.reason = reason
+    store.save_run(run)

@@ -1,0 +1,130 @@
+"""`python -m dltestbed.workload`: run one benchmark and print JSON-line events on stdout.
+
+stdout carries events and nothing else (see events.py); logs go to stderr. Exit codes: 0 done,
+1 the run failed, 2 bad arguments or data, 130 interrupted (SIGINT or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any, NoReturn
+
+from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.workload.catalog import model_names
+from dltestbed.workload.emit import Emitter
+from dltestbed.workload.events import ErrorEvent, StartEvent
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The workload's arguments (the controller builds them with WorkloadSpec.to_argv)."""
+    p = _Parser(prog="python -m dltestbed.workload", description=__doc__)
+    p.add_argument("--model", required=True, help=f"one of: {', '.join(model_names())}")
+    p.add_argument("--data", default="synthetic", help="synthetic (in memory) or real (--data-dir)")
+    p.add_argument("--data-dir", help="ImageNet-style folder: DIR/<class>/*.jpg")
+    p.add_argument("--mode", default="train", help="train or infer")
+    p.add_argument("--device", default="auto", help="auto, cpu (hides GPUs) or gpu (requires one)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--image-size", type=int, help="default: the model's native size")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    p.add_argument("--steps", type=int, default=100, help="timed steps (default 100)")
+    p.add_argument("--classes", type=int, default=1000, help="with real data: the folder's classes")
+    p.add_argument("--sample-interval", type=float, default=1.0, help="seconds between resource samples")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run(argv: list[str], emitter: Emitter) -> None:
+    """Validate, prepare data, build the model, run the loop, emit everything."""
+    from dltestbed import dataset
+    from dltestbed.config import workload_spec
+    from dltestbed.workload import fingerprint
+
+    ns = parser().parse_args(argv)
+    spec = workload_spec(**{k: v for k, v in vars(ns).items() if v is not None})
+    index = dataset.scan(spec.data_dir) if spec.data == "real" else None
+    classes = len(index.classes) if index else spec.classes
+    if index is not None and classes < 2:
+        raise ConfigError(f"data dir {spec.data_dir!r} has 1 class; at least 2 are needed")
+    if spec.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the HPEC'19 way of hiding the GPUs
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+    from dltestbed.workload.gpu import Nvml
+
+    nvml = Nvml.open()
+    gpus = nvml.devices() if nvml else []
+    fp = fingerprint.base()
+
+    import keras
+    import tensorflow as tf
+
+    from dltestbed.workload import data, loop, models
+    from dltestbed.workload.sampler import Sampler
+
+    if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+        raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
+    fp.update(fingerprint.tensorflow(tf, gpus))
+    resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes}
+    emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
+
+    sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
+    sampler.start()
+    try:
+        keras.utils.set_random_seed(spec.seed)
+        model = models.build(spec.model, spec.size, classes)
+        if index is not None:
+            batches = data.real(tf, index, spec.batch_size, spec.size, spec.seed)
+        else:
+            batches = data.synthetic(tf, spec.batch_size, spec.size, classes, spec.seed)
+        step = loop.make_step(tf, keras, model, spec.mode)
+        summary = loop.run(step, batches, spec.batch_size, spec.warmup, spec.steps, emitter.emit)
+    finally:
+        sampler.stop()
+        if nvml:
+            nvml.close()
+    emitter.emit(summary)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: every failure becomes an `error` event and a non-zero exit."""
+    emitter = Emitter.take_stdout()
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        run(sys.argv[1:] if argv is None else argv, emitter)
+    except KeyboardInterrupt:
+        emitter.emit(ErrorEvent(kind="interrupted", message="interrupted by a signal"))
+        return 130
+    except ConfigError as exc:
+        emitter.emit(ErrorEvent(kind="config", message=str(exc)))
+        return 2
+    except DltestbedError as exc:
+        emitter.emit(ErrorEvent(kind=type(exc).__name__, message=str(exc)))
+        return 1
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        emitter.emit(ErrorEvent(kind=type(exc).__name__, message=_first_line(exc)))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

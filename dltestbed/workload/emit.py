@@ -1,0 +1,38 @@
+"""The workload's event channel: the real stdout, and only events go there."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import TextIO
+
+from dltestbed.workload.events import Event, encode
+
+
+class Emitter:
+    """Writes one event per line to a private copy of stdout; thread-safe, flushed per line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    @classmethod
+    def take_stdout(cls) -> Emitter:
+        """Keep fd 1 for events and point fd 1 (and sys.stdout) at stderr.
+
+        Anything else that prints — Python or a C++ library — then lands on stderr, so stdout
+        carries events and nothing else.
+        """
+        sys.stdout.flush()
+        private = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        return cls(os.fdopen(private, "w", buffering=1, encoding="utf-8"))
+
+    def emit(self, ev: Event) -> None:
+        """Write one event line."""
+        line = encode(ev) + "\n"
+        with self._lock:
+            self._stream.write(line)
+            self._stream.flush()

@@ -1,0 +1,152 @@
+"""The workload's stdout protocol: one JSON object per line, versioned.
+
+Every line is `{"v": SCHEMA_VERSION, "event": <kind>, ...}` with kind one of start, step,
+resource, summary, error. `encode` is used by the workload; `parse_line` (pure) by the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StartEvent:
+    """The run begins: its resolved settings and the environment fingerprint."""
+
+    spec: dict[str, Any]
+    fingerprint: dict[str, Any]
+    t: float
+    event: str = field(default="start", init=False)
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One step, timed after its result was ready. phase is `warmup` or `timed`."""
+
+    index: int
+    phase: str
+    images: int
+    seconds: float
+    images_per_sec: float
+    t: float
+    event: str = field(default="step", init=False)
+
+
+@dataclass(frozen=True)
+class ResourceEvent:
+    """A resource sample: the workload process's RSS and CPU %, and each visible GPU."""
+
+    t: float
+    rss_bytes: int
+    cpu_percent: float
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    event: str = field(default="resource", init=False)
+
+
+@dataclass(frozen=True)
+class SummaryEvent:
+    """The run's result over its timed steps (warm-up excluded, except in elapsed_seconds)."""
+
+    timed_steps: int
+    images: int
+    timed_seconds: float
+    mean_images_per_sec: float  # mean of the per-step images/sec
+    images_per_sec: float  # total timed images / total timed seconds
+    elapsed_seconds: float  # wall time of warm-up and timed steps
+    first_step_seconds: float
+    warmup_seconds: float
+    event: str = field(default="summary", init=False)
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """The workload failed; it exits non-zero after this line."""
+
+    kind: str
+    message: str
+    event: str = field(default="error", init=False)
+
+
+@dataclass(frozen=True)
+class Unparsed:
+    """A stdout line that is not a valid event (kept for the run's log, never fatal)."""
+
+    line: str
+    reason: str
+    event: str = field(default="unparsed", init=False)
+
+
+Event = StartEvent | StepEvent | ResourceEvent | SummaryEvent | ErrorEvent | Unparsed
+
+_KINDS: dict[str, type] = {
+    "start": StartEvent,
+    "step": StepEvent,
+    "resource": ResourceEvent,
+    "summary": SummaryEvent,
+    "error": ErrorEvent,
+}
+
+# Field -> accepted JSON types, for the fields that must be numbers or strings.
+_NUM = (int, float)
+_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "start": {"spec": (dict,), "fingerprint": (dict,), "t": _NUM},
+    "step": {"index": (int,), "phase": (str,), "images": (int,), "seconds": _NUM,
+             "images_per_sec": _NUM, "t": _NUM},
+    "resource": {"t": _NUM, "rss_bytes": (int,), "cpu_percent": _NUM, "gpus": (list,)},
+    "summary": {"timed_steps": (int,), "images": (int,), "timed_seconds": _NUM,
+                "mean_images_per_sec": _NUM, "images_per_sec": _NUM, "elapsed_seconds": _NUM,
+                "first_step_seconds": _NUM, "warmup_seconds": _NUM},
+    "error": {"kind": (str,), "message": (str,)},
+}  # fmt: skip
+
+
+def encode(ev: Event) -> str:
+    """One JSON line (no newline) for an event, with the schema version first."""
+    body = asdict(ev)
+    kind = body.pop("event")
+    return json.dumps({"v": SCHEMA_VERSION, "event": kind, **body}, separators=(",", ":"))
+
+
+def parse_line(line: str) -> Event:
+    """Parse one stdout line of the workload into an event. Pure; never raises.
+
+    Anything that is not a well-formed event of this schema version comes back as `Unparsed`
+    with the reason, so a stray line (an SSH banner, a library's print) never kills a run.
+    """
+    text = line.strip()
+    if not text.startswith("{"):
+        return Unparsed(line, "not a JSON object")
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        return Unparsed(line, f"invalid JSON: {exc}")
+    if not isinstance(obj, dict):
+        return Unparsed(line, "not a JSON object")
+    if obj.get("v") != SCHEMA_VERSION:
+        return Unparsed(line, f"schema version {obj.get('v')!r}, expected {SCHEMA_VERSION}")
+    kind = obj.get("event")
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return Unparsed(line, f"unknown event {kind!r}")
+    types = _TYPES[kind]
+    values: dict[str, Any] = {}
+    for name, accepted in types.items():
+        if name not in obj:
+            if name == "gpus":
+                values[name] = []
+                continue
+            return Unparsed(line, f"{kind} event without {name!r}")
+        value = obj[name]
+        if isinstance(value, bool) or not isinstance(value, accepted):
+            return Unparsed(line, f"{kind} event: {name!r} has the wrong type")
+        if isinstance(value, float) and not math.isfinite(value):
+            return Unparsed(line, f"{kind} event: {name!r} is not finite")
+        values[name] = value
+    if kind == "step" and values["phase"] not in ("warmup", "timed"):
+        return Unparsed(line, f"step event: unknown phase {values['phase']!r}")
+    return cls(**values)

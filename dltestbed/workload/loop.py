@@ -1,0 +1,75 @@
+"""The timed loop: warm-up steps, then timed steps, each timed only once its result is ready."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dltestbed.workload.events import StepEvent, SummaryEvent
+
+
+def make_step(tf: Any, keras: Any, model: Any, mode: str) -> Callable[[Any, Any], Any]:
+    """A compiled step returning a scalar that depends on the whole computation."""
+    if mode == "infer":
+
+        @tf.function
+        def infer_step(images: Any, labels: Any) -> Any:
+            return tf.reduce_sum(model(images, training=False))
+
+        return infer_step
+
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+
+    @tf.function
+    def train_step(images: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return train_step
+
+
+def run(
+    step: Callable[[Any, Any], Any],
+    batches: Iterator[tuple[Any, Any]],
+    batch_size: int,
+    warmup: int,
+    steps: int,
+    emit: Callable[[StepEvent], None],
+) -> SummaryEvent:
+    """Run warm-up + timed steps, emitting each; the input fetch is inside the step's time."""
+    timed: list[float] = []
+    first = 0.0
+    warm_total = 0.0
+    start = time.perf_counter()
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        images, labels = next(batches)
+        result = step(images, labels)
+        float(result)  # blocks until the device has produced the value
+        dt = time.perf_counter() - t0
+        if i == 0:
+            first = dt
+        phase = "warmup" if i < warmup else "timed"
+        if phase == "timed":
+            timed.append(dt)
+        else:
+            warm_total += dt
+        emit(StepEvent(index=i, phase=phase, images=batch_size, seconds=dt,
+                       images_per_sec=batch_size / dt, t=time.time()))  # fmt: skip
+    elapsed = time.perf_counter() - start
+    total = sum(timed)
+    return SummaryEvent(
+        timed_steps=len(timed),
+        images=batch_size * len(timed),
+        timed_seconds=total,
+        mean_images_per_sec=sum(batch_size / s for s in timed) / len(timed),
+        images_per_sec=batch_size * len(timed) / total,
+        elapsed_seconds=elapsed,
+        first_step_seconds=first,
+        warmup_seconds=warm_total,
+    )

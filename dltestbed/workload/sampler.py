@@ -1,0 +1,48 @@
+"""Background resource sampling at a fixed interval: process RSS and CPU %, GPU memory and use."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+from dltestbed.workload.events import ResourceEvent
+from dltestbed.workload.gpu import Nvml
+
+
+class Sampler:
+    """Emits a ResourceEvent every `interval` seconds from a daemon thread until stopped."""
+
+    def __init__(self, emit: Callable[[ResourceEvent], None], interval: float, nvml: Nvml | None) -> None:
+        self._emit = emit
+        self._interval = interval
+        self._nvml = nvml
+        self._proc = psutil.Process()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dltestbed-sampler", daemon=True)
+
+    def sample(self) -> ResourceEvent:
+        """One sample now. CPU % is since the previous sample, in % of one core (can exceed 100)."""
+        with self._proc.oneshot():
+            rss = self._proc.memory_info().rss
+            cpu = self._proc.cpu_percent(interval=None)
+        gpus = self._nvml.sample() if self._nvml else []
+        return ResourceEvent(t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus)
+
+    def start(self) -> None:
+        """Prime the CPU counter and start sampling."""
+        self._proc.cpu_percent(interval=None)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling and emit one last sample."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._emit(self.sample())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._emit(self.sample())
