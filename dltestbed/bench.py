@@ -108,9 +108,7 @@ def plan(
     return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat)
 
 
-def run(
-    bench: Plan, target: Target, store: Store, observer: Observer, timeout: float | None = None
-) -> list[RunRecord]:
+def run(bench: Plan, target: Target, store: Store, observer: Observer, timeout: float | None = None) -> list[RunRecord]:
     """Run the plan on one target; a failed run is recorded and the bench goes on."""
     records = []
     for rep, spec in bench.runs():

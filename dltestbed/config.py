@@ -44,9 +44,7 @@ class WorkloadSpec(BaseModel):
     def _consistent(self) -> WorkloadSpec:
         info = MODELS[self.model]
         if self.image_size is not None and self.image_size < info.min_size:
-            raise ValueError(
-                f"image size {self.image_size} is below {self.model}'s minimum of {info.min_size} px"
-            )
+            raise ValueError(f"image size {self.image_size} is below {self.model}'s minimum of {info.min_size} px")
         if self.data == "real" and not self.data_dir:
             raise ValueError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
         if self.data == "synthetic" and self.data_dir:

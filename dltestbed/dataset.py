@@ -38,9 +38,7 @@ def scan(root: str | Path) -> DatasetIndex:
     except OSError as exc:
         raise DataError(f"data dir {str(path)!r} cannot be read: {exc.strerror}") from None
     for name in subdirs:
-        images = sorted(
-            e.path for e in os.scandir(path / name) if e.is_file() and e.name.endswith(JPEG_SUFFIXES)
-        )
+        images = sorted(e.path for e in os.scandir(path / name) if e.is_file() and e.name.endswith(JPEG_SUFFIXES))
         if not images:
             continue
         label = len(classes)

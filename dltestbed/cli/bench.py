@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 
-class DataOpt(str, Enum):
+class DataOpt(StrEnum):
     synthetic = "synthetic"
     real = "real"
 
 
-class ModeOpt(str, Enum):
+class ModeOpt(StrEnum):
     train = "train"
     infer = "infer"
 
 
-class DeviceOpt(str, Enum):
+class DeviceOpt(StrEnum):
     auto = "auto"
     cpu = "cpu"
     gpu = "gpu"
 
 
-class PresetOpt(str, Enum):
+class PresetOpt(StrEnum):
     quick = "quick"
     study = "study"
 
@@ -35,13 +35,22 @@ RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.loc
 
 def bench(
     model: list[str] | None = typer.Option(
-        None, "--model", "-m", help="Model: alexnet, resnet50 or inception3. Repeatable. Default: the preset's."
+        None,
+        "--model",
+        "-m",
+        help="Model: alexnet, resnet50 or inception3. Repeatable. Default: the preset's.",
     ),
     preset: PresetOpt = typer.Option(
-        PresetOpt.quick, help="Defaults for what is not given: quick (small sizes, 2+20 steps) or study (native sizes, batch 32, 10+100 steps)."
+        PresetOpt.quick,
+        help="Defaults for what is not given: quick (small sizes, 2+20 steps) "
+        "or study (native sizes, batch 32, 10+100 steps).",
     ),
-    data: DataOpt = typer.Option(DataOpt.synthetic, help="synthetic (in memory, no I/O) or real (JPEGs from --data-dir)."),
-    data_dir: Path | None = typer.Option(None, help="ImageNet-style folder DIR/<class>/*.jpg (see `dltestbed data make`)."),
+    data: DataOpt = typer.Option(
+        DataOpt.synthetic, help="synthetic (in memory, no I/O) or real (JPEGs from --data-dir)."
+    ),
+    data_dir: Path | None = typer.Option(
+        None, help="ImageNet-style folder DIR/<class>/*.jpg (see `dltestbed data make`)."
+    ),
     mode: ModeOpt = typer.Option(ModeOpt.train, help="train or infer."),
     device: DeviceOpt = typer.Option(DeviceOpt.auto, help="auto, cpu (hides the GPUs) or gpu (fails without one)."),
     batch_size: int | None = typer.Option(None, help="Images per step. Default: the preset's."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TaskID
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import StepEvent
@@ -58,10 +58,13 @@ class RichObserver:
         if run.status == "ok":
             self.progress.console.print(
                 f"[green]ok[/]     {escape(label(run))}: {run.images_per_sec:.1f} img/s, "
-                f"elapsed {run.elapsed_seconds:.1f} s  [dim]{run.id}[/]", highlight=False, soft_wrap=True,
+                f"elapsed {run.elapsed_seconds:.1f} s  [dim]{run.id}[/]",
+                highlight=False,
+                soft_wrap=True,
             )
         else:
             self.progress.console.print(
                 f"[red]failed[/] {escape(label(run))}: {escape(run.reason or '')}  [dim]{run.id}[/]",
-                highlight=False, soft_wrap=True,
+                highlight=False,
+                soft_wrap=True,
             )

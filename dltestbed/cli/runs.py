@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -12,7 +12,7 @@ import typer
 from dltestbed.cli.bench import RESULTS_HELP
 
 
-class FormatOpt(str, Enum):
+class FormatOpt(StrEnum):
     md = "md"
     json = "json"
 

@@ -21,7 +21,8 @@ SCHEMA_VERSION = 1
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
 
-_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS if c != "id")
+# steps_done is counted by add_step in the database, never overwritten from a record in memory.
+_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS if c not in ("id", "steps_done"))
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
@@ -74,6 +75,9 @@ class Store:
                     f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
                     f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}"
                 )
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+            if cols and not set(_RUN_COLUMNS) <= cols:
+                raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:

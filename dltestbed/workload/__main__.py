@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -18,6 +19,7 @@ from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.workload.catalog import model_names
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent, StartEvent
+from dltestbed.workload.loop import StepError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,8 +101,12 @@ def run(argv: list[str], emitter: Emitter) -> None:
     emitter.emit(summary)
 
 
+_TF_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    """The first line of an exception's message, without TensorFlow's node prefix."""
+    text = _TF_NODE.sub("", str(exc)).strip() or type(exc).__name__
     return text.splitlines()[0][:500]
 
 
@@ -118,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except DltestbedError as exc:
         emitter.emit(ErrorEvent(kind=type(exc).__name__, message=str(exc)))
+        return 1
+    except StepError as exc:
+        traceback.print_exc(file=sys.stderr)
+        cause = exc.__cause__ or exc
+        emitter.emit(ErrorEvent(kind=type(cause).__name__, message=f"step {exc.index}: {_first_line(cause)}"))
         return 1
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)

@@ -9,6 +9,14 @@ from typing import Any
 from dltestbed.workload.events import StepEvent, SummaryEvent
 
 
+class StepError(Exception):
+    """A step failed; `index` says which (the cause is chained)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"step {index} failed")
+        self.index = index
+
+
 def make_step(tf: Any, keras: Any, model: Any, mode: str) -> Callable[[Any, Any], Any]:
     """A compiled step returning a scalar that depends on the whole computation."""
     if mode == "infer":
@@ -48,9 +56,12 @@ def run(
     start = time.perf_counter()
     for i in range(warmup + steps):
         t0 = time.perf_counter()
-        images, labels = next(batches)
-        result = step(images, labels)
-        float(result)  # blocks until the device has produced the value
+        try:
+            images, labels = next(batches)
+            result = step(images, labels)
+            float(result)  # blocks until the device has produced the value
+        except Exception as exc:
+            raise StepError(i) from exc
         dt = time.perf_counter() - t0
         if i == 0:
             first = dt

@@ -45,9 +45,7 @@ def build(name: str, size: int, classes: int) -> Any:
             weights=None, input_shape=shape, classes=classes, classifier_activation=None
         )
     if name == "resnet50":
-        return keras.applications.ResNet50(
-            weights=None, input_shape=shape, classes=classes, classifier_activation=None
-        )
+        return keras.applications.ResNet50(weights=None, input_shape=shape, classes=classes, classifier_activation=None)
     if name == "alexnet":
         return alexnet(keras, size, classes)
     raise ValueError(f"unknown model {name!r}")

@@ -1,0 +1,91 @@
+"""Harness fidelity: images/sec through `dltestbed bench` ÷ a bare tf.function loop, interleaved.
+
+The bare loop is the least a benchmark can do: same model builder, same synthetic batch, a compiled
+train step, warm-up, then the timed steps with the result synced once per step. No events, no
+sampler, no controller. Goal: ratio >= 0.99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BARE = r"""
+import sys, time
+import keras, tensorflow as tf
+from dltestbed.workload import models
+model_name = sys.argv[1]
+size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
+keras.utils.set_random_seed(0)
+model = models.build(model_name, size, 1000)
+x = tf.random.uniform((batch, size, size, 3))
+y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+opt = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+@tf.function
+def step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+for _ in range(warmup):
+    float(step(x, y))
+t0 = time.perf_counter()
+for _ in range(steps):
+    float(step(x, y))
+print(batch * steps / (time.perf_counter() - t0))
+"""
+
+
+def bare(a: argparse.Namespace) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", BARE, a.model, str(a.image_size), str(a.batch_size), str(a.warmup), str(a.steps)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def harness(a: argparse.Namespace, results: Path) -> float:
+    cli = [sys.executable, "-m", "dltestbed", "bench", "--model", a.model, "--image-size", str(a.image_size),
+           "--batch-size", str(a.batch_size), "--warmup", str(a.warmup), "--steps", str(a.steps),
+           "--results", str(results), "--json"]  # fmt: skip
+    out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120"})
+    (run,) = json.loads(out.stdout)
+    return float(run["images_per_sec"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model", default="alexnet")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--pairs", type=int, default=4)
+    a = p.parse_args()
+    bares, harnesses = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(a.pairs):
+            # alternate which goes first, so a drift does not favour one side
+            order = (bare, harness) if i % 2 == 0 else (harness, bare)
+            for fn in order:
+                v = bare(a) if fn is bare else harness(a, Path(tmp) / "r.sqlite")
+                (bares if fn is bare else harnesses).append(v)
+                print(f"pair {i + 1}: {'bare   ' if fn is bare else 'harness'} {v:8.1f} img/s", flush=True)
+    ratio = statistics.fmean(harnesses) / statistics.fmean(bares)
+    pair_ratios = [h / b for h, b in zip(harnesses, bares, strict=True)]
+    print(f"\n{a.model} {a.image_size}px batch {a.batch_size}, {a.warmup}+{a.steps} steps, {a.pairs} pairs")
+    print(f"bare    mean {statistics.fmean(bares):.1f} img/s (sd {statistics.pstdev(bares):.1f})")
+    print(f"harness mean {statistics.fmean(harnesses):.1f} img/s (sd {statistics.pstdev(harnesses):.1f})")
+    print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in pair_ratios)}")
+    print(f"harness fidelity ratio: {ratio:.3f} (goal >= 0.99) {'MET' if ratio >= 0.99 else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()

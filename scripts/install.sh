@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install dltestbed into ./.venv on a Debian machine, as root: system packages first, then pip.
+# Usage: bash scripts/install.sh [--test]     (--test adds pytest and ruff)
+# TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=()
+[[ "${1:-}" == "--test" ]] && extras+=(test)
+
+apt_needed=()
+command -v python3 >/dev/null || apt_needed+=(python3)
+python3 -c 'import ensurepip, venv' 2>/dev/null || apt_needed+=(python3-venv)
+if ((${#apt_needed[@]})); then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_needed[@]}" >/dev/null
+fi
+python3 - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"dltestbed needs Python >= 3.11; this python3 is {sys.version.split()[0]}")
+PY
+
+tf="${DLTESTBED_TF:-}"
+if [[ -z "$tf" ]]; then
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then tf=gpu; else tf=cpu; fi
+fi
+extras+=("$tf")
+
+[[ -x .venv/bin/python ]] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+IFS=, spec=".[${extras[*]}]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e "$spec"
+echo "installed dltestbed with TensorFlow ($tf build) in $(pwd)/.venv: run .venv/bin/dltestbed --help"

@@ -1,0 +1,50 @@
+"""Shared helpers: run the real CLI as a subprocess, make small real datasets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+CAPTURED = DATA / "workload"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`dltestbed ARGS` in a fresh process, as a user runs it."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "dltestbed", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """Assert the process failed with exactly one `error:` line and no traceback; return it."""
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """A fresh results store path."""
+    return tmp_path / "results.sqlite"
+
+
+@pytest.fixture(scope="session")
+def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real JPEG dataset: 3 classes × 8 images of 48 px."""
+    from dltestbed import dataset
+
+    root = tmp_path_factory.mktemp("dataset")
+    dataset.make(root, classes=3, images_per_class=8, size=48)
+    return root

@@ -1,0 +1,18 @@
+"""Stands in for a target's Python in runner tests: replays a captured workload stdout.
+
+Env: REPLAY_FILE (lines to print), REPLAY_EXIT (exit code, default 0), REPLAY_STDERR (a line for
+stderr), REPLAY_KILL (send itself this signal after the lines). Arguments are ignored.
+"""
+
+import os
+import sys
+
+with open(os.environ["REPLAY_FILE"], encoding="utf-8") as f:
+    for line in f:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+if os.environ.get("REPLAY_STDERR"):
+    print(os.environ["REPLAY_STDERR"], file=sys.stderr)
+if os.environ.get("REPLAY_KILL"):
+    os.kill(os.getpid(), int(os.environ["REPLAY_KILL"]))
+sys.exit(int(os.environ.get("REPLAY_EXIT", "0")))

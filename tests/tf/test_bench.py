@@ -1,0 +1,135 @@
+"""`dltestbed bench` end to end with real TensorFlow: stored runs, runs, report, failures, Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dltestbed.config import workload_spec
+from dltestbed.results.store import Store
+from dltestbed.runner import RunContext, execute
+from dltestbed.targets.local import LocalTarget
+from tests.conftest import one_error_line, run_cli
+
+pytestmark = pytest.mark.tf
+
+QUICK = ["--batch-size", "8", "--warmup", "1", "--steps", "3"]
+
+
+def test_bench_runs_report(results: Path) -> None:
+    proc = run_cli("bench", "-m", "alexnet", "-m", "resnet50", "--image-size", "64", *QUICK, "--repeat", "2",
+                   "--json", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = json.loads(proc.stdout)  # stdout is the JSON and nothing else
+    assert [(r["model"], r["repetition"]) for r in printed] == [
+        ("alexnet", 1),
+        ("resnet50", 1),
+        ("alexnet", 2),
+        ("resnet50", 2),
+    ]  # interleaved
+    assert all(r["status"] == "ok" and r["images_per_sec"] > 0 and r["target_kind"] == "bm" for r in printed)
+    assert "bench b-" in proc.stderr and "4 run(s) on bm:local" in proc.stderr
+
+    listed = json.loads(run_cli("runs", "--json", "--results", str(results)).stdout)
+    assert [r["id"] for r in listed] == [r["id"] for r in printed]
+    store = Store.open(results)
+    for r in printed:
+        steps = store.steps(r["id"])
+        assert [s.phase for s in steps] == ["warmup", "timed", "timed", "timed"]
+        timed = [s for s in steps if s.phase == "timed"]
+        assert r["images_per_sec"] == pytest.approx(24 / sum(s.seconds for s in timed))
+        assert store.resources(r["id"])
+        assert r["fingerprint"]["tensorflow"] and r["fingerprint"]["target_kind"] == "bm"
+
+    table = run_cli("runs", "--results", str(results)).stdout
+    assert table.count(" ok ") == 4 and "alexnet" in table
+
+    md = run_cli("report", "--results", str(results)).stdout
+    rows = [line for line in md.splitlines() if line.startswith("| bm |")]
+    assert len(rows) == 2 and all("| 2 |" in row and row.rstrip().endswith("| 0.0 |") for row in rows)
+    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    alex = next(g for g in groups if g["key"]["model"] == "alexnet")
+    ips = sorted(r["images_per_sec"] for r in printed if r["model"] == "alexnet")
+    assert alex["images_per_sec"]["min"] == ips[0] and alex["images_per_sec"]["max"] == ips[1]
+    assert alex["images_per_sec"]["std"] is not None
+
+    one = run_cli("report", printed[0]["id"], "--format", "json", "--results", str(results))
+    assert json.loads(one.stdout)[0]["runs"] == 1
+
+
+def test_bench_real_data_inference(results: Path, dataset_dir: Path) -> None:
+    proc = run_cli("bench", "-m", "inception3", "--image-size", "75", "--data", "real", "--data-dir",
+                   str(dataset_dir), "--mode", "infer", *QUICK, "--json", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (r,) = json.loads(proc.stdout)
+    assert (r["data"], r["mode"], r["spec"]["classes"], r["status"]) == ("real", "infer", 3, "ok")
+
+
+def test_a_crashing_workload_is_stored_failed_and_the_bench_says_so(results: Path, tmp_path: Path) -> None:
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(4):
+            (tmp_path / cls / f"{i}.jpg").write_bytes(b"not a jpeg")
+    proc = run_cli("bench", "-m", "alexnet", "--image-size", "32", "--data", "real", "--data-dir", str(tmp_path),
+                   *QUICK, "--results", str(results))  # fmt: skip
+    line = one_error_line(proc)
+    assert proc.returncode == 1
+    assert "1 of 1 run(s) failed" in line and "step 0: Unknown image file format" in line and "(log: " in line
+    (run,) = Store.open(results).runs()
+    assert run.status == "failed" and "Unknown image file format" in (run.reason or "")
+    assert "Traceback" in Path(run.log_path).read_text()  # the detail is in the run's log
+
+
+def test_ctrl_c_keeps_the_measured_steps(results: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", "-m", "alexnet", "--image-size", "32",
+                             "--batch-size", "2", "--warmup", "1", "--steps", "100000", "--results", str(results)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    steps = 0
+    while time.monotonic() < deadline and steps < 5:
+        time.sleep(0.5)
+        if results.exists():
+            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
+                steps = db.execute("SELECT count(*) FROM steps").fetchone()[0]
+    assert steps >= 5, "the bench did not start measuring"
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    (run,) = Store.open(results).runs()
+    assert run.status == "failed" and run.reason == "interrupted (Ctrl-C)"
+    assert run.steps_done >= 5 and len(Store.open(results).steps(run.id)) == run.steps_done
+    psutil.wait_procs(children, timeout=15)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_workload_killed_mid_run_keeps_its_steps(results: Path) -> None:
+    """The OOM killer's way: SIGKILL after 3 steps, no error event."""
+    store = Store.open(results)
+
+    class KillAfter3:
+        def begin(self, run: object) -> None: ...
+        def end(self, run: object) -> None: ...
+        def step(self, run: object, ev: object) -> None:
+            if ev.index == 2:  # type: ignore[attr-defined]
+                me = psutil.Process(os.getpid())
+                for child in me.children(recursive=True):
+                    if "dltestbed.workload" in " ".join(child.cmdline()):
+                        child.kill()
+
+    spec = workload_spec(model="alexnet", image_size=32, batch_size=2, warmup=1, steps=1000)
+    run = execute(LocalTarget(), spec, store, RunContext(bench_id="b"), KillAfter3())
+    assert run.status == "failed" and run.reason and run.reason.startswith("workload killed by signal 9")
+    assert 3 <= len(store.steps(run.id)) <= 6
+    assert store.runs()[0].status == "failed"

@@ -1,0 +1,84 @@
+"""The real workload with real TensorFlow at small sizes: every model, data kind and mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltestbed.workload.events import (
+    ErrorEvent,
+    ResourceEvent,
+    StartEvent,
+    StepEvent,
+    SummaryEvent,
+    Unparsed,
+    parse_line,
+)
+
+pytestmark = pytest.mark.tf
+
+SIZES = {"alexnet": 64, "resnet50": 32, "inception3": 75}
+
+
+def workload(*args: str) -> tuple[subprocess.CompletedProcess[str], list]:
+    proc = subprocess.run([sys.executable, "-m", "dltestbed.workload", *args], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    return proc, [parse_line(line) for line in proc.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+@pytest.mark.parametrize("data", ["synthetic", "real"])
+@pytest.mark.parametrize("model", ["alexnet", "resnet50", "inception3"])
+def test_schema_of_a_real_run(model: str, data: str, mode: str, dataset_dir: Path) -> None:
+    args = ["--model", model, "--data", data, "--mode", mode, "--batch-size", "4", "--image-size",
+            str(SIZES[model]), "--warmup", "1", "--steps", "3", "--sample-interval", "0.2"]  # fmt: skip
+    if data == "real":
+        args += ["--data-dir", str(dataset_dir)]
+    proc, events = workload(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert events and not [e for e in events if isinstance(e, Unparsed)], "stdout must be events only"
+    start, summary = events[0], events[-1]
+    assert isinstance(start, StartEvent) and isinstance(summary, SummaryEvent)
+    assert start.spec["model"] == model and start.spec["image_size"] == SIZES[model]
+    assert start.spec["classes"] == (3 if data == "real" else 1000)
+    assert start.fingerprint["tensorflow"].startswith("2.")
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert [(s.index, s.phase) for s in steps] == [(0, "warmup"), (1, "timed"), (2, "timed"), (3, "timed")]
+    assert all(s.images == 4 and s.seconds > 0 for s in steps)
+    assert summary.timed_steps == 3 and summary.images == 12
+    assert summary.images_per_sec == pytest.approx(12 / sum(s.seconds for s in steps[1:]))
+    assert summary.elapsed_seconds >= summary.timed_seconds + summary.warmup_seconds
+    assert summary.first_step_seconds == pytest.approx(steps[0].seconds)
+    samples = [e for e in events if isinstance(e, ResourceEvent)]
+    assert samples and all(s.rss_bytes > 100 << 20 for s in samples)  # TensorFlow is resident
+    assert not any(isinstance(e, ErrorEvent) for e in events)
+
+
+def test_cpu_device_hides_gpus() -> None:
+    proc, events = workload("--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
+                            "--steps", "1", "--device", "cpu", "--mode", "infer")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    fp = events[0].fingerprint
+    assert fp["cuda_visible_devices"] == "" and fp["gpus_visible_to_tf"] == 0
+
+
+def test_gpu_device_without_gpu_fails_cleanly() -> None:
+    proc, events = workload("--model", "alexnet", "--image-size", "32", "--steps", "1", "--device", "gpu")
+    assert proc.returncode == 2
+    assert isinstance(events[-1], ErrorEvent) and "no GPU is visible to TensorFlow" in events[-1].message
+
+
+def test_corrupt_images_fail_at_the_step_with_a_message(tmp_path: Path) -> None:
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(4):
+            (tmp_path / cls / f"{i}.jpg").write_bytes(b"not a jpeg")
+    proc, events = workload("--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
+                            "--steps", "2", "--data", "real", "--data-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 1
+    err = events[-1]
+    assert isinstance(err, ErrorEvent) and err.message.startswith("step 0: Unknown image file format")
+    assert "Traceback" in proc.stderr  # the detail is on stderr, for the run's log

@@ -1,0 +1,135 @@
+"""The CLI on bad input: one `error:` line naming the problem and what is allowed, non-zero, no
+traceback. Also: commands that run no model never import TensorFlow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import one_error_line, run_cli
+
+QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", "3"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "--model", "vgg16"], "unknown model 'vgg16'; known: inception3, resnet50, alexnet"),
+        (["bench", "--model", "alexnet", "--steps", "0"], "--steps: Input should be greater than 0 (got 0)"),
+        (
+            ["bench", "--model", "alexnet", "--steps", "-5"],
+            "--steps: Input should be greater than 0 (got -5)",
+        ),
+        (
+            ["bench", "--model", "inception3", "--image-size", "64"],
+            "image size 64 is below inception3's minimum of 75 px",
+        ),
+        (["bench", "--model", "alexnet", "--data", "real"], "--data real needs --data-dir DIR"),
+        (
+            ["bench", "--model", "alexnet", "--data", "real", "--data-dir", "/nonexistent/imagenet"],
+            "data dir '/nonexistent/imagenet' does not exist",
+        ),
+        (["bench", "--mode", "fit"], "Invalid value for '--mode': 'fit' is not one of 'train', 'infer'"),
+        (["bench", "--repeat", "0"], "--repeat: must be at least 1 (got 0)"),
+        (["bench", "--preset", "huge"], "Invalid value for '--preset'"),
+        (["bench", "--bogus"], "No such option: --bogus"),
+        (["report", "r-does-not-exist"], "run id(s) not in"),
+        (["runs"], "no runs in"),
+        (["report"], "no runs in"),
+    ],
+)
+def test_bad_input_is_one_line(args: list[str], message: str, results: Path) -> None:
+    proc = run_cli(*args, "--results", str(results))
+    line = one_error_line(proc)
+    assert message in line, line
+    assert proc.returncode == 2
+
+
+def test_empty_data_dir(tmp_path: Path, results: Path) -> None:
+    (tmp_path / "data" / "cls").mkdir(parents=True)
+    proc = run_cli("bench", "--model", "alexnet", "--data", "real", "--data-dir", str(tmp_path / "data"),
+                   "--results", str(results))  # fmt: skip
+    assert "has no JPEG images in class subfolders" in one_error_line(proc)
+
+
+def test_unwritable_results_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for path, msg in [(blocker / "r.sqlite", "cannot be created"), (tmp_path, "is a folder, not a file")]:
+        proc = run_cli("bench", "--model", "alexnet", *QUICK, "--results", str(path))
+        line = one_error_line(proc)
+        assert msg in line and "--results PATH or DLTESTBED_RESULTS" in line
+    proc = run_cli("bench", "--model", "alexnet", *QUICK, env={"DLTESTBED_RESULTS": str(blocker / "x")})
+    assert "cannot be created" in one_error_line(proc)
+
+
+def test_data_make_refuses_a_non_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    proc = run_cli("data", "make", "--out", str(tmp_path), "--classes", "2")
+    assert "is not empty; use --force" in one_error_line(proc)
+    proc = run_cli("data", "make", "--out", str(tmp_path / "d"), "--size", "2")
+    assert "--size must be between 8 and 4096 px (got 2)" in one_error_line(proc)
+
+
+def test_data_make_writes_a_dataset(tmp_path: Path) -> None:
+    proc = run_cli("data", "make", "--out", str(tmp_path / "d"), "--classes", "2", "--images-per-class", "3",
+                   "--size", "16")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote 6 JPEGs" in proc.stdout and "in 2 classes" in proc.stdout
+    assert len(list((tmp_path / "d").glob("*/*.jpg"))) == 6
+
+
+def test_a_foreign_sqlite_file_is_refused(results: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(results) as db:
+        db.execute("CREATE TABLE runs (x)")
+    line = one_error_line(run_cli("runs", "--results", str(results)))
+    assert "is not a dltestbed results store" in line
+
+
+def test_internal_errors_go_to_the_debug_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dltestbed import cli
+    from dltestbed.results import store
+
+    def broken(*a: object, **k: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    log = tmp_path / "debug.log"
+    monkeypatch.setenv("DLTESTBED_DEBUG_LOG", str(log))
+    monkeypatch.setattr(store.Store, "open", broken)
+    assert cli.main(["runs"]) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"internal error: RuntimeError: disk on fire (traceback in {log})" in err
+    text = log.read_text()
+    assert "Traceback" in text and "disk on fire" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["bench", "--help"],
+        ["report", "--help"],
+        ["data", "make", "--help"],
+        ["runs", "--json"],
+        ["bench", "--model", "vgg16"],
+    ],
+)
+def test_commands_that_run_no_model_do_not_import_tensorflow(args: list[str], results: Path) -> None:
+    code = ("import sys; from dltestbed.cli import main; rc = main(sys.argv[1:]); "
+            "sys.exit(100 if 'tensorflow' in sys.modules or 'keras' in sys.modules else 0)")  # fmt: skip
+    extra = [] if "--help" in args else ["--results", str(results)]
+    proc = subprocess.run([sys.executable, "-c", code, *args, *extra], capture_output=True, text=True)
+    assert proc.returncode != 100, "TensorFlow was imported"
+
+
+def test_version() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("dltestbed ")

@@ -1,0 +1,74 @@
+"""The local target on real subprocesses: streaming, stderr, exit status, timeouts, cleanup."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dltestbed.errors import ConfigError
+from dltestbed.targets import factory
+from dltestbed.targets.local import LocalTarget
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_lines_arrive_in_order_and_stderr_is_kept(tmp_path: Path) -> None:
+    seen: list[tuple[str, float]] = []
+    log = tmp_path / "err.log"
+    code = (
+        "import sys, time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.3)\n"
+        "print('oops', file=sys.stderr); sys.exit(3)"
+    )
+    res = LocalTarget().run(py(code), on_line=lambda s: seen.append((s, time.monotonic())), stderr_log=log)
+    assert [s for s, _ in seen] == ["0", "1", "2"]
+    assert seen[2][1] - seen[0][1] > 0.4  # streamed as printed, not at exit
+    assert res.returncode == 3 and not res.ok and res.describe() == "exited with code 3"
+    assert res.stderr_tail == ["oops"] and log.read_text() == "oops\n"
+
+
+def test_env_is_passed() -> None:
+    out: list[str] = []
+    LocalTarget().run(py("import os; print(os.environ['X_T'])"), env={"X_T": "a b'c"}, on_line=out.append)
+    assert out == ["a b'c"]
+
+
+def _children_of_test_gone(marker: str) -> bool:
+    return not any(marker in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+
+def test_timeout_kills_the_whole_process_group() -> None:
+    marker = f"sleeper-{os.getpid()}"
+    code = (
+        f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+        f"'import time; time.sleep(60)', '{marker}']); print('up', flush=True); time.sleep(60)"
+    )
+    res = LocalTarget().run(py(code), timeout=2)
+    assert res.timed_out and res.describe().startswith("timed out")
+    time.sleep(0.5)
+    assert _children_of_test_gone(marker)
+
+
+def test_a_failing_consumer_stops_the_command() -> None:
+    marker = f"consumer-{os.getpid()}"
+
+    def boom(line: str) -> None:
+        raise RuntimeError("store broke")
+
+    with pytest.raises(RuntimeError):
+        LocalTarget().run(py(f"import time; print('x', flush=True); time.sleep(60)  # {marker}"), on_line=boom)
+    assert _children_of_test_gone(marker)
+
+
+def test_unknown_kinds_list_the_known_ones() -> None:
+    assert factory("bm") is LocalTarget
+    with pytest.raises(ConfigError, match="unknown target kind 'gpu'; known: bm, vm, cbm, cvm"):
+        factory("gpu")
+    with pytest.raises(ConfigError, match="not available in this version; available: bm"):
+        factory("vm")

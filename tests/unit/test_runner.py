@@ -1,0 +1,107 @@
+"""The runner on captured workload output replayed by a real subprocess: statuses and what is kept."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltestbed.config import workload_spec
+from dltestbed.results.store import Store
+from dltestbed.runner import RunContext, execute
+from dltestbed.targets.local import LocalTarget
+from tests.conftest import CAPTURED, DATA
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def begin(self, run: object) -> None:
+        self.calls.append("begin")
+
+    def step(self, run: object, ev: object) -> None:
+        self.calls.append("step")
+
+    def end(self, run: object) -> None:
+        self.calls.append("end")
+
+
+@pytest.fixture
+def replay(monkeypatch: pytest.MonkeyPatch, results: Path):
+    """Run the runner against a replayed capture; returns (record, store, observer)."""
+
+    def go(name: str, **env: str):
+        monkeypatch.setenv("REPLAY_FILE", str(CAPTURED / name))
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        target = LocalTarget(python=sys.executable)
+        store = Store.open(results)
+        obs = Recorder()
+        spec = workload_spec(model="alexnet", image_size=64, batch_size=8, warmup=1, steps=3)
+        # The target's python runs the replay script instead of the workload.
+        monkeypatch.setattr("dltestbed.runner.workload_argv", lambda t, s: [sys.executable, str(DATA / "replay.py")])
+        record = execute(target, spec, store, RunContext(bench_id="b"), obs)
+        return record, store, obs
+
+    return go
+
+
+def test_a_complete_run_is_ok_with_everything_stored(replay) -> None:
+    record, store, obs = replay("alexnet_train_ok.jsonl")
+    assert record.status == "ok" and record.reason is None
+    assert record.images_per_sec and record.images_per_sec > 0
+    assert record.fingerprint["tensorflow"] and record.fingerprint["target_kind"] == "bm"
+    (stored,) = store.runs()
+    assert stored.status == "ok" and stored.steps_done == 4
+    assert len(store.steps(record.id)) == 4 and store.resources(record.id)
+    assert obs.calls == ["begin", "step", "step", "step", "step", "end"]
+
+
+def test_an_error_event_fails_the_run_with_its_message(replay) -> None:
+    record, store, _ = replay("corrupt_jpeg.jsonl", REPLAY_EXIT="1")
+    assert record.status == "failed"
+    assert record.reason == (
+        "InvalidArgumentError: step 0: Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required."
+    )
+    assert store.runs()[0].reason == record.reason
+
+
+def test_an_interrupted_workload_keeps_its_steps(replay) -> None:
+    record, store, _ = replay("interrupted.jsonl", REPLAY_EXIT="130")
+    assert record.status == "failed" and record.reason == "interrupted: interrupted by a signal"
+    assert len(store.steps(record.id)) == store.runs()[0].steps_done > 5
+    assert record.images_per_sec is None
+
+
+def test_a_killed_workload_is_failed_with_the_signal(replay, tmp_path: Path, monkeypatch) -> None:
+    lines = (CAPTURED / "interrupted.jsonl").read_text().splitlines()[:-1]  # no error event: a hard kill
+    cut = tmp_path / "killed.jsonl"
+    cut.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr("tests.unit.test_runner.CAPTURED", tmp_path)
+    record, store, _ = replay("killed.jsonl", REPLAY_KILL=str(int(signal.SIGKILL)), REPLAY_STDERR="out of memory")
+    assert record.status == "failed"
+    assert record.reason == "workload killed by signal 9: out of memory"
+    assert len(store.steps(record.id)) > 5
+    assert "out of memory" in Path(record.log_path).read_text()
+
+
+def test_stray_lines_are_logged_not_fatal(replay, tmp_path: Path, monkeypatch) -> None:
+    lines = (CAPTURED / "alexnet_train_ok.jsonl").read_text().splitlines()
+    noisy = tmp_path / "noisy.jsonl"
+    noisy.write_text("\n".join(["Welcome to the cluster!", *lines[:3], "{broken", *lines[3:]]) + "\n")
+    monkeypatch.setattr("tests.unit.test_runner.CAPTURED", tmp_path)
+    record, _, _ = replay("noisy.jsonl")
+    assert record.status == "ok"
+    log = Path(record.log_path).read_text()
+    assert "Welcome to the cluster!" in log and "invalid JSON" in log
+
+
+def test_exit_zero_without_summary_is_a_failure(replay, tmp_path: Path, monkeypatch) -> None:
+    lines = (CAPTURED / "alexnet_train_ok.jsonl").read_text().splitlines()[:-1]
+    (tmp_path / "nosummary.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr("tests.unit.test_runner.CAPTURED", tmp_path)
+    record, _, _ = replay("nosummary.jsonl")
+    assert record.status == "failed" and record.reason == "the workload exited without a summary"

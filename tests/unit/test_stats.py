@@ -1,0 +1,98 @@
+"""Report statistics: grouping, spreads, overhead against bare metal."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from dltestbed.report import render
+from dltestbed.report.stats import Spread, overhead_percent, summarise
+from dltestbed.results.records import RunRecord
+
+
+def rec(kind: str, ips: float | None, elapsed: float = 10.0, status: str = "ok", **kw: object) -> RunRecord:
+    base = dict(
+        id=f"r{rec.n}",
+        bench_id="b",
+        started_at="2026-01-01T00:00:00+00:00",
+        scenario="single",
+        target_kind=kind,
+        target_name="t",
+        host="h",
+        model="alexnet",
+        data="synthetic",
+        mode="train",
+        device="auto",
+        batch_size=8,
+        image_size=64,
+        warmup=1,
+        steps=3,
+        repetition=1,
+    )
+    rec.n += 1
+    base.update(kw)
+    return RunRecord(**base, status=status, images_per_sec=ips, elapsed_seconds=elapsed)  # type: ignore[arg-type]
+
+
+rec.n = 0  # type: ignore[attr-defined]
+
+
+def test_spread_matches_statistics_module() -> None:
+    values = [100.0, 90.0, 95.5, 99.0]
+    s = Spread.of(values)
+    assert (s.n, s.min, s.max) == (4, 90.0, 100.0)
+    assert s.mean == pytest.approx(statistics.fmean(values))
+    assert s.std == pytest.approx(statistics.stdev(values))
+    assert Spread.of([5.0]).std is None
+
+
+def test_overhead_against_matching_bare_metal() -> None:
+    runs = [rec("bm", 100.0, 10.0), rec("bm", 110.0, 12.0), rec("cbm", 84.0, 14.0), rec("cbm", 84.0, 16.0)]
+    groups = {g.key["target_kind"]: g for g in summarise(runs)}
+    assert groups["bm"].overhead_percent == 0.0
+    assert groups["bm"].images_per_sec.mean == 105.0  # type: ignore[union-attr]
+    assert groups["cbm"].overhead_percent == pytest.approx((105.0 - 84.0) / 105.0 * 100)
+    assert groups["cbm"].elapsed_seconds.mean == 15.0  # type: ignore[union-attr]
+    assert groups["cbm"].images_per_sec.std == 0.0  # type: ignore[union-attr]
+    assert overhead_percent(100.0, 120.0) == -20.0
+
+
+def test_runs_of_other_sizes_or_modes_are_never_mixed() -> None:
+    runs = [
+        rec("bm", 100.0),
+        rec("bm", 50.0, batch_size=16),
+        rec("vm", 40.0, batch_size=16),
+        rec("vm", 10.0, mode="infer"),
+    ]
+    groups = summarise(runs)
+    assert len(groups) == 4
+    vm16 = next(g for g in groups if g.key["target_kind"] == "vm" and g.key["batch_size"] == 16)
+    assert vm16.overhead_percent == pytest.approx(20.0)
+    vm_infer = next(g for g in groups if g.key["mode"] == "infer")
+    assert vm_infer.overhead_percent is None  # no bm run in infer mode
+
+
+def test_failed_runs_are_counted_not_averaged() -> None:
+    runs = [rec("bm", 100.0), rec("bm", 3.0, status="failed"), rec("bm", None, status="failed")]
+    (g,) = summarise(runs)
+    assert (g.runs, g.failed) == (3, 2)
+    assert g.images_per_sec.n == 1 and g.images_per_sec.mean == 100.0  # type: ignore[union-attr]
+
+
+def test_group_with_only_failures_has_no_numbers() -> None:
+    (g,) = summarise([rec("vm", None, status="failed")])
+    assert g.images_per_sec is None and g.overhead_percent is None
+    table = render.markdown([g])
+    assert "| vm | alexnet |" in table and "0 (+1 failed)" in table
+
+
+def test_markdown_table_shape() -> None:
+    groups = summarise([rec("bm", 100.0), rec("bm", 90.0), rec("cvm", 45.0)])
+    lines = [line for line in render.markdown(groups).splitlines() if line.startswith("|")]
+    assert len(lines) == 2 + 2
+    widths = {line.count("|") for line in lines}
+    assert len(widths) == 1
+    assert lines[2].startswith("| bm |") and lines[3].startswith("| cvm |")
+    assert "| 95.0 | 90.0 | 100.0 | 7.1 |" in lines[2]
+    assert lines[3].rstrip().endswith("| 52.6 |")
