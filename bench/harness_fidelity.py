@@ -84,6 +84,9 @@ def main() -> None:
     print(f"bare    mean {statistics.fmean(bares):.1f} img/s (sd {statistics.pstdev(bares):.1f})")
     print(f"harness mean {statistics.fmean(harnesses):.1f} img/s (sd {statistics.pstdev(harnesses):.1f})")
     print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in pair_ratios)}")
+    if len(pair_ratios) > 1:
+        half = 1.96 * statistics.stdev(pair_ratios) / len(pair_ratios) ** 0.5
+        print(f"mean per-pair ratio {statistics.fmean(pair_ratios):.3f} ± {half:.3f} (95% normal interval)")
     print(f"harness fidelity ratio: {ratio:.3f} (goal >= 0.99) {'MET' if ratio >= 0.99 else 'NOT MET'}")
 
 

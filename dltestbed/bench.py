@@ -33,10 +33,10 @@ PRESETS: dict[str, Preset] = {
     "quick": Preset(
         "quick",
         "all three models at small sizes (alexnet 64 px, resnet50 64 px, inception3 75 px), batch 8, "
-        "2 warm-up + 20 timed steps: a few minutes on a 2-core CPU",
+        "3 warm-up + 30 timed steps: about a minute on a 2-core CPU",
         ("alexnet", "resnet50", "inception3"),
         {"alexnet": 64, "resnet50": 64, "inception3": 75},
-        batch_size=8, warmup=2, steps=20,
+        batch_size=8, warmup=3, steps=30,
     ),
     "study": Preset(
         "study",

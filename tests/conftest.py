@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dltestbed.results.records import RunRecord, new_id
+
 DATA = Path(__file__).parent / "data"
 CAPTURED = DATA / "workload"
 
@@ -48,3 +50,14 @@ def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dataset")
     dataset.make(root, classes=3, images_per_class=8, size=48)
     return root
+
+
+def make_run(**fields: object) -> RunRecord:
+    """A RunRecord with plausible defaults (a unique id each call); fields override them."""
+    values: dict[str, object] = dict(
+        id=new_id("r"), bench_id="b", started_at="2026-01-01T00:00:00+00:00", scenario="single",
+        target_kind="bm", target_name="local", host="h", model="alexnet", data="synthetic", mode="train",
+        device="auto", batch_size=8, image_size=64, warmup=1, steps=3, repetition=1,
+    )  # fmt: skip
+    values.update(fields)
+    return RunRecord(**values)  # type: ignore[arg-type]

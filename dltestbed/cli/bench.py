@@ -42,7 +42,7 @@ def bench(
     ),
     preset: PresetOpt = typer.Option(
         PresetOpt.quick,
-        help="Defaults for what is not given: quick (small sizes, 2+20 steps) "
+        help="Defaults for what is not given: quick (small sizes, 3+30 steps) "
         "or study (native sizes, batch 32, 10+100 steps).",
     ),
     data: DataOpt = typer.Option(

@@ -9,33 +9,11 @@ import pytest
 from dltestbed.report import render
 from dltestbed.report.stats import Spread, overhead_percent, summarise
 from dltestbed.results.records import RunRecord
+from tests.conftest import make_run
 
 
 def rec(kind: str, ips: float | None, elapsed: float = 10.0, status: str = "ok", **kw: object) -> RunRecord:
-    base = dict(
-        id=f"r{rec.n}",
-        bench_id="b",
-        started_at="2026-01-01T00:00:00+00:00",
-        scenario="single",
-        target_kind=kind,
-        target_name="t",
-        host="h",
-        model="alexnet",
-        data="synthetic",
-        mode="train",
-        device="auto",
-        batch_size=8,
-        image_size=64,
-        warmup=1,
-        steps=3,
-        repetition=1,
-    )
-    rec.n += 1
-    base.update(kw)
-    return RunRecord(**base, status=status, images_per_sec=ips, elapsed_seconds=elapsed)  # type: ignore[arg-type]
-
-
-rec.n = 0  # type: ignore[attr-defined]
+    return make_run(target_kind=kind, status=status, images_per_sec=ips, elapsed_seconds=elapsed, **kw)
 
 
 def test_spread_matches_statistics_module() -> None:

@@ -8,32 +8,14 @@ from pathlib import Path
 import pytest
 
 from dltestbed.errors import StoreError
-from dltestbed.results.records import RunRecord, new_id
+from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store, default_path
 from dltestbed.workload.events import ResourceEvent, StepEvent
+from tests.conftest import make_run
 
 
 def _run(bench: str = "b1") -> RunRecord:
-    return RunRecord(
-        id=new_id("r"),
-        bench_id=bench,
-        started_at="2026-01-01T00:00:00+00:00",
-        scenario="single",
-        target_kind="bm",
-        target_name="local",
-        host="h",
-        model="alexnet",
-        data="synthetic",
-        mode="train",
-        device="auto",
-        batch_size=8,
-        image_size=64,
-        warmup=1,
-        steps=3,
-        repetition=1,
-        fingerprint={"host": "h", "gpus": []},
-        spec={"model": "alexnet"},
-    )
+    return make_run(bench_id=bench, fingerprint={"host": "h", "gpus": []}, spec={"model": "alexnet"})
 
 
 def test_everything_written_survives_a_reopen(results: Path) -> None:
