@@ -13,6 +13,7 @@ import typer
 from dltestbed import __version__
 from dltestbed.cli import bench as _bench
 from dltestbed.cli import data as _data
+from dltestbed.cli import lab as _lab
 from dltestbed.cli import runs as _runs
 from dltestbed.errors import DltestbedError
 
@@ -43,6 +44,7 @@ app.command("bench")(_bench.bench)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
 app.add_typer(_data.app, name="data")
+app.add_typer(_lab.app, name="lab")
 
 
 def debug_log_path() -> Path:

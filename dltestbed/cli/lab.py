@@ -1,0 +1,64 @@
+"""`dltestbed lab up|down|status`: a cluster of SSH hosts on this machine (root)."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    help="A cluster on this machine: hosts that are network namespaces with their own sshd (root).",
+    no_args_is_help=True,
+)
+
+NAME_HELP = "Lab name (1-6 lowercase letters or digits); several labs can coexist."
+
+
+@app.command("up")
+def up(
+    hosts: int = typer.Option(2, help="Number of hosts."),
+    name: str = typer.Option("lab", help=NAME_HELP),
+    subnet: str = typer.Option("10.213.77.0/24", help="Private IPv4 network of the lab's bridge."),
+) -> None:
+    """Make the lab's hosts and write an Ansible inventory for them (its path is printed last)."""
+    import time
+
+    from dltestbed import lab
+
+    t0 = time.monotonic()
+    state = lab.up(name, hosts, subnet)
+    took = time.monotonic() - t0
+    names = ", ".join(f"{h.name} ({h.ip})" for h in state.hosts)
+    typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)
+    typer.echo(str(state.inventory))
+
+
+@app.command("down")
+def down(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
+    """Remove the lab: processes, namespaces, links, bridge, keys and files. Idempotent."""
+    from dltestbed import lab
+
+    removed = lab.down(name)
+    typer.echo(f"lab {name}: removed {len(removed)} item(s)" if removed else f"lab {name}: nothing to remove")
+
+
+@app.command("status")
+def status(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
+    """Show the lab's hosts and whether each one answers on SSH. Exits 1 when one does not."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dltestbed import lab
+
+    state, hosts = lab.status(name)
+    if state is None:
+        typer.echo(f"lab {name}: not up")
+        raise typer.Exit(1)
+    table = Table(title=f"lab {state.name} ({state.status}) on {state.bridge} {state.subnet}")
+    for col in ("host", "address", "namespace", "sshd", "ssh"):
+        table.add_column(col)
+    for h in hosts:
+        table.add_row(h.name, h.ip, "yes" if h.netns else "[red]missing[/]", "running" if h.sshd else "[red]down[/]",
+                      h.ssh or "[red]no answer[/]")  # fmt: skip
+    Console().print(table)
+    typer.echo(f"inventory: {state.inventory}")
+    if state.status != "up" or not all(h.ssh for h in hosts):
+        raise typer.Exit(1)

@@ -1,0 +1,156 @@
+"""A cluster on one machine: hosts that are network namespaces with their own sshd (root only).
+
+`up` makes them and writes an Ansible inventory; `down` removes processes, namespaces, links,
+the bridge and the files it made, and is idempotent; a crashed `up` is cleaned by the next
+`up` or `down`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+
+import yaml
+
+from dltestbed.errors import ConfigError
+from dltestbed.lab import host as lab_host
+from dltestbed.lab import net
+from dltestbed.lab.net import LabError
+from dltestbed.lab.state import DEFAULT_SUBNET, LabHost, LabState, labs_root, plan
+
+__all__ = ["DEFAULT_SUBNET", "LabError", "LabState", "down", "status", "up"]
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise ConfigError("the lab needs root (network namespaces, mounts): run as root")
+
+
+def inventory_text(lab: LabState) -> str:
+    """The lab's Ansible inventory: every host a bare-metal worker, reached with the lab's key."""
+    doc = {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(lab.key),
+                "ansible_ssh_common_args": f"-o UserKnownHostsFile={lab.known_hosts} -o StrictHostKeyChecking=yes",
+                "ansible_python_interpreter": "/usr/bin/python3",
+            },
+            "children": {"bare_metal": {"hosts": {h.name: {"ansible_host": h.ip} for h in lab.hosts}}},
+        }
+    }
+    head = (f"# dltestbed lab {lab.name!r}: {len(lab.hosts)} host(s) on this machine (network namespaces with\n"
+            f"# their own sshd on {lab.bridge}, {lab.subnet}). Written by `dltestbed lab up`; removed by `lab down`.\n")  # fmt: skip
+    return head + yaml.safe_dump(doc, sort_keys=False)
+
+
+def _healthy(lab: LabState) -> bool:
+    return lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip) for h in lab.hosts)
+
+
+def up(name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET) -> LabState:
+    """Make the lab (or keep a healthy one of the same shape); returns its state."""
+    _require_root()
+    want = plan(name, hosts, subnet)
+    old = LabState.load(name)
+    if old and old.subnet == want.subnet and len(old.hosts) == hosts and _healthy(old):
+        return old
+    down(name)
+    clash = net.routes_overlapping(want.subnet, ignore_dev=want.bridge)
+    if clash:
+        raise LabError(f"subnet {want.subnet} is already routed on this machine ({clash[0]}); choose --subnet")
+    lab = want
+    lab.save()  # before anything exists, so a crash from here on is cleaned by the next up/down
+    try:
+        client_pub = lab_host.keygen(lab.key, f"dltestbed-lab-{name}")
+        prefix = ipaddress.ip_network(lab.subnet).prefixlen
+        net.make_bridge(lab.bridge, lab.bridge_ip, prefix)
+        known = []
+        for h in lab.hosts:
+            net.make_host_net(h.netns, h.veth, lab.bridge, h.ip, prefix, lab.bridge_ip)
+            host_pub = lab_host.prepare(lab, h, client_pub)
+            known.append(f"{h.ip},{h.name} {' '.join(host_pub.split()[:2])}")
+        lab.known_hosts.write_text("\n".join(known) + "\n")
+        for h in lab.hosts:
+            h.pid = lab_host.start(lab, h)
+            lab.save()
+        for h in lab.hosts:
+            lab_host.wait_ready(lab, h)
+        lab.inventory.write_text(inventory_text(lab))
+        lab.status = "up"
+        lab.save()
+    except BaseException:
+        down(name)
+        raise
+    return lab
+
+
+def _kill(pids: list[int]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        live = [p for p in pids if lab_host.alive(p)]
+        for p in live:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(lab_host.alive(p) for p in live):
+            time.sleep(0.05)
+
+
+def down(name: str = "lab") -> list[str]:
+    """Remove everything the lab made, whether or not its state file survived. Idempotent."""
+    _require_root()
+    removed: list[str] = []
+    lab = LabState.load(name)
+    hosts: list[LabHost] = list(lab.hosts) if lab else []
+    bridge = lab.bridge if lab else f"dltb-{name}"
+    # namespaces and links with our names, even if the state file is gone or partial
+    known_ns = {h.netns for h in hosts}
+    for ns in sorted(net.namespaces()):
+        if ns.startswith(f"dlt-{name}-h") and ns not in known_ns:
+            idx = ns.rsplit("-h", 1)[1]
+            hosts.append(LabHost(name=f"{name}-h{idx}", index=int(idx) if idx.isdigit() else 0, ip="",
+                                 netns=ns, veth=f"dltv-{name}-{idx}"))  # fmt: skip
+    pids = [h.pid for h in hosts if h.pid] + [p for h in hosts for p in net.pids_in(h.netns)]
+    _kill(sorted(set(pids)))
+    for h in hosts:
+        if h.netns in net.namespaces() or h.veth in net.links():
+            net.remove_host_net(h.netns, h.veth)
+            removed.append(h.netns)
+    for link in sorted(net.links()):
+        if link.startswith(f"dltv-{name}-"):
+            net.ip("link", "del", link, check=False)
+    if bridge in net.links():
+        net.remove_bridge(bridge)
+        removed.append(bridge)
+    d = labs_root() / name
+    if d.exists():
+        shutil.rmtree(d)
+        removed.append(str(d))
+    return removed
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """What `lab status` shows for a host."""
+
+    name: str
+    ip: str
+    netns: bool
+    sshd: bool
+    ssh: str | None
+
+
+def status(name: str = "lab") -> tuple[LabState | None, list[HostStatus]]:
+    """The lab's saved state and each host's live status."""
+    lab = LabState.load(name)
+    if lab is None:
+        return None, []
+    spaces = net.namespaces()
+    return lab, [HostStatus(h.name, h.ip, h.netns in spaces, lab_host.alive(h.pid), lab_host.ssh_banner(h.ip))
+                 for h in lab.hosts]  # fmt: skip

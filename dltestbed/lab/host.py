@@ -1,0 +1,141 @@
+"""A lab host's filesystem and sshd: an overlay of / with a private upper layer, chrooted, in its
+own mount and UTS namespaces inside its network namespace."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from dltestbed.lab.net import LabError
+from dltestbed.lab.state import LabHost, LabState, labs_root
+
+SSHD = "/usr/sbin/sshd"
+HOST_KEY = "/etc/ssh/dltestbed_host_ed25519_key"
+SSHD_CONFIG = "/etc/ssh/dltestbed_sshd_config"
+
+_SSHD_CONFIG = """\
+# written by dltestbed lab
+Port 22
+ListenAddress {ip}
+HostKey {host_key}
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile none
+UseDNS no
+MaxStartups 100
+MaxSessions 100
+AcceptEnv LANG LC_* DLTESTBED_*
+Subsystem sftp internal-sftp
+"""
+
+
+def keygen(path: Path, comment: str) -> str:
+    """An ed25519 key pair at path (kept if it exists); returns the public key line."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                           check=True, capture_output=True)  # fmt: skip
+        except FileNotFoundError:
+            raise LabError("ssh-keygen is not installed (apt-get install openssh-client)") from None
+    return path.with_suffix(".pub").read_text().strip()
+
+
+def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
+    """Write the host's own files into its upper layer; returns its public host key line."""
+    d = host.dir(lab.dir)
+    upper = d / "upper"
+    for sub in ("upper", "work", "merged"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    etc = upper / "etc"
+    (etc / "ssh").mkdir(parents=True, exist_ok=True)
+    (etc / "hostname").write_text(host.name + "\n")
+    peers = "".join(f"{h.ip}\t{h.name}\n" for h in lab.hosts)
+    (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{lab.bridge_ip}\tcontroller\n{peers}")
+    (etc / "resolv.conf").write_text("")  # no resolver: name lookups fail fast instead of stalling
+    host_pub = keygen(upper / HOST_KEY.lstrip("/"), host.name)
+    (upper / SSHD_CONFIG.lstrip("/")).write_text(_SSHD_CONFIG.format(ip=host.ip, host_key=HOST_KEY))
+    ssh_dir = upper / "root" / ".ssh"
+    ssh_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(ssh_dir, 0o700)
+    auth = ssh_dir / "authorized_keys"
+    auth.write_text(client_pub + "\n")
+    os.chmod(auth, 0o600)
+    return host_pub
+
+
+def start_script(lab: LabState, host: LabHost) -> str:
+    """The shell script that builds the host's root and execs its sshd (all paths quoted)."""
+    d = host.dir(lab.dir)
+    m = shlex.quote(str(d / "merged"))
+    q = shlex.quote
+    hide = q(str(d / "merged") + str(labs_root()))
+    return "\n".join([
+        "set -e",
+        f"hostname {q(host.name)}",
+        f"mount -t overlay overlay -o lowerdir=/,upperdir={q(str(d / 'upper'))},workdir={q(str(d / 'work'))} {m}",
+        f"mount -t proc proc {m}/proc",
+        f"mount -t sysfs sysfs {m}/sys",
+        f"mount --rbind /dev {m}/dev",
+        f"mount -t tmpfs -o mode=755 tmpfs {m}/run",
+        f"mkdir -p {m}/run/sshd",
+        f"mount -t tmpfs -o mode=1777,size=4g tmpfs {m}/tmp",
+        f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
+        f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
+    ])  # fmt: skip
+
+
+def start(lab: LabState, host: LabHost) -> int:
+    """Start the host's sshd, detached; returns its pid."""
+    if not Path(SSHD).exists():
+        raise LabError(f"{SSHD} is missing (apt-get install openssh-server)")
+    log = (host.dir(lab.dir) / "sshd.log").open("ab")
+    argv = ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private",
+            "--", "sh", "-c", start_script(lab, host)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    log.close()
+    return proc.pid
+
+
+def alive(pid: int | None) -> bool:
+    """True when the process exists and is not a zombie."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ssh_banner(ip: str, timeout: float = 1.0) -> str | None:
+    """The SSH banner of ip:22, or None when nothing answers."""
+    try:
+        with socket.create_connection((ip, 22), timeout=timeout) as s:
+            s.settimeout(timeout)
+            data = s.recv(64).decode("ascii", "replace")
+            return data.strip() if data.startswith("SSH-") else None
+    except OSError:
+        return None
+
+
+def wait_ready(lab: LabState, host: LabHost, timeout: float = 20.0) -> None:
+    """Wait until the host's sshd answers; raise LabError quoting its log if it does not."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ssh_banner(host.ip):
+            return
+        if not alive(host.pid):
+            break
+        time.sleep(0.05)
+    log = host.dir(lab.dir) / "sshd.log"
+    tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+    why = "its sshd exited" if not alive(host.pid) else f"no SSH answer in {timeout:.0f} s"
+    raise LabError(f"lab host {host.name} ({host.ip}): {why}" + (f": {tail[0]}" if tail else "") + f" (log: {log})")

@@ -1,0 +1,109 @@
+"""What a lab is made of, kept on disk so `down` can remove it even after a crashed `up`."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dltestbed.errors import ConfigError
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: interface names are at most 15 characters
+DEFAULT_SUBNET = "10.213.77.0/24"
+FIRST_HOST_OCTET = 11
+
+
+def labs_root() -> Path:
+    """$DLTESTBED_LAB_DIR, else /var/lib/dltestbed/labs."""
+    return Path(os.environ.get("DLTESTBED_LAB_DIR") or "/var/lib/dltestbed/labs")
+
+
+@dataclass
+class LabHost:
+    """One lab host: a network namespace with its own sshd, hostname and writable /etc, /root, /tmp."""
+
+    name: str
+    index: int
+    ip: str
+    netns: str
+    veth: str
+    pid: int | None = None  # the host's init (unshare) process; its mount namespace dies with it
+
+    def dir(self, lab_dir: Path) -> Path:
+        """Its files: upper and work layers of the overlay, host key, log."""
+        return lab_dir / "hosts" / self.name
+
+
+@dataclass
+class LabState:
+    """A lab on this machine. status: creating, up."""
+
+    name: str
+    subnet: str
+    bridge: str
+    bridge_ip: str
+    status: str = "creating"
+    hosts: list[LabHost] = field(default_factory=list)
+
+    @property
+    def dir(self) -> Path:
+        """Its folder under labs_root()."""
+        return labs_root() / self.name
+
+    @property
+    def key(self) -> Path:
+        """The private SSH key the lab's inventory uses."""
+        return self.dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        """The host keys of the lab's hosts, recorded when they were made."""
+        return self.dir / "known_hosts"
+
+    @property
+    def inventory(self) -> Path:
+        """The Ansible inventory for the lab."""
+        return self.dir / "inventory.yml"
+
+    def save(self) -> None:
+        """Write state.json (atomically)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(self.dir / "state.json")
+
+    @classmethod
+    def load(cls, name: str) -> LabState | None:
+        """The saved state of a lab, or None."""
+        path = labs_root() / name / "state.json"
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        raw["hosts"] = [LabHost(**h) for h in raw.get("hosts", [])]
+        return cls(**raw)
+
+
+def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET) -> LabState:
+    """The names and addresses of a lab of `hosts` hosts, validated."""
+    if not NAME_RE.match(name):
+        raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
+    try:
+        net = ipaddress.ip_network(subnet)
+    except ValueError:
+        raise ConfigError(f"--subnet {subnet!r} is not an IPv4 network like {DEFAULT_SUBNET}") from None
+    if net.version != 4 or not net.is_private or net.prefixlen > 24:
+        raise ConfigError(f"--subnet {subnet!r}: a private IPv4 network of /24 or larger is needed")
+    max_hosts = 64
+    if not 1 <= hosts <= max_hosts:
+        raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
+    base = net.network_address
+    state = LabState(name=name, subnet=str(net), bridge=f"dltb-{name}", bridge_ip=str(base + 1))
+    for i in range(1, hosts + 1):
+        state.hosts.append(LabHost(
+            name=f"{name}-h{i}", index=i, ip=str(base + FIRST_HOST_OCTET - 1 + i),
+            netns=f"dlt-{name}-h{i}", veth=f"dltv-{name}-{i}",
+        ))  # fmt: skip
+    return state
