@@ -7,6 +7,7 @@ the bridge and the files it made, and is idempotent; a crashed `up` is cleaned b
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -43,8 +44,11 @@ def inventory_text(lab: LabState) -> str:
             "children": {"bare_metal": {"hosts": {h.name: {"ansible_host": h.ip} for h in lab.hosts}}},
         }
     }
-    head = (f"# dltestbed lab {lab.name!r}: {len(lab.hosts)} host(s) on this machine (network namespaces with\n"
-            f"# their own sshd on {lab.bridge}, {lab.subnet}). Written by `dltestbed lab up`; removed by `lab down`.\n")  # fmt: skip
+    head = (
+        f"# dltestbed lab {lab.name!r}: {len(lab.hosts)} host(s) on this machine (network namespaces with\n"
+        f"# their own sshd on {lab.bridge}, {lab.subnet}).\n"
+        "# Written by `dltestbed lab up`; removed by `dltestbed lab down`.\n"
+    )
     return head + yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -93,10 +97,8 @@ def _kill(pids: list[int]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         live = [p for p in pids if lab_host.alive(p)]
         for p in live:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(p, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(lab_host.alive(p) for p in live):
             time.sleep(0.05)
