@@ -1,0 +1,72 @@
+"""The lab tier: needs root, iproute2 and openssh-server (CI installs them and runs as root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dltestbed import lab
+from dltestbed.lab.state import LabState
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/lab/" in str(item.fspath):
+            item.add_marker(pytest.mark.lab)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _requirements() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the lab tier needs root")
+    missing = [tool for tool in ("ip", "ssh", "ssh-keygen", "/usr/sbin/sshd") if not shutil.which(tool)]
+    assert not missing, f"lab tier tools missing: {missing} (scripts/install.sh --test installs them)"
+
+
+@pytest.fixture(scope="session")
+def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    d = tmp_path_factory.mktemp("labs")
+    old = os.environ.get("DLTESTBED_LAB_DIR")
+    os.environ["DLTESTBED_LAB_DIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("DLTESTBED_LAB_DIR", None)
+    else:
+        os.environ["DLTESTBED_LAB_DIR"] = old
+
+
+def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a command on a lab host with the lab's key and recorded host keys (strict checking)."""
+    h = next(x for x in state.hosts if x.name == host)
+    argv = ["ssh", "-i", str(state.key), "-o", f"UserKnownHostsFile={state.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{h.ip}", command]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def leftovers(name: str) -> list[str]:
+    """Anything of lab `name` still on this machine: namespaces, links, mounts, processes."""
+    from dltestbed.lab import net
+
+    out = [f"netns {n}" for n in net.namespaces() if n.startswith(f"dlt-{name}-")]
+    out += [f"link {n}" for n in net.links() if n.startswith((f"dltv-{name}-", f"dltb-{name}"))]
+    with open("/proc/mounts") as f:
+        out += [f"mount {line.split()[1]}" for line in f if f"/{name}/hosts/" in line]
+    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+    out += [f"process {line}" for line in ps.splitlines()
+            if "dltestbed_sshd_config" in line and f"/{name}/hosts/" in line and not line.startswith("Z")]  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def fresh_lab(lab_dir: Path) -> Iterator[str]:
+    """A lab name that is down before and after the test."""
+    name = "t" + os.urandom(2).hex()[:4]
+    lab.down(name)
+    yield name
+    lab.down(name)
+    assert not leftovers(name)
