@@ -115,3 +115,39 @@ def run(bench: Plan, target: Target, store: Store, observer: Observer, timeout: 
         ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep)
         records.append(execute(target, spec, store, ctx, observer, timeout=timeout))
     return records
+
+
+def run_all(
+    bench: Plan,
+    targets: Sequence[Target],
+    store: Store,
+    observer: Observer,
+    timeout: float | None = None,
+    parallel: bool = True,
+) -> list[RunRecord]:
+    """Run the plan on every target: at once (one thread per target) or one target after another.
+
+    One target failing never stops or hides the others. Ctrl-C stops every target's current run
+    (each is stored as interrupted, with its steps) and is raised again once all have stopped.
+    """
+    if not parallel or len(targets) == 1:
+        return [r for t in targets for r in run(bench, t, store, observer, timeout)]
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="dltestbed-target")
+    futures = [pool.submit(run, bench, t, store, observer, timeout) for t in targets]
+    try:
+        wait(futures)
+    except KeyboardInterrupt:
+        for t in targets:
+            abort = getattr(t, "abort", None)
+            if abort:
+                abort()
+        wait(futures, timeout=60)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    records: list[RunRecord] = []
+    for f in futures:
+        records.extend(f.result())
+    return records

@@ -55,7 +55,10 @@ class RunContext:
 
 def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
     """The command line that runs the workload on a target."""
-    return [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
+    argv = [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
+    if getattr(target, "remote", False):
+        argv.append("--watch-stdin")  # a lost SSH session stops the workload
+    return argv
 
 
 class _Collector:

@@ -14,6 +14,7 @@ from dltestbed import __version__
 from dltestbed.cli import bench as _bench
 from dltestbed.cli import data as _data
 from dltestbed.cli import lab as _lab
+from dltestbed.cli import provision as _provision
 from dltestbed.cli import runs as _runs
 from dltestbed.errors import DltestbedError
 
@@ -41,6 +42,7 @@ def _root(
 
 
 app.command("bench")(_bench.bench)
+app.command("provision")(_provision.provision)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
 app.add_typer(_data.app, name="data")

@@ -25,6 +25,12 @@ class DeviceOpt(StrEnum):
     gpu = "gpu"
 
 
+class LayoutOpt(StrEnum):
+    single = "single"
+    distributed = "distributed"
+    shared = "shared"
+
+
 class PresetOpt(StrEnum):
     quick = "quick"
     study = "study"
@@ -60,10 +66,17 @@ def bench(
     classes: int = typer.Option(1000, help="Classes of the model's output (real data: the folder's)."),
     repeat: int = typer.Option(1, help="Repetitions of every run (interleaved: rep 1 of all models, then rep 2 ...)."),
     timeout: float | None = typer.Option(None, help="Seconds after which a run is stopped and stored as failed."),
+    inventory: Path | None = typer.Option(
+        None, help="Ansible inventory: run on its bare_metal hosts over SSH (after `dltestbed provision`)."
+    ),
+    limit: str | None = typer.Option(None, help="With --inventory: only these hosts or groups (Ansible pattern)."),
+    parallel: bool = typer.Option(
+        True, "--parallel/--sequential", help="With several hosts: run them at once (default) or one by one."
+    ),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the runs' summaries as JSON on stdout."),
 ) -> None:
-    """Run workloads on the local machine (target bm) and store every step.
+    """Run workloads on this machine (target bm), or over SSH on an inventory's hosts, and store every step.
 
     Run bare, it runs the quick preset and says so. Progress goes to stderr; with --json, stdout
     holds only the JSON array of runs. Exits 1 when any run failed (the run is stored as failed).
@@ -72,31 +85,45 @@ def bench(
 
     from dltestbed import bench as bench_mod
     from dltestbed.cli.progress import RichObserver
-    from dltestbed.errors import WorkloadError
+    from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
-    from dltestbed.targets import factory
+    from dltestbed.targets import make
 
     plan = bench_mod.plan(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
         data=data.value, mode=mode.value, device=device.value, classes=classes,
     )  # fmt: skip
+    if inventory is not None:
+        from dltestbed import inventory as inventory_mod
+
+        hosts = inventory_mod.load(inventory, limit).in_group("bare_metal")
+        if not hosts:
+            raise ConfigError(f"inventory {str(inventory)!r} has no hosts in group bare_metal" +
+                              (f" matching --limit {limit!r}" if limit else ""))  # fmt: skip
+        targets = [make("bm", h) for h in hosts]
+    elif limit:
+        raise ConfigError("--limit needs --inventory")
+    else:
+        targets = [make("bm")]
     store = Store.open(results)
-    target = factory("bm")()
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     p = bench_mod.PRESETS[preset.value]
     if not model and image_size is None and steps is None:
         console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
     runs = plan.runs()
+    where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
+    mode_ = ("at once" if parallel else "one after another") if len(targets) > 1 else ""
     console.print(
         f"bench {plan.bench_id}: {len(plan.specs)} workload(s) × {plan.repeat} repetition(s) = {len(runs)} "
-        f"run(s) on {target.kind}:{target.name} ({target.host}); results → {store.path}"
+        f"run(s) on {where} {mode_}".rstrip()
+        + f"; results → {store.path}"
     )
     records = []
     try:
         with RichObserver(console) as observer:
-            records = bench_mod.run(plan, target, store, observer, timeout=timeout)
+            records = bench_mod.run_all(plan, targets, store, observer, timeout=timeout, parallel=parallel)
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/]: the current run is stored as failed with its steps; see "
                       f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip

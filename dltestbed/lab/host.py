@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from dltestbed.lab.net import LabError
 from dltestbed.lab.state import LabHost, LabState, labs_root
 
 SSHD = "/usr/sbin/sshd"
-HOST_KEY = "/etc/ssh/dltestbed_host_ed25519_key"
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"  # the standard path, so facts and sshd agree
 SSHD_CONFIG = "/etc/ssh/dltestbed_sshd_config"
 
 _SSHD_CONFIG = """\
@@ -61,6 +62,7 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{lab.bridge_ip}\tcontroller\n{peers}")
     (etc / "resolv.conf").write_text("")  # no resolver: name lookups fail fast instead of stalling
     host_pub = keygen(upper / HOST_KEY.lstrip("/"), host.name)
+    _whiteout_machine_host_keys(upper)
     (upper / SSHD_CONFIG.lstrip("/")).write_text(_SSHD_CONFIG.format(ip=host.ip, host_key=HOST_KEY))
     ssh_dir = upper / "root" / ".ssh"
     ssh_dir.mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,17 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     auth.write_text(client_pub + "\n")
     os.chmod(auth, 0o600)
     return host_pub
+
+
+def _whiteout_machine_host_keys(upper: Path) -> None:
+    """Hide this machine's other SSH host keys from the host (overlay whiteouts), so the host has
+    exactly one key, its own, and what it reports is what its sshd serves."""
+    for key in Path("/etc/ssh").glob("ssh_host_*_key*"):
+        if key.name.startswith("ssh_host_ed25519_key"):
+            continue
+        target = upper / "etc" / "ssh" / key.name
+        if not target.exists():
+            os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(0, 0))
 
 
 def start_script(lab: LabState, host: LabHost) -> str:

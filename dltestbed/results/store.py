@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -56,6 +57,7 @@ class Store:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._db = conn
+        self._lock = threading.RLock()  # runs on several hosts write from several threads
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> Store:
@@ -66,7 +68,7 @@ class Store:
             raise StoreError(f"results path {str(p)!r} is a folder, not a file; {hint}")
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(p, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -101,7 +103,7 @@ class Store:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         try:
-            with self._db:
+            with self._lock, self._db:
                 yield self._db
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(self.path)!r}: write failed ({exc})") from None
@@ -138,6 +140,10 @@ class Store:
                 (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus)),
             )
 
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
     @staticmethod
     def _record(row: sqlite3.Row) -> RunRecord:
         values: dict[str, Any] = {c: row[c] for c in _RUN_COLUMNS}
@@ -158,26 +164,26 @@ class Store:
             args.append(bench_id)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        rows = self._db.execute(sql + " ORDER BY started_at, id", args).fetchall()
+        rows = self._query(sql + " ORDER BY started_at, id", args)
         return [self._record(r) for r in rows]
 
     def last_bench_id(self) -> str | None:
         """The bench of the most recently started run."""
-        row = self._db.execute("SELECT bench_id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1").fetchone()
-        return row[0] if row else None
+        rows = self._query("SELECT bench_id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+        return rows[0][0] if rows else None
 
     def steps(self, run_id: str) -> list[StepEvent]:
         """A run's steps in order."""
-        rows = self._db.execute(
+        rows = self._query(
             "SELECT idx, phase, images, seconds, images_per_sec, t FROM steps WHERE run_id = ? ORDER BY idx",
             (run_id,),
-        ).fetchall()
+        )
         return [StepEvent(index=r[0], phase=r[1], images=r[2], seconds=r[3], images_per_sec=r[4], t=r[5])
                 for r in rows]  # fmt: skip
 
     def resources(self, run_id: str) -> list[ResourceEvent]:
         """A run's resource samples in time order."""
-        rows = self._db.execute(
+        rows = self._query(
             "SELECT t, rss_bytes, cpu_percent, gpus FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
-        ).fetchall()
+        )
         return [ResourceEvent(t=r[0], rss_bytes=r[1], cpu_percent=r[2], gpus=json.loads(r[3])) for r in rows]

@@ -41,4 +41,15 @@ def factory(kind: str) -> Callable[..., Target]:
     return _FACTORIES[kind]
 
 
-__all__ = ["KINDS", "CommandResult", "Target", "factory", "register"]
+def make(kind: str, host: object | None = None) -> Target:
+    """A target of `kind`: on this machine when host is None, else on that inventory host."""
+    if host is None:
+        return factory(kind)()
+    if kind != "bm":
+        raise ConfigError(f"target kind {kind!r} on inventory hosts is not available in this version; available: bm")
+    from dltestbed.targets.ssh import SSHTarget
+
+    return SSHTarget(host)  # type: ignore[arg-type]
+
+
+__all__ = ["KINDS", "CommandResult", "Target", "factory", "make", "register"]

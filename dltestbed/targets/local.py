@@ -43,11 +43,20 @@ class LocalTarget:
     """Bare metal on this machine. Commands run in their own session and are always reaped."""
 
     kind = "bm"
+    remote = False
 
     def __init__(self, name: str = "local", python: str | None = None) -> None:
         self.name = name
         self.host = socket.gethostname()
         self.python = python or sys.executable
+        self._proc: subprocess.Popen[str] | None = None
+        self._aborted = threading.Event()
+
+    def abort(self) -> None:
+        """Stop the command in progress (from another thread)."""
+        self._aborted.set()
+        if self._proc is not None:
+            _stop(self._proc)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal on this host."""
@@ -72,6 +81,7 @@ class LocalTarget:
             )  # fmt: skip
         except OSError as exc:
             raise TargetError(f"cannot start {argv[0]!r} on {self.host}: {exc.strerror}") from None
+        self._proc = proc
         tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
         timed_out = threading.Event()
@@ -101,12 +111,15 @@ class LocalTarget:
                     on_line(line.rstrip("\n"))
             proc.wait()
         finally:
+            self._proc = None
             if timer:
                 timer.cancel()
             _stop(proc)
             err_thread.join(5)
             if log:
                 log.close()
+        if self._aborted.is_set():
+            raise KeyboardInterrupt
         return CommandResult(
             argv=list(argv), returncode=proc.returncode, duration=time.monotonic() - start,
             stderr_tail=list(tail), timed_out=timed_out.is_set(),

@@ -11,10 +11,12 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any, NoReturn
 
+from dltestbed.config import WorkloadSpec, workload_spec
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.workload.catalog import model_names
 from dltestbed.workload.emit import Emitter
@@ -42,7 +44,31 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", type=int, default=1000, help="with real data: the folder's classes")
     p.add_argument("--sample-interval", type=float, default=1.0, help="seconds between resource samples")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--watch-stdin", action="store_true",
+                   help="stop (as if interrupted) when stdin closes: for runs over SSH, so a lost "
+                   "controller never leaves a workload behind")  # fmt: skip
     return p
+
+
+def _watch_stdin() -> None:
+    """Block on stdin; when it closes, interrupt the main thread like SIGTERM does."""
+
+    def watch() -> None:
+        try:
+            while os.read(0, 4096):  # the raw fd: no buffer lock to hold at interpreter shutdown
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="dltestbed-stdin-watch", daemon=True).start()
+
+
+def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:
+    """The validated spec of a command line, and the options that are not part of it."""
+    ns = parser().parse_args(argv)
+    values = {k: v for k, v in vars(ns).items() if v is not None and k != "watch_stdin"}
+    return workload_spec(**values), ns
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -52,11 +78,11 @@ def _terminate(signum: int, frame: Any) -> None:
 def run(argv: list[str], emitter: Emitter) -> None:
     """Validate, prepare data, build the model, run the loop, emit everything."""
     from dltestbed import dataset
-    from dltestbed.config import workload_spec
     from dltestbed.workload import fingerprint
 
-    ns = parser().parse_args(argv)
-    spec = workload_spec(**{k: v for k, v in vars(ns).items() if v is not None})
+    spec, ns = parse(argv)
+    if ns.watch_stdin:
+        _watch_stdin()
     index = dataset.scan(spec.data_dir) if spec.data == "real" else None
     classes = len(index.classes) if index else spec.classes
     if index is not None and classes < 2:

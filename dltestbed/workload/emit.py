@@ -31,8 +31,11 @@ class Emitter:
         return cls(os.fdopen(private, "w", buffering=1, encoding="utf-8"))
 
     def emit(self, ev: Event) -> None:
-        """Write one event line."""
+        """Write one event line. If the reader is gone, there is no one to work for: exit at once."""
         line = encode(ev) + "\n"
         with self._lock:
-            self._stream.write(line)
-            self._stream.flush()
+            try:
+                self._stream.write(line)
+                self._stream.flush()
+            except BrokenPipeError:
+                os._exit(141)  # 128 + SIGPIPE, as a shell reports it

@@ -6,7 +6,7 @@ import pytest
 
 from dltestbed.config import workload_spec
 from dltestbed.errors import ConfigError
-from dltestbed.workload.__main__ import parser
+from dltestbed.workload.__main__ import parse
 from dltestbed.workload.catalog import MODELS
 
 
@@ -50,6 +50,6 @@ def test_argv_round_trips_through_the_workload_parser() -> None:
         sample_interval=0.25,
         seed=3,
     )
-    ns = parser().parse_args(spec.to_argv())
-    again = workload_spec(**{k: v for k, v in vars(ns).items() if v is not None})
-    assert again == spec
+    again, ns = parse(spec.to_argv())
+    assert again == spec and ns.watch_stdin is False
+    assert parse([*spec.to_argv(), "--watch-stdin"])[1].watch_stdin is True

@@ -1,0 +1,182 @@
+"""`dltestbed provision`: facts, then the workload installed offline on each host of a layout."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dltestbed import inventory as inventory_mod
+from dltestbed import layout as layout_mod
+from dltestbed.provision import facts as facts_mod
+from dltestbed.provision import wheelhouse
+from dltestbed.provision.ansible import PlaybookResult, run_playbook
+from dltestbed.provision.events import HostOutcome
+from dltestbed.results.records import new_id
+
+EventHook = Callable[[str, HostOutcome | None, dict[str, Any]], None]
+
+
+def state_dir() -> Path:
+    """$XDG_STATE_HOME/dltestbed (~/.local/state/dltestbed)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "dltestbed"
+
+
+def known_hosts_file() -> Path:
+    """Host keys recorded at provisioning; `bench` checks hosts against them."""
+    return state_dir() / "known_hosts"
+
+
+@dataclass
+class HostReport:
+    """One host's provisioning: what was found, what was done, how it ended."""
+
+    name: str
+    address: str
+    kinds: list[str]
+    status: str = "pending"  # provisioned, unchanged, failed, checked
+    reason: str | None = None
+    flavor: str | None = None
+    python: str | None = None
+    os: str | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    ok: int = 0
+    changed: int = 0
+
+
+@dataclass
+class ProvisionReport:
+    """The whole provisioning run."""
+
+    id: str
+    layout: str
+    inventory: str
+    check: bool
+    hosts: list[HostReport]
+    artifacts: str
+    wheelhouses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[HostReport]:
+        """Hosts that were not provisioned."""
+        return [h for h in self.hosts if h.status == "failed"]
+
+    @property
+    def changed(self) -> int:
+        """Changed tasks over all hosts."""
+        return sum(h.changed for h in self.hosts)
+
+
+def _record_host_keys(inv: inventory_mod.Inventory, reports: dict[str, dict[str, Any]]) -> None:
+    path = known_hosts_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = path.read_text().splitlines() if path.exists() else []
+    for name, facts in reports.items():
+        h = inv.hosts[name]
+        new = facts_mod.known_hosts_lines(h.address, h.port, h.name, facts.get("host_keys") or {})
+        if not new:
+            continue
+        who = new[0].split()[0]
+        lines = [line for line in lines if line.split(" ", 1)[0] != who] + new
+    path.write_text("\n".join(lines) + ("\n" if lines else ""))
+
+
+def provision(
+    inventory_path: str | Path,
+    layout: str,
+    limit: str | None = None,
+    check: bool = False,
+    on_event: EventHook | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> ProvisionReport:
+    """Run the facts and site phases on the hosts of `layout`; never raises for a host's failure."""
+    inv = inventory_mod.load(inventory_path, limit)
+    placements = layout_mod.resolve(layout, inv)
+    root = wheelhouse.source_root()
+    run_id = new_id("p")
+    private = state_dir() / "provision" / run_id
+    report = ProvisionReport(run_id, layout, str(inv.path), check,
+                             [HostReport(p.host.name, p.host.address, list(p.kinds)) for p in placements],
+                             str(private / "artifacts"))  # fmt: skip
+    by_name = {h.name: h for h in report.hosts}
+    pattern = ",".join(by_name)
+    forks = max(1, min(len(by_name), 16))
+    common = {"dltestbed_hosts": pattern}
+
+    if on_phase:
+        on_phase("facts")
+    facts_run = run_playbook(root / "playbooks", "facts.yml", inv.path, private, "facts", common, on_event, forks)
+    reported: dict[str, dict[str, Any]] = {}
+    flavors: dict[str, str] = {}
+    for h in report.hosts:
+        out = facts_run.hosts.get(h.name)
+        facts = (out.reported.get("dltestbed_facts") if out else None) or {}
+        if not out or not out.succeeded or not facts:
+            why = out.message if out and out.message else (
+                f"ansible-playbook {facts_run.status} (rc {facts_run.rc}) before reaching it; "
+                f"see {facts_run.artifacts}/stdout")  # fmt: skip
+            h.status, h.reason = "failed", why
+            continue
+        reported[h.name] = facts
+        h.python, h.os = facts.get("python"), facts.get("os")
+        h.gpus = [asdict(g) for g in facts_mod.parse_nvidia_smi(facts.get("nvidia_smi") or [])]
+        flavor, problem = facts_mod.choose_flavor(facts)
+        if problem:
+            h.status, h.reason = "failed", problem
+            continue
+        assert flavor is not None
+        h.flavor = flavor
+        flavors[h.name] = flavor
+        _note(h, out)
+    _record_host_keys(inv, reported)
+
+    targets = [h for h in report.hosts if h.status != "failed"]
+    if targets:
+        houses = {}
+        if on_phase:
+            on_phase("wheelhouse")
+        for flavor in sorted({h.flavor for h in targets if h.flavor}):
+            houses[flavor] = wheelhouse.build(flavor)
+        report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
+        extravars = {
+            "dltestbed_hosts": ",".join(h.name for h in targets),
+            "dltestbed_flavors": flavors,
+            "dltestbed_wheelhouses": {f: str(w.path) for f, w in houses.items()},
+            "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
+            "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
+        }
+        if on_phase:
+            on_phase("install")
+        site = run_playbook(root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event,
+                            forks, check)  # fmt: skip
+        _finish(targets, site, check)
+    (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
+    return report
+
+
+def _note(h: HostReport, out: HostOutcome | None) -> None:
+    if out:
+        h.ok += out.ok
+        h.changed += out.changed
+
+
+def _finish(targets: list[HostReport], site: PlaybookResult, check: bool) -> None:
+    for h in targets:
+        out = site.hosts.get(h.name)
+        if out is None:
+            h.status, h.reason = "failed", f"ansible did not run on it ({site.status}, rc {site.rc})"
+            continue
+        _note(h, out)
+        if not out.succeeded:
+            h.status, h.reason = "failed", out.message
+        elif check:
+            h.status = "checked"
+        else:
+            h.status = "provisioned" if out.changed else "unchanged"
+
+
+__all__ = ["HostReport", "ProvisionReport", "known_hosts_file", "provision", "state_dir"]

@@ -1,0 +1,51 @@
+"""What the facts phase found about a host, and the TensorFlow build it gets. Pure functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as nvidia-smi reports it."""
+
+    index: int
+    name: str
+    driver: str
+    memory: str
+    pci_bus_id: str
+
+
+def parse_nvidia_smi(lines: list[str]) -> list[Gpu]:
+    """Rows of `nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id
+    --format=csv,noheader`; rows that do not have five fields are ignored."""
+    gpus = []
+    for line in lines:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        gpus.append(Gpu(int(parts[0]), parts[1], parts[2], parts[3], parts[4]))
+    return gpus
+
+
+def choose_flavor(facts: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(flavor, None) — `gpu` when the NVIDIA driver answers with GPUs, else `cpu` — or
+    (None, reason) when the host has NVIDIA GPUs but no working driver."""
+    pci = [str(p) for p in facts.get("pci_gpus") or []]
+    rc = int(facts.get("nvidia_smi_rc", 127) or 0)
+    gpus = parse_nvidia_smi([str(x) for x in facts.get("nvidia_smi") or []])
+    if rc == 0 and gpus:
+        return "gpu", None
+    if pci:
+        err = str(facts.get("nvidia_smi_error") or "").strip().splitlines()
+        if rc in (2, 127) and (not err or "No such file" in err[0] or "not found" in err[0]):
+            return None, f"{len(pci)} NVIDIA GPU(s) on the PCI bus but no nvidia-smi: is the NVIDIA driver installed?"
+        return None, f"{len(pci)} NVIDIA GPU(s) on the PCI bus but nvidia-smi fails: {err[0] if err else f'rc {rc}'}"
+    return "cpu", None
+
+
+def known_hosts_lines(address: str, port: int, name: str, host_keys: dict[str, str]) -> list[str]:
+    """known_hosts lines for a host's reported public keys (OpenSSH format, [addr]:port off 22)."""
+    who = ",".join(dict.fromkeys([address, name] if port == 22 else [f"[{address}]:{port}", f"[{name}]:{port}"]))
+    return [f"{who} {kind} {key}" for kind, key in host_keys.items() if key]

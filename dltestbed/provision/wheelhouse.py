@@ -1,0 +1,155 @@
+"""An offline wheelhouse of the workload and its dependencies, built on the controller.
+
+HPC compute nodes often have no internet: the controller downloads every wheel once (cached by
+the hash of its inputs), the hosts install from the copy they are given, with `--no-index`.
+Versions follow the controller's own environment where it has the package, so bare metal and
+containers run the same TensorFlow build as the controller measured with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltestbed.errors import ConfigError, DltestbedError
+
+WORKLOAD_REQUIREMENTS = ("pydantic", "psutil")  # what `python -m dltestbed.workload` imports, besides TF
+TF_PACKAGES = {"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"}
+GPU_EXTRA = ("nvidia-ml-py",)
+
+
+class WheelhouseError(DltestbedError):
+    """The wheelhouse could not be built."""
+
+
+def source_root() -> Path:
+    """The dltestbed source checkout (provisioning builds its wheel from it)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").exists() or not (root / "playbooks").is_dir():
+        raise ConfigError(
+            f"provisioning needs a source checkout of dltestbed (pyproject.toml and playbooks/ next to the "
+            f"package); {root} has none: install with `pip install -e` from a clone"
+        )
+    return root
+
+
+def cache_root() -> Path:
+    """$XDG_CACHE_HOME/dltestbed/wheelhouse (~/.cache/...)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dltestbed" / "wheelhouse"
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def tf_version(root: Path) -> str:
+    """The TensorFlow version to install: the controller's, else the minimum of pyproject's extra."""
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        v = _installed(dist)
+        if v:
+            return v
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    m = re.search(r"tensorflow-cpu\s*[>=]=\s*([\w.]+)", " ".join(extras.get("cpu", [])))
+    if not m:
+        raise WheelhouseError("cannot tell which TensorFlow to install (no TensorFlow here, none in pyproject.toml)")
+    return m.group(1)
+
+
+def requirements(flavor: str, root: Path) -> list[str]:
+    """Top-level requirements of the workload for a TF flavor (cpu or gpu), pinned to the controller."""
+    if flavor not in TF_PACKAGES:
+        raise ConfigError(f"unknown TensorFlow flavor {flavor!r}; known: {', '.join(TF_PACKAGES)}")
+    reqs = [f"{TF_PACKAGES[flavor]}=={tf_version(root)}"]
+    for name in (*WORKLOAD_REQUIREMENTS, *(GPU_EXTRA if flavor == "gpu" else ())):
+        v = _installed(name)
+        reqs.append(f"{name}=={v}" if v else name)
+    return reqs
+
+
+def source_hash(root: Path) -> str:
+    """sha256 over the package's source files and pyproject.toml."""
+    h = hashlib.sha256()
+    files = sorted(p for p in (root / "dltestbed").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for p in [root / "pyproject.toml", *files]:
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    """A folder of wheels plus requirements.txt and a manifest (its identity on hosts)."""
+
+    path: Path
+    flavor: str
+    manifest: str  # sha256 of the wheels' names and contents
+
+    @property
+    def requirements(self) -> Path:
+        """Exact pins of every wheel in it."""
+        return self.path / "requirements.txt"
+
+    @property
+    def wheel(self) -> str:
+        """File name of dltestbed's own wheel."""
+        return next(p.name for p in self.path.glob("dltestbed-*.whl"))
+
+
+def _pip(args: list[str], what: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+                          capture_output=True, text=True)  # fmt: skip
+    if proc.returncode != 0:
+        last = [line for line in proc.stderr.splitlines() if line.strip() and "WARNING: Location" not in line]
+        raise WheelhouseError(f"{what} failed: {last[-1] if last else f'pip exited {proc.returncode}'}")
+
+
+def _manifest(path: Path) -> str:
+    h = hashlib.sha256()
+    for whl in sorted(path.glob("*.whl")):
+        h.update(whl.name.encode() + b"\0" + hashlib.sha256(whl.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def build(flavor: str = "cpu") -> Wheelhouse:
+    """The wheelhouse for a flavor, from the cache when its inputs are unchanged."""
+    root = source_root()
+    reqs = requirements(flavor, root)
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = hashlib.sha256("\n".join([source_hash(root), *reqs, py, os.uname().machine]).encode()).hexdigest()[:16]
+    path = cache_root() / f"{flavor}-py{py}-{key}"
+    done = path / "manifest.txt"
+    if done.exists():
+        return Wheelhouse(path, flavor, done.read_text().strip())
+    tmp = path.with_name(path.name + ".partial")
+    if tmp.exists():
+        import shutil
+
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    constraints = tmp / "constraints.txt"
+    constraints.write_text("".join(f"{d.metadata['Name']}=={d.version}\n" for d in md.distributions()
+                                   if d.metadata["Name"] and d.metadata["Name"].lower() != "dltestbed"))  # fmt: skip
+    _pip(["wheel", "--no-deps", "-q", "-w", str(tmp), str(root)], "building the dltestbed wheel")
+    _pip(["download", "-q", "-d", str(tmp), "--only-binary=:all:", "-c", str(constraints), *reqs],
+         f"downloading {', '.join(reqs)}")  # fmt: skip
+    constraints.unlink()
+    pins = []
+    for whl in sorted(tmp.glob("*.whl")):
+        name, version = whl.name.split("-")[:2]
+        if name != "dltestbed":
+            pins.append(f"{name}=={version}")
+    (tmp / "requirements.txt").write_text("\n".join(pins) + "\n")
+    manifest = _manifest(tmp)
+    (tmp / "manifest.txt").write_text(manifest + "\n")
+    tmp.rename(path)
+    return Wheelhouse(path, flavor, manifest)
