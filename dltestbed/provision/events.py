@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +32,16 @@ def _one_line(text: str, limit: int = 300) -> str:
     return (lines[0] if lines else "")[:limit]
 
 
-def failure_message(res: dict[str, Any], interpreter: str | None = None) -> str:
+def failure_message(res: dict[str, Any]) -> str:
     """One line for a failed task's result, naming the usual causes plainly."""
+    nested = res.get("failed_modules")
+    if isinstance(nested, dict) and nested:
+        return failure_message(next(iter(nested.values())))
     stderr = str(res.get("module_stderr") or res.get("stderr") or "")
     msg = str(res.get("msg") or "")
-    if res.get("rc") == 127 and ("python" in stderr.lower() or "MODULE FAILURE" in msg):
-        where = interpreter or _one_line(stderr).split(":")[0] or "the configured interpreter"
+    if res.get("rc") == 127 and ("python" in (stderr + msg).lower() or "MODULE FAILURE" in msg):
+        m = re.search(r"(/\S+): not found", stderr) or re.search(r"interpreter '([^']+)' was not found", msg)
+        where = m.group(1) if m else "the configured interpreter"
         return f"no Python 3 at {where} (install python3 or set ansible_python_interpreter)"
     if "No python interpreters found" in msg or "interpreter discovery" in msg.lower():
         return "no Python 3 found on the host (install python3 or set ansible_python_interpreter)"
@@ -64,14 +69,17 @@ def apply(hosts: dict[str, HostOutcome], event: dict[str, Any]) -> str | None:
         for key, value in res.items():
             if key.startswith("dltestbed_"):
                 h.reported[key] = value
-    elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+    elif kind == "runner_on_failed":
+        if data.get("ignore_errors"):
+            return name
         h.failed += 1
         if h.message is None:
             h.message = f"{task}: {failure_message(res)}"
     elif kind == "runner_on_unreachable":
         h.unreachable = True
         if h.message is None:
-            h.message = f"unreachable: {_one_line(res.get('msg') or 'no connection')}"
+            msg = _one_line(res.get("msg") or "no connection")
+            h.message = f"unreachable: {msg.split('over ssh: ', 1)[-1]}"
     elif kind == "runner_on_skipped":
         h.skipped += 1
     else:

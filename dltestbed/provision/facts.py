@@ -39,7 +39,7 @@ def choose_flavor(facts: dict[str, Any]) -> tuple[str | None, str | None]:
         return "gpu", None
     if pci:
         err = str(facts.get("nvidia_smi_error") or "").strip().splitlines()
-        if rc in (2, 127) and (not err or "No such file" in err[0] or "not found" in err[0]):
+        if rc in (2, 127):  # the command module's "not found"
             return None, f"{len(pci)} NVIDIA GPU(s) on the PCI bus but no nvidia-smi: is the NVIDIA driver installed?"
         return None, f"{len(pci)} NVIDIA GPU(s) on the PCI bus but nvidia-smi fails: {err[0] if err else f'rc {rc}'}"
     return "cpu", None
