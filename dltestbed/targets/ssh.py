@@ -159,4 +159,6 @@ class SSHTarget:
             err.close()
             if log:
                 log.close()
+        if self._aborted.is_set():
+            raise KeyboardInterrupt
         return CommandResult(list(argv), code, time.monotonic() - start, list(tail), timed_out)

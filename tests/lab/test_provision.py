@@ -1,0 +1,205 @@
+"""Provisioning with ansible-runner and bench over SSH, for real, on lab hosts."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata as md
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dltestbed import lab
+from dltestbed.lab import net
+from dltestbed.lab.state import LabState
+from tests.conftest import one_error_line, run_cli
+from tests.lab.conftest import leftovers, ssh
+
+BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> dict[str, str]:
+    state = tmp_path_factory.mktemp("state")
+    return {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(state)}
+
+
+@pytest.fixture(scope="module")
+def cluster(env: dict[str, str]) -> Iterator[LabState]:
+    """A 2-host lab, provisioned once for the module (`distributed`, the real thing)."""
+    lab.down("tp")
+    state = lab.up("tp", 2, "10.213.81.0/24")
+    proc = run_cli("provision", "--layout", "distributed", "--inventory", str(state.inventory), env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stderr.count("provisioned") >= 2
+    yield state
+    lab.down("tp")
+    assert not leftovers("tp")
+
+
+def test_the_workload_is_installed_on_every_host(cluster: LabState, env: dict[str, str]) -> None:
+    tf = md.version("tensorflow-cpu")
+    for h in cluster.hosts:
+        out = ssh(cluster, h.name, "/opt/dltestbed/venv/bin/python -c "
+                  "'import tensorflow as tf, dltestbed.workload.loop; print(tf.__version__)'; "
+                  "cat /opt/dltestbed/venv/dltestbed-manifest.txt; ls /opt/dltestbed")  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        version, manifest, *listing = out.stdout.split()
+        assert version == tf and len(manifest) == 64
+        assert listing == ["venv"]  # the wheelhouse copy is gone
+    # the host keys that provisioning recorded are the ones the hosts really serve
+    recorded = (Path(env["XDG_STATE_HOME"]) / "dltestbed" / "known_hosts").read_text()
+    for line in cluster.known_hosts.read_text().splitlines():
+        assert line in recorded
+
+
+def test_a_second_provision_changes_nothing(cluster: LabState, env: dict[str, str]) -> None:
+    proc = run_cli("provision", "--layout", "distributed", "--inventory", str(cluster.inventory), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 host(s) provisioned; nothing changed" in proc.stderr
+    assert proc.stderr.count("unchanged") == 2
+    report = max((Path(env["XDG_STATE_HOME"]) / "dltestbed" / "provision").glob("p-*/report.json"))
+    assert [h["changed"] for h in json.loads(report.read_text())["hosts"]] == [0, 0]
+
+
+def test_single_layout_uses_one_host(cluster: LabState, env: dict[str, str]) -> None:
+    proc = run_cli("provision", "--layout", "single", "--inventory", str(cluster.inventory), env=env)
+    assert proc.returncode == 0 and "1 host(s) provisioned; nothing changed" in proc.stderr
+    assert "tp-h1" in proc.stderr and "tp-h2" not in proc.stderr
+
+
+def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, str], results: Path) -> None:
+    proc = run_cli("bench", "--inventory", str(cluster.inventory), *BENCH, "--json", "--results", str(results),
+                   env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted(r["host"] for r in runs) == ["tp-h1", "tp-h2"]
+    for r in runs:
+        assert r["status"] == "ok" and r["target_kind"] == "bm" and r["images_per_sec"] > 0
+        assert r["fingerprint"]["host"] == r["host"]  # the workload really ran on that host
+        assert r["fingerprint"]["transport"] == "ssh"
+
+
+def test_layouts_that_do_not_fit(cluster: LabState, env: dict[str, str]) -> None:
+    line = one_error_line(run_cli("provision", "--layout", "shared", "--inventory", str(cluster.inventory), env=env))
+    assert "layout shared needs a host that can hold several target kinds" in line
+    line = one_error_line(run_cli("provision", "--layout", "mesh", "--inventory", str(cluster.inventory), env=env))
+    assert "Invalid value for '--layout'" in line
+    line = one_error_line(run_cli("provision", "--layout", "distributed", "--inventory", str(cluster.inventory),
+                                  "--limit", "tp-h1", env=env))  # fmt: skip
+    assert "layout distributed needs at least 2 hosts in group bare_metal" in line
+
+
+def _with_extra_host(cluster: LabState, tmp_path: Path, **hostvars: object) -> Path:
+    doc = yaml.safe_load(cluster.inventory.read_text())
+    doc["all"]["children"]["bare_metal"]["hosts"]["ghost"] = hostvars
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_an_unreachable_host_is_named_and_the_others_still_provisioned(cluster: LabState, env, tmp_path) -> None:
+    inv = _with_extra_host(cluster, tmp_path, ansible_host="10.213.81.99")
+    proc = run_cli("provision", "--layout", "distributed", "--inventory", str(inv), env=env)
+    line = one_error_line(proc)
+    assert proc.returncode == 2
+    assert "1 of 3 host(s) not provisioned (ghost: unreachable: ssh: connect to host 10.213.81.99 port 22" in line
+    assert line.endswith("provisioned: tp-h1, tp-h2")
+
+
+def test_bench_one_host_failing_does_not_hide_the_others(cluster: LabState, env, tmp_path, results) -> None:
+    inv = _with_extra_host(cluster, tmp_path, ansible_host="10.213.81.99")
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=env)
+    assert proc.returncode == 1
+    runs = {r["host"]: r for r in json.loads(proc.stdout)}
+    assert runs["tp-h1"]["status"] == runs["tp-h2"]["status"] == "ok"
+    assert runs["ghost"]["status"] == "failed" and "unreachable" in runs["ghost"]["reason"]
+    assert "1 of 3 run(s) failed" in one_error_line(proc)
+
+
+def test_an_unrecorded_host_key_is_refused(cluster: LabState, tmp_path: Path, results: Path) -> None:
+    # neither the inventory's known_hosts file nor a provisioning record knows this host's key
+    doc = yaml.safe_load(cluster.inventory.read_text())
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    doc["all"]["vars"]["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={empty}"
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump(doc))
+    fresh_state = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    proc = run_cli("bench", "--inventory", str(inv), "--limit", "tp-h1", *BENCH, "--json", "--results",
+                   str(results), env=fresh_state)  # fmt: skip
+    (run,) = json.loads(proc.stdout)
+    assert run["status"] == "failed"
+    assert "host key not recorded; run `dltestbed provision` for it first" in run["reason"]
+
+
+def test_ctrl_c_over_ssh_leaves_no_workload_behind(cluster: LabState, env: dict[str, str], results: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", "--inventory", str(cluster.inventory), "--model", "alexnet",
+         "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "100000", "--results", str(results)],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    steps = 0
+    while time.monotonic() < deadline and steps < 10:
+        time.sleep(0.5)
+        if results.exists():
+            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
+                sql = "SELECT count(*) * min(c) FROM (SELECT count(*) c FROM steps GROUP BY run_id HAVING c > 4)"
+                steps = db.execute(sql).fetchone()[0] or 0
+    assert steps >= 10, "both hosts should be measuring"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err[-2000:]
+    with sqlite3.connect(results) as db:
+        rows = db.execute("SELECT host, status, reason, steps_done FROM runs").fetchall()
+    assert sorted(r[0] for r in rows) == ["tp-h1", "tp-h2"]
+    assert all(r[1] == "failed" and r[2] == "interrupted (Ctrl-C)" and r[3] > 4 for r in rows), rows
+    deadline = time.monotonic() + 30
+
+    def workloads() -> list[str]:
+        out = []
+        for h in cluster.hosts:
+            for pid in net.pids_in(h.netns):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                except OSError:
+                    continue
+                if "dltestbed.workload" in cmd:
+                    out.append(f"{h.name}: {cmd}")
+        return out
+
+    while workloads() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not workloads()
+
+
+def test_a_host_without_python(env: dict[str, str]) -> None:
+    lab.down("tn")
+    state = lab.up("tn", 1, "10.213.82.0/24")
+    try:
+        gone = ssh(state, "tn-h1", "rm -f /usr/bin/python3 /usr/bin/python3.11 && ! test -e /usr/bin/python3")
+        assert gone.returncode == 0, gone.stderr
+        proc = run_cli("provision", "--layout", "single", "--inventory", str(state.inventory), env=env)
+        line = one_error_line(proc)
+        assert "tn-h1: Gathering Facts: no Python 3 at /usr/bin/python3" in line
+        assert line.endswith("provisioned: none")
+    finally:
+        lab.down("tn")
+    assert not leftovers("tn")
+
+
+def test_an_inventory_that_does_not_parse(tmp_path: Path, env: dict[str, str]) -> None:
+    bad = tmp_path / "inv.yml"
+    bad.write_text("all:\n  children:\n    bare_metal: [\n")
+    for cmd in (["provision", "--layout", "single"], ["bench", *BENCH]):
+        line = one_error_line(run_cli(*cmd, "--inventory", str(bad), env=env))
+        assert f"inventory '{bad}' is not valid YAML at line 4" in line
