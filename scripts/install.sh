@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # Install dltestbed into ./.venv on a Debian machine, as root: system packages first, then pip.
-# Usage: bash scripts/install.sh [--test]     (--test adds pytest and ruff)
+# Usage: bash scripts/install.sh [--lab] [--test]
+#   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
+#   --test  adds pytest and ruff, and what the lab test tier needs (implies --lab)
 # TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=()
-[[ "${1:-}" == "--test" ]] && extras+=(test)
+lab=0
+for arg in "$@"; do
+    case "$arg" in
+        --test) extras+=(test); lab=1 ;;
+        --lab) lab=1 ;;
+        *) echo "usage: bash scripts/install.sh [--lab] [--test]" >&2; exit 2 ;;
+    esac
+done
 
 apt_needed=()
 command -v python3 >/dev/null || apt_needed+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || apt_needed+=(python3-venv)
+command -v ssh >/dev/null || apt_needed+=(openssh-client)   # bench over SSH, provisioning
+if ((lab)); then
+    [[ -x /usr/sbin/sshd ]] || apt_needed+=(openssh-server)
+    command -v ip >/dev/null || apt_needed+=(iproute2)
+fi
 if ((${#apt_needed[@]})); then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_needed[@]}" >/dev/null

@@ -145,7 +145,7 @@ def provision(
         extravars = {
             "dltestbed_hosts": ",".join(h.name for h in targets),
             "dltestbed_flavors": flavors,
-            "dltestbed_wheelhouses": {f: str(w.path) for f, w in houses.items()},
+            "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
             "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
             "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
         }

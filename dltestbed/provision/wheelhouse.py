@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,12 @@ class Wheelhouse:
         return self.path / "requirements.txt"
 
     @property
+    def archive(self) -> Path:
+        """The wheelhouse as one uncompressed tar (wheels are compressed already): one file to
+        copy per host instead of dozens, which is what makes the transfer fast."""
+        return self.path.with_name(self.path.name + ".tar")
+
+    @property
     def wheel(self) -> str:
         """File name of dltestbed's own wheel."""
         return next(p.name for p in self.path.glob("dltestbed-*.whl"))
@@ -128,8 +135,12 @@ def build(flavor: str = "cpu") -> Wheelhouse:
     key = hashlib.sha256("\n".join([source_hash(root), *reqs, py, os.uname().machine]).encode()).hexdigest()[:16]
     path = cache_root() / f"{flavor}-py{py}-{key}"
     done = path / "manifest.txt"
-    if done.exists():
+    if done.exists() and path.with_name(path.name + ".tar").exists():
         return Wheelhouse(path, flavor, done.read_text().strip())
+    if path.exists():  # an older layout or a crash between the two renames: rebuild
+        import shutil
+
+        shutil.rmtree(path)
     tmp = path.with_name(path.name + ".partial")
     if tmp.exists():
         import shutil
@@ -151,5 +162,11 @@ def build(flavor: str = "cpu") -> Wheelhouse:
     (tmp / "requirements.txt").write_text("\n".join(pins) + "\n")
     manifest = _manifest(tmp)
     (tmp / "manifest.txt").write_text(manifest + "\n")
+    house = Wheelhouse(path, flavor, manifest)
+    partial_tar = house.archive.with_name(house.archive.name + ".partial")
+    with tarfile.open(partial_tar, "w") as tar:
+        for f in sorted(tmp.iterdir()):
+            tar.add(f, arcname=f.name)
+    partial_tar.rename(house.archive)
     tmp.rename(path)
-    return Wheelhouse(path, flavor, manifest)
+    return house

@@ -1,0 +1,38 @@
+"""Wheelhouse inputs: what is pinned, and what makes it rebuild."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dltestbed.errors import ConfigError
+from dltestbed.provision import wheelhouse
+
+
+def test_requirements_follow_the_controller() -> None:
+    root = wheelhouse.source_root()
+    cpu = wheelhouse.requirements("cpu", root)
+    assert cpu[0] == f"tensorflow-cpu=={md.version('tensorflow-cpu')}"
+    assert f"pydantic=={md.version('pydantic')}" in cpu and f"psutil=={md.version('psutil')}" in cpu
+    gpu = wheelhouse.requirements("gpu", root)
+    assert gpu[0].startswith("tensorflow[and-cuda]==") and any(r.startswith("nvidia-ml-py") for r in gpu)
+    with pytest.raises(ConfigError, match="unknown TensorFlow flavor 'rocm'"):
+        wheelhouse.requirements("rocm", root)
+
+
+def test_the_source_hash_changes_with_the_source(tmp_path: Path) -> None:
+    root = wheelhouse.source_root()
+    copy = tmp_path / "src"
+    shutil.copytree(root / "dltestbed", copy / "dltestbed", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(root / "pyproject.toml", copy / "pyproject.toml")
+    before = wheelhouse.source_hash(copy)
+    assert before == wheelhouse.source_hash(copy)
+    (copy / "dltestbed" / "workload" / "loop.py").write_text("# changed\n", encoding="utf-8")
+    assert wheelhouse.source_hash(copy) != before
+    (copy / "dltestbed" / "__pycache__").mkdir(exist_ok=True)
+    after = wheelhouse.source_hash(copy)
+    (copy / "dltestbed" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert wheelhouse.source_hash(copy) == after  # bytecode is not source
