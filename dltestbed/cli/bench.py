@@ -78,8 +78,11 @@ def bench(
 ) -> None:
     """Run workloads on this machine (target bm), or over SSH on an inventory's hosts, and store every step.
 
-    Run bare, it runs the quick preset and says so. Progress goes to stderr; with --json, stdout
-    holds only the JSON array of runs. Exits 1 when any run failed (the run is stored as failed).
+    Run bare, it runs the quick preset and says so.
+
+    Progress goes to stderr; with --json, stdout holds only the JSON array of runs.
+
+    Exits 1 when any run failed (the run is stored as failed, with its reason and its steps).
     """
     from rich.console import Console
 

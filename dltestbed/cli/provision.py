@@ -19,7 +19,8 @@ def provision(
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
     Facts first (Python, OS, GPUs and driver), then the install; a second run changes nothing.
-    Exits 1 when a host could not be provisioned; the summary says which were and which were not.
+
+    Exits 2 when a host could not be provisioned; the summary says which were and which were not.
     """
     from rich.console import Console
     from rich.markup import escape

@@ -76,10 +76,13 @@ def report(
     fmt: FormatOpt = typer.Option(FormatOpt.md, "--format", help="md (Markdown table) or json."),
     bench: str | None = typer.Option(None, help="Only this bench's runs ('last': the latest bench)."),
     out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
+    by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers."),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
 ) -> None:
-    """Per (kind, model, data, mode, device, batch, size): images/sec and elapsed time over repetitions
-    (mean / min / max / std) and overhead % against bare metal."""
+    """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
+
+    One row per target kind, model, data, mode, device, batch size and image size.
+    """
     from dltestbed.errors import ConfigError
     from dltestbed.report import render, stats
     from dltestbed.results.store import Store
@@ -89,7 +92,7 @@ def report(
         records = _select(store, run_ids, bench)
     finally:
         store.close()
-    groups = stats.summarise(records)
+    groups = stats.summarise(records, by_host=by_host)
     text = render.as_json(groups) + "\n" if fmt == FormatOpt.json else render.markdown(groups)
     if out is not None:
         try:

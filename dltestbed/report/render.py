@@ -21,15 +21,16 @@ def _spread_cells(s: Spread | None, digits: int) -> list[str]:
 def markdown(groups: Sequence[GroupStats], title: str = "dltestbed report") -> str:
     """A Markdown table: one row per group, overhead against bare metal in the last column."""
     show_contention = any(g.key["contention"] != "none" for g in groups)
-    head = ["kind", "model", "data", "mode", "device", "batch", "size"]
+    show_host = any("host" in g.key for g in groups)
+    head = ["kind", *(["host"] if show_host else []), "model", "data", "mode", "device", "batch", "size"]
     head += ["contention"] if show_contention else []
     head += ["runs", "img/s mean", "img/s min", "img/s max", "img/s std",
              "elapsed s mean", "elapsed s min", "elapsed s max", "elapsed s std", "overhead %"]  # fmt: skip
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        row = [k["target_kind"], k["model"], k["data"], k["mode"], k["device"], str(k["batch_size"]),
-               str(k["image_size"])]  # fmt: skip
+        row = [k["target_kind"], *([str(k["host"])] if show_host else []), k["model"], k["data"], k["mode"],
+               k["device"], str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
         row += [k["contention"]] if show_contention else []
         runs = f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else "")
         row += [runs, *_spread_cells(g.images_per_sec, 1), *_spread_cells(g.elapsed_seconds, 2)]

@@ -52,9 +52,9 @@ class GroupStats:
         return asdict(self)
 
 
-def group_key(run: RunRecord) -> tuple[Any, ...]:
-    """The values of GROUP_FIELDS for a run."""
-    return tuple(getattr(run, f) for f in GROUP_FIELDS)
+def group_key(run: RunRecord, fields: tuple[str, ...] = GROUP_FIELDS) -> tuple[Any, ...]:
+    """The values of the grouping fields for a run."""
+    return tuple(getattr(run, f) for f in fields)
 
 
 def overhead_percent(baseline_ips: float, ips: float) -> float:
@@ -62,11 +62,17 @@ def overhead_percent(baseline_ips: float, ips: float) -> float:
     return (baseline_ips - ips) / baseline_ips * 100.0
 
 
-def summarise(runs: Iterable[RunRecord]) -> list[GroupStats]:
-    """Per group: counts, spreads over ok runs, overhead against the matching bm group."""
+def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupStats]:
+    """Per group: counts, spreads over ok runs, overhead against the matching bm group.
+
+    by_host: one group per host too (and overhead against bare metal on the same host), to find the
+    node that is slower than its peers.
+    """
+    fields = (*GROUP_FIELDS, "host") if by_host else GROUP_FIELDS
+    compare = tuple(f for f in fields if f != "target_kind")
     groups: dict[tuple[Any, ...], list[RunRecord]] = {}
     for r in runs:
-        groups.setdefault(group_key(r), []).append(r)
+        groups.setdefault(group_key(r, fields), []).append(r)
     partial: list[tuple[dict[str, Any], list[RunRecord], Spread | None, Spread | None]] = []
     baselines: dict[tuple[Any, ...], float] = {}
     for key, members in groups.items():
@@ -74,19 +80,19 @@ def summarise(runs: Iterable[RunRecord]) -> list[GroupStats]:
         ips = Spread.of([r.images_per_sec for r in ok]) if ok else None  # type: ignore[misc]
         elapsed = [r.elapsed_seconds for r in ok if r.elapsed_seconds is not None]
         el = Spread.of(elapsed) if elapsed else None
-        k = dict(zip(GROUP_FIELDS, key, strict=True))
+        k = dict(zip(fields, key, strict=True))
         partial.append((k, members, ips, el))
         if k["target_kind"] == BASELINE_KIND and ips is not None:
-            baselines[tuple(k[f] for f in COMPARE_FIELDS)] = ips.mean
+            baselines[tuple(k[f] for f in compare)] = ips.mean
     out = []
     for k, members, ips, el in partial:
-        base = baselines.get(tuple(k[f] for f in COMPARE_FIELDS))
+        base = baselines.get(tuple(k[f] for f in compare))
         over = overhead_percent(base, ips.mean) if base and ips is not None else None
         failed = sum(1 for r in members if r.status != "ok")
         out.append(GroupStats(k, len(members), failed, ips, el, over))
     kinds = ["bm", "vm", "cbm", "cvm"]
     out.sort(key=lambda g: (
-        tuple(g.key[f] for f in COMPARE_FIELDS),
+        tuple(g.key[f] for f in compare),
         kinds.index(g.key["target_kind"]) if g.key["target_kind"] in kinds else len(kinds),
     ))  # fmt: skip
     return out

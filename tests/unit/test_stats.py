@@ -74,3 +74,20 @@ def test_markdown_table_shape() -> None:
     assert lines[2].startswith("| bm |") and lines[3].startswith("| cvm |")
     assert "| 95.0 | 90.0 | 100.0 | 7.1 |" in lines[2]
     assert lines[3].rstrip().endswith("| 52.6 |")
+
+
+def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
+    runs = [rec("bm", 100.0, host="n1"), rec("bm", 50.0, host="n2"), rec("cbm", 90.0, host="n1"),
+            rec("cbm", 45.0, host="n2")]  # fmt: skip
+    (bm,) = [g for g in summarise(runs) if g.key["target_kind"] == "bm"]
+    assert bm.images_per_sec.mean == 75.0 and "host" not in bm.key  # type: ignore[union-attr]
+    per_host = summarise(runs, by_host=True)
+    assert len(per_host) == 4
+    assert {(g.key["host"], g.key["target_kind"]): g.overhead_percent for g in per_host} == {
+        ("n1", "bm"): 0.0,
+        ("n2", "bm"): 0.0,
+        ("n1", "cbm"): pytest.approx(10.0),
+        ("n2", "cbm"): pytest.approx(10.0),
+    }
+    table = render.markdown(per_host)
+    assert "| kind | host | model |" in table and "| cbm | n2 | alexnet |" in table
