@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -125,6 +126,7 @@ def provision(
         h.python, h.os = facts.get("python"), facts.get("os")
         h.gpus = [asdict(g) for g in facts_mod.parse_nvidia_smi(facts.get("nvidia_smi") or [])]
         flavor, problem = facts_mod.choose_flavor(facts)
+        problem = problem or facts_mod.python_mismatch(facts, f"{sys.version_info.major}.{sys.version_info.minor}")
         if problem:
             h.status, h.reason = "failed", problem
             continue

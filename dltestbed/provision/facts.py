@@ -49,3 +49,12 @@ def known_hosts_lines(address: str, port: int, name: str, host_keys: dict[str, s
     """known_hosts lines for a host's reported public keys (OpenSSH format, [addr]:port off 22)."""
     who = ",".join(dict.fromkeys([address, name] if port == 22 else [f"[{address}]:{port}", f"[{name}]:{port}"]))
     return [f"{who} {kind} {key}" for kind, key in host_keys.items() if key]
+
+
+def python_mismatch(facts: dict[str, Any], controller: str) -> str | None:
+    """Why a host cannot take this controller's wheelhouse (built for Python `controller`), or None."""
+    host = str(facts.get("python") or "")
+    if host == controller:
+        return None
+    return (f"the host has Python {host or 'unknown'} and this controller builds wheels for Python {controller}: "
+            f"run dltestbed from a Python {host} venv, or give the host python{controller}")  # fmt: skip

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dltestbed.provision.events import HostOutcome, apply, failure_message
-from dltestbed.provision.facts import Gpu, choose_flavor, known_hosts_lines, parse_nvidia_smi
+from dltestbed.provision.facts import Gpu, choose_flavor, known_hosts_lines, parse_nvidia_smi, python_mismatch
 from tests.conftest import DATA
 
 EVENTS = DATA / "ansible"
@@ -113,3 +113,9 @@ def test_known_hosts_lines() -> None:
     assert known_hosts_lines("10.0.0.5", 22, "n1", keys) == ["10.0.0.5,n1 ssh-ed25519 AAAAkey"]
     assert known_hosts_lines("10.0.0.5", 2222, "n1", keys) == ["[10.0.0.5]:2222,[n1]:2222 ssh-ed25519 AAAAkey"]
     assert known_hosts_lines("n1", 22, "n1", keys) == ["n1 ssh-ed25519 AAAAkey"]
+
+
+def test_python_mismatch() -> None:
+    assert python_mismatch({"python": "3.11"}, "3.11") is None
+    msg = python_mismatch({"python": "3.12"}, "3.11")
+    assert msg and msg.startswith("the host has Python 3.12 and this controller builds wheels for Python 3.11")
