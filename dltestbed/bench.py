@@ -108,41 +108,48 @@ def plan(
     return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat)
 
 
-def run(bench: Plan, target: Target, store: Store, observer: Observer, timeout: float | None = None) -> list[RunRecord]:
-    """Run the plan on one target; a failed run is recorded and the bench goes on."""
+def run(
+    bench: Plan, targets: Sequence[Target], store: Store, observer: Observer, timeout: float | None = None
+) -> list[RunRecord]:
+    """Run the plan on the targets of one machine, one run at a time, interleaved: for each
+    repetition, for each workload, every target kind in turn — drift hits every kind alike.
+    A failed run is recorded and the bench goes on."""
     records = []
     for rep, spec in bench.runs():
-        ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep)
-        records.append(execute(target, spec, store, ctx, observer, timeout=timeout))
+        for target in targets:
+            ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep)
+            records.append(execute(target, spec, store, ctx, observer, timeout=timeout))
     return records
 
 
 def run_all(
     bench: Plan,
-    targets: Sequence[Target],
+    machines: Sequence[Sequence[Target]],
     store: Store,
     observer: Observer,
     timeout: float | None = None,
     parallel: bool = True,
 ) -> list[RunRecord]:
-    """Run the plan on every target: at once (one thread per target) or one target after another.
+    """Run the plan on every machine's targets: machines at once (one thread each) or one after
+    another; within a machine, interleaved (see `run`).
 
-    One target failing never stops or hides the others. Ctrl-C stops every target's current run
+    One machine failing never stops or hides the others. Ctrl-C stops every machine's current run
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
-    if not parallel or len(targets) == 1:
-        return [r for t in targets for r in run(bench, t, store, observer, timeout)]
+    if not parallel or len(machines) == 1:
+        return [r for targets in machines for r in run(bench, targets, store, observer, timeout)]
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    pool = ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="dltestbed-target")
-    futures = [pool.submit(run, bench, t, store, observer, timeout) for t in targets]
+    pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
+    futures = [pool.submit(run, bench, targets, store, observer, timeout) for targets in machines]
     try:
         wait(futures)
     except KeyboardInterrupt:
-        for t in targets:
-            abort = getattr(t, "abort", None)
-            if abort:
-                abort()
+        for targets in machines:
+            for t in targets:
+                abort = getattr(t, "abort", None)
+                if abort:
+                    abort()
         wait(futures, timeout=60)
         pool.shutdown(wait=False, cancel_futures=True)
         raise

@@ -2,18 +2,21 @@
 # Install dltestbed into ./.venv on a Debian machine, as root: system packages first, then pip.
 # Usage: bash scripts/install.sh [--lab] [--test]
 #   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
-#   --test  adds pytest and ruff, and what the lab test tier needs (implies --lab)
+#   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally)
+#   --test  adds pytest and ruff, and what the lab test tier needs (implies --lab --containers)
 # TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=()
 lab=0
+containers=0
 for arg in "$@"; do
     case "$arg" in
-        --test) extras+=(test); lab=1 ;;
+        --test) extras+=(test); lab=1; containers=1 ;;
         --lab) lab=1 ;;
-        *) echo "usage: bash scripts/install.sh [--lab] [--test]" >&2; exit 2 ;;
+        --containers) containers=1 ;;
+        *) echo "usage: bash scripts/install.sh [--lab] [--containers] [--test]" >&2; exit 2 ;;
     esac
 done
 
@@ -24,6 +27,11 @@ command -v ssh >/dev/null || apt_needed+=(openssh-client)   # bench over SSH, pr
 if ((lab)); then
     [[ -x /usr/sbin/sshd ]] || apt_needed+=(openssh-server)
     command -v ip >/dev/null || apt_needed+=(iproute2)
+fi
+if ((containers)); then
+    [[ -x /usr/sbin/dockerd ]] || apt_needed+=(docker.io)
+    [[ -x /usr/bin/podman ]] || apt_needed+=(podman)
+    command -v debootstrap >/dev/null || apt_needed+=(debootstrap)
 fi
 if ((${#apt_needed[@]})); then
     apt-get update -qq

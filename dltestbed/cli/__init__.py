@@ -13,6 +13,7 @@ import typer
 from dltestbed import __version__
 from dltestbed.cli import bench as _bench
 from dltestbed.cli import data as _data
+from dltestbed.cli import image as _image
 from dltestbed.cli import lab as _lab
 from dltestbed.cli import provision as _provision
 from dltestbed.cli import runs as _runs
@@ -47,6 +48,7 @@ app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
 app.add_typer(_data.app, name="data")
 app.add_typer(_lab.app, name="lab")
+app.add_typer(_image.app, name="image")
 
 
 def debug_log_path() -> Path:

@@ -66,6 +66,12 @@ def bench(
     classes: int = typer.Option(1000, help="Classes of the model's output (real data: the folder's)."),
     repeat: int = typer.Option(1, help="Repetitions of every run (interleaved: rep 1 of all models, then rep 2 ...)."),
     timeout: float | None = typer.Option(None, help="Seconds after which a run is stopped and stored as failed."),
+    targets_opt: str = typer.Option(
+        "bm", "--targets", help="Target kinds, comma-separated: bm (bare metal), cbm (a container on it)."
+    ),
+    runtime: str | None = typer.Option(
+        None, help="Container runtime for cbm: docker or podman (default: docker if its daemon answers, else podman)."
+    ),
     inventory: Path | None = typer.Option(
         None, help="Ansible inventory: run on its bare_metal hosts over SSH (after `dltestbed provision`)."
     ),
@@ -90,13 +96,17 @@ def bench(
     from dltestbed.cli.progress import RichObserver
     from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
-    from dltestbed.targets import make
+    from dltestbed.targets import KINDS, make
 
     plan = bench_mod.plan(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
         data=data.value, mode=mode.value, device=device.value, classes=classes,
     )  # fmt: skip
+    kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: {', '.join(KINDS)}")
     if inventory is not None:
         from dltestbed import inventory as inventory_mod
 
@@ -104,11 +114,12 @@ def bench(
         if not hosts:
             raise ConfigError(f"inventory {str(inventory)!r} has no hosts in group bare_metal" +
                               (f" matching --limit {limit!r}" if limit else ""))  # fmt: skip
-        targets = [make("bm", h) for h in hosts]
+        machines = [[make(k, h, runtime=runtime) for k in kinds] for h in hosts]
     elif limit:
         raise ConfigError("--limit needs --inventory")
     else:
-        targets = [make("bm")]
+        machines = [[make(k, runtime=runtime) for k in kinds]]
+    targets = [t for m in machines for t in m]
     store = Store.open(results)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     p = bench_mod.PRESETS[preset.value]
@@ -117,16 +128,17 @@ def bench(
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
     runs = plan.runs()
     where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
-    mode_ = ("at once" if parallel else "one after another") if len(targets) > 1 else ""
+    mode_ = ("hosts at once" if parallel else "hosts one after another") if len(machines) > 1 else ""
     console.print(
-        f"bench {plan.bench_id}: {len(plan.specs)} workload(s) × {plan.repeat} repetition(s) = {len(runs)} "
+        f"bench {plan.bench_id}: {len(plan.specs)} workload(s) × {plan.repeat} repetition(s) × {len(targets)} "
+        f"target(s) = {len(runs) * len(targets)} "
         f"run(s) on {where} {mode_}".rstrip()
         + f"; results → {store.path}"
     )
     records = []
     try:
         with RichObserver(console) as observer:
-            records = bench_mod.run_all(plan, targets, store, observer, timeout=timeout, parallel=parallel)
+            records = bench_mod.run_all(plan, machines, store, observer, timeout=timeout, parallel=parallel)
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/]: the current run is stored as failed with its steps; see "
                       f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip

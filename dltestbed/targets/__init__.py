@@ -41,15 +41,43 @@ def factory(kind: str) -> Callable[..., Target]:
     return _FACTORIES[kind]
 
 
-def make(kind: str, host: object | None = None) -> Target:
-    """A target of `kind`: on this machine when host is None, else on that inventory host."""
-    if host is None:
-        return factory(kind)()
-    if kind != "bm":
-        raise ConfigError(f"target kind {kind!r} on inventory hosts is not available in this version; available: bm")
-    from dltestbed.targets.ssh import SSHTarget
+def make(kind: str, host: object | None = None, runtime: str | None = None) -> Target:
+    """A target of `kind`: on this machine when host is None, else on that inventory host.
 
-    return SSHTarget(host)  # type: ignore[arg-type]
+    cbm wraps the bare-metal target of the same machine; its image must have been built
+    (`dltestbed image build`), or this is a ConfigError that says so.
+    """
+    if kind not in KINDS:
+        raise ConfigError(f"unknown target kind {kind!r}; known: {', '.join(KINDS)}")
+    if host is not None:
+        if kind != "bm":
+            raise ConfigError(
+                f"target kind {kind!r} on inventory hosts is not available in this version; available there: bm"
+            )
+        from dltestbed.targets.ssh import SSHTarget
+
+        return SSHTarget(host)  # type: ignore[arg-type]
+    if kind == "cbm":
+        return _local_container(runtime)
+    return factory(kind)()
+
+
+def _local_container(runtime: str | None) -> Target:
+    from dltestbed.provision import image, wheelhouse
+    from dltestbed.targets.container import ContainerTarget
+    from dltestbed.targets.local import LocalTarget
+
+    try:
+        rt = runtime or image.detect_runtime()
+        image.check_runtime(rt)
+    except image.ImageError as exc:
+        raise ConfigError(f"cbm: {exc}") from None
+    house = wheelhouse.build("cpu")
+    found = image.find(rt, house)
+    if found is None:
+        raise ConfigError(f"cbm: no {rt} image for this dltestbed build; run `dltestbed image build --runtime {rt}`")
+    inner = LocalTarget(name="local", env=image.runtime_env(rt))
+    return ContainerTarget(inner, rt, found.tag, found.digest)
 
 
 __all__ = ["KINDS", "CommandResult", "Target", "factory", "make", "register"]

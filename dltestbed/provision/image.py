@@ -1,0 +1,194 @@
+"""The benchmark image, built on the host with no registry: a minimal Debian root filesystem made
+with debootstrap, imported as a base image, plus the same wheelhouse bare metal installs — so a
+container runs the identical TensorFlow build. Or on top of a base image the user names.
+
+Images are tagged by the hash of their inputs (rootfs recipe, wheelhouse manifest, base), so an
+unchanged input is never rebuilt and a changed one always is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.provision.wheelhouse import Wheelhouse, cache_root
+
+SUITE = "bookworm"
+MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+PACKAGES = ("python3", "python3-venv", "numactl", "ca-certificates")
+REPO = "dltestbed-workload"
+
+CONTAINERFILE = """\
+# written by dltestbed: the workload image. Multi-stage, so no wheel is kept in a layer; the
+# dependencies' stage is cached by the builder until they change, so a new dltestbed build only
+# redoes the small last install.
+FROM {base} AS deps
+COPY deps/ /tmp/deps/
+RUN python3 -m venv /opt/dltestbed/venv \\
+ && /opt/dltestbed/venv/bin/pip install --no-index --no-compile --find-links /tmp/deps -r /tmp/deps/requirements.txt
+
+FROM deps AS install
+COPY dltestbed/ /tmp/dltestbed/
+RUN /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{wheel} \\
+ && /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop, tensorflow, keras'
+
+FROM {base}
+COPY --from=install /opt/dltestbed/venv /opt/dltestbed/venv
+RUN (getent group dltestbed || groupadd --gid 10001 dltestbed) \\
+ && (id dltestbed || useradd --uid 10001 --gid 10001 --create-home --shell /bin/sh dltestbed)
+USER 10001:10001
+WORKDIR /home/dltestbed
+ENV PATH=/opt/dltestbed/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/home/dltestbed
+LABEL org.dltestbed.inputs="{inputs}"
+"""
+
+
+class ImageError(DltestbedError):
+    """The image could not be built or found."""
+
+
+def runtime_env(runtime: str) -> dict[str, str]:
+    """Environment for a runtime's CLI: podman gets dltestbed's containers.conf (runc, cgroupfs,
+    no default ulimits) unless the user set CONTAINERS_CONF."""
+    env = dict(os.environ)
+    if runtime == "podman" and "CONTAINERS_CONF" not in env:
+        conf = cache_root().parent / "containers.conf"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
+                        'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n')  # fmt: skip
+        env["CONTAINERS_CONF"] = str(conf)
+    return env
+
+
+def _run(argv: list[str], runtime: str, what: str, timeout: float = 1800) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=runtime_env(runtime), timeout=timeout)
+    except FileNotFoundError:
+        raise ImageError(f"{argv[0]} is not installed on this machine") from None
+    if proc.returncode != 0:
+        lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
+        raise ImageError(f"{what} failed: {lines[-1] if lines else f'exit code {proc.returncode}'}")
+    return proc.stdout.strip()
+
+
+def detect_runtime() -> str:
+    """docker when its daemon answers, else podman when installed; an ImageError otherwise."""
+    problems = []
+    for runtime in ("docker", "podman"):
+        if not shutil.which(runtime):
+            problems.append(f"{runtime} is not installed")
+            continue
+        try:
+            check_runtime(runtime)
+            return runtime
+        except ImageError as exc:
+            problems.append(str(exc))
+    raise ImageError("no container runtime works here: " + "; ".join(problems))
+
+
+def check_runtime(runtime: str) -> str:
+    """The runtime's server version, or an ImageError saying it is missing or not running."""
+    if runtime == "docker":
+        try:
+            return _run(["docker", "version", "--format", "{{.Server.Version}}"], runtime, "docker", timeout=30)
+        except ImageError as exc:
+            if "not installed" in str(exc):
+                raise
+            raise ImageError(f"the docker daemon is not running or not reachable ({exc}); start dockerd") from None
+    if runtime == "podman":
+        return _run(["podman", "version", "--format", "{{.Version}}"], runtime, "podman", timeout=30)
+    raise ConfigError(f"building images for {runtime!r} is not supported; use docker or podman")
+
+
+def rootfs(refresh: bool = False) -> Path:
+    """A minimal Debian root filesystem as a tar (debootstrap, cached by its recipe)."""
+    recipe = hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(PACKAGES)} minbase v1".encode()).hexdigest()[:12]
+    tar = cache_root().parent / "rootfs" / f"debian-{SUITE}-{recipe}.tar"
+    if tar.exists() and not refresh:
+        return tar
+    if not shutil.which("debootstrap"):
+        raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
+    tar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dltestbed-rootfs-") as tmp:
+        root = Path(tmp) / "root"
+        argv = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR]
+        _run(argv, "debootstrap", "debootstrap", timeout=1800)
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+            shutil.rmtree(root / junk, ignore_errors=True)
+        partial = tar.with_name(tar.name + ".partial")
+        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
+        partial.rename(tar)
+    return tar
+
+
+@dataclass(frozen=True)
+class Image:
+    """A built image: its tag and the digest recorded with every run."""
+
+    runtime: str
+    tag: str
+    digest: str
+
+
+def _inputs(base: str, house: Wheelhouse) -> str:
+    return hashlib.sha256(f"{base}\n{house.manifest}\n{CONTAINERFILE}".encode()).hexdigest()[:16]
+
+
+def _image_id(runtime: str, ref: str) -> str | None:
+    try:
+        digest = _run([runtime, "image", "inspect", "--format", "{{.Id}}", ref], runtime, "inspect", timeout=60)
+    except ImageError:
+        return None
+    return digest if digest.startswith("sha256:") else f"sha256:{digest}"
+
+
+def find(runtime: str, house: Wheelhouse, base: str | None = None) -> Image | None:
+    """The image for these inputs if it was built already."""
+    base_ref = base or _base_tag()
+    tag = f"{REPO}:{_inputs(base_ref, house)}"
+    digest = _image_id(runtime, tag)
+    return Image(runtime, tag, digest) if digest else None
+
+
+def _base_tag() -> str:
+    recipe = hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(PACKAGES)} minbase v1".encode()).hexdigest()[:12]
+    return f"dltestbed-base:{SUITE}-{recipe}"
+
+
+def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:
+    """Build (or find) the workload image for a runtime from a wheelhouse, on `base` or our rootfs."""
+    check_runtime(runtime)
+    found = find(runtime, house, base)
+    if found:
+        return found
+    base_ref = base
+    if base_ref is None:
+        base_ref = _base_tag()
+        if not _image_id(runtime, base_ref):
+            _run([runtime, "import", str(rootfs()), base_ref], runtime, f"{runtime} import of the root filesystem")
+    elif not _image_id(runtime, base_ref):
+        raise ImageError(f"base image {base_ref!r} is not in {runtime}'s local store (no registry is used: "
+                         f"load it first, e.g. `{runtime} load -i FILE`)")  # fmt: skip
+    tag = f"{REPO}:{_inputs(base_ref, house)}"
+    with tempfile.TemporaryDirectory(prefix="dltestbed-image-") as tmp:
+        ctx = Path(tmp)
+        shutil.copytree(house.path, ctx / "deps", ignore=shutil.ignore_patterns("dltestbed-*.whl", "manifest.txt"))
+        (ctx / "dltestbed").mkdir()
+        shutil.copy(house.path / house.wheel, ctx / "dltestbed" / house.wheel)
+        (ctx / "Containerfile").write_text(
+            CONTAINERFILE.format(base=base_ref, wheel=house.wheel, inputs=tag.split(":", 1)[1])
+        )
+        argv = [runtime, "build", "--tag", tag, "--file", str(ctx / "Containerfile")]
+        if runtime == "podman":
+            argv += ["--pull=never", "--layers"]
+        _run([*argv, str(ctx)], runtime, f"{runtime} build", timeout=3600)
+    digest = _image_id(runtime, tag)
+    if not digest:
+        raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
+    return Image(runtime, tag, digest)

@@ -1,0 +1,158 @@
+"""Containers as targets: a container target wraps the target it runs on (bare metal here or over
+SSH; a VM later), so "container on VM" is composition, not another code path.
+
+Command construction is pure (`run_argv`) and tested on captured cases; the runtime is the
+host's own CLI (docker, podman, apptainer), run through the wrapped target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dltestbed.errors import ConfigError, TargetError
+from dltestbed.results.records import new_id
+from dltestbed.targets.base import CommandResult, Target
+
+RUNTIMES = ("docker", "podman", "apptainer")
+CONTAINER_USER = "10001:10001"  # the image's unprivileged `dltestbed` user
+VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """How a container is run, from the layout and inventory. Nothing privileged unless asked."""
+
+    gpus: str | None = None  # None: no GPU; "all" or a comma list of indices
+    cpuset: str | None = None  # e.g. "0-7"
+    memory: str | None = None  # e.g. "16g"
+    network: str = "host"  # host networking: no overlay between workers, as distributed runs need
+    numa_node: int | None = None  # pin CPUs and memory to this node (the GPU's socket)
+    numa_cpus: str | None = None  # the node's CPUs, when numa_node is set (from the host's facts)
+    privileged: bool = False
+    cap_add: tuple[str, ...] = ()
+    volumes: tuple[str, ...] = ()  # "host:container[:ro]"
+    env: tuple[tuple[str, str], ...] = ()
+    extra: tuple[str, ...] = field(default=())  # the user's own flags, appended as given
+
+
+def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
+    """The runtime command that runs argv in a fresh container named `name`, removed on exit."""
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
+    if opts.numa_node is not None and not (opts.numa_cpus or opts.cpuset):
+        raise ConfigError("NUMA pinning needs the node's CPUs (numa_cpus) or an explicit cpuset")
+    cpus = opts.cpuset or (opts.numa_cpus if opts.numa_node is not None else None)
+    env = [*opts.env]
+    if runtime == "apptainer":
+        out = ["apptainer", "exec", "--containall", "--cleanenv", "--no-home"]
+        if opts.gpus is not None:
+            out.append("--nv")
+            if opts.gpus != "all":
+                env.append(("APPTAINERENV_CUDA_VISIBLE_DEVICES", opts.gpus))
+        out += [f"--bind={v}" for v in opts.volumes]
+        for k, v in env:
+            out.append(f"--env={k}={v}")
+        out += [*opts.extra, image, *argv]
+        if cpus or opts.numa_node is not None:
+            pin = ["numactl", f"--physcpubind={cpus}"] if cpus else ["numactl"]
+            if opts.numa_node is not None:
+                pin.append(f"--membind={opts.numa_node}")
+            out = [*pin, *out]
+        return out
+    out = [runtime, "run", "--rm", "--name", name, f"--network={opts.network}", f"--user={CONTAINER_USER}",
+           "--pull=never"]  # fmt: skip
+    if runtime == "podman":
+        out.append("--log-driver=none")  # stdout is streamed to us; no second copy in a journal
+    if opts.privileged:
+        out.append("--privileged")
+    out += [f"--cap-add={c}" for c in opts.cap_add]
+    if opts.gpus is not None:
+        if runtime == "docker":
+            out.append(f"--gpus={opts.gpus}" if opts.gpus == "all" else f'--gpus="device={opts.gpus}"')
+        else:  # podman: CDI devices
+            ids = ["all"] if opts.gpus == "all" else opts.gpus.split(",")
+            out += [f"--device=nvidia.com/gpu={i}" for i in ids]
+    if cpus:
+        out.append(f"--cpuset-cpus={cpus}")
+    if opts.numa_node is not None:
+        out.append(f"--cpuset-mems={opts.numa_node}")
+    if opts.memory:
+        out.append(f"--memory={opts.memory}")
+    out += [f"--volume={v}" for v in opts.volumes]
+    for k, v in env:
+        out.append(f"--env={k}={v}")
+    out += [*opts.extra, image, *argv]
+    return out
+
+
+def remove_argv(runtime: str, name: str) -> list[str] | None:
+    """The command that removes a container by name (None for apptainer: nothing to remove)."""
+    if runtime == "apptainer":
+        return None
+    return [runtime, "rm", "--force", "--ignore", name] if runtime == "podman" else [runtime, "rm", "--force", name]
+
+
+class ContainerTarget:
+    """A container on the machine of `inner` (kind cbm on bare metal, cvm in a VM)."""
+
+    remote = False  # the container's stdin is the runtime's; the inner target watches its own
+
+    def __init__(self, inner: Target, runtime: str, image: str, digest: str, opts: ContainerOptions | None = None,
+                 kind: str = "cbm") -> None:  # fmt: skip
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
+        self.inner = inner
+        self.runtime = runtime
+        self.image = image
+        self.digest = digest
+        self.opts = opts or ContainerOptions()
+        self.kind = kind
+        self.name = f"{inner.name}/{runtime}"
+        self.host = inner.host
+        self.python = VENV_PYTHON
+        self._current: str | None = None
+
+    def fingerprint(self) -> Mapping[str, str]:
+        """The layer facts: which runtime, which image (by digest), on which machine."""
+        return {**self.inner.fingerprint(), "target_kind": self.kind, "container_runtime": self.runtime,
+                "container_image": self.image, "container_image_digest": self.digest}  # fmt: skip
+
+    def abort(self) -> None:
+        """Stop the run in progress: the inner command, then the container by name."""
+        abort = getattr(self.inner, "abort", None)
+        if abort:
+            abort()
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        on_line: Callable[[str], None] | None = None,
+        stderr_log: Path | None = None,
+    ) -> CommandResult:
+        """Run argv in a fresh container; the container is removed afterwards, whatever happened."""
+        name = f"dltestbed-{new_id('c').split('-', 1)[1]}"
+        opts = self.opts
+        extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
+        opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env)})
+        command = run_argv(self.runtime, self.image, name, argv, opts)
+        self._current = name
+        try:
+            return self.inner.run(command, timeout=timeout, on_line=on_line, stderr_log=stderr_log)
+        finally:
+            self._current = None
+            rm = remove_argv(self.runtime, name)
+            if rm:
+                with contextlib.suppress(TargetError):  # the host is gone; nothing more to do from here
+                    self.inner.run(rm, timeout=60)
+
+
+def describe(argv: Sequence[str]) -> str:
+    """A command line as a shell would show it (for logs and errors)."""
+    return shlex.join(argv)
