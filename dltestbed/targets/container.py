@@ -119,7 +119,7 @@ class ContainerTarget:
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: which runtime, which image (by digest), on which machine."""
         return {**self.inner.fingerprint(), "target_kind": self.kind, "container_runtime": self.runtime,
-                "container_image": self.image, "container_image_digest": self.digest}  # fmt: skip
+                "container_image_tag": self.image, "container_image_digest": self.digest}  # fmt: skip
 
     def abort(self) -> None:
         """Stop the run in progress: the inner command, then the container by name."""

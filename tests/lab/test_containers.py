@@ -1,0 +1,148 @@
+"""Container targets for real: images built with Docker and Podman, bm vs cbm on this machine,
+failures inside the container, and no container left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dltestbed.provision.image import runtime_env
+from tests.conftest import one_error_line, run_cli
+
+QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3"]
+
+
+def _docker_up() -> bool:
+    proc = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dockerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A running dockerd (started here, without iptables, when none runs; stopped after)."""
+    for tool in ("docker", "podman", "debootstrap"):
+        assert shutil.which(tool), f"{tool} missing (scripts/install.sh --test installs it)"
+    started = None
+    if not _docker_up():
+        log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
+        started = subprocess.Popen(["dockerd", "--iptables=false"], stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not _docker_up():
+            assert time.monotonic() < deadline and started.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.5)
+    yield
+    if started:
+        started.terminate()
+        started.wait(60)
+
+
+def containers(runtime: str) -> list[str]:
+    """Names of dltestbed's containers, running or not."""
+    out = subprocess.run([runtime, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                         env=runtime_env(runtime), check=True).stdout  # fmt: skip
+    return [n for n in out.split() if n.startswith("dltestbed-")]
+
+
+@pytest.mark.parametrize("runtime", ["docker", "podman"])
+def test_image_build_is_cached(runtime: str) -> None:
+    first = run_cli("image", "build", "--runtime", runtime, timeout=1800)
+    assert first.returncode == 0, first.stderr[-3000:]
+    tag = first.stdout.strip()
+    assert tag.startswith("dltestbed-workload:")
+    again = run_cli("image", "build", "--runtime", runtime)
+    assert again.returncode == 0 and again.stdout.strip() == tag and "up to date" in again.stderr
+    user = subprocess.run([runtime, "run", "--rm", tag, "id", "-u"], capture_output=True, text=True,
+                          env=runtime_env(runtime))  # fmt: skip
+    assert user.stdout.strip() == "10001"  # not root inside
+
+
+def test_bm_and_cbm_interleaved_with_docker(results: Path) -> None:
+    proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--repeat", "2", "--json",
+                   "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert [(r["target_kind"], r["repetition"]) for r in runs] == [("bm", 1), ("cbm", 1), ("bm", 2), ("cbm", 2)]
+    cbm = [r for r in runs if r["target_kind"] == "cbm"]
+    for r in cbm:
+        fp = r["fingerprint"]
+        assert fp["container_runtime"] == "docker" and fp["container_image_digest"].startswith("sha256:")
+        assert fp["container_image"] == fp["container_image_digest"]  # seen from inside the container
+        assert fp["python"] != "" and r["status"] == "ok"
+    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    kinds = {g["key"]["target_kind"]: g for g in groups}
+    assert set(kinds) == {"bm", "cbm"}
+    assert kinds["cbm"]["overhead_percent"] is not None and kinds["cbm"]["images_per_sec"]["std"] is not None
+    assert not containers("docker")
+
+
+def test_cbm_with_podman(results: Path) -> None:
+    proc = run_cli("bench", "--targets", "cbm", "--runtime", "podman", *QUICK, "--json", "--results", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = json.loads(proc.stdout)
+    assert run["status"] == "ok" and run["fingerprint"]["container_runtime"] == "podman"
+    assert not containers("podman")
+
+
+def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) -> None:
+    proc = run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--device", "gpu",
+                   "--json", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 1
+    (run,) = json.loads(proc.stdout)
+    assert run["status"] == "failed" and "no GPU is visible to TensorFlow" in run["reason"]
+    assert "1 of 1 run(s) failed" in one_error_line(proc)
+    assert not containers("docker")
+
+
+def test_ctrl_c_removes_the_container(results: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", "--targets", "cbm", "--runtime", "docker",
+                             "--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1",
+                             "--steps", "100000", "--results", str(results)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    steps = 0
+    while time.monotonic() < deadline and steps < 5:
+        time.sleep(0.5)
+        if results.exists():
+            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
+                steps = db.execute("SELECT count(*) FROM steps").fetchone()[0]
+    assert steps >= 5
+    assert containers("docker")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err[-2000:]
+    with sqlite3.connect(results) as db:
+        (status, reason, done) = db.execute("SELECT status, reason, steps_done FROM runs").fetchone()
+    assert (status, reason) == ("failed", "interrupted (Ctrl-C)") and done >= 5
+    assert not containers("docker")
+
+
+def test_a_daemon_that_is_not_running_is_one_line(results: Path, tmp_path: Path) -> None:
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"}
+    line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--results",
+                                  str(results), env=env))  # fmt: skip
+    assert "cbm: the docker daemon is not running or not reachable" in line
+
+
+def test_a_missing_image_is_one_line(results: Path, tmp_path: Path) -> None:
+    storage = tmp_path / "storage.conf"
+    storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{tmp_path}/graph"\nrunroot = "{tmp_path}/run"\n')
+    env = {"CONTAINERS_STORAGE_CONF": str(storage)}
+    line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "podman", *QUICK, "--results",
+                                  str(results), env=env))  # fmt: skip
+    assert "cbm: no podman image for this dltestbed build; run `dltestbed image build --runtime podman`" in line
+
+
+def test_unknown_target_kind(results: Path) -> None:
+    line = one_error_line(run_cli("bench", "--targets", "bm,gpu", *QUICK, "--results", str(results)))
+    assert "--targets: unknown kind 'gpu'; known: bm, vm, cbm, cvm" in line
