@@ -17,6 +17,7 @@ def up(
     hosts: int = typer.Option(2, help="Number of hosts."),
     name: str = typer.Option("lab", help=NAME_HELP),
     subnet: str = typer.Option("10.213.77.0/24", help="Private IPv4 network of the lab's bridge."),
+    containers: bool = typer.Option(False, "--containers", help="Hosts are container hosts too (Podman; cbm targets)."),
 ) -> None:
     """Make the lab's hosts and write an Ansible inventory for them (its path is printed last)."""
     import time
@@ -24,7 +25,7 @@ def up(
     from dltestbed import lab
 
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet)
+    state = lab.up(name, hosts, subnet, containers)
     took = time.monotonic() - t0
     names = ", ".join(f"{h.name} ({h.ip})" for h in state.hosts)
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)

@@ -34,7 +34,7 @@ def provision(
 
     def on_phase(phase: str) -> None:
         label = {"facts": "gathering facts", "wheelhouse": "building the wheelhouse",
-                 "install": "installing the workload"}[phase]  # fmt: skip
+                 "image": "building the container image", "install": "installing the workload"}[phase]  # fmt: skip
         console.print(f"[bold]{label}[/]")
 
     def on_event(kind: str, outcome: Any, event: dict[str, Any]) -> None:

@@ -41,7 +41,19 @@ def inventory_text(lab: LabState) -> str:
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={lab.known_hosts} -o StrictHostKeyChecking=yes",
                 "ansible_python_interpreter": "/usr/bin/python3",
             },
-            "children": {"bare_metal": {"hosts": {h.name: {"ansible_host": h.ip} for h in lab.hosts}}},
+            "children": {
+                "bare_metal": {"hosts": {h.name: {"ansible_host": h.ip} for h in lab.hosts}},
+                **(
+                    {
+                        "container_hosts": {
+                            "hosts": {h.name: None for h in lab.hosts},
+                            "vars": {"dltestbed_container_runtime": "podman"},
+                        }
+                    }
+                    if lab.containers
+                    else {}
+                ),
+            },
         }
     }
     head = (
@@ -56,12 +68,13 @@ def _healthy(lab: LabState) -> bool:
     return lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip) for h in lab.hosts)
 
 
-def up(name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET) -> LabState:
+def up(name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state."""
     _require_root()
-    want = plan(name, hosts, subnet)
+    want = plan(name, hosts, subnet, containers)
     old = LabState.load(name)
-    if old and old.subnet == want.subnet and len(old.hosts) == hosts and _healthy(old):
+    same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
+    if old and same and _healthy(old):
         return old
     down(name)
     clash = net.routes_overlapping(want.subnet, ignore_dev=want.bridge)

@@ -84,6 +84,26 @@ def _whiteout_machine_host_keys(upper: Path) -> None:
             os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(0, 0))
 
 
+def _cgroup_mounts(merged: str) -> list[str]:
+    """Mount commands that give the host this machine's cgroup hierarchies (v1 or v2) at
+    /sys/fs/cgroup, as container runtimes need; `ip netns exec` leaves a bare /sys without them."""
+    cmds = []
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as f:
+            entries = [line.split()[:4] for line in f]
+    except OSError:
+        return cmds
+    for source, target, fstype, opts in entries:
+        if target != "/sys/fs/cgroup" and not target.startswith("/sys/fs/cgroup/"):
+            continue
+        where = merged + shlex.quote(target)
+        cmds += [
+            f"mkdir -p {where}",
+            f"mount -t {shlex.quote(fstype)} -o {shlex.quote(opts)} {shlex.quote(source)} {where}",
+        ]
+    return cmds
+
+
 def start_script(lab: LabState, host: LabHost) -> str:
     """The shell script that builds the host's root and execs its sshd (all paths quoted)."""
     d = host.dir(lab.dir)
@@ -96,11 +116,15 @@ def start_script(lab: LabState, host: LabHost) -> str:
         f"mount -t overlay overlay -o lowerdir=/,upperdir={q(str(d / 'upper'))},workdir={q(str(d / 'work'))} {m}",
         f"mount -t proc proc {m}/proc",
         f"mount -t sysfs sysfs {m}/sys",
+        *_cgroup_mounts(m),
         f"mount --rbind /dev {m}/dev",
         f"mount -t tmpfs -o mode=755 tmpfs {m}/run",
         f"mkdir -p {m}/run/sshd",
         f"mount -t tmpfs -o mode=1777,size=4g tmpfs {m}/tmp",
         f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
+        # container storage cannot live on the overlay: give it a folder of the real filesystem
+        *([f"mkdir -p {q(str(d / 'containers'))} {m}/var/lib/containers",
+           f"mount --bind {q(str(d / 'containers'))} {m}/var/lib/containers"] if lab.containers else []),
         f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
     ])  # fmt: skip
 

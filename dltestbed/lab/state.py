@@ -46,6 +46,7 @@ class LabState:
     bridge: str
     bridge_ip: str
     status: str = "creating"
+    containers: bool = False  # hosts are also container hosts (podman, storage on a real filesystem)
     hosts: list[LabHost] = field(default_factory=list)
 
     @property
@@ -86,7 +87,7 @@ class LabState:
         return cls(**raw)
 
 
-def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET) -> LabState:
+def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False) -> LabState:
     """The names and addresses of a lab of `hosts` hosts, validated."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
@@ -100,7 +101,7 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET) -> LabState:
     if not 1 <= hosts <= max_hosts:
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
     base = net.network_address
-    state = LabState(name=name, subnet=str(net), bridge=f"dltb-{name}", bridge_ip=str(base + 1))
+    state = LabState(name=name, subnet=str(net), bridge=f"dltb-{name}", bridge_ip=str(base + 1), containers=containers)
     for i in range(1, hosts + 1):
         state.hosts.append(LabHost(
             name=f"{name}-h{i}", index=i, ip=str(base + FIRST_HOST_OCTET - 1 + i),

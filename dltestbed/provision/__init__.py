@@ -45,6 +45,8 @@ class HostReport:
     python: str | None = None
     os: str | None = None
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    runtime: str | None = None  # container runtime, for container hosts
+    image: str | None = None  # the workload image loaded there
     ok: int = 0
     changed: int = 0
 
@@ -144,12 +146,14 @@ def provision(
         for flavor in sorted({h.flavor for h in targets if h.flavor}):
             houses[flavor] = wheelhouse.build(flavor)
         report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
+        containers = _container_images(inv, targets, houses, on_phase)
         extravars = {
             "dltestbed_hosts": ",".join(h.name for h in targets),
             "dltestbed_flavors": flavors,
             "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
             "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
             "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
+            **containers,
         }
         if on_phase:
             on_phase("install")
@@ -158,6 +162,38 @@ def provision(
         _finish(targets, site, check)
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
+
+
+def _container_images(
+    inv: inventory_mod.Inventory,
+    targets: list[HostReport],
+    houses: dict[str, wheelhouse.Wheelhouse],
+    on_phase: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """Build (or find) the workload image for each runtime the container hosts use, saved as an
+    archive to load on them; the extravars the container_host role reads."""
+    from dltestbed.provision import image
+
+    hosts = [h for h in targets if "cbm" in h.kinds]
+    if not hosts:
+        return {"dltestbed_container_targets": ""}
+    if on_phase:
+        on_phase("image")
+    runtimes: dict[str, str] = {}
+    images: dict[str, dict[str, str]] = {}
+    for h in hosts:
+        rt = str(inv.hosts[h.name].vars.get("dltestbed_container_runtime") or "podman")
+        flavor = h.flavor or "cpu"
+        if rt not in images:
+            img = image.build(rt, houses[flavor])
+            images[rt] = {"tag": img.tag, "digest": img.digest, "archive": str(image.archive(img))}
+        runtimes[h.name] = rt
+        h.runtime, h.image = rt, images[rt]["tag"]
+    return {
+        "dltestbed_container_targets": ",".join(runtimes),
+        "dltestbed_runtimes": runtimes,
+        "dltestbed_images": images,
+    }
 
 
 def _note(h: HostReport, out: HostOutcome | None) -> None:

@@ -192,3 +192,18 @@ def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
     return Image(runtime, tag, digest)
+
+
+def archive(img: Image) -> Path:
+    """The image saved as one compressed OCI archive (cached by tag): what provisioning copies to
+    container hosts and loads there, so every host runs the same image, digest included."""
+    path = cache_root().parent / "images" / f"{img.tag.replace(':', '-').replace('/', '_')}.{img.runtime}.tar"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    fmt = ["--format", "oci-archive"] if img.runtime == "podman" else []
+    _run([img.runtime, "save", *fmt, "-o", str(partial), img.tag], img.runtime, f"{img.runtime} save", timeout=1800)
+    partial.rename(path)
+    return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 
 from dltestbed.errors import ConfigError
@@ -50,16 +51,38 @@ def make(kind: str, host: object | None = None, runtime: str | None = None) -> T
     if kind not in KINDS:
         raise ConfigError(f"unknown target kind {kind!r}; known: {', '.join(KINDS)}")
     if host is not None:
-        if kind != "bm":
-            raise ConfigError(
-                f"target kind {kind!r} on inventory hosts is not available in this version; available there: bm"
-            )
         from dltestbed.targets.ssh import SSHTarget
 
+        if kind == "cbm":
+            return _remote_container(host, runtime)
+        if kind != "bm":
+            raise ConfigError(
+                f"target kind {kind!r} on inventory hosts is not available in this version; available there: bm, cbm"
+            )
         return SSHTarget(host)  # type: ignore[arg-type]
     if kind == "cbm":
         return _local_container(runtime)
     return factory(kind)()
+
+
+REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role
+
+
+def _remote_container(host: object, runtime: str | None) -> Target:
+    from dltestbed.provision import image, wheelhouse
+    from dltestbed.targets.container import ContainerTarget
+    from dltestbed.targets.ssh import SSHTarget
+
+    name = getattr(host, "name", "?")
+    if "container_hosts" not in getattr(host, "groups", ()):
+        raise ConfigError(f"cbm on {name}: the host is not in group container_hosts of the inventory")
+    rt = runtime or str(getattr(host, "vars", {}).get("dltestbed_container_runtime") or "podman")
+    house = wheelhouse.build("cpu")
+    found = image.find(rt, house) if shutil.which(rt) else None
+    if found is None:
+        raise ConfigError(f"cbm on {name}: no {rt} image for this dltestbed build here; run `dltestbed provision`")
+    env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
+    return ContainerTarget(SSHTarget(host), rt, found.tag, found.digest, runtime_env=env)  # type: ignore[arg-type]
 
 
 def _local_container(runtime: str | None) -> Target:
@@ -76,8 +99,7 @@ def _local_container(runtime: str | None) -> Target:
     found = image.find(rt, house)
     if found is None:
         raise ConfigError(f"cbm: no {rt} image for this dltestbed build; run `dltestbed image build --runtime {rt}`")
-    inner = LocalTarget(name="local", env=image.runtime_env(rt))
-    return ContainerTarget(inner, rt, found.tag, found.digest)
+    return ContainerTarget(LocalTarget(name="local"), rt, found.tag, found.digest, runtime_env=image.runtime_env(rt))
 
 
 __all__ = ["KINDS", "CommandResult", "Target", "factory", "make", "register"]

@@ -102,7 +102,7 @@ class ContainerTarget:
     remote = False  # the container's stdin is the runtime's; the inner target watches its own
 
     def __init__(self, inner: Target, runtime: str, image: str, digest: str, opts: ContainerOptions | None = None,
-                 kind: str = "cbm") -> None:  # fmt: skip
+                 kind: str = "cbm", runtime_env: Mapping[str, str] | None = None) -> None:  # fmt: skip
         if runtime not in RUNTIMES:
             raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
         self.inner = inner
@@ -111,6 +111,7 @@ class ContainerTarget:
         self.digest = digest
         self.opts = opts or ContainerOptions()
         self.kind = kind
+        self.runtime_env = dict(runtime_env or {})  # for the runtime's CLI on the host (e.g. CONTAINERS_CONF)
         self.name = f"{inner.name}/{runtime}"
         self.host = inner.host
         self.python = VENV_PYTHON
@@ -144,13 +145,14 @@ class ContainerTarget:
         command = run_argv(self.runtime, self.image, name, argv, opts)
         self._current = name
         try:
-            return self.inner.run(command, timeout=timeout, on_line=on_line, stderr_log=stderr_log)
+            return self.inner.run(command, env=self.runtime_env, timeout=timeout, on_line=on_line,
+                                  stderr_log=stderr_log)  # fmt: skip
         finally:
             self._current = None
             rm = remove_argv(self.runtime, name)
             if rm:
                 with contextlib.suppress(TargetError):  # the host is gone; nothing more to do from here
-                    self.inner.run(rm, timeout=60)
+                    self.inner.run(rm, env=self.runtime_env, timeout=60)
 
 
 def describe(argv: Sequence[str]) -> str:

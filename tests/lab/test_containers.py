@@ -146,3 +146,33 @@ def test_a_missing_image_is_one_line(results: Path, tmp_path: Path) -> None:
 def test_unknown_target_kind(results: Path) -> None:
     line = one_error_line(run_cli("bench", "--targets", "bm,gpu", *QUICK, "--results", str(results)))
     assert "--targets: unknown kind 'gpu'; known: bm, vm, cbm, cvm" in line
+
+
+def test_cbm_on_a_lab_host_over_ssh(results: Path, lab_dir: Path, tmp_path: Path) -> None:
+    """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there."""
+    from dltestbed import lab
+    from tests.lab.conftest import leftovers, ssh
+
+    env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state")}
+    lab.down("tk")
+    state = lab.up("tk", 1, "10.213.83.0/24", containers=True)
+    try:
+        inv = str(state.inventory)
+        first = run_cli("provision", "--layout", "single", "--inventory", inv, env=env, timeout=1800)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert "bm,cbm" in first.stderr and "Load it" in first.stderr
+        again = run_cli("provision", "--layout", "single", "--inventory", inv, env=env)
+        assert again.returncode == 0 and "nothing changed" in again.stderr
+        proc = run_cli("bench", "--inventory", inv, "--targets", "bm,cbm", *QUICK, "--json", "--results",
+                       str(results), env=env)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs = json.loads(proc.stdout)
+        assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
+        cbm = runs[1]
+        assert cbm["host"] == "tk-h1" and cbm["fingerprint"]["container_runtime"] == "podman"
+        assert cbm["fingerprint"]["container_image"] == cbm["fingerprint"]["container_image_digest"]
+        left = ssh(state, "tk-h1", "CONTAINERS_CONF=/etc/dltestbed/containers.conf podman ps -a --format '{{.Names}}'")
+        assert left.returncode == 0 and "dltestbed-" not in left.stdout
+    finally:
+        lab.down("tk")
+    assert not leftovers("tk")
