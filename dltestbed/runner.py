@@ -137,7 +137,7 @@ def execute(
         result = target.run(workload_argv(target, spec), timeout=timeout, on_line=col.on_line, stderr_log=log)
         reason = _failure_reason(result, col)
     except KeyboardInterrupt:
-        _finish(run, store, col, "interrupted (Ctrl-C)")
+        _finish(run, store, col, "interrupted (Ctrl-C or a stop signal)")
         observer.end(run)
         raise
     except DltestbedError as exc:

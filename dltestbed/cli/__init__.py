@@ -4,6 +4,7 @@ write their traceback to a debug log and say where."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -79,6 +80,10 @@ def _write_debug_log() -> Path | None:
     return path
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     from typer import exceptions as typer_exc
@@ -86,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     from typer.main import get_command
 
     command = get_command(app)
+    # SIGTERM and SIGHUP stop dltestbed the way Ctrl-C does, so teardown (containers, remote
+    # workloads, the run's status) always runs; a plain kill would skip every `finally`.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         rv = command.main(args=argv, prog_name="dltestbed", standalone_mode=False)
     except DltestbedError as exc:

@@ -70,10 +70,11 @@ REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the cont
 
 def _remote_container(host: object, runtime: str | None) -> Target:
     from dltestbed.provision import image, wheelhouse
-    from dltestbed.targets.container import ContainerTarget
+    from dltestbed.targets.container import ContainerTarget, options_from_vars
     from dltestbed.targets.ssh import SSHTarget
 
     name = getattr(host, "name", "?")
+    opts = options_from_vars(getattr(host, "vars", {}))
     if "container_hosts" not in getattr(host, "groups", ()):
         raise ConfigError(f"cbm on {name}: the host is not in group container_hosts of the inventory")
     rt = runtime or str(getattr(host, "vars", {}).get("dltestbed_container_runtime") or "podman")
@@ -82,7 +83,7 @@ def _remote_container(host: object, runtime: str | None) -> Target:
     if found is None:
         raise ConfigError(f"cbm on {name}: no {rt} image for this dltestbed build here; run `dltestbed provision`")
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
-    return ContainerTarget(SSHTarget(host), rt, found.tag, found.digest, runtime_env=env)  # type: ignore[arg-type]
+    return ContainerTarget(SSHTarget(host), rt, found.tag, found.digest, opts, runtime_env=env)  # type: ignore[arg-type]
 
 
 def _local_container(runtime: str | None) -> Target:

@@ -26,7 +26,7 @@ VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
 class ContainerOptions:
     """How a container is run, from the layout and inventory. Nothing privileged unless asked."""
 
-    gpus: str | None = None  # None: no GPU; "all" or a comma list of indices
+    gpus: str | None = None  # None: no GPU; "all", a comma list of indices, or "auto" (all the host has)
     cpuset: str | None = None  # e.g. "0-7"
     memory: str | None = None  # e.g. "16g"
     network: str = "host"  # host networking: no overlay between workers, as distributed runs need
@@ -45,6 +45,8 @@ def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: Con
         raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
     if opts.numa_node is not None and not (opts.numa_cpus or opts.cpuset):
         raise ConfigError("NUMA pinning needs the node's CPUs (numa_cpus) or an explicit cpuset")
+    if opts.gpus == "auto":
+        raise ConfigError("gpus 'auto' must be resolved on the host before the command is built")
     cpus = opts.cpuset or (opts.numa_cpus if opts.numa_node is not None else None)
     env = [*opts.env]
     if runtime == "apptainer":
@@ -89,6 +91,36 @@ def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: Con
     return out
 
 
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def options_from_vars(v: Mapping[str, object]) -> ContainerOptions:
+    """Container options from inventory variables (dltestbed_container_*); see inventory/README."""
+
+    def text(key: str) -> str | None:
+        value = v.get(f"dltestbed_container_{key}")
+        return None if value is None or value == "" else str(value)
+
+    def items(key: str) -> tuple[str, ...]:
+        value = v.get(f"dltestbed_container_{key}") or ()
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"dltestbed_container_{key} must be a list (got {value!r})")
+        return tuple(str(x) for x in value)
+
+    gpus = text("gpus") or "auto"
+    numa = text("numa_node")
+    if numa is not None and not numa.isdigit():
+        raise ConfigError(f"dltestbed_container_numa_node must be a node number (got {numa!r})")
+    return ContainerOptions(
+        gpus=None if gpus == "none" else gpus, cpuset=text("cpuset"), memory=text("memory"),
+        network=text("network") or "host", numa_node=int(numa) if numa is not None else None,
+        privileged=str(v.get("dltestbed_container_privileged", "")).lower() in _TRUE,
+        cap_add=items("cap_add"), volumes=items("volumes"), extra=items("args"),
+    )  # fmt: skip
+
+
 def remove_argv(runtime: str, name: str) -> list[str] | None:
     """The command that removes a container by name (None for apptainer: nothing to remove)."""
     if runtime == "apptainer":
@@ -109,7 +141,7 @@ class ContainerTarget:
         self.runtime = runtime
         self.image = image
         self.digest = digest
-        self.opts = opts or ContainerOptions()
+        self.opts = opts or ContainerOptions(gpus="auto")
         self.kind = kind
         self.runtime_env = dict(runtime_env or {})  # for the runtime's CLI on the host (e.g. CONTAINERS_CONF)
         self.name = f"{inner.name}/{runtime}"
@@ -128,6 +160,30 @@ class ContainerTarget:
         if abort:
             abort()
 
+    def _probe(self, argv: list[str]) -> tuple[int, list[str]]:
+        lines: list[str] = []
+        try:
+            res = self.inner.run(argv, timeout=60, on_line=lines.append)
+        except TargetError:
+            return 127, []
+        return res.returncode, lines
+
+    def _resolve(self) -> ContainerOptions:
+        """Fill in what only the host knows: its GPUs for gpus=auto, a NUMA node's CPUs."""
+        opts = self.opts
+        changes: dict[str, object] = {}
+        if opts.gpus == "auto":
+            rc, lines = self._probe(["nvidia-smi", "-L"])
+            changes["gpus"] = "all" if rc == 0 and any(line.startswith("GPU ") for line in lines) else None
+        if opts.numa_node is not None and not (opts.numa_cpus or opts.cpuset):
+            rc, lines = self._probe(["cat", f"/sys/devices/system/node/node{opts.numa_node}/cpulist"])
+            if rc != 0 or not lines:
+                raise TargetError(f"{self.host}: NUMA node {opts.numa_node} does not exist there")
+            changes["numa_cpus"] = lines[0].strip()
+        if changes:
+            self.opts = ContainerOptions(**{**opts.__dict__, **changes})
+        return self.opts
+
     def run(
         self,
         argv: Sequence[str],
@@ -139,7 +195,7 @@ class ContainerTarget:
     ) -> CommandResult:
         """Run argv in a fresh container; the container is removed afterwards, whatever happened."""
         name = f"dltestbed-{new_id('c').split('-', 1)[1]}"
-        opts = self.opts
+        opts = self._resolve()
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
         opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env)})
         command = run_argv(self.runtime, self.image, name, argv, opts)

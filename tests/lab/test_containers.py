@@ -123,7 +123,7 @@ def test_ctrl_c_removes_the_container(results: Path) -> None:
     assert proc.returncode == 130, err[-2000:]
     with sqlite3.connect(results) as db:
         (status, reason, done) = db.execute("SELECT status, reason, steps_done FROM runs").fetchone()
-    assert (status, reason) == ("failed", "interrupted (Ctrl-C)") and done >= 5
+    assert (status, reason) == ("failed", "interrupted (Ctrl-C or a stop signal)") and done >= 5
     assert not containers("docker")
 
 
@@ -136,7 +136,7 @@ def test_a_daemon_that_is_not_running_is_one_line(results: Path, tmp_path: Path)
 
 def test_a_missing_image_is_one_line(results: Path, tmp_path: Path) -> None:
     storage = tmp_path / "storage.conf"
-    storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{tmp_path}/graph"\nrunroot = "{tmp_path}/run"\n')
+    storage.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/graph"\nrunroot = "{tmp_path}/run"\n')
     env = {"CONTAINERS_STORAGE_CONF": str(storage)}
     line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "podman", *QUICK, "--results",
                                   str(results), env=env))  # fmt: skip
@@ -176,3 +176,22 @@ def test_cbm_on_a_lab_host_over_ssh(results: Path, lab_dir: Path, tmp_path: Path
     finally:
         lab.down("tk")
     assert not leftovers("tk")
+
+
+def test_sigterm_tears_down_like_ctrl_c(results: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", "--targets", "cbm", "--runtime", "podman",
+                             "--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1",
+                             "--steps", "100000", "--results", str(results)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not containers("podman"):
+        time.sleep(0.5)
+    assert containers("podman")
+    time.sleep(3)
+    proc.terminate()
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err[-2000:]
+    with sqlite3.connect(results) as db:
+        (status, reason) = db.execute("SELECT status, reason FROM runs").fetchone()
+    assert (status, reason) == ("failed", "interrupted (Ctrl-C or a stop signal)")
+    assert not containers("podman")

@@ -108,7 +108,7 @@ def test_ctrl_c_keeps_the_measured_steps(results: Path) -> None:
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     (run,) = Store.open(results).runs()
-    assert run.status == "failed" and run.reason == "interrupted (Ctrl-C)"
+    assert run.status == "failed" and run.reason == "interrupted (Ctrl-C or a stop signal)"
     assert run.steps_done >= 5 and len(Store.open(results).steps(run.id)) == run.steps_done
     psutil.wait_procs(children, timeout=15)
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]

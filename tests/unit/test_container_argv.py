@@ -69,3 +69,60 @@ def test_removal_commands() -> None:
 def test_unknown_runtime() -> None:
     with pytest.raises(ConfigError, match="unknown container runtime 'lxc'; known: docker, podman, apptainer"):
         run_argv("lxc", IMG, "c", ARGV, ContainerOptions())
+
+
+def test_options_from_inventory_variables() -> None:
+    from dltestbed.targets.container import options_from_vars
+
+    assert options_from_vars({}) == ContainerOptions(gpus="auto")
+    opts = options_from_vars({
+        "dltestbed_container_gpus": "none", "dltestbed_container_cpuset": "0-3", "dltestbed_container_memory": "8g",
+        "dltestbed_container_network": "bridge", "dltestbed_container_numa_node": 1,
+        "dltestbed_container_privileged": True, "dltestbed_container_cap_add": ["SYS_NICE"],
+        "dltestbed_container_volumes": "/data:/data:ro", "dltestbed_container_args": ["--shm-size=2g"],
+    })  # fmt: skip
+    assert opts == ContainerOptions(gpus=None, cpuset="0-3", memory="8g", network="bridge", numa_node=1,
+                                    privileged=True, cap_add=("SYS_NICE",), volumes=("/data:/data:ro",),
+                                    extra=("--shm-size=2g",))  # fmt: skip
+    with pytest.raises(ConfigError, match="dltestbed_container_numa_node must be a node number"):
+        options_from_vars({"dltestbed_container_numa_node": "gpu0"})
+    with pytest.raises(ConfigError, match="gpus 'auto' must be resolved"):
+        run_argv("docker", IMG, "c", ARGV, ContainerOptions(gpus="auto"))
+
+
+def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
+    """ContainerTarget asks its host (through the wrapped target) for GPUs and a node's CPUs."""
+    from dltestbed.targets.base import CommandResult
+    from dltestbed.targets.container import ContainerTarget
+
+    class Host:  # a fake host: only what cannot exist here (a GPU); anything else it does not know fails
+        name = host = "n1"
+        kind = "bm"
+        python = "/usr/bin/python3"
+
+        def __init__(self) -> None:
+            self.commands: list[list[str]] = []
+
+        def fingerprint(self) -> dict:
+            return {}
+
+        def run(self, argv, *, env=None, timeout=None, on_line=None, stderr_log=None) -> CommandResult:
+            self.commands.append(list(argv))
+            replies = {"nvidia-smi": ["GPU 0: NVIDIA H100 (UUID: GPU-1)", "GPU 1: NVIDIA H100 (UUID: GPU-2)"],
+                       "cat": ["16-31"]}  # fmt: skip
+            if argv[0] in replies:
+                for line in replies[argv[0]]:
+                    on_line and on_line(line)
+                return CommandResult(list(argv), 0, 0.1, [])
+            if argv[0] in ("docker",):
+                return CommandResult(list(argv), 0, 0.1, [])
+            raise AssertionError(f"fake host does not know {argv}")
+
+    host = Host()
+    t = ContainerTarget(host, "docker", IMG, "sha256:x", ContainerOptions(gpus="auto", numa_node=1))
+    t.run(ARGV)
+    run = next(c for c in host.commands if c[:2] == ["docker", "run"])
+    assert "--gpus=all" in run and "--cpuset-cpus=16-31" in run and "--cpuset-mems=1" in run
+    assert host.commands[-1][:3] == ["docker", "rm", "--force"]
+    t.run(ARGV)
+    assert sum(1 for c in host.commands if c[0] == "nvidia-smi") == 1  # resolved once
