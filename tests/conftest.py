@@ -61,3 +61,30 @@ def make_run(**fields: object) -> RunRecord:
     )  # fmt: skip
     values.update(fields)
     return RunRecord(**values)  # type: ignore[arg-type]
+
+
+ENDLESS = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "100000"]
+
+
+def start_endless_bench(results: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`dltestbed bench` with a run that would go on for hours, in the background."""
+    return subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", *args, *ENDLESS, "--results", str(results)],
+                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+
+
+def wait_for_steps(results: Path, at_least: int, runs: int = 1, timeout: float = 180) -> bool:
+    """Wait until `runs` runs each have more than `at_least` steps stored; False on timeout."""
+    import contextlib
+    import sqlite3
+    import time
+
+    sql = "SELECT count(*) FROM (SELECT run_id FROM steps GROUP BY run_id HAVING count(*) > ?)"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if results.exists():
+            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
+                if db.execute(sql, (at_least,)).fetchone()[0] >= runs:
+                    return True
+        time.sleep(0.5)
+    return False

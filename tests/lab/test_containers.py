@@ -3,13 +3,11 @@ failures inside the container, and no container left behind."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed.provision.image import runtime_env
-from tests.conftest import one_error_line, run_cli
+from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 
 QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3"]
 
@@ -105,18 +103,8 @@ def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) 
 
 
 def test_ctrl_c_removes_the_container(results: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", "--targets", "cbm", "--runtime", "docker",
-                             "--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1",
-                             "--steps", "100000", "--results", str(results)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 120
-    steps = 0
-    while time.monotonic() < deadline and steps < 5:
-        time.sleep(0.5)
-        if results.exists():
-            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
-                steps = db.execute("SELECT count(*) FROM steps").fetchone()[0]
-    assert steps >= 5
+    proc = start_endless_bench(results, "--targets", "cbm", "--runtime", "docker")
+    assert wait_for_steps(results, 4)
     assert containers("docker")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=90)
@@ -179,10 +167,7 @@ def test_cbm_on_a_lab_host_over_ssh(results: Path, lab_dir: Path, tmp_path: Path
 
 
 def test_sigterm_tears_down_like_ctrl_c(results: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", "--targets", "cbm", "--runtime", "podman",
-                             "--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1",
-                             "--steps", "100000", "--results", str(results)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = start_endless_bench(results, "--targets", "cbm", "--runtime", "podman")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not containers("podman"):
         time.sleep(0.5)

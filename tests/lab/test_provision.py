@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata as md
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +16,7 @@ import yaml
 from dltestbed import lab
 from dltestbed.lab import net
 from dltestbed.lab.state import LabState
-from tests.conftest import one_error_line, run_cli
+from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.lab.conftest import leftovers, ssh
 
 BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1"]
@@ -142,20 +138,8 @@ def test_an_unrecorded_host_key_is_refused(cluster: LabState, tmp_path: Path, re
 
 
 def test_ctrl_c_over_ssh_leaves_no_workload_behind(cluster: LabState, env: dict[str, str], results: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", "--inventory", str(cluster.inventory), "--model", "alexnet",
-         "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "100000", "--results", str(results)],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 180
-    measuring = 0  # runs with more than 4 steps stored
-    while time.monotonic() < deadline and measuring < 2:
-        time.sleep(0.5)
-        if results.exists():
-            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
-                sql = "SELECT count(*) FROM (SELECT run_id FROM steps GROUP BY run_id HAVING count(*) > 4)"
-                measuring = db.execute(sql).fetchone()[0]
-    assert measuring == 2, "both hosts should be measuring"
+    proc = start_endless_bench(results, "--inventory", str(cluster.inventory), env=env)
+    assert wait_for_steps(results, 4, runs=2), "both hosts should be measuring"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err[-2000:]

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -19,7 +14,7 @@ from dltestbed.config import workload_spec
 from dltestbed.results.store import Store
 from dltestbed.runner import RunContext, execute
 from dltestbed.targets.local import LocalTarget
-from tests.conftest import one_error_line, run_cli
+from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 
 pytestmark = pytest.mark.tf
 
@@ -91,17 +86,8 @@ def test_a_crashing_workload_is_stored_failed_and_the_bench_says_so(results: Pat
 
 
 def test_ctrl_c_keeps_the_measured_steps(results: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", "-m", "alexnet", "--image-size", "32",
-                             "--batch-size", "2", "--warmup", "1", "--steps", "100000", "--results", str(results)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 120
-    steps = 0
-    while time.monotonic() < deadline and steps < 5:
-        time.sleep(0.5)
-        if results.exists():
-            with sqlite3.connect(results) as db, contextlib.suppress(sqlite3.OperationalError):
-                steps = db.execute("SELECT count(*) FROM steps").fetchone()[0]
-    assert steps >= 5, "the bench did not start measuring"
+    proc = start_endless_bench(results)
+    assert wait_for_steps(results, 4), "the bench did not start measuring"
     children = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
