@@ -180,3 +180,8 @@ def test_sigterm_tears_down_like_ctrl_c(results: Path) -> None:
         (status, reason) = db.execute("SELECT status, reason FROM runs").fetchone()
     assert (status, reason) == ("failed", "interrupted (Ctrl-C or a stop signal)")
     assert not containers("podman")
+
+
+def test_a_base_image_that_is_not_there_is_one_line() -> None:
+    line = one_error_line(run_cli("image", "build", "--runtime", "docker", "--base", "tensorflow/tensorflow:none"))
+    assert "base image 'tensorflow/tensorflow:none' is not in docker's local store" in line
