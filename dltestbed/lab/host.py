@@ -84,6 +84,19 @@ def _whiteout_machine_host_keys(upper: Path) -> None:
             os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(0, 0))
 
 
+def _container_setup(d: Path, m: str) -> list[str]:
+    """Container storage on the real filesystem (overlay storage cannot live on the overlay), and
+    a dockerd of the host's own when Docker is installed (lab hosts have no init to start it)."""
+    q = shlex.quote
+    cmds = []
+    for name, target in (("containers", "/var/lib/containers"), ("docker", "/var/lib/docker")):
+        cmds += [f"mkdir -p {q(str(d / name))} {m}{target}", f"mount --bind {q(str(d / name))} {m}{target}"]
+    dockerd = ("dockerd --iptables=false --bridge=none --ip-forward=false --ip-masq=false "
+               ">/var/log/dltestbed-dockerd.log 2>&1 &")  # fmt: skip
+    cmds.append(f"if [ -x {m}/usr/sbin/dockerd ]; then chroot {m} /bin/sh -c {q(dockerd)}; fi")
+    return cmds
+
+
 def _cgroup_mounts(merged: str) -> list[str]:
     """Mount commands that give the host this machine's cgroup hierarchies (v1 or v2) at
     /sys/fs/cgroup, as container runtimes need; `ip netns exec` leaves a bare /sys without them."""
@@ -123,8 +136,7 @@ def start_script(lab: LabState, host: LabHost) -> str:
         f"mount -t tmpfs -o mode=1777,size=4g tmpfs {m}/tmp",
         f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
         # container storage cannot live on the overlay: give it a folder of the real filesystem
-        *([f"mkdir -p {q(str(d / 'containers'))} {m}/var/lib/containers",
-           f"mount --bind {q(str(d / 'containers'))} {m}/var/lib/containers"] if lab.containers else []),
+        *(_container_setup(d, m) if lab.containers else []),
         f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
     ])  # fmt: skip
 

@@ -136,8 +136,11 @@ def test_unknown_target_kind(results: Path) -> None:
     assert "--targets: unknown kind 'gpu'; known: bm, vm, cbm, cvm" in line
 
 
-def test_cbm_on_a_lab_host_over_ssh(results: Path, lab_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", ["podman", "docker"])
+def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, tmp_path: Path) -> None:
     """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there."""
+    import yaml
+
     from dltestbed import lab
     from tests.lab.conftest import leftovers, ssh
 
@@ -145,7 +148,10 @@ def test_cbm_on_a_lab_host_over_ssh(results: Path, lab_dir: Path, tmp_path: Path
     lab.down("tk")
     state = lab.up("tk", 1, "10.213.83.0/24", containers=True)
     try:
-        inv = str(state.inventory)
+        doc = yaml.safe_load(state.inventory.read_text())
+        doc["all"]["children"]["container_hosts"]["vars"]["dltestbed_container_runtime"] = runtime
+        inv = str(tmp_path / "inventory.yml")
+        Path(inv).write_text(yaml.safe_dump(doc))
         first = run_cli("provision", "--layout", "single", "--inventory", inv, env=env, timeout=1800)
         assert first.returncode == 0, first.stderr[-3000:]
         assert "bm,cbm" in first.stderr and "Load it" in first.stderr
@@ -157,9 +163,11 @@ def test_cbm_on_a_lab_host_over_ssh(results: Path, lab_dir: Path, tmp_path: Path
         runs = json.loads(proc.stdout)
         assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
         cbm = runs[1]
-        assert cbm["host"] == "tk-h1" and cbm["fingerprint"]["container_runtime"] == "podman"
+        assert cbm["host"] == "tk-h1" and cbm["fingerprint"]["container_runtime"] == runtime
         assert cbm["fingerprint"]["container_image"] == cbm["fingerprint"]["container_image_digest"]
-        left = ssh(state, "tk-h1", "CONTAINERS_CONF=/etc/dltestbed/containers.conf podman ps -a --format '{{.Names}}'")
+        left = ssh(
+            state, "tk-h1", f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
+        )
         assert left.returncode == 0 and "dltestbed-" not in left.stdout
     finally:
         lab.down("tk")
