@@ -131,8 +131,16 @@ def down(name: str = "lab") -> list[str]:
             idx = ns.rsplit("-h", 1)[1]
             hosts.append(LabHost(name=f"{name}-h{idx}", index=int(idx) if idx.isdigit() else 0, ip="",
                                  netns=ns, veth=f"dltv-{name}-{idx}"))  # fmt: skip
-    pids = [h.pid for h in hosts if h.pid] + [p for h in hosts for p in net.pids_in(h.netns)]
-    _kill(sorted(set(pids)))
+    # Kill until the namespaces are empty: a process that was being spawned while the first round
+    # was killed shows up in the next one, and must not outlive its namespace.
+    first = [h.pid for h in hosts if h.pid]
+    for _ in range(5):
+        pids = sorted({*first, *(p for h in hosts for p in net.pids_in(h.netns))})
+        live = [p for p in pids if lab_host.alive(p)]
+        if not live:
+            break
+        _kill(live)
+        first = []
     for h in hosts:
         if h.netns in net.namespaces() or h.veth in net.links():
             net.remove_host_net(h.netns, h.veth)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -97,7 +99,18 @@ def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
                    timeout=30)  # fmt: skip
     from dltestbed.lab import net
 
-    assert len(net.pids_in(h.netns)) >= 2
+    deadline = time.monotonic() + 10
+
+    def sleeping() -> list[str]:
+        names = []
+        for pid in net.pids_in(h.netns):
+            with contextlib.suppress(OSError):
+                names.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
+        return [n for n in names if n == "sleep 300"]
+
+    while not sleeping() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sleeping(), "the workload did not start in the host"
     lab.down(fresh_lab)
     ps = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
     assert ps.stdout.strip() == ""
