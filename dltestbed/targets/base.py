@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+STDERR_TAIL_LINES = 40  # stderr lines a CommandResult keeps (the whole stream goes to the run's log)
+
 
 @dataclass(frozen=True)
 class CommandResult:

@@ -8,7 +8,6 @@ host's own CLI (docker, podman, apptainer), run through the wrapped target.
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +146,6 @@ class ContainerTarget:
         self.name = f"{inner.name}/{runtime}"
         self.host = inner.host
         self.python = VENV_PYTHON
-        self._current: str | None = None
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: which runtime, which image (by digest), on which machine."""
@@ -155,7 +153,7 @@ class ContainerTarget:
                 "container_image_tag": self.image, "container_image_digest": self.digest}  # fmt: skip
 
     def abort(self) -> None:
-        """Stop the run in progress: the inner command, then the container by name."""
+        """Stop the run in progress (its inner command); `run` then removes the container by name."""
         abort = getattr(self.inner, "abort", None)
         if abort:
             abort()
@@ -199,18 +197,11 @@ class ContainerTarget:
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
         opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env)})
         command = run_argv(self.runtime, self.image, name, argv, opts)
-        self._current = name
         try:
             return self.inner.run(command, env=self.runtime_env, timeout=timeout, on_line=on_line,
                                   stderr_log=stderr_log)  # fmt: skip
         finally:
-            self._current = None
             rm = remove_argv(self.runtime, name)
             if rm:
                 with contextlib.suppress(TargetError):  # the host is gone; nothing more to do from here
                     self.inner.run(rm, env=self.runtime_env, timeout=60)
-
-
-def describe(argv: Sequence[str]) -> str:
-    """A command line as a shell would show it (for logs and errors)."""
-    return shlex.join(argv)

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from dltestbed.errors import TargetError
 from dltestbed.targets import register
-from dltestbed.targets.base import CommandResult
+from dltestbed.targets.base import STDERR_TAIL_LINES, CommandResult
 
-STDERR_TAIL_LINES = 40
 TERM_GRACE_SECONDS = 10.0
 
 
@@ -45,9 +44,8 @@ class LocalTarget:
     kind = "bm"
     remote = False
 
-    def __init__(self, name: str = "local", python: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, name: str = "local", python: str | None = None) -> None:
         self.name = name
-        self._base_env = dict(env) if env is not None else None  # None: this process's environment
         self.host = socket.gethostname()
         self.python = python or sys.executable
         self._proc: subprocess.Popen[str] | None = None
@@ -73,7 +71,7 @@ class LocalTarget:
         stderr_log: Path | None = None,
     ) -> CommandResult:
         """Run argv locally; stdout lines go to on_line as they come, stderr to the log and a tail."""
-        full_env = {**(self._base_env if self._base_env is not None else os.environ), **(env or {})}
+        full_env = {**os.environ, **(env or {})}
         start = time.monotonic()
         try:
             proc = subprocess.Popen(

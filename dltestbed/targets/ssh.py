@@ -13,9 +13,7 @@ from typing import Any
 
 from dltestbed.errors import TargetError
 from dltestbed.inventory import Host
-from dltestbed.targets.base import CommandResult
-
-STDERR_TAIL_LINES = 40
+from dltestbed.targets.base import STDERR_TAIL_LINES, CommandResult
 
 
 class LineStream:
