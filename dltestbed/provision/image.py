@@ -106,10 +106,14 @@ def check_runtime(runtime: str) -> str:
     raise ConfigError(f"building images for {runtime!r} is not supported; use docker or podman")
 
 
+def _recipe() -> str:
+    """Hash of what makes the root filesystem: it names both the cached tar and the base image."""
+    return hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(PACKAGES)} minbase v1".encode()).hexdigest()[:12]
+
+
 def rootfs(refresh: bool = False) -> Path:
     """A minimal Debian root filesystem as a tar (debootstrap, cached by its recipe)."""
-    recipe = hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(PACKAGES)} minbase v1".encode()).hexdigest()[:12]
-    tar = cache_root().parent / "rootfs" / f"debian-{SUITE}-{recipe}.tar"
+    tar = cache_root().parent / "rootfs" / f"debian-{SUITE}-{_recipe()}.tar"
     if tar.exists() and not refresh:
         return tar
     if not shutil.which("debootstrap"):
@@ -157,8 +161,7 @@ def find(runtime: str, house: Wheelhouse, base: str | None = None) -> Image | No
 
 
 def _base_tag() -> str:
-    recipe = hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(PACKAGES)} minbase v1".encode()).hexdigest()[:12]
-    return f"dltestbed-base:{SUITE}-{recipe}"
+    return f"dltestbed-base:{SUITE}-{_recipe()}"
 
 
 def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:

@@ -12,6 +12,7 @@ import hashlib
 import importlib.metadata as md
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -87,6 +88,10 @@ def source_hash(root: Path) -> str:
     return h.hexdigest()
 
 
+def _archive_path(path: Path) -> Path:
+    return path.with_name(path.name + ".tar")
+
+
 @dataclass(frozen=True)
 class Wheelhouse:
     """A folder of wheels plus requirements.txt and a manifest (its identity on hosts)."""
@@ -104,7 +109,7 @@ class Wheelhouse:
     def archive(self) -> Path:
         """The wheelhouse as one uncompressed tar (wheels are compressed already): one file to
         copy per host instead of dozens, which is what makes the transfer fast."""
-        return self.path.with_name(self.path.name + ".tar")
+        return _archive_path(self.path)
 
     @property
     def wheel(self) -> str:
@@ -135,17 +140,12 @@ def build(flavor: str = "cpu") -> Wheelhouse:
     key = hashlib.sha256("\n".join([source_hash(root), *reqs, py, os.uname().machine]).encode()).hexdigest()[:16]
     path = cache_root() / f"{flavor}-py{py}-{key}"
     done = path / "manifest.txt"
-    if done.exists() and path.with_name(path.name + ".tar").exists():
+    if done.exists() and _archive_path(path).exists():
         return Wheelhouse(path, flavor, done.read_text().strip())
-    if path.exists():  # an older layout or a crash between the two renames: rebuild
-        import shutil
-
-        shutil.rmtree(path)
     tmp = path.with_name(path.name + ".partial")
-    if tmp.exists():
-        import shutil
-
-        shutil.rmtree(tmp)
+    for stale in (path, tmp):  # an older layout, or a crash between the renames below: rebuild
+        if stale.exists():
+            shutil.rmtree(stale)
     tmp.mkdir(parents=True)
     constraints = tmp / "constraints.txt"
     constraints.write_text("".join(f"{d.metadata['Name']}=={d.version}\n" for d in md.distributions()
