@@ -21,7 +21,16 @@ from dltestbed.errors import ConfigError
 from dltestbed.lab import host as lab_host
 from dltestbed.lab import net
 from dltestbed.lab.net import LabError
-from dltestbed.lab.state import DEFAULT_SUBNET, LabHost, LabState, labs_root, plan
+from dltestbed.lab.state import (
+    DEFAULT_SUBNET,
+    LabHost,
+    LabState,
+    bridge_name,
+    labs_root,
+    netns_name,
+    plan,
+    veth_name,
+)
 
 __all__ = ["DEFAULT_SUBNET", "LabError", "LabState", "down", "status", "up"]
 
@@ -123,14 +132,14 @@ def down(name: str = "lab") -> list[str]:
     removed: list[str] = []
     lab = LabState.load(name)
     hosts: list[LabHost] = list(lab.hosts) if lab else []
-    bridge = lab.bridge if lab else f"dltb-{name}"
+    bridge = lab.bridge if lab else bridge_name(name)
     # namespaces and links with our names, even if the state file is gone or partial
     known_ns = {h.netns for h in hosts}
     for ns in sorted(net.namespaces()):
-        if ns.startswith(f"dlt-{name}-h") and ns not in known_ns:
-            idx = ns.rsplit("-h", 1)[1]
+        if ns.startswith(netns_name(name, "")) and ns not in known_ns:
+            idx = ns.removeprefix(netns_name(name, ""))
             hosts.append(LabHost(name=f"{name}-h{idx}", index=int(idx) if idx.isdigit() else 0, ip="",
-                                 netns=ns, veth=f"dltv-{name}-{idx}"))  # fmt: skip
+                                 netns=ns, veth=veth_name(name, idx)))  # fmt: skip
     # Kill until the namespaces are empty: a process that was being spawned while the first round
     # was killed shows up in the next one, and must not outlive its namespace.
     first = [h.pid for h in hosts if h.pid]
@@ -146,7 +155,7 @@ def down(name: str = "lab") -> list[str]:
             net.remove_host_net(h.netns, h.veth)
             removed.append(h.netns)
     for link in sorted(net.links()):
-        if link.startswith(f"dltv-{name}-"):
+        if link.startswith(veth_name(name, "")):
             net.ip("link", "del", link, check=False)
     if bridge in net.links():
         net.remove_bridge(bridge)

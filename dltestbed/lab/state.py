@@ -16,6 +16,21 @@ DEFAULT_SUBNET = "10.213.77.0/24"
 FIRST_HOST_OCTET = 11
 
 
+def bridge_name(lab: str) -> str:
+    """The lab's bridge (interface names are at most 15 characters: hence the short lab names)."""
+    return f"dltb-{lab}"
+
+
+def netns_name(lab: str, index: int | str) -> str:
+    """Host `index`'s network namespace; with index "" the prefix of them all."""
+    return f"dlt-{lab}-h{index}"
+
+
+def veth_name(lab: str, index: int | str) -> str:
+    """Host `index`'s veth on the bridge side; with index "" the prefix of them all."""
+    return f"dltv-{lab}-{index}"
+
+
 def labs_root() -> Path:
     """$DLTESTBED_LAB_DIR, else /var/lib/dltestbed/labs."""
     return Path(os.environ.get("DLTESTBED_LAB_DIR") or "/var/lib/dltestbed/labs")
@@ -101,10 +116,12 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
     if not 1 <= hosts <= max_hosts:
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
     base = net.network_address
-    state = LabState(name=name, subnet=str(net), bridge=f"dltb-{name}", bridge_ip=str(base + 1), containers=containers)
+    state = LabState(
+        name=name, subnet=str(net), bridge=bridge_name(name), bridge_ip=str(base + 1), containers=containers
+    )
     for i in range(1, hosts + 1):
         state.hosts.append(LabHost(
             name=f"{name}-h{i}", index=i, ip=str(base + FIRST_HOST_OCTET - 1 + i),
-            netns=f"dlt-{name}-h{i}", veth=f"dltv-{name}-{i}",
+            netns=netns_name(name, i), veth=veth_name(name, i),
         ))  # fmt: skip
     return state

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed import lab
-from dltestbed.lab.state import LabState
+from dltestbed.lab.state import LabState, bridge_name, netns_name, veth_name
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -52,8 +52,8 @@ def leftovers(name: str) -> list[str]:
     """Anything of lab `name` still on this machine: namespaces, links, mounts, processes."""
     from dltestbed.lab import net
 
-    out = [f"netns {n}" for n in net.namespaces() if n.startswith(f"dlt-{name}-")]
-    out += [f"link {n}" for n in net.links() if n.startswith((f"dltv-{name}-", f"dltb-{name}"))]
+    out = [f"netns {n}" for n in net.namespaces() if n.startswith(netns_name(name, ""))]
+    out += [f"link {n}" for n in net.links() if n.startswith((veth_name(name, ""), bridge_name(name)))]
     with open("/proc/mounts") as f:
         out += [f"mount {line.split()[1]}" for line in f if f"/{name}/hosts/" in line]
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
