@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dltestbed.errors import ConfigError
 from dltestbed.targets.base import CommandResult, Target
+
+if TYPE_CHECKING:
+    from dltestbed.provision.image import Image
 
 KINDS: dict[str, str] = {
     "bm": "bare metal: the workload runs directly on the host",
@@ -68,8 +73,18 @@ def make(kind: str, host: object | None = None, runtime: str | None = None) -> T
 REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role
 
 
-def _remote_container(host: object, runtime: str | None) -> Target:
+@functools.cache
+def _built_image(runtime: str) -> Image | None:
+    """This build's workload image in the controller's `runtime` store, or None. Looked up once per
+    process: a bench over many hosts would otherwise hash the source and inspect the image per host."""
     from dltestbed.provision import image, wheelhouse
+
+    if not shutil.which(runtime):
+        return None
+    return image.find(runtime, wheelhouse.build("cpu"))
+
+
+def _remote_container(host: object, runtime: str | None) -> Target:
     from dltestbed.targets.container import ContainerTarget, options_from_vars
     from dltestbed.targets.ssh import SSHTarget
 
@@ -78,8 +93,7 @@ def _remote_container(host: object, runtime: str | None) -> Target:
     if "container_hosts" not in getattr(host, "groups", ()):
         raise ConfigError(f"cbm on {name}: the host is not in group container_hosts of the inventory")
     rt = runtime or str(getattr(host, "vars", {}).get("dltestbed_container_runtime") or "podman")
-    house = wheelhouse.build("cpu")
-    found = image.find(rt, house) if shutil.which(rt) else None
+    found = _built_image(rt)
     if found is None:
         raise ConfigError(f"cbm on {name}: no {rt} image for this dltestbed build here; run `dltestbed provision`")
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
@@ -87,7 +101,7 @@ def _remote_container(host: object, runtime: str | None) -> Target:
 
 
 def _local_container(runtime: str | None) -> Target:
-    from dltestbed.provision import image, wheelhouse
+    from dltestbed.provision import image
     from dltestbed.targets.container import ContainerTarget
     from dltestbed.targets.local import LocalTarget
 
@@ -96,8 +110,7 @@ def _local_container(runtime: str | None) -> Target:
         image.check_runtime(rt)
     except image.ImageError as exc:
         raise ConfigError(f"cbm: {exc}") from None
-    house = wheelhouse.build("cpu")
-    found = image.find(rt, house)
+    found = _built_image(rt)
     if found is None:
         raise ConfigError(f"cbm: no {rt} image for this dltestbed build; run `dltestbed image build --runtime {rt}`")
     return ContainerTarget(LocalTarget(name="local"), rt, found.tag, found.digest, runtime_env=image.runtime_env(rt))
