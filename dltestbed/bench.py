@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from dltestbed import dataset
 from dltestbed.config import WorkloadSpec, resolve_path, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, execute
+from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets.base import Target
 from dltestbed.workload.catalog import MODELS
+
+T = TypeVar("T")
+ORDERS = ("interleaved", "random")
 
 
 @dataclass(frozen=True)
@@ -56,11 +60,24 @@ class Plan:
     specs: list[WorkloadSpec]
     repeat: int
     scenario: str = "single"
+    order: str = "interleaved"  # or random: each repetition's runs shuffled, seeded
+    seed: int = 0
     notes: list[str] = field(default_factory=list)
 
     def runs(self) -> list[tuple[int, WorkloadSpec]]:
         """(repetition, spec) pairs in execution order."""
         return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs]
+
+    def rounds(self, kinds: Sequence[T]) -> list[list[tuple[int, WorkloadSpec, T]]]:
+        """Per repetition, every (spec, kind) once: in order (interleaved) or shuffled with a
+        seeded RNG (random) — either way drift hits every kind alike."""
+        out = []
+        for rep in range(1, self.repeat + 1):
+            items = [(rep, spec, k) for spec in self.specs for k in kinds]
+            if self.order == "random":
+                random.Random(f"{self.seed}:{rep}").shuffle(items)
+            out.append(items)
+        return out
 
 
 def preset(name: str) -> Preset:
@@ -79,12 +96,16 @@ def plan(
     warmup: int | None = None,
     steps: int | None = None,
     data_dir: str | None = None,
+    order: str = "interleaved",
+    seed: int = 0,
     **common: Any,
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts."""
     p = preset(preset_name)
     if repeat < 1:
         raise ConfigError(f"--repeat: must be at least 1 (got {repeat})")
+    if order not in ORDERS:
+        raise ConfigError(f"--order: unknown order {order!r}; known: {', '.join(ORDERS)}")
     names = list(dict.fromkeys(models)) if models else list(p.models)
     if data_dir is not None:
         data_dir = str(resolve_path(data_dir))
@@ -105,20 +126,25 @@ def plan(
             steps=steps if steps is not None else p.steps,
             **common,
         ))  # fmt: skip
-    return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat)
+    return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat, order=order, seed=seed)
 
 
 def run(
-    bench: Plan, targets: Sequence[Target], store: Store, observer: Observer, timeout: float | None = None
+    bench: Plan,
+    targets: Sequence[Target],
+    store: Store,
+    observer: Observer,
+    timeout: float | None = None,
+    sinks: Sequence[Sink] = (),
 ) -> list[RunRecord]:
-    """Run the plan on the targets of one machine, one run at a time, interleaved: for each
-    repetition, for each workload, every target kind in turn — drift hits every kind alike.
+    """Run the plan on the targets of one machine, one run at a time, in the plan's order: for each
+    repetition, every workload on every target kind — drift hits every kind alike.
     A failed run is recorded and the bench goes on."""
     records = []
-    for rep, spec in bench.runs():
-        for target in targets:
+    for round_ in bench.rounds(targets):
+        for rep, spec, target in round_:
             ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep)
-            records.append(execute(target, spec, store, ctx, observer, timeout=timeout))
+            records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))
     return records
 
 
@@ -129,6 +155,7 @@ def run_all(
     observer: Observer,
     timeout: float | None = None,
     parallel: bool = True,
+    sinks: Sequence[Sink] = (),
 ) -> list[RunRecord]:
     """Run the plan on every machine's targets: machines at once (one thread each) or one after
     another; within a machine, interleaved (see `run`).
@@ -137,11 +164,11 @@ def run_all(
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
     if not parallel or len(machines) == 1:
-        return [r for targets in machines for r in run(bench, targets, store, observer, timeout)]
+        return [r for targets in machines for r in run(bench, targets, store, observer, timeout, sinks)]
     from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
-    futures = [pool.submit(run, bench, targets, store, observer, timeout) for targets in machines]
+    futures = [pool.submit(run, bench, targets, store, observer, timeout, sinks) for targets in machines]
     try:
         wait(futures)
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -32,12 +33,21 @@ class WorkloadSpec(BaseModel):
     classes: int = Field(1000, ge=2)
     sample_interval: float = Field(1.0, gt=0)  # seconds between resource samples
     seed: int = 0
+    distributed: bool = False  # one worker of a MultiWorkerMirroredStrategy job (cluster in TF_CONFIG)
+    cpus: str | None = None  # pin the workload to these CPUs, e.g. "0-3,8" (Linux cpuset list syntax)
 
     @field_validator("model")
     @classmethod
     def _known_model(cls, v: str) -> str:
         if v not in MODELS:
             raise ValueError(f"unknown model {v!r}; known: {', '.join(model_names())}")
+        return v
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpu_list(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_cpu_list(v)
         return v
 
     @model_validator(mode="after")
@@ -49,6 +59,8 @@ class WorkloadSpec(BaseModel):
             raise ValueError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
         if self.data == "synthetic" and self.data_dir:
             raise ValueError("--data-dir is only used with --data real")
+        if self.distributed and self.mode != "train":
+            raise ValueError("distributed runs train (inference has no step shared between workers)")
         return self
 
     @property
@@ -66,7 +78,38 @@ class WorkloadSpec(BaseModel):
         ]  # fmt: skip
         if self.data_dir:
             argv += ["--data-dir", self.data_dir]
+        if self.distributed:
+            argv.append("--distributed")
+        if self.cpus:
+            argv += ["--cpus", self.cpus]
         return argv
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """CPU numbers of a cpuset list like "0-3,8" (sorted, unique), or ValueError saying what is wrong."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            raise ValueError(f"CPU list {text!r} is not like 0-3,8")
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if hi < lo:
+            raise ValueError(f"CPU list {text!r}: range {lo}-{hi} runs backwards")
+        cpus.update(range(lo, hi + 1))
+    return sorted(cpus)
+
+
+def format_cpu_list(cpus: list[int]) -> str:
+    """The shortest cpuset list for CPU numbers: [0, 1, 2, 5] → "0-2,5"."""
+    out: list[str] = []
+    for c in sorted(set(cpus)):
+        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == c - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{c}"
+        elif out and "-" not in out[-1] and int(out[-1]) == c - 1:
+            out[-1] = f"{out[-1]}-{c}"
+        else:
+            out.append(str(c))
+    return ",".join(out)
 
 
 def build(model_cls: type[BaseModel], **values: object) -> BaseModel:

@@ -29,3 +29,7 @@ class TargetError(DltestbedError):
     """A target could not run a command."""
 
     exit_code = 1
+
+
+class StreamError(DltestbedError):
+    """The time-series server cannot be reached or refuses the writes (checked before a bench starts)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +45,14 @@ class NullObserver:
         """Nothing."""
 
 
+class Sink(Protocol):
+    """Somewhere else results go as they arrive (the store always gets them first). Never raises."""
+
+    def step(self, run: RunRecord, ev: StepEvent) -> None: ...
+    def resource(self, run: RunRecord, ev: ResourceEvent) -> None: ...
+    def finished(self, run: RunRecord) -> None: ...
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Where a run sits in a bench."""
@@ -51,6 +61,34 @@ class RunContext:
     scenario: str = "single"
     repetition: int = 1
     contention: str = "none"
+    role: str = "foreground"
+    job_id: str | None = None
+    workers: int = 1
+    worker_index: int | None = None
+
+
+class Stop:
+    """A request, from another thread, to end a run early: `request` it, then abort the target.
+
+    reason None ends the run as ok, measured on the steps it made (a co-tenant that is no longer
+    needed); a reason ends it as failed with that reason (a distributed peer whose job broke)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+
+    def request(self, reason: str | None = None) -> bool:
+        """Ask once; False when it was already asked (the first reason stays)."""
+        if self._event.is_set():
+            return False
+        self.reason = reason
+        self._event.set()
+        return True
+
+    @property
+    def requested(self) -> bool:
+        """Whether a stop was requested."""
+        return self._event.is_set()
 
 
 def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
@@ -64,13 +102,16 @@ def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
 class _Collector:
     """Applies a run's events to its record and the store as lines arrive."""
 
-    def __init__(self, run: RunRecord, store: Store, observer: Observer) -> None:
+    def __init__(self, run: RunRecord, store: Store, observer: Observer, sinks: Sequence[Sink] = ()) -> None:
         self.run = run
         self.store = store
         self.observer = observer
+        self.sinks = sinks
         self.summary: SummaryEvent | None = None
         self.error: ErrorEvent | None = None
         self.unparsed: list[Unparsed] = []
+        self.timed: list[StepEvent] = []
+        self.started: float | None = None
 
     def on_line(self, line: str) -> None:
         self.apply(parse_line(line))
@@ -80,10 +121,17 @@ class _Collector:
             case StepEvent():
                 self.store.add_step(self.run.id, ev)
                 self.run.steps_done += 1
+                if ev.phase == "timed":
+                    self.timed.append(ev)
                 self.observer.step(self.run, ev)
+                for sink in self.sinks:
+                    sink.step(self.run, ev)
             case ResourceEvent():
                 self.store.add_resource(self.run.id, ev)
+                for sink in self.sinks:
+                    sink.resource(self.run, ev)
             case StartEvent():
+                self.started = ev.t
                 self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
                 self.run.spec = ev.spec
                 self.store.save_run(self.run)
@@ -93,6 +141,19 @@ class _Collector:
                 self.error = ev
             case Unparsed():
                 self.unparsed.append(ev)
+
+    def partial_summary(self) -> SummaryEvent | None:
+        """A summary of the timed steps seen so far (for a run stopped before its end), or None."""
+        if not self.timed:
+            return None
+        images = sum(e.images for e in self.timed)
+        seconds = sum(e.seconds for e in self.timed)
+        return SummaryEvent(
+            timed_steps=len(self.timed), images=images, timed_seconds=seconds,
+            mean_images_per_sec=sum(e.images_per_sec for e in self.timed) / len(self.timed),
+            images_per_sec=images / seconds, elapsed_seconds=self.timed[-1].t - (self.started or self.timed[0].t),
+            first_step_seconds=0.0, warmup_seconds=0.0,
+        )  # fmt: skip
 
 
 def _failure_reason(result: CommandResult | None, col: _Collector) -> str | None:
@@ -116,42 +177,69 @@ def execute(
     ctx: RunContext,
     observer: Observer | None = None,
     timeout: float | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    sinks: Sequence[Sink] = (),
+    stop: Stop | None = None,
+    on_start: threading.Event | None = None,
 ) -> RunRecord:
     """Run spec on target and return its stored record (status ok or failed, never raising for a
-    failed workload). Ctrl-C stores the run as failed, keeps its steps, and re-raises."""
+    failed workload). Ctrl-C stores the run as failed, keeps its steps, and re-raises; a `stop`
+    requested by another thread ends the run as that request says, without raising.
+    on_start is set once the first timed step has arrived (or the run ended)."""
     observer = observer or NullObserver()
     run = RunRecord(
         id=new_id("r"), bench_id=ctx.bench_id, started_at=now_iso(), scenario=ctx.scenario,
         target_kind=target.kind, target_name=target.name, host=target.host, model=spec.model,
         data=spec.data, mode=spec.mode, device=spec.device, batch_size=spec.batch_size,
         image_size=spec.size, warmup=spec.warmup, steps=spec.steps, repetition=ctx.repetition,
-        contention=ctx.contention, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(),
+        contention=ctx.contention, role=ctx.role, job_id=ctx.job_id, workers=ctx.workers,
+        worker_index=ctx.worker_index, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(),
     )  # fmt: skip
     log = store.log_dir / f"{run.id}.log"
     run.log_path = str(log)
     store.save_run(run)
     observer.begin(run)
-    col = _Collector(run, store, observer)
+    col = _Collector(run, store, observer, sinks)
+    on_line = col.on_line
+    if on_start is not None:
+
+        def on_line(line: str) -> None:
+            col.on_line(line)
+            if col.timed:
+                on_start.set()
+
     result: CommandResult | None = None
     try:
-        result = target.run(workload_argv(target, spec), timeout=timeout, on_line=col.on_line, stderr_log=log)
+        result = target.run(workload_argv(target, spec), env=env, timeout=timeout, on_line=on_line, stderr_log=log)
         reason = _failure_reason(result, col)
     except KeyboardInterrupt:
-        _finish(run, store, col, "interrupted (Ctrl-C or a stop signal)")
-        observer.end(run)
-        raise
+        if stop is None or not stop.requested:
+            _finish(run, store, col, "interrupted (Ctrl-C or a stop signal)", sinks)
+            observer.end(run)
+            raise
+        reason = stop.reason
+        if reason is None:
+            col.summary = col.partial_summary()
+            col.error = None
+            if col.summary is None:
+                reason = "stopped before its first timed step"
     except DltestbedError as exc:
         reason = str(exc)
+    finally:
+        if on_start is not None:
+            on_start.set()
+
     if col.unparsed:
         with log.open("a", encoding="utf-8") as f:
             for u in col.unparsed:
                 f.write(f"[dltestbed] stdout line not an event ({u.reason}): {u.line}\n")
-    _finish(run, store, col, reason)
+    _finish(run, store, col, reason, sinks)
     observer.end(run)
     return run
 
 
-def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None) -> None:
+def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, sinks: Sequence[Sink]) -> None:
     run.finished_at = now_iso()
     if col.summary:
         s = col.summary
@@ -163,3 +251,5 @@ def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None) -
     run.status = "failed" if reason else "ok"
     run.reason = reason
     store.save_run(run)
+    for sink in sinks:
+        sink.finished(run)

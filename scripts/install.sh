@@ -3,7 +3,8 @@
 # Usage: bash scripts/install.sh [--lab] [--test]
 #   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
 #   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally)
-#   --test  adds pytest and ruff, and what the lab test tier needs (implies --lab --containers)
+#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --containers), and
+#           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests
 # TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,9 @@ if ((containers)); then
     [[ -x /usr/sbin/dockerd ]] || apt_needed+=(docker.io)
     [[ -x /usr/bin/podman ]] || apt_needed+=(podman)
     command -v debootstrap >/dev/null || apt_needed+=(debootstrap)
+fi
+if [[ " ${extras[*]} " == *" test "* ]]; then
+    command -v victoria-metrics >/dev/null || apt_needed+=(victoria-metrics)
 fi
 if ((${#apt_needed[@]})); then
     apt-get update -qq

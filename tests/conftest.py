@@ -88,3 +88,14 @@ def wait_for_steps(results: Path, at_least: int, runs: int = 1, timeout: float =
                     return True
         time.sleep(0.5)
     return False
+
+
+@pytest.fixture(scope="module")
+def tsdb(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A VictoriaMetrics server for the module (tests/tsdb.py)."""
+    from tests.tsdb import VictoriaMetrics
+
+    server = VictoriaMetrics(tmp_path_factory.mktemp("tsdb"))
+    server.start()
+    yield server
+    server.stop()

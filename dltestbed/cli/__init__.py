@@ -17,6 +17,7 @@ from dltestbed.cli import data as _data
 from dltestbed.cli import image as _image
 from dltestbed.cli import lab as _lab
 from dltestbed.cli import provision as _provision
+from dltestbed.cli import results as _results
 from dltestbed.cli import runs as _runs
 from dltestbed.errors import DltestbedError
 
@@ -50,6 +51,7 @@ app.command("report")(_runs.report)
 app.add_typer(_data.app, name="data")
 app.add_typer(_lab.app, name="lab")
 app.add_typer(_image.app, name="image")
+app.add_typer(_results.app, name="results")
 
 
 def debug_log_path() -> Path:

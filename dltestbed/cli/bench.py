@@ -31,12 +31,51 @@ class LayoutOpt(StrEnum):
     shared = "shared"
 
 
+class ScenarioOpt(StrEnum):
+    single = "single"
+    distributed = "distributed"
+    shared = "shared"
+
+
+class OrderOpt(StrEnum):
+    interleaved = "interleaved"
+    random = "random"
+
+
+class CotenantOpt(StrEnum):
+    alexnet = "alexnet"
+    cpu = "cpu"
+    io = "io"
+    gpu = "gpu"
+
+
 class PresetOpt(StrEnum):
     quick = "quick"
     study = "study"
 
 
 RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.local/share/dltestbed/results.sqlite."
+INFLUX = "InfluxDB stream"
+
+
+def influx_url_opt() -> str | None:
+    return typer.Option(None, "--influx-url", help="Stream every step to InfluxDB's v2 write API here "
+                        "(default: $INFLUXDB_V2_URL; unset: no streaming).", rich_help_panel=INFLUX)  # fmt: skip
+
+
+def influx_org_opt() -> str | None:
+    return typer.Option(None, "--influx-org", help="Organization (default: $INFLUXDB_V2_ORG).", rich_help_panel=INFLUX)
+
+
+def influx_bucket_opt() -> str | None:
+    return typer.Option(None, "--influx-bucket", help="Bucket (default: $INFLUXDB_V2_BUCKET).",
+                        rich_help_panel=INFLUX)  # fmt: skip
+
+
+def influx_token_opt() -> Path | None:
+    return typer.Option(None, "--influx-token-file", help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
+                        "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
+                        rich_help_panel=INFLUX)  # fmt: skip
 
 
 def bench(
@@ -64,11 +103,43 @@ def bench(
     warmup: int | None = typer.Option(None, help="Untimed steps before the timed ones. Default: the preset's."),
     steps: int | None = typer.Option(None, help="Timed steps. Default: the preset's."),
     classes: int = typer.Option(1000, help="Classes of the model's output (real data: the folder's)."),
-    repeat: int = typer.Option(1, help="Repetitions of every run (interleaved: rep 1 of all models, then rep 2 ...)."),
+    repeat: int = typer.Option(1, help="Repetitions of every run (rep 1 of every model and kind, then rep 2 ...)."),
+    order: OrderOpt = typer.Option(
+        OrderOpt.interleaved,
+        help="Within a repetition: interleaved (every model on every kind in turn) or random (shuffled, --seed).",
+    ),
+    seed: int = typer.Option(0, help="Seed for --order random (each repetition shuffled from it)."),
+    scenario: ScenarioOpt = typer.Option(
+        ScenarioOpt.single,
+        help="single: each target alone. distributed: one training job over several workers per kind "
+        "(MultiWorkerMirroredStrategy; total throughput = sum of the workers'). shared: the foreground alone, "
+        "then with a co-tenant on the same host.",
+    ),
+    workers: int | None = typer.Option(
+        None, help="distributed: workers per job (default: one per inventory host; on this machine: 2)."
+    ),
+    baseline: bool = typer.Option(
+        True, "--baseline/--no-baseline", help="distributed: also run one worker alone per job (scaling efficiency)."
+    ),
+    cotenant: CotenantOpt = typer.Option(
+        CotenantOpt.alexnet,
+        help="shared: the co-tenant — alexnet (training, large batch), cpu (GPUs hidden), io (real data from "
+        "--data-dir) or gpu.",
+    ),
+    cotenant_batch: int | None = typer.Option(
+        None, help="shared: the co-tenant's batch (default: 512 on a host with a GPU, as in the study; else 64)."
+    ),
+    isolate: bool = typer.Option(
+        False, help="shared: pin the foreground and the co-tenant to disjoint halves of the host's CPUs."
+    ),
     timeout: float | None = typer.Option(None, help="Seconds after which a run is stopped and stored as failed."),
     targets_opt: str = typer.Option(
         "bm", "--targets", help="Target kinds, comma-separated: bm (bare metal), cbm (a container on it)."
     ),
+    influx_url: str | None = influx_url_opt(),
+    influx_org: str | None = influx_org_opt(),
+    influx_bucket: str | None = influx_bucket_opt(),
+    influx_token_file: Path | None = influx_token_opt(),
     runtime: str | None = typer.Option(
         None, help="Container runtime for cbm: docker or podman (default: docker if its daemon answers, else podman)."
     ),
@@ -93,6 +164,7 @@ def bench(
     from rich.console import Console
 
     from dltestbed import bench as bench_mod
+    from dltestbed import scenarios
     from dltestbed.cli.progress import RichObserver
     from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
@@ -101,8 +173,13 @@ def bench(
     plan = bench_mod.plan(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
-        data=data.value, mode=mode.value, device=device.value, classes=classes,
+        data=data.value, mode=mode.value, device=device.value, classes=classes, order=order.value, seed=seed,
     )  # fmt: skip
+    options = scenarios.Options(
+        scenario=scenario.value, workers=workers, baseline=baseline, cotenant=cotenant.value,
+        cotenant_batch=cotenant_batch, isolate=isolate, parallel=parallel, timeout=timeout,
+    )  # fmt: skip
+    stream = _stream_settings(influx_url, influx_org, influx_bucket, influx_token_file)
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
@@ -114,36 +191,44 @@ def bench(
         if not hosts:
             raise ConfigError(f"inventory {str(inventory)!r} has no hosts in group bare_metal" +
                               (f" matching --limit {limit!r}" if limit else ""))  # fmt: skip
-        machines = [[make(k, h, runtime=runtime) for k in kinds] for h in hosts]
     elif limit:
         raise ConfigError("--limit needs --inventory")
     else:
-        machines = [[make(k, runtime=runtime) for k in kinds]]
-    targets = [t for m in machines for t in m]
+        hosts = [None]
+
+    def make_target(kind: str, host: object) -> object:
+        return make(kind, host, runtime=runtime)
+
+    machines = [[make_target(k, h) for k in kinds] for h in hosts]  # every target checked before anything runs
+    scenarios.check(options, hosts, plan)
+    if stream is not None:
+        from dltestbed.results import influx
+
+        influx.check(stream)
     store = Store.open(results)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     p = bench_mod.PRESETS[preset.value]
     if not model and image_size is None and steps is None:
         console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
-    runs = plan.runs()
-    where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
-    mode_ = ("hosts at once" if parallel else "hosts one after another") if len(machines) > 1 else ""
-    console.print(
-        f"bench {plan.bench_id}: {len(plan.specs)} workload(s) × {plan.repeat} repetition(s) × {len(targets)} "
-        f"target(s) = {len(runs) * len(targets)} "
-        f"run(s) on {where} {mode_}".rstrip()
-        + f"; results → {store.path}"
-    )
+    console.print(_announce(plan, options, machines, hosts) + f"; results → {store.path}"
+                  + (f"; streaming to InfluxDB at {stream.describe()}" if stream else ""))  # fmt: skip
     records = []
+    sinks = []
     try:
+        if stream is not None:
+            from dltestbed.results.influx import InfluxSink
+
+            sinks.append(InfluxSink(store, stream))
         with RichObserver(console) as observer:
-            records = bench_mod.run_all(plan, machines, store, observer, timeout=timeout, parallel=parallel)
+            records = scenarios.run(plan, hosts, kinds, make_target, store, observer, options, sinks)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/]: the current run is stored as failed with its steps; see "
                       f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip
         raise typer.Exit(130) from None
     finally:
+        for sink in sinks:
+            _close_stream(sink, console)
         store.close()
     if as_json:
         print(json.dumps([r.to_dict() for r in records], indent=2))
@@ -154,3 +239,46 @@ def bench(
             f"{len(failed)} of {len(records)} run(s) failed; first: {first.model} rep {first.repetition}: "
             f"{first.reason} (log: {first.log_path})"
         )
+
+
+def _stream_settings(url: str | None, org: str | None, bucket: str | None, token_file: Path | None) -> object:
+    """InfluxDB settings from options and environment, or None (no streaming); imports nothing heavy."""
+    from dltestbed.results import influx
+
+    return influx.settings(url, org, bucket, token_file)
+
+
+def _announce(plan: object, options: object, machines: list, hosts: list) -> str:
+    """One line: what the bench will run, where, how."""
+    from dltestbed import scenarios
+
+    assert isinstance(options, scenarios.Options)
+    targets = [t for m in machines for t in m]
+    where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
+    head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "  # type: ignore[attr-defined]
+    head += f"{plan.repeat} repetition(s) × {len(machines[0])} kind(s)"  # type: ignore[attr-defined]
+    if options.scenario == "distributed":
+        n = scenarios.worker_count(options, hosts)
+        extra = " + 1 worker alone" if options.baseline else ""
+        return head + f", each a job of {n} workers{extra}, on {where}"
+    if options.scenario == "shared":
+        iso = ", isolated CPUs" if options.isolate else ""
+        return head + f", each alone and with a {options.cotenant} co-tenant{iso}, on {where}"
+    mode = ("hosts at once" if options.parallel else "hosts one after another") if len(machines) > 1 else ""
+    total = len(plan.runs()) * len(targets)  # type: ignore[attr-defined]
+    return (head + f" = {total} run(s) on {where} {mode}").rstrip()
+
+
+def _close_stream(sink: object, console: object) -> None:
+    """Flush the stream and say what reached the server, and what waits for `dltestbed results push`."""
+    from dltestbed.results.influx import InfluxSink
+
+    assert isinstance(sink, InfluxSink)
+    left = sink.close()
+    s = sink.settings
+    if left:
+        why = f" ({sink.errors[-1]})" if sink.errors else ""
+        console.print(f"[yellow]InfluxDB[/]: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "  # type: ignore[attr-defined]
+                      f"the results store; `dltestbed results push` sends them")  # fmt: skip
+    else:
+        console.print(f"InfluxDB: {sink.sent} point(s) sent to {s.describe()}, none waiting")  # type: ignore[attr-defined]

@@ -11,9 +11,18 @@ from dltestbed.workload.events import StepEvent
 
 
 def label(run: RunRecord) -> str:
-    """e.g. `bm:local alexnet train synthetic 64px bs8 rep 1`."""
-    return (f"{run.target_kind}:{run.target_name} {run.model} {run.mode} {run.data} "
+    """e.g. `bm:local alexnet train synthetic 64px bs8 rep 1`, with the run's part in its scenario."""
+    text = (f"{run.target_kind}:{run.target_name} {run.model} {run.mode} {run.data} "
             f"{run.image_size}px bs{run.batch_size} rep {run.repetition}")  # fmt: skip
+    if run.role == "cotenant":
+        return f"co-tenant {text}"
+    if run.worker_index is not None:
+        text += f" worker {run.worker_index + 1}/{run.workers}"
+    elif run.scenario == "distributed":
+        text += " (1 worker alone)"
+    if run.contention != "none":
+        text += f" under {run.contention}"
+    return text
 
 
 class RichObserver:
@@ -42,7 +51,8 @@ class RichObserver:
     def begin(self, run: RunRecord) -> None:
         """A bar for the run, sized warm-up + timed steps."""
         self._tasks[run.id] = self.progress.add_task(
-            escape(label(run)), total=run.warmup + run.steps, phase="start", ips="—"
+            escape(label(run)), total=run.warmup + run.steps if run.role != "cotenant" else None, phase="start",
+            ips="—",
         )
 
     def step(self, run: RunRecord, ev: StepEvent) -> None:

@@ -81,7 +81,9 @@ def report(
 ) -> None:
     """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
 
-    One row per target kind, model, data, mode, device, batch size and image size.
+    One row per target kind, scenario, model, data, mode, device, batch size, image size and contention;
+    then distributed jobs (total throughput, scaling efficiency) and shared pairs (the co-tenant's effect).
+    JSON: {"groups": [...], "distributed": [...], "shared": [...]}.
     """
     from dltestbed.errors import ConfigError
     from dltestbed.report import render, stats
@@ -93,7 +95,11 @@ def report(
     finally:
         store.close()
     groups = stats.summarise(records, by_host=by_host)
-    text = render.as_json(groups) + "\n" if fmt == FormatOpt.json else render.markdown(groups)
+    dist, shared = stats.distributed(records), stats.shared(records)
+    if fmt == FormatOpt.json:
+        text = render.as_json(groups, dist, shared) + "\n"
+    else:
+        text = render.markdown(groups, dist=dist, shared=shared)
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from dltestbed.report.stats import GroupStats, Spread
+from dltestbed.report.stats import DistributedStats, GroupStats, SharedStats, Spread
 
 
 def _num(v: float | None, digits: int = 1) -> str:
@@ -18,18 +18,27 @@ def _spread_cells(s: Spread | None, digits: int) -> list[str]:
     return [_num(s.mean, digits), _num(s.min, digits), _num(s.max, digits), _num(s.std, digits)]
 
 
-def markdown(groups: Sequence[GroupStats], title: str = "dltestbed report") -> str:
-    """A Markdown table: one row per group, overhead against bare metal in the last column."""
+def markdown(
+    groups: Sequence[GroupStats],
+    title: str = "dltestbed report",
+    dist: Sequence[DistributedStats] = (),
+    shared: Sequence[SharedStats] = (),
+) -> str:
+    """Markdown tables: one row per group, overhead against bare metal in the last column; then
+    distributed efficiency and the shared scenario's drop, when the runs have them."""
     show_contention = any(g.key["contention"] != "none" for g in groups)
     show_host = any("host" in g.key for g in groups)
-    head = ["kind", *(["host"] if show_host else []), "model", "data", "mode", "device", "batch", "size"]
+    show_scenario = any(g.key["scenario"] != "single" for g in groups)
+    head = ["kind", *(["host"] if show_host else []), *(["scenario", "workers"] if show_scenario else []),
+            "model", "data", "mode", "device", "batch", "size"]  # fmt: skip
     head += ["contention"] if show_contention else []
     head += ["runs", "img/s mean", "img/s min", "img/s max", "img/s std",
              "elapsed s mean", "elapsed s min", "elapsed s max", "elapsed s std", "overhead %"]  # fmt: skip
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        row = [k["target_kind"], *([str(k["host"])] if show_host else []), k["model"], k["data"], k["mode"],
+        row = [k["target_kind"], *([str(k["host"])] if show_host else []),
+               *([k["scenario"], str(k["workers"])] if show_scenario else []), k["model"], k["data"], k["mode"],
                k["device"], str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
         row += [k["contention"]] if show_contention else []
         runs = f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else "")
@@ -42,10 +51,48 @@ def markdown(groups: Sequence[GroupStats], title: str = "dltestbed report") -> s
         "wall time per run; std: sample standard deviation over repetitions (— below 2 runs);",
         "overhead %: images/sec lost against bare metal (bm) with the same model, data, mode, device,",
         "batch and size (— where no bm run matches). Failed runs are counted but not averaged.",
+        "Distributed rows are per worker; co-tenants are not rows (see the shared table).",
     ]
+    if dist:
+        lines += ["", "## Distributed: total throughput and scaling efficiency", "",
+                  "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
+                  "per worker img/s | 1 worker alone img/s | efficiency % mean | efficiency % min | "
+                  "efficiency % max |", "|" + "---|" * 13]  # fmt: skip
+        for d in dist:
+            k = d.key
+            jobs = f"{d.jobs}" + (f" (+{d.failed_jobs} failed)" if d.failed_jobs else "")
+            t, e = d.total_images_per_sec, d.efficiency_percent
+            lines.append("| " + " | ".join([
+                k["target_kind"], k["model"], str(k["batch_size"]), str(k["image_size"]), str(d.workers), jobs,
+                _num(t.mean if t else None), _num(t.std if t else None),
+                _num(d.worker_images_per_sec.mean if d.worker_images_per_sec else None),
+                _num(d.single_images_per_sec.mean if d.single_images_per_sec else None),
+                _num(e.mean if e else None), _num(e.min if e else None), _num(e.max if e else None),
+            ]) + " |")  # fmt: skip
+        lines += ["", "total: the sum of the workers' own measured images/sec in one job (not one worker × N);",
+                  "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job)."]
+    if shared:
+        lines += ["", "## Shared: the foreground alone and with a co-tenant", "",
+                  "| kind | model | batch | size | co-tenant | pairs | alone img/s | with co-tenant img/s | "
+                  "drop % mean | drop % min | drop % max | co-tenant img/s |", "|" + "---|" * 12]  # fmt: skip
+        for sh in shared:
+            k = sh.key
+            pairs = f"{sh.pairs}" + (f" (+{sh.failed_pairs} failed)" if sh.failed_pairs else "")
+            dr = sh.drop_percent
+            lines.append("| " + " | ".join([
+                k["target_kind"], k["model"], str(k["batch_size"]), str(k["image_size"]), sh.contention, pairs,
+                _num(sh.alone_images_per_sec.mean if sh.alone_images_per_sec else None),
+                _num(sh.shared_images_per_sec.mean if sh.shared_images_per_sec else None),
+                _num(dr.mean if dr else None), _num(dr.min if dr else None), _num(dr.max if dr else None),
+                _num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
+            ]) + " |")  # fmt: skip
+        lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
     return "\n".join(lines) + "\n"
 
 
-def as_json(groups: Sequence[GroupStats]) -> str:
-    """The groups as a JSON array."""
-    return json.dumps([g.to_dict() for g in groups], indent=2)
+def as_json(
+    groups: Sequence[GroupStats], dist: Sequence[DistributedStats] = (), shared: Sequence[SharedStats] = ()
+) -> str:
+    """{"groups": [...], "distributed": [...], "shared": [...]} as JSON."""
+    return json.dumps({"groups": [g.to_dict() for g in groups], "distributed": [d.to_dict() for d in dist],
+                       "shared": [s.to_dict() for s in shared]}, indent=2)  # fmt: skip

@@ -41,7 +41,11 @@ class RunRecord:
     status: str = "running"
     reason: str | None = None
     finished_at: str | None = None
-    contention: str = "none"
+    contention: str = "none"  # what else ran on the host meanwhile (shared scenario), e.g. alexnet-b64
+    role: str = "foreground"  # foreground: measured; cotenant: the load a shared run ran under
+    job_id: str | None = None  # runs measured together: the workers of a distributed job, or a shared pair
+    workers: int = 1  # workers in the run's distributed job (1: not distributed)
+    worker_index: int | None = None
     images_per_sec: float | None = None  # total timed images / total timed seconds
     mean_images_per_sec: float | None = None  # mean of per-step images/sec
     timed_seconds: float | None = None

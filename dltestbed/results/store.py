@@ -17,7 +17,7 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
 
 ENV_VAR = "DLTESTBED_RESULTS"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs gained role, job_id, workers, worker_index; the outbox table
 
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -40,7 +40,13 @@ CREATE TABLE IF NOT EXISTS resources (
     cpu_percent REAL NOT NULL, gpus TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS resources_run ON resources (run_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL
+);
 """
+
+# Columns added after schema 1, with the value old rows get.
+_ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL"}
 
 
 def default_path() -> Path:
@@ -78,9 +84,12 @@ class Store:
                     f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}"
                 )
             cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-            if cols and not set(_RUN_COLUMNS) <= cols:
+            if cols and not set(_RUN_COLUMNS) - set(_ADDED) <= cols:
                 raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
             conn.executescript(_SCHEMA)
+            for col, default in _ADDED.items():
+                if cols and col not in cols:
+                    conn.execute(f"ALTER TABLE runs ADD COLUMN {col} DEFAULT {default}")
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be written ({exc}); {hint}") from None
@@ -187,3 +196,40 @@ class Store:
             "SELECT t, rss_bytes, cpu_percent, gpus FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
         )
         return [ResourceEvent(t=r[0], rss_bytes=r[1], cpu_percent=r[2], gpus=json.loads(r[3])) for r in rows]
+
+    # -- outbox: points for a time-series server, kept until the server has acknowledged them
+
+    def outbox_add(self, dest: str, lines: Sequence[str]) -> list[int]:
+        """Keep points for `dest` (committed before they are sent); their ids, in order."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            return [db.execute("INSERT INTO outbox (dest, line) VALUES (?, ?)", (dest, line)).lastrowid or 0
+                    for line in lines]  # fmt: skip
+
+    def outbox_delete(self, ids: Iterable[int]) -> None:
+        """Forget points the server has acknowledged."""
+        ids = list(ids)
+        with self._write() as db:
+            db.execute("BEGIN")
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                db.execute(f"DELETE FROM outbox WHERE id IN ({', '.join('?' for _ in chunk)})", chunk)
+
+    def outbox(self, dest: str | None = None, limit: int = 5000) -> list[tuple[int, str, str]]:
+        """Waiting points (id, dest, line), oldest first, optionally for one destination."""
+        sql, args = "SELECT id, dest, line FROM outbox", []
+        if dest is not None:
+            sql += " WHERE dest = ?"
+            args.append(dest)
+        rows = self._query(sql + " ORDER BY id LIMIT ?", [*args, limit])
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def outbox_dests(self) -> list[str]:
+        """Destinations with points waiting."""
+        return [r[0] for r in self._query("SELECT DISTINCT dest FROM outbox ORDER BY dest")]
+
+    def outbox_count(self, dest: str | None = None) -> int:
+        """How many points wait to be sent."""
+        if dest is None:
+            return int(self._query("SELECT COUNT(*) FROM outbox")[0][0])
+        return int(self._query("SELECT COUNT(*) FROM outbox WHERE dest = ?", (dest,))[0][0])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dltestbed.errors import TargetError
 from dltestbed.targets import register
-from dltestbed.targets.base import STDERR_TAIL_LINES, CommandResult
+from dltestbed.targets.base import STDERR_TAIL_LINES, CommandResult, command_env
 
 TERM_GRACE_SECONDS = 10.0
 
@@ -71,7 +71,7 @@ class LocalTarget:
         stderr_log: Path | None = None,
     ) -> CommandResult:
         """Run argv locally; stdout lines go to on_line as they come, stderr to the log and a tail."""
-        full_env = {**os.environ, **(env or {})}
+        full_env = command_env(os.environ, env)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(

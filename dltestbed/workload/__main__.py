@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from dltestbed.config import WorkloadSpec, workload_spec
 from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.workload import distributed
 from dltestbed.workload.catalog import model_names
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent, StartEvent
@@ -44,6 +45,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", type=int, default=1000, help="with real data: the folder's classes")
     p.add_argument("--sample-interval", type=float, default=1.0, help="seconds between resource samples")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--distributed", action="store_true",
+                   help="one worker of a MultiWorkerMirroredStrategy job; the cluster and this worker's "
+                   "index come from TF_CONFIG; --batch-size is per worker")  # fmt: skip
+    p.add_argument("--cpus", help="run only on these CPUs, e.g. 0-3,8 (before TensorFlow starts its threads)")
     p.add_argument("--watch-stdin", action="store_true",
                    help="stop (as if interrupted) when stdin closes: for runs over SSH, so a lost "
                    "controller never leaves a workload behind")  # fmt: skip
@@ -67,8 +72,20 @@ def _watch_stdin() -> None:
 def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:
     """The validated spec of a command line, and the options that are not part of it."""
     ns = parser().parse_args(argv)
-    values = {k: v for k, v in vars(ns).items() if v is not None and k != "watch_stdin"}
+    values = {k: v for k, v in vars(ns).items() if v is not None and v is not False and k != "watch_stdin"}
     return workload_spec(**values), ns
+
+
+def _pin(cpus: str) -> None:
+    """Restrict this process (and the threads TensorFlow will start) to the given CPUs."""
+    from dltestbed.config import parse_cpu_list
+
+    wanted = set(parse_cpu_list(cpus))
+    allowed = os.sched_getaffinity(0)
+    if not wanted <= allowed:
+        missing = ",".join(map(str, sorted(wanted - allowed)))
+        raise ConfigError(f"--cpus {cpus}: CPU {missing} is not available here (allowed: {len(allowed)} CPUs)")
+    os.sched_setaffinity(0, wanted)
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -87,6 +104,9 @@ def run(argv: list[str], emitter: Emitter) -> None:
     classes = len(index.classes) if index else spec.classes
     if index is not None and classes < 2:
         raise ConfigError(f"data dir {spec.data_dir!r} has 1 class; at least 2 are needed")
+    if spec.cpus:
+        _pin(spec.cpus)
+    cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
     if spec.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the HPEC'19 way of hiding the GPUs
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -101,24 +121,35 @@ def run(argv: list[str], emitter: Emitter) -> None:
     import tensorflow as tf
 
     from dltestbed.workload import data, loop, models
+
+    # The strategy must exist before any other TensorFlow op; it waits here for every worker.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy() if cluster else None
     from dltestbed.workload.sampler import Sampler
 
     if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(fingerprint.tensorflow(tf, gpus))
+    if cluster:
+        fp.update(worker_index=cluster.index, workers=cluster.size)
     resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
 
     sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
     sampler.start()
     try:
-        keras.utils.set_random_seed(spec.seed)
-        model = models.build(spec.model, spec.size, classes)
-        if index is not None:
-            batches = data.real(tf, index, spec.batch_size, spec.size, spec.seed)
+        keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
+        seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
+        if strategy is not None:
+            with strategy.scope():
+                model = models.build(spec.model, spec.size, classes)
+                step = loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * cluster.size)
         else:
-            batches = data.synthetic(tf, spec.batch_size, spec.size, classes, spec.seed)
-        step = loop.make_step(tf, keras, model, spec.mode)
+            model = models.build(spec.model, spec.size, classes)
+            step = loop.make_step(tf, keras, model, spec.mode)
+        if index is not None:
+            batches = data.real(tf, index, spec.batch_size, spec.size, seed)
+        else:
+            batches = data.synthetic(tf, spec.batch_size, spec.size, classes, seed)
         summary = loop.run(step, batches, spec.batch_size, spec.warmup, spec.steps, emitter.emit)
     finally:
         sampler.stop()

@@ -17,8 +17,16 @@ class StepError(Exception):
         self.index = index
 
 
-def make_step(tf: Any, keras: Any, model: Any, mode: str) -> Callable[[Any, Any], Any]:
-    """A compiled step returning a scalar that depends on the whole computation."""
+def make_step(
+    tf: Any, keras: Any, model: Any, mode: str, strategy: Any = None, global_batch: int | None = None
+) -> Callable[[Any, Any], Any]:
+    """A compiled step returning a scalar that depends on the whole computation.
+
+    With a strategy (MultiWorkerMirroredStrategy; call inside its scope) the step is a custom
+    training loop step: each worker computes its gradients, they are all-reduced, every worker
+    applies the same update — Keras 3 `fit` does not work under this strategy."""
+    if strategy is not None:
+        return _distributed_train_step(tf, keras, model, strategy, global_batch or 1)
     if mode == "infer":
 
         @tf.function
@@ -37,6 +45,26 @@ def make_step(tf: Any, keras: Any, model: Any, mode: str) -> Callable[[Any, Any]
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
+
+    return train_step
+
+
+def _distributed_train_step(tf: Any, keras: Any, model: Any, strategy: Any, global_batch: int) -> Any:
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+
+    def replica_step(images: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            per_example = loss_fn(labels, model(images, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    @tf.function
+    def train_step(images: Any, labels: Any) -> Any:
+        per_replica = strategy.run(replica_step, args=(images, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     return train_step
 

@@ -1,0 +1,69 @@
+"""`dltestbed results push`: send points the InfluxDB stream could not deliver (or a whole stored bench)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dltestbed.cli.bench import (
+    RESULTS_HELP,
+    influx_bucket_opt,
+    influx_org_opt,
+    influx_token_opt,
+    influx_url_opt,
+)
+
+app = typer.Typer(help="The results store and the time-series server.", no_args_is_help=True)
+
+
+@app.command("push")
+def push(
+    bench: str | None = typer.Option(
+        None, help="Also (re)send this stored bench's points ('last': the latest bench), e.g. one run without "
+        "streaming. InfluxDB overwrites a point sent twice.",
+    ),
+    results: Path | None = typer.Option(None, help=RESULTS_HELP),
+    influx_url: str | None = influx_url_opt(),
+    influx_org: str | None = influx_org_opt(),
+    influx_bucket: str | None = influx_bucket_opt(),
+    influx_token_file: Path | None = influx_token_opt(),
+) -> None:
+    """Send the points waiting in the results store's outbox (those a stream could not deliver).
+
+    Without --influx-url (or $INFLUXDB_V2_URL) each waiting point goes where its bench was streaming;
+    the token comes from $INFLUXDB_V2_TOKEN or --influx-token-file. Exits 1 if points are still waiting.
+    """
+    import json
+    import os
+
+    from dltestbed.cli.runs import _select
+    from dltestbed.errors import ConfigError
+    from dltestbed.results import influx
+    from dltestbed.results.store import Store
+
+    has_url = bool(influx_url or os.environ.get(influx.URL_ENV))
+    given = influx.settings(influx_url, influx_org, influx_bucket, influx_token_file if has_url else None)
+    store = Store.open(results)
+    try:
+        if bench is not None:
+            if given is None:
+                raise ConfigError("--bench needs --influx-url (or INFLUXDB_V2_URL): where should its points go?")
+            n = influx.spool_runs(store, given, _select(store, None, bench))
+            print(f"queued {n} point(s) of bench {bench}")
+        if given is not None:
+            targets = [given]
+        else:
+            token, basic = influx.credentials(influx_token_file)
+            targets = [influx.Settings(**json.loads(d), token=token, auth_basic=basic) for d in store.outbox_dests()]
+        if not targets:
+            print(f"nothing waiting in {store.path}")
+            return
+        for s in targets:
+            if not store.outbox_count(s.dest):
+                print(f"nothing waiting for {s.describe()} in {store.path}")
+                continue
+            sent = influx.push(store, s)
+            print(f"sent {sent} point(s) to {s.describe()}")
+    finally:
+        store.close()

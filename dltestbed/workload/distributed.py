@@ -1,0 +1,47 @@
+"""The worker's view of a distributed job: its cluster, parsed from TF_CONFIG. Pure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from dltestbed.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The workers' addresses (host:port) and this worker's index among them."""
+
+    workers: tuple[str, ...]
+    index: int
+
+    @property
+    def size(self) -> int:
+        """Number of workers."""
+        return len(self.workers)
+
+
+def cluster_from_env(tf_config: str | None) -> Cluster:
+    """The cluster of a TF_CONFIG value, or a ConfigError saying what is wrong with it."""
+    if not tf_config:
+        raise ConfigError("--distributed needs TF_CONFIG in the environment (the controller sets it)")
+    try:
+        cfg = json.loads(tf_config)
+        workers = cfg["cluster"]["worker"]
+        task = cfg["task"]
+        index = task["index"]
+    except (ValueError, KeyError, TypeError):
+        shape = "{'cluster': {'worker': [...]}, 'task': {'type': 'worker', 'index': N}}"
+        raise ConfigError(f"TF_CONFIG is not {shape}") from None
+    if task.get("type") != "worker":
+        raise ConfigError(f"TF_CONFIG task type {task.get('type')!r}: only 'worker' is supported")
+    if not isinstance(workers, list) or len(workers) < 2 or not all(isinstance(w, str) for w in workers):
+        raise ConfigError("TF_CONFIG must list at least 2 workers as host:port strings")
+    if not isinstance(index, int) or not 0 <= index < len(workers):
+        raise ConfigError(f"TF_CONFIG task index {index!r} is not one of the {len(workers)} workers")
+    return Cluster(tuple(workers), index)
+
+
+def tf_config(workers: list[str], index: int) -> str:
+    """The TF_CONFIG value for worker `index` of a cluster."""
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})

@@ -1,0 +1,162 @@
+"""Scenarios end to end with real TensorFlow on this machine: distributed (2 real workers on loopback)
+and shared (a real co-tenant), their faults, and the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dltestbed.results.store import Store
+from tests.conftest import one_error_line, run_cli
+
+pytestmark = pytest.mark.tf
+
+TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1"]
+
+
+def _workloads() -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "dltestbed.workload" in cmd and p.pid != os.getpid():
+            out.append(p)
+    return out
+
+
+def test_distributed_job_sums_its_workers(results: Path) -> None:
+    proc = run_cli("bench", "--scenario", "distributed", *TINY, "--steps", "3", "--json", "--results", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    alone = [r for r in runs if r["worker_index"] is None]
+    workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
+    assert len(alone) == 1 and alone[0]["workers"] == 1 and alone[0]["spec"]["distributed"] is False
+    assert [w["worker_index"] for w in workers] == [0, 1]
+    assert len({r["job_id"] for r in runs}) == 1 and all(r["scenario"] == "distributed" for r in runs)
+    for w in workers:
+        assert w["status"] == "ok" and w["workers"] == 2 and w["spec"]["distributed"] is True
+        assert w["fingerprint"]["workers"] == 2 and w["fingerprint"]["worker_index"] == w["worker_index"]
+        assert w["steps_done"] == 4
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (dist,) = report["distributed"]
+    total = sum(w["images_per_sec"] for w in workers)
+    assert dist["workers"] == 2 and dist["jobs"] == 1
+    assert dist["total_images_per_sec"]["mean"] == pytest.approx(total)
+    assert dist["efficiency_percent"]["mean"] == pytest.approx(total / (2 * alone[0]["images_per_sec"]) * 100)
+    md = run_cli("report", "--results", str(results)).stdout
+    assert "## Distributed: total throughput and scaling efficiency" in md
+    assert not _workloads()
+
+
+def test_a_worker_that_dies_ends_the_job(results: Path) -> None:
+    """Kill worker 1 mid-job: worker 0 (which would wait for it forever) is stopped, the bench ends."""
+    import subprocess
+    import sys
+
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", "--scenario", "distributed", "--no-baseline", *TINY,
+         "--steps", "100000", "--results", str(results)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        for p in _workloads():
+            try:
+                env = p.environ()
+            except psutil.Error:
+                continue
+            if '"index": 1' in env.get("TF_CONFIG", "") and _steps(results) >= 4:
+                victim = p
+        time.sleep(0.5)
+    assert victim is not None, "worker 1 never got going"
+    victim.send_signal(signal.SIGKILL)
+    _, err = bench.communicate(timeout=120)
+    assert bench.returncode == 1, err[-3000:]
+    assert "Traceback" not in err
+    store = Store.open(results)
+    runs = {r.worker_index: r for r in store.runs()}
+    assert runs[1].status == "failed" and "killed by signal 9" in (runs[1].reason or "")
+    assert runs[0].status == "failed"
+    assert runs[0].reason is not None and runs[0].reason.startswith("stopped: worker 1 (")
+    assert runs[0].steps_done >= 2  # measured steps are kept
+    assert not _workloads()
+
+
+def _steps(results: Path) -> int:
+    import sqlite3
+
+    if not results.exists():
+        return 0
+    try:
+        with sqlite3.connect(results) as db:
+            return int(db.execute("SELECT count(*) FROM steps").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_distributed_needs_two_workers(results: Path) -> None:
+    line = one_error_line(run_cli("bench", "--scenario", "distributed", "--workers", "1", *TINY, "--steps", "2",
+                                  "--results", str(results)))  # fmt: skip
+    assert line == "error: scenario distributed needs at least 2 workers; got 1"
+    line = one_error_line(run_cli("bench", "--scenario", "distributed", "--mode", "infer", *TINY, "--steps", "2",
+                                  "--results", str(results)))  # fmt: skip
+    assert "distributed trains" in line
+    assert not results.exists()  # nothing ran
+
+
+def test_shared_measures_the_co_tenant_effect(results: Path) -> None:
+    proc = run_cli("bench", "--scenario", "shared", *TINY, "--steps", "6", "--cotenant-batch", "32", "--json",
+                   "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    alone = next(r for r in runs if r["contention"] == "none")
+    under = next(r for r in runs if r["role"] == "foreground" and r["contention"] != "none")
+    co = next(r for r in runs if r["role"] == "cotenant")
+    assert under["contention"] == co["contention"] == "alexnet b32"
+    assert alone["job_id"] == under["job_id"] == co["job_id"]
+    assert all(r["status"] == "ok" for r in runs)
+    assert co["batch_size"] == 32 and co["images_per_sec"] > 0 and co["steps_done"] >= 2
+    # the co-tenant started before the foreground was timed and stopped after it
+    assert co["started_at"] <= under["started_at"] and co["finished_at"] >= under["finished_at"]
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (sh,) = report["shared"]
+    assert sh["contention"] == "alexnet b32" and sh["pairs"] == 1
+    drop = (alone["images_per_sec"] - under["images_per_sec"]) / alone["images_per_sec"] * 100
+    assert sh["drop_percent"]["mean"] == pytest.approx(drop)
+    assert all(g["key"]["contention"] in ("none", "alexnet b32") for g in report["groups"])
+    assert not any(g["key"]["batch_size"] == 32 for g in report["groups"])  # co-tenants are not rows
+    assert not _workloads()
+
+
+def test_isolated_shared_pins_each_side(results: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    proc = run_cli("bench", "--scenario", "shared", "--isolate", *TINY, "--steps", "3", "--cotenant-batch", "16",
+                   "--json", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    co = next(r for r in runs if r["role"] == "cotenant")
+    fg = [r for r in runs if r["role"] == "foreground"]
+    assert {r["spec"]["cpus"] for r in fg} == {"0"} and co["spec"]["cpus"] == "1"
+    assert all(r["fingerprint"]["cpu_affinity"] == 1 for r in runs)  # the workload saw only its CPU
+    assert "isolated (cpus 0 / co-tenant 1)" in co["contention"]
+
+
+def test_a_co_tenant_that_cannot_start(results: Path) -> None:
+    """No GPU here: the gpu co-tenant fails; one line, and the foreground measured alone is kept."""
+    line = one_error_line(run_cli("bench", "--scenario", "shared", "--cotenant", "gpu", *TINY, "--steps", "2",
+                                  "--results", str(results)))  # fmt: skip
+    assert "the co-tenant (gpu b64) could not start on" in line
+    assert "no GPU is visible to TensorFlow" in line
+    runs = Store.open(results).runs()
+    assert [(r.role, r.contention, r.status) for r in runs] == [
+        ("foreground", "none", "ok"),
+        ("cotenant", "gpu b64", "failed"),
+    ]
+    assert not _workloads()

@@ -1,0 +1,166 @@
+"""The InfluxDB stream against a real VictoriaMetrics server: exact counts, a server that goes away
+mid-run, `results push`, and the faults that must be one line. The token never shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dltestbed.results.store import Store
+from tests.conftest import one_error_line, run_cli, wait_for_steps
+from tests.tsdb import PASSWORD, TOKEN, VictoriaMetrics, expected
+
+pytestmark = pytest.mark.tf
+
+TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1"]
+
+
+def _bench_id(results: Path) -> str:
+    bench = Store.open(results).last_bench_id()
+    assert bench
+    return bench
+
+
+def _no_secret(results: Path, *texts: str) -> None:
+    for text in texts:
+        assert PASSWORD not in text
+    for log in (results.parent / "logs").glob("*.log"):
+        assert PASSWORD not in log.read_text(errors="replace")
+
+
+def test_every_point_arrives(tsdb: VictoriaMetrics, results: Path) -> None:
+    proc = run_cli("bench", *TINY, "--steps", "5", "--repeat", "2", "--results", str(results), env=tsdb.env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bench = _bench_id(results)
+    want = expected(results, bench)
+    assert want == {"dltestbed_step": 12, "dltestbed_run": 2, "dltestbed_resource": want["dltestbed_resource"]}
+    assert tsdb.count(bench) == want
+    assert f"InfluxDB: {sum(want.values())} point(s) sent to {tsdb.url}" in proc.stderr
+    labels = tsdb.series_labels(bench)
+    assert {lab["target_kind"] for lab in labels} == {"bm"} and {lab["phase"] for lab in labels} == {"warmup", "timed"}
+    _no_secret(results, proc.stdout, proc.stderr)
+
+
+def test_a_server_that_goes_away_mid_run_loses_nothing(tmp_path: Path, results: Path) -> None:
+    server = VictoriaMetrics(tmp_path / "vm")
+    server.start()
+    try:
+        bench = subprocess.Popen(
+            [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "40", "--results", str(results)],
+            env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert wait_for_steps(results, 5), "no steps"
+        server.stop()
+        seen = _count_steps(results)
+        deadline = time.monotonic() + 120
+        while _count_steps(results) < seen + 5 and time.monotonic() < deadline:  # steps while it is down
+            time.sleep(0.3)
+        server.start()
+        _, err = bench.communicate(timeout=300)
+        assert bench.returncode == 0, err[-3000:]
+        bench_id = _bench_id(results)
+        assert server.count(bench_id) == expected(results, bench_id)
+        assert Store.open(results).outbox_count() == 0
+        _no_secret(results, err)
+    finally:
+        server.stop()
+
+
+def test_points_wait_for_push_when_the_server_stays_down(tmp_path: Path, results: Path) -> None:
+    server = VictoriaMetrics(tmp_path / "vm")
+    server.start()
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "8", "--results", str(results)],
+        env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for_steps(results, 1), "no steps"
+        server.stop()  # and it stays down until the bench is over
+        _, err = bench.communicate(timeout=300)
+        assert bench.returncode == 0, err[-3000:]  # the runs are fine; the stream says what it could not send
+        assert "not sent" in err and "`dltestbed results push` sends them" in err
+        bench_id = _bench_id(results)
+        waiting = Store.open(results).outbox_count()
+        assert waiting > 0
+        line = one_error_line(run_cli("results", "push", "--results", str(results), env=server.env()))
+        assert "unreachable" in line and f"{waiting} still waiting" in line
+        server.start()
+        proc = run_cli("results", "push", "--results", str(results), env=server.env())
+        assert proc.returncode == 0, proc.stderr
+        assert f"sent {waiting} point(s)" in proc.stdout
+        assert server.count(bench_id) == expected(results, bench_id)
+        assert Store.open(results).outbox_count() == 0
+        assert "nothing waiting" in run_cli("results", "push", "--results", str(results), env=server.env()).stdout
+    finally:
+        server.stop()
+
+
+def test_push_a_bench_that_was_not_streamed(tsdb: VictoriaMetrics, results: Path) -> None:
+    proc = run_cli("bench", *TINY, "--steps", "3", "--results", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bench = _bench_id(results)
+    assert tsdb.count(bench) == {"dltestbed_step": 0, "dltestbed_resource": 0, "dltestbed_run": 0}
+    proc = run_cli("results", "push", "--bench", "last", "--results", str(results), env=tsdb.env())
+    assert proc.returncode == 0, proc.stderr
+    assert tsdb.count(bench) == expected(results, bench)
+
+
+def test_an_unreachable_server_at_start(results: Path) -> None:
+    env = {"INFLUXDB_V2_URL": "http://127.0.0.1:9", "INFLUXDB_V2_ORG": "lab", "INFLUXDB_V2_BUCKET": "bench",
+           "INFLUXDB_V2_TOKEN": TOKEN}  # fmt: skip
+    line = one_error_line(run_cli("bench", *TINY, "--steps", "2", "--results", str(results), env=env))
+    assert line.startswith("error: InfluxDB at http://127.0.0.1:9 (org lab, bucket bench): unreachable (")
+    assert "nothing was run" in line
+    assert not results.exists()
+
+
+def test_a_wrong_token(tsdb: VictoriaMetrics, results: Path, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("dltestbed:wrong-password\n")
+    env = {k: v for k, v in tsdb.env().items() if k != "INFLUXDB_V2_TOKEN"}
+    proc = run_cli("bench", *TINY, "--steps", "2", "--influx-token-file", str(token_file), "--results",
+                   str(results), env=env)  # fmt: skip
+    line = one_error_line(proc)
+    assert "HTTP 401 Unauthorized: the token was refused" in line
+    assert "wrong-password" not in proc.stderr + proc.stdout
+
+
+def test_the_token_is_not_in_the_process_list(tsdb: VictoriaMetrics, results: Path) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "20", "--results", str(results)],
+        env={**_environ(), **tsdb.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for_steps(results, 2)
+        for p in psutil.process_iter(["cmdline"]):
+            assert PASSWORD not in " ".join(p.info["cmdline"] or [])
+        for p in psutil.Process(bench.pid).children(recursive=True):  # the workload never gets the token
+            assert not any(k.startswith("INFLUXDB_V2") for k in p.environ())
+    finally:
+        bench.terminate()
+        bench.communicate(timeout=120)
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def _count_steps(results: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(results) as db:
+        return int(db.execute("SELECT count(*) FROM steps").fetchone()[0])
+
+
+def test_streamed_json_output_is_unchanged(tsdb: VictoriaMetrics, results: Path) -> None:
+    proc = run_cli("bench", *TINY, "--steps", "2", "--json", "--results", str(results), env=tsdb.env())
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)[0]["status"] == "ok"  # stdout still holds only the JSON
