@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dltestbed.errors import ConfigError, StreamError
+from dltestbed.results import points
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.events import ResourceEvent, StepEvent
@@ -162,8 +163,6 @@ def push(store: Store, s: Settings, batch: int = 5000) -> int:
 
 def spool_runs(store: Store, s: Settings, runs: Iterable[RunRecord]) -> int:
     """Put stored runs' points (steps, resources, the run) into the outbox for `push`; how many."""
-    from dltestbed.results import points
-
     n = 0
     for run in runs:
         lines = [points.step_line(run, e) for e in store.steps(run.id)]
@@ -194,6 +193,7 @@ class InfluxSink:
         self.sent = 0  # points acknowledged by the server (batches and resends)
         self.errors: list[str] = []  # one line per failed batch, token scrubbed
         self._pending: Counter[str] = Counter()  # handed to the writer, neither acknowledged nor spooled
+        self._series: dict[tuple[str, str, str], str] = {}  # (measurement, run id, phase) → escaped series key
         self._lock = threading.Lock()
         self._client = _client(s)
         self._writer = self._client.write_api(
@@ -206,24 +206,28 @@ class InfluxSink:
         self._resender = threading.Thread(target=self._resend_loop, name="dltestbed-influx-resend", daemon=True)
         self._resender.start()
 
+    def _prefix(self, measurement: str, run: RunRecord, phase: str = "") -> str:
+        key = (measurement, run.id, phase)
+        prefix = self._series.get(key)
+        if prefix is None:  # a run's tags do not change while it runs: escape them once
+            extra = {"phase": phase} if phase else {}
+            prefix = self._series[key] = points.series(measurement, run, **extra)
+        return prefix
+
     # runner.Sink
     def step(self, run: RunRecord, ev: StepEvent) -> None:
         """Queue a step point."""
-        from dltestbed.results import points
-
-        self.write([points.step_line(run, ev)])
+        self.write([points.step_line(run, ev, self._prefix("dltestbed_step", run, ev.phase))])
 
     def resource(self, run: RunRecord, ev: ResourceEvent) -> None:
         """Queue a resource point."""
-        from dltestbed.results import points
-
-        self.write([points.resource_line(run, ev)])
+        self.write([points.resource_line(run, ev, self._prefix("dltestbed_resource", run))])
 
     def finished(self, run: RunRecord) -> None:
         """Queue the run's point."""
-        from dltestbed.results import points
-
         self.write([points.run_line(run)])
+        for key in [k for k in self._series if k[1] == run.id]:
+            del self._series[key]
 
     def write(self, lines: list[str]) -> None:
         """Hand lines to the batching writer (never raises: a failure spools them)."""

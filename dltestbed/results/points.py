@@ -10,10 +10,9 @@ Schema (documented in README, "InfluxDB stream"):
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
-
-from influxdb_client import Point, WritePrecision
 
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
@@ -25,49 +24,62 @@ RUN_TAGS = (
     "device", "batch_size", "image_size", "repetition", "contention", "role", "job_id", "worker_index",
 )  # fmt: skip
 
+# Line protocol escaping, as influxdb-client does it: commas and spaces (and, in tag keys and values
+# and field keys, equals signs) get a backslash; newline, tab and carriage return become \n, \t, \r.
+_CONTROL = {"\n": r"\n", "\t": r"\t", "\r": r"\r"}
+_ESCAPE_MEASUREMENT = str.maketrans({",": r"\,", " ": r"\ ", **_CONTROL})
+_ESCAPE_TAG = str.maketrans({",": r"\,", " ": r"\ ", "=": r"\=", **_CONTROL})
 
-def _tags(run: RunRecord) -> dict[str, str]:
-    values: dict[str, Any] = {**run.to_dict(), "run_id": run.id}
-    # An empty tag value is not allowed in line protocol: "-" stands for none.
-    return {k: "-" if values.get(k) in (None, "") else str(values[k]) for k in RUN_TAGS}
+
+def escape_tag(text: str) -> str:
+    """A tag key or value (or field key) escaped for line protocol."""
+    return text.translate(_ESCAPE_TAG)
+
+
+def series(measurement: str, run: RunRecord, **extra: str) -> str:
+    """`measurement,tag=value,...` for a run: what every point of the run starts with. An empty tag
+    value is not allowed in line protocol: "-" stands for none."""
+    values: dict[str, Any] = {**run.__dict__, "run_id": run.id, **extra}
+    tags = {k: "-" if values.get(k) in (None, "") else str(values[k]) for k in (*RUN_TAGS, *extra)}
+    body = ",".join(f"{escape_tag(k)}={escape_tag(v)}" for k, v in sorted(tags.items()))
+    return f"{measurement.translate(_ESCAPE_MEASUREMENT)},{body}"
+
+
+def _float(v: float) -> str:
+    if not math.isfinite(v):
+        raise ValueError(f"line protocol has no {v}")
+    return repr(float(v))
 
 
 def _ns(t: float) -> int:
     return round(t * 1e9)
 
 
-def _point(measurement: str, run: RunRecord, t: float) -> Point:
-    p = Point(measurement).time(_ns(t), WritePrecision.NS)
-    for k, v in _tags(run).items():
-        p.tag(k, v)
-    return p
+def step_line(run: RunRecord, ev: StepEvent, prefix: str | None = None) -> str:
+    """A step as one line; `prefix` is series("dltestbed_step", run, phase=ev.phase), when the caller keeps it."""
+    head = prefix or series("dltestbed_step", run, phase=ev.phase)
+    return (f"{head} images={int(ev.images)}i,images_per_sec={_float(ev.images_per_sec)},"
+            f"index={int(ev.index)}i,seconds={_float(ev.seconds)} {_ns(ev.t)}")  # fmt: skip
 
 
-def step_line(run: RunRecord, ev: StepEvent) -> str:
-    """A step as one line of line protocol (tags escaped by the client library)."""
-    p = _point("dltestbed_step", run, ev.t).tag("phase", ev.phase)
-    p.field("images_per_sec", float(ev.images_per_sec)).field("seconds", float(ev.seconds))
-    return p.field("images", int(ev.images)).field("index", int(ev.index)).to_line_protocol()
-
-
-def resource_line(run: RunRecord, ev: ResourceEvent) -> str:
+def resource_line(run: RunRecord, ev: ResourceEvent, prefix: str | None = None) -> str:
     """A resource sample as one line."""
-    p = _point("dltestbed_resource", run, ev.t)
-    p.field("rss_bytes", int(ev.rss_bytes)).field("cpu_percent", float(ev.cpu_percent))
+    fields = {"cpu_percent": _float(ev.cpu_percent), "rss_bytes": f"{int(ev.rss_bytes)}i"}
     for i, gpu in enumerate(ev.gpus):
         for key, value in gpu.items():
             if key != "index" and isinstance(value, int | float) and not isinstance(value, bool):
-                p.field(f"gpu{gpu.get('index', i)}_{key}", float(value))
-    return p.to_line_protocol()
+                fields[escape_tag(f"gpu{gpu.get('index', i)}_{key}")] = _float(value)
+    body = ",".join(f"{k}={v}" for k, v in sorted(fields.items()))
+    return f"{prefix or series('dltestbed_resource', run)} {body} {_ns(ev.t)}"
 
 
 def run_line(run: RunRecord) -> str:
     """A finished run as one line: its status and result."""
     t = datetime.fromisoformat(run.finished_at).timestamp() if run.finished_at else 0.0
-    p = _point("dltestbed_run", run, t).tag("status", run.status)
-    p.field("ok", int(run.status == "ok")).field("steps_done", int(run.steps_done))
-    for name in ("images_per_sec", "elapsed_seconds", "timed_seconds"):
+    fields = {"ok": f"{int(run.status == 'ok')}i", "steps_done": f"{int(run.steps_done)}i"}
+    for name in ("elapsed_seconds", "images_per_sec", "timed_seconds"):
         value = getattr(run, name)
         if value is not None:
-            p.field(name, float(value))
-    return p.to_line_protocol()
+            fields[name] = _float(value)
+    body = ",".join(f"{k}={v}" for k, v in sorted(fields.items()))
+    return f"{series('dltestbed_run', run, status=run.status)} {body} {_ns(t)}"

@@ -1,7 +1,8 @@
 """Stands in for a target's Python in runner tests: replays a captured workload stdout.
 
 Env: REPLAY_FILE (lines to print), REPLAY_EXIT (exit code, default 0), REPLAY_STDERR (a line for
-stderr), REPLAY_KILL (send itself this signal after the lines). Arguments are ignored.
+stderr), REPLAY_KILL (send itself this signal after the lines), REPLAY_HANG (then wait to be stopped,
+as a co-tenant or a distributed worker waiting for its peer does). Arguments are ignored.
 """
 
 import os
@@ -15,4 +16,9 @@ if os.environ.get("REPLAY_STDERR"):
     print(os.environ["REPLAY_STDERR"], file=sys.stderr)
 if os.environ.get("REPLAY_KILL"):
     os.kill(os.getpid(), int(os.environ["REPLAY_KILL"]))
+if os.environ.get("REPLAY_HANG"):
+    import time
+
+    while True:
+        time.sleep(1)
 sys.exit(int(os.environ.get("REPLAY_EXIT", "0")))

@@ -84,6 +84,27 @@ def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, 
         assert r["fingerprint"]["transport"] == "ssh"
 
 
+def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[str, str], results: Path,
+                                                 tsdb) -> None:  # fmt: skip
+    """One real MultiWorkerMirroredStrategy job with a worker on each host; every point counted back."""
+    from tests.tsdb import expected
+
+    proc = run_cli("bench", "--inventory", str(cluster.inventory), "--scenario", "distributed", *BENCH, "--json",
+                   "--results", str(results), env={**env, **tsdb.env()})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
+    assert [(w["host"], w["fingerprint"]["host"], w["status"]) for w in workers] == [
+        ("tp-h1", "tp-h1", "ok"), ("tp-h2", "tp-h2", "ok")]  # fmt: skip
+    assert all(w["fingerprint"]["workers"] == 2 and w["images_per_sec"] > 0 for w in workers)
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (dist,) = report["distributed"]
+    assert dist["total_images_per_sec"]["mean"] == pytest.approx(sum(w["images_per_sec"] for w in workers))
+    bench_id = runs[0]["bench_id"]
+    assert tsdb.count(bench_id) == expected(results, bench_id)
+    assert {lab["host"] for lab in tsdb.series_labels(bench_id)} == {"tp-h1", "tp-h2"}
+
+
 def test_layouts_that_do_not_fit(cluster: LabState, env: dict[str, str]) -> None:
     line = one_error_line(run_cli("provision", "--layout", "shared", "--inventory", str(cluster.inventory), env=env))
     assert "layout shared needs a host that can hold several target kinds" in line

@@ -91,3 +91,43 @@ def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
     }
     table = render.markdown(per_host)
     assert "| kind | host | model |" in table and "| cbm | n2 | alexnet |" in table
+
+
+def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_baseline() -> None:
+    from dltestbed.report.stats import distributed
+
+    runs = []
+    for job, (alone, w0, w1) in {"j1": (100.0, 45.0, 40.0), "j2": (90.0, 50.0, 49.0)}.items():
+        runs.append(rec("bm", alone, scenario="distributed", job_id=job, workers=1))
+        runs.append(rec("bm", w0, scenario="distributed", job_id=job, workers=2, worker_index=0))
+        runs.append(rec("bm", w1, scenario="distributed", job_id=job, workers=2, worker_index=1))
+    # a job whose worker failed counts as failed, not as a low total
+    runs.append(rec("bm", 100.0, scenario="distributed", job_id="j3", workers=1))
+    runs.append(rec("bm", 45.0, scenario="distributed", job_id="j3", workers=2, worker_index=0))
+    runs.append(rec("bm", None, status="failed", scenario="distributed", job_id="j3", workers=2, worker_index=1))
+    (d,) = distributed(runs)
+    assert (d.workers, d.jobs, d.failed_jobs) == (2, 2, 1)
+    assert d.total_images_per_sec is not None and d.total_images_per_sec.mean == pytest.approx((85 + 99) / 2)
+    assert d.efficiency_percent is not None
+    assert d.efficiency_percent.mean == pytest.approx((85 / 200 * 100 + 99 / 180 * 100) / 2)
+    md = render.markdown(summarise(runs), dist=[d])
+    assert "## Distributed" in md and "| bm | alexnet | 8 | 64 | 2 | 2 (+1 failed) | 92.0 |" in md
+
+
+def test_shared_drop_is_per_pair_and_co_tenants_are_not_rows() -> None:
+    from dltestbed.report.stats import shared
+
+    runs = []
+    for job, (alone, under, co) in {"j1": (100.0, 70.0, 50.0), "j2": (110.0, 88.0, 55.0)}.items():
+        runs.append(rec("cbm", alone, scenario="shared", job_id=job, contention="none"))
+        runs.append(rec("cbm", under, scenario="shared", job_id=job, contention="alexnet b64"))
+        runs.append(rec("cbm", co, scenario="shared", job_id=job, contention="alexnet b64", role="cotenant",
+                        batch_size=64))  # fmt: skip
+    (s,) = shared(runs)
+    assert (s.contention, s.pairs, s.failed_pairs) == ("alexnet b64", 2, 0)
+    assert s.drop_percent is not None and s.drop_percent.mean == pytest.approx((30.0 + 20.0) / 2)
+    assert s.cotenant_images_per_sec is not None and s.cotenant_images_per_sec.mean == pytest.approx(52.5)
+    groups = summarise(runs)
+    assert {g.key["contention"] for g in groups} == {"none", "alexnet b64"}
+    assert all(g.key["batch_size"] == 8 for g in groups)  # the co-tenant (batch 64) is not a row
+    assert "| cbm | alexnet | 8 | 64 | alexnet b64 | 2 | 105.0 | 79.0 | 25.0 |" in render.markdown(groups, shared=[s])

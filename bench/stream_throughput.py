@@ -1,0 +1,91 @@
+"""InfluxDB stream: points/s into a real server with none lost, and images/sec with streaming on ÷ off.
+
+1. points/s: N step points through the InfluxSink (the path every bench uses: line protocol, the
+   client's batching writer, callbacks) into a VictoriaMetrics server started here; the clock stops
+   when the server has acknowledged the last batch; then the points are counted back. Goal ≥ 50,000/s, 0 lost.
+2. images/sec with `--influx-url` ÷ without, interleaved pairs of `dltestbed bench`. Goal ≥ 0.99.
+Needs the `victoria-metrics` binary (scripts/install.sh --test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.tsdb import VictoriaMetrics
+
+
+def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float, int, int]:
+    from dltestbed.results.influx import InfluxSink, settings
+    from dltestbed.results.records import RunRecord
+    from dltestbed.results.store import Store
+    from dltestbed.workload.events import StepEvent
+
+    store = Store.open(tmp / "points.sqlite")
+    s = settings(env=server.env())
+    assert s is not None
+    run = RunRecord(id="r-bench", bench_id="b-stream-bench", started_at="-", scenario="single", target_kind="bm",
+                    target_name="local", host="bench host", model="alexnet", data="synthetic", mode="train",
+                    device="auto", batch_size=32, image_size=64, warmup=0, steps=n, repetition=1)  # fmt: skip
+    t0 = time.time() - n / 1000
+    events = [StepEvent(index=i, phase="timed", images=32, seconds=0.1, images_per_sec=320.0 + i % 7, t=t0 + i / 1000)
+              for i in range(n)]  # fmt: skip
+    sink = InfluxSink(store, s, batch_size=5000, flush_ms=200)
+    start = time.perf_counter()
+    for ev in events:
+        sink.step(run, ev)
+    left = sink.close()
+    elapsed = time.perf_counter() - start
+    counted = server.count("b-stream-bench")["dltestbed_step"]
+    return n / elapsed, counted, left
+
+
+def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace) -> float:
+    cli = [sys.executable, "-m", "dltestbed", "bench", "--model", "alexnet", "--image-size", "64", "--batch-size",
+           str(a.batch_size), "--warmup", "5", "--steps", str(a.steps), "--results", str(results),
+           "--json"]  # fmt: skip
+    out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120", **env})
+    (run,) = json.loads(out.stdout)
+    return float(run["images_per_sec"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--points", type=int, default=200_000)
+    p.add_argument("--pairs", type=int, default=4, help="interleaved on/off bench pairs (0: skip part 2)")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--batch-size", type=int, default=32)
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        server = VictoriaMetrics(tmp / "vm")
+        server.start()
+        try:
+            rate, counted, left = points_per_second(server, a.points, tmp)
+            print(f"points/s into the server: {rate:,.0f} ({a.points:,} points; counted back {counted:,}; "
+                  f"lost {a.points - counted:,}; left in the outbox {left}) — goal ≥ 50,000/s, 0 lost")  # fmt: skip
+            ratios = []
+            for i in range(a.pairs):
+                on = bench_ips(server.env(), tmp / f"on{i}.sqlite", a)
+                off = bench_ips({}, tmp / f"off{i}.sqlite", a)
+                ratios.append(on / off)
+                print(f"pair {i + 1}: streaming on {on:.1f} img/s, off {off:.1f} img/s, ratio {on / off:.3f}")
+            if ratios:
+                mean = statistics.fmean(ratios)
+                half = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else float("nan")
+                print(f"images/sec streaming on ÷ off: {mean:.3f} (95% ±{half:.3f}) — goal ≥ 0.99")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

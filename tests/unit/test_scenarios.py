@@ -1,0 +1,133 @@
+"""Scenario planning, pure parts: checks, order, CPU split, co-tenant specs, the worker's TF_CONFIG."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dltestbed import bench as bench_mod
+from dltestbed import scenarios
+from dltestbed.config import format_cpu_list, parse_cpu_list, workload_spec
+from dltestbed.errors import ConfigError
+from dltestbed.workload.distributed import cluster_from_env, tf_config
+
+
+def _plan(**kw: object) -> bench_mod.Plan:
+    return bench_mod.plan(models=["alexnet", "resnet50"], image_size=64, steps=2, warmup=1, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("text", "cpus"), [("0", [0]), ("0-3", [0, 1, 2, 3]), ("3,1-2, 8", [1, 2, 3, 8]),
+                                             ("0-0", [0])])  # fmt: skip
+def test_cpu_lists(text: str, cpus: list[int]) -> None:
+    assert parse_cpu_list(text) == cpus
+    assert parse_cpu_list(format_cpu_list(cpus)) == cpus
+
+
+@pytest.mark.parametrize(("cpus", "text"), [([0, 1, 2, 5], "0-2,5"), ([7], "7"), ([1, 3, 4, 5, 9, 10], "1,3-5,9-10")])
+def test_cpu_list_formatting(cpus: list[int], text: str) -> None:
+    assert format_cpu_list(cpus) == text
+
+
+@pytest.mark.parametrize("bad", ["", "a", "3-1", "1,,2", "-1"])
+def test_bad_cpu_lists(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--cpus"):
+        workload_spec(model="alexnet", cpus=bad)
+
+
+def test_workload_argv_carries_the_new_options() -> None:
+    spec = workload_spec(model="alexnet", distributed=True, cpus="0-1")
+    argv = spec.to_argv()
+    assert argv[-3:] == ["--distributed", "--cpus", "0-1"]
+    from dltestbed.workload.__main__ import parse
+
+    parsed = parse(argv)[0]
+    assert parsed.to_argv() == argv and parsed.distributed and parsed.cpus == "0-1"
+
+
+def test_distributed_inference_is_refused() -> None:
+    with pytest.raises(ConfigError, match="distributed runs train"):
+        workload_spec(model="alexnet", distributed=True, mode="infer")
+
+
+def test_tf_config_round_trip() -> None:
+    value = tf_config(["10.0.0.1:2222", "10.0.0.2:2222"], 1)
+    assert json.loads(value)["task"] == {"type": "worker", "index": 1}
+    c = cluster_from_env(value)
+    assert (c.workers, c.index, c.size) == (("10.0.0.1:2222", "10.0.0.2:2222"), 1, 2)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (None, "--distributed needs TF_CONFIG"),
+    ("{", "TF_CONFIG is not"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}', "at least 2 workers"),
+    ('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}}', "task index 2"),
+    ('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}}', "only 'worker'"),
+])  # fmt: skip
+def test_bad_tf_config(value: str | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        cluster_from_env(value)
+
+
+def test_random_order_is_seeded_and_complete() -> None:
+    plan = _plan(repeat=3, order="random", seed=7)
+    rounds = plan.rounds(["bm", "cbm"])
+    assert rounds == _plan(repeat=3, order="random", seed=7).rounds(["bm", "cbm"])  # reproducible
+    assert rounds != _plan(repeat=3, order="random", seed=8).rounds(["bm", "cbm"])
+    for rep, round_ in enumerate(rounds, 1):
+        assert sorted((s.model, k) for _, s, k in round_) == sorted(
+            (m, k) for m in ("alexnet", "resnet50") for k in ("bm", "cbm"))  # every pair once per repetition
+        assert {r for r, _, _ in round_} == {rep}
+    inter = _plan(repeat=1).rounds(["bm", "cbm"])[0]
+    assert [(s.model, k) for _, s, k in inter] == [("alexnet", "bm"), ("alexnet", "cbm"), ("resnet50", "bm"),
+                                                   ("resnet50", "cbm")]  # fmt: skip
+    with pytest.raises(ConfigError, match="unknown order 'sorted'"):
+        _plan(order="sorted")
+
+
+@pytest.mark.parametrize(("options", "hosts", "message"), [
+    (scenarios.Options("distributed", workers=1), [None], "needs at least 2 workers; got 1"),
+    (scenarios.Options("distributed"), ["h1"], "got 1 (one per host; --workers N puts several on a host)"),
+    (scenarios.Options("single", workers=2), [None], "--workers is only for --scenario distributed"),
+    (scenarios.Options("shared"), ["h1", "h2"], "scenario shared runs on one host; 2 given"),
+    (scenarios.Options("shared", cotenant="io"), [None], "--cotenant io reads real data"),
+    (scenarios.Options("shared", cotenant="disk"), [None], "unknown co-tenant 'disk'"),
+    (scenarios.Options("mesh"), [None], "unknown scenario 'mesh'; known: single, distributed, shared"),
+])  # fmt: skip
+def test_scenario_checks(options: scenarios.Options, hosts: list, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        scenarios.check(options, hosts, _plan())
+
+
+def test_workers_default_to_one_per_host() -> None:
+    assert scenarios.worker_count(scenarios.Options("distributed"), [None]) == 2
+    assert scenarios.worker_count(scenarios.Options("distributed"), ["a", "b", "c"]) == 3
+    assert scenarios.worker_count(scenarios.Options("distributed", workers=4), ["a", "b"]) == 4
+
+
+def test_cpu_split_for_isolation() -> None:
+    assert scenarios.split_cpus("0,1") == ("0", "1")
+    assert scenarios.split_cpus("0,1,2,3,4,5,6,7") == ("0-3", "4-7")
+    assert scenarios.split_cpus("2,3,5") == ("2", "3,5")
+    with pytest.raises(ConfigError, match="--isolate needs at least 2 CPUs on the host; it has 1"):
+        scenarios.split_cpus("0")
+
+
+def test_co_tenant_specs() -> None:
+    fg = workload_spec(model="resnet50", image_size=64, batch_size=8, data="real", data_dir="/d", classes=3)
+    co = scenarios.cotenant_spec("alexnet", 512, fg, None)
+    assert (co.model, co.mode, co.batch_size, co.size, co.data, co.device) == ("alexnet", "train", 512, 64,
+                                                                             "synthetic", "auto")  # fmt: skip
+    assert co.steps >= 10**9  # runs until it is stopped
+    assert scenarios.cotenant_spec("cpu", 64, fg, "1").device == "cpu"
+    assert scenarios.cotenant_spec("cpu", 64, fg, "1").cpus == "1"
+    assert scenarios.cotenant_spec("gpu", 64, fg, None).device == "gpu"
+    io = scenarios.cotenant_spec("io", 64, fg, None)
+    assert (io.data, io.data_dir, io.classes) == ("real", "/d", 3)
+    small = workload_spec(model="resnet50", image_size=32)
+    assert scenarios.cotenant_spec("alexnet", 8, small, None).size >= 32
+
+
+def test_contention_labels() -> None:
+    assert scenarios.contention_label("alexnet", 512, None, None) == "alexnet b512"
+    assert scenarios.contention_label("cpu", 64, "0-3", "4-7") == "cpu b64 isolated (cpus 0-3 / co-tenant 4-7)"
