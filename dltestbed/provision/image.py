@@ -194,7 +194,20 @@ def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:
     digest = _image_id(runtime, tag)
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
+    _prune_tags(runtime, keep={tag})
     return Image(runtime, tag, digest)
+
+
+def _prune_tags(runtime: str, keep: set[str], builds: int = 2) -> None:
+    """Remove older workload images from the runtime's store: all but the newest `builds` (and `keep`).
+    An image still used by a container stays (the runtime refuses, and that is fine)."""
+    try:
+        out = _run([runtime, "images", REPO, "--format", "{{.Repository}}:{{.Tag}}"], runtime, "images", timeout=60)
+    except ImageError:
+        return
+    tags = [t for t in dict.fromkeys(out.splitlines()) if t.startswith(f"{REPO}:") and t not in keep]
+    for old in tags[max(0, builds - len(keep)):]:  # newest first, as `images` lists them
+        subprocess.run([runtime, "rmi", old], capture_output=True, timeout=300)
 
 
 def archive(img: Image) -> Path:
@@ -209,4 +222,7 @@ def archive(img: Image) -> Path:
     fmt = ["--format", "oci-archive"] if img.runtime == "podman" else []
     _run([img.runtime, "save", *fmt, "-o", str(partial), img.tag], img.runtime, f"{img.runtime} save", timeout=1800)
     partial.rename(path)
+    from dltestbed.provision.cache import prune
+
+    prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
     return path

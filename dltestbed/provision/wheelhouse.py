@@ -169,4 +169,9 @@ def build(flavor: str = "cpu") -> Wheelhouse:
             tar.add(f, arcname=f.name)
     partial_tar.rename(house.archive)
     tmp.rename(path)
+    from dltestbed.provision.cache import prune
+
+    olds = [p for p in cache_root().glob(f"{flavor}-py{py}-*") if p.is_dir() and not p.name.endswith(".partial")]
+    for removed in prune(olds, current=path):
+        _archive_path(removed).unlink(missing_ok=True)
     return house

@@ -36,3 +36,19 @@ def test_the_source_hash_changes_with_the_source(tmp_path: Path) -> None:
     after = wheelhouse.source_hash(copy)
     (copy / "dltestbed" / "__pycache__" / "x.pyc").write_bytes(b"\0")
     assert wheelhouse.source_hash(copy) == after  # bytecode is not source
+
+
+def test_prune_keeps_the_newest_and_the_current(tmp_path: Path) -> None:
+    import os
+
+    from dltestbed.provision.cache import prune
+
+    entries = []
+    for i in range(5):
+        p = tmp_path / f"e{i}"
+        (p.mkdir() if i % 2 else p.write_text("x"))
+        os.utime(p, (1000 + i, 1000 + i))
+        entries.append(p)
+    removed = prune(entries, keep=2, current=entries[0])  # the oldest is the current one: it stays
+    assert sorted(p.name for p in removed) == ["e1", "e2", "e3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e0", "e4"]
