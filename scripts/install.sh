@@ -3,7 +3,8 @@
 # Usage: bash scripts/install.sh [--lab] [--test]
 #   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
 #   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally)
-#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --containers), and
+#   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
+#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --containers --vm), and
 #           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests
 # TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
 set -euo pipefail
@@ -12,12 +13,14 @@ cd "$(dirname "$0")/.."
 extras=()
 lab=0
 containers=0
+vm=0
 for arg in "$@"; do
     case "$arg" in
-        --test) extras+=(test); lab=1; containers=1 ;;
+        --test) extras+=(test); lab=1; containers=1; vm=1 ;;
+        --vm) extras+=(vm); vm=1; containers=1 ;;
         --lab) lab=1 ;;
         --containers) containers=1 ;;
-        *) echo "usage: bash scripts/install.sh [--lab] [--containers] [--test]" >&2; exit 2 ;;
+        *) echo "usage: bash scripts/install.sh [--lab] [--containers] [--vm] [--test]" >&2; exit 2 ;;
     esac
 done
 
@@ -33,6 +36,19 @@ if ((containers)); then
     [[ -x /usr/sbin/dockerd ]] || apt_needed+=(docker.io)
     [[ -x /usr/bin/podman ]] || apt_needed+=(podman)
     command -v debootstrap >/dev/null || apt_needed+=(debootstrap)
+fi
+if ((vm)); then
+    command -v libvirtd >/dev/null || apt_needed+=(libvirt-daemon-system)
+    command -v qemu-system-x86_64 >/dev/null || apt_needed+=(qemu-system-x86)
+    command -v qemu-img >/dev/null || apt_needed+=(qemu-utils)
+    command -v virt-xml-validate >/dev/null || apt_needed+=(libxml2-utils)
+    command -v mkfs.vfat >/dev/null || apt_needed+=(dosfstools)
+    command -v mcopy >/dev/null || apt_needed+=(mtools)
+    command -v mkfs.ext4 >/dev/null || apt_needed+=(e2fsprogs)
+    # libvirt-python has no wheels: it is built against libvirt's headers
+    dpkg -s libvirt-dev >/dev/null 2>&1 || apt_needed+=(libvirt-dev pkg-config gcc)
+    python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        || apt_needed+=(python3-dev)
 fi
 if [[ " ${extras[*]} " == *" test "* ]]; then
     command -v victoria-metrics >/dev/null || apt_needed+=(victoria-metrics)
@@ -57,4 +73,7 @@ extras+=("$tf")
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 IFS=, spec=".[${extras[*]}]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e "$spec"
+if ((vm)); then
+    bash scripts/libvirt-up.sh
+fi
 echo "installed dltestbed with TensorFlow ($tf build) in $(pwd)/.venv: run .venv/bin/dltestbed --help"

@@ -19,6 +19,7 @@ from dltestbed.cli import lab as _lab
 from dltestbed.cli import provision as _provision
 from dltestbed.cli import results as _results
 from dltestbed.cli import runs as _runs
+from dltestbed.cli import teardown as _teardown
 from dltestbed.errors import DltestbedError
 
 app = typer.Typer(
@@ -48,6 +49,7 @@ app.command("bench")(_bench.bench)
 app.command("provision")(_provision.provision)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
+app.command("teardown")(_teardown.teardown)
 app.add_typer(_data.app, name="data")
 app.add_typer(_lab.app, name="lab")
 app.add_typer(_image.app, name="image")

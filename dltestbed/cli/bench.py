@@ -134,7 +134,18 @@ def bench(
     ),
     timeout: float | None = typer.Option(None, help="Seconds after which a run is stopped and stored as failed."),
     targets_opt: str = typer.Option(
-        "bm", "--targets", help="Target kinds, comma-separated: bm (bare metal), cbm (a container on it)."
+        "bm", "--targets", help="Target kinds, comma-separated: bm (bare metal), cbm (a container on it), vm (a "
+        "libvirt VM on this machine, started when needed and kept for the next bench; `dltestbed teardown` "
+        "removes it), cvm (a container in that VM).",
+    ),
+    vm_vcpus: int = typer.Option(2, help="vm/cvm: the VM's vCPUs.", rich_help_panel="VM"),
+    vm_memory: int = typer.Option(3072, help="vm/cvm: the VM's memory in MiB.", rich_help_panel="VM"),
+    vm_gpus: str | None = typer.Option(
+        None, help="vm/cvm: GPUs to pass through: all, a count, or PCI addresses (checked before anything is "
+        "created: IOMMU, vfio-pci, NUMA).", rich_help_panel="VM",
+    ),
+    vm_virt_type: str | None = typer.Option(
+        None, help="vm/cvm: kvm or qemu (default: detected; qemu = TCG emulation).", rich_help_panel="VM"
     ),
     influx_url: str | None = influx_url_opt(),
     influx_org: str | None = influx_org_opt(),
@@ -198,6 +209,16 @@ def bench(
 
     def make_target(kind: str, host: object) -> object:
         return make(kind, host, runtime=runtime)
+
+    if any(k in ("vm", "cvm") for k in kinds):
+        from dltestbed import targets as targets_mod
+
+        if inventory is not None:
+            raise ConfigError("--targets vm/cvm run on this machine's VM; with --inventory: bm and cbm")
+        targets_mod.VM_SETTINGS.update(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, virt_type=vm_virt_type,
+                                       on_notice=lambda line: typer.echo(f"notice: {line}", err=True))  # fmt: skip
+        typer.echo("vm/cvm: using this machine's benchmark VM (started if needed: under TCG, ~30 s to SSH)",
+                   err=True)  # fmt: skip
 
     machines = [[make_target(k, h) for k in kinds] for h in hosts]  # every target checked before anything runs
     scenarios.check(options, hosts, plan)

@@ -1,10 +1,20 @@
-"""`dltestbed image build`: the benchmark image, built on this machine (no registry needed)."""
+"""`dltestbed image build`: the workload's container image and VM guest image, built on this machine
+(no registry, no download at run time)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+from pathlib import Path
+
 import typer
 
-app = typer.Typer(help="The container image the workload runs in (cbm targets).", no_args_is_help=True)
+app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
+
+
+class VmOpt(StrEnum):
+    auto = "auto"
+    yes = "yes"
+    no = "no"
 
 
 @app.command("build")
@@ -16,10 +26,18 @@ def build(
         None,
         help="Build on this image from the runtime's local store (default: a Debian rootfs made with debootstrap).",
     ),
+    vm: VmOpt = typer.Option(
+        VmOpt.auto,
+        help="Also build the VM guest image (Debian, kernel, sshd, the workload, Podman with the workload image "
+        "for cvm): auto = when qemu-img and podman are installed.",
+    ),
+    out: Path | None = typer.Option(None, help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."),
 ) -> None:
-    """Build (or find, when its inputs are unchanged) the workload image; prints its tag and digest."""
+    """Build (or find, when its inputs are unchanged) the workload images; prints their tags."""
+    import shutil
     import time
 
+    from dltestbed.errors import ConfigError
     from dltestbed.provision import image, wheelhouse
 
     t0 = time.monotonic()
@@ -27,7 +45,23 @@ def build(
     house = wheelhouse.build("cpu")
     found = image.find(rt, house, base) if image.check_runtime(rt) else None
     built = found or image.build(rt, house, base)
-    took = time.monotonic() - t0
-    what = "up to date" if found else f"built in {took:.0f} s"
+    what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
     typer.echo(f"{rt} image {built.tag} ({what}): {built.digest}", err=True)
     typer.echo(built.tag)
+    want_vm = vm == VmOpt.yes or (vm == VmOpt.auto and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
+    if out is not None and not want_vm:
+        raise ConfigError("--out is for the VM guest image; it needs --vm yes (or qemu-img and podman installed)")
+    if not want_vm:
+        return
+    from dltestbed.vms import image as guest
+
+    t1 = time.monotonic()
+    pod = built if rt == "podman" else (image.find("podman", house, base) or image.build("podman", house, base))
+    existing = guest.find(house, pod)
+    g = existing or guest.build(house, pod, out)
+    if existing and out is not None:
+        guest.build(house, pod, out)
+    what = "up to date" if existing else f"built in {time.monotonic() - t1:.0f} s"
+    typer.echo(f"VM guest image {g.key} ({what}): {g.size_bytes / 1e9:.2f} GB at {g.path}"
+               + (f", copied to {out}" if out else ""), err=True)  # fmt: skip
+    typer.echo(str(g.path))

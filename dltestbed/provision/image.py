@@ -106,14 +106,14 @@ def check_runtime(runtime: str) -> str:
     raise ConfigError(f"building images for {runtime!r} is not supported; use docker or podman")
 
 
-def _recipe() -> str:
+def _recipe(packages: tuple[str, ...] = PACKAGES) -> str:
     """Hash of what makes the root filesystem: it names both the cached tar and the base image."""
-    return hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(PACKAGES)} minbase v1".encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{SUITE} {MIRROR} {' '.join(packages)} minbase v1".encode()).hexdigest()[:12]
 
 
-def rootfs(refresh: bool = False) -> Path:
+def rootfs(refresh: bool = False, packages: tuple[str, ...] = PACKAGES) -> Path:
     """A minimal Debian root filesystem as a tar (debootstrap, cached by its recipe)."""
-    tar = cache_root().parent / "rootfs" / f"debian-{SUITE}-{_recipe()}.tar"
+    tar = cache_root().parent / "rootfs" / f"debian-{SUITE}-{_recipe(packages)}.tar"
     if tar.exists() and not refresh:
         return tar
     if not shutil.which("debootstrap"):
@@ -121,7 +121,7 @@ def rootfs(refresh: bool = False) -> Path:
     tar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dltestbed-rootfs-") as tmp:
         root = Path(tmp) / "root"
-        argv = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR]
+        argv = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(root), MIRROR]
         _run(argv, "debootstrap", "debootstrap", timeout=1800)
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
             shutil.rmtree(root / junk, ignore_errors=True)

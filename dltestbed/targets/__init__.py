@@ -67,7 +67,50 @@ def make(kind: str, host: object | None = None, runtime: str | None = None) -> T
         return SSHTarget(host)  # type: ignore[arg-type]
     if kind == "cbm":
         return _local_container(runtime)
+    if kind in ("vm", "cvm"):
+        return _local_vm_target(kind)
     return factory(kind)()
+
+
+LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
+VM_SETTINGS: dict[str, object] = {"vcpus": 2, "memory_mib": 3072, "virt_type": None, "gpus": None}
+
+
+@functools.cache
+def _local_vm() -> object:
+    """This machine's benchmark VM for this dltestbed build: reused while its image is current,
+    recreated when the build changed (its workload would be stale), created when missing."""
+    from dltestbed.provision import wheelhouse
+    from dltestbed.vms import image as guest
+    from dltestbed.vms import lifecycle
+
+    pod = _built_image("podman")
+    img = guest.find(wheelhouse.build("cpu"), pod) if pod else None
+    if img is None:
+        raise ConfigError("vm: no VM guest image for this dltestbed build; run `dltestbed image build`")
+    rec = lifecycle.record(LOCAL_VM)
+    settings = {k: v for k, v in VM_SETTINGS.items() if k in ("vcpus", "memory_mib", "gpus")}
+    if rec is not None and rec.image_key == img.key and all(getattr(rec, k) == v for k, v in settings.items()):
+        try:
+            lifecycle.wait_ssh(rec, timeout=120)  # started earlier by a bench or provision: still there?
+            return rec
+        except lifecycle.VMError:
+            pass
+    lifecycle.delete(LOCAL_VM)
+    notice = VM_SETTINGS.get("on_notice")
+    return lifecycle.create(LOCAL_VM, img, vcpus=int(VM_SETTINGS["vcpus"]), memory_mib=int(VM_SETTINGS["memory_mib"]),  # type: ignore[call-overload]
+                            virt_type=VM_SETTINGS["virt_type"], gpus=VM_SETTINGS["gpus"], on_notice=notice)  # type: ignore[arg-type]
+
+
+def _local_vm_target(kind: str) -> Target:
+    from dltestbed.targets.container import ContainerTarget
+    from dltestbed.targets.vm import VMTarget
+
+    rec = _local_vm()
+    vm = VMTarget(rec)  # type: ignore[arg-type]
+    if kind == "vm":
+        return vm
+    return ContainerTarget(vm, "podman", rec.container_tag, rec.container_digest, kind="cvm")  # type: ignore[attr-defined]
 
 
 REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role

@@ -91,6 +91,9 @@ class SSHTarget:
         return {"target_kind": self.kind, "target_host": self.name, "target_address": self.spec.address,
                 "transport": "ssh"}  # fmt: skip
 
+    def _known_hosts(self) -> list[Path]:
+        return known_hosts_files(self.spec)
+
     def _connect(self) -> Any:
         import paramiko
         from fabric import Connection
@@ -102,7 +105,7 @@ class SSHTarget:
         conn = Connection(h.address, user=h.user or None, port=h.port, connect_timeout=int(self.connect_timeout),
                           connect_kwargs=kwargs)  # fmt: skip
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        files = known_hosts_files(h)
+        files = self._known_hosts()
         for f in files:
             conn.client.load_host_keys(str(f))
         where = f"host {h.name} ({h.address}:{h.port})"

@@ -1,0 +1,41 @@
+"""A libvirt VM as a target: the workload runs in the guest's venv, reached over SSH with the key and
+host key dltestbed made for that VM. A container in the VM (cvm) wraps this target."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dltestbed.inventory import Host
+from dltestbed.targets.ssh import SSHTarget
+
+if TYPE_CHECKING:
+    from dltestbed.vms.lifecycle import VMRecord
+
+GUEST_VENV = "/opt/dltestbed/venv"
+
+
+class VMTarget(SSHTarget):
+    """Kind vm: the workload in a VM on `record.uri`'s host."""
+
+    kind = "vm"
+
+    def __init__(self, record: VMRecord, connect_timeout: float = 15.0) -> None:
+        host = Host(name=record.name, address=record.address, port=22, user="root", key_file=str(record.key_file),
+                    known_hosts_files=(str(record.known_hosts),), groups=(),
+                    vars={"dltestbed_venv": GUEST_VENV})  # fmt: skip
+        super().__init__(host, connect_timeout=connect_timeout)
+        self.record = record
+        self.name = record.name
+        self.host = record.name
+
+    def _known_hosts(self) -> list[Path]:
+        return [self.record.known_hosts]  # the key made for this VM, and no other
+
+    def fingerprint(self) -> Mapping[str, str]:
+        """The layer facts: a VM, how it is virtualised, on which hypervisor."""
+        r = self.record
+        return {"target_kind": self.kind, "target_host": r.name, "target_address": r.address, "transport": "ssh",
+                "vm_virt_type": r.virt_type, "vm_vcpus": str(r.vcpus), "vm_memory_mib": str(r.memory_mib),
+                "vm_image": r.image_key, "vm_hypervisor": r.uri}  # fmt: skip

@@ -1,0 +1,282 @@
+"""The guest image: Debian (debootstrap) with a kernel, systemd, sshd, python3, the workload's venv
+installed from the same wheelhouse as every other target, and Podman with the same workload image
+loaded (for containers in the VM). Built offline, cached by the hash of its inputs.
+
+Layout of a built image (a folder): disk.qcow2, vmlinuz, initrd.img (direct kernel boot), image.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dltestbed.provision import image as ctr_image
+from dltestbed.provision.image import ImageError
+from dltestbed.provision.wheelhouse import Wheelhouse
+
+GUEST_PACKAGES = (
+    "linux-image-amd64", "systemd-sysv", "udev", "dbus", "openssh-server", "python3", "python3-venv",
+    "iproute2", "kmod", "podman", "numactl",
+    # debootstrap does not resolve virtual packages or alternatives: podman's needs, named
+    "netavark", "crun", "conmon", "golang-github-containers-image",
+)  # fmt: skip
+RECIPE_VERSION = "guest v1"
+HEADROOM_BYTES = 2 * 1024**3  # free space left in the guest's root filesystem
+CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet"
+
+# Applies the seed disk (vdb, label cidata): keys, host key, name, static address. Our image's
+# stand-in for cloud-init, reading the plain files dltestbed puts beside cloud-init's own.
+SEED_SCRIPT = """#!/bin/sh
+set -eu
+mnt=/run/dltestbed-seed
+for _ in $(seq 60); do [ -b /dev/vdb ] && break; sleep 0.5; done
+mkdir -p "$mnt"
+mount -o ro /dev/vdb "$mnt"
+d="$mnt/dltestbed"
+install -d -m 700 /root/.ssh
+install -m 600 "$d/authorized_keys" /root/.ssh/authorized_keys
+install -m 600 "$d/ssh_host_ed25519_key" /etc/ssh/ssh_host_ed25519_key
+install -m 644 "$d/ssh_host_ed25519_key.pub" /etc/ssh/ssh_host_ed25519_key.pub
+name=$(cat "$d/hostname")
+hostname "$name"
+echo "$name" > /etc/hostname
+printf '127.0.0.1 localhost\\n127.0.1.1 %s\\n' "$name" > /etc/hosts
+. "$d/network"
+ip link set lo up
+ip link set eth0 up
+ip addr add "$ADDRESS" dev eth0
+if [ -n "${GATEWAY:-}" ]; then ip route add default via "$GATEWAY"; fi
+umount "$mnt"
+"""
+
+SEED_UNIT = """[Unit]
+Description=dltestbed: apply the seed disk (SSH keys, host key, name, address)
+DefaultDependencies=no
+After=local-fs.target systemd-udevd.service
+Before=ssh.service network.target
+Wants=systemd-udevd.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/dltestbed-seed
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+SSHD_CONF = """# written by dltestbed: one host key, from the seed disk; keys only
+HostKey /etc/ssh/ssh_host_ed25519_key
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+
+STORAGE_CONF = """[storage]
+driver = "overlay"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+"""
+
+
+@dataclass(frozen=True)
+class GuestImage:
+    """A built guest image and what went into it."""
+
+    path: Path  # the folder
+    key: str
+    container_digest: str  # the workload image loaded into the guest's Podman (cvm)
+    container_tag: str
+    size_bytes: int  # disk.qcow2 on disk
+    build_seconds: float
+
+    @property
+    def disk(self) -> Path:
+        """The base disk every VM's overlay points to."""
+        return self.path / "disk.qcow2"
+
+    @property
+    def kernel(self) -> Path:
+        """For direct kernel boot."""
+        return self.path / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        """For direct kernel boot."""
+        return self.path / "initrd.img"
+
+
+def _key(house: Wheelhouse, container: ctr_image.Image) -> str:
+    parts = [RECIPE_VERSION, ctr_image.SUITE, " ".join(GUEST_PACKAGES), SEED_SCRIPT, SEED_UNIT, SSHD_CONF,
+             STORAGE_CONF, CMDLINE, house.manifest, container.digest]  # fmt: skip
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def images_root() -> Path:
+    """Where built guest images are cached: $DLTESTBED_VM_IMAGES, else /var/lib/dltestbed/vm-images (not
+    under a home folder: qemu runs as its own user and must reach the base disk)."""
+    return Path(os.environ.get("DLTESTBED_VM_IMAGES") or "/var/lib/dltestbed/vm-images")
+
+
+def find(house: Wheelhouse, container: ctr_image.Image) -> GuestImage | None:
+    """The image for these inputs if it was built already."""
+    folder = images_root() / _key(house, container)
+    meta = folder / "image.json"
+    if not meta.exists():
+        return None
+    data = json.loads(meta.read_text())
+    return GuestImage(path=folder, **{k: v for k, v in data.items() if k != "path"})
+
+
+def _run(argv: list[str], what: str, timeout: float = 1800, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode != 0:
+        last = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise ImageError(f"{what} failed: {last[-1] if last else f'exit {proc.returncode}'}")
+
+
+@contextlib.contextmanager
+def _mounted(root: Path) -> Iterator[None]:
+    """/proc, /sys and /dev inside a chroot, always unmounted again."""
+    done: list[Path] = []
+    try:
+        for src, fstype in (("/proc", "proc"), ("/sys", "sysfs"), ("/dev", None)):
+            target = root / src.lstrip("/")
+            target.mkdir(exist_ok=True)
+            argv = ["mount", "--bind", src, str(target)] if fstype is None else ["mount", "-t", fstype, fstype,
+                                                                                    str(target)]  # fmt: skip
+            _run(argv, f"mount {src} in the guest tree")
+            done.append(target)
+        yield
+    finally:
+        for target in reversed(done):
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def _write(root: Path, rel: str, text: str, mode: int = 0o644) -> None:
+    p = root / rel.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    p.chmod(mode)
+
+
+def build(house: Wheelhouse, container: ctr_image.Image, out: Path | None = None) -> GuestImage:
+    """Build (or find) the guest image for a wheelhouse and the Podman workload image; `out` gets a copy."""
+    found = find(house, container)
+    if found is None:
+        found = _build(house, container)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for f in ("disk.qcow2", "vmlinuz", "initrd.img", "image.json"):
+            shutil.copy2(found.path / f, out / f)
+    return found
+
+
+def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
+    for tool in ("qemu-img", "mkfs.ext4", "chroot"):
+        if not shutil.which(tool):
+            raise ImageError(f"{tool} is not installed (bash scripts/install.sh --vm installs what VMs need)")
+    if container.runtime != "podman":
+        raise ImageError("the guest image carries the Podman workload image; build it with --runtime podman")
+    started = time.monotonic()
+    key = _key(house, container)
+    folder = images_root() / key
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tar = ctr_image.rootfs(packages=GUEST_PACKAGES)
+    with tempfile.TemporaryDirectory(prefix="dltestbed-guest-", dir=folder.parent) as tmp:
+        work = Path(tmp)
+        root = work / "root"
+        root.mkdir()
+        _run(["tar", "-C", str(root), "--numeric-owner", "-xf", str(tar)], "unpacking the guest root filesystem")
+        _configure(root)
+        _install_workload(root, house)
+        _load_container_image(root, container)
+        for f in ("etc/ssh/ssh_host_rsa_key", "etc/ssh/ssh_host_ecdsa_key", "etc/ssh/ssh_host_ed25519_key"):
+            for suffix in ("", ".pub"):
+                (root / (f + suffix)).unlink(missing_ok=True)  # every VM gets its own, from its seed
+        staged = work / "out"
+        staged.mkdir()
+        kernel = sorted((root / "boot").glob("vmlinuz-*"))
+        initrd = sorted((root / "boot").glob("initrd.img-*"))
+        if not kernel or not initrd:
+            raise ImageError("the guest tree has no kernel or initrd in /boot (linux-image-amd64 missing?)")
+        shutil.copy2(kernel[-1], staged / "vmlinuz")
+        shutil.copy2(initrd[-1], staged / "initrd.img")
+        used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True, check=True)
+                   .stdout.split()[0])  # fmt: skip
+        raw = work / "disk.raw"
+        with raw.open("wb") as f:
+            f.truncate(int(used * 1.15) + HEADROOM_BYTES)
+        _run(["mkfs.ext4", "-q", "-F", "-L", "dltestbed-root", "-d", str(root), str(raw)], "mkfs.ext4 -d")
+        shutil.rmtree(root)
+        _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(staged / "disk.qcow2")], "qemu-img convert")
+        raw.unlink()
+        img = GuestImage(path=folder, key=key, container_digest=container.digest, container_tag=container.tag,
+                         size_bytes=(staged / "disk.qcow2").stat().st_blocks * 512,
+                         build_seconds=round(time.monotonic() - started, 1))  # fmt: skip
+        meta = {k: v for k, v in asdict(img).items() if k != "path"}
+        (staged / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if folder.exists():
+            shutil.rmtree(folder)
+        staged.rename(folder)
+    from dltestbed.provision.cache import prune
+
+    prune([p for p in images_root().iterdir() if p.is_dir() and not p.name.startswith("dltestbed-guest-")],
+          current=folder)  # fmt: skip
+    return img
+
+
+def _configure(root: Path) -> None:
+    _write(root, "/usr/local/sbin/dltestbed-seed", SEED_SCRIPT, 0o755)
+    _write(root, "/etc/systemd/system/dltestbed-seed.service", SEED_UNIT)
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    link = wants / "dltestbed-seed.service"
+    link.unlink(missing_ok=True)
+    link.symlink_to("/etc/systemd/system/dltestbed-seed.service")
+    _write(root, "/etc/ssh/sshd_config.d/dltestbed.conf", SSHD_CONF)
+    _write(root, "/etc/containers/storage.conf", STORAGE_CONF)
+    _write(root, "/etc/fstab", "/dev/vda / ext4 defaults,errors=remount-ro 0 1\n")
+    _write(root, "/etc/hostname", "dltestbed-guest\n")
+    # no login prompt is needed on the serial console: its log is for boot messages
+    (root / "etc/systemd/system/serial-getty@ttyS0.service").unlink(missing_ok=True)
+    mask = root / "etc/systemd/system/serial-getty@ttyS0.service"
+    mask.symlink_to("/dev/null")
+
+
+def _install_workload(root: Path, house: Wheelhouse) -> None:
+    dest = root / "tmp/wheelhouse"
+    shutil.copytree(house.path, dest)
+    pip = "/opt/dltestbed/venv/bin/pip install -q --no-index --no-compile"
+    script = (f"python3 -m venv /opt/dltestbed/venv && {pip} --find-links /tmp/wheelhouse -r "
+              f"/tmp/wheelhouse/requirements.txt && {pip} --no-deps /tmp/wheelhouse/{house.wheel} "
+              "&& /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop' "
+              "&& cp /tmp/wheelhouse/manifest.txt /opt/dltestbed/venv/dltestbed-manifest.txt")  # fmt: skip
+    with _mounted(root):
+        _run(["chroot", str(root), "/bin/sh", "-c", script], "installing the workload in the guest tree")
+    shutil.rmtree(dest)
+
+
+def _load_container_image(root: Path, container: ctr_image.Image) -> None:
+    """Load the Podman workload image into the guest's own storage, so cvm runs the same digest."""
+    archive = ctr_image.archive(container)
+    storage = root / "var/lib/containers/storage"
+    storage.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dlt-") as runroot:  # podman wants a runroot under 50 characters
+        argv = ["podman", "--root", str(storage), "--runroot", runroot, "--storage-driver", "overlay", "load",
+                "-q", "-i", str(archive)]  # fmt: skip
+        _run(argv, "loading the workload image into the guest's Podman", env=ctr_image.runtime_env("podman"))
+        subprocess.run(["umount", "-R", str(storage / "overlay")], capture_output=True)  # nothing may stay mounted
+    # libpod's database remembers the build's --root and --runroot and would override the guest's own
+    # paths with them (an empty store in the guest); the images and layers themselves are path-free.
+    (storage / "libpod" / "bolt_state.db").unlink(missing_ok=True)
+    (storage / "defaultNetworkBackend").unlink(missing_ok=True)

@@ -1,0 +1,109 @@
+"""VMs for real: libvirtd and qemu (TCG here), the guest image built by `dltestbed image build`, a
+workload in the VM (vm) and in a container in the VM (cvm), teardown, and the failures that must be
+one line. Slow: TensorFlow under TCG is ~200× slower than on the host, so the runs are the smallest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import one_error_line, run_cli
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "1"]
+
+
+def _qemus() -> list[str]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "qemu-system" in cmd.split(" ", 1)[0] and "dltestbed-" in cmd:
+            out.append(cmd)
+    return out
+
+
+def _domains() -> list[str]:
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"], capture_output=True, text=True)
+    return [n for n in out.stdout.split() if n.startswith("dltestbed-")]
+
+
+@pytest.fixture(scope="module")
+def vm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    subprocess.run(["bash", "scripts/libvirt-up.sh"], check=True)
+    vms = tmp_path_factory.mktemp("vms")
+    vms.chmod(0o755)  # qemu's user must reach the VMs' files
+    env = {"DLTESTBED_VM_DIR": str(vms)}
+    yield env
+    run_cli("teardown", env=env)
+
+
+@pytest.fixture(scope="module")
+def guest_image(vm_env: dict[str, str]) -> Path:
+    proc = run_cli("image", "build", "--runtime", "podman", "--vm", "yes", env=vm_env, timeout=3000)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    path = Path(proc.stdout.split()[-1])
+    assert (path / "disk.qcow2").exists() and (path / "vmlinuz").exists()
+    again = run_cli("image", "build", "--runtime", "podman", "--vm", "yes", env=vm_env)
+    assert "VM guest image" in again.stderr and "(up to date)" in again.stderr.split("VM guest image", 1)[1]
+    return path
+
+
+def test_passthrough_fails_before_anything_is_created(vm_env: dict[str, str], guest_image: Path, results: Path):
+    line = one_error_line(run_cli("bench", "--targets", "vm", "--vm-gpus", "all", *TINY, "--results", str(results),
+                                  env=vm_env))  # fmt: skip
+    assert line == (
+        "error: GPU passthrough to VM local: this host has no IOMMU (/sys/kernel/iommu_groups is empty; enable "
+        "VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on); nothing was created"
+    )
+    assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+
+
+def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path, results: Path) -> None:
+    proc = run_cli("bench", "--targets", "bm,vm,cvm", *TINY, "--json", "--results", str(results), env=vm_env,
+                   timeout=1800)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
+    assert sorted(runs) == ["bm", "cvm", "vm"]
+    assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs.values())
+    vm, cvm = runs["vm"], runs["cvm"]
+    assert vm["fingerprint"]["host"] == "local" and vm["fingerprint"]["vm_virt_type"] == "qemu"  # TCG here
+    assert "notice: VM local: KVM here is the nested kvm_pvm variant" in proc.stderr or \
+        "notice: VM local: KVM is not available" in proc.stderr  # fmt: skip
+    meta = json.loads((guest_image / "image.json").read_text())
+    assert cvm["fingerprint"]["container_image_digest"] == meta["container_digest"]
+    assert cvm["fingerprint"]["container_image"] == meta["container_digest"]  # seen from inside the container
+    assert vm["fingerprint"]["kernel"] != runs["bm"]["fingerprint"]["kernel"]  # really another kernel
+    assert len(_domains()) == 1 and _qemus()
+    # the VM is kept for the next bench; teardown removes all of it
+    proc = run_cli("teardown", env=vm_env)
+    assert proc.returncode == 0 and "VM local" in proc.stderr
+    assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+    assert "dltvm0" not in subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert run_cli("teardown", env=vm_env).stderr.strip().endswith("nothing to remove")  # idempotent
+
+
+def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], guest_image: Path) -> None:
+    from dltestbed.vms import image, lifecycle
+
+    meta = json.loads((guest_image / "image.json").read_text())
+    img = image.GuestImage(path=guest_image, **{k: v for k, v in meta.items() if k != "path"})
+    import os
+
+    os.environ["DLTESTBED_VM_DIR"] = vm_env["DLTESTBED_VM_DIR"]
+    try:
+        with pytest.raises(lifecycle.VMError) as err:
+            lifecycle.create("broken", img, memory_mib=512, cmdline="root=/dev/nonexistent console=ttyS0 panic=0",
+                             ssh_timeout=45)  # fmt: skip
+    finally:
+        del os.environ["DLTESTBED_VM_DIR"]
+    text = str(err.value)
+    assert text.startswith("VM broken did not answer SSH at 10.213.90.") and "within 45 s" in text
+    assert f"{vm_env['DLTESTBED_VM_DIR']}/broken/console.log" in text
+    assert "(last line: " in text and "(empty)" not in text
+    assert not _domains() and not (Path(vm_env["DLTESTBED_VM_DIR"]) / "broken").exists()  # cleaned up

@@ -1,0 +1,139 @@
+"""VM definitions and host checks, pure: domain XML, virt type detection, GPUs from node devices,
+the passthrough preflight. Validated with libvirt's own schema (virt-xml-validate) and test driver."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from dltestbed.errors import ConfigError
+from dltestbed.vms import hostcheck
+from dltestbed.vms.domain import DomainSpec, PciAddress, domain_xml
+from tests.conftest import DATA
+
+LIBVIRT = DATA / "libvirt"
+CAPS = (LIBVIRT / "caps_tcg_host.xml").read_text()
+
+
+def _spec(**kw: object) -> DomainSpec:
+    values: dict[str, object] = dict(
+        name="dltestbed-t1", virt_type="qemu", vcpus=2, memory_mib=2048, disk="/var/lib/x/overlay.qcow2",
+        console_log="/var/lib/x/console.log", bridge="dltvm0", mac="52:54:00:aa:bb:cc", seed="/var/lib/x/seed.img",
+        kernel="/i/vmlinuz", initrd="/i/initrd.img", cmdline="root=/dev/vda rw console=ttyS0",
+    )  # fmt: skip
+    values.update(kw)
+    return DomainSpec(**values)  # type: ignore[arg-type]
+
+
+def _facts(**kw: object) -> hostcheck.HostFacts:
+    values: dict[str, object] = dict(capabilities=CAPS, kvm_pvm=False, dev_kvm=True, iommu_groups=40, vfio=True,
+                                     numa_cpus={0: "0-15", 1: "16-31"})  # fmt: skip
+    values.update(kw)
+    return hostcheck.HostFacts(**values)  # type: ignore[arg-type]
+
+
+def test_tcg_domain_has_the_maximum_cpu_and_direct_kernel_boot() -> None:
+    root = ET.fromstring(domain_xml(_spec()))
+    assert root.get("type") == "qemu"
+    assert root.find("cpu").get("mode") == "maximum"  # type: ignore[union-attr]  (qemu64 has no AVX: TF dies)
+    assert root.findtext("os/kernel") == "/i/vmlinuz" and root.findtext("os/cmdline").startswith("root=/dev/vda")  # type: ignore[union-attr]
+    disks = root.findall("devices/disk")
+    assert [d.find("source").get("file") for d in disks] == ["/var/lib/x/overlay.qcow2", "/var/lib/x/seed.img"]  # type: ignore[union-attr]
+    assert disks[1].find("readonly") is not None
+    assert root.find("devices/serial/source").get("path") == "/var/lib/x/console.log"  # type: ignore[union-attr]
+    kvm = ET.fromstring(domain_xml(_spec(virt_type="kvm", kernel=None)))
+    assert kvm.find("cpu").get("mode") == "host-passthrough" and kvm.find("os/boot") is not None  # type: ignore[union-attr]
+
+
+def test_pinning_numa_and_hostdev() -> None:
+    xml = domain_xml(_spec(vcpu_pins=("16", "17"), numa_node=1, hostdevs=(PciAddress.parse("0000:3b:00.0"),)))
+    root = ET.fromstring(xml)
+    assert [(p.get("vcpu"), p.get("cpuset")) for p in root.iterfind("cputune/vcpupin")] == [("0", "16"), ("1", "17")]
+    assert root.find("numatune/memory").attrib == {"mode": "strict", "nodeset": "1"}  # type: ignore[union-attr]
+    hd = root.find("devices/hostdev")
+    assert hd is not None and hd.attrib == {"mode": "subsystem", "type": "pci", "managed": "yes"}
+    assert hd.find("source/address").attrib == {"domain": "0x0000", "bus": "0x3b", "slot": "0x00",  # type: ignore[union-attr]
+                                                "function": "0x0"}  # fmt: skip
+
+
+@pytest.mark.skipif(not shutil.which("virt-xml-validate"), reason="libxml2-utils/libvirt-clients not installed")
+def test_the_xml_validates_against_libvirts_schema(tmp_path: Path) -> None:
+    for spec in (_spec(), _spec(virt_type="kvm", kernel=None, seed=None, vcpu_pins=("2", "3"), numa_node=0,
+                                hostdevs=(PciAddress.parse("3b:00.0"), PciAddress.parse("0000:af:00.1")))):  # fmt: skip
+        f = tmp_path / "d.xml"
+        f.write_text(domain_xml(spec))
+        proc = subprocess.run(["virt-xml-validate", str(f), "domain"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_passthrough_domain_defines_on_libvirts_test_driver_with_validation() -> None:
+    libvirt = pytest.importorskip("libvirt")
+    conn = libvirt.open("test:///default")
+    xml = domain_xml(_spec(virt_type="kvm", hostdevs=(PciAddress.parse("0000:3b:00.0"),)))
+    dom = conn.defineXMLFlags(xml, libvirt.VIR_DOMAIN_DEFINE_VALIDATE)
+    assert "<hostdev mode='subsystem' type='pci' managed='yes'>" in dom.XMLDesc()
+    with pytest.raises(libvirt.libvirtError):  # the validation is real: an unknown element is refused
+        conn.defineXMLFlags(xml.replace("<memballoon", "<nonsense/><memballoon"), libvirt.VIR_DOMAIN_DEFINE_VALIDATE)
+    dom.undefine()
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"name": "bad name"}, "letters, digits"),
+    ({"vcpus": 0}, "at least 1 vCPU"),
+    ({"vcpu_pins": ("1",)}, "1 vCPU pin(s) for 2 vCPU(s)"),
+    ({"mac": "00:11:22:33:44:55"}, "is not a locally administered"),
+])  # fmt: skip
+def test_bad_domain_settings(kw: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        domain_xml(_spec(**kw))
+
+
+def test_virt_type_is_detected_not_assumed() -> None:
+    assert hostcheck.virt_type(_facts()) == ("kvm", None)
+    t, notice = hostcheck.virt_type(_facts(kvm_pvm=True))  # this machine: libvirt lists kvm, guests cannot boot
+    assert t == "qemu" and "kvm_pvm" in (notice or "") and "TCG" in (notice or "")
+    t, notice = hostcheck.virt_type(_facts(dev_kvm=False))
+    assert t == "qemu" and "KVM is not available" in (notice or "")
+    assert hostcheck.virt_type(_facts(kvm_pvm=True), forced="kvm") == ("kvm", None)  # the inventory decides
+    with pytest.raises(ConfigError, match="is not kvm or qemu"):
+        hostcheck.virt_type(_facts(), forced="xen")
+    no_kvm = CAPS.replace("<domain type='kvm'/>", "")
+    with pytest.raises(ConfigError, match="offers only qemu"):
+        hostcheck.virt_type(_facts(capabilities=no_kvm), forced="kvm")
+
+
+def _gpus(*names: str) -> list[hostcheck.Gpu]:
+    return hostcheck.gpus([(LIBVIRT / n).read_text() for n in names])
+
+
+def test_gpus_from_node_devices() -> None:
+    assert _gpus("nodedev_this_machine_pci.xml") == []  # a NIC, not a GPU
+    (a100,) = _gpus("nodedev_gpu_a100.xml")
+    assert (str(a100.address), a100.vendor, a100.driver) == ("0000:3b:00.0", "NVIDIA", "vfio-pci")
+    assert a100.product == "GA100 [A100 SXM4 40GB]"
+    assert (a100.iommu_group, a100.numa_node, a100.group_members) == (32, 1, (a100.address,))
+
+
+def test_passthrough_preflight_on_a_host_that_can() -> None:
+    found = _gpus("nodedev_gpu_a100.xml")
+    assert hostcheck.passthrough_preflight("v", "all", _facts(), found, ["16-17"]) == found
+    assert hostcheck.passthrough_preflight("v", "0000:3b:00.0", _facts(), found, []) == found
+
+
+@pytest.mark.parametrize(("kw", "files", "wanted", "pins", "message"), [
+    ({"iommu_groups": 0}, ["nodedev_gpu_a100.xml"], "all", [], "this host has no IOMMU"),
+    ({"vfio": False}, ["nodedev_gpu_a100.xml"], "all", [], "vfio-pci is not available"),
+    ({}, [], "all", [], "libvirt sees no GPU on this host"),
+    ({}, ["nodedev_gpu_a100.xml"], "2", [], "2 GPU(s) asked, the host has 1"),
+    ({}, ["nodedev_gpu_a100.xml"], "0000:af:00.0", [], "no GPU at 0000:af:00.0; GPUs here: 0000:3b:00.0"),
+    ({}, ["nodedev_gpu_a100.xml"], "all", ["0-1"], "is on NUMA node 1 (CPUs 16-31) but the vCPUs are pinned"),
+    ({}, ["nodedev_gpu_shared_group.xml"], "all", [], "shares IOMMU group 7 with 0000:66:00.0"),
+])  # fmt: skip
+def test_passthrough_preflight_failures(kw: dict, files: list[str], wanted: str, pins: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        hostcheck.passthrough_preflight("v", wanted, _facts(**kw), _gpus(*files), pins)
+    assert message in str(err.value) and "\n" not in str(err.value)
