@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import one_error_line, run_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
 
 TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "1"]
 
@@ -36,11 +36,17 @@ def _domains() -> list[str]:
 @pytest.fixture(scope="module")
 def vm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     subprocess.run(["bash", "scripts/libvirt-up.sh"], check=True)
-    vms = tmp_path_factory.mktemp("vms")
-    vms.chmod(0o755)  # qemu's user must reach the VMs' files
+    import shutil
+    import tempfile
+
+    # not under pytest's 0700 temp folder: qemu's own user must reach the VMs' files
+    Path("/var/lib/dltestbed").mkdir(parents=True, exist_ok=True)
+    vms = Path(tempfile.mkdtemp(prefix="test-vms-", dir="/var/lib/dltestbed"))
+    vms.chmod(0o755)
     env = {"DLTESTBED_VM_DIR": str(vms)}
     yield env
     run_cli("teardown", env=env)
+    shutil.rmtree(vms, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
