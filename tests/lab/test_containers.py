@@ -54,11 +54,11 @@ def containers(runtime: str) -> list[str]:
 
 @pytest.mark.parametrize("runtime", ["docker", "podman"])
 def test_image_build_is_cached(runtime: str) -> None:
-    first = run_cli("image", "build", "--runtime", runtime, timeout=1800)
+    first = run_cli("image", "build", "--runtime", runtime, "--vm", "no", timeout=1800)
     assert first.returncode == 0, first.stderr[-3000:]
     tag = first.stdout.strip()
     assert tag.startswith("dltestbed-workload:")
-    again = run_cli("image", "build", "--runtime", runtime)
+    again = run_cli("image", "build", "--runtime", runtime, "--vm", "no")
     assert again.returncode == 0 and again.stdout.strip() == tag and "up to date" in again.stderr
     user = subprocess.run([runtime, "run", "--rm", tag, "id", "-u"], capture_output=True, text=True,
                           env=runtime_env(runtime))  # fmt: skip
@@ -77,7 +77,7 @@ def test_bm_and_cbm_interleaved_with_docker(results: Path) -> None:
         assert fp["container_runtime"] == "docker" and fp["container_image_digest"].startswith("sha256:")
         assert fp["container_image"] == fp["container_image_digest"]  # seen from inside the container
         assert fp["python"] != "" and r["status"] == "ok"
-    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["groups"]
     kinds = {g["key"]["target_kind"]: g for g in groups}
     assert set(kinds) == {"bm", "cbm"}
     assert kinds["cbm"]["overhead_percent"] is not None and kinds["cbm"]["images_per_sec"]["std"] is not None

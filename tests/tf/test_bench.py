@@ -52,14 +52,14 @@ def test_bench_runs_report(results: Path) -> None:
     md = run_cli("report", "--results", str(results)).stdout
     rows = [line for line in md.splitlines() if line.startswith("| bm |")]
     assert len(rows) == 2 and all("| 2 |" in row and row.rstrip().endswith("| 0.0 |") for row in rows)
-    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["groups"]
     alex = next(g for g in groups if g["key"]["model"] == "alexnet")
     ips = sorted(r["images_per_sec"] for r in printed if r["model"] == "alexnet")
     assert alex["images_per_sec"]["min"] == ips[0] and alex["images_per_sec"]["max"] == ips[1]
     assert alex["images_per_sec"]["std"] is not None
 
     one = run_cli("report", printed[0]["id"], "--format", "json", "--results", str(results))
-    assert json.loads(one.stdout)[0]["runs"] == 1
+    assert json.loads(one.stdout)["groups"][0]["runs"] == 1
 
 
 def test_bench_real_data_inference(results: Path, dataset_dir: Path) -> None:
