@@ -105,8 +105,17 @@ def record(name: str) -> VMRecord | None:
     return next((r for r in records() if r.name == name), None)
 
 
+def _libvirt() -> Any:
+    """The libvirt binding, or a VMError saying how to get it."""
+    try:
+        import libvirt
+    except ImportError:
+        raise VMError("VMs need libvirt's Python binding: bash scripts/install.sh --vm") from None
+    return libvirt
+
+
 def _connect(uri: str) -> Any:
-    import libvirt
+    libvirt = _libvirt()
 
     libvirt.registerErrorHandler(lambda *_: None, None)  # no stderr noise: errors are raised and reported
     try:
@@ -136,7 +145,7 @@ def host_facts(uri: str = LOCAL_URI) -> hostcheck.HostFacts:
 
 def node_gpus(uri: str = LOCAL_URI) -> list[hostcheck.Gpu]:
     """The host's GPUs as libvirt's node devices list them."""
-    import libvirt
+    libvirt = _libvirt()
 
     conn = _connect(uri)
     try:
@@ -276,7 +285,7 @@ def create(
 
 
 def _define_and_start(uri: str, xml: str) -> None:
-    import libvirt
+    libvirt = _libvirt()
 
     conn = _connect(uri)
     try:
@@ -325,7 +334,7 @@ def _port_open(address: str, port: int) -> bool:
 
 
 def _domain_running(rec: VMRecord) -> bool:
-    import libvirt
+    libvirt = _libvirt()
 
     with _conn_or_none(rec.uri) as conn:
         if conn is None:
@@ -353,11 +362,10 @@ def _conn_or_none(uri: str) -> Iterator[Any]:
 def delete(name: str, uri: str = LOCAL_URI) -> bool:
     """Destroy and undefine the domain, remove the VM's folder (overlay, seed, keys, log). Idempotent:
     False when there was nothing to remove."""
-    import libvirt
-
     found = False
     with _conn_or_none(uri) as conn:
         if conn is not None:
+            libvirt = _libvirt()
             try:
                 dom = conn.lookupByName(DOMAIN_PREFIX + name)
             except libvirt.libvirtError:
