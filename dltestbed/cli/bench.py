@@ -220,7 +220,12 @@ def bench(
         typer.echo("vm/cvm: using this machine's benchmark VM (started if needed: under TCG, ~30 s to SSH)",
                    err=True)  # fmt: skip
 
-    machines = [[make_target(k, h) for k in kinds] for h in hosts]  # every target checked before anything runs
+    try:
+        machines = [[make_target(k, h) for k in kinds] for h in hosts]  # every target checked before anything runs
+    except KeyboardInterrupt:
+        typer.echo("interrupted while preparing the targets: nothing was run; a VM being created was removed",
+                   err=True)  # fmt: skip
+        raise typer.Exit(130) from None
     scenarios.check(options, hosts, plan)
     if stream is not None:
         from dltestbed.results import influx

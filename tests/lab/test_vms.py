@@ -113,3 +113,24 @@ def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], g
     assert f"{vm_env['DLTESTBED_VM_DIR']}/broken/console.log" in text
     assert "(last line: " in text and "(empty)" not in text
     assert not _domains() and not (Path(vm_env["DLTESTBED_VM_DIR"]) / "broken").exists()  # cleaned up
+
+
+def test_a_stop_signal_while_the_vm_boots_leaves_nothing(vm_env: dict[str, str], results: Path) -> None:
+    """SIGTERM (as Ctrl-C) during the VM's creation: the half-made VM is deleted, exit 130."""
+    import os
+    import signal
+    import sys
+    import time
+
+    subprocess.run(["bash", "scripts/libvirt-up.sh"], check=True)
+    argv = [sys.executable, "-m", "dltestbed", "bench", "--targets", "vm", *TINY, "--results", str(results)]
+    proc = subprocess.Popen(argv, env={**os.environ, **vm_env}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _domains() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert _domains(), "the VM was never defined"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted while preparing the targets" in err and "Traceback" not in err
+    assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
