@@ -50,7 +50,7 @@ class Options:
     timeout: float | None = None
 
 
-def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan) -> None:
+def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: Sequence[str] = ()) -> None:
     """Bad combinations fail before anything runs, with one line."""
     if options.scenario not in SCENARIOS:
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
@@ -61,6 +61,10 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan) -> None:
             raise ConfigError(f"scenario distributed needs at least 2 workers; got {n}{hint}")
         if any(s.mode != "train" for s in plan.specs):
             raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
+        if {"vm", "cvm"} & set(kinds) and len(hosts) > 1:
+            raise ConfigError("scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
+                              "so workers in VMs on different hosts cannot reach each other; use one host "
+                              "(--limit HOST --workers N: the workers share its VM) or bm/cbm")  # fmt: skip
     elif options.workers is not None:
         raise ConfigError("--workers is only for --scenario distributed")
     if options.scenario == "shared":
@@ -92,7 +96,7 @@ def run(
     sinks: Sequence[Sink] = (),
 ) -> list[RunRecord]:
     """Run the plan as the scenario says; every run is stored as it goes."""
-    check(options, hosts, plan)
+    check(options, hosts, plan, kinds)
     plan.scenario = options.scenario
     if options.scenario == "distributed":
         return _distributed(plan, hosts, kinds, make_target, store, observer, options, sinks)
@@ -196,7 +200,7 @@ def _worker_addresses(targets: Sequence[Target], placement: Sequence[Any]) -> li
     taken: set[tuple[str, str]] = set()
     out = []
     for t, h in zip(targets, placement, strict=True):
-        addr = _address(h)
+        addr = "127.0.0.1" if t.kind in ("vm", "cvm") else _address(h)  # a host's workers share its one VM
         for _ in range(5):
             port = _probe(t, _FREE_PORT)
             if (addr, port) not in taken:

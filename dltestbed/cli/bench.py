@@ -135,14 +135,26 @@ def bench(
     timeout: float | None = typer.Option(None, help="Seconds after which a run is stopped and stored as failed."),
     targets_opt: str = typer.Option(
         "bm", "--targets", help="Target kinds, comma-separated: bm (bare metal), cbm (a container on it), vm (a "
-        "libvirt VM on this machine, started when needed and kept for the next bench; `dltestbed teardown` "
-        "removes it), cvm (a container in that VM).",
+        "libvirt VM on the host — this machine, or with --inventory each host also in libvirt_hosts — started "
+        "when needed and kept for the next bench; `dltestbed teardown` removes it), cvm (a container in that VM).",
     ),
-    vm_vcpus: int = typer.Option(2, help="vm/cvm: the VM's vCPUs.", rich_help_panel="VM"),
-    vm_memory: int = typer.Option(3072, help="vm/cvm: the VM's memory in MiB.", rich_help_panel="VM"),
+    vm_vcpus: int | None = typer.Option(
+        None, help="vm/cvm: the VM's vCPUs (default 2, or the host's dltestbed_vm_vcpus).", rich_help_panel="VM"
+    ),
+    vm_memory: int | None = typer.Option(
+        None, help="vm/cvm: the VM's memory in MiB (default 3072, or dltestbed_vm_memory_mib).", rich_help_panel="VM"
+    ),
     vm_gpus: str | None = typer.Option(
         None, help="vm/cvm: GPUs to pass through: all, a count, or PCI addresses (checked before anything is "
         "created: IOMMU, vfio-pci, NUMA).", rich_help_panel="VM",
+    ),
+    vm_cpus: str | None = typer.Option(
+        None, help="vm/cvm: host CPUs to pin the vCPUs to, e.g. 0-3 (one each when the counts match).",
+        rich_help_panel="VM",
+    ),
+    vm_numa_node: int | None = typer.Option(
+        None, help="vm/cvm: take the VM's memory from this host NUMA node only (put the GPU's node here).",
+        rich_help_panel="VM",
     ),
     vm_virt_type: str | None = typer.Option(
         None, help="vm/cvm: kvm or qemu (default: detected; qemu = TCG emulation).", rich_help_panel="VM"
@@ -210,15 +222,16 @@ def bench(
     def make_target(kind: str, host: object) -> object:
         return make(kind, host, runtime=runtime)
 
+    scenarios.check(options, hosts, plan, kinds)  # before any VM is started
+
     if any(k in ("vm", "cvm") for k in kinds):
         from dltestbed import targets as targets_mod
 
-        if inventory is not None:
-            raise ConfigError("--targets vm/cvm run on this machine's VM; with --inventory: bm and cbm")
-        targets_mod.VM_SETTINGS.update(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, virt_type=vm_virt_type,
-                                       on_notice=lambda line: typer.echo(f"notice: {line}", err=True))  # fmt: skip
-        typer.echo("vm/cvm: using this machine's benchmark VM (started if needed: under TCG, ~30 s to SSH)",
-                   err=True)  # fmt: skip
+        targets_mod.VM_OVERRIDES.update(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus,
+                                        numa_node=vm_numa_node, virt_type=vm_virt_type)  # fmt: skip
+        targets_mod.VM_NOTICES.append(lambda line: typer.echo(f"notice: {line}", err=True))
+        where = "each host's" if inventory is not None else "this machine's"
+        typer.echo(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)", err=True)
 
     try:
         machines = [[make_target(k, h) for k in kinds] for h in hosts]  # every target checked before anything runs
@@ -226,7 +239,6 @@ def bench(
         typer.echo("interrupted while preparing the targets: nothing was run; a VM being created was removed",
                    err=True)  # fmt: skip
         raise typer.Exit(130) from None
-    scenarios.check(options, hosts, plan)
     if stream is not None:
         from dltestbed.results import influx
 

@@ -18,6 +18,10 @@ def up(
     name: str = typer.Option("lab", help=NAME_HELP),
     subnet: str = typer.Option("10.213.77.0/24", help="Private IPv4 network of the lab's bridge."),
     containers: bool = typer.Option(False, "--containers", help="Hosts are container hosts too (Podman; cbm targets)."),
+    vms: bool = typer.Option(
+        False, "--vms", help="Hosts are libvirt hosts too (vm, cvm targets): each one reaches this machine's "
+        "libvirtd through its socket, so VMs, pool and network are shared among them.",
+    ),
 ) -> None:
     """Make the lab's hosts and write an Ansible inventory for them (its path is printed last)."""
     import time
@@ -25,7 +29,7 @@ def up(
     from dltestbed import lab
 
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers)
+    state = lab.up(name, hosts, subnet, containers, vms)
     took = time.monotonic() - t0
     names = ", ".join(f"{h.name} ({h.ip})" for h in state.hosts)
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)

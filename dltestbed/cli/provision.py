@@ -18,7 +18,8 @@ def provision(
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
-    Facts first (Python, OS, GPUs and driver), then the install; a second run changes nothing.
+    Facts first (Python, OS, GPUs and driver), then the install, then on each libvirt host its
+    benchmark VM (`bench --targets vm,cvm` uses it); a second run changes nothing.
 
     Exits 2 when a host could not be provisioned; the summary says which were and which were not.
     """
@@ -34,7 +35,8 @@ def provision(
 
     def on_phase(phase: str) -> None:
         label = {"facts": "gathering facts", "wheelhouse": "building the wheelhouse",
-                 "image": "building the container image", "install": "installing the workload"}[phase]  # fmt: skip
+                 "image": "building the container image", "install": "installing the workload",
+                 "vms": "making the VMs (the guest image is built first when missing)"}[phase]  # fmt: skip
         console.print(f"[bold]{label}[/]")
 
     def on_event(kind: str, outcome: Any, event: dict[str, Any]) -> None:
@@ -50,7 +52,10 @@ def provision(
             extra = f": {escape(outcome.message)}" if kind != "runner_on_ok" and outcome.message else ""
             console.print(f"  {outcome.name:<16} {mark:<22} {task}{extra}")
 
-    report = run(inventory, layout.value, limit, check, on_event=on_event, on_phase=on_phase)
+    def on_notice(line: str) -> None:
+        console.print(f"  notice: {escape(line)}")
+
+    report = run(inventory, layout.value, limit, check, on_event=on_event, on_phase=on_phase, on_notice=on_notice)
     table = Table(title=f"provision {report.id}: layout {report.layout}" + (" (check mode)" if check else ""))
     for col in ("host", "address", "kinds", "python", "os", "TF build", "GPUs", "ok", "changed", "result"):
         table.add_column(col)
@@ -62,6 +67,9 @@ def provision(
         table.add_row(h.name, h.address, ",".join(h.kinds), h.python or "—", h.os or "—", h.flavor or "—",
                       str(len(h.gpus)), str(h.ok), str(h.changed), result)  # fmt: skip
     Console(stderr=True, width=200 if not console.is_terminal else None).print(table)
+    for h in report.hosts:
+        if h.vm:
+            console.print(f"VM on {h.name}: {escape(h.vm)}")
     console.print(f"artifacts: {report.artifacts}")
     done = [h for h in report.hosts if h.status != "failed"]
     if not report.failed:

@@ -9,11 +9,14 @@ import typer
 
 def teardown(
     inventory: Path | None = typer.Option(
-        None, help="Also remove dltestbed's containers on this inventory's container hosts (over SSH)."
+        None, help="Also sweep this inventory's hosts: dltestbed's VMs on its libvirt_hosts, its containers on "
+        "its container_hosts (over SSH).",
     ),
 ) -> None:
-    """Remove dltestbed's VMs (domains, overlays, seeds, keys, console logs, the VM bridge) and its
-    containers on this machine — and, with --inventory, its containers on those hosts. Safe to run again."""
+    """Remove dltestbed's VMs (domains, overlays, seeds, keys, console logs, the VM network) wherever it
+    made them, and its containers on this machine — and, with --inventory, every dltestbed VM and
+    container on those hosts, recorded or not. A remote host keeps the uploaded guest image for its
+    next VM. Safe to run again."""
     import shutil
     import subprocess
 
@@ -24,9 +27,11 @@ def teardown(
         try:
             removed += [f"VM {n}" for n in lifecycle.teardown()]
         except lifecycle.VMError as exc:
-            if lifecycle.records():
+            if any(r.uri == lifecycle.LOCAL_URI for r in lifecycle.records()):
                 raise
-            typer.echo(f"no VM removed: {exc}", err=True)
+            typer.echo(f"no VM removed here: {exc}", err=True)
+    failed: list[str] = []
+    removed += _remote_vms(inventory, failed)
     for rt in ("docker", "podman"):
         if not shutil.which(rt):
             continue
@@ -40,6 +45,36 @@ def teardown(
     if inventory is not None:
         removed += _remote_containers(inventory)
     typer.echo(f"removed: {', '.join(removed)}" if removed else "nothing to remove", err=True)
+    if failed:
+        from dltestbed.errors import DltestbedError
+
+        raise DltestbedError(f"{len(failed)} host(s) could not be cleaned: {failed[0]}")
+
+
+def _remote_vms(inventory: Path | None, failed: list[str]) -> list[str]:
+    """VMs recorded on other hosts, and with an inventory, every dltestbed VM on its libvirt hosts."""
+    from dltestbed.vms import hypervisor, lifecycle
+
+    hvs: dict[str, hypervisor.Hypervisor] = {}
+    for rec in lifecycle.records():
+        if rec.uri != lifecycle.LOCAL_URI:
+            hvs.setdefault(rec.uri, hypervisor.Hypervisor(rec.uri, rec.pool_dir))
+    names: dict[str, str] = {r.uri: r.host or "?" for r in lifecycle.records()}
+    if inventory is not None:
+        from dltestbed import inventory as inventory_mod
+
+        for host in inventory_mod.load(inventory).in_group("libvirt_hosts"):
+            hv = hypervisor.for_host(host)
+            hvs[hv.uri] = hv
+            names[hv.uri] = host.name
+    out = []
+    for uri, hv in hvs.items():
+        try:
+            out += [f"VM {n} on {names.get(uri, '?')}" for n in lifecycle.teardown(hv)]
+        except lifecycle.VMError as exc:  # that host is down: its records stay for a later teardown
+            typer.echo(f"not removed: {exc}", err=True)
+            failed.append(str(exc))
+    return out
 
 
 def _remote_containers(inventory: Path) -> list[str]:

@@ -62,6 +62,7 @@ def inventory_text(lab: LabState) -> str:
                     if lab.containers
                     else {}
                 ),
+                **({"libvirt_hosts": {"hosts": {h.name: None for h in lab.hosts}}} if lab.vms else {}),
             },
         }
     }
@@ -77,12 +78,15 @@ def _healthy(lab: LabState) -> bool:
     return lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip) for h in lab.hosts)
 
 
-def up(name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False) -> LabState:
+def up(
+    name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False
+) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state."""
     _require_root()
-    want = plan(name, hosts, subnet, containers)
+    want = plan(name, hosts, subnet, containers, vms)
     old = LabState.load(name)
     same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
+    same = same and old.vms == vms
     if old and same and _healthy(old):
         return old
     down(name)

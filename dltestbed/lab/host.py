@@ -137,6 +137,8 @@ def start_script(lab: LabState, host: LabHost) -> str:
         f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
         # container storage cannot live on the overlay: give it a folder of the real filesystem
         *(_container_setup(d, m) if lab.containers else []),
+        # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
+        *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
         f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
     ])  # fmt: skip
 

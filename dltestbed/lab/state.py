@@ -62,6 +62,7 @@ class LabState:
     bridge_ip: str
     status: str = "creating"
     containers: bool = False  # hosts are also container hosts (podman, storage on a real filesystem)
+    vms: bool = False  # hosts are also libvirt hosts (this machine's libvirtd, its socket bound into each host)
     hosts: list[LabHost] = field(default_factory=list)
 
     @property
@@ -102,7 +103,7 @@ class LabState:
         return cls(**raw)
 
 
-def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False) -> LabState:
+def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False) -> LabState:
     """The names and addresses of a lab of `hosts` hosts, validated."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
@@ -117,7 +118,8 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
     base = net.network_address
     state = LabState(
-        name=name, subnet=str(net), bridge=bridge_name(name), bridge_ip=str(base + 1), containers=containers
+        name=name, subnet=str(net), bridge=bridge_name(name), bridge_ip=str(base + 1), containers=containers,
+        vms=vms,
     )
     for i in range(1, hosts + 1):
         state.hosts.append(LabHost(

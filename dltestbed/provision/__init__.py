@@ -46,6 +46,7 @@ class HostReport:
     os: str | None = None
     gpus: list[dict[str, Any]] = field(default_factory=list)
     runtime: str | None = None  # container runtime, for container hosts
+    vm: str | None = None  # libvirt hosts: the VM made (or found) there
     image: str | None = None  # the workload image loaded there
     ok: int = 0
     changed: int = 0
@@ -95,8 +96,10 @@ def provision(
     check: bool = False,
     on_event: EventHook | None = None,
     on_phase: Callable[[str], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> ProvisionReport:
-    """Run the facts and site phases on the hosts of `layout`; never raises for a host's failure."""
+    """Run the facts and site phases on the hosts of `layout`, then make the VMs of its libvirt hosts;
+    never raises for a host's failure."""
     inv = inventory_mod.load(inventory_path, limit)
     placements = layout_mod.resolve(layout, inv)
     root = wheelhouse.source_root()
@@ -147,6 +150,7 @@ def provision(
             houses[flavor] = wheelhouse.build(flavor)
         report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
         containers = _container_images(inv, targets, houses, on_phase)
+        libvirt_hosts = [h for h in targets if {"vm", "cvm"} & set(h.kinds)]
         extravars = {
             "dltestbed_hosts": ",".join(h.name for h in targets),
             "dltestbed_flavors": flavors,
@@ -154,12 +158,16 @@ def provision(
             "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
             "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
             **containers,
+            "dltestbed_libvirt_targets": ",".join(h.name for h in libvirt_hosts),
         }
         if on_phase:
             on_phase("install")
         site = run_playbook(root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event,
                             forks, check)  # fmt: skip
         _finish(targets, site, check)
+        ready = [h for h in libvirt_hosts if h.status != "failed"]
+        if ready and not check:
+            _vms(inv, ready, on_phase, on_notice)
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
 
@@ -194,6 +202,46 @@ def _container_images(
         "dltestbed_runtimes": runtimes,
         "dltestbed_images": images,
     }
+
+
+def _vms(
+    inv: inventory_mod.Inventory,
+    hosts: list[HostReport],
+    on_phase: Callable[[str], None] | None,
+    on_notice: Callable[[str], None] | None,
+) -> None:
+    """Each libvirt host's benchmark VM, from this build's guest image (built here when missing):
+    reused when current, else made; bench finds it by the host's name."""
+    from dltestbed.errors import DltestbedError
+    from dltestbed.provision import image
+    from dltestbed.vms import hypervisor, lifecycle
+    from dltestbed.vms import image as guest
+    from dltestbed.vms.settings import VMSettings
+
+    if on_phase:
+        on_phase("vms")
+    try:
+        house = wheelhouse.build("cpu")  # the guest image holds the CPU build (see vm-images/README.md)
+        pod = image.find("podman", house) or image.build("podman", house)
+        img = guest.find(house, pod) or guest.build(house, pod)
+    except DltestbedError as exc:
+        for h in hosts:
+            h.status, h.reason = "failed", f"no VM guest image: {exc}"
+        return
+    for h in hosts:
+        host = inv.hosts[h.name]
+        try:
+            settings = VMSettings.from_vars(host.vars, host.name)
+            rec, made = lifecycle.ensure(lifecycle.vm_name(host.name), img, settings, hypervisor.for_host(host),
+                                         on_notice)  # fmt: skip
+        except DltestbedError as exc:
+            h.status, h.reason = "failed", f"VM: {exc}"
+            continue
+        if made:
+            h.vm = f"{rec.name} at {rec.address} ({rec.virt_type}), made: SSH in {rec.ready_seconds} s"
+            h.status, h.changed = "provisioned", h.changed + 1
+        else:
+            h.vm = f"{rec.name} at {rec.address} ({rec.virt_type}), running"
 
 
 def _note(h: HostReport, out: HostOutcome | None) -> None:

@@ -51,63 +51,74 @@ def make(kind: str, host: object | None = None, runtime: str | None = None) -> T
     """A target of `kind`: on this machine when host is None, else on that inventory host.
 
     cbm wraps the bare-metal target of the same machine; its image must have been built
-    (`dltestbed image build`), or this is a ConfigError that says so.
+    (`dltestbed image build`), or this is a ConfigError that says so. vm and cvm use the machine's
+    benchmark VM, made (or reused) with the guest image of this build.
     """
     if kind not in KINDS:
         raise ConfigError(f"unknown target kind {kind!r}; known: {', '.join(KINDS)}")
+    if kind in ("vm", "cvm"):
+        return _vm_target(kind, host)
     if host is not None:
         from dltestbed.targets.ssh import SSHTarget
 
         if kind == "cbm":
             return _remote_container(host, runtime)
-        if kind != "bm":
-            raise ConfigError(
-                f"target kind {kind!r} on inventory hosts is not available in this version; available there: bm, cbm"
-            )
         return SSHTarget(host)  # type: ignore[arg-type]
     if kind == "cbm":
         return _local_container(runtime)
-    if kind in ("vm", "cvm"):
-        return _local_vm_target(kind)
     return factory(kind)()
 
 
 LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
-VM_SETTINGS: dict[str, object] = {"vcpus": 2, "memory_mib": 3072, "virt_type": None, "gpus": None}
+VM_OVERRIDES: dict[str, object] = {}  # bench's --vm-* options, over the inventory's dltestbed_vm_* variables
+VM_NOTICES: list[Callable[[str], None]] = []  # who hears "uploading…", "TCG…"
+_VMS: dict[str | None, object] = {}  # per host name (None: this machine): its VM record, made once per process
 
 
-@functools.cache
-def _local_vm() -> object:
-    """This machine's benchmark VM for this dltestbed build: reused while its image is current,
-    recreated when the build changed (its workload would be stale), created when missing."""
+def _guest_image() -> object:
     from dltestbed.provision import wheelhouse
     from dltestbed.vms import image as guest
-    from dltestbed.vms import lifecycle
 
     pod = _built_image("podman")
     img = guest.find(wheelhouse.build("cpu"), pod) if pod else None
     if img is None:
         raise ConfigError("vm: no VM guest image for this dltestbed build; run `dltestbed image build`")
-    rec = lifecycle.record(LOCAL_VM)
-    settings = {k: v for k, v in VM_SETTINGS.items() if k in ("vcpus", "memory_mib", "gpus")}
-    if rec is not None and rec.image_key == img.key and all(getattr(rec, k) == v for k, v in settings.items()):
-        try:
-            lifecycle.wait_ssh(rec, timeout=120)  # started earlier by a bench or provision: still there?
-            return rec
-        except lifecycle.VMError:
-            pass
-    lifecycle.delete(LOCAL_VM)
-    notice = VM_SETTINGS.get("on_notice")
-    return lifecycle.create(LOCAL_VM, img, vcpus=int(VM_SETTINGS["vcpus"]), memory_mib=int(VM_SETTINGS["memory_mib"]),  # type: ignore[call-overload]
-                            virt_type=VM_SETTINGS["virt_type"], gpus=VM_SETTINGS["gpus"], on_notice=notice)  # type: ignore[arg-type]
+    return img
 
 
-def _local_vm_target(kind: str) -> Target:
+def vm_record(host: object | None) -> object:
+    """The benchmark VM of this machine (host None) or of an inventory host of group libvirt_hosts:
+    reused while its image and settings are current, else (re)made."""
+    from dltestbed.vms import hypervisor, lifecycle
+    from dltestbed.vms.settings import VMSettings
+
+    key = getattr(host, "name", None)
+    if key in _VMS:
+        return _VMS[key]
+    if host is None:
+        hv, name, host_vars = hypervisor.local(), LOCAL_VM, {}
+    else:
+        if "libvirt_hosts" not in getattr(host, "groups", ()):
+            raise ConfigError(f"vm on {key}: the host is not in group libvirt_hosts of the inventory")
+        hv, name, host_vars = hypervisor.for_host(host), lifecycle.vm_name(str(key)), getattr(host, "vars", {})  # type: ignore[arg-type]
+    settings = VMSettings.from_vars(host_vars, key or "this machine", VM_OVERRIDES)
+    img = _guest_image()
+
+    def notice(line: str) -> None:
+        for hear in VM_NOTICES:
+            hear(line)
+
+    rec, _ = lifecycle.ensure(name, img, settings, hv, notice)  # type: ignore[arg-type]
+    _VMS[key] = rec
+    return rec
+
+
+def _vm_target(kind: str, host: object | None) -> Target:
     from dltestbed.targets.container import ContainerTarget
     from dltestbed.targets.vm import VMTarget
 
-    rec = _local_vm()
-    vm = VMTarget(rec)  # type: ignore[arg-type]
+    rec = vm_record(host)
+    vm = VMTarget(rec, via=host)  # type: ignore[arg-type]
     if kind == "vm":
         return vm
     return ContainerTarget(vm, "podman", rec.container_tag, rec.container_digest, kind="cvm")  # type: ignore[attr-defined]

@@ -55,6 +55,13 @@ class _ErrStream(LineStream):
             self._log.flush()
 
 
+def _close(conn: Any) -> None:
+    """Close a connection and the gateway it jumped through (fabric leaves that open)."""
+    conn.close()
+    if conn.gateway and not isinstance(conn.gateway, str):
+        conn.gateway.close()
+
+
 def known_hosts_files(host: Host) -> list[Path]:
     """Where this host's key may be recorded: the inventory's UserKnownHostsFile, dltestbed's
     record from provisioning, and the user's ~/.ssh/known_hosts."""
@@ -84,7 +91,7 @@ class SSHTarget:
         """Stop the command in progress (from another thread): its session is closed."""
         self._aborted.set()
         if self._conn is not None:
-            self._conn.close()
+            _close(self._conn)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal, reached over SSH."""
@@ -94,23 +101,34 @@ class SSHTarget:
     def _known_hosts(self) -> list[Path]:
         return known_hosts_files(self.spec)
 
+    def _gateway(self) -> Any:
+        """An open connection to jump through (None: connect directly)."""
+        return None
+
     def _connect(self) -> Any:
         import paramiko
         from fabric import Connection
 
         h = self.spec
+        gateway = self._gateway()
         kwargs: dict[str, Any] = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout}
         if h.key_file:
             kwargs["key_filename"] = os.path.expanduser(h.key_file)
+        jump = {"gateway": gateway} if gateway is not None else {}  # else the user's ssh config may name one
         conn = Connection(h.address, user=h.user or None, port=h.port, connect_timeout=int(self.connect_timeout),
-                          connect_kwargs=kwargs)  # fmt: skip
+                          connect_kwargs=kwargs, **jump)  # fmt: skip
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         files = self._known_hosts()
         for f in files:
             conn.client.load_host_keys(str(f))
         where = f"host {h.name} ({h.address}:{h.port})"
         try:
-            conn.open()
+            try:
+                conn.open()
+            except BaseException:
+                if gateway is not None:
+                    gateway.close()
+                raise
         except paramiko.BadHostKeyException:
             raise TargetError(f"{where}: its host key changed since it was recorded; check the host, then "
                               f"remove the old key from {', '.join(map(str, files))}") from None  # fmt: skip
@@ -155,7 +173,7 @@ class SSHTarget:
             raise TargetError(f"host {self.name}: the SSH session broke: {exc}") from None
         finally:
             self._conn = None
-            conn.close()  # the remote workload sees stdin close and stops (--watch-stdin)
+            _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
             out.close()
             err.close()
             if log:

@@ -1,45 +1,40 @@
 """VM lifecycle with libvirt-python: create (overlay, seed, define, start) → wait for SSH → use → delete.
 
-`delete` is idempotent and safe after a half-finished create; every VM's files live in its own folder
-under vm_root() with a vm.json record, so `dltestbed teardown` finds them even after a crash."""
+A VM lives on a Hypervisor (this machine or an inventory host); its disks and console log are
+volumes of that host's pool, its record and SSH keys stay here, in vm_root()/<name>/vm.json, so
+`dltestbed teardown` finds every VM it made even after a crash. `delete` is idempotent and safe
+after a half-finished create."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.errors import DltestbedError
 from dltestbed.vms import hostcheck
+from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms.domain import DomainSpec, domain_xml
+from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError, vm_root
 from dltestbed.vms.image import CMDLINE, GuestImage
+from dltestbed.vms.settings import VMSettings
 
-LOCAL_URI = "qemu:///system"
-BRIDGE = "dltvm0"
-SUBNET = "10.213.90"  # .1 is the host's end of the bridge; VMs from .10
+if TYPE_CHECKING:
+    from dltestbed.inventory import Host
+
 DOMAIN_PREFIX = "dltestbed-"
 SSH_TIMEOUT = 300.0
 
-
-class VMError(DltestbedError):
-    """A VM could not be created, reached or removed."""
-
-    exit_code = 1
-
-
-def vm_root() -> Path:
-    """$DLTESTBED_VM_DIR, else /var/lib/dltestbed/vms: one folder per VM."""
-    return Path(os.environ.get("DLTESTBED_VM_DIR") or "/var/lib/dltestbed/vms")
+__all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "teardown", "vm_root", "wait_ssh"]
 
 
 @dataclass
@@ -60,10 +55,14 @@ class VMRecord:
     created_at: float
     gpus: str | None = None  # what was asked to be passed through
     ready_seconds: float | None = None  # from start to SSH answering
+    host: str | None = None  # the inventory host it runs on (None: this machine)
+    pool_dir: str = ""  # its disks and console log, on that host
+    vcpu_pins: tuple[str, ...] | list[str] = ()
+    numa_node: int | None = None
 
     @property
     def folder(self) -> Path:
-        """The VM's files."""
+        """The VM's files on this machine: record and keys."""
         return vm_root() / self.name
 
     @property
@@ -82,9 +81,9 @@ class VMRecord:
         return self.folder / "ssh" / "known_hosts"
 
     @property
-    def console_log(self) -> Path:
-        """Its serial console."""
-        return self.folder / "console.log"
+    def console_log(self) -> str:
+        """Its serial console, on the hypervisor host."""
+        return f"{self.pool_dir}/{self.name}.console.log"
 
     def save(self) -> None:
         """Write vm.json."""
@@ -96,7 +95,9 @@ def records() -> list[VMRecord]:
     out = []
     for meta in sorted(vm_root().glob("*/vm.json")):
         with contextlib.suppress(ValueError, TypeError):
-            out.append(VMRecord(**json.loads(meta.read_text())))
+            raw = json.loads(meta.read_text())
+            raw["vcpu_pins"] = tuple(raw.get("vcpu_pins") or ())
+            out.append(VMRecord(**raw))
     return out
 
 
@@ -105,54 +106,13 @@ def record(name: str) -> VMRecord | None:
     return next((r for r in records() if r.name == name), None)
 
 
-def _libvirt() -> Any:
-    """The libvirt binding, or a VMError saying how to get it."""
-    try:
-        import libvirt
-    except ImportError:
-        raise VMError("VMs need libvirt's Python binding: bash scripts/install.sh --vm") from None
-    return libvirt
+def _hypervisor_of(rec: VMRecord, host: Host | None = None) -> Hypervisor:
+    return Hypervisor(rec.uri, rec.pool_dir or str(vm_root() / "pool"), host)
 
 
-def _connect(uri: str) -> Any:
-    libvirt = _libvirt()
-
-    libvirt.registerErrorHandler(lambda *_: None, None)  # no stderr noise: errors are raised and reported
-    try:
-        return libvirt.open(uri)
-    except libvirt.libvirtError as exc:
-        raise VMError(f"libvirt at {uri}: {exc.get_error_message()} (is libvirtd running?)") from None
-
-
-def host_facts(uri: str = LOCAL_URI) -> hostcheck.HostFacts:
-    """Facts about this machine for the checks (remote hosts: gathered by provisioning)."""
-    conn = _connect(uri)
-    try:
-        caps = conn.getCapabilities()
-    finally:
-        conn.close()
-    nodes = {}
-    for node in sorted(Path("/sys/devices/system/node").glob("node[0-9]*")):
-        with contextlib.suppress(OSError):
-            nodes[int(node.name[4:])] = (node / "cpulist").read_text().strip()
-    groups = Path("/sys/kernel/iommu_groups")
-    return hostcheck.HostFacts(
-        capabilities=caps, kvm_pvm=Path("/sys/module/kvm_pvm").exists(), dev_kvm=Path("/dev/kvm").exists(),
-        iommu_groups=len(list(groups.iterdir())) if groups.is_dir() else 0, vfio=Path("/dev/vfio").exists(),
-        numa_cpus=nodes,
-    )  # fmt: skip
-
-
-def node_gpus(uri: str = LOCAL_URI) -> list[hostcheck.Gpu]:
-    """The host's GPUs as libvirt's node devices list them."""
-    libvirt = _libvirt()
-
-    conn = _connect(uri)
-    try:
-        devs = conn.listAllDevices(libvirt.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV)
-        return hostcheck.gpus([d.XMLDesc() for d in devs])
-    finally:
-        conn.close()
+def host_facts() -> hostcheck.HostFacts:
+    """Facts about this machine for the checks."""
+    return hv_mod.local().facts()
 
 
 def _mac(name: str) -> str:
@@ -169,17 +129,6 @@ def _free_address() -> str:
     raise VMError(f"no free address left in {SUBNET}.0/24")
 
 
-def ensure_bridge() -> None:
-    """The host bridge VMs join (created once; removed by teardown when no VM is left)."""
-    from dltestbed.lab import net
-
-    if BRIDGE in net.links():
-        return
-    net.ip("link", "add", BRIDGE, "type", "bridge")
-    net.ip("addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
-    net.ip("link", "set", BRIDGE, "up")
-
-
 def _run(argv: list[str], what: str) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -189,6 +138,7 @@ def _run(argv: list[str], what: str) -> None:
 def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) -> Path:
     """The seed disk: a small vfat volume labelled cidata. Our image reads dltestbed/*; cloud-init
     (a user's cloud image) reads meta-data, user-data and network-config."""
+    gateway = f"{SUBNET}.1"  # the host's end of the bridge: a jump host reaches the VM through it
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         (d / "dltestbed").mkdir()
@@ -196,7 +146,7 @@ def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) ->
         shutil.copy(host_key, d / "dltestbed" / "ssh_host_ed25519_key")
         shutil.copy(host_key.with_suffix(".pub"), d / "dltestbed" / "ssh_host_ed25519_key.pub")
         (d / "dltestbed" / "hostname").write_text(name + "\n")
-        (d / "dltestbed" / "network").write_text(f"ADDRESS={address}/24\nGATEWAY=\n")
+        (d / "dltestbed" / "network").write_text(f"ADDRESS={address}/24\nGATEWAY={gateway}\n")
         (d / "meta-data").write_text(f"instance-id: {name}\nlocal-hostname: {name}\n")
         private = host_key.read_text()
         indented = "\n".join("      " + line for line in private.strip().splitlines())
@@ -209,7 +159,7 @@ def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) ->
         )  # fmt: skip
         (d / "network-config").write_text(
             f"version: 2\nethernets:\n  eth0:\n    match:\n      macaddress: '{_mac(name)}'\n"
-            f"    addresses: [{address}/24]\n"
+            f"    addresses: [{address}/24]\n    routes:\n      - to: default\n        via: {gateway}\n"
         )  # fmt: skip
         seed = folder / "seed.img"
         _run(["mkfs.vfat", "-n", "CIDATA", "-C", str(seed), "2048"], "mkfs.vfat for the seed disk")
@@ -217,6 +167,13 @@ def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) ->
             _run(["mcopy", "-s", "-i", str(seed), str(entry), "::"], "mcopy to the seed disk")
         seed.chmod(0o600)
     return seed
+
+
+def vm_name(host_name: str) -> str:
+    """The name of dltestbed's VM on an inventory host: letters, digits and '-' only."""
+    import re
+
+    return "on-" + re.sub(r"[^A-Za-z0-9-]", "-", host_name)[:50]
 
 
 def create(
@@ -228,33 +185,33 @@ def create(
     gpus: str | None = None,
     vcpu_pins: tuple[str, ...] = (),
     numa_node: int | None = None,
-    uri: str = LOCAL_URI,
-    on_notice: Any = None,
+    hv: Hypervisor | None = None,
+    on_notice: Callable[[str], None] | None = None,
     cmdline: str = CMDLINE,
     ssh_timeout: float = SSH_TIMEOUT,
 ) -> VMRecord:
-    """Create and start a VM from a guest image and wait until SSH answers. Passthrough and host
-    checks run before anything exists; a failure after that deletes what was made."""
-    if uri != LOCAL_URI:
-        raise ConfigError(f"VMs on remote libvirt hosts ({uri}) are not available in this version; use {LOCAL_URI}")
+    """Create and start a VM from a guest image on a hypervisor (default: this machine) and wait
+    until SSH answers. Host checks run before anything exists; a failure after that deletes what was made."""
+    hv = hv or hv_mod.local()
     if record(name) is not None:
         raise VMError(f"VM {name} exists already (dltestbed teardown removes it)")
-    facts = host_facts(uri)
+    facts = hv.facts()
     chosen_type, notice = hostcheck.virt_type(facts, virt_type)
     hostdevs: tuple = ()
     if gpus and gpus != "0":
-        chosen = hostcheck.passthrough_preflight(name, gpus, facts, node_gpus(uri), list(vcpu_pins))
+        chosen = hostcheck.passthrough_preflight(name, gpus, facts, hv.gpus(), list(vcpu_pins))
         hostdevs = tuple(g.address for g in chosen)
     if notice and on_notice:
         on_notice(f"VM {name}: {notice}")
     folder = vm_root() / name
-    rec = VMRecord(name=name, uri=uri, address=_free_address(), mac=_mac(name), bridge=BRIDGE,
+    rec = VMRecord(name=name, uri=hv.uri, address=_free_address(), mac=_mac(name), bridge=BRIDGE,
                    virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib, image_key=image.key,
                    container_tag=image.container_tag, container_digest=image.container_digest,
-                   created_at=time.time(), gpus=gpus)  # fmt: skip
+                   created_at=time.time(), gpus=gpus, host=hv.host.name if hv.host else None,
+                   pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node)  # fmt: skip
     try:
         folder.mkdir(parents=True)
-        folder.chmod(0o711)  # qemu's user reaches the disks by name; it cannot list the folder
+        folder.chmod(0o700)
         rec.save()
         ssh = folder / "ssh"
         ssh.mkdir(mode=0o700)
@@ -262,67 +219,85 @@ def create(
              "ssh-keygen")  # fmt: skip
         host_key = ssh / "ssh_host_ed25519_key"
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(host_key)], "ssh-keygen")
-        rec.known_hosts.write_text(f"{rec.address} {host_key.with_suffix('.pub').read_text().split(' ', 2)[0]} "
-                                   f"{host_key.with_suffix('.pub').read_text().split(' ', 2)[1]}\n")  # fmt: skip
-        seed = _seed(folder, name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key)
-        overlay = folder / "overlay.qcow2"
-        _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(image.disk), str(overlay)],
-             "qemu-img create (the VM's overlay)")  # fmt: skip
-        ensure_bridge()
-        spec = DomainSpec(name=rec.domain, virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib,  # type: ignore[arg-type]
-                          disk=str(overlay), console_log=str(rec.console_log), bridge=BRIDGE, mac=rec.mac,
-                          seed=str(seed), kernel=str(image.kernel), initrd=str(image.initrd), cmdline=cmdline,
-                          vcpu_pins=vcpu_pins, numa_node=numa_node, hostdevs=hostdevs)  # fmt: skip
-        started = time.monotonic()
-        _define_and_start(uri, domain_xml(spec))
-        wait_ssh(rec, ssh_timeout)
+        kind, key = host_key.with_suffix(".pub").read_text().split(" ", 2)[:2]
+        rec.known_hosts.write_text(f"{rec.address} {kind} {key}\n")
+        with hv.connect() as conn:
+            pool = hv_mod.pool(conn, hv)
+            in_use = {r.image_key for r in records() if r.uri == hv.uri and r.name != name}
+            staged = hv_mod.stage_image(conn, pool, hv, image, in_use, on_notice)
+            with tempfile.TemporaryDirectory() as tmp:
+                seed_file = _seed(Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key)
+                seed = hv_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
+            host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
+            disk = hv_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, staged.capacity)
+            hv_mod.ensure_network(conn)
+            spec = DomainSpec(name=rec.domain, virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib,  # type: ignore[arg-type]
+                              disk=disk, console_log=rec.console_log, bridge=BRIDGE, mac=rec.mac, seed=seed,
+                              kernel=staged.kernel, initrd=staged.initrd, cmdline=cmdline, vcpu_pins=tuple(vcpu_pins),
+                              numa_node=numa_node, hostdevs=hostdevs)  # fmt: skip
+            started = time.monotonic()
+            _define_and_start(conn, domain_xml(spec))
+        wait_ssh(rec, ssh_timeout, via=hv.host)
         rec.ready_seconds = round(time.monotonic() - started, 1)
         rec.save()
     except BaseException:
-        delete(name)
+        with contextlib.suppress(DltestbedError):  # a host gone mid-create keeps the record for teardown
+            delete(name, hv)
+            release(hv)
         raise
     return rec
 
 
-def _define_and_start(uri: str, xml: str) -> None:
-    libvirt = _libvirt()
+def ensure(name: str, image: GuestImage, settings: VMSettings, hv: Hypervisor | None = None,
+           on_notice: Callable[[str], None] | None = None) -> tuple[VMRecord, bool]:  # fmt: skip
+    """The VM `name` on hv with this image and these settings: the one there when it matches and
+    answers, else a new one (a stale one is deleted first). (record, created)."""
+    hv = hv or hv_mod.local()
+    rec = record(name)
+    same = rec is not None and rec.uri == hv.uri and rec.image_key == image.key and (
+        rec.vcpus, rec.memory_mib, rec.gpus, tuple(rec.vcpu_pins), rec.numa_node
+    ) == (settings.vcpus, settings.memory_mib, settings.gpus, settings.pins(), settings.numa_node)
+    if rec is not None and same:
+        try:
+            wait_ssh(rec, timeout=120, via=hv.host)  # made earlier by a bench or provision: still there?
+            return rec, False
+        except VMError:
+            pass
+    delete(name, hv if rec is None or rec.uri == hv.uri else None)
+    made = create(name, image, vcpus=settings.vcpus, memory_mib=settings.memory_mib, virt_type=settings.virt_type,
+                  gpus=settings.gpus, vcpu_pins=settings.pins(), numa_node=settings.numa_node, hv=hv,
+                  on_notice=on_notice)  # fmt: skip
+    return made, True
 
-    conn = _connect(uri)
+
+def _define_and_start(conn: Any, xml: str) -> None:
+    libvirt = hv_mod.libvirt_module()
     try:
         dom = conn.defineXMLFlags(xml, libvirt.VIR_DOMAIN_DEFINE_VALIDATE)
         dom.create()
     except libvirt.libvirtError as exc:
         raise VMError(f"libvirt could not start the VM: {exc.get_error_message()}") from None
-    finally:
-        conn.close()
 
 
-def _console_tail(rec: VMRecord) -> str:
-    try:
-        lines = [line for line in rec.console_log.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return "(empty)"
-    return lines[-1].strip()[:200] if lines else "(empty)"
-
-
-def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT) -> None:
-    """Wait until the VM's sshd takes our key (checked against its recorded host key)."""
+def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT, via: Host | None = None) -> None:
+    """Wait until the VM's sshd takes our key (checked against its recorded host key); through the
+    hypervisor host `via` when the VM is on an inventory host."""
     from dltestbed.targets.vm import VMTarget
 
     deadline = time.monotonic() + timeout
-    target = VMTarget(rec)
+    target = VMTarget(rec, via=via)
     while time.monotonic() < deadline:
-        if _port_open(rec.address, 22):
-            lines: list[str] = []
+        if via is not None or _port_open(rec.address, 22):
             with contextlib.suppress(DltestbedError):
-                res = target.run(["true"], timeout=30, on_line=lines.append)
-                if res.ok:
+                if target.run(["true"], timeout=30).ok:
                     return
         if not _domain_running(rec):
             break
-        time.sleep(1)
+        time.sleep(1 if via is None else 3)
+    where = f"{rec.console_log}" + (f" on {rec.host}" if rec.host else "")
+    tail = _hypervisor_of(rec, via).console_tail(rec.console_log)
     raise VMError(f"VM {rec.name} did not answer SSH at {rec.address} within {timeout:.0f} s; its console log: "
-                  f"{rec.console_log} (last line: {_console_tail(rec)})")  # fmt: skip
+                  f"{where} (last line: {tail})")  # fmt: skip
 
 
 def _port_open(address: str, port: int) -> bool:
@@ -334,38 +309,24 @@ def _port_open(address: str, port: int) -> bool:
 
 
 def _domain_running(rec: VMRecord) -> bool:
-    libvirt = _libvirt()
-
-    with _conn_or_none(rec.uri) as conn:
-        if conn is None:
-            return False
-        try:
+    libvirt = hv_mod.libvirt_module()
+    try:
+        with _hypervisor_of(rec).connect() as conn:
             return bool(conn.lookupByName(rec.domain).isActive())
-        except libvirt.libvirtError:
-            return False
-    return False
+    except (VMError, libvirt.libvirtError):
+        return False
 
 
-@contextlib.contextmanager
-def _conn_or_none(uri: str) -> Iterator[Any]:
-    try:
-        conn = _connect(uri)
-    except VMError:
-        yield None
-        return
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-def delete(name: str, uri: str = LOCAL_URI) -> bool:
-    """Destroy and undefine the domain, remove the VM's folder (overlay, seed, keys, log). Idempotent:
-    False when there was nothing to remove."""
+def delete(name: str, hv: Hypervisor | None = None) -> bool:
+    """Destroy and undefine the domain, delete its volumes (overlay, seed, console log) and its folder
+    here (record, keys). Idempotent: False when there was nothing to remove."""
+    rec = record(name)
+    if hv is None:
+        hv = _hypervisor_of(rec) if rec else hv_mod.local()
     found = False
-    with _conn_or_none(uri) as conn:
-        if conn is not None:
-            libvirt = _libvirt()
+    try:
+        with hv.connect() as conn:
+            libvirt = hv_mod.libvirt_module()
             try:
                 dom = conn.lookupByName(DOMAIN_PREFIX + name)
             except libvirt.libvirtError:
@@ -377,6 +338,12 @@ def delete(name: str, uri: str = LOCAL_URI) -> bool:
                         dom.destroy()
                 with contextlib.suppress(libvirt.libvirtError):
                     dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+            with contextlib.suppress(libvirt.libvirtError):
+                if conn.storagePoolLookupByName(hv.pool_name):
+                    found |= hv_mod.remove_volumes(hv_mod.pool(conn, hv), f"{name}.") > 0
+    except VMError:
+        if rec is not None and rec.uri != LOCAL_URI:
+            raise  # a remote VM whose host does not answer: keep its record, so a later teardown finds it
     folder = vm_root() / name
     if folder.exists():
         found = True
@@ -384,23 +351,52 @@ def delete(name: str, uri: str = LOCAL_URI) -> bool:
     return found
 
 
-def domains(uri: str = LOCAL_URI) -> list[str]:
-    """Names (without the prefix) of dltestbed's domains libvirt knows, running or not."""
-    with _conn_or_none(uri) as conn:
-        if conn is None:
-            return []
-        return sorted(d.name()[len(DOMAIN_PREFIX):] for d in conn.listAllDomains()
-                      if d.name().startswith(DOMAIN_PREFIX))  # fmt: skip
-    return []
+def domains(hv: Hypervisor | None = None) -> list[str]:
+    """Names (without the prefix) of dltestbed's domains libvirt knows there, running or not."""
+    try:
+        with (hv or hv_mod.local()).connect() as conn:
+            return sorted(d.name()[len(DOMAIN_PREFIX):] for d in conn.listAllDomains()
+                          if d.name().startswith(DOMAIN_PREFIX))  # fmt: skip
+    except VMError:
+        return []
 
 
-def teardown(uri: str = LOCAL_URI) -> list[str]:
-    """Remove every dltestbed VM (domains and folders) and the bridge; the names removed."""
-    from dltestbed.lab import net
-
-    names = sorted(set(domains(uri)) | {r.name for r in records()})
+def teardown(hv: Hypervisor | None = None) -> list[str]:
+    """Remove every dltestbed VM on a hypervisor (default: this machine) — domains, volumes, records —
+    then its network when no VM is left on that libvirtd, and this machine's pool. The names removed.
+    A remote host's pool keeps the uploaded guest image (reused by the next VM there)."""
+    hv = hv or hv_mod.local()
+    mine = {r.name for r in records() if r.uri == hv.uri}
+    elsewhere = {r.name for r in records() if r.uri != hv.uri}
+    names = sorted((set(domains(hv)) - elsewhere) | mine)
     for name in names:
-        delete(name, uri)
-    if BRIDGE in net.links():
-        net.ip("link", "del", BRIDGE, check=False)
+        delete(name, hv)
+    try:
+        release(hv)
+    except VMError:
+        if names:
+            raise
     return names
+
+
+def release(hv: Hypervisor) -> None:
+    """When no dltestbed VM is left on hv's libvirtd: remove the VM network, and this machine's pool."""
+    with hv.connect() as conn:
+        if domains(hv):
+            return
+        hv_mod.remove_network(conn)
+        if hv.local:
+            _remove_local_pool(conn, hv)
+
+
+def _remove_local_pool(conn: Any, hv: Hypervisor) -> None:
+    libvirt = hv_mod.libvirt_module()
+    with contextlib.suppress(libvirt.libvirtError):
+        pool = conn.storagePoolLookupByName(hv.pool_name)
+        pool.refresh(0)
+        if pool.numOfVolumes() == 0:
+            pool.destroy()
+            with contextlib.suppress(libvirt.libvirtError):
+                pool.undefine()
+    with contextlib.suppress(OSError):
+        Path(hv.pool_dir).rmdir()

@@ -110,9 +110,10 @@ def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], g
         del os.environ["DLTESTBED_VM_DIR"]
     text = str(err.value)
     assert text.startswith("VM broken did not answer SSH at 10.213.90.") and "within 45 s" in text
-    assert f"{vm_env['DLTESTBED_VM_DIR']}/broken/console.log" in text
-    assert "(last line: " in text and "(empty)" not in text
+    pool = Path(vm_env["DLTESTBED_VM_DIR"]) / "pool"  # disks and console logs: volumes of this machine's pool
+    assert f"its console log: {pool}/broken.console.log (last line: " in text and "(empty)" not in text
     assert not _domains() and not (Path(vm_env["DLTESTBED_VM_DIR"]) / "broken").exists()  # cleaned up
+    assert not [p.name for p in pool.glob("broken.*")]
 
 
 def test_a_stop_signal_while_the_vm_boots_leaves_nothing(vm_env: dict[str, str], results: Path) -> None:
@@ -134,3 +135,87 @@ def test_a_stop_signal_while_the_vm_boots_leaves_nothing(vm_env: dict[str, str],
     assert proc.returncode == 130, err
     assert "interrupted while preparing the targets" in err and "Traceback" not in err
     assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+
+
+def _pool_files(pool: Path) -> list[str]:
+    return sorted(p.name for p in pool.iterdir()) if pool.exists() else []
+
+
+def _remove_pool(path: Path) -> None:
+    import libvirt
+
+    conn = libvirt.open("qemu:///system")
+    try:
+        for p in conn.listAllStoragePools():
+            if f"<path>{path}</path>" in p.XMLDesc():
+                if p.isActive():
+                    for v in p.listAllVolumes():
+                        v.delete(0)
+                    p.destroy()
+                p.undefine()
+    finally:
+        conn.close()
+
+
+def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: Path, results: Path,
+                                          tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    """A lab host in libvirt_hosts (it reaches this machine's libvirtd through its socket): provision
+    makes its VM over qemu+ssh, uploading the guest image into the host's pool; bench reaches the VM
+    through the host (jump); teardown --inventory leaves only the uploaded guest image."""
+    import tempfile
+
+    import yaml
+
+    from dltestbed import lab
+
+    labs = tmp_path_factory.mktemp("labs")
+    env = {**vm_env, "DLTESTBED_LAB_DIR": str(labs), "XDG_STATE_HOME": str(tmp_path_factory.mktemp("state"))}
+    pool = Path(tempfile.mkdtemp(prefix="test-pool-", dir="/var/lib/dltestbed"))  # where qemu can read it
+    pool.rmdir()  # libvirt makes it
+    import os
+
+    old = os.environ.get("DLTESTBED_LAB_DIR")
+    os.environ["DLTESTBED_LAB_DIR"] = str(labs)
+    state = lab.up("tv", 1, "10.213.84.0/24", vms=True)
+    doc = yaml.safe_load(state.inventory.read_text())
+    doc["all"]["vars"]["dltestbed_libvirt_pool"] = str(pool)
+    inv = labs / "inventory.yml"
+    inv.write_text(yaml.safe_dump(doc))
+    try:
+        prov = run_cli("provision", "--layout", "single", "--inventory", str(inv), env=env, timeout=1800)
+        assert prov.returncode == 0, prov.stderr[-4000:]
+        assert "uploading the guest image" in prov.stderr and "VM on tv-h1: on-tv-h1 at 10.213.90." in prov.stderr
+        assert "made: SSH in" in prov.stderr
+        assert any(f.startswith("guest-") and f.endswith(".ok") for f in _pool_files(pool))
+        assert {"on-tv-h1.overlay.qcow2", "on-tv-h1.seed.img", "on-tv-h1.console.log"} <= set(_pool_files(pool))
+
+        bench = run_cli("bench", "--inventory", str(inv), "--targets", "vm,cvm", *TINY, "--results", str(results),
+                        "--json", env=env, timeout=1800)  # fmt: skip
+        assert bench.returncode == 0, bench.stderr[-4000:]
+        assert "uploading" not in bench.stderr  # the VM provision made is reused
+        runs = json.loads(bench.stdout)
+        assert sorted(r["target_kind"] for r in runs) == ["cvm", "vm"]
+        assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs), runs
+        fps = [r["fingerprint"] for r in runs]
+        assert all(f["vm_hypervisor"] == "tv-h1" and f["target_host"] == "on-tv-h1" for f in fps), fps
+        assert all(f["vm_libvirt_uri"] == f"qemu+ssh://root@{state.hosts[0].ip}:22/system" for f in fps)
+
+        down = run_cli("teardown", "--inventory", str(inv), env=env)
+        assert down.returncode == 0, down.stderr
+        assert "VM on-tv-h1 on tv-h1" in down.stderr
+        assert not _domains() and not _qemus()
+        assert all(f.startswith("guest-") for f in _pool_files(pool)), _pool_files(pool)  # the cache stays
+        assert not (Path(vm_env["DLTESTBED_VM_DIR"]) / "on-tv-h1").exists()
+        again = run_cli("teardown", "--inventory", str(inv), env=env)
+        assert again.returncode == 0 and "nothing to remove" in again.stderr
+    finally:
+        run_cli("teardown", "--inventory", str(inv), env=env)
+        lab.down("tv")
+        if old is None:
+            os.environ.pop("DLTESTBED_LAB_DIR", None)
+        else:
+            os.environ["DLTESTBED_LAB_DIR"] = old
+        _remove_pool(pool)
+        import shutil
+
+        shutil.rmtree(pool, ignore_errors=True)

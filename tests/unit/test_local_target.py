@@ -72,3 +72,14 @@ def test_unknown_kinds_list_the_known_ones() -> None:
         factory("gpu")
     with pytest.raises(ConfigError, match="not available in this version; available: bm"):
         factory("vm")
+
+
+def test_a_vm_on_a_host_outside_libvirt_hosts_is_one_line() -> None:
+    from dltestbed.inventory import Host
+    from dltestbed.targets import make
+
+    host = Host(name="n1", address="192.0.2.1", port=22, user="root", key_file=None, known_hosts_files=(),
+                groups=("bare_metal", "container_hosts"))  # fmt: skip
+    for kind in ("vm", "cvm"):
+        with pytest.raises(ConfigError, match=r"^vm on n1: the host is not in group libvirt_hosts of the inventory$"):
+            make(kind, host)

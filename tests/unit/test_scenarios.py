@@ -93,10 +93,14 @@ def test_random_order_is_seeded_and_complete() -> None:
     (scenarios.Options("shared", cotenant="io"), [None], "--cotenant io reads real data"),
     (scenarios.Options("shared", cotenant="disk"), [None], "unknown co-tenant 'disk'"),
     (scenarios.Options("mesh"), [None], "unknown scenario 'mesh'; known: single, distributed, shared"),
+    (scenarios.Options("distributed"), ["h1", "h2", "vm"], "workers in VMs on different hosts cannot reach each other"),
 ])  # fmt: skip
 def test_scenario_checks(options: scenarios.Options, hosts: list, message: str) -> None:
+    kinds = ["bm", hosts.pop()] if hosts[-1] == "vm" else ["bm"]
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        scenarios.check(options, hosts, _plan())
+        scenarios.check(options, hosts, _plan(), kinds)
+    if kinds != ["bm"]:
+        scenarios.check(scenarios.Options("distributed", workers=2), hosts[:1], _plan(), kinds)  # one host's VM: fine
 
 
 def test_workers_default_to_one_per_host() -> None:

@@ -150,3 +150,103 @@ def test_without_the_libvirt_binding_vms_say_how_to_get_it(monkeypatch: pytest.M
         lifecycle.host_facts()
     assert lifecycle.delete("nothing-here") is False  # teardown still works without it
     assert lifecycle.domains() == []
+
+
+# ---- hypervisors: facts, settings, the remote URI, host-side resources on libvirt's test driver ----
+
+
+def test_host_facts_from_the_facts_script() -> None:
+    from dltestbed.vms.hypervisor import parse_facts
+
+    here = parse_facts((LIBVIRT / "facts_this_machine.txt").read_text(), CAPS)  # captured on this machine
+    assert (here.kvm_pvm, here.dev_kvm, here.iommu_groups, here.vfio, here.numa_cpus) == (True, True, 0, False,
+                                                                                           {0: "0-1"})  # fmt: skip
+    assert hostcheck.virt_type(here)[0] == "qemu"
+    big = parse_facts((LIBVIRT / "facts_two_socket_gpu_host.txt").read_text(), CAPS)
+    assert (big.kvm_pvm, big.iommu_groups, big.vfio, big.numa_cpus[1]) == (False, 187, True, "28-55,84-111")
+    assert parse_facts("", CAPS).numa_cpus == {}
+
+
+def test_vm_settings_from_inventory_variables_and_options() -> None:
+    from dltestbed.vms.settings import VMSettings
+
+    host_vars = {"dltestbed_vm_vcpus": 4, "dltestbed_vm_memory_mib": "8192", "dltestbed_vm_cpus": "4-7",
+                 "dltestbed_vm_numa_node": 1}  # fmt: skip
+    s = VMSettings.from_vars(host_vars, "h1")
+    assert (s.vcpus, s.memory_mib, s.numa_node, s.pins()) == (4, 8192, 1, ("4", "5", "6", "7"))
+    wider = VMSettings.from_vars(host_vars, "h1", {"vcpus": 2, "memory_mib": None})  # None: not given
+    assert (wider.vcpus, wider.memory_mib, wider.pins()) == (2, 8192, ("4-7", "4-7"))
+    assert VMSettings.from_vars({}, "h1") == VMSettings()
+    with pytest.raises(ConfigError, match=r"^h1: dltestbed_vm_vcpus 'four' is not a whole number$"):
+        VMSettings.from_vars({"dltestbed_vm_vcpus": "four"}, "h1")
+    with pytest.raises(ConfigError, match=r"^CPU list '4-x' is not like 0-3,8$"):
+        VMSettings.from_vars({"dltestbed_vm_cpus": "4-x"}, "h1")
+
+
+def _host(tmp_path: Path, **kw: object) -> object:
+    from dltestbed.inventory import Host
+
+    known = tmp_path / "known hosts"
+    known.write_text("10.0.0.5 ssh-ed25519 AAAA\n")
+    values: dict[str, object] = dict(name="gpu01.example.com", address="10.0.0.5", port=2222, user="ops",
+                                     key_file=str(tmp_path / "id key"), known_hosts_files=(str(known),),
+                                     groups=("bare_metal", "libvirt_hosts"), vars={})  # fmt: skip
+    values.update(kw)
+    return Host(**values)  # type: ignore[arg-type]
+
+
+def test_remote_uri_checks_host_keys_with_the_files_bench_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from dltestbed.vms import hypervisor
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    host = _host(tmp_path)
+    hv = hypervisor.for_host(host)  # type: ignore[arg-type]
+    url = urlsplit(hv.uri)
+    assert (url.scheme, url.netloc, url.path) == ("qemu+ssh", "ops@10.0.0.5:2222", "/system")
+    query = parse_qs(url.query)
+    assert query["keyfile"] == [str(tmp_path / "id key")] and query["no_tty"] == ["1"]
+    wrapper = Path(query["command"][0])
+    text = wrapper.read_text()
+    assert wrapper.stat().st_mode & 0o777 == 0o755 and "StrictHostKeyChecking=yes" in text
+    assert f'UserKnownHostsFile="{tmp_path}/known hosts"' in text  # one argument, a quoted path inside
+    assert hv.pool_dir == "/var/lib/dltestbed/pool" and hv.host is host and not hv.local
+    assert hypervisor.for_host(host).uri == hv.uri  # same wrapper, not a new file each time  # type: ignore[arg-type]
+    own = hypervisor.for_host(_host(tmp_path, vars={"dltestbed_libvirt_uri": "qemu+tls://h/system",  # type: ignore[arg-type]
+                                                    "dltestbed_libvirt_pool": "/srv/vms"}))  # fmt: skip
+    assert (own.uri, own.pool_dir) == ("qemu+tls://h/system", "/srv/vms")
+    with pytest.raises(hypervisor.VMError, match=r"^libvirt on gpu01.example.com: its host key is not recorded; run"):
+        hypervisor.for_host(_host(tmp_path, known_hosts_files=()))  # type: ignore[arg-type]
+
+
+def test_vm_names_on_inventory_hosts() -> None:
+    from dltestbed.vms.lifecycle import vm_name
+
+    assert vm_name("gpu01.example.com") == "on-gpu01-example-com"
+    assert vm_name("d6-h1") == "on-d6-h1"
+
+
+def test_pool_network_and_overlay_on_libvirts_test_driver() -> None:
+    pytest.importorskip("libvirt", reason="libvirt-python is installed by scripts/install.sh --vm (CI has it)")
+    from dltestbed.vms import hypervisor as h
+
+    hv = h.Hypervisor("test:///default", "/nowhere/dltestbed-pool")
+    other = h.Hypervisor("test:///default", "/elsewhere/pool")
+    assert hv.pool_name != other.pool_name  # one pool per folder on a shared libvirtd
+    with hv.connect() as conn:
+        pool = h.pool(conn, hv)
+        assert pool.isActive() and h.pool(conn, hv).name() == pool.name()  # found, not made twice
+        path = h.overlay(pool, "vm1.overlay.qcow2", "/base/disk.qcow2", 2 * 10**9)
+        h.overlay(pool, "vm10.overlay.qcow2", "/base/disk.qcow2", 2 * 10**9)
+        assert path == "/nowhere/dltestbed-pool/vm1.overlay.qcow2"
+        xml = ET.fromstring(pool.storageVolLookupByName("vm1.overlay.qcow2").XMLDesc())
+        assert xml.findtext("./backingStore/path") == "/base/disk.qcow2"
+        assert h.remove_volumes(pool, "vm1.") == 1 and list(h.volumes(pool)) == ["vm10.overlay.qcow2"]
+        h.ensure_network(conn)
+        h.ensure_network(conn)  # idempotent
+        net = ET.fromstring(conn.networkLookupByName(h.NETWORK).XMLDesc())
+        assert net.find("./forward").get("mode") == "open" and net.find("./bridge").get("name") == h.BRIDGE
+        assert net.find("./ip").get("address") == f"{h.SUBNET}.1" and net.find("./ip/dhcp") is None
+        assert h.remove_network(conn) is True and h.remove_network(conn) is False

@@ -1,0 +1,76 @@
+"""A benchmark VM's shape: from the inventory host's variables, overridden by bench's --vm-* options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from dltestbed.errors import ConfigError
+
+VARS = {
+    "vcpus": "dltestbed_vm_vcpus",
+    "memory_mib": "dltestbed_vm_memory_mib",
+    "virt_type": "dltestbed_vm_virt_type",
+    "gpus": "dltestbed_vm_gpus",
+    "cpus": "dltestbed_vm_cpus",
+    "numa_node": "dltestbed_vm_numa_node",
+}
+
+
+def cpu_list(text: str) -> list[int]:
+    """`0-3,8` → [0, 1, 2, 3, 8]; a ConfigError for anything else."""
+    out: list[int] = []
+    try:
+        for part in str(text).split(","):
+            lo, _, hi = part.strip().partition("-")
+            out += list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ConfigError(f"CPU list {text!r} is not like 0-3,8") from None
+    if not out or min(out) < 0:
+        raise ConfigError(f"CPU list {text!r} is not like 0-3,8")
+    return out
+
+
+@dataclass(frozen=True)
+class VMSettings:
+    """vCPUs, memory, virtualisation, GPUs to pass through, host CPUs to pin to, NUMA node of its memory."""
+
+    vcpus: int = 2
+    memory_mib: int = 3072
+    virt_type: str | None = None  # kvm | qemu; None: detected
+    gpus: str | None = None  # all, a count, or PCI addresses
+    cpus: str | None = None  # host CPUs the vCPUs are pinned to
+    numa_node: int | None = None
+
+    @classmethod
+    def from_vars(cls, host_vars: dict[str, Any], host: str, overrides: dict[str, Any] | None = None) -> VMSettings:
+        """The inventory host's dltestbed_vm_* variables, then the overrides; checked."""
+        raw: dict[str, Any] = {}
+        for f in fields(cls):
+            value = host_vars.get(VARS[f.name])
+            if value is not None and value != "":
+                raw[f.name] = value
+        raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        try:
+            for name in ("vcpus", "memory_mib", "numa_node"):
+                if name in raw:
+                    raw[name] = int(raw[name])
+        except (TypeError, ValueError):
+            bad = next(n for n in ("vcpus", "memory_mib", "numa_node") if n in raw and not str(raw[n]).isdigit())
+            raise ConfigError(f"{host}: {VARS[bad]} {raw[bad]!r} is not a whole number") from None
+        for name in ("virt_type", "gpus", "cpus"):
+            if name in raw:
+                raw[name] = str(raw[name])
+        out = cls(**raw)
+        out.pins()  # checked now, not at create time
+        return out
+
+    def pins(self) -> tuple[str, ...]:
+        """One host CPU list per vCPU: each vCPU on its own CPU when `cpus` has exactly as many, else
+        every vCPU on the whole set."""
+        if not self.cpus:
+            return ()
+        cpus = cpu_list(self.cpus)
+        if len(cpus) == self.vcpus:
+            return tuple(str(c) for c in cpus)
+        return tuple(self.cpus for _ in range(self.vcpus))
