@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import threading
@@ -14,6 +15,10 @@ from typing import Any
 from dltestbed.errors import TargetError
 from dltestbed.inventory import Host
 from dltestbed.targets.base import STDERR_TAIL_LINES, CommandResult
+
+# paramiko logs refused jump channels ("Secsh channel 0 open FAILED") while a VM boots; failures
+# reach the user as TargetError lines, so its log records are not printed (Python's last-resort handler would).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class LineStream:

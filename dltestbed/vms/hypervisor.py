@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,8 +328,12 @@ def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage, in_use: se
     if f"{prefix}.ok" not in vols:
         if on_notice:
             on_notice(f"uploading the guest image ({image.size_bytes / 1e9:.2f} GB) to {hv.label}")
+        started = time.monotonic()
         for suffix, path in ((".qcow2", image.disk), (".vmlinuz", image.kernel), (".initrd", image.initrd)):
             upload(conn, p, prefix + suffix, path)
+        took = time.monotonic() - started
+        if on_notice:
+            on_notice(f"uploaded in {took:.0f} s ({image.size_bytes / 1e6 / max(took, 1e-3):.0f} MB/s)")
         with tempfile.TemporaryDirectory() as tmp:
             marker = Path(tmp) / "key"
             marker.write_text(image.key + "\n")

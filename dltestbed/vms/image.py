@@ -31,7 +31,7 @@ GUEST_PACKAGES = (
 )  # fmt: skip
 RECIPE_VERSION = "guest v1"
 HEADROOM_BYTES = 2 * 1024**3  # free space left in the guest's root filesystem
-CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet"
+CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"  # not quiet: the console log shows a failed boot
 
 # Applies the seed disk (vdb, label cidata): keys, host key, name, static address. Our image's
 # stand-in for cloud-init, reading the plain files dltestbed puts beside cloud-init's own.

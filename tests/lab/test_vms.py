@@ -185,7 +185,9 @@ def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: P
         prov = run_cli("provision", "--layout", "single", "--inventory", str(inv), env=env, timeout=1800)
         assert prov.returncode == 0, prov.stderr[-4000:]
         assert "uploading the guest image" in prov.stderr and "VM on tv-h1: on-tv-h1 at 10.213.90." in prov.stderr
-        assert "made: SSH in" in prov.stderr
+        assert "made: SSH in" in prov.stderr and "uploaded in" in prov.stderr
+        assert "Secsh" not in prov.stderr and "Traceback" not in prov.stderr  # no library noise while it boots
+        assert (pool / "on-tv-h1.console.log").stat().st_size > 0  # the boot is logged, for when one fails
         assert any(f.startswith("guest-") and f.endswith(".ok") for f in _pool_files(pool))
         assert {"on-tv-h1.overlay.qcow2", "on-tv-h1.seed.img", "on-tv-h1.console.log"} <= set(_pool_files(pool))
 
