@@ -229,7 +229,7 @@ def bench(
 
         targets_mod.VM_OVERRIDES.update(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus,
                                         numa_node=vm_numa_node, virt_type=vm_virt_type)  # fmt: skip
-        targets_mod.VM_NOTICES.append(lambda line: typer.echo(f"notice: {line}", err=True))
+        targets_mod.VM_NOTICES[:] = [lambda line: typer.echo(f"notice: {line}", err=True)]
         where = "each host's" if inventory is not None else "this machine's"
         typer.echo(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)", err=True)
 

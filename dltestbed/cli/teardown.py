@@ -56,10 +56,11 @@ def _remote_vms(inventory: Path | None, failed: list[str]) -> list[str]:
     from dltestbed.vms import hypervisor, lifecycle
 
     hvs: dict[str, hypervisor.Hypervisor] = {}
+    names: dict[str, str] = {}
     for rec in lifecycle.records():
         if rec.uri != lifecycle.LOCAL_URI:
-            hvs.setdefault(rec.uri, hypervisor.Hypervisor(rec.uri, rec.pool_dir))
-    names: dict[str, str] = {r.uri: r.host or "?" for r in lifecycle.records()}
+            hvs.setdefault(rec.uri, lifecycle.hypervisor_of(rec))
+            names[rec.uri] = rec.host or "?"
     if inventory is not None:
         from dltestbed import inventory as inventory_mod
 

@@ -214,26 +214,22 @@ def _vms(
     reused when current, else made; bench finds it by the host's name."""
     from dltestbed.errors import DltestbedError
     from dltestbed.provision import image
-    from dltestbed.vms import hypervisor, lifecycle
     from dltestbed.vms import image as guest
-    from dltestbed.vms.settings import VMSettings
+    from dltestbed.vms import lifecycle
 
     if on_phase:
         on_phase("vms")
     try:
         house = wheelhouse.build("cpu")  # the guest image holds the CPU build (see vm-images/README.md)
-        pod = image.find("podman", house) or image.build("podman", house)
-        img = guest.find(house, pod) or guest.build(house, pod)
+        img = guest.build(house, image.build("podman", house))  # each build finds an up-to-date one first
     except DltestbedError as exc:
         for h in hosts:
             h.status, h.reason = "failed", f"no VM guest image: {exc}"
         return
     for h in hosts:
-        host = inv.hosts[h.name]
         try:
-            settings = VMSettings.from_vars(host.vars, host.name)
-            rec, made = lifecycle.ensure(lifecycle.vm_name(host.name), img, settings, hypervisor.for_host(host),
-                                         on_notice)  # fmt: skip
+            hv, name, settings = lifecycle.placement(inv.hosts[h.name])
+            rec, made = lifecycle.ensure(name, img, settings, hv, on_notice)
         except DltestbedError as exc:
             h.status, h.reason = "failed", f"VM: {exc}"
             continue

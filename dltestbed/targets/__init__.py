@@ -69,7 +69,6 @@ def make(kind: str, host: object | None = None, runtime: str | None = None) -> T
     return factory(kind)()
 
 
-LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
 VM_OVERRIDES: dict[str, object] = {}  # bench's --vm-* options, over the inventory's dltestbed_vm_* variables
 VM_NOTICES: list[Callable[[str], None]] = []  # who hears "uploading…", "TCG…"
 _VMS: dict[str | None, object] = {}  # per host name (None: this machine): its VM record, made once per process
@@ -89,19 +88,12 @@ def _guest_image() -> object:
 def vm_record(host: object | None) -> object:
     """The benchmark VM of this machine (host None) or of an inventory host of group libvirt_hosts:
     reused while its image and settings are current, else (re)made."""
-    from dltestbed.vms import hypervisor, lifecycle
-    from dltestbed.vms.settings import VMSettings
+    from dltestbed.vms import lifecycle
 
     key = getattr(host, "name", None)
     if key in _VMS:
         return _VMS[key]
-    if host is None:
-        hv, name, host_vars = hypervisor.local(), LOCAL_VM, {}
-    else:
-        if "libvirt_hosts" not in getattr(host, "groups", ()):
-            raise ConfigError(f"vm on {key}: the host is not in group libvirt_hosts of the inventory")
-        hv, name, host_vars = hypervisor.for_host(host), lifecycle.vm_name(str(key)), getattr(host, "vars", {})  # type: ignore[arg-type]
-    settings = VMSettings.from_vars(host_vars, key or "this machine", VM_OVERRIDES)
+    hv, name, settings = lifecycle.placement(host, VM_OVERRIDES)  # type: ignore[arg-type]
     img = _guest_image()
 
     def notice(line: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dltestbed.errors import DltestbedError
+from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms.domain import DomainSpec, domain_xml
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dltestbed.inventory import Host
 
 DOMAIN_PREFIX = "dltestbed-"
+LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
 SSH_TIMEOUT = 300.0
 
 __all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "teardown", "vm_root", "wait_ssh"]
@@ -106,13 +107,20 @@ def record(name: str) -> VMRecord | None:
     return next((r for r in records() if r.name == name), None)
 
 
-def _hypervisor_of(rec: VMRecord, host: Host | None = None) -> Hypervisor:
+def hypervisor_of(rec: VMRecord, host: Host | None = None) -> Hypervisor:
+    """Where a recorded VM runs (host: the inventory host, for SSH to it; not needed for libvirt)."""
     return Hypervisor(rec.uri, rec.pool_dir or str(vm_root() / "pool"), host)
 
 
-def host_facts() -> hostcheck.HostFacts:
-    """Facts about this machine for the checks."""
-    return hv_mod.local().facts()
+def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tuple[Hypervisor, str, VMSettings]:
+    """The benchmark VM of this machine (host None) or of an inventory host: its hypervisor, its
+    name, its settings (the host's dltestbed_vm_* variables, then overrides). One place, so
+    provision and bench agree on which VM is a host's."""
+    if host is None:
+        return hv_mod.local(), LOCAL_VM, VMSettings.from_vars({}, "this machine", overrides)
+    if "libvirt_hosts" not in host.groups:
+        raise ConfigError(f"vm on {host.name}: the host is not in group libvirt_hosts of the inventory")
+    return hv_mod.for_host(host), vm_name(host.name), VMSettings.from_vars(host.vars, host.name, overrides)
 
 
 def _mac(name: str) -> str:
@@ -295,7 +303,7 @@ def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT, via: Host | None = Non
             break
         time.sleep(1 if via is None else 3)
     where = f"{rec.console_log}" + (f" on {rec.host}" if rec.host else "")
-    tail = _hypervisor_of(rec, via).console_tail(rec.console_log)
+    tail = hypervisor_of(rec, via).console_tail(rec.console_log)
     raise VMError(f"VM {rec.name} did not answer SSH at {rec.address} within {timeout:.0f} s; its console log: "
                   f"{where} (last line: {tail})")  # fmt: skip
 
@@ -311,7 +319,7 @@ def _port_open(address: str, port: int) -> bool:
 def _domain_running(rec: VMRecord) -> bool:
     libvirt = hv_mod.libvirt_module()
     try:
-        with _hypervisor_of(rec).connect() as conn:
+        with hypervisor_of(rec).connect() as conn:
             return bool(conn.lookupByName(rec.domain).isActive())
     except (VMError, libvirt.libvirtError):
         return False
@@ -322,7 +330,7 @@ def delete(name: str, hv: Hypervisor | None = None) -> bool:
     here (record, keys). Idempotent: False when there was nothing to remove."""
     rec = record(name)
     if hv is None:
-        hv = _hypervisor_of(rec) if rec else hv_mod.local()
+        hv = hypervisor_of(rec) if rec else hv_mod.local()
     found = False
     try:
         with hv.connect() as conn:
