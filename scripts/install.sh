@@ -5,7 +5,8 @@
 #   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally)
 #   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
 #   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --containers --vm), and
-#           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests
+#           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests,
+#           fdisk and extlinux (the VM tests build a cloud image with its own boot loader)
 # TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,10 @@ if ((vm)); then
 fi
 if [[ " ${extras[*]} " == *" test "* ]]; then
     command -v victoria-metrics >/dev/null || apt_needed+=(victoria-metrics)
+    # the VM tests build a cloud image with its own boot loader (tests/cloudimage.py)
+    command -v sfdisk >/dev/null || apt_needed+=(fdisk)
+    command -v extlinux >/dev/null || apt_needed+=(extlinux)
+    [[ -e /usr/lib/syslinux/mbr/mbr.bin ]] || apt_needed+=(syslinux-common)
 fi
 if ((${#apt_needed[@]})); then
     apt-get update -qq

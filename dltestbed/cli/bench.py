@@ -159,6 +159,15 @@ def bench(
     vm_virt_type: str | None = typer.Option(
         None, help="vm/cvm: kvm or qemu (default: detected; qemu = TCG emulation).", rich_help_panel="VM"
     ),
+    vm_image: str | None = typer.Option(
+        None, help="vm: boot your own qcow2 or raw cloud image instead of dltestbed's guest image (cloud-init "
+        "gets the VM's key, host key and address; the workload is installed in it when missing; no cvm).",
+        rich_help_panel="VM",
+    ),
+    vm_disk: int | None = typer.Option(
+        None, help="vm/cvm: the VM's disk in GiB, at least (default: the image's size; 20 for your own image).",
+        rich_help_panel="VM",
+    ),
     influx_url: str | None = influx_url_opt(),
     influx_org: str | None = influx_org_opt(),
     influx_bucket: str | None = influx_bucket_opt(),
@@ -228,8 +237,10 @@ def bench(
         from dltestbed import targets as targets_mod
 
         targets_mod.VM_OVERRIDES.update(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus,
-                                        numa_node=vm_numa_node, virt_type=vm_virt_type)  # fmt: skip
+                                        numa_node=vm_numa_node, virt_type=vm_virt_type, image=vm_image,
+                                        disk_gib=vm_disk)  # fmt: skip
         targets_mod.VM_NOTICES[:] = [lambda line: typer.echo(f"notice: {line}", err=True)]
+        targets_mod.preflight(kinds, hosts)
         where = "each host's" if inventory is not None else "this machine's"
         typer.echo(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)", err=True)
 

@@ -152,11 +152,7 @@ def provision(
         containers = _container_images(inv, targets, houses, on_phase)
         libvirt_hosts = [h for h in targets if {"vm", "cvm"} & set(h.kinds)]
         extravars = {
-            "dltestbed_hosts": ",".join(h.name for h in targets),
-            "dltestbed_flavors": flavors,
-            "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
-            "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
-            "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
+            **site_vars([h.name for h in targets], flavors, houses),
             **containers,
             "dltestbed_libvirt_targets": ",".join(h.name for h in libvirt_hosts),
         }
@@ -170,6 +166,20 @@ def provision(
             _vms(inv, ready, on_phase, on_notice)
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
+
+
+def site_vars(hosts: list[str], flavors: dict[str, str], houses: dict[str, wheelhouse.Wheelhouse]) -> dict[str, Any]:
+    """site.yml's extravars for installing the workload on `hosts` (each host's flavor, the
+    wheelhouses); no container or libvirt hosts unless the caller adds them."""
+    return {
+        "dltestbed_hosts": ",".join(hosts),
+        "dltestbed_flavors": flavors,
+        "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
+        "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
+        "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
+        "dltestbed_container_targets": "",
+        "dltestbed_libvirt_targets": "",
+    }
 
 
 def _container_images(
@@ -210,34 +220,40 @@ def _vms(
     on_phase: Callable[[str], None] | None,
     on_notice: Callable[[str], None] | None,
 ) -> None:
-    """Each libvirt host's benchmark VM, from this build's guest image (built here when missing):
-    reused when current, else made; bench finds it by the host's name."""
+    """Each libvirt host's benchmark VM, from the host's own image (dltestbed_vm_image) or this build's
+    guest image (built here when missing): reused when current, else made, with this build's workload
+    in it; bench finds it by the host's name."""
     from dltestbed.errors import DltestbedError
-    from dltestbed.provision import image
-    from dltestbed.vms import image as guest
-    from dltestbed.vms import lifecycle
+    from dltestbed.provision import guest, image
+    from dltestbed.targets import vm_flavor
+    from dltestbed.vms import image as guest_image
+    from dltestbed.vms import lifecycle, userimage
 
     if on_phase:
         on_phase("vms")
-    try:
-        house = wheelhouse.build("cpu")  # the guest image holds the CPU build (see vm-images/README.md)
-        img = guest.build(house, image.build("podman", house))  # each build finds an up-to-date one first
-    except DltestbedError as exc:
-        for h in hosts:
-            h.status, h.reason = "failed", f"no VM guest image: {exc}"
-        return
+    ours: guest_image.GuestImage | None = None
     for h in hosts:
+        host = inv.hosts[h.name]
         try:
-            hv, name, settings = lifecycle.placement(inv.hosts[h.name])
+            hv, name, settings = lifecycle.placement(host)
+            house = wheelhouse.build(vm_flavor(settings))
+            if settings.image:
+                img: guest_image.GuestImage | userimage.UserImage = userimage.inspect(settings.image)
+            else:
+                if ours is None:  # the guest image holds the CPU build (see vm-images/README.md)
+                    ours = guest_image.build(house, image.build("podman", house))  # finds an up-to-date one first
+                img = ours
             rec, made = lifecycle.ensure(name, img, settings, hv, on_notice)
+            installed = guest.ensure_workload(rec, house, via=host, on_notice=on_notice)
         except DltestbedError as exc:
             h.status, h.reason = "failed", f"VM: {exc}"
             continue
-        if made:
-            h.vm = f"{rec.name} at {rec.address} ({rec.virt_type}), made: SSH in {rec.ready_seconds} s"
+        state = f"made: SSH in {rec.ready_seconds} s" if made else "running"
+        image_note = f", image {rec.image_name}" if rec.image_name else ""
+        h.vm = f"{rec.name} at {rec.address} ({rec.virt_type}{image_note}), {state}" + (
+            ", workload installed" if installed else "")  # fmt: skip
+        if made or installed:
             h.status, h.changed = "provisioned", h.changed + 1
-        else:
-            h.vm = f"{rec.name} at {rec.address} ({rec.virt_type}), running"
 
 
 def _note(h: HostReport, out: HostOutcome | None) -> None:
@@ -255,10 +271,12 @@ def _finish(targets: list[HostReport], site: PlaybookResult, check: bool) -> Non
         _note(h, out)
         if not out.succeeded:
             h.status, h.reason = "failed", out.message
+        elif site.status != "successful":  # its tasks went well, the playbook did not (an error after them)
+            h.status, h.reason = "failed", f"ansible-playbook {site.status} (rc {site.rc}); see {site.artifacts}/stdout"
         elif check:
             h.status = "checked"
         else:
             h.status = "provisioned" if out.changed else "unchanged"
 
 
-__all__ = ["HostReport", "ProvisionReport", "known_hosts_file", "provision", "state_dir"]
+__all__ = ["HostReport", "ProvisionReport", "known_hosts_file", "provision", "site_vars", "state_dir"]

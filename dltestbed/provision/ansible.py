@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,9 +63,17 @@ def run_playbook(
         return True
 
     private_dir.mkdir(parents=True, exist_ok=True)
-    runner = ansible_runner.run(
-        private_data_dir=str(private_dir), project_dir=str(project), playbook=playbook,
-        inventory=str(inventory), ident=ident, extravars=extravars, envvars=ansible_env(), forks=forks,
-        quiet=True, event_handler=handler, cmdline="--check --diff" if check else None,
-    )  # fmt: skip
+    # ansible-runner turns SIGINT and SIGTERM into a cancel of the playbook (status "canceled") and
+    # leaves its handlers installed: put ours back, so a later Ctrl-C still stops a bench.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private_dir), project_dir=str(project), playbook=playbook,
+            inventory=str(inventory), ident=ident, extravars=extravars, envvars=ansible_env(), forks=forks,
+            quiet=True, event_handler=handler, cmdline="--check --diff" if check else None,
+        )  # fmt: skip
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, old in saved.items():
+                signal.signal(sig, old)
     return PlaybookResult(runner.status, runner.rc, hosts, private_dir / "artifacts" / ident)

@@ -37,7 +37,8 @@ def markdown(
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        row = [k["target_kind"], *([str(k["host"])] if show_host else []),
+        kind = k["target_kind"] + (f" ({k['vm_image']})" if k.get("vm_image") else "")
+        row = [kind, *([str(k["host"])] if show_host else []),
                *([k["scenario"], str(k["workers"])] if show_scenario else []), k["model"], k["data"], k["mode"],
                k["device"], str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
         row += [k["contention"]] if show_contention else []

@@ -13,9 +13,11 @@ BASELINE_KIND = "bm"
 
 # A group holds runs that measured the same thing on the same kind of target. Runs that differ in
 # batch size, image size or device are never averaged together.
-GROUP_FIELDS = ("target_kind", "scenario", "workers", "model", "data", "mode", "device", "batch_size", "image_size",
-                "contention")  # fmt: skip
-COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f != "target_kind")
+# vm_image: a VM booted from a user's own image is a layer of its own, beside dltestbed's guest image.
+GROUP_FIELDS = ("target_kind", "vm_image", "scenario", "workers", "model", "data", "mode", "device", "batch_size",
+                "image_size", "contention")  # fmt: skip
+LAYER_FIELDS = ("target_kind", "vm_image")  # what is compared; the rest must match for an overhead
+COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f not in LAYER_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
     node that is slower than its peers.
     """
     fields = (*GROUP_FIELDS, "host") if by_host else GROUP_FIELDS
-    compare = tuple(f for f in fields if f != "target_kind")
+    compare = tuple(f for f in fields if f not in LAYER_FIELDS)
     groups: dict[tuple[Any, ...], list[RunRecord]] = {}
     for r in runs:
         if r.role == "cotenant":

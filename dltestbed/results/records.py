@@ -59,3 +59,9 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+    @property
+    def vm_image(self) -> str:
+        """The user's own image a vm run booted (its file name); "" for dltestbed's guest image and
+        every other kind. Runs on different images are different layers: never averaged together."""
+        return str(self.fingerprint.get("vm_image_name") or "")

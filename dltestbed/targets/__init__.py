@@ -85,24 +85,60 @@ def _guest_image() -> object:
     return img
 
 
+def _vm_image(settings: object) -> object:
+    """The VM's base image: the user's (dltestbed_vm_image / --vm-image), else dltestbed's guest image."""
+    from dltestbed.vms import userimage
+
+    path = getattr(settings, "image", None)
+    return userimage.inspect(path) if path else _guest_image()
+
+
+def preflight(kinds: list[str], hosts: list[object | None]) -> None:
+    """Before any target is made: each host's VM settings and image are usable, and cvm is not asked
+    of a VM that runs a user's image (which has no dltestbed container image)."""
+    from dltestbed.vms import lifecycle, userimage
+
+    if not {"vm", "cvm"} & set(kinds):
+        return
+    for host in hosts:
+        _, _, settings = lifecycle.placement(host, VM_OVERRIDES)  # type: ignore[arg-type]
+        if settings.image:
+            img = userimage.inspect(settings.image)
+            if "cvm" in kinds:
+                on = f" on {getattr(host, 'name', '')}" if host is not None else ""
+                raise ConfigError(f"cvm{on}: the VM would run your image {img.name}, which has no dltestbed "
+                                  "container image; cvm needs dltestbed's guest image (run vm alone with "
+                                  "your image)")  # fmt: skip
+
+
 def vm_record(host: object | None) -> object:
     """The benchmark VM of this machine (host None) or of an inventory host of group libvirt_hosts:
-    reused while its image and settings are current, else (re)made."""
+    reused while its image and settings are current, else (re)made; this build's workload checked
+    in it (installed when a user's image lacks it)."""
+    from dltestbed.provision import guest, wheelhouse
     from dltestbed.vms import lifecycle
 
     key = getattr(host, "name", None)
     if key in _VMS:
         return _VMS[key]
     hv, name, settings = lifecycle.placement(host, VM_OVERRIDES)  # type: ignore[arg-type]
-    img = _guest_image()
+    img = _vm_image(settings)
 
     def notice(line: str) -> None:
         for hear in VM_NOTICES:
             hear(line)
 
     rec, _ = lifecycle.ensure(name, img, settings, hv, notice)  # type: ignore[arg-type]
+    guest.ensure_workload(rec, wheelhouse.build(vm_flavor(settings)), via=host, on_notice=notice)  # type: ignore[arg-type]
     _VMS[key] = rec
     return rec
+
+
+def vm_flavor(settings: object) -> str:
+    """The TensorFlow build for a VM: dltestbed's guest image has the CPU build; a user's image with
+    GPUs passed through gets the CUDA build installed."""
+    gpus = getattr(settings, "gpus", None) not in (None, "", "0")
+    return "gpu" if getattr(settings, "image", None) and gpus else "cpu"
 
 
 def _vm_target(kind: str, host: object | None) -> Target:
@@ -113,6 +149,9 @@ def _vm_target(kind: str, host: object | None) -> Target:
     vm = VMTarget(rec, via=host)  # type: ignore[arg-type]
     if kind == "vm":
         return vm
+    if not rec.container_tag:  # type: ignore[attr-defined]
+        raise ConfigError(f"cvm: VM {rec.name} runs your image {rec.image_name}, which has no dltestbed container "  # type: ignore[attr-defined]
+                          "image; cvm needs dltestbed's guest image")  # fmt: skip
     return ContainerTarget(vm, "podman", rec.container_tag, rec.container_digest, kind="cvm")  # type: ignore[attr-defined]
 
 

@@ -40,10 +40,12 @@ class VMTarget(SSHTarget):
         return [self.record.known_hosts]  # the key made for this VM, and no other
 
     def fingerprint(self) -> Mapping[str, str]:
-        """The layer facts: a VM, how it is virtualised, on which hypervisor."""
+        """The layer facts: a VM, how it is virtualised, on which hypervisor, from which image (vm_image:
+        its key; vm_image_name: the file, for a user's own image)."""
         r = self.record
         return {"target_kind": self.kind, "target_host": r.name, "target_address": r.address, "transport": "ssh",
                 "vm_virt_type": r.virt_type, "vm_vcpus": str(r.vcpus), "vm_memory_mib": str(r.memory_mib),
                 "vm_image": r.image_key, "vm_hypervisor": r.host or "local", "vm_libvirt_uri": r.uri.split("?")[0],
+                **({"vm_image_name": r.image_name} if r.image_name else {}),
                 **({"vm_vcpu_pins": ",".join(r.vcpu_pins)} if r.vcpu_pins else {}),
                 **({"vm_numa_node": str(r.numa_node)} if r.numa_node is not None else {})}  # fmt: skip

@@ -26,13 +26,14 @@ from dltestbed.vms import hostcheck
 if TYPE_CHECKING:
     from dltestbed.inventory import Host
     from dltestbed.vms.image import GuestImage
+    from dltestbed.vms.userimage import UserImage
 
 LOCAL_URI = "qemu:///system"
 NETWORK = "dltestbed"
 BRIDGE = "dltvm0"
 SUBNET = "10.213.90"  # .1 is the host's end of the bridge; VMs from .10
 REMOTE_POOL_DIR = "/var/lib/dltestbed/pool"
-IMAGE_PREFIX = "guest-"  # guest image volumes in a remote pool: guest-<key>.qcow2|.vmlinuz|.initrd|.ok
+IMAGE_PREFIXES = ("guest-", "user-")  # base images in a pool: <prefix><key>.<suffix>, and <prefix><key>.ok
 
 FACTS_SCRIPT = r"""test -e /sys/module/kvm_pvm && echo kvm_pvm=1
 test -e /dev/kvm && echo dev_kvm=1
@@ -289,12 +290,13 @@ def upload(conn: Any, p: Any, name: str, path: Path) -> str:
     return str(vol.path())
 
 
-def overlay(p: Any, name: str, base: str, capacity: int) -> str:
-    """A qcow2 copy-on-write overlay of `base` as volume `name`; its path."""
+def overlay(p: Any, name: str, base: str, capacity: int, base_format: str = "qcow2") -> str:
+    """A qcow2 copy-on-write overlay of `base` (qcow2 or raw) as volume `name`; its path."""
     libvirt = libvirt_module()
     xml = (f"<volume><name>{_xml_text(name)}</name><capacity unit='bytes'>{capacity}</capacity>"
            "<target><format type='qcow2'/></target>"
-           f"<backingStore><path>{_xml_text(base)}</path><format type='qcow2'/></backingStore></volume>")  # fmt: skip
+           f"<backingStore><path>{_xml_text(base)}</path><format type='{_xml_text(base_format)}'/></backingStore>"
+           "</volume>")  # fmt: skip
     try:
         return str(p.createXML(xml, 0).path())
     except libvirt.libvirtError as exc:
@@ -303,33 +305,40 @@ def overlay(p: Any, name: str, base: str, capacity: int) -> str:
 
 @dataclass(frozen=True)
 class StagedImage:
-    """The guest image as the host sees it."""
+    """The base image as the host sees it."""
 
     disk: str
-    kernel: str
-    initrd: str
+    format: str  # qcow2 | raw
     capacity: int  # the disk's virtual size
+    kernel: str | None = None  # direct kernel boot (dltestbed's guest image); None: its own boot loader
+    initrd: str | None = None
 
 
-def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage, in_use: set[str],
+def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage | UserImage, in_use: set[str],
                 on_notice: Callable[[str], None] | None = None) -> StagedImage:  # fmt: skip
-    """The guest image on the host: this machine uses its cache in place; a remote host gets it
-    uploaded into its pool once (a marker volume says the upload finished). Other images' volumes
-    there are removed unless a VM in `in_use` (image keys) still runs on them."""
+    """The base image on the host. This machine uses dltestbed's guest image from its cache in place;
+    anything else (a remote host, a user's image, which may sit where qemu cannot read it) is uploaded
+    into the pool once (a marker volume says the upload finished). Other images' volumes there are
+    removed unless a VM in `in_use` (image keys) still runs on them."""
+    if hv.local and image.kernel is not None:
+        return StagedImage(str(image.disk), image.format, _virtual_size(image.disk), str(image.kernel),
+                           str(image.initrd))  # fmt: skip
     capacity = _virtual_size(image.disk)
-    if hv.local:
-        return StagedImage(str(image.disk), str(image.kernel), str(image.initrd), capacity)
-    prefix = f"{IMAGE_PREFIX}{image.key}"
+    prefix = f"{image.prefix}{image.key}"
     vols = volumes(p)
     for name, vol in vols.items():
-        key = name[len(IMAGE_PREFIX):].split(".", 1)[0]
-        if name.startswith(IMAGE_PREFIX) and key != image.key and key not in in_use:
+        family = next((f for f in IMAGE_PREFIXES if name.startswith(f)), None)
+        key = name[len(family):].split(".", 1)[0] if family else None
+        if family and key != image.key and key not in in_use:
             vol.delete(0)
+    files = {f".{image.format}": image.disk}
+    if image.kernel is not None and image.initrd is not None:
+        files |= {".vmlinuz": image.kernel, ".initrd": image.initrd}
     if f"{prefix}.ok" not in vols:
         if on_notice:
-            on_notice(f"uploading the guest image ({image.size_bytes / 1e9:.2f} GB) to {hv.label}")
+            on_notice(f"uploading {image.describe} ({image.size_bytes / 1e9:.2f} GB) to {hv.label}")
         started = time.monotonic()
-        for suffix, path in ((".qcow2", image.disk), (".vmlinuz", image.kernel), (".initrd", image.initrd)):
+        for suffix, path in files.items():
             upload(conn, p, prefix + suffix, path)
         took = time.monotonic() - started
         if on_notice:
@@ -339,8 +348,8 @@ def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage, in_use: se
             marker.write_text(image.key + "\n")
             upload(conn, p, f"{prefix}.ok", marker)
     vols = volumes(p)
-    return StagedImage(str(vols[f"{prefix}.qcow2"].path()), str(vols[f"{prefix}.vmlinuz"].path()),
-                       str(vols[f"{prefix}.initrd"].path()), capacity)  # fmt: skip
+    paths = {suffix: str(vols[prefix + suffix].path()) for suffix in files}
+    return StagedImage(paths[f".{image.format}"], image.format, capacity, paths.get(".vmlinuz"), paths.get(".initrd"))
 
 
 def _virtual_size(disk: Path) -> int:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from dltestbed.provision import image as ctr_image
 from dltestbed.provision.image import ImageError
@@ -98,6 +99,13 @@ class GuestImage:
     container_tag: str
     size_bytes: int  # disk.qcow2 on disk
     build_seconds: float
+    format: ClassVar[str] = "qcow2"
+    prefix: ClassVar[str] = "guest-"  # its volumes in a remote pool: guest-<key>.qcow2|.vmlinuz|.initrd|.ok
+
+    @property
+    def describe(self) -> str:
+        """For messages."""
+        return "the guest image"
 
     @property
     def disk(self) -> Path:
@@ -198,7 +206,7 @@ def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
         root.mkdir()
         _run(["tar", "-C", str(root), "--numeric-owner", "-xf", str(tar)], "unpacking the guest root filesystem")
         _configure(root)
-        _install_workload(root, house)
+        install_workload(root, house)
         _load_container_image(root, container)
         for f in ("etc/ssh/ssh_host_rsa_key", "etc/ssh/ssh_host_ecdsa_key", "etc/ssh/ssh_host_ed25519_key"):
             for suffix in ("", ".pub"):
@@ -253,7 +261,8 @@ def _configure(root: Path) -> None:
     mask.symlink_to("/dev/null")
 
 
-def _install_workload(root: Path, house: Wheelhouse) -> None:
+def install_workload(root: Path, house: Wheelhouse) -> None:
+    """The workload venv (/opt/dltestbed/venv, with its manifest) in a Debian root tree, from the wheelhouse."""
     dest = root / "tmp/wheelhouse"
     shutil.copytree(house.path, dest)
     pip = "/opt/dltestbed/venv/bin/pip install -q --no-index --no-compile"

@@ -27,6 +27,7 @@ from dltestbed.vms.domain import DomainSpec, domain_xml
 from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError, vm_root
 from dltestbed.vms.image import CMDLINE, GuestImage
 from dltestbed.vms.settings import VMSettings
+from dltestbed.vms.userimage import DEFAULT_USER_DISK_GIB, UserImage
 
 if TYPE_CHECKING:
     from dltestbed.inventory import Host
@@ -60,6 +61,8 @@ class VMRecord:
     pool_dir: str = ""  # its disks and console log, on that host
     vcpu_pins: tuple[str, ...] | list[str] = ()
     numa_node: int | None = None
+    image_name: str = ""  # a user's own image (its file name); "": dltestbed's guest image
+    disk_gib: int | None = None  # what was asked for the disk
 
     @property
     def folder(self) -> Path:
@@ -161,13 +164,16 @@ def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) ->
         (d / "user-data").write_text(
             "#cloud-config\n"
             f"ssh_authorized_keys:\n  - {pubkey.strip()}\n"
+            "disable_root: false\n"  # dltestbed logs in as root, as into its own image
+            "ssh_pwauth: false\n"
             "ssh_deletekeys: true\n"
+            "ssh_genkeytypes: [ed25519]\n"  # none: the one below (given), which the controller knows
             f"ssh_keys:\n  ed25519_private: |\n{indented}\n"
             f"  ed25519_public: {host_key.with_suffix('.pub').read_text().strip()}\n"
         )  # fmt: skip
         (d / "network-config").write_text(
-            f"version: 2\nethernets:\n  eth0:\n    match:\n      macaddress: '{_mac(name)}'\n"
-            f"    addresses: [{address}/24]\n    routes:\n      - to: default\n        via: {gateway}\n"
+            f"version: 2\nethernets:\n  eth0:\n    match:\n      macaddress: '{_mac(name)}'\n    set-name: eth0\n"
+            f"    addresses: [{address}/24]\n    routes:\n      - to: 0.0.0.0/0\n        via: {gateway}\n"
         )  # fmt: skip
         seed = folder / "seed.img"
         _run(["mkfs.vfat", "-n", "CIDATA", "-C", str(seed), "2048"], "mkfs.vfat for the seed disk")
@@ -186,20 +192,22 @@ def vm_name(host_name: str) -> str:
 
 def create(
     name: str,
-    image: GuestImage,
+    image: GuestImage | UserImage,
     vcpus: int = 2,
     memory_mib: int = 3072,
     virt_type: str | None = None,
     gpus: str | None = None,
     vcpu_pins: tuple[str, ...] = (),
     numa_node: int | None = None,
+    disk_gib: int | None = None,
     hv: Hypervisor | None = None,
     on_notice: Callable[[str], None] | None = None,
     cmdline: str = CMDLINE,
     ssh_timeout: float = SSH_TIMEOUT,
 ) -> VMRecord:
-    """Create and start a VM from a guest image on a hypervisor (default: this machine) and wait
-    until SSH answers. Host checks run before anything exists; a failure after that deletes what was made."""
+    """Create and start a VM from dltestbed's guest image or a user's image on a hypervisor (default:
+    this machine) and wait until SSH answers. Host checks run before anything exists; a failure after
+    that deletes what was made."""
     hv = hv or hv_mod.local()
     if record(name) is not None:
         raise VMError(f"VM {name} exists already (dltestbed teardown removes it)")
@@ -216,7 +224,8 @@ def create(
                    virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib, image_key=image.key,
                    container_tag=image.container_tag, container_digest=image.container_digest,
                    created_at=time.time(), gpus=gpus, host=hv.host.name if hv.host else None,
-                   pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node)  # fmt: skip
+                   pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node, disk_gib=disk_gib,
+                   image_name=image.name if isinstance(image, UserImage) else "")  # fmt: skip
     try:
         folder.mkdir(parents=True)
         folder.chmod(0o700)
@@ -237,11 +246,14 @@ def create(
                 seed_file = _seed(Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key)
                 seed = hv_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
             host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
-            disk = hv_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, staged.capacity)
+            floor = disk_gib if disk_gib is not None else DEFAULT_USER_DISK_GIB if isinstance(image, UserImage) else 0
+            disk = hv_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3),
+                                  staged.format)  # fmt: skip
             hv_mod.ensure_network(conn)
             spec = DomainSpec(name=rec.domain, virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib,  # type: ignore[arg-type]
                               disk=disk, console_log=rec.console_log, bridge=BRIDGE, mac=rec.mac, seed=seed,
-                              kernel=staged.kernel, initrd=staged.initrd, cmdline=cmdline, vcpu_pins=tuple(vcpu_pins),
+                              kernel=staged.kernel, initrd=staged.initrd,
+                              cmdline=cmdline if staged.kernel else None, vcpu_pins=tuple(vcpu_pins),
                               numa_node=numa_node, hostdevs=hostdevs)  # fmt: skip
             started = time.monotonic()
             _define_and_start(conn, domain_xml(spec))
@@ -256,15 +268,15 @@ def create(
     return rec
 
 
-def ensure(name: str, image: GuestImage, settings: VMSettings, hv: Hypervisor | None = None,
+def ensure(name: str, image: GuestImage | UserImage, settings: VMSettings, hv: Hypervisor | None = None,
            on_notice: Callable[[str], None] | None = None) -> tuple[VMRecord, bool]:  # fmt: skip
-    """The VM `name` on hv with this image and these settings: the one there when it matches and
+    """The VM `name` on hv with this base image and these settings: the one there when it matches and
     answers, else a new one (a stale one is deleted first). (record, created)."""
     hv = hv or hv_mod.local()
     rec = record(name)
     same = rec is not None and rec.uri == hv.uri and rec.image_key == image.key and (
-        rec.vcpus, rec.memory_mib, rec.gpus, tuple(rec.vcpu_pins), rec.numa_node
-    ) == (settings.vcpus, settings.memory_mib, settings.gpus, settings.pins(), settings.numa_node)
+        rec.vcpus, rec.memory_mib, rec.gpus, tuple(rec.vcpu_pins), rec.numa_node, rec.disk_gib
+    ) == (settings.vcpus, settings.memory_mib, settings.gpus, settings.pins(), settings.numa_node, settings.disk_gib)
     if rec is not None and same:
         try:
             wait_ssh(rec, timeout=120, via=hv.host)  # made earlier by a bench or provision: still there?
@@ -273,8 +285,8 @@ def ensure(name: str, image: GuestImage, settings: VMSettings, hv: Hypervisor | 
             pass
     delete(name, hv if rec is None or rec.uri == hv.uri else None)
     made = create(name, image, vcpus=settings.vcpus, memory_mib=settings.memory_mib, virt_type=settings.virt_type,
-                  gpus=settings.gpus, vcpu_pins=settings.pins(), numa_node=settings.numa_node, hv=hv,
-                  on_notice=on_notice)  # fmt: skip
+                  gpus=settings.gpus, vcpu_pins=settings.pins(), numa_node=settings.numa_node,
+                  disk_gib=settings.disk_gib, hv=hv, on_notice=on_notice)  # fmt: skip
     return made, True
 
 
@@ -388,7 +400,8 @@ def teardown(hv: Hypervisor | None = None) -> list[str]:
 
 
 def release(hv: Hypervisor) -> None:
-    """When no dltestbed VM is left on hv's libvirtd: remove the VM network, and this machine's pool."""
+    """When no dltestbed VM is left on hv's libvirtd: remove the VM network, and this machine's pool
+    (with any user image uploaded into it)."""
     with hv.connect() as conn:
         if domains(hv):
             return
@@ -398,9 +411,13 @@ def release(hv: Hypervisor) -> None:
 
 
 def _remove_local_pool(conn: Any, hv: Hypervisor) -> None:
+    """This machine's pool, with the users' images uploaded into it (their own files stay)."""
     libvirt = hv_mod.libvirt_module()
     with contextlib.suppress(libvirt.libvirtError):
         pool = conn.storagePoolLookupByName(hv.pool_name)
+        pool.refresh(0)
+        for prefix in hv_mod.IMAGE_PREFIXES:
+            hv_mod.remove_volumes(pool, prefix)
         pool.refresh(0)
         if pool.numOfVolumes() == 0:
             pool.destroy()

@@ -14,7 +14,10 @@ VARS = {
     "gpus": "dltestbed_vm_gpus",
     "cpus": "dltestbed_vm_cpus",
     "numa_node": "dltestbed_vm_numa_node",
+    "image": "dltestbed_vm_image",
+    "disk_gib": "dltestbed_vm_disk_gib",
 }
+INTS = ("vcpus", "memory_mib", "numa_node", "disk_gib")
 
 
 def cpu_list(text: str) -> list[int]:
@@ -33,7 +36,8 @@ def cpu_list(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class VMSettings:
-    """vCPUs, memory, virtualisation, GPUs to pass through, host CPUs to pin to, NUMA node of its memory."""
+    """vCPUs, memory, virtualisation, GPUs to pass through, host CPUs to pin to, NUMA node of its memory;
+    the user's own disk image instead of dltestbed's guest image, and the disk size it gets."""
 
     vcpus: int = 2
     memory_mib: int = 3072
@@ -41,6 +45,9 @@ class VMSettings:
     gpus: str | None = None  # all, a count, or PCI addresses
     cpus: str | None = None  # host CPUs the vCPUs are pinned to
     numa_node: int | None = None
+    image: str | None = None  # a qcow2 or raw image on this machine (cloud-init reads the seed); None: ours
+    disk_gib: int | None = None  # the VM's disk (an overlay) at least this big; None: the image's size, or
+    # DEFAULT_USER_DISK_GIB for a user's image (a cloud image is small, and the workload takes ~3 GB)
 
     @classmethod
     def from_vars(cls, host_vars: dict[str, Any], host: str, overrides: dict[str, Any] | None = None) -> VMSettings:
@@ -52,13 +59,13 @@ class VMSettings:
                 raw[f.name] = value
         raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
         try:
-            for name in ("vcpus", "memory_mib", "numa_node"):
+            for name in INTS:
                 if name in raw:
                     raw[name] = int(raw[name])
         except (TypeError, ValueError):
-            bad = next(n for n in ("vcpus", "memory_mib", "numa_node") if n in raw and not str(raw[n]).isdigit())
+            bad = next(n for n in INTS if n in raw and not str(raw[n]).isdigit())
             raise ConfigError(f"{host}: {VARS[bad]} {raw[bad]!r} is not a whole number") from None
-        for name in ("virt_type", "gpus", "cpus"):
+        for name in ("virt_type", "gpus", "cpus", "image"):
             if name in raw:
                 raw[name] = str(raw[name])
         out = cls(**raw)

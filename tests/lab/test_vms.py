@@ -94,6 +94,60 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     assert run_cli("teardown", env=vm_env).stderr.strip().endswith("nothing to remove")  # idempotent
 
 
+@pytest.fixture(scope="module")
+def cloud_image(vm_env: dict[str, str]) -> Path:
+    """A user's cloud image (tests/cloudimage.py): own boot loader, cloud-init, a venv without a manifest."""
+    from dltestbed.provision import wheelhouse
+    from tests import cloudimage
+
+    return cloudimage.build(wheelhouse.build("cpu"))
+
+
+def _stamp(path: Path) -> tuple[int, int, str]:
+    import hashlib
+
+    st = path.stat()
+    with path.open("rb") as f:
+        return st.st_size, st.st_mtime_ns, hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results: Path) -> None:
+    """Booted by its own boot loader, keyed and addressed by cloud-init from the seed, the workload
+    brought up to this build by the workload role over SSH, measured as its own layer; the user's file
+    untouched, and teardown leaves nothing."""
+    before = _stamp(cloud_image)
+    argv = ["bench", "--targets", "bm,vm", "--vm-image", str(cloud_image), *TINY, "--results", str(results), "--json"]
+    proc = run_cli(*argv, env=vm_env, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"notice: uploading your image {cloud_image.name} (" in proc.stderr
+    assert f"notice: VM local ({cloud_image.name}): installing the workload (none there yet)" in proc.stderr
+    assert f"notice: VM local ({cloud_image.name}): workload installed in " in proc.stderr
+    runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
+    assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs.values()), runs
+    assert runs["vm"]["fingerprint"]["vm_image_name"] == cloud_image.name
+    assert runs["vm"]["fingerprint"]["kernel"] != runs["bm"]["fingerprint"]["kernel"]
+
+    xml = subprocess.run(["virsh", "-c", "qemu:///system", "dumpxml", "dltestbed-local"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert "<boot dev='hd'/>" in xml and "<kernel>" not in xml  # its own boot loader
+    console = (Path(vm_env["DLTESTBED_VM_DIR"]) / "pool" / "local.console.log").read_text(errors="replace")
+    assert "Datasource DataSourceNoCloud [seed=/dev/vdb]" in console  # cloud-init read our seed
+    assert "Invalid cloud-config" not in console and "failed stage" not in console  # and took all of it
+    assert "resized filesystem" in console  # growpart + resize_rootfs: the overlay's 20 GiB are usable
+
+    report = run_cli("report", "--results", str(results), "--bench", "last", env=vm_env)
+    assert f"| vm ({cloud_image.name}) | alexnet |" in report.stdout
+
+    again = run_cli(*argv, env=vm_env, timeout=1800)  # the VM and its workload are reused
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "uploading" not in again.stderr and "installing the workload" not in again.stderr
+
+    proc = run_cli("teardown", env=vm_env)
+    assert proc.returncode == 0 and "VM local" in proc.stderr
+    assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+    assert _stamp(cloud_image) == before  # uploaded, never written
+
+
 def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], guest_image: Path) -> None:
     from dltestbed.vms import image, lifecycle
 

@@ -51,6 +51,17 @@ def test_runs_of_other_sizes_or_modes_are_never_mixed() -> None:
     assert vm_infer.overhead_percent is None  # no bm run in infer mode
 
 
+def test_vms_on_a_users_image_are_a_layer_of_their_own() -> None:
+    own = {"vm_image_name": "debian-12-genericcloud-amd64.qcow2"}
+    runs = [rec("bm", 100.0), rec("vm", 80.0), rec("vm", 60.0, fingerprint=own), rec("vm", 62.0, fingerprint=own)]
+    groups = {(g.key["target_kind"], g.key["vm_image"]): g for g in summarise(runs)}
+    assert sorted(groups) == [("bm", ""), ("vm", ""), ("vm", "debian-12-genericcloud-amd64.qcow2")]
+    assert groups[("vm", "")].overhead_percent == pytest.approx(20.0)  # not averaged with the other image
+    assert groups[("vm", "debian-12-genericcloud-amd64.qcow2")].overhead_percent == pytest.approx(39.0)
+    table = render.markdown(summarise(runs), "t")
+    assert "| vm (debian-12-genericcloud-amd64.qcow2) | alexnet |" in table and "| vm | alexnet |" in table
+
+
 def test_failed_runs_are_counted_not_averaged() -> None:
     runs = [rec("bm", 100.0), rec("bm", 3.0, status="failed"), rec("bm", None, status="failed")]
     (g,) = summarise(runs)

@@ -250,3 +250,127 @@ def test_pool_network_and_overlay_on_libvirts_test_driver() -> None:
         assert net.find("./forward").get("mode") == "open" and net.find("./bridge").get("name") == h.BRIDGE
         assert net.find("./ip").get("address") == f"{h.SUBNET}.1" and net.find("./ip/dhcp") is None
         assert h.remove_network(conn) is True and h.remove_network(conn) is False
+
+
+@pytest.mark.parametrize(("capture", "message"), [
+    ("overlay", r"^VM image x: it is an overlay of debian-12-genericcloud-amd64.qcow2; give one self-contained image"),
+    ("vmdk", r"^VM image x: format vmdk; use qcow2 or raw \(qemu-img convert -O qcow2 …\)$"),
+    ("encrypted", r"^VM image x: it is encrypted; dltestbed cannot give qemu its secret$"),
+])  # fmt: skip
+def test_user_images_dltestbed_cannot_boot_are_refused(capture: str, message: str) -> None:
+    from dltestbed.vms.userimage import parse_info
+
+    assert parse_info((LIBVIRT / "qemu-img-info-cloud.json").read_text(), "x") == ("qcow2", 2 * 1024**3)
+    with pytest.raises(ConfigError, match=message):
+        parse_info((LIBVIRT / f"qemu-img-info-{capture}.json").read_text(), "x")
+    with pytest.raises(ConfigError, match=r"^VM image x: qemu-img could not read it$"):
+        parse_info("not json", "x")
+
+
+def test_user_image_inspected_on_disk(tmp_path: Path) -> None:
+    from dltestbed.vms import userimage
+
+    disk = tmp_path / "cloud.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "3G"], check=True)
+    img = userimage.inspect(str(disk))
+    assert (img.format, img.virtual_size, img.name, img.kernel, img.container_tag) == ("qcow2", 3 * 1024**3,
+                                                                                       "cloud.qcow2", None, "")
+    assert userimage.inspect(str(disk)).key == img.key  # same file, same key: uploaded once per host
+    subprocess.run(["qemu-img", "resize", "-q", str(disk), "4G"], check=True)
+    assert userimage.inspect(str(disk)).key != img.key  # changed: a new image
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n" * 200)  # qemu-img calls any file raw
+    with pytest.raises(ConfigError, match=r"notes.txt: not a bootable disk image \(no boot sector\)$"):
+        userimage.inspect(str(text))
+    with pytest.raises(ConfigError, match=r"^VM image /nonexistent.qcow2: no such file$"):
+        userimage.inspect("/nonexistent.qcow2")
+
+
+def test_user_image_and_disk_settings() -> None:
+    from dltestbed.vms.settings import VMSettings
+
+    s = VMSettings.from_vars({"dltestbed_vm_image": "/srv/debian-12.qcow2", "dltestbed_vm_disk_gib": "30"}, "h1")
+    assert (s.image, s.disk_gib) == ("/srv/debian-12.qcow2", 30)
+    assert VMSettings.from_vars({"dltestbed_vm_image": "/a.qcow2"}, "h1", {"image": "/b.qcow2"}).image == "/b.qcow2"
+    with pytest.raises(ConfigError, match=r"^h1: dltestbed_vm_disk_gib 'lots' is not a whole number$"):
+        VMSettings.from_vars({"dltestbed_vm_disk_gib": "lots"}, "h1")
+
+
+def test_a_domain_without_a_kernel_boots_its_own_boot_loader() -> None:
+    root = ET.fromstring(domain_xml(_spec(kernel=None, initrd=None, cmdline=None)))
+    assert root.find("./os/boot").get("dev") == "hd"  # type: ignore[union-attr]
+    assert root.find("./os/kernel") is None and root.find("./os/cmdline") is None
+
+
+def test_the_seed_gives_cloud_init_root_login_one_host_key_and_a_static_address(tmp_path: Path) -> None:
+    import yaml
+
+    from dltestbed.vms.lifecycle import _mac, _seed
+
+    key = tmp_path / "ssh_host_ed25519_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    seed = _seed(tmp_path, "vm1", "10.213.90.11", "ssh-ed25519 AAAAC3Nza controller\n", key)
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("user-data", "network-config", "meta-data"):
+        subprocess.run(["mcopy", "-i", str(seed), f"::{name}", str(out / name)], check=True)
+    label = subprocess.run(["mlabel", "-s", "-i", str(seed), "::"], capture_output=True, text=True).stdout
+    assert "CIDATA" in label  # what cloud-init's NoCloud looks for
+    user = (out / "user-data").read_text()
+    assert user.startswith("#cloud-config\n")
+    data = yaml.safe_load(user)
+    assert data["ssh_authorized_keys"] == ["ssh-ed25519 AAAAC3Nza controller"]
+    assert (data["disable_root"], data["ssh_pwauth"], data["ssh_genkeytypes"]) == (False, False, ["ed25519"])
+    assert data["ssh_keys"]["ed25519_private"].strip() == key.read_text().strip()
+    net = yaml.safe_load((out / "network-config").read_text())
+    eth = net["ethernets"]["eth0"]
+    assert (eth["match"]["macaddress"], eth["set-name"], eth["addresses"]) == (_mac("vm1"), "eth0", ["10.213.90.11/24"])
+    assert eth["routes"] == [{"to": "0.0.0.0/0", "via": "10.213.90.1"}]  # cloud-init 22 (Debian 12) has no "default"
+    assert yaml.safe_load((out / "meta-data").read_text()) == {"instance-id": "vm1", "local-hostname": "vm1"}
+
+
+def test_the_workload_check_and_the_vms_ansible_inventory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shlex
+
+    import yaml
+
+    from dltestbed.provision import guest
+    from dltestbed.vms.lifecycle import VMRecord
+
+    assert guest.parse_check("manifest=abc123\npython=3.11\n") == ("abc123", "3.11")
+    assert guest.parse_check("manifest=\npython=\n") == ("", "")
+    monkeypatch.setenv("DLTESTBED_VM_DIR", str(tmp_path / "vms"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    rec = VMRecord(name="on-h1", uri="qemu+ssh://h1/system", address="10.213.90.12", mac="52:54:00:01:02:03",
+                   bridge="dltvm0", virt_type="qemu", vcpus=2, memory_mib=3072, image_key="k", container_tag="",
+                   container_digest="", created_at=0.0, image_name="debian-12.qcow2")  # fmt: skip
+    local = yaml.safe_load(guest.inventory_text(rec, None))["all"]["hosts"]["on-h1"]
+    assert (local["ansible_host"], local["ansible_user"], local["dltestbed_venv"]) == ("10.213.90.12", "root",
+                                                                                       "/opt/dltestbed/venv")
+    assert local["ansible_ssh_private_key_file"] == str(rec.key_file)
+    assert shlex.split(local["ansible_ssh_common_args"]) == [
+        "-o", f"UserKnownHostsFile={rec.known_hosts}", "-o", "StrictHostKeyChecking=yes"]  # fmt: skip
+    remote = yaml.safe_load(guest.inventory_text(rec, _host(tmp_path)))["all"]["hosts"]["on-h1"]  # type: ignore[arg-type]
+    args = shlex.split(remote["ansible_ssh_common_args"])
+    proxy = shlex.split(args[-1].removeprefix("ProxyCommand="))
+    assert args[-2] == "-o" and proxy[:3] == ["ssh", "-W", "%h:%p"] and proxy[-1] == "ops@10.0.0.5"
+    assert proxy[3:5] == ["-p", "2222"] and proxy[proxy.index("-i") + 1] == str(tmp_path / "id key")
+    assert f"UserKnownHostsFile={tmp_path}/known hosts" in proxy  # one argument, though the path has a space
+    assert "StrictHostKeyChecking=yes" in proxy and "BatchMode=yes" in proxy
+
+
+def test_bench_checks_a_users_image_before_anything_is_made(tmp_path: Path, results: Path) -> None:
+    from tests.conftest import one_error_line, run_cli
+
+    disk = tmp_path / "cloud.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "2G"], check=True)
+    env = {"DLTESTBED_VM_DIR": str(tmp_path / "vms")}
+    tiny = ["--model", "alexnet", "--steps", "1", "--warmup", "1", "--results", str(results)]
+    line = one_error_line(run_cli("bench", "--targets", "vm,cvm", "--vm-image", str(disk), *tiny, env=env))
+    assert line == ("error: cvm: the VM would run your image cloud.qcow2, which has no dltestbed container image; "
+                    "cvm needs dltestbed's guest image (run vm alone with your image)")  # fmt: skip
+    line = one_error_line(run_cli("bench", "--targets", "vm", "--vm-image", str(tmp_path / "nope.qcow2"), *tiny,
+                                  env=env))  # fmt: skip
+    assert line == f"error: VM image {tmp_path}/nope.qcow2: no such file"
+    assert not (tmp_path / "vms").exists() and not results.exists()  # nothing made, nothing stored
