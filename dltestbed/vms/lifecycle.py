@@ -171,9 +171,13 @@ def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) ->
             f"ssh_keys:\n  ed25519_private: |\n{indented}\n"
             f"  ed25519_public: {host_key.with_suffix('.pub').read_text().strip()}\n"
         )  # fmt: skip
+        # Version 1, with the gateway on the subnet: every cloud-init renders that with the distribution's
+        # own tools (ifupdown's `gateway`, netplan, networkd). A v2 route is rendered for ifupdown as
+        # `route add` (net-tools, absent from Debian 12's cloud images), and cloud-init 22 has no `to: default`.
         (d / "network-config").write_text(
-            f"version: 2\nethernets:\n  eth0:\n    match:\n      macaddress: '{_mac(name)}'\n    set-name: eth0\n"
-            f"    addresses: [{address}/24]\n    routes:\n      - to: 0.0.0.0/0\n        via: {gateway}\n"
+            f"version: 1\nconfig:\n  - type: physical\n    name: eth0\n    mac_address: '{_mac(name)}'\n"
+            f"    subnets:\n      - type: static\n        address: {address}\n        netmask: 255.255.255.0\n"
+            f"        gateway: {gateway}\n"
         )  # fmt: skip
         seed = folder / "seed.img"
         _run(["mkfs.vfat", "-n", "CIDATA", "-C", str(seed), "2048"], "mkfs.vfat for the seed disk")

@@ -323,9 +323,11 @@ def test_the_seed_gives_cloud_init_root_login_one_host_key_and_a_static_address(
     assert (data["disable_root"], data["ssh_pwauth"], data["ssh_genkeytypes"]) == (False, False, ["ed25519"])
     assert data["ssh_keys"]["ed25519_private"].strip() == key.read_text().strip()
     net = yaml.safe_load((out / "network-config").read_text())
-    eth = net["ethernets"]["eth0"]
-    assert (eth["match"]["macaddress"], eth["set-name"], eth["addresses"]) == (_mac("vm1"), "eth0", ["10.213.90.11/24"])
-    assert eth["routes"] == [{"to": "0.0.0.0/0", "via": "10.213.90.1"}]  # cloud-init 22 (Debian 12) has no "default"
+    assert net["version"] == 1 and len(net["config"]) == 1
+    eth = net["config"][0]
+    assert (eth["type"], eth["name"], eth["mac_address"]) == ("physical", "eth0", _mac("vm1"))  # renamed by MAC
+    assert eth["subnets"] == [{"type": "static", "address": "10.213.90.11", "netmask": "255.255.255.0",
+                               "gateway": "10.213.90.1"}]  # the default route: the host's end of the bridge
     assert yaml.safe_load((out / "meta-data").read_text()) == {"instance-id": "vm1", "local-hostname": "vm1"}
 
 
