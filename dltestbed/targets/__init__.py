@@ -105,10 +105,13 @@ def preflight(kinds: list[str], hosts: list[object | None]) -> None:
         if settings.image:
             img = userimage.inspect(settings.image)
             if "cvm" in kinds:
-                on = f" on {getattr(host, 'name', '')}" if host is not None else ""
-                raise ConfigError(f"cvm{on}: the VM would run your image {img.name}, which has no dltestbed "
-                                  "container image; cvm needs dltestbed's guest image (run vm alone with "
-                                  "your image)")  # fmt: skip
+                _refuse_cvm(host, img.name)
+
+
+def _refuse_cvm(host: object | None, image_name: str) -> None:
+    on = f" on {getattr(host, 'name', '')}" if host is not None else ""
+    raise ConfigError(f"cvm{on}: the VM would run your image {image_name}, which has no dltestbed container image; "
+                      "cvm needs dltestbed's guest image (run vm alone with your image)")  # fmt: skip
 
 
 def vm_record(host: object | None) -> object:
@@ -149,9 +152,8 @@ def _vm_target(kind: str, host: object | None) -> Target:
     vm = VMTarget(rec, via=host)  # type: ignore[arg-type]
     if kind == "vm":
         return vm
-    if not rec.container_tag:  # type: ignore[attr-defined]
-        raise ConfigError(f"cvm: VM {rec.name} runs your image {rec.image_name}, which has no dltestbed container "  # type: ignore[attr-defined]
-                          "image; cvm needs dltestbed's guest image")  # fmt: skip
+    if not rec.container_tag:  # type: ignore[attr-defined]  # made from a user's image (preflight says so first)
+        _refuse_cvm(host, rec.image_name)  # type: ignore[attr-defined]
     return ContainerTarget(vm, "podman", rec.container_tag, rec.container_digest, kind="cvm")  # type: ignore[attr-defined]
 
 

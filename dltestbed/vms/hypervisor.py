@@ -321,9 +321,9 @@ def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage | UserImage
     into the pool once (a marker volume says the upload finished). Other images' volumes there are
     removed unless a VM in `in_use` (image keys) still runs on them."""
     if hv.local and image.kernel is not None:
-        return StagedImage(str(image.disk), image.format, _virtual_size(image.disk), str(image.kernel),
+        return StagedImage(str(image.disk), image.format, image.virtual_size, str(image.kernel),
                            str(image.initrd))  # fmt: skip
-    capacity = _virtual_size(image.disk)
+    capacity = image.virtual_size
     prefix = f"{image.prefix}{image.key}"
     vols = volumes(p)
     for name, vol in vols.items():
@@ -350,15 +350,6 @@ def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage | UserImage
     vols = volumes(p)
     paths = {suffix: str(vols[prefix + suffix].path()) for suffix in files}
     return StagedImage(paths[f".{image.format}"], image.format, capacity, paths.get(".vmlinuz"), paths.get(".initrd"))
-
-
-def _virtual_size(disk: Path) -> int:
-    import json
-
-    proc = subprocess.run(["qemu-img", "info", "--output=json", str(disk)], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise VMError(f"qemu-img info {disk}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    return int(json.loads(proc.stdout)["virtual-size"])
 
 
 def remove_volumes(p: Any, prefix: str) -> int:

@@ -108,6 +108,15 @@ class GuestImage:
         return "the guest image"
 
     @property
+    def virtual_size(self) -> int:
+        """Bytes the guest sees (qemu-img info)."""
+        proc = subprocess.run(["qemu-img", "info", "--output=json", str(self.disk)], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        if proc.returncode != 0:
+            raise ImageError(f"qemu-img info {self.disk}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        return int(json.loads(proc.stdout)["virtual-size"])
+
+    @property
     def disk(self) -> Path:
         """The base disk every VM's overlay points to."""
         return self.path / "disk.qcow2"
