@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dltestbed import dataset
+from dltestbed.catalog import MODELS
 from dltestbed.config import WorkloadSpec, resolve_path, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets.base import Target
-from dltestbed.workload.catalog import MODELS
 
 T = TypeVar("T")
 ORDERS = ("interleaved", "random")
@@ -174,9 +174,7 @@ def run_all(
     except KeyboardInterrupt:
         for targets in machines:
             for t in targets:
-                abort = getattr(t, "abort", None)
-                if abort:
-                    abort()
+                t.abort()
         wait(futures, timeout=60)
         pool.shutdown(wait=False, cancel_futures=True)
         raise

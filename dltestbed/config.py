@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dltestbed.catalog import MODELS, model_names
 from dltestbed.errors import ConfigError
-from dltestbed.workload.catalog import MODELS, model_names
 
 DataKind = Literal["synthetic", "real"]
 Mode = Literal["train", "infer"]

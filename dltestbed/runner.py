@@ -94,7 +94,7 @@ class Stop:
 def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
     """The command line that runs the workload on a target."""
     argv = [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
-    if getattr(target, "remote", False):
+    if target.watch_stdin:
         argv.append("--watch-stdin")  # a lost SSH session stops the workload
     return argv
 
@@ -190,7 +190,7 @@ def execute(
     observer = observer or NullObserver()
     run = RunRecord(
         id=new_id("r"), bench_id=ctx.bench_id, started_at=now_iso(), scenario=ctx.scenario,
-        target_kind=target.kind, target_name=target.name, host=target.host, model=spec.model,
+        target_kind=target.kind, target_name=target.name, host=target.host, machine=target.machine, model=spec.model,
         data=spec.data, mode=spec.mode, device=spec.device, batch_size=spec.batch_size,
         image_size=spec.size, warmup=spec.warmup, steps=spec.steps, repetition=ctx.repetition,
         contention=ctx.contention, role=ctx.role, job_id=ctx.job_id, workers=ctx.workers,

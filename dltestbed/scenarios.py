@@ -5,18 +5,19 @@ which co-tenants, in which order."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dltestbed import bench as bench_mod
+from dltestbed.catalog import MODELS
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, TargetError, WorkloadError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
-from dltestbed.targets.base import Target
-from dltestbed.workload.catalog import MODELS
+from dltestbed.targets import VM_KINDS, Site, make
+from dltestbed.targets.base import Target, machine_under
 from dltestbed.workload.distributed import tf_config
 
 SCENARIOS = {
@@ -32,8 +33,6 @@ COTENANTS = {
 }
 INTERRUPTED = "interrupted (Ctrl-C or a stop signal)"
 COTENANT_START_TIMEOUT = 900.0  # seconds for a co-tenant to reach its first timed step
-
-MakeTarget = Callable[[str, Any], Target]  # (kind, inventory host or None for this machine) → a fresh target
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
             raise ConfigError(f"scenario distributed needs at least 2 workers; got {n}{hint}")
         if any(s.mode != "train" for s in plan.specs):
             raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
-        if {"vm", "cvm"} & set(kinds) and len(hosts) > 1:
+        if VM_KINDS & set(kinds) and len(hosts) > 1:
             raise ConfigError("scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
                               "so workers in VMs on different hosts cannot reach each other; use one host "
                               "(--limit HOST --workers N: the workers share its VM) or bm/cbm")  # fmt: skip
@@ -82,40 +81,37 @@ def worker_count(options: Options, hosts: Sequence[Any]) -> int:
     """Workers per distributed job."""
     if options.workers is not None:
         return options.workers
-    return 2 if hosts == [None] else len(hosts)
+    return 2 if list(hosts) == [None] else len(hosts)
 
 
 def run(
     plan: bench_mod.Plan,
-    hosts: Sequence[Any],
+    sites: Sequence[Site],
     kinds: Sequence[str],
-    make_target: MakeTarget,
     store: Store,
     observer: Observer,
     options: Options,
     sinks: Sequence[Sink] = (),
+    machines: Sequence[Sequence[Target]] | None = None,
 ) -> list[RunRecord]:
-    """Run the plan as the scenario says; every run is stored as it goes."""
-    check(options, hosts, plan, kinds)
+    """Run the plan as the scenario says on prepared sites (one per machine); every run is stored as
+    it goes. single runs on `machines` (a target per site and kind; made here when not given);
+    distributed and shared make a target per worker and co-tenant from the sites (nothing is built
+    or booted here)."""
+    check(options, [s.host for s in sites], plan, kinds)
     plan.scenario = options.scenario
     if options.scenario == "distributed":
-        return _distributed(plan, hosts, kinds, make_target, store, observer, options, sinks)
+        return _distributed(plan, sites, kinds, store, observer, options, sinks)
     if options.scenario == "shared":
-        return _shared(plan, hosts[0], kinds, make_target, store, observer, options, sinks)
-    machines = [[make_target(k, h) for k in kinds] for h in hosts]
+        return _shared(plan, sites[0], kinds, store, observer, options, sinks)
+    machines = machines or [[make(k, s) for k in kinds] for s in sites]
     return bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel,
                              sinks=sinks)  # fmt: skip
 
 
-def _abort(target: Target) -> None:
-    abort = getattr(target, "abort", None)
-    if abort:
-        abort()
-
-
 def _probe(target: Target, code: str) -> str:
     """The first stdout line of a Python snippet run on the machine under a target."""
-    machine = getattr(target, "inner", target)  # a container shares its host's network and CPUs
+    machine = machine_under(target)  # a container shares its host's network and CPUs
     lines: list[str] = []
     res = machine.run([machine.python, "-c", code], timeout=60, on_line=lines.append)
     if not res.ok or not lines:
@@ -129,39 +125,35 @@ _HAS_GPU = "import shutil, subprocess; print(int(bool(shutil.which('nvidia-smi')
            "subprocess.run(['nvidia-smi', '-L'], capture_output=True).returncode == 0))"  # fmt: skip
 
 
-def _address(host: Any) -> str:
-    return "127.0.0.1" if host is None else str(host.address)
-
-
 # ---------------------------------------------------------------- distributed
 
 
 def _distributed(
-    plan: bench_mod.Plan, hosts: Sequence[Any], kinds: Sequence[str], make_target: MakeTarget, store: Store,
-    observer: Observer, options: Options, sinks: Sequence[Sink],
+    plan: bench_mod.Plan, sites: Sequence[Site], kinds: Sequence[str], store: Store, observer: Observer,
+    options: Options, sinks: Sequence[Sink],
 ) -> list[RunRecord]:  # fmt: skip
     """Per repetition, workload and kind: (a single worker alone, then) one job over N workers."""
-    n = worker_count(options, hosts)
-    placement = [hosts[i % len(hosts)] for i in range(n)]
+    n = worker_count(options, [s.host for s in sites])
+    placement = [sites[i % len(sites)] for i in range(n)]
     records: list[RunRecord] = []
     for round_ in plan.rounds(kinds):
         for rep, spec, kind in round_:
             job = new_id("j")
             if options.baseline:
                 ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=1)
-                records.append(execute(make_target(kind, placement[0]), spec, store, ctx, observer,
+                records.append(execute(make(kind, placement[0]), spec, store, ctx, observer,
                                        timeout=options.timeout, sinks=sinks))  # fmt: skip
-            records += _job(plan, rep, job, spec, kind, placement, make_target, store, observer, options, sinks)
+            records += _job(plan, rep, job, spec, kind, placement, store, observer, options, sinks)
     return records
 
 
 def _job(
-    plan: bench_mod.Plan, rep: int, job: str, spec: WorkloadSpec, kind: str, placement: Sequence[Any],
-    make_target: MakeTarget, store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
+    plan: bench_mod.Plan, rep: int, job: str, spec: WorkloadSpec, kind: str, placement: Sequence[Site],
+    store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
 ) -> list[RunRecord]:  # fmt: skip
     """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all."""
-    targets = [make_target(kind, h) for h in placement]
-    addresses = _worker_addresses(targets, placement)
+    targets = [make(kind, s) for s in placement]
+    addresses = _worker_addresses(targets)
     worker_spec = spec.model_copy(update={"distributed": True})
     stops = [Stop() for _ in targets]
     results: list[RunRecord | None] = [None] * len(targets)
@@ -169,7 +161,7 @@ def _job(
     def stop_others(failed: int, reason: str) -> None:
         for j, t in enumerate(targets):
             if j != failed and stops[j].request(reason):
-                _abort(t)
+                t.abort()
 
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=len(targets), worker_index=i)
@@ -195,12 +187,12 @@ def _job(
     return [r for r in results if r is not None]
 
 
-def _worker_addresses(targets: Sequence[Target], placement: Sequence[Any]) -> list[str]:
+def _worker_addresses(targets: Sequence[Target]) -> list[str]:
     """host:port per worker, each port found free on its host (and distinct among workers of a host)."""
     taken: set[tuple[str, str]] = set()
     out = []
-    for t, h in zip(targets, placement, strict=True):
-        addr = "127.0.0.1" if t.kind in ("vm", "cvm") else _address(h)  # a host's workers share its one VM
+    for t in targets:
+        addr = t.peer_address
         for _ in range(5):
             port = _probe(t, _FREE_PORT)
             if (addr, port) not in taken:
@@ -216,11 +208,11 @@ def _worker_addresses(targets: Sequence[Target], placement: Sequence[Any]) -> li
 
 
 def _shared(
-    plan: bench_mod.Plan, host: Any, kinds: Sequence[str], make_target: MakeTarget, store: Store,
-    observer: Observer, options: Options, sinks: Sequence[Sink],
+    plan: bench_mod.Plan, site: Site, kinds: Sequence[str], store: Store, observer: Observer, options: Options,
+    sinks: Sequence[Sink],
 ) -> list[RunRecord]:  # fmt: skip
     """Per repetition, workload and kind: the foreground alone, then with the co-tenant running."""
-    probe_target = make_target("bm", host)
+    probe_target = make("bm", site)
     batch = options.cotenant_batch or (512 if _probe(probe_target, _HAS_GPU) == "1" else 64)
     fg_cpus = co_cpus = None
     if options.isolate:
@@ -233,11 +225,10 @@ def _shared(
             co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
             alone = "none" + (f", cpus {fg_cpus}" if fg_cpus else "")
             ctx = RunContext(plan.bench_id, "shared", rep, contention=alone, job_id=job)
-            records.append(execute(make_target(kind, host), fg, store, ctx, observer, timeout=options.timeout,
+            records.append(execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout,
                                    sinks=sinks))  # fmt: skip
             label = contention_label(options.cotenant, batch, fg_cpus, co_cpus)
-            records += _with_cotenant(plan, rep, job, kind, host, fg, co, label, make_target, store, observer,
-                                      options, sinks)  # fmt: skip
+            records += _with_cotenant(plan, rep, job, kind, site, fg, co, label, store, observer, options, sinks)
     return records
 
 
@@ -271,11 +262,11 @@ def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) 
 
 
 def _with_cotenant(
-    plan: bench_mod.Plan, rep: int, job: str, kind: str, host: Any, fg: WorkloadSpec, co: WorkloadSpec,
-    label: str, make_target: MakeTarget, store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
+    plan: bench_mod.Plan, rep: int, job: str, kind: str, site: Site, fg: WorkloadSpec, co: WorkloadSpec,
+    label: str, store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
 ) -> list[RunRecord]:  # fmt: skip
     """Start the co-tenant, wait for its first timed step, time the foreground, stop the co-tenant."""
-    co_target = make_target(kind, host)
+    co_target = make(kind, site)
     stop, started = Stop(), threading.Event()
     co_record: list[RunRecord] = []
     co_ctx = RunContext(plan.bench_id, "shared", rep, contention=label, role="cotenant", job_id=job)
@@ -288,7 +279,7 @@ def _with_cotenant(
 
     def end_cotenant(reason: str | None) -> None:
         if stop.request(reason):
-            _abort(co_target)
+            co_target.abort()
         while thread.is_alive():
             thread.join(0.2)
 
@@ -301,7 +292,7 @@ def _with_cotenant(
             raise WorkloadError(f"the co-tenant ({label}) could not start on {co_target.host}: {why} "
                                 f"(log: {co_record[0].log_path if co_record else '-'})")  # fmt: skip
         ctx = RunContext(plan.bench_id, "shared", rep, contention=label, job_id=job)
-        fg_record = execute(make_target(kind, host), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks)
+        fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks)
         if not thread.is_alive() and co_record and co_record[0].status != "ok":
             fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
             store.save_run(fg_record)

@@ -22,10 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from dltestbed import paths
 from dltestbed.provision import image as ctr_image
 from dltestbed.provision import wheelhouse
-from dltestbed.provision.wheelhouse import Wheelhouse, cache_root
-from dltestbed.vms.image import install_workload
+from dltestbed.provision.guestimage import install_workload
+from dltestbed.provision.wheelhouse import Wheelhouse
 
 PACKAGES = ("linux-image-amd64", "systemd-sysv", "udev", "dbus", "openssh-server", "python3", "python3-venv",
             "cloud-init", "cloud-guest-utils", "ifupdown", "iproute2", "kmod", "sudo", "ca-certificates",
@@ -53,7 +54,7 @@ def build(house: Wheelhouse | None = None) -> Path:
     the wheelhouse's dependencies baked in when `house` is given."""
     inputs = RECIPE + (house.requirements.read_text() if house else "")
     name = f"cloud-{'venv-' if house else ''}{hashlib.sha256(inputs.encode()).hexdigest()[:12]}.qcow2"
-    cached = cache_root().parent / "test-images" / name
+    cached = paths.cache_dir() / "test-images" / name
     if not cached.exists():
         cached.parent.mkdir(parents=True, exist_ok=True)
         for old in cached.parent.glob(name.rsplit("-", 1)[0] + "-*.qcow2"):

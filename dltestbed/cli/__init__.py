@@ -3,7 +3,6 @@ write their traceback to a debug log and say where."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import traceback
@@ -58,10 +57,9 @@ app.add_typer(_results.app, name="results")
 
 def debug_log_path() -> Path:
     """$DLTESTBED_DEBUG_LOG, else $XDG_STATE_HOME/dltestbed/debug.log (~/.local/state/...)."""
-    if os.environ.get("DLTESTBED_DEBUG_LOG"):
-        return Path(os.environ["DLTESTBED_DEBUG_LOG"]).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "dltestbed" / "debug.log"
+    from dltestbed import paths
+
+    return paths.debug_log()
 
 
 def error_line(message: str) -> None:

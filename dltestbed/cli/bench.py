@@ -196,12 +196,13 @@ def bench(
     from rich.console import Console
 
     from dltestbed import bench as bench_mod
-    from dltestbed import scenarios
+    from dltestbed import prepare, scenarios
     from dltestbed.cli.progress import RichObserver
     from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
     from dltestbed.targets import KINDS, make
 
+    # 1. cheap: options, inventory, scenario, images present, the time-series server and its token
     plan = bench_mod.plan(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
@@ -227,40 +228,34 @@ def bench(
         raise ConfigError("--limit needs --inventory")
     else:
         hosts = [None]
-
-    def make_target(kind: str, host: object) -> object:
-        return make(kind, host, runtime=runtime)
-
-    scenarios.check(options, hosts, plan, kinds)  # before any VM is started
-
-    if any(k in ("vm", "cvm") for k in kinds):
-        from dltestbed import targets as targets_mod
-
-        targets_mod.VM_OVERRIDES.update(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus,
-                                        numa_node=vm_numa_node, virt_type=vm_virt_type, image=vm_image,
-                                        disk_gib=vm_disk)  # fmt: skip
-        targets_mod.VM_NOTICES[:] = [lambda line: typer.echo(f"notice: {line}", err=True)]
-        targets_mod.preflight(kinds, hosts)
-        where = "each host's" if inventory is not None else "this machine's"
-        typer.echo(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)", err=True)
-
-    try:
-        machines = [[make_target(k, h) for k in kinds] for h in hosts]  # every target checked before anything runs
-    except KeyboardInterrupt:
-        typer.echo("interrupted while preparing the targets: nothing was run; a VM being created was removed",
-                   err=True)  # fmt: skip
-        raise typer.Exit(130) from None
+    scenarios.check(options, hosts, plan, kinds)
+    vm_overrides = dict(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus, numa_node=vm_numa_node,
+                        virt_type=vm_virt_type, image=vm_image, disk_gib=vm_disk)  # fmt: skip
+    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides)
+    checked = prepare.check(setup)
     if stream is not None:
         from dltestbed.results import influx
 
         influx.check(stream)
+    # 2. expensive: VMs made or reused, with this build's workload in them
+    if setup.uses_vms:
+        where = "each host's" if inventory is not None else "this machine's"
+        typer.echo(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)", err=True)
+    try:
+        sites = prepare.ready(checked, lambda line: typer.echo(f"notice: {line}", err=True))
+    except KeyboardInterrupt:
+        typer.echo("interrupted while preparing the targets: nothing was run; a VM being created was removed",
+                   err=True)  # fmt: skip
+        raise typer.Exit(130) from None
+    # 3. the runs: a target per site and kind, made once (more per job or co-tenant in those scenarios)
+    machines = [[make(k, s) for k in kinds] for s in sites]
     store = Store.open(results)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     p = bench_mod.PRESETS[preset.value]
     if not model and image_size is None and steps is None:
         console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
-    console.print(_announce(plan, options, machines, hosts) + f"; results → {store.path}"
+    console.print(_announce(plan, options, machines, sites) + f"; results → {store.path}"
                   + (f"; streaming to InfluxDB at {stream.describe()}" if stream else ""))  # fmt: skip
     records = []
     sinks = []
@@ -270,7 +265,7 @@ def bench(
 
             sinks.append(InfluxSink(store, stream))
         with RichObserver(console) as observer:
-            records = scenarios.run(plan, hosts, kinds, make_target, store, observer, options, sinks)  # type: ignore[arg-type]
+            records = scenarios.run(plan, sites, kinds, store, observer, options, sinks, machines)
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/]: the current run is stored as failed with its steps; see "
                       f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip
@@ -297,7 +292,7 @@ def _stream_settings(url: str | None, org: str | None, bucket: str | None, token
     return influx.settings(url, org, bucket, token_file)
 
 
-def _announce(plan: object, options: object, machines: list, hosts: list) -> str:
+def _announce(plan: object, options: object, machines: list, sites: list) -> str:
     """One line: what the bench will run, where, how."""
     from dltestbed import scenarios
 
@@ -307,13 +302,13 @@ def _announce(plan: object, options: object, machines: list, hosts: list) -> str
     head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "  # type: ignore[attr-defined]
     head += f"{plan.repeat} repetition(s) × {len(machines[0])} kind(s)"  # type: ignore[attr-defined]
     if options.scenario == "distributed":
-        n = scenarios.worker_count(options, hosts)
+        n = scenarios.worker_count(options, [s.host for s in sites])
         extra = " + 1 worker alone" if options.baseline else ""
         return head + f", each a job of {n} workers{extra}, on {where}"
     if options.scenario == "shared":
         iso = ", isolated CPUs" if options.isolate else ""
         return head + f", each alone and with a {options.cotenant} co-tenant{iso}, on {where}"
-    mode = ("hosts at once" if options.parallel else "hosts one after another") if len(machines) > 1 else ""
+    mode = ("hosts at once" if options.parallel else "hosts one after another") if len(sites) > 1 else ""
     total = len(plan.runs()) * len(targets)  # type: ignore[attr-defined]
     return (head + f" = {total} run(s) on {where} {mode}").rstrip()
 

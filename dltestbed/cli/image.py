@@ -53,7 +53,7 @@ def build(
         raise ConfigError("--out is for the VM guest image; it needs --vm yes (or qemu-img and podman installed)")
     if not want_vm:
         return
-    from dltestbed.vms import image as guest
+    from dltestbed.provision import guestimage as guest
 
     t1 = time.monotonic()
     pod = built if rt == "podman" else (image.find("podman", house, base) or image.build("podman", house, base))

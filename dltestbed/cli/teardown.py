@@ -21,9 +21,10 @@ def teardown(
     import subprocess
 
     removed: list[str] = []
+    from dltestbed import paths
     from dltestbed.vms import lifecycle
 
-    if shutil.which("virsh") or lifecycle.vm_root().exists():
+    if shutil.which("virsh") or paths.vm_root().exists():
         try:
             removed += [f"VM {n}" for n in lifecycle.teardown()]
         except lifecycle.VMError as exc:
@@ -81,11 +82,11 @@ def _remote_vms(inventory: Path | None, failed: list[str]) -> list[str]:
 def _remote_containers(inventory: Path) -> list[str]:
     from dltestbed import inventory as inventory_mod
     from dltestbed.errors import TargetError
-    from dltestbed.targets.ssh import SSHTarget
+    from dltestbed.transport.ssh import SSH
 
     out = []
     for host in inventory_mod.load(inventory).in_group("container_hosts"):
-        target = SSHTarget(host)
+        target = SSH(host)
         for rt in ("docker", "podman"):
             names: list[str] = []
             script = (f"command -v {rt} >/dev/null && {rt} ps -a --filter name=^dltestbed- --format '{{{{.Names}}}}' "

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dltestbed import paths
 from dltestbed.errors import ConfigError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: interface names are at most 15 characters
@@ -33,7 +33,7 @@ def veth_name(lab: str, index: int | str) -> str:
 
 def labs_root() -> Path:
     """$DLTESTBED_LAB_DIR, else /var/lib/dltestbed/labs."""
-    return Path(os.environ.get("DLTESTBED_LAB_DIR") or "/var/lib/dltestbed/labs")
+    return paths.labs_root()
 
 
 @dataclass

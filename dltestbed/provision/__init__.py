@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -12,24 +11,16 @@ from typing import Any
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import layout as layout_mod
+from dltestbed import paths
+from dltestbed.errors import DltestbedError
 from dltestbed.provision import facts as facts_mod
-from dltestbed.provision import wheelhouse
-from dltestbed.provision.ansible import PlaybookResult, run_playbook
+from dltestbed.provision import image, vmready, wheelhouse
+from dltestbed.provision.ansible import PlaybookResult, run_playbook, site_vars
 from dltestbed.provision.events import HostOutcome
+from dltestbed.provision.guestimage import GuestImage
 from dltestbed.results.records import new_id
 
 EventHook = Callable[[str, HostOutcome | None, dict[str, Any]], None]
-
-
-def state_dir() -> Path:
-    """$XDG_STATE_HOME/dltestbed (~/.local/state/dltestbed)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "dltestbed"
-
-
-def known_hosts_file() -> Path:
-    """Host keys recorded at provisioning; `bench` checks hosts against them."""
-    return state_dir() / "known_hosts"
 
 
 @dataclass
@@ -76,7 +67,7 @@ class ProvisionReport:
 
 
 def _record_host_keys(inv: inventory_mod.Inventory, reports: dict[str, dict[str, Any]]) -> None:
-    path = known_hosts_file()
+    path = paths.known_hosts_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = path.read_text().splitlines() if path.exists() else []
     for name, facts in reports.items():
@@ -104,7 +95,7 @@ def provision(
     placements = layout_mod.resolve(layout, inv)
     root = wheelhouse.source_root()
     run_id = new_id("p")
-    private = state_dir() / "provision" / run_id
+    private = paths.state_dir() / "provision" / run_id
     report = ProvisionReport(run_id, layout, str(inv.path), check,
                              [HostReport(p.host.name, p.host.address, list(p.kinds)) for p in placements],
                              str(private / "artifacts"))  # fmt: skip
@@ -168,20 +159,6 @@ def provision(
     return report
 
 
-def site_vars(hosts: list[str], flavors: dict[str, str], houses: dict[str, wheelhouse.Wheelhouse]) -> dict[str, Any]:
-    """site.yml's extravars for installing the workload on `hosts` (each host's flavor, the
-    wheelhouses); no container or libvirt hosts unless the caller adds them."""
-    return {
-        "dltestbed_hosts": ",".join(hosts),
-        "dltestbed_flavors": flavors,
-        "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
-        "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
-        "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
-        "dltestbed_container_targets": "",
-        "dltestbed_libvirt_targets": "",
-    }
-
-
 def _container_images(
     inv: inventory_mod.Inventory,
     targets: list[HostReport],
@@ -190,8 +167,6 @@ def _container_images(
 ) -> dict[str, Any]:
     """Build (or find) the workload image for each runtime the container hosts use, saved as an
     archive to load on them; the extravars the container_host role reads."""
-    from dltestbed.provision import image
-
     hosts = [h for h in targets if "cbm" in h.kinds]
     if not hosts:
         return {"dltestbed_container_targets": ""}
@@ -223,28 +198,16 @@ def _vms(
     """Each libvirt host's benchmark VM, from the host's own image (dltestbed_vm_image) or this build's
     guest image (built here when missing): reused when current, else made, with this build's workload
     in it; bench finds it by the host's name."""
-    from dltestbed.errors import DltestbedError
-    from dltestbed.provision import guest, image
-    from dltestbed.targets import vm_flavor
-    from dltestbed.vms import image as guest_image
-    from dltestbed.vms import lifecycle, userimage
-
     if on_phase:
         on_phase("vms")
-    ours: guest_image.GuestImage | None = None
+    ours: GuestImage | None = None
     for h in hosts:
         host = inv.hosts[h.name]
         try:
-            hv, name, settings = lifecycle.placement(host)
-            house = wheelhouse.build(vm_flavor(settings))
-            if settings.image:
-                img: guest_image.GuestImage | userimage.UserImage = userimage.inspect(settings.image)
-            else:
-                if ours is None:  # the guest image holds the CPU build (see vm-images/README.md)
-                    ours = guest_image.build(house, image.build("podman", house))  # finds an up-to-date one first
-                img = ours
-            rec, made = lifecycle.ensure(name, img, settings, hv, on_notice)
-            installed = guest.ensure_workload(rec, house, via=host, on_notice=on_notice)
+            p = vmready.plan(host, build=True, guest=ours)
+            if isinstance(p.image, GuestImage):
+                ours = p.image  # built (or found) once for every host
+            rec, made, installed = vmready.ready(p, on_notice)
         except DltestbedError as exc:
             h.status, h.reason = "failed", f"VM: {exc}"
             continue
@@ -279,4 +242,4 @@ def _finish(targets: list[HostReport], site: PlaybookResult, check: bool) -> Non
             h.status = "provisioned" if out.changed else "unchanged"
 
 
-__all__ = ["HostReport", "ProvisionReport", "known_hosts_file", "provision", "site_vars", "state_dir"]
+__all__ = ["HostReport", "ProvisionReport", "provision", "site_vars"]

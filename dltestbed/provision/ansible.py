@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dltestbed.provision.events import HostOutcome, apply
+from dltestbed.provision.wheelhouse import Wheelhouse
 
 
 @dataclass
@@ -77,3 +78,17 @@ def run_playbook(
             for sig, old in saved.items():
                 signal.signal(sig, old)
     return PlaybookResult(runner.status, runner.rc, hosts, private_dir / "artifacts" / ident)
+
+
+def site_vars(hosts: list[str], flavors: dict[str, str], houses: dict[str, Wheelhouse]) -> dict[str, Any]:
+    """site.yml's extravars for installing the workload on `hosts` (each host's flavor, the
+    wheelhouses); no container or libvirt hosts unless the caller adds them."""
+    return {
+        "dltestbed_hosts": ",".join(hosts),
+        "dltestbed_flavors": flavors,
+        "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
+        "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},
+        "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
+        "dltestbed_container_targets": "",
+        "dltestbed_libvirt_targets": "",
+    }

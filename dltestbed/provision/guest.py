@@ -10,16 +10,18 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
-from dltestbed.provision.wheelhouse import Wheelhouse
+from dltestbed import paths
+from dltestbed.inventory import Host
+from dltestbed.provision.ansible import run_playbook, site_vars
+from dltestbed.provision.wheelhouse import Wheelhouse, source_root
+from dltestbed.results.records import new_id
+from dltestbed.transport.ssh import known_hosts_files
 from dltestbed.vms.hypervisor import VMError
-
-if TYPE_CHECKING:
-    from dltestbed.inventory import Host
-    from dltestbed.vms.lifecycle import VMRecord
+from dltestbed.vms.images import GUEST_VENV
+from dltestbed.vms.lifecycle import VMRecord, guest_ssh
 
 CHECK_SCRIPT = """printf 'manifest=%s\\n' "$(cat {venv}/dltestbed-manifest.txt 2>/dev/null)"
 printf 'python=%s\\n' "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"
@@ -37,10 +39,8 @@ def _controller_python() -> str:
 
 
 def _check(rec: VMRecord, via: Host | None) -> tuple[str, str]:
-    from dltestbed.targets.vm import GUEST_VENV, VMTarget
-
     lines: list[str] = []
-    res = VMTarget(rec, via=via).run(["sh", "-c", CHECK_SCRIPT.format(venv=shlex.quote(GUEST_VENV))], timeout=120,
+    res = guest_ssh(rec, via).run(["sh", "-c", CHECK_SCRIPT.format(venv=shlex.quote(GUEST_VENV))], timeout=120,
                                      on_line=lines.append)  # fmt: skip
     if not res.ok:
         why = " ".join(res.stderr_tail)[-200:]
@@ -50,8 +50,6 @@ def _check(rec: VMRecord, via: Host | None) -> tuple[str, str]:
 
 def ssh_args(rec: VMRecord, via: Host | None) -> str:
     """ansible_ssh_common_args for the VM: its own host key, strictly; through `via` when remote."""
-    from dltestbed.targets.ssh import known_hosts_files
-
     opts = ["-o", f"UserKnownHostsFile={rec.known_hosts}", "-o", "StrictHostKeyChecking=yes"]
     if via is not None:
         proxy = ["ssh", "-W", "%h:%p", "-p", str(via.port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
@@ -65,8 +63,6 @@ def ssh_args(rec: VMRecord, via: Host | None) -> str:
 
 def inventory_text(rec: VMRecord, via: Host | None) -> str:
     """A one-host ansible inventory for the VM."""
-    from dltestbed.targets.vm import GUEST_VENV
-
     host = {"ansible_host": rec.address, "ansible_port": 22, "ansible_user": "root",
             "ansible_ssh_private_key_file": str(rec.key_file), "ansible_ssh_common_args": ssh_args(rec, via),
             "dltestbed_venv": GUEST_VENV}  # fmt: skip
@@ -76,11 +72,6 @@ def inventory_text(rec: VMRecord, via: Host | None) -> str:
 def ensure_workload(rec: VMRecord, house: Wheelhouse, via: Host | None = None,
                     on_notice: Callable[[str], None] | None = None) -> bool:  # fmt: skip
     """This build's workload in the VM: True when it had to be installed, False when it was there."""
-    from dltestbed.provision import site_vars, state_dir
-    from dltestbed.provision.ansible import run_playbook
-    from dltestbed.provision.wheelhouse import source_root
-    from dltestbed.results.records import new_id
-
     manifest, python = _check(rec, via)
     if manifest == house.manifest:
         return False
@@ -93,7 +84,7 @@ def ensure_workload(rec: VMRecord, house: Wheelhouse, via: Host | None = None,
                       f"from a Python {python} venv")  # fmt: skip
     if on_notice:
         on_notice(f"{what}: installing the workload ({'an older one is there' if manifest else 'none there yet'})")
-    private = state_dir() / "provision" / new_id("v")
+    private = paths.state_dir() / "provision" / new_id("v")
     private.mkdir(parents=True)
     inv = private / "inventory.yml"
     inv.write_text(inventory_text(rec, via))

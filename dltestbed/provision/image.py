@@ -16,8 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dltestbed import paths
 from dltestbed.errors import ConfigError, DltestbedError
-from dltestbed.provision.wheelhouse import Wheelhouse, cache_root
+from dltestbed.provision.cache import prune
+from dltestbed.provision.wheelhouse import Wheelhouse
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -58,7 +60,7 @@ def runtime_env(runtime: str) -> dict[str, str]:
     no default ulimits) unless the user set CONTAINERS_CONF."""
     env = dict(os.environ)
     if runtime == "podman" and "CONTAINERS_CONF" not in env:
-        conf = cache_root().parent / "containers.conf"
+        conf = paths.cache_dir() / "containers.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)
         conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
                         'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n')  # fmt: skip
@@ -113,7 +115,7 @@ def _recipe(packages: tuple[str, ...] = PACKAGES) -> str:
 
 def rootfs(refresh: bool = False, packages: tuple[str, ...] = PACKAGES) -> Path:
     """A minimal Debian root filesystem as a tar (debootstrap, cached by its recipe)."""
-    tar = cache_root().parent / "rootfs" / f"debian-{SUITE}-{_recipe(packages)}.tar"
+    tar = paths.cache_dir() / "rootfs" / f"debian-{SUITE}-{_recipe(packages)}.tar"
     if tar.exists() and not refresh:
         return tar
     if not shutil.which("debootstrap"):
@@ -213,7 +215,7 @@ def _prune_tags(runtime: str, keep: set[str], builds: int = 2) -> None:
 def archive(img: Image) -> Path:
     """The image saved as one compressed OCI archive (cached by tag): what provisioning copies to
     container hosts and loads there, so every host runs the same image, digest included."""
-    path = cache_root().parent / "images" / f"{img.tag.replace(':', '-').replace('/', '_')}.{img.runtime}.tar"
+    path = paths.cache_dir() / "images" / f"{img.tag.replace(':', '-').replace('/', '_')}.{img.runtime}.tar"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,7 +224,5 @@ def archive(img: Image) -> Path:
     fmt = ["--format", "oci-archive"] if img.runtime == "podman" else []
     _run([img.runtime, "save", *fmt, "-o", str(partial), img.tag], img.runtime, f"{img.runtime} save", timeout=1800)
     partial.rename(path)
-    from dltestbed.provision.cache import prune
-
     prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
     return path

@@ -20,7 +20,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from dltestbed import paths
 from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.provision.cache import prune
 
 WORKLOAD_REQUIREMENTS = ("pydantic", "psutil")  # what `python -m dltestbed.workload` imports, besides TF
 TF_PACKAGES = {"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"}
@@ -40,12 +42,6 @@ def source_root() -> Path:
             f"package); {root} has none: install with `pip install -e` from a clone"
         )
     return root
-
-
-def cache_root() -> Path:
-    """$XDG_CACHE_HOME/dltestbed/wheelhouse (~/.cache/...)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dltestbed" / "wheelhouse"
 
 
 def _installed(name: str) -> str | None:
@@ -138,7 +134,7 @@ def build(flavor: str = "cpu") -> Wheelhouse:
     reqs = requirements(flavor, root)
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     key = hashlib.sha256("\n".join([source_hash(root), *reqs, py, os.uname().machine]).encode()).hexdigest()[:16]
-    path = cache_root() / f"{flavor}-py{py}-{key}"
+    path = paths.wheelhouse_root() / f"{flavor}-py{py}-{key}"
     done = path / "manifest.txt"
     if done.exists() and _archive_path(path).exists():
         return Wheelhouse(path, flavor, done.read_text().strip())
@@ -169,9 +165,8 @@ def build(flavor: str = "cpu") -> Wheelhouse:
             tar.add(f, arcname=f.name)
     partial_tar.rename(house.archive)
     tmp.rename(path)
-    from dltestbed.provision.cache import prune
-
-    olds = [p for p in cache_root().glob(f"{flavor}-py{py}-*") if p.is_dir() and not p.name.endswith(".partial")]
+    olds = [p for p in paths.wheelhouse_root().glob(f"{flavor}-py{py}-*")
+            if p.is_dir() and not p.name.endswith(".partial")]  # fmt: skip
     for removed in prune(olds, current=path):
         _archive_path(removed).unlink(missing_ok=True)
     return house

@@ -69,10 +69,12 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
     """Per group: counts, spreads over ok runs, overhead against the matching bm group.
 
     by_host: one group per host too (and overhead against bare metal on the same host), to find the
-    node that is slower than its peers.
+    node that is slower than its peers. The host is the physical machine (`machine`): a VM and its
+    containers sit beside the host they run on.
     """
-    fields = (*GROUP_FIELDS, "host") if by_host else GROUP_FIELDS
-    compare = tuple(f for f in fields if f not in LAYER_FIELDS)
+    fields = (*GROUP_FIELDS, "machine") if by_host else GROUP_FIELDS
+    names = tuple("host" if f == "machine" else f for f in fields)
+    compare = tuple(f for f in names if f not in LAYER_FIELDS)
     groups: dict[tuple[Any, ...], list[RunRecord]] = {}
     for r in runs:
         if r.role == "cotenant":
@@ -85,7 +87,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
         ips = Spread.of([r.images_per_sec for r in ok]) if ok else None  # type: ignore[misc]
         elapsed = [r.elapsed_seconds for r in ok if r.elapsed_seconds is not None]
         el = Spread.of(elapsed) if elapsed else None
-        k = dict(zip(fields, key, strict=True))
+        k = dict(zip(names, key, strict=True))
         partial.append((k, members, ips, el))
         if k["target_kind"] == BASELINE_KIND and ips is not None:
             baselines[tuple(k[f] for f in compare)] = ips.mean

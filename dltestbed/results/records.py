@@ -55,6 +55,11 @@ class RunRecord:
     log_path: str | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)
+    machine: str | None = None  # the physical machine under every layer (a VM's host); stores before schema 3: host
+
+    def __post_init__(self) -> None:
+        if not self.machine:
+            self.machine = self.host
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -12,12 +11,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from dltestbed import paths
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
 
-ENV_VAR = "DLTESTBED_RESULTS"
-SCHEMA_VERSION = 2  # 2: runs gained role, job_id, workers, worker_index; the outbox table
+ENV_VAR = paths.RESULTS_ENV
+SCHEMA_VERSION = 3  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine
 
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -46,15 +46,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 """
 
 # Columns added after schema 1, with the value old rows get.
-_ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL"}
+_ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL", "machine": "NULL"}
 
 
 def default_path() -> Path:
     """$DLTESTBED_RESULTS, else $XDG_DATA_HOME/dltestbed/results.sqlite (~/.local/share/...)."""
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "dltestbed" / "results.sqlite"
+    return paths.results_file()
 
 
 class Store:

@@ -1,54 +1,38 @@
-"""The Target protocol: one abstraction for bare metal, VMs and containers."""
+"""The Target protocol: one abstraction for bare metal, VMs and containers, declaring everything
+callers use — nothing is looked up with getattr or decided by kind outside the registry."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-STDERR_TAIL_LINES = 40  # stderr lines a CommandResult keeps (the whole stream goes to the run's log)
-SECRET_ENV_PREFIXES = ("INFLUXDB_V2_",)  # the controller's stream settings and token: never passed to a command
+from dltestbed.transport.base import STDERR_TAIL_LINES, CommandResult, command_env
 
-
-def command_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a command: the caller's without secrets, plus `extra`."""
-    env = {k: v for k, v in base.items() if not k.startswith(SECRET_ENV_PREFIXES)}
-    return {**env, **(extra or {})}
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """How a command on a target ended. `returncode` < 0 means killed by that signal."""
-
-    argv: list[str]
-    returncode: int
-    duration: float
-    stderr_tail: list[str]
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """True when the command exited 0."""
-        return self.returncode == 0
-
-    def describe(self) -> str:
-        """A short phrase for how it ended, e.g. `exited with code 1`, `killed by signal 9`."""
-        if self.timed_out:
-            return f"timed out after {self.duration:.0f} s"
-        if self.returncode < 0:
-            return f"killed by signal {-self.returncode}"
-        return f"exited with code {self.returncode}"
+__all__ = ["STDERR_TAIL_LINES", "CommandResult", "Target", "command_env", "machine_under"]
 
 
 @runtime_checkable
 class Target(Protocol):
-    """Where a workload runs: `kind` is bm, vm, cbm or cvm; `host` the machine it lives on."""
+    """Where a workload runs.
+
+    kind: bm, vm, cbm or cvm. name: this target, for people. host: the system the workload's
+    process lives on (a machine, or a VM by its name). machine: the physical machine under every
+    layer (an inventory host's name, or this machine's hostname): `report --by-host` puts a VM and
+    its containers beside their host. remote: reached over SSH. watch_stdin: the workload's stdin
+    is the controller's session, so it is told to stop when that is lost. inner: the target this
+    one wraps (a container's host or VM), None for bm and vm. peer_address: where the other
+    workers of a distributed job reach it."""
 
     name: str
     kind: str
     host: str
+    machine: str
     python: str  # interpreter on the target that has dltestbed installed
+    remote: bool
+    watch_stdin: bool
+    inner: Target | None
+    peer_address: str
 
     def run(
         self,
@@ -59,9 +43,20 @@ class Target(Protocol):
         on_line: Callable[[str], None] | None = None,
         stderr_log: Path | None = None,
     ) -> CommandResult:
-        """Run argv, call on_line for each stdout line as it arrives, write stderr to stderr_log."""
+        """Run argv, call on_line for each stdout line as it arrives, write stderr to stderr_log.
+        Raises KeyboardInterrupt when the run was aborted."""
+        ...
+
+    def abort(self) -> None:
+        """Stop the run in progress from any thread, at any moment of it: while its process starts or
+        its connection opens too (the run then stops as soon as it has begun)."""
         ...
 
     def fingerprint(self) -> Mapping[str, str]:
         """Facts about the target that the workload cannot see from inside (layer, image, host)."""
         ...
+
+
+def machine_under(target: Target) -> Target:
+    """The target under a container (its host or VM: same network and CPUs); the target itself otherwise."""
+    return target.inner if target.inner is not None else target

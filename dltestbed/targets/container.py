@@ -130,7 +130,7 @@ def remove_argv(runtime: str, name: str) -> list[str] | None:
 class ContainerTarget:
     """A container on the machine of `inner` (kind cbm on bare metal, cvm in a VM)."""
 
-    remote = False  # the container's stdin is the runtime's; the inner target watches its own
+    watch_stdin = False  # the container's stdin is the runtime's; the inner target watches its own
 
     def __init__(self, inner: Target, runtime: str, image: str, digest: str, opts: ContainerOptions | None = None,
                  kind: str = "cbm", runtime_env: Mapping[str, str] | None = None) -> None:  # fmt: skip
@@ -145,6 +145,9 @@ class ContainerTarget:
         self.runtime_env = dict(runtime_env or {})  # for the runtime's CLI on the host (e.g. CONTAINERS_CONF)
         self.name = f"{inner.name}/{runtime}"
         self.host = inner.host
+        self.machine = inner.machine
+        self.remote = inner.remote
+        self.peer_address = inner.peer_address  # host networking
         self.python = VENV_PYTHON
 
     def fingerprint(self) -> Mapping[str, str]:
@@ -154,9 +157,7 @@ class ContainerTarget:
 
     def abort(self) -> None:
         """Stop the run in progress (its inner command); `run` then removes the container by name."""
-        abort = getattr(self.inner, "abort", None)
-        if abort:
-            abort()
+        self.inner.abort()
 
     def _probe(self, argv: list[str]) -> tuple[int, list[str]]:
         lines: list[str] = []

@@ -1,43 +1,53 @@
 """A libvirt VM as a target: the workload runs in the guest's venv, reached over SSH with the key and
-host key dltestbed made for that VM. A container in the VM (cvm) wraps this target."""
+host key dltestbed made for that VM, through its libvirt host when that host is remote. A container
+in the VM (cvm) wraps this target. The VM is made beforehand (provision's VM service): this only uses it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import socket
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from dltestbed.inventory import Host
-from dltestbed.targets.ssh import SSHTarget
-
-if TYPE_CHECKING:
-    from dltestbed.vms.lifecycle import VMRecord
-
-GUEST_VENV = "/opt/dltestbed/venv"
+from dltestbed.targets.base import CommandResult, Target
+from dltestbed.vms import lifecycle
+from dltestbed.vms.images import GUEST_VENV
+from dltestbed.vms.lifecycle import VMRecord
 
 
-class VMTarget(SSHTarget):
+class VMTarget:
     """Kind vm: the workload in a VM on `record.uri`'s host, reached through that host when it is remote."""
 
     kind = "vm"
+    remote = True
+    watch_stdin = True  # the SSH session: the workload stops when it is lost
+    inner: Target | None = None
+    peer_address = "127.0.0.1"  # a job's workers share their host's one VM (distributed on vm: one host)
 
     def __init__(self, record: VMRecord, connect_timeout: float = 15.0, via: Host | None = None) -> None:
-        host = Host(name=record.name, address=record.address, port=22, user="root", key_file=str(record.key_file),
-                    known_hosts_files=(str(record.known_hosts),), groups=(),
-                    vars={"dltestbed_venv": GUEST_VENV})  # fmt: skip
-        super().__init__(host, connect_timeout=connect_timeout)
         self.record = record
         self.via = via  # the hypervisor host to jump through (the VM's bridge is private to it)
         self.name = record.name
         self.host = record.name
+        self.machine = record.host or socket.gethostname()
+        self.python = f"{GUEST_VENV}/bin/python"
+        self._ssh = lifecycle.guest_ssh(record, via, connect_timeout)
 
-    def _gateway(self) -> Any:
-        if self.via is None:
-            return None
-        return SSHTarget(self.via, connect_timeout=self.connect_timeout)._connect()
+    def abort(self) -> None:
+        """Stop the command in progress (or the connection being opened for it)."""
+        self._ssh.abort()
 
-    def _known_hosts(self) -> list[Path]:
-        return [self.record.known_hosts]  # the key made for this VM, and no other
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        on_line: Callable[[str], None] | None = None,
+        stderr_log: Path | None = None,
+    ) -> CommandResult:
+        """Run argv in the guest, streaming stdout lines."""
+        return self._ssh.run(argv, env=env, timeout=timeout, on_line=on_line, stderr_log=stderr_log)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: a VM, how it is virtualised, on which hypervisor, from which image (vm_image:

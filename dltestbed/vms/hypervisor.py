@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dltestbed import paths
 from dltestbed.errors import DltestbedError
+from dltestbed.transport.ssh import SSH, known_hosts_files
 from dltestbed.vms import hostcheck
 
 if TYPE_CHECKING:
     from dltestbed.inventory import Host
-    from dltestbed.vms.image import GuestImage
-    from dltestbed.vms.userimage import UserImage
+    from dltestbed.vms.images import BaseImage
 
 LOCAL_URI = "qemu:///system"
 NETWORK = "dltestbed"
@@ -49,11 +50,6 @@ class VMError(DltestbedError):
     """A VM could not be created, reached or removed."""
 
     exit_code = 1
-
-
-def vm_root() -> Path:
-    """$DLTESTBED_VM_DIR, else /var/lib/dltestbed/vms: one folder per VM (record, keys)."""
-    return Path(os.environ.get("DLTESTBED_VM_DIR") or "/var/lib/dltestbed/vms")
 
 
 def libvirt_module() -> Any:
@@ -79,9 +75,6 @@ def parse_facts(script_output: str, capabilities: str) -> hostcheck.HostFacts:
 def ssh_command(host: Host) -> Path:
     """The ssh command libvirt's qemu+ssh transport runs for this host: ssh with host keys checked
     against the same files bench uses (libvirt's own URI options cannot name them)."""
-    from dltestbed.provision import state_dir
-    from dltestbed.targets.ssh import known_hosts_files
-
     files = known_hosts_files(host)
     if not files:
         raise VMError(f"libvirt on {host.name}: its host key is not recorded; run `dltestbed provision` for it first")
@@ -89,7 +82,7 @@ def ssh_command(host: Host) -> Path:
     opts = ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}", "-o", "ConnectTimeout=15"]
     safe = re.sub(r"[^A-Za-z0-9.-]", "-", host.name)
     text = f"#!/bin/sh\n# written by dltestbed: libvirt's qemu+ssh to {safe}\nexec ssh {shlex.join(opts)} \"$@\"\n"
-    path = state_dir() / "libvirt-ssh" / f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.sh"
+    path = paths.state_dir() / "libvirt-ssh" / f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.sh"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -153,10 +146,8 @@ class Hypervisor:
         if self.host is None:
             proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout)
             return proc.stdout
-        from dltestbed.targets.ssh import SSHTarget
-
         lines: list[str] = []
-        SSHTarget(self.host).run(["sh", "-c", script], timeout=timeout, on_line=lines.append)
+        SSH(self.host).run(["sh", "-c", script], timeout=timeout, on_line=lines.append)
         return "\n".join(lines)
 
     def facts(self) -> hostcheck.HostFacts:
@@ -186,8 +177,8 @@ class Hypervisor:
 
 
 def local() -> Hypervisor:
-    """This machine's libvirtd; the pool in vm_root()/pool."""
-    return Hypervisor(LOCAL_URI, str(vm_root() / "pool"))
+    """This machine's libvirtd; the pool in paths.vm_root()/pool."""
+    return Hypervisor(LOCAL_URI, str(paths.vm_root() / "pool"))
 
 
 def for_host(host: Host) -> Hypervisor:
@@ -314,7 +305,7 @@ class StagedImage:
     initrd: str | None = None
 
 
-def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage | UserImage, in_use: set[str],
+def stage_image(conn: Any, p: Any, hv: Hypervisor, image: BaseImage, in_use: set[str],
                 on_notice: Callable[[str], None] | None = None) -> StagedImage:  # fmt: skip
     """The base image on the host. This machine uses dltestbed's guest image from its cache in place;
     anything else (a remote host, a user's image, which may sit where qemu cannot read it) is uploaded
@@ -348,8 +339,8 @@ def stage_image(conn: Any, p: Any, hv: Hypervisor, image: GuestImage | UserImage
             marker.write_text(image.key + "\n")
             upload(conn, p, f"{prefix}.ok", marker)
     vols = volumes(p)
-    paths = {suffix: str(vols[prefix + suffix].path()) for suffix in files}
-    return StagedImage(paths[f".{image.format}"], image.format, capacity, paths.get(".vmlinuz"), paths.get(".initrd"))
+    where = {suffix: str(vols[prefix + suffix].path()) for suffix in files}
+    return StagedImage(where[f".{image.format}"], image.format, capacity, where.get(".vmlinuz"), where.get(".initrd"))
 
 
 def remove_volumes(p: Any, prefix: str) -> int:

@@ -1,7 +1,7 @@
 """VM lifecycle with libvirt-python: create (overlay, seed, define, start) → wait for SSH → use → delete.
 
 A VM lives on a Hypervisor (this machine or an inventory host); its disks and console log are
-volumes of that host's pool, its record and SSH keys stay here, in vm_root()/<name>/vm.json, so
+volumes of that host's pool, its record and SSH keys stay here, in paths.vm_root()/<name>/vm.json, so
 `dltestbed teardown` finds every VM it made even after a crash. `delete` is idempotent and safe
 after a half-finished create."""
 
@@ -18,25 +18,24 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dltestbed import paths
 from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.inventory import Host
+from dltestbed.transport.ssh import SSH
 from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms.domain import DomainSpec, domain_xml
-from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError, vm_root
-from dltestbed.vms.image import CMDLINE, GuestImage
+from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError
+from dltestbed.vms.images import GUEST_VENV, BaseImage
 from dltestbed.vms.settings import VMSettings
-from dltestbed.vms.userimage import DEFAULT_USER_DISK_GIB, UserImage
-
-if TYPE_CHECKING:
-    from dltestbed.inventory import Host
 
 DOMAIN_PREFIX = "dltestbed-"
 LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
 SSH_TIMEOUT = 300.0
 
-__all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "teardown", "vm_root", "wait_ssh"]
+__all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "teardown", "wait_ssh"]
 
 
 @dataclass
@@ -67,7 +66,7 @@ class VMRecord:
     @property
     def folder(self) -> Path:
         """The VM's files on this machine: record and keys."""
-        return vm_root() / self.name
+        return paths.vm_root() / self.name
 
     @property
     def domain(self) -> str:
@@ -97,7 +96,7 @@ class VMRecord:
 def records() -> list[VMRecord]:
     """Every VM dltestbed has a folder for, by name."""
     out = []
-    for meta in sorted(vm_root().glob("*/vm.json")):
+    for meta in sorted(paths.vm_root().glob("*/vm.json")):
         with contextlib.suppress(ValueError, TypeError):
             raw = json.loads(meta.read_text())
             raw["vcpu_pins"] = tuple(raw.get("vcpu_pins") or ())
@@ -112,7 +111,7 @@ def record(name: str) -> VMRecord | None:
 
 def hypervisor_of(rec: VMRecord, host: Host | None = None) -> Hypervisor:
     """Where a recorded VM runs (host: the inventory host, for SSH to it; not needed for libvirt)."""
-    return Hypervisor(rec.uri, rec.pool_dir or str(vm_root() / "pool"), host)
+    return Hypervisor(rec.uri, rec.pool_dir or str(paths.vm_root() / "pool"), host)
 
 
 def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tuple[Hypervisor, str, VMSettings]:
@@ -196,7 +195,7 @@ def vm_name(host_name: str) -> str:
 
 def create(
     name: str,
-    image: GuestImage | UserImage,
+    image: BaseImage,
     vcpus: int = 2,
     memory_mib: int = 3072,
     virt_type: str | None = None,
@@ -206,7 +205,7 @@ def create(
     disk_gib: int | None = None,
     hv: Hypervisor | None = None,
     on_notice: Callable[[str], None] | None = None,
-    cmdline: str = CMDLINE,
+    cmdline: str | None = None,
     ssh_timeout: float = SSH_TIMEOUT,
 ) -> VMRecord:
     """Create and start a VM from dltestbed's guest image or a user's image on a hypervisor (default:
@@ -223,13 +222,13 @@ def create(
         hostdevs = tuple(g.address for g in chosen)
     if notice and on_notice:
         on_notice(f"VM {name}: {notice}")
-    folder = vm_root() / name
+    folder = paths.vm_root() / name
     rec = VMRecord(name=name, uri=hv.uri, address=_free_address(), mac=_mac(name), bridge=BRIDGE,
                    virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib, image_key=image.key,
                    container_tag=image.container_tag, container_digest=image.container_digest,
                    created_at=time.time(), gpus=gpus, host=hv.host.name if hv.host else None,
                    pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node, disk_gib=disk_gib,
-                   image_name=image.name if isinstance(image, UserImage) else "")  # fmt: skip
+                   image_name=image.recorded_name)  # fmt: skip
     try:
         folder.mkdir(parents=True)
         folder.chmod(0o700)
@@ -250,14 +249,14 @@ def create(
                 seed_file = _seed(Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key)
                 seed = hv_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
             host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
-            floor = disk_gib if disk_gib is not None else DEFAULT_USER_DISK_GIB if isinstance(image, UserImage) else 0
+            floor = disk_gib if disk_gib is not None else image.min_disk_gib
             disk = hv_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3),
                                   staged.format)  # fmt: skip
             hv_mod.ensure_network(conn)
             spec = DomainSpec(name=rec.domain, virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib,  # type: ignore[arg-type]
                               disk=disk, console_log=rec.console_log, bridge=BRIDGE, mac=rec.mac, seed=seed,
                               kernel=staged.kernel, initrd=staged.initrd,
-                              cmdline=cmdline if staged.kernel else None, vcpu_pins=tuple(vcpu_pins),
+                              cmdline=(cmdline or image.cmdline) if staged.kernel else None, vcpu_pins=tuple(vcpu_pins),
                               numa_node=numa_node, hostdevs=hostdevs)  # fmt: skip
             started = time.monotonic()
             _define_and_start(conn, domain_xml(spec))
@@ -272,7 +271,7 @@ def create(
     return rec
 
 
-def ensure(name: str, image: GuestImage | UserImage, settings: VMSettings, hv: Hypervisor | None = None,
+def ensure(name: str, image: BaseImage, settings: VMSettings, hv: Hypervisor | None = None,
            on_notice: Callable[[str], None] | None = None) -> tuple[VMRecord, bool]:  # fmt: skip
     """The VM `name` on hv with this base image and these settings: the one there when it matches and
     answers, else a new one (a stale one is deleted first). (record, created)."""
@@ -303,17 +302,26 @@ def _define_and_start(conn: Any, xml: str) -> None:
         raise VMError(f"libvirt could not start the VM: {exc.get_error_message()}") from None
 
 
+def guest_host(rec: VMRecord) -> Host:
+    """The VM as an SSH host: root, with the key and host key dltestbed made for it."""
+    return Host(name=rec.name, address=rec.address, port=22, user="root", key_file=str(rec.key_file),
+                known_hosts_files=(str(rec.known_hosts),), groups=(), vars={"dltestbed_venv": GUEST_VENV})  # fmt: skip
+
+
+def guest_ssh(rec: VMRecord, via: Host | None = None, connect_timeout: float = 15.0) -> SSH:
+    """SSH into the VM, checked against its own host key only; through the hypervisor host `via` when remote."""
+    return SSH(guest_host(rec), via=via, known_hosts=[rec.known_hosts], connect_timeout=connect_timeout)
+
+
 def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT, via: Host | None = None) -> None:
     """Wait until the VM's sshd takes our key (checked against its recorded host key); through the
     hypervisor host `via` when the VM is on an inventory host."""
-    from dltestbed.targets.vm import VMTarget
-
     deadline = time.monotonic() + timeout
-    target = VMTarget(rec, via=via)
+    ssh = guest_ssh(rec, via)
     while time.monotonic() < deadline:
         if via is not None or _port_open(rec.address, 22):
             with contextlib.suppress(DltestbedError):
-                if target.run(["true"], timeout=30).ok:
+                if ssh.run(["true"], timeout=30).ok:
                     return
         if not _domain_running(rec):
             break
@@ -368,7 +376,7 @@ def delete(name: str, hv: Hypervisor | None = None) -> bool:
     except VMError:
         if rec is not None and rec.uri != LOCAL_URI:
             raise  # a remote VM whose host does not answer: keep its record, so a later teardown finds it
-    folder = vm_root() / name
+    folder = paths.vm_root() / name
     if folder.exists():
         found = True
         shutil.rmtree(folder)

@@ -33,11 +33,18 @@ class UserImage:
     kernel: Path | None = None  # its own boot loader boots it
     initrd: Path | None = None
     prefix: str = PREFIX
+    cmdline: str | None = None  # its own boot loader has its own
+    min_disk_gib: int = DEFAULT_USER_DISK_GIB  # cloud images grow their root partition at first boot
 
     @property
     def name(self) -> str:
         """Its file name: in the VM's record and the run's fingerprint (vm_image_name)."""
         return self.disk.name
+
+    @property
+    def recorded_name(self) -> str:
+        """The name runs on it carry (vm_image_name): its file's."""
+        return self.name
 
     @property
     def describe(self) -> str:
@@ -88,3 +95,10 @@ def inspect(path: str) -> UserImage:
     st = p.stat()
     key = hashlib.sha256(f"{p}\n{st.st_size}\n{st.st_mtime_ns}".encode()).hexdigest()[:16]
     return UserImage(disk=p, key=key, format=fmt, virtual_size=virtual, size_bytes=st.st_size)
+
+
+def refuse_cvm(host_name: str | None, image_name: str) -> ConfigError:
+    """The one line for cvm asked of a VM that runs a user's image (it has no dltestbed container image)."""
+    on = f" on {host_name}" if host_name else ""
+    return ConfigError(f"cvm{on}: the VM would run your image {image_name}, which has no dltestbed container image; "
+                       "cvm needs dltestbed's guest image (run vm alone with your image)")  # fmt: skip

@@ -16,10 +16,10 @@ import time
 import traceback
 from typing import Any, NoReturn
 
+from dltestbed.catalog import model_names
 from dltestbed.config import WorkloadSpec, workload_spec
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.workload import distributed
-from dltestbed.workload.catalog import model_names
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent, StartEvent
 from dltestbed.workload.loop import StepError

@@ -151,7 +151,8 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
 
 
 def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], guest_image: Path) -> None:
-    from dltestbed.vms import image, lifecycle
+    from dltestbed.provision import guestimage as image
+    from dltestbed.vms import lifecycle
 
     meta = json.loads((guest_image / "image.json").read_text())
     img = image.GuestImage(path=guest_image, **{k: v for k, v in meta.items() if k != "path"})

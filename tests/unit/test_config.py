@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from dltestbed.catalog import MODELS
 from dltestbed.config import workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.workload.__main__ import parse
-from dltestbed.workload.catalog import MODELS
 
 
 @pytest.mark.parametrize(

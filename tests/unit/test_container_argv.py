@@ -96,9 +96,12 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
     from dltestbed.targets.container import ContainerTarget
 
     class Host:  # a fake host: only what cannot exist here (a GPU); anything else it does not know fails
-        name = host = "n1"
+        name = host = machine = "n1"
         kind = "bm"
         python = "/usr/bin/python3"
+        remote = watch_stdin = True
+        inner = None
+        peer_address = "192.0.2.1"
 
         def __init__(self) -> None:
             self.commands: list[list[str]] = []

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from dltestbed.errors import ConfigError
-from dltestbed.targets import factory
+from dltestbed.targets import KINDS, Site, factory, make
 from dltestbed.targets.local import LocalTarget
 
 
@@ -67,19 +67,24 @@ def test_a_failing_consumer_stops_the_command() -> None:
 
 
 def test_unknown_kinds_list_the_known_ones() -> None:
-    assert factory("bm") is LocalTarget
+    assert isinstance(make("bm"), LocalTarget)
     with pytest.raises(ConfigError, match="unknown target kind 'gpu'; known: bm, vm, cbm, cvm"):
         factory("gpu")
-    with pytest.raises(ConfigError, match="not available in this version; available: bm"):
-        factory("vm")
+    assert all(callable(factory(k)) for k in KINDS)  # every kind is registered by name
+
+
+@pytest.mark.parametrize("kind", ["cbm", "vm", "cvm"])
+def test_a_target_is_made_only_from_a_prepared_site(kind: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{kind} on this machine: the .* was not prepared for it"):
+        make(kind, Site())
 
 
 def test_a_vm_on_a_host_outside_libvirt_hosts_is_one_line() -> None:
+    from dltestbed import prepare
     from dltestbed.inventory import Host
-    from dltestbed.targets import make
 
     host = Host(name="n1", address="192.0.2.1", port=22, user="root", key_file=None, known_hosts_files=(),
                 groups=("bare_metal", "container_hosts"))  # fmt: skip
     for kind in ("vm", "cvm"):
         with pytest.raises(ConfigError, match=r"^vm on n1: the host is not in group libvirt_hosts of the inventory$"):
-            make(kind, host)
+            prepare.check(prepare.Setup((kind,), (host,)))

@@ -104,6 +104,15 @@ def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
     assert "| kind | host | model |" in table and "| cbm | n2 | alexnet |" in table
 
 
+def test_by_host_puts_a_vm_beside_the_machine_it_runs_on() -> None:
+    runs = [rec("bm", 100.0, host="n1"), rec("vm", 80.0, host="on-n1", machine="n1"),
+            rec("bm", 50.0, host="n2"), rec("vm", 25.0, host="on-n2", machine="n2")]  # fmt: skip
+    per_host = {(g.key["host"], g.key["target_kind"]): g.overhead_percent for g in summarise(runs, by_host=True)}
+    assert per_host == {("n1", "bm"): 0.0, ("n1", "vm"): pytest.approx(20.0), ("n2", "bm"): 0.0,
+                        ("n2", "vm"): pytest.approx(50.0)}  # fmt: skip
+    assert rec("bm", 1.0, host="n3").machine == "n3"  # a run stored before schema 3 sits on its host
+
+
 def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_baseline() -> None:
     from dltestbed.report.stats import distributed
 

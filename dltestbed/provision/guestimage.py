@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from dltestbed import paths
 from dltestbed.provision import image as ctr_image
+from dltestbed.provision.cache import prune
 from dltestbed.provision.image import ImageError
 from dltestbed.provision.wheelhouse import Wheelhouse
 
@@ -101,6 +102,9 @@ class GuestImage:
     build_seconds: float
     format: ClassVar[str] = "qcow2"
     prefix: ClassVar[str] = "guest-"  # its volumes in a remote pool: guest-<key>.qcow2|.vmlinuz|.initrd|.ok
+    cmdline: ClassVar[str] = CMDLINE  # direct kernel boot
+    recorded_name: ClassVar[str] = ""  # runs on it carry no vm_image_name
+    min_disk_gib: ClassVar[int] = 0  # the image's own size, plus the headroom built into it
 
     @property
     def describe(self) -> str:
@@ -138,15 +142,9 @@ def _key(house: Wheelhouse, container: ctr_image.Image) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def images_root() -> Path:
-    """Where built guest images are cached: $DLTESTBED_VM_IMAGES, else /var/lib/dltestbed/vm-images (not
-    under a home folder: qemu runs as its own user and must reach the base disk)."""
-    return Path(os.environ.get("DLTESTBED_VM_IMAGES") or "/var/lib/dltestbed/vm-images")
-
-
 def find(house: Wheelhouse, container: ctr_image.Image) -> GuestImage | None:
     """The image for these inputs if it was built already."""
-    folder = images_root() / _key(house, container)
+    folder = paths.vm_images_root() / _key(house, container)
     meta = folder / "image.json"
     if not meta.exists():
         return None
@@ -206,7 +204,7 @@ def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
         raise ImageError("the guest image carries the Podman workload image; build it with --runtime podman")
     started = time.monotonic()
     key = _key(house, container)
-    folder = images_root() / key
+    folder = paths.vm_images_root() / key
     folder.parent.mkdir(parents=True, exist_ok=True)
     tar = ctr_image.rootfs(packages=GUEST_PACKAGES)
     with tempfile.TemporaryDirectory(prefix="dltestbed-guest-", dir=folder.parent) as tmp:
@@ -245,9 +243,7 @@ def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
         if folder.exists():
             shutil.rmtree(folder)
         staged.rename(folder)
-    from dltestbed.provision.cache import prune
-
-    prune([p for p in images_root().iterdir() if p.is_dir() and not p.name.startswith("dltestbed-guest-")],
+    prune([p for p in paths.vm_images_root().iterdir() if p.is_dir() and not p.name.startswith("dltestbed-guest-")],
           current=folder)  # fmt: skip
     return img
 

@@ -1,0 +1,78 @@
+"""One service: "this host's benchmark VM exists, is current and has this build's workload".
+
+`provision` calls it for each libvirt host (building the guest image when missing); `bench` calls it
+for the hosts of a vm/cvm bench before any target is made (finding the guest image, never building
+it). Both agree on a host's VM through `lifecycle.placement`."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import Host
+from dltestbed.provision import guest, guestimage, wheelhouse
+from dltestbed.provision import image as ctr_image
+from dltestbed.vms import lifecycle, userimage
+from dltestbed.vms.hypervisor import Hypervisor
+from dltestbed.vms.images import BaseImage
+from dltestbed.vms.lifecycle import VMRecord
+from dltestbed.vms.settings import VMSettings
+
+Notice = Callable[[str], None]
+
+
+def flavor(settings: VMSettings) -> str:
+    """The TensorFlow build for a VM: dltestbed's guest image has the CPU build; a user's image with
+    GPUs passed through gets the CUDA build installed."""
+    gpus = settings.gpus not in (None, "", "0")
+    return "gpu" if settings.image and gpus else "cpu"
+
+
+def guest_image(build: bool) -> guestimage.GuestImage:
+    """dltestbed's guest image of this build: built when `build` (found first when up to date), else
+    found or a ConfigError saying how to build it."""
+    house = wheelhouse.build("cpu")  # the guest image holds the CPU build (see vm-images/README.md)
+    if build:
+        return guestimage.build(house, ctr_image.build("podman", house))
+    pod = ctr_image.find("podman", house) if shutil.which("podman") else None
+    img = guestimage.find(house, pod) if pod else None
+    if img is None:
+        raise ConfigError("vm: no VM guest image for this dltestbed build; run `dltestbed image build`")
+    return img
+
+
+@dataclass(frozen=True)
+class VMPlan:
+    """A host's VM as it will be: where, under which name, with which settings and base image."""
+
+    host: Host | None  # None: this machine
+    hv: Hypervisor
+    name: str
+    settings: VMSettings
+    image: BaseImage
+
+
+def plan(host: Host | None, overrides: Mapping[str, Any] | None = None, *, build: bool = False,
+         cvm: bool = False, guest: guestimage.GuestImage | None = None) -> VMPlan:  # fmt: skip
+    """Everything cheap about a host's VM, checked before anything is made: the host may hold one, its
+    settings are valid, its base image is there (a user's, inspected; or the guest image, `guest` when
+    the caller found it already), and cvm is not asked of a user's image."""
+    hv, name, settings = lifecycle.placement(host, dict(overrides or {}))
+    if settings.image:
+        img: BaseImage = userimage.inspect(settings.image)
+        if cvm:
+            raise userimage.refuse_cvm(host.name if host else None, img.recorded_name)
+    else:
+        img = guest or guest_image(build)
+    return VMPlan(host, hv, name, settings, img)
+
+
+def ready(p: VMPlan, on_notice: Notice | None = None) -> tuple[VMRecord, bool, bool]:
+    """The planned VM, running, with this build's workload: reused while current, else (re)made, the
+    workload installed when missing or older. (record, made, workload installed)."""
+    rec, made = lifecycle.ensure(p.name, p.image, p.settings, p.hv, on_notice)
+    installed = guest.ensure_workload(rec, wheelhouse.build(flavor(p.settings)), via=p.host, on_notice=on_notice)
+    return rec, made, installed

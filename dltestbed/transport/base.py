@@ -1,0 +1,75 @@
+"""What every transport shares: a command's result, the environment it gets, and an abort that is
+never lost."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+STDERR_TAIL_LINES = 40  # stderr lines a CommandResult keeps (the whole stream goes to the run's log)
+SECRET_ENV_PREFIXES = ("INFLUXDB_V2_",)  # the controller's stream settings and token: never passed to a command
+
+
+def command_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a command: the caller's without secrets, plus `extra`."""
+    env = {k: v for k, v in base.items() if not k.startswith(SECRET_ENV_PREFIXES)}
+    return {**env, **(extra or {})}
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """How a command on a target ended. `returncode` < 0 means killed by that signal."""
+
+    argv: list[str]
+    returncode: int
+    duration: float
+    stderr_tail: list[str]
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.returncode == 0
+
+    def describe(self) -> str:
+        """A short phrase for how it ended, e.g. `exited with code 1`, `killed by signal 9`."""
+        if self.timed_out:
+            return f"timed out after {self.duration:.0f} s"
+        if self.returncode < 0:
+            return f"killed by signal {-self.returncode}"
+        return f"exited with code {self.returncode}"
+
+
+class AbortLatch:
+    """An abort request for the command in progress or, while none is (it is being started, its
+    connection opened), for the one about to start: a request is never lost. The run that sees it
+    consumes it, so a cleanup command run afterwards (a container's removal) is not stopped too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requested = False
+        self._stop: Callable[[], None] | None = None
+
+    def request(self) -> None:
+        """Stop the command in progress now, or the next one as soon as it starts (any thread)."""
+        with self._lock:
+            self._requested = True
+            stop = self._stop
+        if stop is not None:
+            stop()
+
+    def attach(self, stop: Callable[[], None]) -> None:
+        """The command has started; `stop` ends it. Called at once when an abort came first."""
+        with self._lock:
+            self._stop = stop
+            requested = self._requested
+        if requested:
+            stop()
+
+    def detach(self) -> bool:
+        """The command is over: whether it was aborted (the request is then consumed)."""
+        with self._lock:
+            self._stop = None
+            requested, self._requested = self._requested, False
+        return requested

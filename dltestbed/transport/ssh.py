@@ -1,0 +1,179 @@
+"""Commands on another machine over SSH with fabric: host keys are checked, always; a machine behind
+another (a VM on its libvirt host) is reached by jumping through that one."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dltestbed import paths
+from dltestbed.errors import TargetError
+from dltestbed.inventory import Host
+from dltestbed.transport.base import STDERR_TAIL_LINES, AbortLatch, CommandResult
+
+# paramiko logs refused jump channels ("Secsh channel 0 open FAILED") while a VM boots; failures
+# reach the user as TargetError lines, so its log records are not printed (Python's last-resort handler would).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class LineStream:
+    """A file-like sink that calls on_line for each complete line written to it."""
+
+    def __init__(self, on_line: Callable[[str], None] | None) -> None:
+        self._on_line = on_line
+        self._buf = ""
+
+    def write(self, data: str) -> int:
+        """Split into lines; keep the unfinished rest."""
+        self._buf += data
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            if self._on_line:
+                self._on_line(line.rstrip("\r"))
+        return len(data)
+
+    def flush(self) -> None:
+        """Lines are delivered as they complete; nothing to do."""
+
+    def close(self) -> None:
+        """Deliver a last line that had no newline."""
+        if self._buf and self._on_line:
+            self._on_line(self._buf)
+        self._buf = ""
+
+
+class _ErrStream(LineStream):
+    def __init__(self, log: Any, tail: deque[str]) -> None:
+        super().__init__(self._keep)
+        self._log = log
+        self._tail = tail
+
+    def _keep(self, line: str) -> None:
+        self._tail.append(line)
+        if self._log:
+            self._log.write(line + "\n")
+            self._log.flush()
+
+
+def _close(conn: Any) -> None:
+    """Close a connection and the gateway it jumped through (fabric leaves that open)."""
+    conn.close()
+    if conn.gateway and not isinstance(conn.gateway, str):
+        conn.gateway.close()
+
+
+def known_hosts_files(host: Host) -> list[Path]:
+    """Where this host's key may be recorded: the inventory's UserKnownHostsFile, dltestbed's
+    record from provisioning, and the user's ~/.ssh/known_hosts."""
+    files = [Path(f) for f in host.known_hosts_files]
+    files += [paths.known_hosts_file(), Path.home() / ".ssh" / "known_hosts"]
+    return [f for f in files if f.exists()]
+
+
+class SSH:
+    """SSH to `host`, through `via` when given; host keys from `known_hosts` (default: the host's
+    recorded ones, see known_hosts_files). One command at a time; `abort` closes its session."""
+
+    def __init__(self, host: Host, *, via: Host | None = None, known_hosts: Sequence[Path] | None = None,
+                 connect_timeout: float = 15.0) -> None:  # fmt: skip
+        self.host = host
+        self.via = via
+        self.known_hosts = list(known_hosts) if known_hosts is not None else None
+        self.connect_timeout = connect_timeout
+        self._abort = AbortLatch()
+
+    def abort(self) -> None:
+        """Stop the command in progress (or the connection being opened for one): its session is closed."""
+        self._abort.request()
+
+    def connect(self) -> Any:
+        """An open fabric Connection; a TargetError line when the host cannot be reached or its key is wrong."""
+        import paramiko
+        from fabric import Connection
+
+        h = self.host
+        gateway = SSH(self.via, connect_timeout=self.connect_timeout).connect() if self.via is not None else None
+        kwargs: dict[str, Any] = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout}
+        if h.key_file:
+            kwargs["key_filename"] = os.path.expanduser(h.key_file)
+        jump = {"gateway": gateway} if gateway is not None else {}  # else the user's ssh config may name one
+        conn = Connection(h.address, user=h.user or None, port=h.port, connect_timeout=int(self.connect_timeout),
+                          connect_kwargs=kwargs, **jump)  # fmt: skip
+        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        files = self.known_hosts if self.known_hosts is not None else known_hosts_files(h)
+        for f in files:
+            conn.client.load_host_keys(str(f))
+        where = f"host {h.name} ({h.address}:{h.port})"
+        try:
+            try:
+                conn.open()
+            except BaseException:
+                if gateway is not None:
+                    gateway.close()
+                raise
+        except paramiko.BadHostKeyException:
+            raise TargetError(f"{where}: its host key changed since it was recorded; check the host, then "
+                              f"remove the old key from {', '.join(map(str, files))}") from None  # fmt: skip
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise TargetError(f"{where}: host key not recorded; run `dltestbed provision` for it first") from None
+            raise TargetError(f"{where}: SSH failed: {exc}") from None
+        except OSError as exc:
+            raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None
+        return conn
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        on_line: Callable[[str], None] | None = None,
+        stderr_log: Path | None = None,
+    ) -> CommandResult:
+        """Run argv on the host, streaming stdout lines; closing the session ends the command.
+        KeyboardInterrupt when it was aborted."""
+        from invoke.exceptions import CommandTimedOut
+
+        envs = [f"{k}={v}" for k, v in (env or {}).items()]
+        command = "cd /tmp && exec " + shlex.join(["env", *envs, *argv] if envs else list(argv))
+        tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        start = time.monotonic()
+        timed_out = False
+        try:
+            conn = self.connect()
+        except TargetError:
+            if self._abort.detach():
+                raise KeyboardInterrupt from None
+            raise
+        log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
+        out, err = LineStream(on_line), _ErrStream(log, tail)
+        aborted = False
+        try:
+            self._abort.attach(lambda: _close(conn))
+            result = conn.run(command, hide=True, warn=True, pty=False, in_stream=False, out_stream=out,
+                              err_stream=err, timeout=timeout)  # fmt: skip
+            code = result.exited
+        except CommandTimedOut:
+            timed_out, code = True, 124
+        except Exception as exc:
+            aborted = self._abort.detach()
+            if aborted:
+                raise KeyboardInterrupt from None
+            raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
+        finally:
+            aborted = self._abort.detach() or aborted
+            _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
+            out.close()
+            err.close()
+            if log:
+                log.close()
+        if aborted:
+            raise KeyboardInterrupt
+        return CommandResult(list(argv), code, time.monotonic() - start, list(tail), timed_out)
