@@ -76,7 +76,8 @@ def report(
     fmt: FormatOpt = typer.Option(FormatOpt.md, "--format", help="md (Markdown table) or json."),
     bench: str | None = typer.Option(None, help="Only this bench's runs ('last': the latest bench)."),
     out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
-    by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers."),
+    by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
+                                 "(VMs and containers count on the machine under them)."),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
 ) -> None:
     """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
