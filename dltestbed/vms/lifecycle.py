@@ -8,110 +8,31 @@ after a half-finished create."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from dltestbed import paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
-from dltestbed.transport.ssh import SSH
 from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
+from dltestbed.vms import pool as pool_mod
 from dltestbed.vms.domain import DomainSpec, domain_xml
 from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError
-from dltestbed.vms.images import GUEST_VENV, BaseImage
+from dltestbed.vms.images import BaseImage
+from dltestbed.vms.record import DOMAIN_PREFIX, VMRecord, guest_ssh, hypervisor_of, record, records
+from dltestbed.vms.seed import mac, run_tool, seed_disk
 from dltestbed.vms.settings import VMSettings
 
-DOMAIN_PREFIX = "dltestbed-"
 LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
 SSH_TIMEOUT = 300.0
 
 __all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "teardown", "wait_ssh"]
-
-
-@dataclass
-class VMRecord:
-    """What dltestbed knows about a VM it made (vm.json in the VM's folder)."""
-
-    name: str  # the domain is DOMAIN_PREFIX + name
-    uri: str
-    address: str
-    mac: str
-    bridge: str
-    virt_type: str
-    vcpus: int
-    memory_mib: int
-    image_key: str
-    container_tag: str
-    container_digest: str
-    created_at: float
-    gpus: str | None = None  # what was asked to be passed through
-    ready_seconds: float | None = None  # from start to SSH answering
-    host: str | None = None  # the inventory host it runs on (None: this machine)
-    pool_dir: str = ""  # its disks and console log, on that host
-    vcpu_pins: tuple[str, ...] | list[str] = ()
-    numa_node: int | None = None
-    image_name: str = ""  # a user's own image (its file name); "": dltestbed's guest image
-    disk_gib: int | None = None  # what was asked for the disk
-
-    @property
-    def folder(self) -> Path:
-        """The VM's files on this machine: record and keys."""
-        return paths.vm_root() / self.name
-
-    @property
-    def domain(self) -> str:
-        """The libvirt domain name."""
-        return DOMAIN_PREFIX + self.name
-
-    @property
-    def key_file(self) -> Path:
-        """The private key the controller logs in with (0600, in a 0700 folder)."""
-        return self.folder / "ssh" / "id_ed25519"
-
-    @property
-    def known_hosts(self) -> Path:
-        """The VM's host key, generated here and given to the VM on its seed disk."""
-        return self.folder / "ssh" / "known_hosts"
-
-    @property
-    def console_log(self) -> str:
-        """Its serial console, on the hypervisor host."""
-        return f"{self.pool_dir}/{self.name}.console.log"
-
-    def save(self) -> None:
-        """Write vm.json."""
-        (self.folder / "vm.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
-
-
-def records() -> list[VMRecord]:
-    """Every VM dltestbed has a folder for, by name."""
-    out = []
-    for meta in sorted(paths.vm_root().glob("*/vm.json")):
-        with contextlib.suppress(ValueError, TypeError):
-            raw = json.loads(meta.read_text())
-            raw["vcpu_pins"] = tuple(raw.get("vcpu_pins") or ())
-            out.append(VMRecord(**raw))
-    return out
-
-
-def record(name: str) -> VMRecord | None:
-    """The record of one VM, or None."""
-    return next((r for r in records() if r.name == name), None)
-
-
-def hypervisor_of(rec: VMRecord, host: Host | None = None) -> Hypervisor:
-    """Where a recorded VM runs (host: the inventory host, for SSH to it; not needed for libvirt)."""
-    return Hypervisor(rec.uri, rec.pool_dir or str(paths.vm_root() / "pool"), host)
 
 
 def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tuple[Hypervisor, str, VMSettings]:
@@ -125,11 +46,6 @@ def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tup
     return hv_mod.for_host(host), vm_name(host.name), VMSettings.from_vars(host.vars, host.name, overrides)
 
 
-def _mac(name: str) -> str:
-    h = hashlib.sha256(name.encode()).digest()
-    return f"52:54:00:{h[0]:02x}:{h[1]:02x}:{h[2]:02x}"
-
-
 def _free_address() -> str:
     used = {r.address for r in records()}
     for i in range(10, 250):
@@ -139,58 +55,25 @@ def _free_address() -> str:
     raise VMError(f"no free address left in {SUBNET}.0/24")
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise VMError(f"{what} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-
-
-def _seed(folder: Path, name: str, address: str, pubkey: str, host_key: Path) -> Path:
-    """The seed disk: a small vfat volume labelled cidata. Our image reads dltestbed/*; cloud-init
-    (a user's cloud image) reads meta-data, user-data and network-config."""
-    gateway = f"{SUBNET}.1"  # the host's end of the bridge: a jump host reaches the VM through it
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        (d / "dltestbed").mkdir()
-        (d / "dltestbed" / "authorized_keys").write_text(pubkey)
-        shutil.copy(host_key, d / "dltestbed" / "ssh_host_ed25519_key")
-        shutil.copy(host_key.with_suffix(".pub"), d / "dltestbed" / "ssh_host_ed25519_key.pub")
-        (d / "dltestbed" / "hostname").write_text(name + "\n")
-        (d / "dltestbed" / "network").write_text(f"ADDRESS={address}/24\nGATEWAY={gateway}\n")
-        (d / "meta-data").write_text(f"instance-id: {name}\nlocal-hostname: {name}\n")
-        private = host_key.read_text()
-        indented = "\n".join("      " + line for line in private.strip().splitlines())
-        (d / "user-data").write_text(
-            "#cloud-config\n"
-            f"ssh_authorized_keys:\n  - {pubkey.strip()}\n"
-            "disable_root: false\n"  # dltestbed logs in as root, as into its own image
-            "ssh_pwauth: false\n"
-            "ssh_deletekeys: true\n"
-            "ssh_genkeytypes: [ed25519]\n"  # none: the one below (given), which the controller knows
-            f"ssh_keys:\n  ed25519_private: |\n{indented}\n"
-            f"  ed25519_public: {host_key.with_suffix('.pub').read_text().strip()}\n"
-        )  # fmt: skip
-        # Version 1, with the gateway on the subnet: every cloud-init renders that with the distribution's
-        # own tools (ifupdown's `gateway`, netplan, networkd). A v2 route is rendered for ifupdown as
-        # `route add` (net-tools, absent from Debian 12's cloud images), and cloud-init 22 has no `to: default`.
-        (d / "network-config").write_text(
-            f"version: 1\nconfig:\n  - type: physical\n    name: eth0\n    mac_address: '{_mac(name)}'\n"
-            f"    subnets:\n      - type: static\n        address: {address}\n        netmask: 255.255.255.0\n"
-            f"        gateway: {gateway}\n"
-        )  # fmt: skip
-        seed = folder / "seed.img"
-        _run(["mkfs.vfat", "-n", "CIDATA", "-C", str(seed), "2048"], "mkfs.vfat for the seed disk")
-        for entry in sorted(d.iterdir()):
-            _run(["mcopy", "-s", "-i", str(seed), str(entry), "::"], "mcopy to the seed disk")
-        seed.chmod(0o600)
-    return seed
-
-
 def vm_name(host_name: str) -> str:
     """The name of dltestbed's VM on an inventory host: letters, digits and '-' only."""
     import re
 
     return "on-" + re.sub(r"[^A-Za-z0-9-]", "-", host_name)[:50]
+
+
+def _make_keys(rec: VMRecord) -> Path:
+    """The controller's login key and the VM's host key (recorded in its known_hosts); the host key's
+    private half, which the seed disk carries and create() deletes once uploaded."""
+    ssh = rec.folder / "ssh"
+    ssh.mkdir(mode=0o700)
+    run_tool(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"dltestbed@{rec.name}", "-f", str(rec.key_file)],
+         "ssh-keygen")  # fmt: skip
+    host_key = ssh / "ssh_host_ed25519_key"
+    run_tool(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", rec.name, "-f", str(host_key)], "ssh-keygen")
+    kind, key = host_key.with_suffix(".pub").read_text().split(" ", 2)[:2]
+    rec.known_hosts.write_text(f"{rec.address} {kind} {key}\n")
+    return host_key
 
 
 def create(
@@ -223,7 +106,7 @@ def create(
     if notice and on_notice:
         on_notice(f"VM {name}: {notice}")
     folder = paths.vm_root() / name
-    rec = VMRecord(name=name, uri=hv.uri, address=_free_address(), mac=_mac(name), bridge=BRIDGE,
+    rec = VMRecord(name=name, uri=hv.uri, address=_free_address(), mac=mac(name), bridge=BRIDGE,
                    virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib, image_key=image.key,
                    container_tag=image.container_tag, container_digest=image.container_digest,
                    created_at=time.time(), gpus=gpus, host=hv.host.name if hv.host else None,
@@ -233,24 +116,18 @@ def create(
         folder.mkdir(parents=True)
         folder.chmod(0o700)
         rec.save()
-        ssh = folder / "ssh"
-        ssh.mkdir(mode=0o700)
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"dltestbed@{name}", "-f", str(rec.key_file)],
-             "ssh-keygen")  # fmt: skip
-        host_key = ssh / "ssh_host_ed25519_key"
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(host_key)], "ssh-keygen")
-        kind, key = host_key.with_suffix(".pub").read_text().split(" ", 2)[:2]
-        rec.known_hosts.write_text(f"{rec.address} {kind} {key}\n")
+        host_key = _make_keys(rec)
         with hv.connect() as conn:
-            pool = hv_mod.pool(conn, hv)
+            pool = pool_mod.pool(conn, hv)
             in_use = {r.image_key for r in records() if r.uri == hv.uri and r.name != name}
-            staged = hv_mod.stage_image(conn, pool, hv, image, in_use, on_notice)
+            staged = pool_mod.stage_image(conn, pool, hv, image, in_use, on_notice)
             with tempfile.TemporaryDirectory() as tmp:
-                seed_file = _seed(Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key)
-                seed = hv_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
+                seed_file = seed_disk(Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(),
+                                      host_key)  # fmt: skip
+                seed = pool_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
             host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
             floor = disk_gib if disk_gib is not None else image.min_disk_gib
-            disk = hv_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3),
+            disk = pool_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3),
                                   staged.format)  # fmt: skip
             hv_mod.ensure_network(conn)
             spec = DomainSpec(name=rec.domain, virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib,  # type: ignore[arg-type]
@@ -300,17 +177,6 @@ def _define_and_start(conn: Any, xml: str) -> None:
         dom.create()
     except libvirt.libvirtError as exc:
         raise VMError(f"libvirt could not start the VM: {exc.get_error_message()}") from None
-
-
-def guest_host(rec: VMRecord) -> Host:
-    """The VM as an SSH host: root, with the key and host key dltestbed made for it."""
-    return Host(name=rec.name, address=rec.address, port=22, user="root", key_file=str(rec.key_file),
-                known_hosts_files=(str(rec.known_hosts),), groups=(), vars={"dltestbed_venv": GUEST_VENV})  # fmt: skip
-
-
-def guest_ssh(rec: VMRecord, via: Host | None = None, connect_timeout: float = 15.0) -> SSH:
-    """SSH into the VM, checked against its own host key only; through the hypervisor host `via` when remote."""
-    return SSH(guest_host(rec), via=via, known_hosts=[rec.known_hosts], connect_timeout=connect_timeout)
 
 
 def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT, via: Host | None = None) -> None:
@@ -372,7 +238,7 @@ def delete(name: str, hv: Hypervisor | None = None) -> bool:
                     dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
             with contextlib.suppress(libvirt.libvirtError):
                 if conn.storagePoolLookupByName(hv.pool_name):
-                    found |= hv_mod.remove_volumes(hv_mod.pool(conn, hv), f"{name}.") > 0
+                    found |= pool_mod.remove_volumes(pool_mod.pool(conn, hv), f"{name}.") > 0
     except VMError:
         if rec is not None and rec.uri != LOCAL_URI:
             raise  # a remote VM whose host does not answer: keep its record, so a later teardown finds it
@@ -419,21 +285,4 @@ def release(hv: Hypervisor) -> None:
             return
         hv_mod.remove_network(conn)
         if hv.local:
-            _remove_local_pool(conn, hv)
-
-
-def _remove_local_pool(conn: Any, hv: Hypervisor) -> None:
-    """This machine's pool, with the users' images uploaded into it (their own files stay)."""
-    libvirt = hv_mod.libvirt_module()
-    with contextlib.suppress(libvirt.libvirtError):
-        pool = conn.storagePoolLookupByName(hv.pool_name)
-        pool.refresh(0)
-        for prefix in hv_mod.IMAGE_PREFIXES:
-            hv_mod.remove_volumes(pool, prefix)
-        pool.refresh(0)
-        if pool.numOfVolumes() == 0:
-            pool.destroy()
-            with contextlib.suppress(libvirt.libvirtError):
-                pool.undefine()
-    with contextlib.suppress(OSError):
-        Path(hv.pool_dir).rmdir()
+            pool_mod.remove_local_pool(conn, hv)

@@ -70,6 +70,15 @@ def test_passthrough_fails_before_anything_is_created(vm_env: dict[str, str], gu
     assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
 
 
+def test_a_bad_stream_is_refused_before_any_vm_is_made(vm_env: dict[str, str], guest_image: Path,
+                                                       results: Path) -> None:
+    env = {**vm_env, "INFLUXDB_V2_URL": "http://127.0.0.1:9", "INFLUXDB_V2_ORG": "lab", "INFLUXDB_V2_BUCKET": "b",
+           "INFLUXDB_V2_TOKEN": "dltestbed:secret"}  # fmt: skip
+    line = one_error_line(run_cli("bench", "--targets", "vm", *TINY, "--results", str(results), env=env))
+    assert line.startswith("error: InfluxDB at http://127.0.0.1:9 (org lab, bucket b): unreachable (")
+    assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())  # checked first, nothing made
+
+
 def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path, results: Path) -> None:
     proc = run_cli("bench", "--targets", "bm,vm,cvm", *TINY, "--json", "--results", str(results), env=vm_env,
                    timeout=1800)  # fmt: skip
@@ -85,6 +94,10 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     assert cvm["fingerprint"]["container_image_digest"] == meta["container_digest"]
     assert cvm["fingerprint"]["container_image"] == meta["container_digest"]  # seen from inside the container
     assert vm["fingerprint"]["kernel"] != runs["bm"]["fingerprint"]["kernel"]  # really another kernel
+    import socket
+
+    here = socket.gethostname()  # --by-host puts the VM and its container beside the machine they run on
+    assert (vm["host"], vm["machine"], cvm["machine"], runs["bm"]["machine"]) == ("local", here, here, here)
     assert len(_domains()) == 1 and _qemus()
     # the VM is kept for the next bench; teardown removes all of it
     proc = run_cli("teardown", env=vm_env)

@@ -88,3 +88,26 @@ def test_a_vm_on_a_host_outside_libvirt_hosts_is_one_line() -> None:
     for kind in ("vm", "cvm"):
         with pytest.raises(ConfigError, match=r"^vm on n1: the host is not in group libvirt_hosts of the inventory$"):
             prepare.check(prepare.Setup((kind,), (host,)))
+
+
+def test_an_abort_before_the_process_exists_is_not_lost() -> None:
+    marker = "dltestbed-abort-early"
+    t = LocalTarget()
+    t.abort()  # arrives while the run is still being started
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        t.run(py(f"import time; time.sleep(60)  # {marker}"))
+    assert time.monotonic() - started < 15 and _children_of_test_gone(marker)
+    assert t.run(py("print('next')")).ok  # the abort was for that run only: a cleanup command still runs
+
+
+def test_an_abort_from_another_thread_stops_the_run_at_once() -> None:
+    import threading
+
+    t = LocalTarget()
+    timer = threading.Timer(0.5, t.abort)
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        t.run(py("import time; time.sleep(60)"))
+    assert time.monotonic() - started < 15

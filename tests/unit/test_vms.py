@@ -231,19 +231,20 @@ def test_vm_names_on_inventory_hosts() -> None:
 def test_pool_network_and_overlay_on_libvirts_test_driver() -> None:
     pytest.importorskip("libvirt", reason="libvirt-python is installed by scripts/install.sh --vm (CI has it)")
     from dltestbed.vms import hypervisor as h
+    from dltestbed.vms import pool as pl
 
     hv = h.Hypervisor("test:///default", "/nowhere/dltestbed-pool")
     other = h.Hypervisor("test:///default", "/elsewhere/pool")
     assert hv.pool_name != other.pool_name  # one pool per folder on a shared libvirtd
     with hv.connect() as conn:
-        pool = h.pool(conn, hv)
-        assert pool.isActive() and h.pool(conn, hv).name() == pool.name()  # found, not made twice
-        path = h.overlay(pool, "vm1.overlay.qcow2", "/base/disk.qcow2", 2 * 10**9)
-        h.overlay(pool, "vm10.overlay.qcow2", "/base/disk.qcow2", 2 * 10**9)
+        pool = pl.pool(conn, hv)
+        assert pool.isActive() and pl.pool(conn, hv).name() == pool.name()  # found, not made twice
+        path = pl.overlay(pool, "vm1.overlay.qcow2", "/base/disk.qcow2", 2 * 10**9)
+        pl.overlay(pool, "vm10.overlay.qcow2", "/base/disk.qcow2", 2 * 10**9)
         assert path == "/nowhere/dltestbed-pool/vm1.overlay.qcow2"
         xml = ET.fromstring(pool.storageVolLookupByName("vm1.overlay.qcow2").XMLDesc())
         assert xml.findtext("./backingStore/path") == "/base/disk.qcow2"
-        assert h.remove_volumes(pool, "vm1.") == 1 and list(h.volumes(pool)) == ["vm10.overlay.qcow2"]
+        assert pl.remove_volumes(pool, "vm1.") == 1 and list(pl.volumes(pool)) == ["vm10.overlay.qcow2"]
         h.ensure_network(conn)
         h.ensure_network(conn)  # idempotent
         net = ET.fromstring(conn.networkLookupByName(h.NETWORK).XMLDesc())
@@ -305,7 +306,8 @@ def test_a_domain_without_a_kernel_boots_its_own_boot_loader() -> None:
 def test_the_seed_gives_cloud_init_root_login_one_host_key_and_a_static_address(tmp_path: Path) -> None:
     import yaml
 
-    from dltestbed.vms.lifecycle import _mac, _seed
+    from dltestbed.vms.seed import mac as _mac
+    from dltestbed.vms.seed import seed_disk as _seed
 
     key = tmp_path / "ssh_host_ed25519_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
