@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
-from dltestbed.transport.base import STDERR_TAIL_LINES, CommandResult, command_env
+from dltestbed.transport.base import STDERR_TAIL_LINES, CommandResult, Transport, command_env
 
-__all__ = ["STDERR_TAIL_LINES", "CommandResult", "Target", "command_env", "machine_under"]
+__all__ = ["STDERR_TAIL_LINES", "CommandResult", "OnTransport", "Target", "command_env", "machine_under"]
 
 
 @runtime_checkable
@@ -55,6 +55,30 @@ class Target(Protocol):
     def fingerprint(self) -> Mapping[str, str]:
         """Facts about the target that the workload cannot see from inside (layer, image, host)."""
         ...
+
+
+class RunOptions(TypedDict, total=False):
+    """run()'s keyword arguments, as Target.run declares them."""
+
+    env: Mapping[str, str] | None
+    timeout: float | None
+    on_line: Callable[[str], None] | None
+    stderr_log: Path | None
+
+
+class OnTransport:
+    """For a target whose commands all go through one transport (a local process, SSH): run and abort
+    are the transport's."""
+
+    _transport: Transport
+
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
+        """Run argv through the transport, streaming stdout lines; KeyboardInterrupt when aborted."""
+        return self._transport.run(argv, **options)
+
+    def abort(self) -> None:
+        """Stop the command in progress, or the one being started (from any thread)."""
+        self._transport.abort()
 
 
 def machine_under(target: Target) -> Target:

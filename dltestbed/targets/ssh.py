@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 
 from dltestbed.inventory import Host
-from dltestbed.targets.base import CommandResult, Target
+from dltestbed.targets.base import OnTransport, Target
 from dltestbed.transport.ssh import SSH
 
 
-class SSHTarget:
+class SSHTarget(OnTransport):
     """Bare metal over SSH: the workload runs in the host's dltestbed venv."""
 
     kind = "bm"
@@ -25,25 +24,9 @@ class SSHTarget:
         self.machine = host.name
         self.python = host.python
         self.peer_address = host.address
-        self._ssh = SSH(host, connect_timeout=connect_timeout)
-
-    def abort(self) -> None:
-        """Stop the command in progress (or the connection being opened for it): its session is closed."""
-        self._ssh.abort()
+        self._transport = SSH(host, connect_timeout=connect_timeout)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal, reached over SSH."""
         return {"target_kind": self.kind, "target_host": self.name, "target_address": self.spec.address,
                 "transport": "ssh"}  # fmt: skip
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
-        """Run argv on the host, streaming stdout lines; closing the session ends the command."""
-        return self._ssh.run(argv, env=env, timeout=timeout, on_line=on_line, stderr_log=stderr_log)

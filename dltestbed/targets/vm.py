@@ -5,17 +5,16 @@ in the VM (cvm) wraps this target. The VM is made beforehand (provision's VM ser
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 
 from dltestbed.inventory import Host
-from dltestbed.targets.base import CommandResult, Target
+from dltestbed.targets.base import OnTransport, Target
 from dltestbed.vms import lifecycle
 from dltestbed.vms.images import GUEST_VENV
 from dltestbed.vms.lifecycle import VMRecord
 
 
-class VMTarget:
+class VMTarget(OnTransport):
     """Kind vm: the workload in a VM on `record.uri`'s host, reached through that host when it is remote."""
 
     kind = "vm"
@@ -31,23 +30,7 @@ class VMTarget:
         self.host = record.name
         self.machine = record.host or socket.gethostname()
         self.python = f"{GUEST_VENV}/bin/python"
-        self._ssh = lifecycle.guest_ssh(record, via, connect_timeout)
-
-    def abort(self) -> None:
-        """Stop the command in progress (or the connection being opened for it)."""
-        self._ssh.abort()
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
-        """Run argv in the guest, streaming stdout lines."""
-        return self._ssh.run(argv, env=env, timeout=timeout, on_line=on_line, stderr_log=stderr_log)
+        self._transport = lifecycle.guest_ssh(record, via, connect_timeout)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: a VM, how it is virtualised, on which hypervisor, from which image (vm_image:

@@ -4,8 +4,10 @@ never lost."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 STDERR_TAIL_LINES = 40  # stderr lines a CommandResult keeps (the whole stream goes to the run's log)
 SECRET_ENV_PREFIXES = ("INFLUXDB_V2_",)  # the controller's stream settings and token: never passed to a command
@@ -39,6 +41,19 @@ class CommandResult:
         if self.returncode < 0:
             return f"killed by signal {-self.returncode}"
         return f"exited with code {self.returncode}"
+
+
+class Transport(Protocol):
+    """Runs one command at a time on a machine; `abort` stops it from any thread, even while it starts."""
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None,
+            on_line: Callable[[str], None] | None = None, stderr_log: Path | None = None) -> CommandResult:
+        """Run argv; stdout lines to on_line as they come, stderr to stderr_log and a tail."""
+        ...
+
+    def abort(self) -> None:
+        """Stop the command in progress, or the next one as soon as it starts."""
+        ...
 
 
 class AbortLatch:

@@ -1,0 +1,82 @@
+"""Scenarios: single (each target alone), distributed (one job over several workers) and shared
+(a co-tenant on the same host while the foreground is timed). Which targets, which workloads,
+which co-tenants, in which order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dltestbed import bench as bench_mod
+from dltestbed.errors import ConfigError
+from dltestbed.results.records import RunRecord
+from dltestbed.results.store import Store
+from dltestbed.runner import Observer, Sink
+from dltestbed.scenarios import distributed, shared
+from dltestbed.scenarios.common import INTERRUPTED, Options
+from dltestbed.scenarios.distributed import worker_count
+from dltestbed.scenarios.shared import COTENANTS, contention_label, cotenant_spec, split_cpus
+from dltestbed.targets import VM_KINDS, Site, make
+from dltestbed.targets.base import Target
+
+__all__ = ["COTENANTS", "INTERRUPTED", "SCENARIOS", "Options", "check", "contention_label", "cotenant_spec", "run",
+           "split_cpus", "worker_count"]  # fmt: skip
+
+SCENARIOS = {
+    "single": "each target runs alone",
+    "distributed": "one training job over several workers (MultiWorkerMirroredStrategy), per target kind",
+    "shared": "the foreground alone, then again with a co-tenant on the same host",
+}
+
+
+def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: Sequence[str] = ()) -> None:
+    """Bad combinations fail before anything runs, with one line."""
+    if options.scenario not in SCENARIOS:
+        raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
+    if options.scenario == "distributed":
+        n = worker_count(options, hosts)
+        if n < 2:
+            hint = "" if options.workers is not None else " (one per host; --workers N puts several on a host)"
+            raise ConfigError(f"scenario distributed needs at least 2 workers; got {n}{hint}")
+        if any(s.mode != "train" for s in plan.specs):
+            raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
+        if VM_KINDS & set(kinds) and len(hosts) > 1:
+            raise ConfigError("scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
+                              "so workers in VMs on different hosts cannot reach each other; use one host "
+                              "(--limit HOST --workers N: the workers share its VM) or bm/cbm")  # fmt: skip
+    elif options.workers is not None:
+        raise ConfigError("--workers is only for --scenario distributed")
+    if options.scenario == "shared":
+        if options.cotenant not in COTENANTS:
+            raise ConfigError(f"--cotenant: unknown co-tenant {options.cotenant!r}; known: {', '.join(COTENANTS)}")
+        if options.cotenant == "io" and not any(s.data_dir for s in plan.specs):
+            raise ConfigError("--cotenant io reads real data: give --data real --data-dir DIR")
+        if len(hosts) > 1:
+            raise ConfigError(f"scenario shared runs on one host; {len(hosts)} given (use --limit HOST)")
+        if options.cotenant_batch is not None and options.cotenant_batch < 1:
+            raise ConfigError(f"--cotenant-batch: must be at least 1 (got {options.cotenant_batch})")
+
+
+def run(
+    plan: bench_mod.Plan,
+    sites: Sequence[Site],
+    kinds: Sequence[str],
+    store: Store,
+    observer: Observer,
+    options: Options,
+    sinks: Sequence[Sink] = (),
+    machines: Sequence[Sequence[Target]] | None = None,
+) -> list[RunRecord]:
+    """Run the plan as the scenario says on prepared sites (one per machine); every run is stored as
+    it goes. single runs on `machines` (a target per site and kind; made here when not given);
+    distributed and shared make a target per worker and co-tenant from the sites (nothing is built
+    or booted here)."""
+    check(options, [s.host for s in sites], plan, kinds)
+    plan.scenario = options.scenario
+    if options.scenario == "distributed":
+        return distributed.run(plan, sites, kinds, store, observer, options, sinks)
+    if options.scenario == "shared":
+        return shared.run(plan, sites[0], kinds, store, observer, options, sinks)
+    machines = machines or [[make(k, s) for k in kinds] for s in sites]
+    return bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel,
+                             sinks=sinks)  # fmt: skip

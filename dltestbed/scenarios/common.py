@@ -1,0 +1,41 @@
+"""What every scenario shares: its options, the words for an interrupted run, and probes of the
+machine under a target (a free port, its CPUs, whether it has a GPU)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dltestbed.errors import TargetError
+from dltestbed.targets.base import Target, machine_under
+
+INTERRUPTED = "interrupted (Ctrl-C or a stop signal)"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a scenario needs beyond the plan (each documented in `dltestbed bench --help`)."""
+
+    scenario: str = "single"
+    workers: int | None = None  # distributed: workers per job (default: one per host; this machine: 2)
+    baseline: bool = True  # distributed: one worker alone per job, for scaling efficiency
+    cotenant: str = "alexnet"
+    cotenant_batch: int | None = None  # default: 512 with a GPU, else 64
+    isolate: bool = False  # shared: foreground and co-tenant pinned to disjoint CPUs
+    parallel: bool = True
+    timeout: float | None = None
+
+
+def probe(target: Target, code: str) -> str:
+    """The first stdout line of a Python snippet run on the machine under a target."""
+    machine = machine_under(target)  # a container shares its host's network and CPUs
+    lines: list[str] = []
+    res = machine.run([machine.python, "-c", code], timeout=60, on_line=lines.append)
+    if not res.ok or not lines:
+        raise TargetError(f"{machine.host}: probe failed ({res.describe()}): {' '.join(res.stderr_tail[-1:])}")
+    return lines[0].strip()
+
+
+FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+CPUS = "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0)))))"
+HAS_GPU = "import shutil, subprocess; print(int(bool(shutil.which('nvidia-smi')) and " \
+           "subprocess.run(['nvidia-smi', '-L'], capture_output=True).returncode == 0))"  # fmt: skip

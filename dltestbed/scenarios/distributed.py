@@ -1,0 +1,101 @@
+"""distributed: one training job over several workers (MultiWorkerMirroredStrategy), per target kind.
+Workers start together; the first to fail stops the others; total throughput is the sum of theirs."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from dltestbed import bench as bench_mod
+from dltestbed.config import WorkloadSpec
+from dltestbed.errors import TargetError
+from dltestbed.results.records import RunRecord, new_id
+from dltestbed.results.store import Store
+from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
+from dltestbed.scenarios.common import FREE_PORT, INTERRUPTED, Options, probe
+from dltestbed.targets import Site, make
+from dltestbed.targets.base import Target
+from dltestbed.workload.distributed import tf_config
+
+
+def worker_count(options: Options, hosts: Sequence[object]) -> int:
+    """Workers per distributed job."""
+    if options.workers is not None:
+        return options.workers
+    return 2 if list(hosts) == [None] else len(hosts)
+
+
+def run(
+    plan: bench_mod.Plan, sites: Sequence[Site], kinds: Sequence[str], store: Store, observer: Observer,
+    options: Options, sinks: Sequence[Sink],
+) -> list[RunRecord]:  # fmt: skip
+    """Per repetition, workload and kind: (a single worker alone, then) one job over N workers."""
+    n = worker_count(options, [s.host for s in sites])
+    placement = [sites[i % len(sites)] for i in range(n)]
+    records: list[RunRecord] = []
+    for round_ in plan.rounds(kinds):
+        for rep, spec, kind in round_:
+            job = new_id("j")
+            if options.baseline:
+                ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=1)
+                records.append(execute(make(kind, placement[0]), spec, store, ctx, observer,
+                                       timeout=options.timeout, sinks=sinks))  # fmt: skip
+            records += _job(plan, rep, job, spec, kind, placement, store, observer, options, sinks)
+    return records
+
+
+def _job(
+    plan: bench_mod.Plan, rep: int, job: str, spec: WorkloadSpec, kind: str, placement: Sequence[Site],
+    store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
+) -> list[RunRecord]:  # fmt: skip
+    """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all."""
+    targets = [make(kind, s) for s in placement]
+    addresses = _worker_addresses(targets)
+    worker_spec = spec.model_copy(update={"distributed": True})
+    stops = [Stop() for _ in targets]
+    results: list[RunRecord | None] = [None] * len(targets)
+
+    def stop_others(failed: int, reason: str) -> None:
+        for j, t in enumerate(targets):
+            if j != failed and stops[j].request(reason):
+                t.abort()
+
+    def worker(i: int) -> None:
+        ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=len(targets), worker_index=i)
+        env = {"TF_CONFIG": tf_config(addresses, i)}
+        rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks,
+                      stop=stops[i])  # fmt: skip
+        results[i] = rec
+        if rec.status != "ok" and not stops[i].requested:
+            stop_others(i, f"stopped: worker {i} ({targets[i].host}) failed: {rec.reason}")
+
+    threads = [threading.Thread(target=worker, args=(i,), name=f"dltestbed-worker-{i}") for i in range(len(targets))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except KeyboardInterrupt:
+        stop_others(-1, INTERRUPTED)
+        for t in threads:
+            t.join(60)
+        raise
+    return [r for r in results if r is not None]
+
+
+def _worker_addresses(targets: Sequence[Target]) -> list[str]:
+    """host:port per worker, each port found free on its host (and distinct among workers of a host)."""
+    taken: set[tuple[str, str]] = set()
+    out = []
+    for t in targets:
+        addr = t.peer_address
+        for _ in range(5):
+            port = probe(t, FREE_PORT)
+            if (addr, port) not in taken:
+                break
+        else:
+            raise TargetError(f"{t.host}: no free port found for a worker")
+        taken.add((addr, port))
+        out.append(f"{addr}:{port}")
+    return out

@@ -1,0 +1,122 @@
+"""shared: the foreground alone, then again while a co-tenant runs on the same host (started first,
+timed only once it has passed its warm-up, stopped after the foreground)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from dltestbed import bench as bench_mod
+from dltestbed.catalog import MODELS
+from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
+from dltestbed.errors import ConfigError, WorkloadError
+from dltestbed.results.records import RunRecord, new_id
+from dltestbed.results.store import Store
+from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
+from dltestbed.scenarios.common import CPUS, HAS_GPU, INTERRUPTED, Options, probe
+from dltestbed.targets import Site, make
+
+COTENANTS = {
+    "alexnet": "AlexNet training, large batch (the study's co-tenant)",
+    "cpu": "AlexNet training on the CPU only (GPUs hidden)",
+    "io": "AlexNet training on real data read from disk every step (needs --data-dir)",
+    "gpu": "AlexNet training on the GPU (fails without one)",
+}
+COTENANT_START_TIMEOUT = 900.0  # seconds for a co-tenant to reach its first timed step
+
+
+def run(
+    plan: bench_mod.Plan, site: Site, kinds: Sequence[str], store: Store, observer: Observer, options: Options,
+    sinks: Sequence[Sink],
+) -> list[RunRecord]:  # fmt: skip
+    """Per repetition, workload and kind: the foreground alone, then with the co-tenant running."""
+    probe_target = make("bm", site)
+    batch = options.cotenant_batch or (512 if probe(probe_target, HAS_GPU) == "1" else 64)
+    fg_cpus = co_cpus = None
+    if options.isolate:
+        fg_cpus, co_cpus = split_cpus(probe(probe_target, CPUS))
+    records: list[RunRecord] = []
+    for round_ in plan.rounds(kinds):
+        for rep, spec, kind in round_:
+            job = new_id("j")
+            fg = spec.model_copy(update={"cpus": fg_cpus})
+            co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
+            alone = "none" + (f", cpus {fg_cpus}" if fg_cpus else "")
+            ctx = RunContext(plan.bench_id, "shared", rep, contention=alone, job_id=job)
+            records.append(execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout,
+                                   sinks=sinks))  # fmt: skip
+            label = contention_label(options.cotenant, batch, fg_cpus, co_cpus)
+            records += _with_cotenant(plan, rep, job, kind, site, fg, co, label, store, observer, options, sinks)
+    return records
+
+
+def split_cpus(cpu_list: str) -> tuple[str, str]:
+    """Two disjoint halves of a CPU list: the foreground's (first half) and the co-tenant's."""
+    cpus = [int(c) for c in cpu_list.split(",") if c.strip()]
+    if len(cpus) < 2:
+        raise ConfigError(f"--isolate needs at least 2 CPUs on the host; it has {len(cpus)}")
+    half = len(cpus) // 2
+    return format_cpu_list(cpus[:half]), format_cpu_list(cpus[half:])
+
+
+def contention_label(cotenant: str, batch: int, fg_cpus: str | None, co_cpus: str | None) -> str:
+    """What a foreground run ran under, e.g. `alexnet b64` or `alexnet b64 isolated (cpus 0 / co-tenant 1)`."""
+    label = f"{cotenant} b{batch}"
+    return label + (f" isolated (cpus {fg_cpus} / co-tenant {co_cpus})" if fg_cpus else "")
+
+
+def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) -> WorkloadSpec:
+    """The co-tenant's workload: AlexNet training at the foreground's size, until it is stopped."""
+    size = max(fg.size, MODELS["alexnet"].min_size)
+    values: dict[str, Any] = dict(model="alexnet", mode="train", batch_size=batch, image_size=size, warmup=1,
+                                  steps=10**9, device="auto", cpus=cpus, seed=fg.seed + 1)  # fmt: skip
+    if variant == "cpu":
+        values["device"] = "cpu"
+    elif variant == "gpu":
+        values["device"] = "gpu"
+    elif variant == "io":
+        values.update(data="real", data_dir=fg.data_dir, classes=fg.classes)
+    return workload_spec(**values)
+
+
+def _with_cotenant(
+    plan: bench_mod.Plan, rep: int, job: str, kind: str, site: Site, fg: WorkloadSpec, co: WorkloadSpec,
+    label: str, store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
+) -> list[RunRecord]:  # fmt: skip
+    """Start the co-tenant, wait for its first timed step, time the foreground, stop the co-tenant."""
+    co_target = make(kind, site)
+    stop, started = Stop(), threading.Event()
+    co_record: list[RunRecord] = []
+    co_ctx = RunContext(plan.bench_id, "shared", rep, contention=label, role="cotenant", job_id=job)
+
+    def cotenant() -> None:
+        co_record.append(execute(co_target, co, store, co_ctx, observer, sinks=sinks, stop=stop, on_start=started))
+
+    thread = threading.Thread(target=cotenant, name="dltestbed-cotenant")
+    thread.start()
+
+    def end_cotenant(reason: str | None) -> None:
+        if stop.request(reason):
+            co_target.abort()
+        while thread.is_alive():
+            thread.join(0.2)
+
+    try:
+        started.wait(COTENANT_START_TIMEOUT)
+        thread.join(0.5)  # a co-tenant that failed before its first step is ending now
+        if not thread.is_alive() or not started.is_set():
+            end_cotenant("the co-tenant did not reach its first timed step in time")
+            why = co_record[0].reason if co_record else f"no timed step within {COTENANT_START_TIMEOUT:.0f} s"
+            raise WorkloadError(f"the co-tenant ({label}) could not start on {co_target.host}: {why} "
+                                f"(log: {co_record[0].log_path if co_record else '-'})")  # fmt: skip
+        ctx = RunContext(plan.bench_id, "shared", rep, contention=label, job_id=job)
+        fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks)
+        if not thread.is_alive() and co_record and co_record[0].status != "ok":
+            fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
+            store.save_run(fg_record)
+    except KeyboardInterrupt:
+        end_cotenant(INTERRUPTED)
+        raise
+    end_cotenant(None)
+    return [fg_record, *co_record]
