@@ -1,5 +1,8 @@
 """The `dltestbed` command. Expected errors are one red line and a non-zero exit; unexpected ones
-write their traceback to a debug log and say where."""
+write their traceback to a debug log and say where.
+
+The command modules import dltestbed's other layers inside their functions: for start-up time only
+(`dltestbed --help` loads none of them; bench/cli_start.py measures it), never to hide a cycle."""
 
 from __future__ import annotations
 

@@ -3,79 +3,35 @@
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+from dltestbed.cli.options import (
+    RESULTS_HELP,
+    CotenantOpt,
+    DataOpt,
+    DeviceOpt,
+    ModeOpt,
+    OrderOpt,
+    PresetOpt,
+    ScenarioOpt,
+    influx_bucket_opt,
+    influx_org_opt,
+    influx_token_opt,
+    influx_url_opt,
+)
 
-class DataOpt(StrEnum):
-    synthetic = "synthetic"
-    real = "real"
+if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
+    from rich.console import Console
 
-
-class ModeOpt(StrEnum):
-    train = "train"
-    infer = "infer"
-
-
-class DeviceOpt(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    gpu = "gpu"
-
-
-class LayoutOpt(StrEnum):
-    single = "single"
-    distributed = "distributed"
-    shared = "shared"
-
-
-class ScenarioOpt(StrEnum):
-    single = "single"
-    distributed = "distributed"
-    shared = "shared"
-
-
-class OrderOpt(StrEnum):
-    interleaved = "interleaved"
-    random = "random"
-
-
-class CotenantOpt(StrEnum):
-    alexnet = "alexnet"
-    cpu = "cpu"
-    io = "io"
-    gpu = "gpu"
-
-
-class PresetOpt(StrEnum):
-    quick = "quick"
-    study = "study"
-
-
-RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.local/share/dltestbed/results.sqlite."
-INFLUX = "InfluxDB stream"
-
-
-def influx_url_opt() -> str | None:
-    return typer.Option(None, "--influx-url", help="Stream every step to InfluxDB's v2 write API here "
-                        "(default: $INFLUXDB_V2_URL; unset: no streaming).", rich_help_panel=INFLUX)  # fmt: skip
-
-
-def influx_org_opt() -> str | None:
-    return typer.Option(None, "--influx-org", help="Organization (default: $INFLUXDB_V2_ORG).", rich_help_panel=INFLUX)
-
-
-def influx_bucket_opt() -> str | None:
-    return typer.Option(None, "--influx-bucket", help="Bucket (default: $INFLUXDB_V2_BUCKET).",
-                        rich_help_panel=INFLUX)  # fmt: skip
-
-
-def influx_token_opt() -> Path | None:
-    return typer.Option(None, "--influx-token-file", help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
-                        "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
-                        rich_help_panel=INFLUX)  # fmt: skip
+    from dltestbed.bench import Plan
+    from dltestbed.results.influx import Settings as InfluxSettings
+    from dltestbed.results.records import RunRecord
+    from dltestbed.results.store import Store
+    from dltestbed.scenarios import Options
+    from dltestbed.targets import Site, Target
 
 
 def bench(
@@ -197,7 +153,6 @@ def bench(
 
     from dltestbed import bench as bench_mod
     from dltestbed import prepare, scenarios
-    from dltestbed.cli.progress import RichObserver
     from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
     from dltestbed.targets import KINDS, make
@@ -217,17 +172,7 @@ def bench(
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: {', '.join(KINDS)}")
-    if inventory is not None:
-        from dltestbed import inventory as inventory_mod
-
-        hosts = inventory_mod.load(inventory, limit).in_group("bare_metal")
-        if not hosts:
-            raise ConfigError(f"inventory {str(inventory)!r} has no hosts in group bare_metal" +
-                              (f" matching --limit {limit!r}" if limit else ""))  # fmt: skip
-    elif limit:
-        raise ConfigError("--limit needs --inventory")
-    else:
-        hosts = [None]
+    hosts = _hosts(inventory, limit)
     scenarios.check(options, hosts, plan, kinds)
     vm_overrides = dict(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus, numa_node=vm_numa_node,
                         virt_type=vm_virt_type, image=vm_image, disk_gib=vm_disk)  # fmt: skip
@@ -249,31 +194,12 @@ def bench(
         raise typer.Exit(130) from None
     # 3. the runs: a target per site and kind, made once (more per job or co-tenant in those scenarios)
     machines = [[make(k, s) for k in kinds] for s in sites]
-    store = Store.open(results)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     p = bench_mod.PRESETS[preset.value]
     if not model and image_size is None and steps is None:
         console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
-    console.print(_announce(plan, options, machines, sites) + f"; results → {store.path}"
-                  + (f"; streaming to InfluxDB at {stream.describe()}" if stream else ""))  # fmt: skip
-    records = []
-    sinks = []
-    try:
-        if stream is not None:
-            from dltestbed.results.influx import InfluxSink
-
-            sinks.append(InfluxSink(store, stream))
-        with RichObserver(console) as observer:
-            records = scenarios.run(plan, sites, kinds, store, observer, options, sinks, machines)
-    except KeyboardInterrupt:
-        console.print(f"[red]interrupted[/]: the current run is stored as failed with its steps; see "
-                      f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip
-        raise typer.Exit(130) from None
-    finally:
-        for sink in sinks:
-            _close_stream(sink, console)
-        store.close()
+    records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]
     if as_json:
         print(json.dumps([r.to_dict() for r in records], indent=2))
     failed = [r for r in records if r.status != "ok"]
@@ -283,6 +209,50 @@ def bench(
             f"{len(failed)} of {len(records)} run(s) failed; first: {first.model} rep {first.repetition}: "
             f"{first.reason} (log: {first.log_path})"
         )
+
+
+def _hosts(inventory: Path | None, limit: str | None) -> list:
+    """The inventory's bare_metal hosts (--limit applied), or [None]: this machine."""
+    from dltestbed.errors import ConfigError
+
+    if inventory is None:
+        if limit:
+            raise ConfigError("--limit needs --inventory")
+        return [None]
+    from dltestbed import inventory as inventory_mod
+
+    hosts = inventory_mod.load(inventory, limit).in_group("bare_metal")
+    if not hosts:
+        raise ConfigError(f"inventory {str(inventory)!r} has no hosts in group bare_metal" +
+                          (f" matching --limit {limit!r}" if limit else ""))  # fmt: skip
+    return hosts  # type: ignore[return-value]
+
+
+def _runs(plan: Plan, options: Options, sites: list[Site], kinds: list[str], machines: list[list[Target]],
+          store: Store, stream: InfluxSettings | None, console: Console) -> list[RunRecord]:  # fmt: skip
+    """Announce, then run the scenario with progress bars and the stream; Ctrl-C is exit 130 with the
+    current run stored as failed; the stream is flushed and the store closed whatever happens."""
+    from dltestbed import scenarios
+    from dltestbed.cli.progress import RichObserver
+
+    console.print(_announce(plan, options, machines, sites) + f"; results → {store.path}"
+                  + (f"; streaming to InfluxDB at {stream.describe()}" if stream else ""))  # fmt: skip
+    sinks = []
+    try:
+        if stream is not None:
+            from dltestbed.results.influx import InfluxSink
+
+            sinks.append(InfluxSink(store, stream))
+        with RichObserver(console) as observer:
+            return scenarios.run(plan, sites, kinds, store, observer, options, sinks, machines)
+    except KeyboardInterrupt:
+        console.print(f"[red]interrupted[/]: the current run is stored as failed with its steps; see "
+                      f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip
+        raise typer.Exit(130) from None
+    finally:
+        for sink in sinks:
+            _close_stream(sink, console)
+        store.close()
 
 
 def _stream_settings(url: str | None, org: str | None, bucket: str | None, token_file: Path | None) -> object:

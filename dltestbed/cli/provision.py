@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from dltestbed.cli.bench import LayoutOpt
+from dltestbed.cli.options import LayoutOpt
 
 
 def provision(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from dltestbed.cli.bench import (
+from dltestbed.cli.options import (
     RESULTS_HELP,
     influx_bucket_opt,
     influx_org_opt,

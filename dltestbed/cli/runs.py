@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from dltestbed.cli.bench import RESULTS_HELP
+from dltestbed.cli.options import RESULTS_HELP
 
 
 class FormatOpt(StrEnum):

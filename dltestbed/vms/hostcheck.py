@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from dltestbed.config import parse_cpu_list
 from dltestbed.errors import ConfigError
 from dltestbed.vms.domain import PciAddress
 
@@ -89,8 +90,6 @@ def gpus(nodedev_xmls: list[str]) -> list[Gpu]:
 
 
 def _cpus(text: str) -> set[int]:
-    from dltestbed.config import parse_cpu_list
-
     return set(parse_cpu_list(text))
 
 

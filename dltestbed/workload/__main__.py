@@ -17,7 +17,7 @@ import traceback
 from typing import Any, NoReturn
 
 from dltestbed.catalog import model_names
-from dltestbed.config import WorkloadSpec, workload_spec
+from dltestbed.config import WorkloadSpec, parse_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
@@ -78,7 +78,6 @@ def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:
 
 def _pin(cpus: str) -> None:
     """Restrict this process (and the threads TensorFlow will start) to the given CPUs."""
-    from dltestbed.config import parse_cpu_list
 
     wanted = set(parse_cpu_list(cpus))
     allowed = os.sched_getaffinity(0)
@@ -93,7 +92,10 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def run(argv: list[str], emitter: Emitter) -> None:
-    """Validate, prepare data, build the model, run the loop, emit everything."""
+    """Validate, prepare data, build the model, run the loop, emit everything.
+
+    Imports inside this function are for start-up only: TensorFlow and what uses it load after the
+    environment (CUDA_VISIBLE_DEVICES, TF_CPP_MIN_LOG_LEVEL) is set, and `--help` stays fast."""
     from dltestbed import dataset
     from dltestbed.workload import fingerprint
 

@@ -1,0 +1,77 @@
+"""Options and choices shared by several commands (bench, provision, runs, report, results)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+
+class DataOpt(StrEnum):
+    synthetic = "synthetic"
+    real = "real"
+
+
+class ModeOpt(StrEnum):
+    train = "train"
+    infer = "infer"
+
+
+class DeviceOpt(StrEnum):
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+class LayoutOpt(StrEnum):
+    single = "single"
+    distributed = "distributed"
+    shared = "shared"
+
+
+class ScenarioOpt(StrEnum):
+    single = "single"
+    distributed = "distributed"
+    shared = "shared"
+
+
+class OrderOpt(StrEnum):
+    interleaved = "interleaved"
+    random = "random"
+
+
+class CotenantOpt(StrEnum):
+    alexnet = "alexnet"
+    cpu = "cpu"
+    io = "io"
+    gpu = "gpu"
+
+
+class PresetOpt(StrEnum):
+    quick = "quick"
+    study = "study"
+
+
+RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.local/share/dltestbed/results.sqlite."
+INFLUX = "InfluxDB stream"
+
+
+def influx_url_opt() -> str | None:
+    return typer.Option(None, "--influx-url", help="Stream every step to InfluxDB's v2 write API here "
+                        "(default: $INFLUXDB_V2_URL; unset: no streaming).", rich_help_panel=INFLUX)  # fmt: skip
+
+
+def influx_org_opt() -> str | None:
+    return typer.Option(None, "--influx-org", help="Organization (default: $INFLUXDB_V2_ORG).", rich_help_panel=INFLUX)
+
+
+def influx_bucket_opt() -> str | None:
+    return typer.Option(None, "--influx-bucket", help="Bucket (default: $INFLUXDB_V2_BUCKET).",
+                        rich_help_panel=INFLUX)  # fmt: skip
+
+
+def influx_token_opt() -> Path | None:
+    return typer.Option(None, "--influx-token-file", help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
+                        "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
+                        rich_help_panel=INFLUX)  # fmt: skip
