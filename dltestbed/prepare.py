@@ -15,7 +15,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
 from dltestbed.provision import image, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
-from dltestbed.targets import STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind
+from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind
 from dltestbed.targets.container import ContainerOptions, options_from_vars
 
 REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role
@@ -64,7 +64,8 @@ def check(setup: Setup) -> Checked:
         container = _container(host, setup.runtime, built) if STORE_IMAGE_KINDS & set(setup.kinds) else None
         vm = None
         if setup.uses_vms:
-            vm = vmready.plan(host, setup.vm_overrides, cvm="cvm" in setup.kinds, guest=guest[0] if guest else None)
+            vm = vmready.plan(host, setup.vm_overrides, cvm=bool(GUEST_IMAGE_KINDS & set(setup.kinds)),
+                              guest=guest[0] if guest else None)  # fmt: skip
             if not vm.settings.image and not guest:
                 guest.append(vm.image)  # type: ignore[arg-type]  # the guest image, found once
         sites.append(Site(host=host, container=container))

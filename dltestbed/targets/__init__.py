@@ -27,6 +27,7 @@ KINDS: dict[str, str] = {
 }
 VM_KINDS = frozenset({"vm", "cvm"})  # run in the host's benchmark VM (made before the bench runs)
 STORE_IMAGE_KINDS = frozenset({"cbm"})  # run the workload image from the controller's container store
+GUEST_IMAGE_KINDS = frozenset({"cvm"})  # need dltestbed's guest image in the VM (its Podman holds the workload image)
 
 
 @dataclass(frozen=True)
@@ -125,5 +126,5 @@ def _cvm(site: Site) -> Target:
     return ContainerTarget(_vm(site), "podman", rec.container_tag, rec.container_digest, kind="cvm")
 
 
-__all__ = ["KINDS", "STORE_IMAGE_KINDS", "VM_KINDS", "CommandResult", "ContainerImage", "Site", "Target",
-           "check_kind", "factory", "machine_under", "make", "register"]  # fmt: skip
+__all__ = ["GUEST_IMAGE_KINDS", "KINDS", "STORE_IMAGE_KINDS", "VM_KINDS", "CommandResult", "ContainerImage", "Site",
+           "Target", "check_kind", "factory", "machine_under", "make", "register"]  # fmt: skip
