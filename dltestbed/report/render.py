@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from dltestbed.report.inference import CONFIDENCE
 from dltestbed.report.stats import DistributedStats, GroupStats, SharedStats, Spread
 
 
@@ -54,6 +55,24 @@ def markdown(
         "batch and size (— where no bm run matches). Failed runs are counted but not averaged.",
         "Distributed rows are per worker; co-tenants are not rows (see the shared table).",
     ]
+    effects = [g for g in groups if g.effect is not None or (g.key["target_kind"] != "bm" and g.runs)]
+    if effects:
+        lines += ["", f"## Overhead against bare metal, {CONFIDENCE:.0%} intervals", "",
+                  "| kind | " + ("host | " if show_host else "") + "model | batch | size | runs | method | "
+                  "overhead % [interval] | verdict |", "|" + "---|" * (8 + show_host)]  # fmt: skip
+        for g in effects:
+            k, e = g.key, g.effect
+            kind = k["target_kind"] + (f" ({k['vm_image']})" if k.get("vm_image") else "")
+            cell = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
+            lines.append("| " + " | ".join([
+                kind, *([str(k["host"])] if show_host else []), k["model"], str(k["batch_size"]),
+                str(k["image_size"]), str(e.n if e else g.runs - g.failed), e.method if e else "—", cell,
+                g.verdict or "too few runs for an interval (2 per side)",
+            ]) + " |")  # fmt: skip
+        lines += ["", "paired t on log ratios: repetition i of the layer against repetition i of bare metal in the "
+                  "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
+                  "difference is called real only when its interval excludes 0; otherwise the row gives the "
+                  "smallest slowdown these repetitions would detect (80 % power)."]  # fmt: skip
     if dist:
         lines += ["", "## Distributed: total throughput and scaling efficiency", "",
                   "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "

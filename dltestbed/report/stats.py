@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dltestbed.report.inference import Effect, cv, paired, verdict, welch
 from dltestbed.results.records import RunRecord
 
 BASELINE_KIND = "bm"
@@ -49,6 +50,9 @@ class GroupStats:
     images_per_sec: Spread | None  # over ok runs: total timed images / timed seconds
     elapsed_seconds: Spread | None  # over ok runs: warm-up + timed wall time
     overhead_percent: float | None  # images/sec lost against the bm group of the same key; bm: 0
+    effect: Effect | None = None  # the overhead with its interval (inference.py); None for bm or too few runs
+    verdict: str | None = None  # the effect in words
+    cv: float | None = None  # run-to-run coefficient of variation of images/sec
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -58,6 +62,28 @@ class GroupStats:
 def group_key(run: RunRecord, fields: tuple[str, ...] = GROUP_FIELDS) -> tuple[Any, ...]:
     """The values of the grouping fields for a run."""
     return tuple(getattr(run, f) for f in fields)
+
+
+def pair_key(run: RunRecord, by_host: bool = False) -> tuple[Any, ...]:
+    """Which baseline run a run is paired with: the same bench and repetition (interleaved, so they ran
+    side by side), on the same machine when hosts are compared."""
+    return (run.bench_id, run.repetition, run.machine) if by_host else (run.bench_id, run.repetition)
+
+
+def effect(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: bool = False) -> Effect | None:
+    """The layer's overhead against the baseline's ok runs: paired t on log ratios when every layer run
+    has its baseline partner (and no partner is used twice), else Welch; None below 2 runs a side."""
+    base: dict[tuple[Any, ...], list[float]] = {}
+    for r in baseline:
+        base.setdefault(pair_key(r, by_host), []).append(r.images_per_sec)  # type: ignore[arg-type]
+    pairs = [(base[pair_key(r, by_host)][0], r.images_per_sec) for r in layer
+             if len(base.get(pair_key(r, by_host), [])) == 1]  # fmt: skip
+    keys = [pair_key(r, by_host) for r in layer]
+    if len(pairs) == len(layer) >= 2 and len(set(keys)) == len(keys):
+        return paired([b for b, _ in pairs], [x for _, x in pairs])  # type: ignore[misc]
+    if len(baseline) >= 2 and len(layer) >= 2:
+        return welch([r.images_per_sec for r in baseline], [r.images_per_sec for r in layer])  # type: ignore[misc]
+    return None
 
 
 def overhead_percent(baseline_ips: float, ips: float) -> float:
@@ -82,6 +108,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
         groups.setdefault(group_key(r, fields), []).append(r)
     partial: list[tuple[dict[str, Any], list[RunRecord], Spread | None, Spread | None]] = []
     baselines: dict[tuple[Any, ...], float] = {}
+    base_runs: dict[tuple[Any, ...], list[RunRecord]] = {}
     for key, members in groups.items():
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
         ips = Spread.of([r.images_per_sec for r in ok]) if ok else None  # type: ignore[misc]
@@ -91,12 +118,18 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
         partial.append((k, members, ips, el))
         if k["target_kind"] == BASELINE_KIND and ips is not None:
             baselines[tuple(k[f] for f in compare)] = ips.mean
+            base_runs[tuple(k[f] for f in compare)] = ok
     out = []
     for k, members, ips, el in partial:
         base = baselines.get(tuple(k[f] for f in compare))
         over = overhead_percent(base, ips.mean) if base and ips is not None else None
         failed = sum(1 for r in members if r.status != "ok")
-        out.append(GroupStats(k, len(members), failed, ips, el, over))
+        ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
+        eff = None
+        if k["target_kind"] != BASELINE_KIND:
+            eff = effect(base_runs.get(tuple(k[f] for f in compare), []), ok, by_host)
+        spread = cv([r.images_per_sec for r in ok])  # type: ignore[misc]
+        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, verdict(eff) if eff else None, spread))
     kinds = ["bm", "vm", "cbm", "cvm"]
     out.sort(key=lambda g: (
         tuple(g.key[f] for f in compare),

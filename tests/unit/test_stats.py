@@ -78,7 +78,9 @@ def test_group_with_only_failures_has_no_numbers() -> None:
 
 def test_markdown_table_shape() -> None:
     groups = summarise([rec("bm", 100.0), rec("bm", 90.0), rec("cvm", 45.0)])
-    lines = [line for line in render.markdown(groups).splitlines() if line.startswith("|")]
+    text = render.markdown(groups)
+    first_table = text.split("\n\n")[1]  # the title, then the groups' table
+    lines = [line for line in first_table.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + 2
     widths = {line.count("|") for line in lines}
     assert len(widths) == 1
@@ -151,3 +153,26 @@ def test_shared_drop_is_per_pair_and_co_tenants_are_not_rows() -> None:
     assert {g.key["contention"] for g in groups} == {"none", "alexnet b64"}
     assert all(g.key["batch_size"] == 8 for g in groups)  # the co-tenant (batch 64) is not a row
     assert "| cbm | alexnet | 8 | 64 | alexnet b64 | 2 | 105.0 | 79.0 | 25.0 |" in render.markdown(groups, shared=[s])
+
+
+def test_overheads_are_paired_by_repetition_and_said_in_words() -> None:
+    base = [rec("bm", ips, repetition=i) for i, ips in enumerate([100.0, 104.0, 96.0, 101.0], 1)]
+    layer = [rec("cbm", ips, repetition=i) for i, ips in enumerate([90.0, 93.5, 86.5, 91.0], 1)]  # ~10 % slower
+    groups = {g.key["target_kind"]: g for g in summarise([*base, *layer])}
+    e = groups["cbm"].effect
+    assert groups["bm"].effect is None and e is not None
+    assert e.method == "paired t on log ratios" and e.n == 4 and e.excludes_zero
+    assert groups["cbm"].verdict.startswith("slower by 10.0 % [")  # type: ignore[union-attr]
+    # the same numbers unpaired (another bench): Welch, whose interval is wider
+    shuffled = [rec("cbm", ips, repetition=i, bench_id="other") for i, ips in enumerate([90.0, 93.5, 86.5, 91.0], 1)]
+    w = {g.key["target_kind"]: g for g in summarise([*base, *shuffled])}["cbm"].effect
+    assert w is not None and w.method == "Welch t on log throughput" and (w.hi_pct - w.lo_pct) > (e.hi_pct - e.lo_pct)
+    table = render.markdown(list(groups.values()))
+    assert "## Overhead against bare metal, 95% intervals" in table
+    assert "| cbm | alexnet | 8 | 64 | 4 | paired t on log ratios | 10.0 [" in table
+
+
+def test_one_run_a_side_gives_no_interval() -> None:
+    groups = {g.key["target_kind"]: g for g in summarise([rec("bm", 100.0), rec("vm", 50.0)])}
+    assert groups["vm"].effect is None and groups["vm"].overhead_percent == 50.0
+    assert "too few runs for an interval (2 per side)" in render.markdown(list(groups.values()))
