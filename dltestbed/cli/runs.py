@@ -72,9 +72,10 @@ def runs(
 
 
 def report(
-    run_ids: list[str] | None = typer.Argument(None, help="Runs to include (default: all stored runs)."),
+    run_ids: list[str] | None = typer.Argument(None, help="Runs to include (default: the latest bench's)."),
     fmt: FormatOpt = typer.Option(FormatOpt.md, "--format", help="md (Markdown table) or json."),
-    bench: str | None = typer.Option(None, help="Only this bench's runs ('last': the latest bench)."),
+    bench: str | None = typer.Option(None, help="Only this bench's runs (default and 'last': the latest bench)."),
+    all_runs: bool = typer.Option(False, "--all", help="Every stored run, of every bench."),
     out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
     by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
                                  "(VMs and containers count on the machine under them)."),
@@ -82,25 +83,37 @@ def report(
 ) -> None:
     """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
 
-    One row per target kind, scenario, model, data, mode, device, batch size, image size and contention;
-    then distributed jobs (total throughput, scaling efficiency) and shared pairs (the co-tenant's effect).
-    JSON: {"groups": [...], "distributed": [...], "shared": [...]}.
+    Reports the latest bench unless run ids, --bench or --all say otherwise (its title says which).
+    One row per target kind, scenario, model, data, mode, device, batch size, image size, warm-up and
+    timed steps, and contention; each layer's overhead against bare metal with a 95 % interval and a
+    verdict in words; then distributed jobs (total throughput, scaling efficiency) and shared pairs
+    (the co-tenant's effect). JSON: {"scope": ..., "groups": [...], "distributed": [...], "shared": [...]}.
     """
     from dltestbed.errors import ConfigError
     from dltestbed.report import render, stats
     from dltestbed.results.store import Store
 
+    if all_runs and (bench or run_ids):
+        raise ConfigError("--all reports every run; leave out --bench and run ids with it")
     store = Store.open(results)
     try:
-        records = _select(store, run_ids, bench)
+        scope_bench = None if all_runs or run_ids else (bench or "last")
+        records = _select(store, run_ids, scope_bench)
     finally:
         store.close()
+    if run_ids:
+        scope = f"{len(records)} chosen run(s)"
+    elif scope_bench is None:
+        scope = f"every stored run ({len({r.bench_id for r in records})} bench(es))"
+    else:
+        latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
+        scope = f"bench {records[0].bench_id}{latest}"
     groups = stats.summarise(records, by_host=by_host)
     dist, shared = stats.distributed(records), stats.shared(records)
     if fmt == FormatOpt.json:
-        text = render.as_json(groups, dist, shared) + "\n"
+        text = render.as_json(groups, dist, shared, scope=scope) + "\n"
     else:
-        text = render.markdown(groups, dist=dist, shared=shared)
+        text = render.markdown(groups, title=f"dltestbed report: {scope}", dist=dist, shared=shared)
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

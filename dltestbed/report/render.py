@@ -111,8 +111,10 @@ def markdown(
 
 
 def as_json(
-    groups: Sequence[GroupStats], dist: Sequence[DistributedStats] = (), shared: Sequence[SharedStats] = ()
+    groups: Sequence[GroupStats], dist: Sequence[DistributedStats] = (), shared: Sequence[SharedStats] = (),
+    scope: str = "",
 ) -> str:
-    """{"groups": [...], "distributed": [...], "shared": [...]} as JSON."""
-    return json.dumps({"groups": [g.to_dict() for g in groups], "distributed": [d.to_dict() for d in dist],
-                       "shared": [s.to_dict() for s in shared]}, indent=2)  # fmt: skip
+    """{"scope": ..., "groups": [...], "distributed": [...], "shared": [...]} as JSON."""
+    return json.dumps({"scope": scope, "groups": [g.to_dict() for g in groups],
+                       "distributed": [d.to_dict() for d in dist], "shared": [s.to_dict() for s in shared]},
+                      indent=2)  # fmt: skip

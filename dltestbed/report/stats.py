@@ -16,7 +16,7 @@ BASELINE_KIND = "bm"
 # batch size, image size or device are never averaged together.
 # vm_image: a VM booted from a user's own image is a layer of its own, beside dltestbed's guest image.
 GROUP_FIELDS = ("target_kind", "vm_image", "scenario", "workers", "model", "data", "mode", "device", "batch_size",
-                "image_size", "contention")  # fmt: skip
+                "image_size", "warmup", "steps", "contention")  # fmt: skip
 LAYER_FIELDS = ("target_kind", "vm_image")  # what is compared; the rest must match for an overhead
 COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f not in LAYER_FIELDS)
 

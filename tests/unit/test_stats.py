@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +177,33 @@ def test_one_run_a_side_gives_no_interval() -> None:
     groups = {g.key["target_kind"]: g for g in summarise([rec("bm", 100.0), rec("vm", 50.0)])}
     assert groups["vm"].effect is None and groups["vm"].overhead_percent == 50.0
     assert "too few runs for an interval (2 per side)" in render.markdown(list(groups.values()))
+
+
+def test_report_scope_is_the_latest_bench_unless_told(results: Path) -> None:
+    import json
+
+    from dltestbed.results.store import Store
+    from tests.conftest import one_error_line, run_cli
+
+    store = Store.open(results)
+    for bench, kind, day in (("b-old", "bm", "01"), ("b-new", "cbm", "02")):
+        started = f"2026-01-{day}T00:00:00+00:00"
+        for rep in (1, 2):
+            store.save_run(rec(kind, 100.0 + rep, bench_id=bench, repetition=rep, started_at=started))
+    store.close()
+    latest = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    assert latest["scope"] == "bench b-new (the latest; --all for every bench)"
+    assert {g["key"]["target_kind"] for g in latest["groups"]} == {"cbm"}
+    md = run_cli("report", "--results", str(results)).stdout
+    assert md.startswith("# dltestbed report: bench b-new (the latest; --all for every bench)")
+    every = json.loads(run_cli("report", "--all", "--format", "json", "--results", str(results)).stdout)
+    assert every["scope"] == "every stored run (2 bench(es))" and len(every["groups"]) == 2
+    line = one_error_line(run_cli("report", "--all", "--bench", "b-old", "--results", str(results)))
+    assert line == "error: --all reports every run; leave out --bench and run ids with it"
+
+
+def test_runs_with_other_steps_are_never_pooled() -> None:
+    groups = summarise([rec("bm", 100.0, steps=30), rec("bm", 50.0, steps=100), rec("cbm", 90.0, steps=30)])
+    assert len([g for g in groups if g.key["target_kind"] == "bm"]) == 2
+    (cbm,) = [g for g in groups if g.key["target_kind"] == "cbm"]
+    assert cbm.overhead_percent == pytest.approx(10.0)  # against the bm run with the same steps only
