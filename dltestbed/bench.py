@@ -18,6 +18,14 @@ from dltestbed.targets.base import Target
 
 T = TypeVar("T")
 ORDERS = ("interleaved", "random")
+DEFAULT_PRECISION = 2.0  # --repeat auto: the overheads' 95 % half-width to reach, in %
+DEFAULT_MAX_REPEAT = 20
+AA_ARM = "A′"  # the baseline kind's second run in a repetition (--aa)
+
+
+def arms(kinds: Sequence[str]) -> list[str]:
+    """Per kind of a machine's list: "" for the first of a kind, AA_ARM for its repeat (--aa)."""
+    return [AA_ARM if k in kinds[:i] else "" for i, k in enumerate(kinds)]
 
 
 @dataclass(frozen=True)
@@ -63,16 +71,18 @@ class Plan:
     order: str = "interleaved"  # or random: each repetition's runs shuffled, seeded
     seed: int = 0
     notes: list[str] = field(default_factory=list)
+    precision: float | None = None  # --repeat auto: add repetitions until every overhead is within ±precision %
+    aa: bool = False  # the baseline kind runs twice per repetition, as A and A′ (the noise floor)
 
     def runs(self) -> list[tuple[int, WorkloadSpec]]:
         """(repetition, spec) pairs in execution order."""
         return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs]
 
-    def rounds(self, kinds: Sequence[T]) -> list[list[tuple[int, WorkloadSpec, T]]]:
-        """Per repetition, every (spec, kind) once: in order (interleaved) or shuffled with a
-        seeded RNG (random) — either way drift hits every kind alike."""
+    def rounds(self, kinds: Sequence[T], reps: Sequence[int] | None = None) -> list[list[tuple[int, WorkloadSpec, T]]]:
+        """Per repetition (all, or `reps`), every (spec, kind) once: in order (interleaved) or shuffled
+        with a seeded RNG (random) — either way drift hits every kind alike."""
         out = []
-        for rep in range(1, self.repeat + 1):
+        for rep in reps or range(1, self.repeat + 1):
             items = [(rep, spec, k) for spec in self.specs for k in kinds]
             if self.order == "random":
                 random.Random(f"{self.seed}:{rep}").shuffle(items)
@@ -90,7 +100,7 @@ def preset(name: str) -> Preset:
 def plan(
     models: Sequence[str] | None = None,
     preset_name: str = "quick",
-    repeat: int = 1,
+    repeat: int | str = 1,
     image_size: int | None = None,
     batch_size: int | None = None,
     warmup: int | None = None,
@@ -98,10 +108,24 @@ def plan(
     data_dir: str | None = None,
     order: str = "interleaved",
     seed: int = 0,
+    precision: float = DEFAULT_PRECISION,
+    max_repeat: int = DEFAULT_MAX_REPEAT,
+    aa: bool = False,
     **common: Any,
 ) -> Plan:
-    """Validate everything up front: a bad value fails before any run starts."""
+    """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
+    "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat)."""
     p = preset(preset_name)
+    auto = repeat == "auto"
+    if auto:
+        if not 0 < precision < 100:
+            raise ConfigError(f"--precision: a half-width in % between 0 and 100 (got {precision})")
+        if max_repeat < 2:
+            raise ConfigError(f"--max-repeat: at least 2 for an interval (got {max_repeat})")
+        repeat = max_repeat
+    elif not str(repeat).isdigit():
+        raise ConfigError(f"--repeat: a number of repetitions or 'auto' (got {repeat!r})")
+    repeat = int(repeat)
     if repeat < 1:
         raise ConfigError(f"--repeat: must be at least 1 (got {repeat})")
     if order not in ORDERS:
@@ -126,7 +150,8 @@ def plan(
             steps=steps if steps is not None else p.steps,
             **common,
         ))  # fmt: skip
-    return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat, order=order, seed=seed)
+    return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat, order=order, seed=seed,
+                precision=precision if auto else None, aa=aa)  # fmt: skip
 
 
 def run(
@@ -136,14 +161,16 @@ def run(
     observer: Observer,
     timeout: float | None = None,
     sinks: Sequence[Sink] = (),
+    reps: Sequence[int] | None = None,
 ) -> list[RunRecord]:
     """Run the plan on the targets of one machine, one run at a time, in the plan's order: for each
-    repetition, every workload on every target kind — drift hits every kind alike.
-    A failed run is recorded and the bench goes on."""
+    repetition (all, or `reps`), every workload on every target — drift hits every kind alike. A second
+    target of the same kind is the A′ arm (--aa). A failed run is recorded and the bench goes on."""
     records = []
-    for round_ in bench.rounds(targets):
-        for rep, spec, target in round_:
-            ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep)
+    slots = list(zip(targets, arms([t.kind for t in targets]), strict=True))
+    for round_ in bench.rounds(slots, reps):
+        for rep, spec, (target, arm) in round_:
+            ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep, arm=arm)
             records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))
     return records
 
@@ -156,6 +183,7 @@ def run_all(
     timeout: float | None = None,
     parallel: bool = True,
     sinks: Sequence[Sink] = (),
+    reps: Sequence[int] | None = None,
 ) -> list[RunRecord]:
     """Run the plan on every machine's targets: machines at once (one thread each) or one after
     another; within a machine, interleaved (see `run`).
@@ -164,11 +192,11 @@ def run_all(
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
     if not parallel or len(machines) == 1:
-        return [r for targets in machines for r in run(bench, targets, store, observer, timeout, sinks)]
+        return [r for targets in machines for r in run(bench, targets, store, observer, timeout, sinks, reps)]
     from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
-    futures = [pool.submit(run, bench, targets, store, observer, timeout, sinks) for targets in machines]
+    futures = [pool.submit(run, bench, targets, store, observer, timeout, sinks, reps) for targets in machines]
     try:
         wait(futures)
     except KeyboardInterrupt:

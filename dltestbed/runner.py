@@ -65,6 +65,7 @@ class RunContext:
     job_id: str | None = None
     workers: int = 1
     worker_index: int | None = None
+    arm: str = ""  # "A′": the baseline kind's second run in a repetition (--aa)
 
 
 class Stop:
@@ -194,7 +195,7 @@ def execute(
         data=spec.data, mode=spec.mode, device=spec.device, batch_size=spec.batch_size,
         image_size=spec.size, warmup=spec.warmup, steps=spec.steps, repetition=ctx.repetition,
         contention=ctx.contention, role=ctx.role, job_id=ctx.job_id, workers=ctx.workers,
-        worker_index=ctx.worker_index, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(),
+        worker_index=ctx.worker_index, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(), arm=ctx.arm,
     )  # fmt: skip
     log = store.log_dir / f"{run.id}.log"
     run.log_path = str(log)

@@ -59,7 +59,14 @@ def bench(
     warmup: int | None = typer.Option(None, help="Untimed steps before the timed ones. Default: the preset's."),
     steps: int | None = typer.Option(None, help="Timed steps. Default: the preset's."),
     classes: int = typer.Option(1000, help="Classes of the model's output (real data: the folder's)."),
-    repeat: int = typer.Option(1, help="Repetitions of every run (rep 1 of every model and kind, then rep 2 ...)."),
+    repeat: str = typer.Option("1", help="Repetitions of every run (rep 1 of every model and kind, then rep 2 ...), "
+                               "or auto: add repetitions until every overhead's 95 % interval is within "
+                               "±--precision % (at most --max-repeat)."),
+    precision: float = typer.Option(2.0, help="With --repeat auto: the overheads' 95 % half-width to reach, in %."),
+    max_repeat: int = typer.Option(20, help="With --repeat auto: stop here even if the precision is not reached."),
+    aa: bool = typer.Option(False, "--aa", help="Run bare metal twice per repetition, as A and A′: the report's "
+                            "A/A interval (it must contain 0) is the noise floor, with the run-to-run variation "
+                            "and the smallest effect these repetitions detect."),
     order: OrderOpt = typer.Option(
         OrderOpt.interleaved,
         help="Within a repetition: interleaved (every model on every kind in turn) or random (shuffled, --seed).",
@@ -162,6 +169,7 @@ def bench(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
         data=data.value, mode=mode.value, device=device.value, classes=classes, order=order.value, seed=seed,
+        precision=precision, max_repeat=max_repeat, aa=aa,
     )  # fmt: skip
     options = scenarios.Options(
         scenario=scenario.value, workers=workers, baseline=baseline, cotenant=cotenant.value,
@@ -172,6 +180,8 @@ def bench(
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: {', '.join(KINDS)}")
+    if aa:
+        kinds = ["bm", *[k for k in kinds if k != "bm"], "bm"]  # A first, its A′ last in every repetition
     hosts = _hosts(inventory, limit)
     scenarios.check(options, hosts, plan, kinds)
     vm_overrides = dict(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus, numa_node=vm_numa_node,
@@ -200,6 +210,8 @@ def bench(
         console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
     records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]
+    for note in plan.notes:
+        typer.echo(note, err=True)
     if as_json:
         print(json.dumps([r.to_dict() for r in records], indent=2))
     failed = [r for r in records if r.status != "ok"]
@@ -270,7 +282,9 @@ def _announce(plan: object, options: object, machines: list, sites: list) -> str
     targets = [t for m in machines for t in m]
     where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
     head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "  # type: ignore[attr-defined]
-    head += f"{plan.repeat} repetition(s) × {len(machines[0])} kind(s)"  # type: ignore[attr-defined]
+    reps = f"up to {plan.repeat} (auto, ±{plan.precision:g} %)" if plan.precision else str(plan.repeat)  # type: ignore[attr-defined]
+    aa = " (bm twice: A and A′)" if plan.aa else ""  # type: ignore[attr-defined]
+    head += f"{reps} repetition(s) × {len(machines[0])} kind(s){aa}"
     if options.scenario == "distributed":
         n = scenarios.worker_count(options, [s.host for s in sites])
         extra = " + 1 worker alone" if options.baseline else ""

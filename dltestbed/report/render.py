@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from dltestbed.report.inference import CONFIDENCE
+from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.stats import DistributedStats, GroupStats, SharedStats, Spread
 
 
@@ -17,6 +17,40 @@ def _spread_cells(s: Spread | None, digits: int) -> list[str]:
     if s is None:
         return ["—"] * 4
     return [_num(s.mean, digits), _num(s.min, digits), _num(s.max, digits), _num(s.std, digits)]
+
+
+def _kind(k: dict) -> str:
+    """A group's layer as the tables name it: kind, a user's VM image, the A′ arm."""
+    image = f" ({k['vm_image']})" if k.get("vm_image") else ""
+    return k["target_kind"] + image + (f" {k['arm']}" if k.get("arm") else "")
+
+
+def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
+    """The A/A table (--aa): bare metal against itself in the same repetitions, whose interval must
+    contain 0; the run-to-run variation per kind; what these repetitions can detect."""
+    rows = [g for g in groups if g.key.get("arm") and g.effect is not None]
+    if not rows:
+        return []
+    lines = ["", f"## Noise floor: A/A (bare metal twice per repetition), {CONFIDENCE:.0%} intervals", "",
+             "| model | batch | size | n | A′ vs A % [interval] | contains 0 | run-to-run CV | smallest detectable "
+             "at n (95 %, 80 % power) | n for 1 % | n for 2 % | n for 5 % |", "|" + "---|" * 11]  # fmt: skip
+    for g in rows:
+        e, k = g.effect, g.key
+        assert e is not None and e.sd_log is not None
+        same = [o for o in groups if all(o.key[f] == k[f] for f in ("model", "batch_size", "image_size", "scenario",
+                                                                     "mode", "data", "device"))]  # fmt: skip
+        cvs = ", ".join(f"{_kind(o.key)} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
+        need = [repetitions_needed(e.sd_log, pct) for pct in (1.0, 2.0, 5.0)]
+        lines.append("| " + " | ".join([
+            k["model"], str(k["batch_size"]), str(k["image_size"]), str(e.n),
+            f"{e.overhead_pct:.2f} [{e.lo_pct:.2f}, {e.hi_pct:.2f}]", "no" if e.excludes_zero else "yes", cvs,
+            f"{mde_pct(e.sd_log, e.n):.2f} %", *[str(x) if x else ">10000" for x in need],
+        ]) + " |")  # fmt: skip
+    lines += ["", "A′ vs A: paired t on log ratios of two bare-metal runs in each repetition; an interval that "
+              "excludes 0 means something besides the layer varies between runs. CV: sample std ÷ mean of images/sec "
+              "over repetitions. Smallest detectable and n needed: from the A/A spread of log ratios, paired, "
+              "95 % confidence, 80 % power."]  # fmt: skip
+    return lines
 
 
 def markdown(
@@ -38,7 +72,7 @@ def markdown(
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        kind = k["target_kind"] + (f" ({k['vm_image']})" if k.get("vm_image") else "")
+        kind = _kind(k)
         row = [kind, *([str(k["host"])] if show_host else []),
                *([k["scenario"], str(k["workers"])] if show_scenario else []), k["model"], k["data"], k["mode"],
                k["device"], str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
@@ -62,7 +96,7 @@ def markdown(
                   "overhead % [interval] | verdict |", "|" + "---|" * (8 + show_host)]  # fmt: skip
         for g in effects:
             k, e = g.key, g.effect
-            kind = k["target_kind"] + (f" ({k['vm_image']})" if k.get("vm_image") else "")
+            kind = _kind(k)
             cell = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
             lines.append("| " + " | ".join([
                 kind, *([str(k["host"])] if show_host else []), k["model"], str(k["batch_size"]),
@@ -73,6 +107,7 @@ def markdown(
                   "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
                   "difference is called real only when its interval excludes 0; otherwise the row gives the "
                   "smallest slowdown these repetitions would detect (80 % power)."]  # fmt: skip
+    lines += noise_floor(groups)
     if dist:
         lines += ["", "## Distributed: total throughput and scaling efficiency", "",
                   "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "

@@ -15,9 +15,10 @@ BASELINE_KIND = "bm"
 # A group holds runs that measured the same thing on the same kind of target. Runs that differ in
 # batch size, image size or device are never averaged together.
 # vm_image: a VM booted from a user's own image is a layer of its own, beside dltestbed's guest image.
-GROUP_FIELDS = ("target_kind", "vm_image", "scenario", "workers", "model", "data", "mode", "device", "batch_size",
-                "image_size", "warmup", "steps", "contention")  # fmt: skip
-LAYER_FIELDS = ("target_kind", "vm_image")  # what is compared; the rest must match for an overhead
+# arm: "A′", the baseline kind's second run per repetition (--aa), compared with the first: the noise floor.
+GROUP_FIELDS = ("target_kind", "vm_image", "arm", "scenario", "workers", "model", "data", "mode", "device",
+                "batch_size", "image_size", "warmup", "steps", "contention")  # fmt: skip
+LAYER_FIELDS = ("target_kind", "vm_image", "arm")  # what is compared; the rest must match for an overhead
 COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f not in LAYER_FIELDS)
 
 
@@ -116,7 +117,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
         el = Spread.of(elapsed) if elapsed else None
         k = dict(zip(names, key, strict=True))
         partial.append((k, members, ips, el))
-        if k["target_kind"] == BASELINE_KIND and ips is not None:
+        if k["target_kind"] == BASELINE_KIND and not k["arm"] and ips is not None:
             baselines[tuple(k[f] for f in compare)] = ips.mean
             base_runs[tuple(k[f] for f in compare)] = ok
     out = []
@@ -126,7 +127,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
         failed = sum(1 for r in members if r.status != "ok")
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
         eff = None
-        if k["target_kind"] != BASELINE_KIND:
+        if k["target_kind"] != BASELINE_KIND or k["arm"]:
             eff = effect(base_runs.get(tuple(k[f] for f in compare), []), ok, by_host)
         spread = cv([r.images_per_sec for r in ok])  # type: ignore[misc]
         out.append(GroupStats(k, len(members), failed, ips, el, over, eff, verdict(eff) if eff else None, spread))

@@ -56,6 +56,7 @@ class RunRecord:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)
     machine: str | None = None  # the physical machine under every layer (a VM's host); stores before schema 3: host
+    arm: str = ""  # "A′": the second run of the baseline kind in a repetition (--aa), its noise floor
 
     def __post_init__(self) -> None:
         if not self.machine:

@@ -17,7 +17,7 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 3  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine
+SCHEMA_VERSION = 3  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm
 
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS outbox (
 """
 
 # Columns added after schema 1, with the value old rows get.
-_ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL", "machine": "NULL"}
+_ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL", "machine": "NULL",
+          "arm": "''"}
 
 
 def default_path() -> Path:

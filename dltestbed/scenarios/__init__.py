@@ -9,6 +9,8 @@ from typing import Any
 
 from dltestbed import bench as bench_mod
 from dltestbed.errors import ConfigError
+from dltestbed.report.inference import MIN_N
+from dltestbed.report.stats import BASELINE_KIND, summarise
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, Sink
@@ -33,6 +35,8 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
     """Bad combinations fail before anything runs, with one line."""
     if options.scenario not in SCENARIOS:
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
+    if options.scenario != "single" and (plan.aa or plan.precision is not None):
+        raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
     if options.scenario == "distributed":
         n = worker_count(options, hosts)
         if n < 2:
@@ -78,5 +82,27 @@ def run(
     if options.scenario == "shared":
         return shared.run(plan, sites[0], kinds, store, observer, options, sinks)
     machines = machines or [[make(k, s) for k in kinds] for s in sites]
-    return bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel,
-                             sinks=sinks)  # fmt: skip
+    if plan.precision is None:
+        return bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel,
+                                 sinks=sinks)  # fmt: skip
+    records: list[RunRecord] = []
+    for rep in range(1, plan.repeat + 1):  # --repeat auto: one interleaved repetition at a time
+        records += bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout,
+                                     parallel=options.parallel, sinks=sinks, reps=[rep])  # fmt: skip
+        widest = widest_half_width(records)
+        if rep >= MIN_N and widest is not None and widest <= plan.precision:
+            plan.notes.append(f"--repeat auto: stopped after {rep} repetitions: every overhead's 95 % interval is "
+                              f"within ±{plan.precision:g} % (widest ±{widest:.2f} %)")  # fmt: skip
+            return records
+    why = "no overhead could be computed" if widest is None else f"the widest interval is still ±{widest:.2f} %"
+    plan.notes.append(f"--repeat auto: stopped at --max-repeat {plan.repeat} before ±{plan.precision:g} %: {why}")
+    return records
+
+
+def widest_half_width(records: Sequence[RunRecord]) -> float | None:
+    """The widest 95 % half-width, in %, of the overheads these runs give (A′ against A included);
+    None while any compared group has no interval yet (fewer than 2 ok runs a side)."""
+    groups = [g for g in summarise(records) if g.key["target_kind"] != BASELINE_KIND or g.key["arm"]]
+    if not groups or any(g.effect is None for g in groups):
+        return None
+    return max((g.effect.hi_pct - g.effect.lo_pct) / 2 for g in groups)  # type: ignore[union-attr]

@@ -207,3 +207,17 @@ def test_runs_with_other_steps_are_never_pooled() -> None:
     assert len([g for g in groups if g.key["target_kind"] == "bm"]) == 2
     (cbm,) = [g for g in groups if g.key["target_kind"] == "cbm"]
     assert cbm.overhead_percent == pytest.approx(10.0)  # against the bm run with the same steps only
+
+
+def test_a_a_noise_floor_table() -> None:
+    a = [rec("bm", ips, repetition=i) for i, ips in enumerate([100.0, 103.0, 98.0, 101.0, 99.0], 1)]
+    a2 = [rec("bm", ips, repetition=i, arm="A′") for i, ips in enumerate([100.5, 102.0, 98.5, 101.5, 98.0], 1)]
+    groups = summarise([*a, *a2])
+    (aa,) = [g for g in groups if g.key["arm"] == "A′"]
+    assert aa.effect is not None and not aa.effect.excludes_zero  # the same kind twice: no difference
+    (base,) = [g for g in groups if not g.key["arm"]]
+    assert base.effect is None and base.cv == pytest.approx(statistics.stdev([100, 103, 98, 101, 99]) / 100.2)
+    text = render.markdown(groups)
+    assert "## Noise floor: A/A (bare metal twice per repetition), 95% intervals" in text
+    row = next(line for line in text.splitlines() if line.startswith("| alexnet | 8 | 64 | 5 |"))
+    assert "| yes |" in row and "bm 1.92 %" in row and "bm A′" in row
