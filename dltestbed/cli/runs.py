@@ -76,6 +76,8 @@ def report(
     fmt: FormatOpt = typer.Option(FormatOpt.md, "--format", help="md (Markdown table) or json."),
     bench: str | None = typer.Option(None, help="Only this bench's runs (default and 'last': the latest bench)."),
     all_runs: bool = typer.Option(False, "--all", help="Every stored run, of every bench."),
+    equivalence: float | None = typer.Option(None, help="Also judge each layer equivalent to bare metal within "
+                                             "±this % (two one-sided tests), e.g. 2."),
     out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
     by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
                                  "(VMs and containers count on the machine under them)."),
@@ -95,10 +97,13 @@ def report(
 
     if all_runs and (bench or run_ids):
         raise ConfigError("--all reports every run; leave out --bench and run ids with it")
+    if equivalence is not None and not 0 < equivalence < 100:
+        raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {equivalence:g})")
     store = Store.open(results)
     try:
         scope_bench = None if all_runs or run_ids else (bench or "last")
         records = _select(store, run_ids, scope_bench)
+        timed = {r.id: [s.images_per_sec for s in store.steps(r.id) if s.phase == "timed"] for r in records}
     finally:
         store.close()
     if run_ids:
@@ -108,12 +113,17 @@ def report(
     else:
         latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
         scope = f"bench {records[0].bench_id}{latest}"
-    groups = stats.summarise(records, by_host=by_host)
+    groups = stats.summarise(records, by_host=by_host, equivalence=equivalence)
     dist, shared = stats.distributed(records), stats.shared(records)
+    flags, compared = stats.fleet(groups) if by_host else ([], 0)
+    steady = stats.steady(records, timed)
     if fmt == FormatOpt.json:
-        text = render.as_json(groups, dist, shared, scope=scope) + "\n"
+        text = render.as_json(groups, dist, shared, scope=scope, fleet=flags,
+                              steady=[{"run": r.id, "flags": w} for r, w in steady]) + "\n"  # fmt: skip
     else:
-        text = render.markdown(groups, title=f"dltestbed report: {scope}", dist=dist, shared=shared)
+        text = render.markdown(groups, title=f"dltestbed report: {scope}", dist=dist, shared=shared,
+                               equivalence=equivalence, fleet_flags=flags, fleet_compared=compared,
+                               steady_flags=steady)  # fmt: skip
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

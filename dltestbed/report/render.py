@@ -6,7 +6,8 @@ import json
 from collections.abc import Sequence
 
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
-from dltestbed.report.stats import DistributedStats, GroupStats, SharedStats, Spread
+from dltestbed.report.stats import DistributedStats, FleetFlag, GroupStats, SharedStats, Spread
+from dltestbed.results.records import RunRecord
 
 
 def _num(v: float | None, digits: int = 1) -> str:
@@ -53,11 +54,44 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
     return lines
 
 
+def _fleet(flags: Sequence[FleetFlag], compared: int) -> list[str]:
+    if not compared:
+        return []
+    lines = ["", "## Fleet: hosts slower than their peers", ""]
+    if not flags:
+        return [*lines, f"No host is slower than its peers beyond their spread ({compared} comparison(s) of 3 or "
+                "more hosts of the same kind and workload; median and MAD, modified z < −3.5)."]  # fmt: skip
+    lines += ["| kind | model | batch | size | host | img/s | peers' median img/s | below by % | modified z | hosts |",
+              "|" + "---|" * 10]  # fmt: skip
+    for f in flags:
+        k = f.key
+        lines.append("| " + " | ".join([_kind(k), k["model"], str(k["batch_size"]), str(k["image_size"]), f.host,
+                                        f"{f.images_per_sec:.1f}", f"{f.peers_median:.1f}",
+                                        f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}", f"{f.robust_z:.1f}",
+                                        str(f.hosts)]) + " |")  # fmt: skip
+    return [*lines, "", "A host is flagged when its mean images/sec lies below its peers' median by more than 3.5 "
+            "robust standard deviations (modified z-score from the median absolute deviation)."]  # fmt: skip
+
+
+def _steady(flags: Sequence[tuple[RunRecord, list[str]]]) -> list[str]:
+    if not flags:
+        return []
+    lines = ["", "## Steady state: runs to look at", ""]
+    for r, words in flags:
+        lines.append(f"- {r.id} ({r.target_kind}, {r.model}, rep {r.repetition}): {'; '.join(words)}")
+    return [*lines, "", "Trend: Theil–Sen slope of the timed steps' images/sec with its 95 % interval (flagged from "
+            "a 2 % change over the run); outlier steps: modified z beyond 3.5. Flags change no number."]  # fmt: skip
+
+
 def markdown(
     groups: Sequence[GroupStats],
     title: str = "dltestbed report",
     dist: Sequence[DistributedStats] = (),
     shared: Sequence[SharedStats] = (),
+    equivalence: float | None = None,
+    fleet_flags: Sequence[FleetFlag] = (),
+    fleet_compared: int = 0,
+    steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
 ) -> str:
     """Markdown tables: one row per group, overhead against bare metal in the last column; then
     distributed efficiency and the shared scenario's drop, when the runs have them."""
@@ -91,9 +125,11 @@ def markdown(
     ]
     effects = [g for g in groups if g.effect is not None or (g.key["target_kind"] != "bm" and g.runs)]
     if effects:
+        equiv = any(g.equivalence for g in effects)
         lines += ["", f"## Overhead against bare metal, {CONFIDENCE:.0%} intervals", "",
                   "| kind | " + ("host | " if show_host else "") + "model | batch | size | runs | method | "
-                  "overhead % [interval] | verdict |", "|" + "---|" * (8 + show_host)]  # fmt: skip
+                  "overhead % [interval] | verdict |" + (f" within ±{equivalence:g} % (TOST) |" if equiv else ""),
+                  "|" + "---|" * (8 + show_host + equiv)]  # fmt: skip
         for g in effects:
             k, e = g.key, g.effect
             kind = _kind(k)
@@ -102,12 +138,19 @@ def markdown(
                 kind, *([str(k["host"])] if show_host else []), k["model"], str(k["batch_size"]),
                 str(k["image_size"]), str(e.n if e else g.runs - g.failed), e.method if e else "—", cell,
                 g.verdict or "too few runs for an interval (2 per side)",
+                *([g.equivalence or "—"] if equiv else []),
             ]) + " |")  # fmt: skip
         lines += ["", "paired t on log ratios: repetition i of the layer against repetition i of bare metal in the "
                   "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
                   "difference is called real only when its interval excludes 0; otherwise the row gives the "
                   "smallest slowdown these repetitions would detect (80 % power)."]  # fmt: skip
+    if equivalence is not None:
+        lines += ["", f"within ±{equivalence:g} %: two one-sided tests at 5 % — equivalent when the 90 % interval "
+                  "lies inside the margin, not equivalent when the 95 % interval lies wholly outside it, "
+                  "undecided otherwise."]  # fmt: skip
     lines += noise_floor(groups)
+    lines += _fleet(fleet_flags, fleet_compared)
+    lines += _steady(steady_flags)
     if dist:
         lines += ["", "## Distributed: total throughput and scaling efficiency", "",
                   "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
@@ -148,8 +191,10 @@ def markdown(
 def as_json(
     groups: Sequence[GroupStats], dist: Sequence[DistributedStats] = (), shared: Sequence[SharedStats] = (),
     scope: str = "",
+    fleet: Sequence[FleetFlag] = (),
+    steady: Sequence[dict] = (),
 ) -> str:
-    """{"scope": ..., "groups": [...], "distributed": [...], "shared": [...]} as JSON."""
+    """{"scope", "groups", "distributed", "shared", "fleet", "steady"} as JSON."""
     return json.dumps({"scope": scope, "groups": [g.to_dict() for g in groups],
-                       "distributed": [d.to_dict() for d in dist], "shared": [s.to_dict() for s in shared]},
-                      indent=2)  # fmt: skip
+                       "distributed": [d.to_dict() for d in dist], "shared": [s.to_dict() for s in shared],
+                       "fleet": [f.to_dict() for f in fleet], "steady": list(steady)}, indent=2)  # fmt: skip

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report.inference import Effect, cv, paired, verdict, welch
+from dltestbed.report.inference import (
+    ROBUST_Z,
+    Effect,
+    cv,
+    paired,
+    robust_z,
+    slow_outliers,
+    steady_state,
+    tost,
+    verdict,
+    welch,
+)
 from dltestbed.results.records import RunRecord
 
 BASELINE_KIND = "bm"
@@ -53,6 +64,7 @@ class GroupStats:
     overhead_percent: float | None  # images/sec lost against the bm group of the same key; bm: 0
     effect: Effect | None = None  # the overhead with its interval (inference.py); None for bm or too few runs
     verdict: str | None = None  # the effect in words
+    equivalence: str | None = None  # with a margin: equivalent, not equivalent or undecided (TOST)
     cv: float | None = None  # run-to-run coefficient of variation of images/sec
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,9 +83,11 @@ def pair_key(run: RunRecord, by_host: bool = False) -> tuple[Any, ...]:
     return (run.bench_id, run.repetition, run.machine) if by_host else (run.bench_id, run.repetition)
 
 
-def effect(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: bool = False) -> Effect | None:
-    """The layer's overhead against the baseline's ok runs: paired t on log ratios when every layer run
-    has its baseline partner (and no partner is used twice), else Welch; None below 2 runs a side."""
+def samples(baseline: Sequence[RunRecord], layer: Sequence[RunRecord],
+            by_host: bool = False) -> tuple[list[float], list[float], bool] | None:  # fmt: skip
+    """The throughputs to compare and whether they are paired: paired when every layer run has exactly
+    one baseline partner (and no partner serves twice), else the two groups as they are; None below
+    2 runs a side."""
     base: dict[tuple[Any, ...], list[float]] = {}
     for r in baseline:
         base.setdefault(pair_key(r, by_host), []).append(r.images_per_sec)  # type: ignore[arg-type]
@@ -81,10 +95,19 @@ def effect(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: b
              if len(base.get(pair_key(r, by_host), [])) == 1]  # fmt: skip
     keys = [pair_key(r, by_host) for r in layer]
     if len(pairs) == len(layer) >= 2 and len(set(keys)) == len(keys):
-        return paired([b for b, _ in pairs], [x for _, x in pairs])  # type: ignore[misc]
+        return [b for b, _ in pairs], [x for _, x in pairs], True  # type: ignore[misc]
     if len(baseline) >= 2 and len(layer) >= 2:
-        return welch([r.images_per_sec for r in baseline], [r.images_per_sec for r in layer])  # type: ignore[misc]
+        return [r.images_per_sec for r in baseline], [r.images_per_sec for r in layer], False  # type: ignore[misc]
     return None
+
+
+def effect(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: bool = False) -> Effect | None:
+    """The layer's overhead against the baseline's ok runs: paired t on log ratios when the runs pair up
+    (see samples), else Welch; None below 2 runs a side."""
+    s = samples(baseline, layer, by_host)
+    if s is None:
+        return None
+    return paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
 
 
 def overhead_percent(baseline_ips: float, ips: float) -> float:
@@ -92,12 +115,13 @@ def overhead_percent(baseline_ips: float, ips: float) -> float:
     return (baseline_ips - ips) / baseline_ips * 100.0
 
 
-def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupStats]:
+def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: float | None = None) -> list[GroupStats]:
     """Per group: counts, spreads over ok runs, overhead against the matching bm group.
 
     by_host: one group per host too (and overhead against bare metal on the same host), to find the
     node that is slower than its peers. The host is the physical machine (`machine`): a VM and its
     containers sit beside the host they run on.
+    equivalence: a margin in %: each layer is also judged equivalent to bare metal within ±margin (TOST).
     """
     fields = (*GROUP_FIELDS, "machine") if by_host else GROUP_FIELDS
     names = tuple("host" if f == "machine" else f for f in fields)
@@ -126,11 +150,15 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False) -> list[GroupSta
         over = overhead_percent(base, ips.mean) if base and ips is not None else None
         failed = sum(1 for r in members if r.status != "ok")
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
-        eff = None
+        eff, equiv = None, None
         if k["target_kind"] != BASELINE_KIND or k["arm"]:
-            eff = effect(base_runs.get(tuple(k[f] for f in compare), []), ok, by_host)
+            s = samples(base_runs.get(tuple(k[f] for f in compare), []), ok, by_host)
+            if s is not None:
+                eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+                equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
         spread = cv([r.images_per_sec for r in ok])  # type: ignore[misc]
-        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, verdict(eff) if eff else None, spread))
+        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, verdict(eff) if eff else None, equiv,
+                              spread))  # fmt: skip
     kinds = ["bm", "vm", "cbm", "cvm"]
     out.sort(key=lambda g: (
         tuple(g.key[f] for f in compare),
@@ -252,3 +280,54 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
             Spread.of(drops) if drops else None, Spread.of(co_list) if co_list else None,
         ))  # fmt: skip
     return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.contention))
+
+
+@dataclass(frozen=True)
+class FleetFlag:
+    """A host slower than its peers of the same kind and workload, beyond their spread (median and MAD)."""
+
+    key: dict[str, Any]  # the group's fields, host excluded
+    host: str
+    images_per_sec: float
+    peers_median: float
+    robust_z: float  # 0.6745 · (host − median) / MAD
+    hosts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def fleet(groups: Sequence[GroupStats], threshold: float = ROBUST_Z) -> tuple[list[FleetFlag], int]:
+    """From `summarise(..., by_host=True)`: per kind and workload, each host's mean images/sec against
+    its peers' median and MAD; the hosts whose modified z-score is below −threshold (3 or more hosts
+    needed). (flags, how many comparisons of 3+ hosts were made)."""
+    peers: dict[tuple[Any, ...], dict[str, float]] = {}
+    keys: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for g in groups:
+        if "host" not in g.key or g.images_per_sec is None:
+            continue
+        rest = {f: v for f, v in g.key.items() if f != "host"}
+        k = tuple(rest.values())
+        peers.setdefault(k, {})[str(g.key["host"])] = g.images_per_sec.mean
+        keys[k] = rest
+    flags, compared = [], 0
+    for k, hosts in peers.items():
+        if len(hosts) < 3:
+            continue
+        compared += 1
+        z = robust_z(hosts)
+        med = float(statistics.median(hosts.values()))
+        for host in slow_outliers(hosts, threshold):
+            flags.append(FleetFlag(keys[k], host, hosts[host], med, z[host], len(hosts)))
+    return flags, compared
+
+
+def steady(runs: Iterable[RunRecord], timed: Mapping[str, Sequence[float]]) -> list[tuple[RunRecord, list[str]]]:
+    """Runs whose timed steps are still trending or hold outlier steps, with what was seen (no number changes)."""
+    out = []
+    for r in runs:
+        words = steady_state(timed.get(r.id, ())).flags() if r.status == "ok" else []
+        if words:
+            out.append((r, words))
+    return out

@@ -221,3 +221,44 @@ def test_a_a_noise_floor_table() -> None:
     assert "## Noise floor: A/A (bare metal twice per repetition), 95% intervals" in text
     row = next(line for line in text.splitlines() if line.startswith("| alexnet | 8 | 64 | 5 |"))
     assert "| yes |" in row and "bm 1.92 %" in row and "bm A′" in row
+
+
+def test_fleet_flags_the_slow_host_and_only_it() -> None:
+    from dltestbed.report.stats import fleet
+
+    runs = []
+    for host, ips in (("n1", 100.0), ("n2", 101.0), ("n3", 99.0), ("n4", 70.0)):
+        for rep, wobble in enumerate((-0.5, 0.0, 0.5), 1):
+            runs.append(rec("bm", ips + wobble, host=host, repetition=rep))
+    flags, compared = fleet(summarise(runs, by_host=True))
+    assert compared == 1 and [f.host for f in flags] == ["n4"]
+    assert flags[0].peers_median == pytest.approx(99.5) and flags[0].robust_z < -3.5
+    text = render.markdown(summarise(runs, by_host=True), fleet_flags=flags, fleet_compared=compared)
+    assert "## Fleet: hosts slower than their peers" in text and "| bm | alexnet | 8 | 64 | n4 | 70.0 | 99.5 |" in text
+    healthy = [r for r in runs if r.host != "n4"]
+    assert fleet(summarise(healthy, by_host=True)) == ([], 1)
+
+
+def test_equivalence_is_judged_with_two_one_sided_tests() -> None:
+    base = [rec("bm", ips, repetition=i) for i, ips in enumerate([100.0, 101.0, 99.0, 100.0, 100.5], 1)]
+    near = [rec("cbm", ips, repetition=i) for i, ips in enumerate([99.8, 100.6, 99.1, 99.7, 100.4], 1)]
+    (g,) = [g for g in summarise([*base, *near], equivalence=2.0) if g.key["target_kind"] == "cbm"]
+    assert g.equivalence == "equivalent"
+    text = render.markdown([g], equivalence=2.0)
+    assert "| within ±2 % (TOST) |" in text and text.count("| equivalent |") == 1
+
+
+def test_steady_state_flags_come_from_the_stored_steps(results: Path) -> None:
+    from dltestbed.results.store import Store
+    from dltestbed.workload.events import StepEvent
+    from tests.conftest import run_cli
+
+    store = Store.open(results)
+    r = rec("bm", 100.0)
+    store.save_run(r)
+    for i in range(20):  # speeding up all along: the warm-up was too short
+        ips = 100.0 + 2 * i
+        store.add_step(r.id, StepEvent(index=i, phase="timed", images=8, seconds=8 / ips, images_per_sec=ips, t=i))
+    store.close()
+    md = run_cli("report", "--results", str(results)).stdout
+    assert "## Steady state: runs to look at" in md and f"- {r.id} (bm, alexnet, rep 1): still speeding up: +" in md
