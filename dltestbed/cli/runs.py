@@ -78,6 +78,9 @@ def report(
     all_runs: bool = typer.Option(False, "--all", help="Every stored run, of every bench."),
     equivalence: float | None = typer.Option(None, help="Also judge each layer equivalent to bare metal within "
                                              "±this % (two one-sided tests), e.g. 2."),
+    compare: tuple[str, str] | None = typer.Option(None, "--compare", metavar="A B", help="Bench B against bench A "
+                                                   "(ids, 'last', 'prev'): per group, the change with its interval "
+                                                   "and verdict, and what changed in the environment."),
     out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
     by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
                                  "(VMs and containers count on the machine under them)."),
@@ -97,6 +100,11 @@ def report(
 
     if all_runs and (bench or run_ids):
         raise ConfigError("--all reports every run; leave out --bench and run ids with it")
+    if compare:
+        if all_runs or bench or run_ids:
+            raise ConfigError("--compare names its two benches; leave out --all, --bench and run ids with it")
+        _compare(compare, fmt, out, results)
+        return
     if equivalence is not None and not 0 < equivalence < 100:
         raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {equivalence:g})")
     store = Store.open(results)
@@ -124,6 +132,47 @@ def report(
         text = render.markdown(groups, title=f"dltestbed report: {scope}", dist=dist, shared=shared,
                                equivalence=equivalence, fleet_flags=flags, fleet_compared=compared,
                                steady_flags=steady)  # fmt: skip
+    _write(text, out)
+
+
+def _bench_id(store: object, name: str) -> str:
+    """A bench id from an id, 'last' or 'prev' (the one before the last)."""
+    from dltestbed.errors import ConfigError
+    from dltestbed.results.store import Store
+
+    assert isinstance(store, Store)
+    ids = store.bench_ids()
+    if name in ("last", "prev"):
+        want = 1 if name == "last" else 2
+        if len(ids) < want:
+            raise ConfigError(f"--compare {name}: {store.path} holds {len(ids)} bench(es)")
+        return ids[-want]
+    if name not in ids:
+        raise ConfigError(f"--compare: no bench {name!r} in {store.path} (see `dltestbed runs`)")
+    return name
+
+
+def _compare(names: tuple[str, str], fmt: FormatOpt, out: Path | None, results: Path | None) -> None:
+    from dltestbed.report import render, stats
+    from dltestbed.results.store import Store
+
+    store = Store.open(results)
+    try:
+        a, b = (_bench_id(store, n) for n in names)
+        changes = stats.compare(store.runs(bench_id=a), store.runs(bench_id=b))
+    finally:
+        store.close()
+    if fmt == FormatOpt.json:
+        text = json.dumps({"a": a, "b": b, "changes": [c.to_dict() for c in changes]}, indent=2) + "\n"
+    else:
+        text = render.comparison(a, b, changes)
+    _write(text, out)
+
+
+def _write(text: str, out: Path | None) -> None:
+    """Print the report, and write it to `out` too when given."""
+    from dltestbed.errors import ConfigError
+
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -164,7 +164,8 @@ def verdict(effect: Effect, power: float = POWER) -> str:
         return f"faster by {-effect.overhead_pct:.1f} % [{-effect.hi_pct:.1f}, {-effect.lo_pct:.1f}]"
     if effect.sd_log is None:
         return "no difference detectable"
-    mde = mde_pct(effect.sd_log, effect.n, effect.confidence, power)
+    sd = effect.sd_log * (math.sqrt(2) if effect.method == WELCH_T else 1.0)  # two groups' noise, not one
+    mde = mde_pct(sd, effect.n, effect.confidence, power)
     return f"no difference detectable (smallest detectable: {mde:.1f} % at n = {effect.n})"
 
 

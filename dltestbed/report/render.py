@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
-from dltestbed.report.stats import DistributedStats, FleetFlag, GroupStats, SharedStats, Spread
+from dltestbed.report.stats import Change, DistributedStats, FleetFlag, GroupStats, SharedStats, Spread
 from dltestbed.results.records import RunRecord
 
 
@@ -144,6 +144,10 @@ def markdown(
                   "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
                   "difference is called real only when its interval excludes 0; otherwise the row gives the "
                   "smallest slowdown these repetitions would detect (80 % power)."]  # fmt: skip
+    diffs = [(g, line) for g in groups for line in g.env]
+    if diffs:
+        lines += ["", "## Environment differences against bare metal", ""]
+        lines += [f"- {_kind(g.key)}, {g.key['model']}: {line}" for g, line in diffs]
     if equivalence is not None:
         lines += ["", f"within ±{equivalence:g} %: two one-sided tests at 5 % — equivalent when the 90 % interval "
                   "lies inside the margin, not equivalent when the 95 % interval lies wholly outside it, "
@@ -185,6 +189,31 @@ def markdown(
                 _num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
             ]) + " |")  # fmt: skip
         lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
+    return "\n".join(lines) + "\n"
+
+
+def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
+    """Markdown: bench B against bench A, per group (before and after, e.g. a driver update)."""
+    lines = [f"# dltestbed report: bench {b} against bench {a}", ""]
+    if not changes:
+        return "\n".join([*lines, "No group of runs is in both benches (same kind, model, data, mode, device, batch, "
+                           "size, warm-up, steps, contention)."]) + "\n"  # fmt: skip
+    lines += [f"| kind | model | batch | size | A runs | A img/s | B runs | B img/s | B vs A % [{CONFIDENCE:.0%}] | "
+              "verdict (B against A) |", "|" + "---|" * 10]  # fmt: skip
+    for c in changes:
+        k, e = c.key, c.effect
+        sa, sb = c.a_images_per_sec, c.b_images_per_sec
+        lines.append("| " + " | ".join([
+            _kind(k), k["model"], str(k["batch_size"]), str(k["image_size"]), str(sa.n if sa else 0),
+            _num(sa.mean if sa else None), str(sb.n if sb else 0), _num(sb.mean if sb else None),
+            f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—", c.verdict,
+        ]) + " |")  # fmt: skip
+    lines += ["", "B vs A: images/sec B lost against A (negative: B is faster), Welch t on log throughput (two "
+              "benches are not paired by repetition); a change is called real only when its interval excludes 0."]
+    diffs = [(c, line) for c in changes for line in c.env]
+    if diffs:
+        lines += ["", "## What changed in the environment", ""]
+        lines += [f"- {_kind(c.key)}, {c.key['model']}: {line}" for c, line in diffs]
     return "\n".join(lines) + "\n"
 
 

@@ -66,6 +66,7 @@ class GroupStats:
     verdict: str | None = None  # the effect in words
     equivalence: str | None = None  # with a margin: equivalent, not equivalent or undecided (TOST)
     cv: float | None = None  # run-to-run coefficient of variation of images/sec
+    env: tuple[str, ...] = ()  # environment facts that differ from the baseline's runs, one line each
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -150,15 +151,20 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
         over = overhead_percent(base, ips.mean) if base and ips is not None else None
         failed = sum(1 for r in members if r.status != "ok")
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
-        eff, equiv = None, None
+        eff, equiv, words, env = None, None, None, ()
         if k["target_kind"] != BASELINE_KIND or k["arm"]:
-            s = samples(base_runs.get(tuple(k[f] for f in compare), []), ok, by_host)
-            if s is not None:
+            base_ok = base_runs.get(tuple(k[f] for f in compare), [])
+            env = tuple(env_diff(base_ok, ok, "bm", k["target_kind"])) if base_ok and ok else ()
+            words = device_mismatch(base_ok, ok, "bm", k["target_kind"])
+            s = samples(base_ok, ok, by_host) if words is None else None
+            if words is not None:
+                over = None  # a GPU run against a CPU run is no layer's overhead
+            elif s is not None:
                 eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
                 equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
+                words = verdict(eff)
         spread = cv([r.images_per_sec for r in ok])  # type: ignore[misc]
-        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, verdict(eff) if eff else None, equiv,
-                              spread))  # fmt: skip
+        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, words, equiv, spread, env))
     kinds = ["bm", "vm", "cbm", "cvm"]
     out.sort(key=lambda g: (
         tuple(g.key[f] for f in compare),
@@ -330,4 +336,88 @@ def steady(runs: Iterable[RunRecord], timed: Mapping[str, Sequence[float]]) -> l
         words = steady_state(timed.get(r.id, ())).flags() if r.status == "ok" else []
         if words:
             out.append((r, words))
+    return out
+
+
+ENV_FIELDS = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn", "gpu_driver",
+              "gpu_model", "effective_device", "kernel", "os", "cpu_model", "python", "container_image_digest",
+              "vm_image")  # fmt: skip
+
+
+def environment(run: RunRecord) -> dict[str, str]:
+    """The facts of a run's environment that can change a result (fingerprint, GPUs, effective device)."""
+    fp = run.fingerprint
+    gpus = fp.get("gpus") or []
+    out = {k: str(fp[k]) for k in ENV_FIELDS if fp.get(k) not in (None, "")}
+    if gpus:
+        out["gpu_model"] = ", ".join(sorted({str(g.get("name", "?")) for g in gpus}))
+        out["gpu_driver"] = ", ".join(sorted({str(g.get("driver", "?")) for g in gpus}))
+    if "tensorflow" in fp:
+        out["effective_device"] = effective_device(run)
+    return out
+
+
+def effective_device(run: RunRecord) -> str:
+    """Where TensorFlow ran the steps: gpu when it saw a GPU and the run did not hide them, else cpu."""
+    seen = int(run.fingerprint.get("gpus_visible_to_tf") or 0)
+    return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
+
+
+def env_diff(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str = "A", b_name: str = "B") -> list[str]:
+    """One line per environment fact whose values differ between two sets of runs."""
+    lines = []
+    for field in ENV_FIELDS:
+        va = sorted({environment(r).get(field, "—") for r in a})
+        vb = sorted({environment(r).get(field, "—") for r in b})
+        if va != vb:
+            lines.append(f"{field}: {', '.join(va)} ({a_name}) / {', '.join(vb)} ({b_name})")
+    return lines
+
+
+def device_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
+    """Why two sets of runs cannot be compared: they ran on different effective devices; None when they can."""
+    da = sorted({effective_device(r) for r in a if "tensorflow" in r.fingerprint})
+    db = sorted({effective_device(r) for r in b if "tensorflow" in r.fingerprint})
+    if da and db and da != db:
+        return f"refused: {a_name} ran on {'/'.join(da)}, {b_name} on {'/'.join(db)}; no overhead across devices"
+    return None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One group of runs in bench B against the same group in bench A (before/after)."""
+
+    key: dict[str, Any]
+    a_images_per_sec: Spread | None
+    b_images_per_sec: Spread | None
+    effect: Effect | None  # B against A: Welch t on log throughput (two benches are not paired)
+    verdict: str
+    env: list[str]  # environment facts that differ between A's and B's runs
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Change]:
+    """Per group present in both benches: B's throughput against A's, with its interval and verdict,
+    and the environment facts that changed (e.g. a driver update). Across effective devices: refused."""
+    def grouped(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord]]:
+        out: dict[tuple[Any, ...], list[RunRecord]] = {}
+        for r in runs:
+            if r.role != "cotenant" and r.status == "ok" and r.images_per_sec is not None:
+                out.setdefault(group_key(r), []).append(r)
+        return out
+
+    ga, gb = grouped(a_runs), grouped(b_runs)
+    out = []
+    for key in [k for k in ga if k in gb]:
+        a, b = ga[key], gb[key]
+        refused = device_mismatch(a, b, "A", "B")
+        eff = None
+        if refused is None and len(a) >= 2 and len(b) >= 2:
+            eff = welch([r.images_per_sec for r in a], [r.images_per_sec for r in b])  # type: ignore[misc]
+        words = refused or (verdict(eff) if eff else "too few runs for an interval (2 per bench)")
+        out.append(Change(dict(zip(GROUP_FIELDS, key, strict=True)), Spread.of([r.images_per_sec for r in a]),  # type: ignore[misc]
+                          Spread.of([r.images_per_sec for r in b]), eff, words, env_diff(a, b)))  # type: ignore[misc]  # fmt: skip
     return out

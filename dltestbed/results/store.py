@@ -174,6 +174,11 @@ class Store:
         rows = self._query(sql + " ORDER BY started_at, id", args)
         return [self._record(r) for r in rows]
 
+    def bench_ids(self) -> list[str]:
+        """Every bench, oldest first (by its first run)."""
+        rows = self._query("SELECT bench_id FROM runs GROUP BY bench_id ORDER BY MIN(started_at), MIN(id)")
+        return [r[0] for r in rows]
+
     def last_bench_id(self) -> str | None:
         """The bench of the most recently started run."""
         rows = self._query("SELECT bench_id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")

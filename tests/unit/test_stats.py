@@ -262,3 +262,32 @@ def test_steady_state_flags_come_from_the_stored_steps(results: Path) -> None:
     store.close()
     md = run_cli("report", "--results", str(results)).stdout
     assert "## Steady state: runs to look at" in md and f"- {r.id} (bm, alexnet, rep 1): still speeding up: +" in md
+
+
+def test_compare_two_benches_with_the_environment_that_changed() -> None:
+    from dltestbed.report.stats import compare
+
+    def runs(bench: str, values: list[float], tf: str) -> list[RunRecord]:
+        return [rec("bm", v, bench_id=bench, repetition=i, fingerprint={"tensorflow": tf, "gpus_visible_to_tf": 0})
+                for i, v in enumerate(values, 1)]  # fmt: skip
+
+    before, after = runs("b-1", [100.0, 101.0, 99.0, 100.5], "2.20.0"), runs("b-2", [80.0, 81.0, 79.5, 80.5], "2.21.0")
+    (c,) = compare(before, after)
+    assert c.effect is not None and c.effect.method == "Welch t on log throughput"
+    assert c.verdict.startswith("slower by 19.8 % [")
+    assert c.env == ["tensorflow: 2.20.0 (A) / 2.21.0 (B)"]
+    text = render.comparison("b-1", "b-2", [c])
+    assert "# dltestbed report: bench b-2 against bench b-1" in text and "- bm, alexnet: tensorflow: 2.20.0 (A)" in text
+
+
+def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
+    gpu = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 1}
+    cpu = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 0}
+    runs = [rec("bm", 900.0, repetition=1, fingerprint=gpu), rec("bm", 910.0, repetition=2, fingerprint=gpu),
+            rec("cbm", 90.0, repetition=1, fingerprint=cpu), rec("cbm", 91.0, repetition=2, fingerprint=cpu)]
+    (cbm,) = [g for g in summarise(runs) if g.key["target_kind"] == "cbm"]
+    assert cbm.effect is None and cbm.overhead_percent is None
+    assert cbm.verdict == "refused: bm ran on gpu, cbm on cpu; no overhead across devices"
+    assert "effective_device: gpu (bm) / cpu (cbm)" in cbm.env
+    text = render.markdown([*summarise(runs)])
+    assert "refused: bm ran on gpu, cbm on cpu" in text and "## Environment differences against bare metal" in text
