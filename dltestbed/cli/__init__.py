@@ -22,6 +22,7 @@ from dltestbed.cli import provision as _provision
 from dltestbed.cli import results as _results
 from dltestbed.cli import runs as _runs
 from dltestbed.cli import teardown as _teardown
+from dltestbed.cli import validate as _validate
 from dltestbed.errors import DltestbedError
 
 app = typer.Typer(
@@ -52,6 +53,7 @@ app.command("provision")(_provision.provision)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
 app.command("teardown")(_teardown.teardown)
+app.command("validate")(_validate.validate)
 app.add_typer(_data.app, name="data")
 app.add_typer(_lab.app, name="lab")
 app.add_typer(_image.app, name="image")

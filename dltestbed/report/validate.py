@@ -1,0 +1,237 @@
+"""The verdict gate: stored runs judged against a reference file of expected values. Pure.
+
+A reference is a small declarative YAML (no expressions, nothing evaluated):
+
+    version: 1
+    checks:
+      - name: alexnet on bare metal
+        match: {kind: bm, model: alexnet, mode: train, data: synthetic, batch_size: 8, image_size: 64}
+        images_per_sec: 130.0          # expected throughput …
+        lower_tolerance_percent: 10    # … with this much below it allowed
+      - name: container overhead
+        match: {kind: cbm, model: alexnet, mode: train, data: synthetic, batch_size: 8, image_size: 64}
+        max_overhead_percent: 3        # against bare metal of the same bench
+
+`match` may also name `device`, `scenario`, `contention`, `gpu_model` (the runs' GPU model) and
+`hosts` (a host group: only runs on these machines). Every judgement is three-way, from 95 %
+intervals, so noise never passes or fails a check by itself:
+  pass — the interval lies on the right side of the limit;
+  fail — it lies wholly on the wrong side;
+  cannot judge — it straddles the limit, or there are too few runs (2 are needed), or no baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from scipy import stats as st
+
+from dltestbed.errors import ConfigError
+from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
+from dltestbed.report.stats import GroupStats, environment
+from dltestbed.results.records import RunRecord
+
+PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"
+MATCH_FIELDS = {"kind": "target_kind", "model": "model", "mode": "mode", "data": "data", "device": "device",
+                "batch_size": "batch_size", "image_size": "image_size", "scenario": "scenario",
+                "contention": "contention"}  # fmt: skip
+INIT_MIN_TOLERANCE = 2.0  # % below expected a reference made by --init allows at least
+INIT_SPREADS = 3.0  # … or this many run-to-run coefficients of variation, whichever is larger
+INIT_MAX_OVERHEAD_SLACK = 2.0  # % added to a trusted bench's overhead bound for --init
+
+
+class Match(BaseModel):
+    """Which groups of runs a check is about."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["bm", "vm", "cbm", "cvm"]
+    model: str
+    mode: Literal["train", "infer"] = "train"
+    data: Literal["synthetic", "real"] = "synthetic"
+    batch_size: int | None = None
+    image_size: int | None = None
+    device: Literal["auto", "cpu", "gpu"] | None = None
+    scenario: Literal["single", "distributed", "shared"] = "single"
+    contention: str = "none"
+    gpu_model: str | None = None
+    hosts: list[str] | None = None
+
+
+class Check(BaseModel):
+    """One expectation: a throughput with a lower tolerance, and/or a maximum overhead against bare metal."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    match: Match
+    images_per_sec: float | None = Field(None, gt=0)
+    lower_tolerance_percent: float = Field(5.0, ge=0, lt=100)
+    max_overhead_percent: float | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> Check:
+        if self.images_per_sec is None and self.max_overhead_percent is None:
+            raise ValueError("give images_per_sec and/or max_overhead_percent")
+        if self.max_overhead_percent is not None and self.match.kind == "bm":
+            raise ValueError("max_overhead_percent is for a layer (vm, cbm, cvm), not bare metal itself")
+        return self
+
+
+class Reference(BaseModel):
+    """A reference file."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: Literal[1] = 1
+    checks: list[Check] = Field(min_length=1)
+
+
+def parse_reference(text: str, source: str) -> Reference:
+    """A Reference from YAML text, or a ConfigError naming the file, the field and what is wrong."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"reference {source}: not YAML ({str(exc).splitlines()[0]})") from None
+    try:
+        return Reference.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top)"
+        raise ConfigError(f"reference {source}: {where}: {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One check's outcome with its evidence."""
+
+    name: str
+    status: str  # pass | fail | cannot judge
+    evidence: str
+    what: str  # images_per_sec | max_overhead_percent
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def _selected(check: Check, runs: Sequence[RunRecord]) -> list[RunRecord]:
+    m = check.match
+    out = []
+    for r in runs:
+        if r.role == "cotenant" or r.arm or r.vm_image:
+            continue
+        if any(getattr(m, k) is not None and getattr(r, f) != getattr(m, k) for k, f in MATCH_FIELDS.items()):
+            continue
+        if m.hosts is not None and r.machine not in m.hosts:
+            continue
+        if m.gpu_model is not None and environment(r).get("gpu_model") != m.gpu_model:
+            continue
+        out.append(r)
+    return out
+
+
+def _log_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Geometric mean and its 95 % t-interval (on logs) of positive values."""
+    x = np.log(np.asarray(values, dtype=float))
+    n = len(x)
+    mean, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
+    half = float(st.t.ppf(1 - (1 - CONFIDENCE) / 2, n - 1)) * se
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def _three_way(lo: float, hi: float, limit: float, higher_is_better: bool) -> str:
+    if higher_is_better:
+        return PASS if lo >= limit else FAIL if hi < limit else UNDECIDED
+    return PASS if hi <= limit else FAIL if lo > limit else UNDECIDED
+
+
+def judge(reference: Reference, runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> list[Judgement]:
+    """Every check of the reference against a bench's runs and its report groups."""
+    out = []
+    for check in reference.checks:
+        mine = [r for r in _selected(check, runs) if r.status == "ok" and r.images_per_sec]
+        if check.images_per_sec is not None:
+            limit = check.images_per_sec * (1 - check.lower_tolerance_percent / 100)
+            if len(mine) < MIN_N:
+                out.append(Judgement(check.name, UNDECIDED, f"{len(mine)} ok run(s) match; {MIN_N} are needed for "
+                                     "an interval", "images_per_sec"))  # fmt: skip
+            else:
+                g, lo, hi = _log_interval([r.images_per_sec for r in mine])  # type: ignore[misc]
+                status = _three_way(lo, hi, limit, higher_is_better=True)
+                out.append(Judgement(check.name, status, f"{g:.1f} img/s [{lo:.1f}, {hi:.1f}] over {len(mine)} runs "
+                                     f"against at least {limit:.1f} ({check.images_per_sec:g} − "
+                                     f"{check.lower_tolerance_percent:g} %)", "images_per_sec"))  # fmt: skip
+        if check.max_overhead_percent is not None:
+            out.append(_overhead(check, groups))
+    return out
+
+
+def _overhead(check: Check, groups: Sequence[GroupStats]) -> Judgement:
+    m, limit = check.match, check.max_overhead_percent
+    assert limit is not None
+    found = [g for g in groups if g.key["target_kind"] == m.kind and not g.key.get("arm") and
+             not g.key.get("vm_image") and all(getattr(m, k) is None or g.key.get(f) == getattr(m, k)
+                                               for k, f in MATCH_FIELDS.items())]  # fmt: skip
+    effects = [g for g in found if g.effect is not None]
+    if len(effects) != 1:
+        why = found[0].verdict if len(found) == 1 and found[0].verdict else (
+            "no interval: no bare-metal runs of the same bench and settings, or fewer than 2 runs a side"
+            if len(found) <= 1 else f"{len(found)} groups match; narrow `match`")  # fmt: skip
+        return Judgement(check.name, UNDECIDED, why or "no matching runs", "max_overhead_percent")
+    e = effects[0].effect
+    assert e is not None
+    status = _three_way(e.lo_pct, e.hi_pct, limit, higher_is_better=False)
+    return Judgement(check.name, status, f"overhead {e.overhead_pct:.1f} % [{e.lo_pct:.1f}, {e.hi_pct:.1f}] "
+                     f"({e.method}, n = {e.n}) against at most {limit:g} %", "max_overhead_percent")  # fmt: skip
+
+
+def init_reference(runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> dict[str, Any]:
+    """A reference made from a bench the team trusts: expected throughput per group with a tolerance
+    from its measured spread, and for each layer a maximum overhead from its measured bound."""
+    checks: list[dict[str, Any]] = []
+    for g in groups:
+        k = g.key
+        if k.get("arm") or k.get("vm_image") or g.images_per_sec is None or g.images_per_sec.n < MIN_N:
+            continue
+        match = {"kind": k["target_kind"], "model": k["model"], "mode": k["mode"], "data": k["data"],
+                 "batch_size": k["batch_size"], "image_size": k["image_size"], "device": k["device"],
+                 "scenario": k["scenario"], "contention": k["contention"]}  # fmt: skip
+        values = [r.images_per_sec for r in runs if r.status == "ok" and r.images_per_sec and r.role != "cotenant"
+                  and not r.arm and all(getattr(r, MATCH_FIELDS[f]) == v for f, v in match.items())]  # fmt: skip
+        spread = cv(values) or 0.0  # type: ignore[arg-type]
+        tol = round(max(INIT_MIN_TOLERANCE, INIT_SPREADS * spread * 100), 1)
+        check: dict[str, Any] = {"name": f"{k['target_kind']} {k['model']} {k['mode']} {k['data']} "
+                                         f"b{k['batch_size']} {k['image_size']}px", "match": match,
+                                 "images_per_sec": round(g.images_per_sec.mean, 2),
+                                 "lower_tolerance_percent": tol}  # fmt: skip
+        if g.effect is not None:
+            check["max_overhead_percent"] = round(max(g.effect.hi_pct, 0.0) + INIT_MAX_OVERHEAD_SLACK, 1)
+        checks.append(check)
+    if not checks:
+        raise ConfigError("validate --init: no group of the bench has 2 ok runs; run `bench --repeat 2` or more")
+    return {"version": 1, "checks": checks}
+
+
+def junit_xml(judgements: Sequence[Judgement], suite: str = "dltestbed validate") -> str:
+    """JUnit XML: a testcase per judgement; fail → <failure>, cannot judge → <error> (never a pass)."""
+    fails = sum(j.status == FAIL for j in judgements)
+    errors = sum(j.status == UNDECIDED for j in judgements)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f"<testsuite name={quoteattr(suite)} tests=\"{len(judgements)}\" failures=\"{fails}\" "
+             f"errors=\"{errors}\">"]  # fmt: skip
+    for j in judgements:
+        head = f"  <testcase classname=\"dltestbed.validate.{j.what}\" name={quoteattr(j.name)}"
+        if j.status == PASS:
+            lines.append(f"{head}><system-out>{escape(j.evidence)}</system-out></testcase>")
+        else:
+            tag = "failure" if j.status == FAIL else "error"
+            lines.append(f"{head}><{tag} message={quoteattr(j.status + ': ' + j.evidence)}>"
+                         f"{escape(j.evidence)}</{tag}></testcase>")  # fmt: skip
+    lines.append("</testsuite>")
+    return "\n".join(lines) + "\n"
