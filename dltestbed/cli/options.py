@@ -24,16 +24,13 @@ class DeviceOpt(StrEnum):
     gpu = "gpu"
 
 
-class LayoutOpt(StrEnum):
-    single = "single"
-    distributed = "distributed"
-    shared = "shared"
-
-
 class ScenarioOpt(StrEnum):
     single = "single"
     distributed = "distributed"
     shared = "shared"
+
+
+LayoutOpt = ScenarioOpt  # a layout places hosts for the scenario of the same name
 
 
 class OrderOpt(StrEnum):
