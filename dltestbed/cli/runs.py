@@ -95,7 +95,7 @@ def report(
     (the co-tenant's effect). JSON: {"scope": ..., "groups": [...], "distributed": [...], "shared": [...]}.
     """
     from dltestbed.errors import ConfigError
-    from dltestbed.report import render, stats
+    from dltestbed.report import fleet, jobs, render, stats
     from dltestbed.results.store import Store
 
     if all_runs and (bench or run_ids):
@@ -122,9 +122,9 @@ def report(
         latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
         scope = f"bench {records[0].bench_id}{latest}"
     groups = stats.summarise(records, by_host=by_host, equivalence=equivalence)
-    dist, shared = stats.distributed(records), stats.shared(records)
-    flags, compared = stats.fleet(groups) if by_host else ([], 0)
-    steady = stats.steady(records, timed)
+    dist, shared = jobs.distributed(records), jobs.shared(records)
+    flags, compared = fleet.fleet(groups) if by_host else ([], 0)
+    steady = fleet.steady(records, timed)
     if fmt == FormatOpt.json:
         text = render.as_json(groups, dist, shared, scope=scope, fleet=flags,
                               steady=[{"run": r.id, "flags": w} for r, w in steady]) + "\n"  # fmt: skip
@@ -153,13 +153,13 @@ def _bench_id(store: object, name: str) -> str:
 
 
 def _compare(names: tuple[str, str], fmt: FormatOpt, out: Path | None, results: Path | None) -> None:
-    from dltestbed.report import render, stats
+    from dltestbed.report import compare, render
     from dltestbed.results.store import Store
 
     store = Store.open(results)
     try:
         a, b = (_bench_id(store, n) for n in names)
-        changes = stats.compare(store.runs(bench_id=a), store.runs(bench_id=b))
+        changes = compare.compare(store.runs(bench_id=a), store.runs(bench_id=b))
     finally:
         store.close()
     if fmt == FormatOpt.json:

@@ -26,8 +26,6 @@ def validate(
     when it lies wholly on the wrong side, cannot judge when it straddles it or runs are too few.
     Exits 0 only when every check passes; 1 when any fails; 3 when none fails but some cannot be judged.
     """
-    import yaml
-
     from dltestbed.cli.runs import _select
     from dltestbed.errors import ConfigError
     from dltestbed.report import stats
@@ -53,15 +51,7 @@ def validate(
     groups = stats.summarise(runs)
     if init:
         assert out is not None
-        data = v.init_reference(runs, groups)
-        head = f"# written by `dltestbed validate --init` from bench {runs[0].bench_id}\n"
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
-        typer.echo(f"reference with {len(data['checks'])} check(s) from bench {runs[0].bench_id} written to {out}",
-                   err=True)  # fmt: skip
+        _write_reference(v.init_reference(runs, groups), runs[0].bench_id, out)
         return
     assert ref is not None
     judged = v.judge(ref, runs, groups)
@@ -85,3 +75,18 @@ def validate(
         raise typer.Exit(1)
     if undecided:
         raise typer.Exit(3)
+
+
+def _write_reference(data: dict, bench_id: str, out: Path) -> None:
+    """The reference --init made, as YAML with a header naming its bench."""
+    import yaml
+
+    from dltestbed.errors import ConfigError
+
+    head = f"# written by `dltestbed validate --init` from bench {bench_id}\n"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
+    typer.echo(f"reference with {len(data['checks'])} check(s) from bench {bench_id} written to {out}", err=True)

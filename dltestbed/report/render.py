@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from dltestbed.report.compare import Change
+from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
-from dltestbed.report.stats import Change, DistributedStats, FleetFlag, GroupStats, SharedStats, Spread
+from dltestbed.report.jobs import DistributedStats, SharedStats
+from dltestbed.report.stats import GroupStats, Spread
 from dltestbed.results.records import RunRecord
 
 
@@ -93,8 +96,22 @@ def markdown(
     fleet_compared: int = 0,
     steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
 ) -> str:
-    """Markdown tables: one row per group, overhead against bare metal in the last column; then
-    distributed efficiency and the shared scenario's drop, when the runs have them."""
+    """The report in Markdown: the groups' table, each layer's overhead with its interval and verdict,
+    environment differences, the noise floor, fleet outliers, steady-state flags, distributed jobs
+    and shared pairs — each section only when the runs have it."""
+    lines = _groups_table(groups, title)
+    lines += _overheads(groups, equivalence)
+    lines += _environment(groups)
+    lines += noise_floor(groups)
+    lines += _fleet(fleet_flags, fleet_compared)
+    lines += _steady(steady_flags)
+    lines += _distributed(dist)
+    lines += _shared(shared)
+    return "\n".join(lines) + "\n"
+
+
+def _groups_table(groups: Sequence[GroupStats], title: str) -> list[str]:
+    """One row per group: spreads over repetitions, overhead against bare metal in the last column."""
     show_contention = any(g.key["contention"] != "none" for g in groups)
     show_host = any("host" in g.key for g in groups)
     show_scenario = any(g.key["scenario"] != "single" for g in groups)
@@ -123,6 +140,13 @@ def markdown(
         "batch and size (— where no bm run matches). Failed runs are counted but not averaged.",
         "Distributed rows are per worker; co-tenants are not rows (see the shared table).",
     ]
+    return lines
+
+
+def _overheads(groups: Sequence[GroupStats], equivalence: float | None) -> list[str]:
+    """Each layer's overhead against bare metal with its interval, method and verdict (and TOST)."""
+    show_host = any("host" in g.key for g in groups)
+    lines: list[str] = []
     effects = [g for g in groups if g.effect is not None or (g.key["target_kind"] != "bm" and g.runs)]
     if effects:
         equiv = any(g.equivalence for g in effects)
@@ -144,17 +168,24 @@ def markdown(
                   "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
                   "difference is called real only when its interval excludes 0; otherwise the row gives the "
                   "smallest slowdown these repetitions would detect (80 % power)."]  # fmt: skip
-    diffs = [(g, line) for g in groups for line in g.env]
-    if diffs:
-        lines += ["", "## Environment differences against bare metal", ""]
-        lines += [f"- {_kind(g.key)}, {g.key['model']}: {line}" for g, line in diffs]
     if equivalence is not None:
         lines += ["", f"within ±{equivalence:g} %: two one-sided tests at 5 % — equivalent when the 90 % interval "
                   "lies inside the margin, not equivalent when the 95 % interval lies wholly outside it, "
                   "undecided otherwise."]  # fmt: skip
-    lines += noise_floor(groups)
-    lines += _fleet(fleet_flags, fleet_compared)
-    lines += _steady(steady_flags)
+    return lines
+
+
+def _environment(groups: Sequence[GroupStats]) -> list[str]:
+    lines: list[str] = []
+    diffs = [(g, line) for g in groups for line in g.env]
+    if diffs:
+        lines += ["", "## Environment differences against bare metal", ""]
+        lines += [f"- {_kind(g.key)}, {g.key['model']}: {line}" for g, line in diffs]
+    return lines
+
+
+def _distributed(dist: Sequence[DistributedStats]) -> list[str]:
+    lines: list[str] = []
     if dist:
         lines += ["", "## Distributed: total throughput and scaling efficiency", "",
                   "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
@@ -173,6 +204,11 @@ def markdown(
             ]) + " |")  # fmt: skip
         lines += ["", "total: the sum of the workers' own measured images/sec in one job (not one worker × N);",
                   "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job)."]
+    return lines
+
+
+def _shared(shared: Sequence[SharedStats]) -> list[str]:
+    lines: list[str] = []
     if shared:
         lines += ["", "## Shared: the foreground alone and with a co-tenant", "",
                   "| kind | model | batch | size | co-tenant | pairs | alone img/s | with co-tenant img/s | "
@@ -189,7 +225,7 @@ def markdown(
                 _num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
             ]) + " |")  # fmt: skip
         lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def comparison(a: str, b: str, changes: Sequence[Change]) -> str:

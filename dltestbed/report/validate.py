@@ -33,8 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scipy import stats as st
 
 from dltestbed.errors import ConfigError
+from dltestbed.report.environment import environment
 from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
-from dltestbed.report.stats import GroupStats, environment
+from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"

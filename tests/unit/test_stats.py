@@ -117,7 +117,7 @@ def test_by_host_puts_a_vm_beside_the_machine_it_runs_on() -> None:
 
 
 def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_baseline() -> None:
-    from dltestbed.report.stats import distributed
+    from dltestbed.report.jobs import distributed
 
     runs = []
     for job, (alone, w0, w1) in {"j1": (100.0, 45.0, 40.0), "j2": (90.0, 50.0, 49.0)}.items():
@@ -138,7 +138,7 @@ def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_bas
 
 
 def test_shared_drop_is_per_pair_and_co_tenants_are_not_rows() -> None:
-    from dltestbed.report.stats import shared
+    from dltestbed.report.jobs import shared
 
     runs = []
     for job, (alone, under, co) in {"j1": (100.0, 70.0, 50.0), "j2": (110.0, 88.0, 55.0)}.items():
@@ -224,7 +224,7 @@ def test_a_a_noise_floor_table() -> None:
 
 
 def test_fleet_flags_the_slow_host_and_only_it() -> None:
-    from dltestbed.report.stats import fleet
+    from dltestbed.report.fleet import fleet
 
     runs = []
     for host, ips in (("n1", 100.0), ("n2", 101.0), ("n3", 99.0), ("n4", 70.0)):
@@ -265,7 +265,7 @@ def test_steady_state_flags_come_from_the_stored_steps(results: Path) -> None:
 
 
 def test_compare_two_benches_with_the_environment_that_changed() -> None:
-    from dltestbed.report.stats import compare
+    from dltestbed.report.compare import compare
 
     def runs(bench: str, values: list[float], tf: str) -> list[RunRecord]:
         return [rec("bm", v, bench_id=bench, repetition=i, fingerprint={"tensorflow": tf, "gpus_visible_to_tf": 0})

@@ -1,0 +1,52 @@
+"""Bench B against bench A, group by group: before and after a change (a driver update). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dltestbed.report.environment import device_mismatch, env_diff
+from dltestbed.report.inference import Effect, verdict, welch
+from dltestbed.report.stats import GROUP_FIELDS, Spread, group_key
+from dltestbed.results.records import RunRecord
+
+
+@dataclass(frozen=True)
+class Change:
+    """One group of runs in bench B against the same group in bench A (before/after)."""
+
+    key: dict[str, Any]
+    a_images_per_sec: Spread | None
+    b_images_per_sec: Spread | None
+    effect: Effect | None  # B against A: Welch t on log throughput (two benches are not paired)
+    verdict: str
+    env: list[str]  # environment facts that differ between A's and B's runs
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Change]:
+    """Per group present in both benches: B's throughput against A's, with its interval and verdict,
+    and the environment facts that changed (e.g. a driver update). Across effective devices: refused."""
+    def grouped(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord]]:
+        out: dict[tuple[Any, ...], list[RunRecord]] = {}
+        for r in runs:
+            if r.role != "cotenant" and r.status == "ok" and r.images_per_sec is not None:
+                out.setdefault(group_key(r), []).append(r)
+        return out
+
+    ga, gb = grouped(a_runs), grouped(b_runs)
+    out = []
+    for key in [k for k in ga if k in gb]:
+        a, b = ga[key], gb[key]
+        refused = device_mismatch(a, b, "A", "B")
+        eff = None
+        if refused is None and len(a) >= 2 and len(b) >= 2:
+            eff = welch([r.images_per_sec for r in a], [r.images_per_sec for r in b])  # type: ignore[misc]
+        words = refused or (verdict(eff) if eff else "too few runs for an interval (2 per bench)")
+        out.append(Change(dict(zip(GROUP_FIELDS, key, strict=True)), Spread.of([r.images_per_sec for r in a]),  # type: ignore[misc]
+                          Spread.of([r.images_per_sec for r in b]), eff, words, env_diff(a, b)))  # type: ignore[misc]  # fmt: skip
+    return out

@@ -1,0 +1,125 @@
+"""Runs measured together: distributed jobs (total throughput, scaling efficiency) and shared pairs
+(the foreground alone and beside its co-tenant). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dltestbed.report.stats import Spread, group_key, overhead_percent
+from dltestbed.results.records import RunRecord
+
+SPEC_FIELDS = ("target_kind", "model", "data", "mode", "device", "batch_size", "image_size")
+
+
+@dataclass(frozen=True)
+class DistributedStats:
+    """Distributed jobs of one kind and workload: total throughput and scaling efficiency."""
+
+    key: dict[str, Any]
+    workers: int
+    jobs: int  # jobs whose every worker finished ok
+    failed_jobs: int
+    total_images_per_sec: Spread | None  # per job: the sum of its workers' measured images/sec
+    worker_images_per_sec: Spread | None  # every ok worker of those jobs
+    single_images_per_sec: Spread | None  # one worker of the same kind alone (the job's baseline run)
+    efficiency_percent: Spread | None  # per job: total ÷ (workers × its baseline) × 100
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
+    """Per kind, workload and worker count: jobs' total throughput (sum of workers, never one worker × N)
+    and efficiency against a single worker of the same kind measured in the same job slot."""
+    jobs: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        if r.scenario == "distributed" and r.job_id:
+            jobs.setdefault(r.job_id, []).append(r)
+    groups: dict[tuple[Any, ...], list[tuple[list[RunRecord], RunRecord | None]]] = {}
+    for members in jobs.values():
+        workers = [r for r in members if r.worker_index is not None]
+        alone = next((r for r in members if r.worker_index is None), None)
+        if workers:
+            key = (*group_key(workers[0], SPEC_FIELDS), workers[0].workers)
+            groups.setdefault(key, []).append((workers, alone))
+    out = []
+    for key, items in groups.items():
+        totals, each, singles, eff = [], [], [], []
+        failed = 0
+        for workers, alone in items:
+            n = workers[0].workers
+            if len(workers) != n or any(w.status != "ok" or w.images_per_sec is None for w in workers):
+                failed += 1
+                continue
+            total = sum(w.images_per_sec for w in workers)  # type: ignore[misc]
+            totals.append(total)
+            each += [w.images_per_sec for w in workers]
+            if alone is not None and alone.status == "ok" and alone.images_per_sec:
+                singles.append(alone.images_per_sec)
+                eff.append(total / (n * alone.images_per_sec) * 100.0)
+        out.append(DistributedStats(
+            dict(zip(SPEC_FIELDS, key[:-1], strict=True)), key[-1], len(totals), failed,
+            Spread.of(totals) if totals else None, Spread.of(each) if each else None,  # type: ignore[arg-type]
+            Spread.of(singles) if singles else None, Spread.of(eff) if eff else None,
+        ))  # fmt: skip
+    return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.workers))
+
+
+@dataclass(frozen=True)
+class SharedStats:
+    """The foreground alone and with a co-tenant, paired by job: what the co-tenant cost it."""
+
+    key: dict[str, Any]
+    contention: str
+    pairs: int  # pairs where both runs finished ok
+    failed_pairs: int
+    alone_images_per_sec: Spread | None
+    shared_images_per_sec: Spread | None
+    drop_percent: Spread | None  # per pair: (alone − shared) ÷ alone × 100
+    cotenant_images_per_sec: Spread | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
+    """Per kind, workload and contention: the foreground's drop under its co-tenant."""
+    jobs: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        if r.scenario == "shared" and r.job_id:
+            jobs.setdefault(r.job_id, []).append(r)
+    groups: dict[tuple[Any, ...], list[tuple[RunRecord | None, RunRecord | None, RunRecord | None]]] = {}
+    for members in jobs.values():
+        fg = [r for r in members if r.role != "cotenant"]
+        alone = next((r for r in fg if r.contention.startswith("none")), None)
+        under = next((r for r in fg if not r.contention.startswith("none")), None)
+        co = next((r for r in members if r.role == "cotenant"), None)
+        ref = under or alone
+        if ref is None:
+            continue
+        key = (*group_key(ref, SPEC_FIELDS), under.contention if under else "?")
+        groups.setdefault(key, []).append((alone, under, co))
+    out = []
+    for key, items in groups.items():
+        a_list, s_list, drops, co_list = [], [], [], []
+        failed = 0
+        for alone, under, co in items:
+            if co is not None and co.status == "ok" and co.images_per_sec:
+                co_list.append(co.images_per_sec)
+            if not (alone and under and alone.status == under.status == "ok" and alone.images_per_sec
+                    and under.images_per_sec is not None):  # fmt: skip
+                failed += 1
+                continue
+            a_list.append(alone.images_per_sec)
+            s_list.append(under.images_per_sec)
+            drops.append(overhead_percent(alone.images_per_sec, under.images_per_sec))
+        out.append(SharedStats(
+            dict(zip(SPEC_FIELDS, key[:-1], strict=True)), key[-1], len(drops), failed,
+            Spread.of(a_list) if a_list else None, Spread.of(s_list) if s_list else None,
+            Spread.of(drops) if drops else None, Spread.of(co_list) if co_list else None,
+        ))  # fmt: skip
+    return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.contention))
