@@ -21,7 +21,7 @@ from dltestbed.results.records import new_id
 from dltestbed.transport.ssh import known_hosts_files
 from dltestbed.vms.hypervisor import VMError
 from dltestbed.vms.images import GUEST_VENV
-from dltestbed.vms.lifecycle import VMRecord, guest_ssh
+from dltestbed.vms.record import VMRecord, guest_ssh
 
 CHECK_SCRIPT = """printf 'manifest=%s\\n' "$(cat {venv}/dltestbed-manifest.txt 2>/dev/null)"
 printf 'python=%s\\n' "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"

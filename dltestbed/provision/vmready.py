@@ -18,7 +18,7 @@ from dltestbed.provision import image as ctr_image
 from dltestbed.vms import lifecycle, userimage
 from dltestbed.vms.hypervisor import Hypervisor
 from dltestbed.vms.images import BaseImage
-from dltestbed.vms.lifecycle import VMRecord
+from dltestbed.vms.record import VMRecord
 from dltestbed.vms.settings import VMSettings
 
 Notice = Callable[[str], None]

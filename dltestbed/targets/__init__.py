@@ -17,7 +17,7 @@ from dltestbed.targets.local import LocalTarget
 from dltestbed.targets.ssh import SSHTarget
 from dltestbed.targets.vm import VMTarget
 from dltestbed.vms import userimage
-from dltestbed.vms.lifecycle import VMRecord
+from dltestbed.vms.record import VMRecord
 
 KINDS: dict[str, str] = {
     "bm": "bare metal: the workload runs directly on the host",

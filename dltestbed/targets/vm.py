@@ -9,9 +9,8 @@ from collections.abc import Mapping
 
 from dltestbed.inventory import Host
 from dltestbed.targets.base import OnTransport, Target
-from dltestbed.vms import lifecycle
 from dltestbed.vms.images import GUEST_VENV
-from dltestbed.vms.lifecycle import VMRecord
+from dltestbed.vms.record import VMRecord, guest_ssh
 
 
 class VMTarget(OnTransport):
@@ -30,7 +29,7 @@ class VMTarget(OnTransport):
         self.host = record.name
         self.machine = record.host or socket.gethostname()
         self.python = f"{GUEST_VENV}/bin/python"
-        self._transport = lifecycle.guest_ssh(record, via, connect_timeout)
+        self._transport = guest_ssh(record, via, connect_timeout)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: a VM, how it is virtualised, on which hypervisor, from which image (vm_image:

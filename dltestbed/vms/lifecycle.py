@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,17 +21,18 @@ from dltestbed.inventory import Host
 from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms import pool as pool_mod
+from dltestbed.vms.boot import SSH_TIMEOUT, wait_booted, wait_ssh
 from dltestbed.vms.domain import DomainSpec, domain_xml
 from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError
 from dltestbed.vms.images import BaseImage
-from dltestbed.vms.record import DOMAIN_PREFIX, VMRecord, guest_ssh, hypervisor_of, record, records
+from dltestbed.vms.record import DOMAIN_PREFIX, VMRecord, hypervisor_of, record, records
 from dltestbed.vms.seed import mac, run_tool, seed_disk
 from dltestbed.vms.settings import VMSettings
 
 LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
-SSH_TIMEOUT = 300.0
 
-__all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "teardown", "wait_ssh"]
+__all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "hypervisor_of", "record", "records",
+           "teardown", "wait_ssh"]
 
 
 def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tuple[Hypervisor, str, VMSettings]:
@@ -137,7 +137,7 @@ def create(
                               numa_node=numa_node, hostdevs=hostdevs)  # fmt: skip
             started = time.monotonic()
             _define_and_start(conn, domain_xml(spec))
-        wait_ssh(rec, ssh_timeout, via=hv.host)
+        wait_booted(rec, hv, ssh_timeout, on_notice)
         rec.ready_seconds = round(time.monotonic() - started, 1)
         rec.save()
     except BaseException:
@@ -177,42 +177,6 @@ def _define_and_start(conn: Any, xml: str) -> None:
         dom.create()
     except libvirt.libvirtError as exc:
         raise VMError(f"libvirt could not start the VM: {exc.get_error_message()}") from None
-
-
-def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT, via: Host | None = None) -> None:
-    """Wait until the VM's sshd takes our key (checked against its recorded host key); through the
-    hypervisor host `via` when the VM is on an inventory host."""
-    deadline = time.monotonic() + timeout
-    ssh = guest_ssh(rec, via)
-    while time.monotonic() < deadline:
-        if via is not None or _port_open(rec.address, 22):
-            with contextlib.suppress(DltestbedError):
-                if ssh.run(["true"], timeout=30).ok:
-                    return
-        if not _domain_running(rec):
-            break
-        time.sleep(1 if via is None else 3)
-    where = f"{rec.console_log}" + (f" on {rec.host}" if rec.host else "")
-    tail = hypervisor_of(rec, via).console_tail(rec.console_log)
-    raise VMError(f"VM {rec.name} did not answer SSH at {rec.address} within {timeout:.0f} s; its console log: "
-                  f"{where} (last line: {tail})")  # fmt: skip
-
-
-def _port_open(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-def _domain_running(rec: VMRecord) -> bool:
-    libvirt = hv_mod.libvirt_module()
-    try:
-        with hypervisor_of(rec).connect() as conn:
-            return bool(conn.lookupByName(rec.domain).isActive())
-    except (VMError, libvirt.libvirtError):
-        return False
 
 
 def delete(name: str, hv: Hypervisor | None = None) -> bool:

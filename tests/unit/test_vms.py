@@ -339,7 +339,7 @@ def test_the_workload_check_and_the_vms_ansible_inventory(tmp_path: Path, monkey
     import yaml
 
     from dltestbed.provision import guest
-    from dltestbed.vms.lifecycle import VMRecord
+    from dltestbed.vms.record import VMRecord
 
     assert guest.parse_check("manifest=abc123\npython=3.11\n") == ("abc123", "3.11")
     assert guest.parse_check("manifest=\npython=\n") == ("", "")
@@ -378,3 +378,17 @@ def test_bench_checks_a_users_image_before_anything_is_made(tmp_path: Path, resu
                                   env=env))  # fmt: skip
     assert line == f"error: VM image {tmp_path}/nope.qcow2: no such file"
     assert not (tmp_path / "vms").exists() and not results.exists()  # nothing made, nothing stored
+
+
+@pytest.mark.parametrize(("tail", "stalled"), [
+    ("[    1.996175] pnp: PnP ACPI: found 5 devices", True),  # captured: a TCG boot that never went on
+    ("[    2.512345] ---[ end Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0) ]---",
+     False),
+    ("[   40.821527] powernow_k8: Power state transitions not supported", False),  # late: userspace is up
+    ("[  OK  ] Finished dltestbed-seed.service", False),
+    ("(empty)", False),
+])  # fmt: skip
+def test_an_early_boot_stall_is_told_from_a_panic_and_a_slow_boot(tail: str, stalled: bool) -> None:
+    from dltestbed.vms.boot import stalled_early
+
+    assert stalled_early(tail) is stalled
