@@ -39,7 +39,8 @@ def lab_up(name: str, hosts: int, subnet: str) -> str:
 
 def bench_ips(results: Path, *extra: str, model: str, size: int, batch: int, steps: int) -> float:
     args = ["bench", "--model", model, "--image-size", str(size), "--batch-size", str(batch), "--warmup", "5",
-            "--steps", str(steps), "--results", str(results), "--json", *extra]  # fmt: skip
+            "--steps", str(steps), "--targets", "bm", "--repeat", "1", "--results", str(results), "--json",
+            *extra]  # fmt: skip
     out = subprocess.run([*CLI, *args], capture_output=True, text=True, check=True)
     (run,) = json.loads(out.stdout)
     return float(run["images_per_sec"])

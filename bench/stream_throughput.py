@@ -57,7 +57,7 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
 def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace) -> float:
     cli = [sys.executable, "-m", "dltestbed", "bench", "--model", "alexnet", "--image-size", "64", "--batch-size",
            str(a.batch_size), "--warmup", "5", "--steps", str(a.steps), "--results", str(results),
-           "--json"]  # fmt: skip
+           "--targets", "bm", "--repeat", "1", "--json"]  # fmt: skip
     out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120", **env})
     (run,) = json.loads(out.stdout)
     return float(run["images_per_sec"])

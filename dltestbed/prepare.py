@@ -6,6 +6,7 @@ further work, once per run."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from dltestbed.inventory import Host
 from dltestbed.provision import image, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind
-from dltestbed.targets.container import ContainerOptions, options_from_vars
+from dltestbed.targets.container import ContainerOptions, check_limits, options_from_vars
 
 REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role
 
@@ -31,6 +32,7 @@ class Setup:
     hosts: tuple[Host | None, ...] = (None,)
     runtime: str | None = None
     vm_overrides: Mapping[str, Any] = field(default_factory=dict)
+    container_limits: Mapping[str, str | None] = field(default_factory=dict)  # cpuset, memory: over the inventory's
 
     @property
     def uses_vms(self) -> bool:
@@ -51,6 +53,9 @@ def check(setup: Setup) -> Checked:
     """Everything that costs no build, boot or install: a ConfigError line for the first problem."""
     for kind in setup.kinds:
         check_kind(kind)
+    limits = {k: v for k, v in setup.container_limits.items() if v is not None}
+    local = setup.hosts == (None,)
+    check_limits(limits.get("cpuset"), limits.get("memory"), set(os.sched_getaffinity(0)) if local else None)
     found: dict[str, image.Image | None] = {}
 
     def built(runtime: str) -> image.Image | None:  # looked up once per runtime: it hashes the source tree
@@ -62,6 +67,8 @@ def check(setup: Setup) -> Checked:
     sites, vms = [], []
     for host in setup.hosts:
         container = _container(host, setup.runtime, built) if STORE_IMAGE_KINDS & set(setup.kinds) else None
+        if container is not None and limits:
+            container = dataclasses.replace(container, options=dataclasses.replace(container.options, **limits))
         vm = None
         if setup.uses_vms:
             vm = vmready.plan(host, setup.vm_overrides, cvm=bool(GUEST_IMAGE_KINDS & set(setup.kinds)),
@@ -71,6 +78,39 @@ def check(setup: Setup) -> Checked:
         sites.append(Site(host=host, container=container))
         vms.append(vm)
     return Checked(setup, sites, vms)
+
+
+@dataclass(frozen=True)
+class AutoKinds:
+    """What `--targets auto` chose, and why (one line for the user)."""
+
+    kinds: tuple[str, ...]
+    aa: bool
+    why: str
+
+
+def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None = None) -> AutoKinds:
+    """`--targets auto`: on this machine in scenario single, bare metal and a container when a runtime
+    answers and holds this build's image, else bare metal twice (A and A′: the noise floor); with an
+    inventory or in another scenario, bare metal. Nothing is built here."""
+    if list(hosts) != [None]:
+        return AutoKinds(("bm",), False, "--targets auto: bm on the inventory's hosts")
+    if scenario != "single":
+        return AutoKinds(("bm",), False, f"--targets auto: bm (scenario {scenario})")
+    try:
+        rt = runtime or image.detect_runtime()
+        image.check_runtime(rt)
+    except image.ImageError as exc:
+        return _aa_only(str(exc))
+    house = wheelhouse.cached("cpu")
+    img = image.find(rt, house) if house is not None else None
+    if img is None:
+        return _aa_only(f"{rt} has no image of this dltestbed build; `dltestbed image build` makes it")
+    return AutoKinds(("bm", "cbm"), False, f"--targets auto: bm and cbm ({rt} image {img.tag})")
+
+
+def _aa_only(why: str) -> AutoKinds:
+    return AutoKinds(("bm",), True, f"--targets auto: bm twice, as A and A′ (no container: {why})")
 
 
 def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> list[Site]:

@@ -63,7 +63,8 @@ def make_run(**fields: object) -> RunRecord:
     return RunRecord(**values)  # type: ignore[arg-type]
 
 
-ENDLESS = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "100000"]
+ENDLESS = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "100000",
+          "--repeat", "1"]
 
 
 def start_endless_bench(results: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

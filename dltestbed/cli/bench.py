@@ -43,7 +43,7 @@ def bench(
     ),
     preset: PresetOpt = typer.Option(
         PresetOpt.quick,
-        help="Defaults for what is not given: quick (small sizes, 3+30 steps) "
+        help="Defaults for what is not given: quick (alexnet and resnet50, small sizes, 2+20 steps) "
         "or study (native sizes, batch 32, 10+100 steps).",
     ),
     data: DataOpt = typer.Option(
@@ -59,7 +59,8 @@ def bench(
     warmup: int | None = typer.Option(None, help="Untimed steps before the timed ones. Default: the preset's."),
     steps: int | None = typer.Option(None, help="Timed steps. Default: the preset's."),
     classes: int = typer.Option(1000, help="Classes of the model's output (real data: the folder's)."),
-    repeat: str = typer.Option("1", help="Repetitions of every run (rep 1 of every model and kind, then rep 2 ...), "
+    repeat: str = typer.Option("3", help="Repetitions of every run (rep 1 of every model and kind, then rep 2 ...; "
+                               "3 is the fewest that gives an overhead a useful interval), "
                                "or auto: add repetitions until every overhead's 95 % interval is within "
                                "±--precision % (at most --max-repeat)."),
     precision: float = typer.Option(2.0, help="With --repeat auto: the overheads' 95 % half-width to reach, in %."),
@@ -97,7 +98,9 @@ def bench(
     ),
     timeout: float | None = typer.Option(None, help="Seconds after which a run is stopped and stored as failed."),
     targets_opt: str = typer.Option(
-        "bm", "--targets", help="Target kinds, comma-separated: bm (bare metal), cbm (a container on it), vm (a "
+        "auto", "--targets", help="Target kinds, comma-separated: auto (default: on this machine, bm and cbm when "
+        "Docker or Podman holds this build's image, else bm twice as A/A; with --inventory or another scenario, "
+        "bm), bm (bare metal), cbm (a container on it), vm (a "
         "libvirt VM on the host — this machine, or with --inventory each host also in libvirt_hosts — started "
         "when needed and kept for the next bench; `dltestbed teardown` removes it), cvm (a container in that VM).",
     ),
@@ -136,7 +139,16 @@ def bench(
     influx_bucket: str | None = influx_bucket_opt(),
     influx_token_file: Path | None = influx_token_opt(),
     runtime: str | None = typer.Option(
-        None, help="Container runtime for cbm: docker or podman (default: docker if its daemon answers, else podman)."
+        None, help="Container runtime for cbm: docker or podman (default: docker if its daemon answers, else podman).",
+        rich_help_panel="Container",
+    ),
+    container_cpuset: str | None = typer.Option(
+        None, help="cbm: run the container on these CPUs only, e.g. 0 or 0-3 (over the inventory's "
+        "dltestbed_container_cpuset); the report lists it beside the overhead.", rich_help_panel="Container",
+    ),
+    container_memory: str | None = typer.Option(
+        None, help="cbm: the container's memory limit, e.g. 4g (over dltestbed_container_memory).",
+        rich_help_panel="Container",
     ),
     inventory: Path | None = typer.Option(
         None, help="Ansible inventory: run on its bare_metal hosts over SSH (after `dltestbed provision`)."
@@ -148,9 +160,10 @@ def bench(
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the runs' summaries as JSON on stdout."),
 ) -> None:
-    """Run workloads on this machine (target bm), or over SSH on an inventory's hosts, and store every step.
+    """Run workloads on this machine's targets, or over SSH on an inventory's hosts, and store every step.
 
-    Run bare, it runs the quick preset and says so.
+    Run bare, it runs the quick preset, 3 repetitions, on --targets auto (bare metal and a container, or
+    bare metal twice as A/A), and says so.
 
     Progress goes to stderr; with --json, stdout holds only the JSON array of runs.
 
@@ -176,17 +189,22 @@ def bench(
         cotenant_batch=cotenant_batch, isolate=isolate, parallel=parallel, timeout=timeout,
     )  # fmt: skip
     stream = _stream_settings(influx_url, influx_org, influx_bucket, influx_token_file)
+    hosts = _hosts(inventory, limit)
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
+    if kinds == ["auto"]:
+        auto = prepare.auto_kinds(scenario.value, hosts, runtime)
+        kinds, plan.aa = list(auto.kinds), plan.aa or auto.aa
+        typer.echo(auto.why, err=True)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
-        raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: {', '.join(KINDS)}")
-    if aa:
+        raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: auto, {', '.join(KINDS)}")
+    if plan.aa:
         kinds = ["bm", *[k for k in kinds if k != "bm"], "bm"]  # A first, its A′ last in every repetition
-    hosts = _hosts(inventory, limit)
     scenarios.check(options, hosts, plan, kinds)
     vm_overrides = dict(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus, numa_node=vm_numa_node,
                         virt_type=vm_virt_type, image=vm_image, disk_gib=vm_disk)  # fmt: skip
-    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides)
+    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides,
+                          {"cpuset": container_cpuset, "memory": container_memory})  # fmt: skip
     checked = prepare.check(setup)
     if stream is not None:
         from dltestbed.results import influx

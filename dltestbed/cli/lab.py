@@ -22,16 +22,28 @@ def up(
         False, "--vms", help="Hosts are libvirt hosts too (vm, cvm targets): each one reaches this machine's "
         "libvirtd through its socket, so VMs, pool and network are shared among them.",
     ),
+    host_cpus: list[str] | None = typer.Option(
+        None, "--host-cpus", help="N=CPUS: host N (its number or name) and everything it runs use only these "
+        "CPUs, e.g. 4=0 — a host with fewer cores, to rehearse finding a slow node (`report --by-host`). "
+        "Repeatable.",
+    ),
 ) -> None:
     """Make the lab's hosts and write an Ansible inventory for them (its path is printed last)."""
     import time
 
     from dltestbed import lab
+    from dltestbed.errors import ConfigError
 
+    cpus = {}
+    for item in host_cpus or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got {item!r})")
+        cpus[key] = value
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers, vms)
+    state = lab.up(name, hosts, subnet, containers, vms, cpus)
     took = time.monotonic() - t0
-    names = ", ".join(f"{h.name} ({h.ip})" for h in state.hosts)
+    names = ", ".join(f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")" for h in state.hosts)
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)
     typer.echo(str(state.inventory))
 
@@ -58,11 +70,12 @@ def status(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
         typer.echo(f"lab {name}: not up")
         raise typer.Exit(1)
     table = Table(title=f"lab {state.name} ({state.status}) on {state.bridge} {state.subnet}")
-    for col in ("host", "address", "namespace", "sshd", "ssh"):
+    for col in ("host", "address", "CPUs", "namespace", "sshd", "ssh"):
         table.add_column(col)
+    cpus = {h.name: h.cpus for h in state.hosts}
     for h in hosts:
-        table.add_row(h.name, h.ip, "yes" if h.netns else "[red]missing[/]", "running" if h.sshd else "[red]down[/]",
-                      h.ssh or "[red]no answer[/]")  # fmt: skip
+        table.add_row(h.name, h.ip, cpus.get(h.name) or "all", "yes" if h.netns else "[red]missing[/]",
+                      "running" if h.sshd else "[red]down[/]", h.ssh or "[red]no answer[/]")  # fmt: skip
     Console().print(table)
     typer.echo(f"inventory: {state.inventory}")
     if state.status != "up" or not all(h.ssh for h in hosts):

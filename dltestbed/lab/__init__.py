@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import yaml
@@ -79,14 +80,16 @@ def _healthy(lab: LabState) -> bool:
 
 
 def up(
-    name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False
+    name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
+    cpus: Mapping[str, str] | None = None,
 ) -> LabState:
-    """Make the lab (or keep a healthy one of the same shape); returns its state."""
+    """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
+    name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find)."""
     _require_root()
-    want = plan(name, hosts, subnet, containers, vms)
+    want = plan(name, hosts, subnet, containers, vms, cpus)
     old = LabState.load(name)
     same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
-    same = same and old.vms == vms
+    same = same and old.vms == vms and [h.cpus for h in old.hosts] == [h.cpus for h in want.hosts]
     if old and same and _healthy(old):
         return old
     down(name)

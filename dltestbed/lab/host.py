@@ -150,6 +150,8 @@ def start(lab: LabState, host: LabHost) -> int:
     log = (host.dir(lab.dir) / "sshd.log").open("ab")
     argv = ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private",
             "--", "sh", "-c", start_script(lab, host)]  # fmt: skip
+    if host.cpus:  # inherited by sshd and all it starts: a host with fewer cores
+        argv = ["taskset", "--cpu-list", host.cpus, *argv]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     log.close()
     return proc.pid

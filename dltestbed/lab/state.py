@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dltestbed import paths
+from dltestbed.config import format_cpu_list, parse_cpu_list
 from dltestbed.errors import ConfigError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: interface names are at most 15 characters
@@ -46,6 +49,7 @@ class LabHost:
     netns: str
     veth: str
     pid: int | None = None  # the host's init (unshare) process; its mount namespace dies with it
+    cpus: str | None = None  # CPU affinity of everything the host runs (a host with fewer cores), e.g. "0"
 
     def dir(self, lab_dir: Path) -> Path:
         """Its files: upper and work layers of the overlay, host key, log."""
@@ -103,8 +107,10 @@ class LabState:
         return cls(**raw)
 
 
-def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False) -> LabState:
-    """The names and addresses of a lab of `hosts` hosts, validated."""
+def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
+         cpus: Mapping[str, str] | None = None) -> LabState:  # fmt: skip
+    """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
+    CPUs it may use."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
     try:
@@ -126,4 +132,23 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
             name=f"{name}-h{i}", index=i, ip=str(base + FIRST_HOST_OCTET - 1 + i),
             netns=netns_name(name, i), veth=veth_name(name, i),
         ))  # fmt: skip
+    for key, value in (cpus or {}).items():
+        host = next((h for h in state.hosts if key in (h.name, str(h.index))), None)
+        if host is None:
+            raise ConfigError(f"--host-cpus {key}={value}: no host {key!r} in a lab of {hosts} "
+                              f"(give 1-{hosts} or a name)")  # fmt: skip
+        host.cpus = _cpus(key, value)
     return state
+
+
+def _cpus(key: str, value: str) -> str:
+    """A CPU list this machine has, normalised; a ConfigError line otherwise."""
+    try:
+        wanted = parse_cpu_list(value)
+    except ValueError as exc:
+        raise ConfigError(f"--host-cpus {key}={value}: {exc}") from None
+    have = os.sched_getaffinity(0)
+    if missing := sorted(set(wanted) - have):
+        raise ConfigError(f"--host-cpus {key}={value}: CPU {missing[0]} is not one of this machine's "
+                          f"({format_cpu_list(sorted(have))})")  # fmt: skip
+    return format_cpu_list(wanted)

@@ -128,16 +128,35 @@ def _manifest(path: Path) -> str:
     return h.hexdigest()
 
 
-def build(flavor: str = "cpu") -> Wheelhouse:
-    """The wheelhouse for a flavor, from the cache when its inputs are unchanged."""
+def _path(flavor: str, root: Path, reqs: list[str]) -> Path:
+    """Where the wheelhouse of these inputs lives (named by their hash)."""
+    key = hashlib.sha256("\n".join([source_hash(root), *reqs, _py(), os.uname().machine]).encode()).hexdigest()[:16]
+    return paths.wheelhouse_root() / f"{flavor}-py{_py()}-{key}"
+
+
+def _py() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def cached(flavor: str = "cpu") -> Wheelhouse | None:
+    """The wheelhouse of this build if it was built already; None otherwise (nothing is built)."""
     root = source_root()
-    reqs = requirements(flavor, root)
-    py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    key = hashlib.sha256("\n".join([source_hash(root), *reqs, py, os.uname().machine]).encode()).hexdigest()[:16]
-    path = paths.wheelhouse_root() / f"{flavor}-py{py}-{key}"
+    path = _path(flavor, root, requirements(flavor, root))
     done = path / "manifest.txt"
     if done.exists() and _archive_path(path).exists():
         return Wheelhouse(path, flavor, done.read_text().strip())
+    return None
+
+
+def build(flavor: str = "cpu") -> Wheelhouse:
+    """The wheelhouse for a flavor, from the cache when its inputs are unchanged."""
+    found = cached(flavor)
+    if found is not None:
+        return found
+    root = source_root()
+    reqs = requirements(flavor, root)
+    py = _py()
+    path = _path(flavor, root, reqs)
     tmp = path.with_name(path.name + ".partial")
     for stale in (path, tmp):  # an older layout, or a crash between the renames below: rebuild
         if stale.exists():

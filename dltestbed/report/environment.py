@@ -9,7 +9,7 @@ from dltestbed.results.records import RunRecord
 
 ENV_FIELDS = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn", "gpu_driver",
               "gpu_model", "effective_device", "kernel", "os", "cpu_model", "python", "container_image_digest",
-              "vm_image")  # fmt: skip
+              "container_limits", "vm_image")  # fmt: skip
 
 
 def environment(run: RunRecord) -> dict[str, str]:

@@ -8,10 +8,12 @@ host's own CLI (docker, podman, apptainer), run through the wrapped target.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dltestbed.config import format_cpu_list, parse_cpu_list
 from dltestbed.errors import ConfigError, TargetError
 from dltestbed.results.records import new_id
 from dltestbed.targets.base import CommandResult, Target
@@ -36,6 +38,32 @@ class ContainerOptions:
     volumes: tuple[str, ...] = ()  # "host:container[:ro]"
     env: tuple[tuple[str, str], ...] = ()
     extra: tuple[str, ...] = field(default=())  # the user's own flags, appended as given
+
+
+MEMORY_RE = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
+
+
+def limits(opts: ContainerOptions) -> str:
+    """The container's resource limits in words ("" when none): part of what a run's result depends on."""
+    parts = [f"cpuset {opts.cpuset}" if opts.cpuset else "", f"memory {opts.memory}" if opts.memory else "",
+             f"NUMA node {opts.numa_node}" if opts.numa_node is not None else ""]  # fmt: skip
+    return ", ".join(p for p in parts if p)
+
+
+def check_limits(cpuset: str | None, memory: str | None, cpus: set[int] | None = None) -> None:
+    """A ConfigError line for a CPU set or memory limit the runtimes would refuse; `cpus`: the CPUs the
+    machine has, when known (this machine)."""
+    if cpuset is not None:
+        try:
+            wanted = parse_cpu_list(cpuset)
+        except ValueError as exc:
+            raise ConfigError(f"--container-cpuset: {exc}") from None
+        missing = sorted(set(wanted) - cpus) if cpus is not None else []
+        if missing:
+            raise ConfigError(f"--container-cpuset {cpuset}: CPU {missing[0]} is not one of this machine's "
+                              f"({format_cpu_list(sorted(cpus or ()))})")  # fmt: skip
+    if memory is not None and not MEMORY_RE.match(memory):
+        raise ConfigError(f"--container-memory: a size like 4g or 512m (got {memory!r})")
 
 
 def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
@@ -151,9 +179,11 @@ class ContainerTarget:
         self.python = VENV_PYTHON
 
     def fingerprint(self) -> Mapping[str, str]:
-        """The layer facts: which runtime, which image (by digest), on which machine."""
+        """The layer facts: which runtime, which image (by digest), its limits, on which machine."""
+        lim = limits(self.opts)
         return {**self.inner.fingerprint(), "target_kind": self.kind, "container_runtime": self.runtime,
-                "container_image_tag": self.image, "container_image_digest": self.digest}  # fmt: skip
+                "container_image_tag": self.image, "container_image_digest": self.digest,
+                **({"container_limits": lim} if lim else {})}  # fmt: skip
 
     def abort(self) -> None:
         """Stop the run in progress (its inner command); `run` then removes the container by name."""

@@ -17,7 +17,8 @@ import pytest
 from dltestbed.provision.image import runtime_env
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 
-QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3"]
+QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3",
+         "--repeat", "1"]
 
 
 def _docker_up() -> bool:
@@ -66,9 +67,10 @@ def test_image_build_is_cached(runtime: str) -> None:
 
 
 def test_bm_and_cbm_interleaved_with_docker(results: Path) -> None:
-    proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--repeat", "2", "--json",
-                   "--results", str(results))  # fmt: skip
+    # --targets auto (the default): docker holds this build's image, so bare metal and the container
+    proc = run_cli("bench", "--runtime", "docker", *QUICK, "--repeat", "2", "--json", "--results", str(results))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--targets auto: bm and cbm (docker image dltestbed-workload:" in proc.stderr
     runs = json.loads(proc.stdout)
     assert [(r["target_kind"], r["repetition"]) for r in runs] == [("bm", 1), ("cbm", 1), ("bm", 2), ("cbm", 2)]
     cbm = [r for r in runs if r["target_kind"] == "cbm"]
@@ -84,11 +86,15 @@ def test_bm_and_cbm_interleaved_with_docker(results: Path) -> None:
     assert not containers("docker")
 
 
-def test_cbm_with_podman(results: Path) -> None:
-    proc = run_cli("bench", "--targets", "cbm", "--runtime", "podman", *QUICK, "--json", "--results", str(results))
+def test_cbm_with_podman_and_limits(results: Path) -> None:
+    proc = run_cli("bench", "--targets", "cbm", "--runtime", "podman", "--container-cpuset", "0",
+                   "--container-memory", "3g", *QUICK, "--json", "--results", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = json.loads(proc.stdout)
-    assert run["status"] == "ok" and run["fingerprint"]["container_runtime"] == "podman"
+    fp = run["fingerprint"]
+    assert run["status"] == "ok" and fp["container_runtime"] == "podman"
+    assert fp["container_limits"] == "cpuset 0, memory 3g"  # what the report shows beside the overhead
+    assert fp["cpu_affinity"] == 1  # seen from inside: the runtime applied the CPU set
     assert not containers("podman")
 
 
@@ -133,7 +139,7 @@ def test_a_missing_image_is_one_line(results: Path, tmp_path: Path) -> None:
 
 def test_unknown_target_kind(results: Path) -> None:
     line = one_error_line(run_cli("bench", "--targets", "bm,gpu", *QUICK, "--results", str(results)))
-    assert "--targets: unknown kind 'gpu'; known: bm, vm, cbm, cvm" in line
+    assert "--targets: unknown kind 'gpu'; known: auto, bm, vm, cbm, cvm" in line
 
 
 @pytest.mark.parametrize("runtime", ["podman", "docker"])

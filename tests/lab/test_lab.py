@@ -123,6 +123,10 @@ def test_bad_lab_input_is_one_line(lab_dir) -> None:
         (["lab", "up", "--name", "Bad_Name"], "lab name 'Bad_Name': 1-6 lowercase letters or digits"),
         (["lab", "up", "--subnet", "8.8.8.0/24"], "a private IPv4 network of /24 or larger is needed"),
         (["lab", "up", "--subnet", "nonsense"], "is not an IPv4 network"),
+        (["lab", "up", "--host-cpus", "2"], "--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got '2')"),
+        (["lab", "up", "--host-cpus", "3=0"], "--host-cpus 3=0: no host '3' in a lab of 2 (give 1-2 or a name)"),
+        (["lab", "up", "--host-cpus", "1=x"], "--host-cpus 1=x: CPU list 'x' is not like 0-3,8"),
+        (["lab", "up", "--host-cpus", "1=999"], "--host-cpus 1=999: CPU 999 is not one of this machine's"),
     ]
     for args, message in cases:
         assert message in one_error_line(run_cli(*args, env=env))

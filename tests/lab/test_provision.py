@@ -19,7 +19,8 @@ from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.lab.conftest import leftovers, ssh
 
-BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1"]
+BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1",
+         "--repeat", "1"]
 
 
 @pytest.fixture(scope="module")

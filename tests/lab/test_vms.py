@@ -16,7 +16,8 @@ from tests.conftest import one_error_line, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
 
-TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "1"]
+TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "1",
+        "--repeat", "1"]
 
 
 def _qemus() -> list[str]:

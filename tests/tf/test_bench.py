@@ -18,7 +18,7 @@ from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_fo
 
 pytestmark = pytest.mark.tf
 
-QUICK = ["--batch-size", "8", "--warmup", "1", "--steps", "3"]
+QUICK = ["--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm", "--repeat", "1"]
 
 
 def test_bench_runs_report(results: Path) -> None:
@@ -86,7 +86,7 @@ def test_a_crashing_workload_is_stored_failed_and_the_bench_says_so(results: Pat
 
 
 def test_ctrl_c_keeps_the_measured_steps(results: Path) -> None:
-    proc = start_endless_bench(results)
+    proc = start_endless_bench(results, "--targets", "bm")
     assert wait_for_steps(results, 4), "the bench did not start measuring"
     children = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGINT)

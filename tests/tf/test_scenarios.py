@@ -17,7 +17,7 @@ from tests.conftest import one_error_line, run_cli
 
 pytestmark = pytest.mark.tf
 
-TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1"]
+TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1", "--repeat", "1"]
 
 
 def _workloads() -> list[psutil.Process]:

@@ -18,7 +18,8 @@ from tests.tsdb import PASSWORD, TOKEN, VictoriaMetrics, expected
 
 pytestmark = pytest.mark.tf
 
-TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1"]
+TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1", "--targets", "bm",
+        "--repeat", "1"]
 
 
 def _bench_id(results: Path) -> str:

@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import one_error_line, run_cli
 
-QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", "3"]
+QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm",
+         "--repeat", "1"]
 
 
 @pytest.mark.parametrize(

@@ -370,7 +370,7 @@ def test_bench_checks_a_users_image_before_anything_is_made(tmp_path: Path, resu
     disk = tmp_path / "cloud.qcow2"
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "2G"], check=True)
     env = {"DLTESTBED_VM_DIR": str(tmp_path / "vms")}
-    tiny = ["--model", "alexnet", "--steps", "1", "--warmup", "1", "--results", str(results)]
+    tiny = ["--model", "alexnet", "--steps", "1", "--warmup", "1", "--repeat", "1", "--results", str(results)]
     line = one_error_line(run_cli("bench", "--targets", "vm,cvm", "--vm-image", str(disk), *tiny, env=env))
     assert line == ("error: cvm: the VM would run your image cloud.qcow2, which has no dltestbed container image; "
                     "cvm needs dltestbed's guest image (run vm alone with your image)")  # fmt: skip

@@ -1,0 +1,56 @@
+"""A fleet check on real SSH hosts: four lab hosts, one of them with fewer cores; `report --by-host` flags
+that host and only that one."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dltestbed import lab
+from dltestbed.lab.state import LabState
+from tests.conftest import run_cli
+from tests.lab.conftest import leftovers, ssh
+
+BENCH = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "2", "--steps", "15",
+         "--repeat", "2", "--sequential"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> Iterator[tuple[LabState, Path]]:
+    """Four hosts; host 4 runs on CPU 0 only. They run this test's own venv, which every host sees
+    through the lower layer of its root overlay (the shared-filesystem way: nothing to provision)."""
+    assert len(os.sched_getaffinity(0)) >= 2, "the fleet test slows one host to 1 CPU: it needs 2 or more"
+    lab.down("tf")
+    state = lab.up("tf", 4, "10.213.84.0/24", cpus={"4": "0"})
+    doc = yaml.safe_load(state.inventory.read_text())
+    doc["all"]["vars"]["dltestbed_venv"] = sys.prefix
+    inv = tmp_path_factory.mktemp("fleet") / "inventory.yml"
+    inv.write_text(yaml.safe_dump(doc))
+    yield state, inv
+    lab.down("tf")
+    assert not leftovers("tf")
+
+
+def test_the_slow_host_is_flagged_and_only_it(fleet: tuple[LabState, Path], results: Path) -> None:
+    state, inv = fleet
+    allowed = ssh(state, "tf-h4", "grep Cpus_allowed_list /proc/self/status").stdout.split()[-1]
+    assert allowed == "0"
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted({r["fingerprint"]["host"] for r in runs}) == ["tf-h1", "tf-h2", "tf-h3", "tf-h4"]
+    assert {r["fingerprint"]["cpu_affinity"] for r in runs if r["host"] == "tf-h4"} == {1}
+    report = json.loads(run_cli("report", "--by-host", "--format", "json", "--results", str(results)).stdout)
+    speeds = {g["key"]["host"]: round(g["images_per_sec"]["mean"], 1) for g in report["groups"]}
+    flagged = [(f["host"], f["hosts"]) for f in report["fleet"]]
+    assert flagged == [("tf-h4", 4)], speeds
+    (flag,) = report["fleet"]
+    assert flag["robust_z"] < -3.5 and flag["images_per_sec"] < flag["peers_median"]
+    text = run_cli("report", "--by-host", "--results", str(results)).stdout
+    assert "## Fleet: hosts slower than their peers" in text and "| tf-h4 |" in text

@@ -1,0 +1,74 @@
+"""What `--targets auto` chooses, and the container limits checked before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dltestbed import prepare
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import Host
+from dltestbed.targets.container import ContainerOptions, check_limits, limits, run_argv
+from tests.conftest import one_error_line, run_cli
+
+HOST = Host("n1", "10.0.0.1", 22, "root", None, (), ("bare_metal",))
+
+
+def test_auto_without_a_container_runtime_is_bare_metal_twice(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker, no podman
+    auto = prepare.auto_kinds("single", [None])
+    assert auto.kinds == ("bm",) and auto.aa
+    assert auto.why == ("--targets auto: bm twice, as A and A′ (no container: no container runtime works here: "
+                        "docker is not installed; podman is not installed)")  # fmt: skip
+
+
+def test_auto_on_an_inventory_or_another_scenario_is_bare_metal() -> None:
+    assert prepare.auto_kinds("single", [HOST]) == prepare.AutoKinds(
+        ("bm",), False, "--targets auto: bm on the inventory's hosts")
+    for scenario in ("distributed", "shared"):
+        auto = prepare.auto_kinds(scenario, [None])
+        assert auto.kinds == ("bm",) and not auto.aa and scenario in auto.why
+
+
+def test_auto_is_announced_before_the_checks(tmp_path: Path, results: Path) -> None:
+    # no runtime on PATH: bare metal twice; the bad CPU set then fails the bench before anything runs
+    proc = run_cli("bench", "-m", "alexnet", "--container-cpuset", "9999", "--results", str(results),
+                   env={"PATH": str(tmp_path)})  # fmt: skip
+    assert "--container-cpuset 9999: CPU 9999 is not one of this machine's" in one_error_line(proc)
+    assert "--targets auto: bm twice, as A and A′ (no container: no container runtime works here" in proc.stderr
+    assert not results.exists()
+
+
+def test_limits_in_words_and_in_the_runtime_command() -> None:
+    opts = ContainerOptions(cpuset="0-1", memory="4g")
+    assert limits(opts) == "cpuset 0-1, memory 4g"
+    assert limits(ContainerOptions()) == ""
+    argv = run_argv("docker", "img", "c1", ["python"], opts)
+    assert "--cpuset-cpus=0-1" in argv and "--memory=4g" in argv
+
+
+@pytest.mark.parametrize(
+    ("cpuset", "memory", "cpus", "message"),
+    [
+        ("a", None, None, "--container-cpuset: CPU list 'a' is not like 0-3,8"),
+        ("3-1", None, None, "--container-cpuset: CPU list '3-1': range 3-1 runs backwards"),
+        ("0,5", None, {0, 1}, "--container-cpuset 0,5: CPU 5 is not one of this machine's (0-1)"),
+        (None, "4x", None, "--container-memory: a size like 4g or 512m (got '4x')"),
+    ],
+)
+def test_bad_limits_are_one_line(cpuset: str | None, memory: str | None, cpus: set[int] | None, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_limits(cpuset, memory, cpus)
+    assert str(exc.value) == message
+
+
+def test_good_limits_pass() -> None:
+    check_limits("0-1,3", "512m", {0, 1, 2, 3})
+    check_limits("7", "2G", None)  # a remote host's CPUs are not known here: its runtime judges
+
+
+def test_a_bad_cpuset_fails_before_anything_runs(results: Path) -> None:
+    proc = run_cli("bench", "--targets", "bm,cbm", "--container-cpuset", "9999", "-m", "alexnet", "--results",
+                   str(results))  # fmt: skip
+    assert "--container-cpuset 9999: CPU 9999 is not one of this machine's" in one_error_line(proc)
