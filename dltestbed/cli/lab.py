@@ -27,6 +27,11 @@ def up(
         "CPUs, e.g. 4=0 — a host with fewer cores, to rehearse finding a slow node (`report --by-host`). "
         "Repeatable.",
     ),
+    share: list[str] | None = typer.Option(
+        None, "--share", help="A folder of this machine every host sees read-only at the same path, as a "
+        "site's shared filesystem (e.g. a venv named by the inventory's dltestbed_venv: nothing to provision). "
+        "Repeatable.",
+    ),
 ) -> None:
     """Make the lab's hosts and write an Ansible inventory for them (its path is printed last)."""
     import time
@@ -41,7 +46,7 @@ def up(
             raise ConfigError(f"--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got {item!r})")
         cpus[key] = value
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers, vms, cpus)
+    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or ())
     took = time.monotonic() - t0
     names = ", ".join(f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")" for h in state.hosts)
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)

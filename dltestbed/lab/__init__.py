@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import yaml
@@ -81,15 +81,17 @@ def _healthy(lab: LabState) -> bool:
 
 def up(
     name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-    cpus: Mapping[str, str] | None = None,
+    cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (),
 ) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
-    name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find)."""
+    name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find);
+    `shares`: folders of this machine every host sees read-only at the same path (a shared filesystem)."""
     _require_root()
-    want = plan(name, hosts, subnet, containers, vms, cpus)
+    want = plan(name, hosts, subnet, containers, vms, cpus, shares)
     old = LabState.load(name)
     same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
     same = same and old.vms == vms and [h.cpus for h in old.hosts] == [h.cpus for h in want.hosts]
+    same = same and old.shares == want.shares
     if old and same and _healthy(old):
         return old
     down(name)

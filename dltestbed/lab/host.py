@@ -135,6 +135,10 @@ def start_script(lab: LabState, host: LabHost) -> str:
         f"mkdir -p {m}/run/sshd",
         f"mount -t tmpfs -o mode=1777,size=4g tmpfs {m}/tmp",
         f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
+        # shared folders (a site's shared filesystem): this machine's, read-only, at the same path
+        *(cmd for share in lab.shares for cmd in (
+            f"mkdir -p {m}{q(share)}", f"mount --bind {q(share)} {m}{q(share)}",
+            f"mount -o remount,bind,ro {m}{q(share)}")),
         # container storage cannot live on the overlay: give it a folder of the real filesystem
         *(_container_setup(d, m) if lab.containers else []),
         # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)

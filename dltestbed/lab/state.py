@@ -6,7 +6,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -67,6 +67,7 @@ class LabState:
     status: str = "creating"
     containers: bool = False  # hosts are also container hosts (podman, storage on a real filesystem)
     vms: bool = False  # hosts are also libvirt hosts (this machine's libvirtd, its socket bound into each host)
+    shares: list[str] = field(default_factory=list)  # folders of this machine every host sees read-only, same path
     hosts: list[LabHost] = field(default_factory=list)
 
     @property
@@ -108,9 +109,9 @@ class LabState:
 
 
 def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-         cpus: Mapping[str, str] | None = None) -> LabState:  # fmt: skip
+         cpus: Mapping[str, str] | None = None, shares: Sequence[str] = ()) -> LabState:  # fmt: skip
     """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
-    CPUs it may use."""
+    CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
     try:
@@ -138,7 +139,16 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
             raise ConfigError(f"--host-cpus {key}={value}: no host {key!r} in a lab of {hosts} "
                               f"(give 1-{hosts} or a name)")  # fmt: skip
         host.cpus = _cpus(key, value)
+    state.shares = [_share(p) for p in dict.fromkeys(shares)]
     return state
+
+
+def _share(path: str) -> str:
+    """An absolute folder of this machine, resolved; a ConfigError line otherwise."""
+    p = Path(path)
+    if not p.is_absolute() or not p.is_dir():
+        raise ConfigError(f"--share {path}: not an absolute path to a folder of this machine")
+    return str(p.resolve())
 
 
 def _cpus(key: str, value: str) -> str:

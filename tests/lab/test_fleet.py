@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import dltestbed
 from dltestbed import lab
 from dltestbed.lab.state import LabState
 from tests.conftest import run_cli
@@ -23,11 +24,14 @@ BENCH = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--war
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> Iterator[tuple[LabState, Path]]:
-    """Four hosts; host 4 runs on CPU 0 only. They run this test's own venv, which every host sees
-    through the lower layer of its root overlay (the shared-filesystem way: nothing to provision)."""
+    """Four hosts; host 4 runs on CPU 0 only. They run this test's own venv and checkout, shared with
+    every host read-only at the same path (a site's shared filesystem: nothing to provision)."""
     assert len(os.sched_getaffinity(0)) >= 2, "the fleet test slows one host to 1 CPU: it needs 2 or more"
+    source = Path(dltestbed.__file__).resolve().parents[1]
+    venv = Path(sys.prefix).resolve()
+    shares = [str(source)] + ([] if venv.is_relative_to(source) else [str(venv)])
     lab.down("tf")
-    state = lab.up("tf", 4, "10.213.84.0/24", cpus={"4": "0"})
+    state = lab.up("tf", 4, "10.213.84.0/24", cpus={"4": "0"}, shares=shares)
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_venv"] = sys.prefix
     inv = tmp_path_factory.mktemp("fleet") / "inventory.yml"
@@ -41,6 +45,8 @@ def test_the_slow_host_is_flagged_and_only_it(fleet: tuple[LabState, Path], resu
     state, inv = fleet
     allowed = ssh(state, "tf-h4", "grep Cpus_allowed_list /proc/self/status").stdout.split()[-1]
     assert allowed == "0"
+    write = ssh(state, "tf-h1", f"touch {sys.prefix}/dltestbed-lab-probe")
+    assert write.returncode != 0 and "Read-only file system" in write.stderr  # shared read-only
     proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results))
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)

@@ -127,6 +127,7 @@ def test_bad_lab_input_is_one_line(lab_dir) -> None:
         (["lab", "up", "--host-cpus", "3=0"], "--host-cpus 3=0: no host '3' in a lab of 2 (give 1-2 or a name)"),
         (["lab", "up", "--host-cpus", "1=x"], "--host-cpus 1=x: CPU list 'x' is not like 0-3,8"),
         (["lab", "up", "--host-cpus", "1=999"], "--host-cpus 1=999: CPU 999 is not one of this machine's"),
+        (["lab", "up", "--share", "venv"], "--share venv: not an absolute path to a folder of this machine"),
     ]
     for args, message in cases:
         assert message in one_error_line(run_cli(*args, env=env))

@@ -29,3 +29,11 @@ def test_bad_host_cpus(cpus: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as exc:
         plan("x", 3, cpus=cpus)
     assert str(exc.value).startswith(message)
+
+
+def test_shares_are_absolute_folders_once(tmp_path) -> None:
+    assert plan("x", 1, shares=[str(tmp_path), str(tmp_path)]).shares == [str(tmp_path.resolve())]
+    for bad in ("relative/dir", str(tmp_path / "missing")):
+        with pytest.raises(ConfigError) as exc:
+            plan("x", 1, shares=[bad])
+        assert str(exc.value) == f"--share {bad}: not an absolute path to a folder of this machine"
