@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
@@ -97,6 +98,15 @@ def parse_cpu_list(text: str) -> list[int]:
             raise ValueError(f"CPU list {text!r}: range {lo}-{hi} runs backwards")
         cpus.update(range(lo, hi + 1))
     return sorted(cpus)
+
+
+def missing_cpu(wanted: list[int], have: Collection[int]) -> str | None:
+    """Why a CPU list cannot be used on a machine with CPUs `have` ("CPU 5 is not one of this machine's
+    (0-1)"), or None when it can."""
+    missing = sorted(set(wanted) - set(have))
+    if not missing:
+        return None
+    return f"CPU {missing[0]} is not one of this machine's ({format_cpu_list(sorted(have))})"
 
 
 def format_cpu_list(cpus: list[int]) -> str:

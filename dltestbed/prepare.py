@@ -87,6 +87,7 @@ class AutoKinds:
     kinds: tuple[str, ...]
     aa: bool
     why: str
+    runtime: str | None = None  # the container runtime it found working (cbm): prepare need not probe again
 
 
 def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None = None) -> AutoKinds:
@@ -98,15 +99,14 @@ def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None 
     if scenario != "single":
         return AutoKinds(("bm",), False, f"--targets auto: bm (scenario {scenario})")
     try:
-        rt = runtime or image.detect_runtime()
-        image.check_runtime(rt)
+        rt = image.usable_runtime(runtime)
     except image.ImageError as exc:
         return _aa_only(str(exc))
     house = wheelhouse.cached("cpu")
     img = image.find(rt, house) if house is not None else None
     if img is None:
         return _aa_only(f"{rt} has no image of this dltestbed build; `dltestbed image build` makes it")
-    return AutoKinds(("bm", "cbm"), False, f"--targets auto: bm and cbm ({rt} image {img.tag})")
+    return AutoKinds(("bm", "cbm"), False, f"--targets auto: bm and cbm ({rt} image {img.tag})", rt)
 
 
 def _aa_only(why: str) -> AutoKinds:
@@ -128,8 +128,7 @@ def _container(host: Host | None, runtime: str | None, built: Callable[[str], im
     """This build's workload image for cbm on a host, found in the controller's store."""
     if host is None:
         try:
-            rt = runtime or image.detect_runtime()
-            image.check_runtime(rt)
+            rt = image.usable_runtime(runtime)
         except image.ImageError as exc:
             raise ConfigError(f"cbm: {exc}") from None
         img = built(rt)

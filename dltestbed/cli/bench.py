@@ -193,7 +193,7 @@ def bench(
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
     if kinds == ["auto"]:
         auto = prepare.auto_kinds(scenario.value, hosts, runtime)
-        kinds, plan.aa = list(auto.kinds), plan.aa or auto.aa
+        kinds, plan.aa, runtime = list(auto.kinds), plan.aa or auto.aa, runtime or auto.runtime
         typer.echo(auto.why, err=True)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:

@@ -41,9 +41,9 @@ def build(
     from dltestbed.provision import image, wheelhouse
 
     t0 = time.monotonic()
-    rt = runtime or image.detect_runtime()
+    rt = image.usable_runtime(runtime)
     house = wheelhouse.build("cpu")
-    found = image.find(rt, house, base) if image.check_runtime(rt) else None
+    found = image.find(rt, house, base)
     built = found or image.build(rt, house, base)
     what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
     typer.echo(f"{rt} image {built.tag} ({what}): {built.digest}", err=True)

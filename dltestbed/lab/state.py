@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dltestbed import paths
-from dltestbed.config import format_cpu_list, parse_cpu_list
+from dltestbed.config import format_cpu_list, missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: interface names are at most 15 characters
@@ -157,8 +157,6 @@ def _cpus(key: str, value: str) -> str:
         wanted = parse_cpu_list(value)
     except ValueError as exc:
         raise ConfigError(f"--host-cpus {key}={value}: {exc}") from None
-    have = os.sched_getaffinity(0)
-    if missing := sorted(set(wanted) - have):
-        raise ConfigError(f"--host-cpus {key}={value}: CPU {missing[0]} is not one of this machine's "
-                          f"({format_cpu_list(sorted(have))})")  # fmt: skip
+    if why := missing_cpu(wanted, os.sched_getaffinity(0)):
+        raise ConfigError(f"--host-cpus {key}={value}: {why}")
     return format_cpu_list(wanted)

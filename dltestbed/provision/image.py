@@ -94,6 +94,15 @@ def detect_runtime() -> str:
     raise ImageError("no container runtime works here: " + "; ".join(problems))
 
 
+def usable_runtime(runtime: str | None = None) -> str:
+    """The runtime asked for, checked, or the detected one (checked while detecting): probed once
+    either way; an ImageError saying why none works."""
+    if runtime is None:
+        return detect_runtime()
+    check_runtime(runtime)
+    return runtime
+
+
 def check_runtime(runtime: str) -> str:
     """The runtime's server version, or an ImageError saying it is missing or not running."""
     if runtime == "docker":

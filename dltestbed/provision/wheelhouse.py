@@ -141,7 +141,11 @@ def _py() -> str:
 def cached(flavor: str = "cpu") -> Wheelhouse | None:
     """The wheelhouse of this build if it was built already; None otherwise (nothing is built)."""
     root = source_root()
-    path = _path(flavor, root, requirements(flavor, root))
+    return _finished(flavor, _path(flavor, root, requirements(flavor, root)))
+
+
+def _finished(flavor: str, path: Path) -> Wheelhouse | None:
+    """The wheelhouse at path when its build completed (manifest and archive both there)."""
     done = path / "manifest.txt"
     if done.exists() and _archive_path(path).exists():
         return Wheelhouse(path, flavor, done.read_text().strip())
@@ -150,13 +154,13 @@ def cached(flavor: str = "cpu") -> Wheelhouse | None:
 
 def build(flavor: str = "cpu") -> Wheelhouse:
     """The wheelhouse for a flavor, from the cache when its inputs are unchanged."""
-    found = cached(flavor)
-    if found is not None:
-        return found
     root = source_root()
     reqs = requirements(flavor, root)
     py = _py()
     path = _path(flavor, root, reqs)
+    found = _finished(flavor, path)
+    if found is not None:
+        return found
     tmp = path.with_name(path.name + ".partial")
     for stale in (path, tmp):  # an older layout, or a crash between the renames below: rebuild
         if stale.exists():

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dltestbed.config import format_cpu_list, parse_cpu_list
+from dltestbed.config import missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError, TargetError
 from dltestbed.results.records import new_id
 from dltestbed.targets.base import CommandResult, Target
@@ -58,10 +58,9 @@ def check_limits(cpuset: str | None, memory: str | None, cpus: set[int] | None =
             wanted = parse_cpu_list(cpuset)
         except ValueError as exc:
             raise ConfigError(f"--container-cpuset: {exc}") from None
-        missing = sorted(set(wanted) - cpus) if cpus is not None else []
-        if missing:
-            raise ConfigError(f"--container-cpuset {cpuset}: CPU {missing[0]} is not one of this machine's "
-                              f"({format_cpu_list(sorted(cpus or ()))})")  # fmt: skip
+        why = missing_cpu(wanted, cpus) if cpus is not None else None
+        if why:
+            raise ConfigError(f"--container-cpuset {cpuset}: {why}")
     if memory is not None and not MEMORY_RE.match(memory):
         raise ConfigError(f"--container-memory: a size like 4g or 512m (got {memory!r})")
 
