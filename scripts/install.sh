@@ -6,7 +6,8 @@
 #   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
 #   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --containers --vm), and
 #           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests,
-#           fdisk and extlinux (the VM tests build a cloud image with its own boot loader)
+#           fdisk and extlinux (the VM tests build a cloud image with its own boot loader), and
+#           Chromium (the browser tier opens the HTML report in it, headless)
 # TensorFlow: the CUDA build where nvidia-smi sees a GPU, else the CPU build (override: DLTESTBED_TF=cpu|gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,7 @@ if [[ " ${extras[*]} " == *" test "* ]]; then
     command -v sfdisk >/dev/null || apt_needed+=(fdisk)
     command -v extlinux >/dev/null || apt_needed+=(extlinux)
     [[ -e /usr/lib/syslinux/mbr/mbr.bin ]] || apt_needed+=(syslinux-common)
+    [[ -x /usr/bin/chromium ]] || apt_needed+=(chromium)
 fi
 if ((${#apt_needed[@]})); then
     apt-get update -qq

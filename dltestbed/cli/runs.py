@@ -15,6 +15,15 @@ from dltestbed.cli.options import RESULTS_HELP
 class FormatOpt(StrEnum):
     md = "md"
     json = "json"
+    html = "html"
+
+
+def format_for(out: Path | None, fmt: str | None) -> str:
+    """The format asked for, else the one --out's suffix names (.html/.htm, .json), else md."""
+    if fmt:
+        return fmt
+    suffix = out.suffix.lower() if out is not None else ""
+    return {".html": "html", ".htm": "html", ".json": "json"}.get(suffix, "md")
 
 
 def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
@@ -73,7 +82,9 @@ def runs(
 
 def report(
     run_ids: list[str] | None = typer.Argument(None, help="Runs to include (default: the latest bench's)."),
-    fmt: FormatOpt = typer.Option(FormatOpt.md, "--format", help="md (Markdown table) or json."),
+    fmt: FormatOpt | None = typer.Option(None, "--format", help="md (Markdown tables), json, or html (one "
+                                         "self-contained page with the figures). Default: from --out's suffix "
+                                         "(.html, .json), else md."),
     bench: str | None = typer.Option(None, help="Only this bench's runs (default and 'last': the latest bench)."),
     all_runs: bool = typer.Option(False, "--all", help="Every stored run, of every bench."),
     equivalence: float | None = typer.Option(None, help="Also judge each layer equivalent to bare metal within "
@@ -81,7 +92,9 @@ def report(
     compare: tuple[str, str] | None = typer.Option(None, "--compare", metavar="A B", help="Bench B against bench A "
                                                    "(ids, 'last', 'prev'): per group, the change with its interval "
                                                    "and verdict, and what changed in the environment."),
-    out: Path | None = typer.Option(None, help="Also write the report to this file (e.g. reports/x.md)."),
+    out: Path | None = typer.Option(None, help="Write the report to this file (e.g. reports/x.html). Markdown "
+                                    "is also printed, and its figures are written as SVG files into x_files/ "
+                                    "beside it; HTML and JSON are only written, and the path is printed."),
     by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
                                  "(VMs and containers count on the machine under them)."),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
@@ -91,19 +104,24 @@ def report(
     Reports the latest bench unless run ids, --bench or --all say otherwise (its title says which).
     One row per target kind, scenario, model, data, mode, device, batch size, image size, warm-up and
     timed steps, and contention; each layer's overhead against bare metal with a 95 % interval and a
-    verdict in words; then distributed jobs (total throughput, scaling efficiency) and shared pairs
-    (the co-tenant's effect). JSON: {"scope": ..., "groups": [...], "distributed": [...], "shared": [...]}.
+    verdict in words; the environment of each group; then distributed jobs (total throughput, scaling
+    efficiency), shared pairs (the co-tenant's effect) and, with 3 or more machines, hosts slower than
+    their peers. JSON: {"scope": ..., "groups": [...], "distributed": [...], "shared": [...], ...}.
+    HTML (--format html or --out x.html): one file that needs nothing else, with the figures.
     """
     from dltestbed.errors import ConfigError
-    from dltestbed.report import fleet, jobs, render, stats
+    from dltestbed.report.compose import Options
     from dltestbed.results.store import Store
 
+    kind = format_for(out, fmt.value if fmt else None)
     if all_runs and (bench or run_ids):
         raise ConfigError("--all reports every run; leave out --bench and run ids with it")
     if compare:
         if all_runs or bench or run_ids:
             raise ConfigError("--compare names its two benches; leave out --all, --bench and run ids with it")
-        _compare(compare, fmt, out, results)
+        if kind == "html":
+            raise ConfigError("--compare: md or json (the HTML page is for one bench's runs)")
+        _compare(compare, kind, out, results)
         return
     if equivalence is not None and not 0 < equivalence < 100:
         raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {equivalence:g})")
@@ -111,28 +129,38 @@ def report(
     try:
         scope_bench = None if all_runs or run_ids else (bench or "last")
         records = _select(store, run_ids, scope_bench)
-        timed = {r.id: [s.images_per_sec for s in store.steps(r.id) if s.phase == "timed"] for r in records}
+        if run_ids:
+            scope = f"{len(records)} chosen run(s)"
+        elif scope_bench is None:
+            scope = f"every stored run ({len({r.bench_id for r in records})} bench(es))"
+        else:
+            latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
+            scope = f"bench {records[0].bench_id}{latest}"
+        write_report(store, records, scope, Options(kind, by_host, equivalence), out, echo=True)
     finally:
         store.close()
-    if run_ids:
-        scope = f"{len(records)} chosen run(s)"
-    elif scope_bench is None:
-        scope = f"every stored run ({len({r.bench_id for r in records})} bench(es))"
-    else:
-        latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
-        scope = f"bench {records[0].bench_id}{latest}"
-    groups = stats.summarise(records, by_host=by_host, equivalence=equivalence)
-    dist, shared = jobs.distributed(records), jobs.shared(records)
-    flags, compared = fleet.fleet(groups) if by_host else ([], 0)
-    steady = fleet.steady(records, timed)
-    if fmt == FormatOpt.json:
-        text = render.as_json(groups, dist, shared, scope=scope, fleet=flags,
-                              steady=[{"run": r.id, "flags": w} for r, w in steady]) + "\n"  # fmt: skip
-    else:
-        text = render.markdown(groups, title=f"dltestbed report: {scope}", dist=dist, shared=shared,
-                               equivalence=equivalence, fleet_flags=flags, fleet_compared=compared,
-                               steady_flags=steady)  # fmt: skip
-    _write(text, out)
+
+
+def write_report(store: object, records: list, scope: str, opts: object, out: Path | None, echo: bool) -> Path | None:
+    """Build the report and write it to `out` (figures beside a Markdown file in NAME_files/), printing
+    Markdown when echo is set, or the whole report when there is no `out`; the path written, or None."""
+    import dataclasses
+
+    from dltestbed.report import compose
+
+    assert isinstance(store, compose.Store) and isinstance(opts, compose.Options)
+    if out is not None and opts.fmt == "md":
+        opts = dataclasses.replace(opts, figures_dir=f"{out.stem}_files")
+    built = compose.build(store, records, scope, opts)
+    if out is None or (echo and opts.fmt == "md"):
+        print(built.text, end="")
+    if out is None:
+        return None
+    _write(built.text, out, built.files)
+    figs = f", {built.figures} figure(s)" + (f" in {out.parent / opts.figures_dir}" if built.files else "")  # type: ignore[operator]
+    where = f"report written to {out} ({out.stat().st_size / 1024:.0f} KiB{figs if built.figures else ''})"
+    print(where, file=sys.stderr if opts.fmt == "md" or not echo else sys.stdout)
+    return out
 
 
 def _bench_id(store: object, name: str) -> str:
@@ -152,7 +180,7 @@ def _bench_id(store: object, name: str) -> str:
     return name
 
 
-def _compare(names: tuple[str, str], fmt: FormatOpt, out: Path | None, results: Path | None) -> None:
+def _compare(names: tuple[str, str], fmt: str, out: Path | None, results: Path | None) -> None:
     from dltestbed.report import compare, render
     from dltestbed.results.store import Store
 
@@ -162,21 +190,32 @@ def _compare(names: tuple[str, str], fmt: FormatOpt, out: Path | None, results: 
         changes = compare.compare(store.runs(bench_id=a), store.runs(bench_id=b))
     finally:
         store.close()
-    if fmt == FormatOpt.json:
+    if fmt == "json":
         text = json.dumps({"a": a, "b": b, "changes": [c.to_dict() for c in changes]}, indent=2) + "\n"
     else:
         text = render.comparison(a, b, changes)
-    _write(text, out)
+    print(text, end="")
+    if out is not None:
+        _write(text, out)
 
 
-def _write(text: str, out: Path | None) -> None:
-    """Print the report, and write it to `out` too when given."""
+def _write(text: str, out: Path, files: dict[str, str] | None = None) -> None:
+    """Write the report to `out` and its figures beside it, each through a temporary file and a rename
+    (a reader never sees half a file); SVGs left in the figures folder by an earlier report are removed."""
     from dltestbed.errors import ConfigError
 
-    if out is not None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
-    print(text, end="")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        folders = {out.parent / Path(rel).parent for rel in files or {}}
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            for old in folder.glob("*.svg"):
+                if str(old.relative_to(out.parent)) not in (files or {}):
+                    old.unlink()
+        for rel, content in [*(files or {}).items(), (out.name, text)]:
+            path = out.parent / rel
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(content, encoding="utf-8")
+            tmp.replace(path)
+    except OSError as exc:
+        raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror or exc})") from None

@@ -31,6 +31,16 @@ def effective_device(run: RunRecord) -> str:
     return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
 
 
+def shared_environment(runs: Sequence[RunRecord]) -> dict[str, str]:
+    """The environment of a set of runs: each fact's value, or its values joined with "; " when the runs differ."""
+    out: dict[str, str] = {}
+    for field in ENV_FIELDS:
+        values = sorted({environment(r).get(field, "—") for r in runs})
+        if values and values != ["—"]:
+            out[field] = "; ".join(values)
+    return out
+
+
 def env_diff(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str = "A", b_name: str = "B") -> list[str]:
     """One line per environment fact whose values differ between two sets of runs."""
     lines = []

@@ -13,6 +13,8 @@ Methods (the names rows carry):
 - `sign-test interval of the median`: distribution-free interval of the median log ratio from order
   statistics (binomial), where n allows it (n ≥ 6 at 95 %).
 - `percentile bootstrap`: of the mean log ratio, a fixed seed (repeatable).
+- `t-interval of the mean`: a group's mean images/sec over its repetitions, mean ± t(1−α/2, n−1)·s/√n
+  (the error bars of the report's throughput figure).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ PAIRED_T = "paired t on log ratios"
 WELCH_T = "Welch t on log throughput"
 SIGN_MEDIAN = "sign-test interval of the median"
 BOOTSTRAP = "percentile bootstrap"
+MEAN_T = "t-interval of the mean"
 MIN_N = 2  # an interval needs at least two repetitions per side
 ROBUST_Z = 3.5  # modified z-score beyond which a host is an outlier (Iglewicz & Hoaglin)
 TREND_MIN_STEPS = 8  # fewer timed steps say nothing about a trend
@@ -110,6 +113,17 @@ def welch(baseline: Sequence[float], layer: Sequence[float], conf: float = CONFI
     df = (vb + vx) ** 2 / (vb**2 / (nb - 1) + vx**2 / (nx - 1)) if se > 0 else float(nb + nx - 2)
     pooled = math.sqrt((float(np.var(b, ddof=1)) + float(np.var(x, ddof=1))) / 2)
     return _interval(WELCH_T, min(nb, nx), float(np.mean(x) - np.mean(b)), se, df, pooled, conf)
+
+
+def mean_interval(values: Sequence[float], conf: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Student t-interval of the mean of repeated measurements; None below MIN_N values."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < MIN_N:
+        return None
+    mean, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
+    half = float(st.t.ppf(1 - (1 - conf) / 2, n - 1)) * se
+    return mean - half, mean + half
 
 
 def median_interval(values: Sequence[float], conf: float = CONFIDENCE) -> tuple[float, float, float] | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from dltestbed.report.compare import Change
 from dltestbed.report.fleet import FleetFlag
@@ -11,6 +12,25 @@ from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.stats import GroupStats, Spread
 from dltestbed.results.records import RunRecord
+
+
+@dataclass(frozen=True)
+class FigureRef:
+    """A figure as the Markdown names it: its title, what it shows, where its image is."""
+
+    title: str
+    caption: str
+    src: str  # a path beside the Markdown file (NAME_files/x.svg), or figure:NAME for the HTML page
+
+
+Figures = Mapping[str, Sequence[FigureRef]]  # by section: throughput, overhead, steps, memory, ...
+
+
+def _figures(figures: Figures, section: str, captions: bool) -> list[str]:
+    lines: list[str] = []
+    for f in figures.get(section, ()):
+        lines += ["", f"![{f.title}]({f.src})"] + (["", f"*{f.caption}*"] if captions else [])
+    return lines
 
 
 def _num(v: float | None, digits: int = 1) -> str:
@@ -95,22 +115,72 @@ def markdown(
     fleet_flags: Sequence[FleetFlag] = (),
     fleet_compared: int = 0,
     steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
+    figures: Figures | None = None,
+    captions: bool = True,
 ) -> str:
-    """The report in Markdown: the groups' table, each layer's overhead with its interval and verdict,
-    environment differences, the noise floor, fleet outliers, steady-state flags, distributed jobs
-    and shared pairs — each section only when the runs have it."""
-    lines = _groups_table(groups, title)
+    """The report in Markdown: each layer's verdict in a line, the groups' table, each layer's overhead
+    with its interval and verdict, the environment of each group and its differences, the noise floor,
+    fleet outliers, steady-state flags, distributed jobs and shared pairs — each section only when the
+    runs have it — with each figure in its section (captions: a line under each)."""
+    figs = figures or {}
+    lines = [f"# {title}", *_summary(groups)]
+    lines += _groups_table(groups)
+    lines += _figures(figs, "throughput", captions)
     lines += _overheads(groups, equivalence)
+    lines += _figures(figs, "overhead", captions)
+    lines += _environments(groups)
     lines += _environment(groups)
     lines += noise_floor(groups)
     lines += _fleet(fleet_flags, fleet_compared)
+    lines += _figures(figs, "fleet", captions)
     lines += _steady(steady_flags)
+    for section, heading in (("steps", "Steps, run by run"), ("memory", "Memory over time")):
+        if figs.get(section):
+            lines += ["", f"## {heading}", *_figures(figs, section, captions)]
     lines += _distributed(dist)
+    lines += _figures(figs, "distributed", captions)
     lines += _shared(shared)
+    lines += _figures(figs, "shared", captions)
     return "\n".join(lines) + "\n"
 
 
-def _groups_table(groups: Sequence[GroupStats], title: str) -> list[str]:
+def _summary(groups: Sequence[GroupStats]) -> list[str]:
+    """Each layer's verdict against bare metal, one line each: the answer before the evidence."""
+    rows = [g for g in groups if (g.key["target_kind"] != "bm" or g.key.get("arm")) and g.runs]
+    if not rows:
+        return []
+    lines = ["", "Each layer against bare metal (the tables and figures below give the evidence):", ""]
+    for g in rows:
+        k = g.key
+        what = f"{_kind(k)}, {k['model']} b{k['batch_size']} {k['image_size']} px"
+        host = f" on {k['host']}" if "host" in k else ""
+        lines.append(f"- **{what}**{host}: {g.verdict or 'too few runs for an interval (2 per side)'}")
+    return lines
+
+
+def _environments(groups: Sequence[GroupStats]) -> list[str]:
+    """What each group ran on: the facts every group shares once, then a row per group for the rest."""
+    envs = [(g, g.environment) for g in groups if g.environment]
+    if not envs:
+        return []
+    fields = list(dict.fromkeys(f for _, e in envs for f in e))
+    common = [f for f in fields if len({e.get(f, "—") for _, e in envs}) == 1]
+    differ = [f for f in fields if f not in common]
+    lines = ["", "## Environment of each group", ""]
+    lines += [f"- {f}: {envs[0][1].get(f, '—')}" for f in common]
+    if differ:
+        extra = [f for f in ("scenario", "contention") if len({g.key[f] for g, _ in envs}) > 1]
+        head = ["kind", *extra, "model", "batch", "size", *differ]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for g, e in envs:
+            k = g.key
+            lines.append("| " + " | ".join([_kind(k), *[str(k[f]) for f in extra], k["model"], str(k["batch_size"]),
+                                            str(k["image_size"]), *[e.get(f, "—").replace("|", "\\|") for f in differ]])
+                         + " |")  # fmt: skip
+    return lines
+
+
+def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     """One row per group: spreads over repetitions, overhead against bare metal in the last column."""
     show_contention = any(g.key["contention"] != "none" for g in groups)
     show_host = any("host" in g.key for g in groups)
@@ -120,7 +190,7 @@ def _groups_table(groups: Sequence[GroupStats], title: str) -> list[str]:
     head += ["contention"] if show_contention else []
     head += ["runs", "img/s mean", "img/s min", "img/s max", "img/s std",
              "elapsed s mean", "elapsed s min", "elapsed s max", "elapsed s std", "overhead %"]  # fmt: skip
-    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
         kind = _kind(k)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dltestbed.report.environment import device_mismatch, env_diff
+from dltestbed.report.environment import device_mismatch, env_diff, shared_environment
 from dltestbed.report.inference import (
     Effect,
     cv,
+    mean_interval,
     paired,
     tost,
     verdict,
@@ -64,6 +65,8 @@ class GroupStats:
     equivalence: str | None = None  # with a margin: equivalent, not equivalent or undecided (TOST)
     cv: float | None = None  # run-to-run coefficient of variation of images/sec
     env: tuple[str, ...] = ()  # environment facts that differ from the baseline's runs, one line each
+    images_per_sec_ci: tuple[float, float] | None = None  # 95 % t-interval of the mean images/sec (MEAN_T)
+    environment: dict[str, str] = field(default_factory=dict)  # the ok runs' environment ("; " joins unlike values)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -160,8 +163,9 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
                 eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
                 equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
                 words = verdict(eff)
-        spread = cv([r.images_per_sec for r in ok])  # type: ignore[misc]
-        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, words, equiv, spread, env))
+        values = [r.images_per_sec for r in ok]
+        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, words, equiv, cv(values), env,  # type: ignore[arg-type]
+                              mean_interval(values), shared_environment(ok or members)))  # type: ignore[arg-type]
     kinds = ["bm", "vm", "cbm", "cvm"]
     out.sort(key=lambda g: (
         tuple(g.key[f] for f in compare),

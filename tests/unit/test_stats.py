@@ -80,7 +80,9 @@ def test_group_with_only_failures_has_no_numbers() -> None:
 def test_markdown_table_shape() -> None:
     groups = summarise([rec("bm", 100.0), rec("bm", 90.0), rec("cvm", 45.0)])
     text = render.markdown(groups)
-    first_table = text.split("\n\n")[1]  # the title, then the groups' table
+    first_table = next(b for b in text.split("\n\n") if b.startswith("| kind |"))  # the groups' table
+    assert text.index(first_table) < text.index("## Overhead")  # it comes first, after the one-line verdicts
+    assert "- **cvm, alexnet b8 64 px**: too few runs for an interval (2 per side)" in text
     lines = [line for line in first_table.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + 2
     widths = {line.count("|") for line in lines}
