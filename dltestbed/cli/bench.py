@@ -158,6 +158,9 @@ def bench(
         True, "--parallel/--sequential", help="With several hosts: run them at once (default) or one by one."
     ),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
+    report: Path | None = typer.Option(None, "--report", help="When the bench ends (failed runs included), write "
+                                       "its report here and say where: .html (one page with the figures), .json, "
+                                       "or Markdown (its figures in NAME_files/ beside it)."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs' summaries as JSON on stdout."),
 ) -> None:
     """Run workloads on this machine's targets, or over SSH on an inventory's hosts, and store every step.
@@ -173,6 +176,7 @@ def bench(
 
     from dltestbed import bench as bench_mod
     from dltestbed import prepare, scenarios
+    from dltestbed.cli.runs import check_out
     from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
     from dltestbed.targets import KINDS, make
@@ -189,6 +193,8 @@ def bench(
         cotenant_batch=cotenant_batch, isolate=isolate, parallel=parallel, timeout=timeout,
     )  # fmt: skip
     stream = _stream_settings(influx_url, influx_org, influx_bucket, influx_token_file)
+    if report is not None:
+        check_out(report)
     hosts = _hosts(inventory, limit)
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
     if kinds == ["auto"]:
@@ -230,6 +236,8 @@ def bench(
     records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]
     for note in plan.notes:
         typer.echo(note, err=True)
+    if report is not None:
+        typer.echo(_report(plan.bench_id, report, results), err=True)
     if as_json:
         print(json.dumps([r.to_dict() for r in records], indent=2))
     failed = [r for r in records if r.status != "ok"]
@@ -239,6 +247,20 @@ def bench(
             f"{len(failed)} of {len(records)} run(s) failed; first: {first.model} rep {first.repetition}: "
             f"{first.reason} (log: {first.log_path})"
         )
+
+
+def _report(bench_id: str, out: Path, results: Path | None) -> str:
+    """Write this bench's report to `out` (the format its suffix names); the line that says where."""
+    from dltestbed.cli.runs import format_for, write_report
+    from dltestbed.report.compose import Options
+    from dltestbed.results.store import Store
+
+    store = Store.open(results)
+    try:
+        records = store.runs(bench_id=bench_id)
+        return write_report(store, records, f"bench {bench_id}", Options(format_for(out, None)), out, "--report")[1]
+    finally:
+        store.close()
 
 
 def _hosts(inventory: Path | None, limit: str | None) -> list:

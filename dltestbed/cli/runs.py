@@ -136,14 +136,36 @@ def report(
         else:
             latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
             scope = f"bench {records[0].bench_id}{latest}"
-        write_report(store, records, scope, Options(kind, by_host, equivalence), out, echo=True)
+        text, line = write_report(store, records, scope, Options(kind, by_host, equivalence), out)
+        if out is None or kind == "md":  # Markdown is printed as well as written
+            print(text, end="")
+        if line:
+            print(line, file=sys.stderr if kind == "md" else sys.stdout)
     finally:
         store.close()
 
 
-def write_report(store: object, records: list, scope: str, opts: object, out: Path | None, echo: bool) -> Path | None:
-    """Build the report and write it to `out` (figures beside a Markdown file in NAME_files/), printing
-    Markdown when echo is set, or the whole report when there is no `out`; the path written, or None."""
+def check_out(out: Path, option: str = "--report") -> None:
+    """Refuse, before anything runs, a report path that cannot be written: its folder is made and a
+    temporary file written and removed there (permission bits say yes to root where writes then fail)."""
+    import tempfile
+
+    from dltestbed.errors import ConfigError
+
+    if out.is_dir():
+        raise ConfigError(f"{option} {str(out)!r}: cannot write there (it is a folder)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".dltestbed-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{option} {str(out)!r}: cannot write there ({exc.strerror or exc})") from None
+
+
+def write_report(store: object, records: list, scope: str, opts: object, out: Path | None,
+                 option: str = "--out") -> tuple[str, str]:  # fmt: skip
+    """The report's text, and when `out` is given, the text written there (a Markdown file's figures
+    beside it in NAME_files/) and the line that says where it went ("" without `out`)."""
     import dataclasses
 
     from dltestbed.report import compose
@@ -152,15 +174,11 @@ def write_report(store: object, records: list, scope: str, opts: object, out: Pa
     if out is not None and opts.fmt == "md":
         opts = dataclasses.replace(opts, figures_dir=f"{out.stem}_files")
     built = compose.build(store, records, scope, opts)
-    if out is None or (echo and opts.fmt == "md"):
-        print(built.text, end="")
     if out is None:
-        return None
-    _write(built.text, out, built.files)
+        return built.text, ""
+    _write(built.text, out, built.files, option)
     figs = f", {built.figures} figure(s)" + (f" in {out.parent / opts.figures_dir}" if built.files else "")  # type: ignore[operator]
-    where = f"report written to {out} ({out.stat().st_size / 1024:.0f} KiB{figs if built.figures else ''})"
-    print(where, file=sys.stderr if opts.fmt == "md" or not echo else sys.stdout)
-    return out
+    return built.text, f"report written to {out} ({out.stat().st_size / 1024:.0f} KiB{figs if built.figures else ''})"
 
 
 def _bench_id(store: object, name: str) -> str:
@@ -199,7 +217,7 @@ def _compare(names: tuple[str, str], fmt: str, out: Path | None, results: Path |
         _write(text, out)
 
 
-def _write(text: str, out: Path, files: dict[str, str] | None = None) -> None:
+def _write(text: str, out: Path, files: dict[str, str] | None = None, option: str = "--out") -> None:
     """Write the report to `out` and its figures beside it, each through a temporary file and a rename
     (a reader never sees half a file); SVGs left in the figures folder by an earlier report are removed."""
     from dltestbed.errors import ConfigError
@@ -218,4 +236,4 @@ def _write(text: str, out: Path, files: dict[str, str] | None = None) -> None:
             tmp.write_text(content, encoding="utf-8")
             tmp.replace(path)
     except OSError as exc:
-        raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror or exc})") from None
+        raise ConfigError(f"{option} {str(out)!r}: cannot write ({exc.strerror or exc})") from None

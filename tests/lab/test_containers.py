@@ -16,6 +16,7 @@ import pytest
 
 from dltestbed.provision.image import runtime_env
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
+from tests.htmlcheck import look
 
 QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3",
          "--repeat", "1"]
@@ -66,10 +67,19 @@ def test_image_build_is_cached(runtime: str) -> None:
     assert user.stdout.strip() == "10001"  # not root inside
 
 
-def test_bm_and_cbm_interleaved_with_docker(results: Path) -> None:
+def test_bm_and_cbm_interleaved_with_docker(results: Path, tmp_path: Path) -> None:
     # --targets auto (the default): docker holds this build's image, so bare metal and the container
-    proc = run_cli("bench", "--runtime", "docker", *QUICK, "--repeat", "2", "--json", "--results", str(results))
+    page = tmp_path / "report.html"
+    proc = run_cli("bench", "--runtime", "docker", *QUICK, "--repeat", "2", "--json", "--results", str(results),
+                   "--report", str(page))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the report of a real bench, as Chromium shows it: the layer comparison drawn, nothing loaded
+    (desktop, phone), _ = look(page, tmp_path)
+    for seen in (desktop, phone):
+        assert seen.console_errors == [] and seen.requests == []
+        names = {f.name for f in seen.figures}
+        assert {"throughput", "overhead", "steps", "memory-1"} <= names, names
+        assert all(f.ink > 0.02 and f.natural[0] > 300 for f in seen.figures)
     assert "--targets auto: bm and cbm (docker image dltestbed-workload:" in proc.stderr
     runs = json.loads(proc.stdout)
     assert [(r["target_kind"], r["repetition"]) for r in runs] == [("bm", 1), ("cbm", 1), ("bm", 2), ("cbm", 2)]

@@ -21,11 +21,19 @@ pytestmark = pytest.mark.tf
 QUICK = ["--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm", "--repeat", "1"]
 
 
-def test_bench_runs_report(results: Path) -> None:
+def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "reports" / "bench.md"
     proc = run_cli("bench", "-m", "alexnet", "-m", "resnet50", "--image-size", "64", *QUICK, "--repeat", "2",
-                   "--json", "--results", str(results))  # fmt: skip
+                   "--json", "--results", str(results), "--report", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = json.loads(proc.stdout)  # stdout is the JSON and nothing else
+    # --report: this bench's Markdown with its figures beside it, and the line that says where
+    assert f"report written to {out} (" in proc.stderr and "figure(s) in" in proc.stderr
+    text = out.read_text()
+    assert f"bench {printed[0]['bench_id']}" in text.splitlines()[0]
+    figs = sorted(p.name for p in (out.parent / "bench_files").glob("*.svg"))
+    assert figs == ["memory-1.svg", "memory-2.svg", "steps.svg", "throughput.svg"]  # bm only: no overhead
+    assert all(f"](bench_files/{f})" in text for f in figs)
     assert [(r["model"], r["repetition"]) for r in printed] == [
         ("alexnet", 1),
         ("resnet50", 1),

@@ -110,10 +110,14 @@ def test_distributed_needs_two_workers(results: Path) -> None:
     assert not results.exists()  # nothing ran
 
 
-def test_shared_measures_the_co_tenant_effect(results: Path) -> None:
+def test_shared_measures_the_co_tenant_effect(results: Path, tmp_path: Path) -> None:
+    page = tmp_path / "shared.html"
     proc = run_cli("bench", "--scenario", "shared", *TINY, "--steps", "6", "--cotenant-batch", "32", "--json",
-                   "--results", str(results))  # fmt: skip
+                   "--results", str(results), "--report", str(page))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"report written to {page} (" in proc.stderr
+    html = page.read_text()
+    assert 'data-figure="shared"' in html and "Shared: the foreground alone and with a co-tenant" in html
     runs = json.loads(proc.stdout)
     alone = next(r for r in runs if r["contention"] == "none")
     under = next(r for r in runs if r["role"] == "foreground" and r["contention"] != "none")

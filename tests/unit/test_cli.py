@@ -40,6 +40,8 @@ QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", 
         (["report", "r-does-not-exist"], "run id(s) not in"),
         (["runs"], "no runs in"),
         (["report"], "no runs in"),
+        (["bench", "--model", "alexnet", "--report", "/proc/no/r.html"], "--report '/proc/no/r.html': cannot write"),
+        (["bench", "--model", "alexnet", "--report", "/tmp"], "--report '/tmp': cannot write there (it is a folder)"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], message: str, results: Path) -> None:
