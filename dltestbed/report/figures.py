@@ -59,13 +59,13 @@ def layer_label(key: Mapping[str, Any]) -> str:
 
 def workload_label(key: Mapping[str, Any], vary: Iterable[str] = ("model", "batch_size", "image_size")) -> str:
     """A group's workload in a few words, naming only the fields in `vary` (those that differ between groups);
-    a default (single scenario, one worker, no co-tenant) is named only against another value."""
+    a default (one worker; no co-tenant, which only the shared scenario calls "alone") is left unsaid."""
     words = []
     for f in WORKLOAD_FIELDS:
         if f not in vary or f not in key:
             continue
         v = key[f]
-        if f == "workers" and v == 1:
+        if (f == "workers" and v == 1) or (f == "contention" and v == "none" and key.get("scenario") != "shared"):
             continue
         words.append({"batch_size": f"b{v}", "image_size": f"{v}px", "workers": f"{v} workers",
                       "contention": "alone" if v == "none" else f"with {v}", "warmup": f"{v} warm-up",
@@ -254,7 +254,7 @@ def _grid(panels: int, height: float) -> tuple[Figure, list[Any]]:
 def steps(runs: Sequence[RunRecord], steps_by_run: Mapping[str, Sequence[StepEvent]],
           flagged: Mapping[str, Sequence[str]]) -> Figure | None:  # fmt: skip
     """Per group, every run's images/sec step by step, in the order they ran: a marker per step (hollow:
-    warm-up, untimed), the warm-up shaded, runs with steady-state flags dashed and red. The x axis counts
+    warm-up, untimed), the warm-up shaded, runs with steady-state flags dashed, markers edged red. The x axis counts
     steps, not seconds: a first step of seconds (graph tracing) would squeeze every timed step into a sliver."""
     groups = [(k, [r for r in rs if steps_by_run.get(r.id)]) for k, rs in _by_group(runs).items()]
     groups = [(k, rs) for k, rs in groups if rs]
@@ -272,11 +272,12 @@ def steps(runs: Sequence[RunRecord], steps_by_run: Mapping[str, Sequence[StepEve
             if warm.any():
                 warm_end = max(warm_end, float(xs[warm].max()) + 0.5)
             flag = bool(flagged.get(r.id))
-            c = FLAG_COLOUR if flag else None
             label = f"rep {r.repetition}{r.arm and ' ' + r.arm}" + (" (flagged)" if flag else "")
-            (line,) = ax.plot(xs, ys, linestyle="--" if flag else "-", linewidth=1, color=c, label=label)
-            ax.plot(xs[~warm], ys[~warm], "o", markersize=3, color=line.get_color())
-            ax.plot(xs[warm], ys[warm], "o", markersize=3, markerfacecolor="white", color=line.get_color())
+            (line,) = ax.plot(xs, ys, linestyle="--" if flag else "-", linewidth=1, label=label)
+            edge = FLAG_COLOUR if flag else line.get_color()
+            ax.plot(xs[~warm], ys[~warm], "o", markersize=3, color=line.get_color(), markeredgecolor=edge)
+            ax.plot(xs[warm], ys[warm], "o", markersize=3, markerfacecolor="white", color=line.get_color(),
+                    markeredgecolor=edge)  # fmt: skip
         if warm_end > 0:
             ax.axvspan(0.5, warm_end, color="0.85", zorder=0, label="warm-up (untimed)")
         ax.set_ylim(bottom=0)
@@ -511,7 +512,7 @@ def build(
     def add(name: str, section: str, fig: Figure | None, caption: str) -> None:
         if fig is None:
             return
-        title = fig._suptitle.get_text() if fig._suptitle else fig.axes[0].get_title()
+        title = fig.get_suptitle() or fig.axes[0].get_title()
         plots.append(Plot(name, section, title, caption, svg(fig)))
 
     with rc_context(SVG_RC):
@@ -524,7 +525,7 @@ def build(
             "misses 0.")
         add("steps", "steps", steps(runs, steps_by_run, flagged),
             f"Every step of {n_runs} run(s) as measured, no smoothing: filled markers timed, hollow warm-up (shaded, "
-            "untimed). Dashed red: runs the steady-state check flagged (see Steady state).")
+            "untimed). Dashed, markers edged red: runs the steady-state check flagged (see Steady state).")
         for i, (label, fig) in enumerate(memory(runs, resources_by_run, steps_by_run)):
             add(f"memory-{i + 1}", "memory", fig,
                 f"{label}: the workload process's resident memory (and GPU memory in use, where there are GPUs) "

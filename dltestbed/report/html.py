@@ -30,9 +30,9 @@ header p { margin: .2rem 0; color: #555; }
 nav { font-size: .9rem; margin: .75rem 0 1rem; }
 nav a { display: inline-block; margin: 0 .9rem .2rem 0; }
 .table { overflow-x: auto; margin: .75rem 0; }
-table { border-collapse: collapse; font-size: .82rem; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; font-size: .82rem; font-variant-numeric: tabular-nums; width: max-content; }
 th, td { border: 1px solid #ccc; padding: .2rem .45rem; text-align: left; vertical-align: top;
-         overflow-wrap: normal; }
+         overflow-wrap: normal; max-width: 22rem; }
 th { background: #f3f3f3; }
 tbody tr:nth-child(even) { background: #fafafa; }
 figure { margin: 1rem 0 1.5rem; }
@@ -44,6 +44,7 @@ code { font-size: .9em; }
   body { max-width: none; padding: 0; font-size: 11px; }
   nav { display: none; }
   .table { overflow: visible; }
+  table { width: auto; }
   figure, table, tr { break-inside: avoid; }
   h2 { break-after: avoid; }
 }

@@ -58,5 +58,10 @@ def test_the_slow_host_is_flagged_and_only_it(fleet: tuple[LabState, Path], resu
     assert flagged == [("tf-h4", 4)], speeds
     (flag,) = report["fleet"]
     assert flag["robust_z"] < -3.5 and flag["images_per_sec"] < flag["peers_median"]
+    # without --by-host too: 4 machines are enough for the fleet check, and the page draws it
+    page = results.parent / "fleet.html"
+    assert run_cli("report", "--out", str(page), "--results", str(results)).returncode == 0
+    html = page.read_text()
+    assert 'data-figure="fleet"' in html and "outlier" not in html.split("<main>")[0]
     text = run_cli("report", "--by-host", "--results", str(results)).stdout
     assert "## Fleet: hosts slower than their peers" in text and "| tf-h4 |" in text

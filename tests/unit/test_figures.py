@@ -107,6 +107,8 @@ def test_steps_are_drawn_as_measured_with_warmup_shaded_and_flags_marked() -> No
     assert (span.get_x(), span.get_x() + span.get_width()) == (0.5, 2.5)  # the two warm-up steps
     flagged = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(flagged) == 1 and "(flagged)" in str(flagged[0].get_label())
+    red = [line for line in ax.lines if line.get_markeredgecolor() == figures.FLAG_COLOUR]
+    assert [list(line.get_ydata()) for line in red] == [[99.0, 98.0, 97.0], [6.0, 95.0]]  # run b's markers
     assert ax.get_ylim()[0] == 0 and "images/sec" in ax.get_ylabel() and "(2 runs)" in ax.get_title()
 
 
