@@ -59,3 +59,23 @@ def device_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str,
     if da and db and da != db:
         return f"refused: {a_name} ran on {'/'.join(da)}, {b_name} on {'/'.join(db)}; no overhead across devices"
     return None
+
+
+def tf_build(run: RunRecord) -> str:
+    """The TensorFlow a run used, in words: its version and whether it is the CUDA build."""
+    fp = run.fingerprint
+    return f"TensorFlow {fp.get('tensorflow')} ({'CUDA' if fp.get('tensorflow_cuda_build') else 'CPU'} build)"
+
+
+def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
+    """Why a layer's runs cannot be compared with its baseline's: another effective device, or another
+    TensorFlow build (version or CUDA/CPU); None when they are like for like."""
+    refused = device_mismatch(a, b, a_name, b_name)
+    if refused is not None:
+        return refused
+    ba = sorted({tf_build(r) for r in a if "tensorflow" in r.fingerprint})
+    bb = sorted({tf_build(r) for r in b if "tensorflow" in r.fingerprint})
+    if ba and bb and ba != bb:
+        return (f"refused: {a_name} ran {' / '.join(ba)}, {b_name} {' / '.join(bb)}; no overhead across "
+                "TensorFlow builds")  # fmt: skip
+    return None

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dltestbed.report.environment import device_mismatch, env_diff, shared_environment
+from dltestbed.report.environment import env_diff, shared_environment, unlike
 from dltestbed.report.inference import (
     Effect,
     cv,
@@ -155,10 +155,10 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
         if k["target_kind"] != BASELINE_KIND or k["arm"]:
             base_ok = base_runs.get(tuple(k[f] for f in compare), [])
             env = tuple(env_diff(base_ok, ok, "bm", k["target_kind"])) if base_ok and ok else ()
-            words = device_mismatch(base_ok, ok, "bm", k["target_kind"])
+            words = unlike(base_ok, ok, "bm", k["target_kind"])
             s = samples(base_ok, ok, by_host) if words is None else None
             if words is not None:
-                over = None  # a GPU run against a CPU run is no layer's overhead
+                over = None  # a GPU run against a CPU run, or another TensorFlow, is no layer's overhead
             elif s is not None:
                 eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
                 equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None

@@ -293,3 +293,27 @@ def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
     assert "effective_device: gpu (bm) / cpu (cbm)" in cbm.env
     text = render.markdown([*summarise(runs)])
     assert "refused: bm ran on gpu, cbm on cpu" in text and "## Environment differences against bare metal" in text
+
+
+@pytest.mark.parametrize(
+    ("cbm_fp", "words"),
+    [
+        ({"tensorflow": "2.21.0", "tensorflow_cuda_build": False},
+         "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.21.0 (CPU build); no overhead across "
+         "TensorFlow builds"),
+        ({"tensorflow": "2.20.0", "tensorflow_cuda_build": True},
+         "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.20.0 (CUDA build); no overhead across "
+         "TensorFlow builds"),
+    ],
+)  # fmt: skip
+def test_another_tensorflow_build_is_no_layer_overhead(cbm_fp: dict, words: str) -> None:
+    bm_fp = {"tensorflow": "2.21.0", "tensorflow_cuda_build": True, "gpus_visible_to_tf": 0}
+    runs = [rec("bm", 100.0, repetition=1, fingerprint=bm_fp), rec("bm", 101.0, repetition=2, fingerprint=bm_fp),
+            rec("cbm", 90.0, repetition=1, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0}),
+            rec("cbm", 91.0, repetition=2, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0})]  # fmt: skip
+    (cbm,) = [g for g in summarise(runs) if g.key["target_kind"] == "cbm"]
+    assert cbm.effect is None and cbm.overhead_percent is None and cbm.verdict == words
+    same = [rec("bm", 100.0, repetition=1, fingerprint=bm_fp), rec("bm", 101.0, repetition=2, fingerprint=bm_fp),
+            rec("cbm", 90.0, repetition=1, fingerprint=bm_fp), rec("cbm", 91.0, repetition=2, fingerprint=bm_fp)]
+    (ok,) = [g for g in summarise(same) if g.key["target_kind"] == "cbm"]
+    assert ok.effect is not None and ok.verdict.startswith("slower by")  # type: ignore[union-attr]
