@@ -14,7 +14,7 @@ from typing import Any
 
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
-from dltestbed.provision import image, vmready, wheelhouse
+from dltestbed.provision import image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind
 from dltestbed.targets.container import ContainerOptions, check_limits, options_from_vars
@@ -60,7 +60,10 @@ def check(setup: Setup) -> Checked:
 
     def built(runtime: str) -> image.Image | None:  # looked up once per runtime: it hashes the source tree
         if runtime not in found:
-            found[runtime] = image.find(runtime, wheelhouse.build("cpu")) if shutil.which(runtime) else None
+            flavor = localfacts.flavor()  # the flavour this machine's image is built in (image build --flavor auto)
+            # the CPU wheelhouse is built when missing, as before; the GPU one (gigabytes) never during a check
+            house = wheelhouse.cached(flavor) or (wheelhouse.build(flavor) if flavor == "cpu" else None)
+            found[runtime] = image.find(runtime, house) if house is not None and shutil.which(runtime) else None
         return found[runtime]
 
     guest: list[GuestImage] = []
@@ -102,7 +105,7 @@ def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None 
         rt = image.usable_runtime(runtime)
     except image.ImageError as exc:
         return _aa_only(str(exc))
-    house = wheelhouse.cached("cpu")
+    house = wheelhouse.cached(localfacts.flavor())
     img = image.find(rt, house) if house is not None else None
     if img is None:
         return _aa_only(f"{rt} has no image of this dltestbed build; `dltestbed image build` makes it")

@@ -11,6 +11,12 @@ import typer
 app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
 
 
+class FlavorOpt(StrEnum):
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+
+
 class VmOpt(StrEnum):
     auto = "auto"
     yes = "yes"
@@ -32,21 +38,27 @@ def build(
         "for cvm): auto = when qemu-img and podman are installed.",
     ),
     out: Path | None = typer.Option(None, help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."),
+    flavor: FlavorOpt = typer.Option(
+        FlavorOpt.auto,
+        help="TensorFlow build in the container image: cpu, gpu (the CUDA build with its CUDA libraries), or auto: "
+        "gpu when this machine's NVIDIA driver answers with GPUs (the rule provision applies to hosts).",
+    ),
 ) -> None:
     """Build (or find, when its inputs are unchanged) the workload images; prints their tags."""
     import shutil
     import time
 
     from dltestbed.errors import ConfigError
-    from dltestbed.provision import image, wheelhouse
+    from dltestbed.provision import image, localfacts, wheelhouse
 
     t0 = time.monotonic()
     rt = image.usable_runtime(runtime)
-    house = wheelhouse.build("cpu")
+    chosen = localfacts.flavor() if flavor == FlavorOpt.auto else flavor.value
+    house = wheelhouse.build(chosen)
     found = image.find(rt, house, base)
     built = found or image.build(rt, house, base)
     what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
-    typer.echo(f"{rt} image {built.tag} ({what}): {built.digest}", err=True)
+    typer.echo(f"{rt} image {built.tag} ({chosen} flavour, {what}): {built.digest}", err=True)
     typer.echo(built.tag)
     want_vm = vm == VmOpt.yes or (vm == VmOpt.auto and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
     if out is not None and not want_vm:
@@ -56,7 +68,11 @@ def build(
     from dltestbed.provision import guestimage as guest
 
     t1 = time.monotonic()
-    pod = built if rt == "podman" else (image.find("podman", house, base) or image.build("podman", house, base))
+    if chosen != "cpu":  # the guest image holds the CPU build for now (vm-images/README.md)
+        typer.echo("the VM guest image holds TensorFlow's CPU build (a GPU guest flavour is not built yet)", err=True)
+        house = wheelhouse.build("cpu")
+    same = rt == "podman" and chosen == "cpu"
+    pod = built if same else (image.find("podman", house, base) or image.build("podman", house, base))
     existing = guest.find(house, pod)
     g = existing or guest.build(house, pod, out)
     if existing and out is not None:
