@@ -16,7 +16,6 @@ from dltestbed.results.store import Store
 if TYPE_CHECKING:  # annotations only: matplotlib is imported by reports that draw
     from dltestbed.report.figures import Plot
 
-FORMATS = ("md", "json", "html")
 FLEET_MIN_HOSTS = 3  # the fleet check needs 3 machines; with them it runs in every report
 
 

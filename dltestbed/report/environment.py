@@ -3,7 +3,7 @@ two sets of runs differ in it. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dltestbed.results.records import RunRecord
 
@@ -31,34 +31,44 @@ def effective_device(run: RunRecord) -> str:
     return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
 
 
+def _values(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
+    """Per environment fact, the sorted values the runs show ("—" for a run without it); each run read once."""
+    envs = [environment(r) for r in runs]
+    return {field: sorted({e.get(field, "—") for e in envs}) for field in ENV_FIELDS}
+
+
 def shared_environment(runs: Sequence[RunRecord]) -> dict[str, str]:
     """The environment of a set of runs: each fact's value, or its values joined with "; " when the runs differ."""
-    out: dict[str, str] = {}
-    for field in ENV_FIELDS:
-        values = sorted({environment(r).get(field, "—") for r in runs})
-        if values and values != ["—"]:
-            out[field] = "; ".join(values)
-    return out
+    return {field: "; ".join(values) for field, values in _values(runs).items() if values and values != ["—"]}
 
 
 def env_diff(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str = "A", b_name: str = "B") -> list[str]:
     """One line per environment fact whose values differ between two sets of runs."""
     lines = []
+    values_a, values_b = _values(a), _values(b)
     for field in ENV_FIELDS:
-        va = sorted({environment(r).get(field, "—") for r in a})
-        vb = sorted({environment(r).get(field, "—") for r in b})
+        va, vb = values_a[field], values_b[field]
         if va != vb:
             lines.append(f"{field}: {', '.join(va)} ({a_name}) / {', '.join(vb)} ({b_name})")
     return lines
 
 
+def _sides(a: Sequence[RunRecord], b: Sequence[RunRecord],
+           what: Callable[[RunRecord], str]) -> tuple[list[str], list[str]] | None:  # fmt: skip
+    """What each set of runs (those whose workload reported its TensorFlow) shows of `what`, when both show
+    something and it differs; None otherwise."""
+    va = sorted({what(r) for r in a if "tensorflow" in r.fingerprint})
+    vb = sorted({what(r) for r in b if "tensorflow" in r.fingerprint})
+    return (va, vb) if va and vb and va != vb else None
+
+
 def device_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
     """Why two sets of runs cannot be compared: they ran on different effective devices; None when they can."""
-    da = sorted({effective_device(r) for r in a if "tensorflow" in r.fingerprint})
-    db = sorted({effective_device(r) for r in b if "tensorflow" in r.fingerprint})
-    if da and db and da != db:
-        return f"refused: {a_name} ran on {'/'.join(da)}, {b_name} on {'/'.join(db)}; no overhead across devices"
-    return None
+    sides = _sides(a, b, effective_device)
+    if sides is None:
+        return None
+    return (f"refused: {a_name} ran on {'/'.join(sides[0])}, {b_name} on {'/'.join(sides[1])}; no overhead across "
+            "devices")  # fmt: skip
 
 
 def tf_build(run: RunRecord) -> str:
@@ -73,9 +83,8 @@ def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: 
     refused = device_mismatch(a, b, a_name, b_name)
     if refused is not None:
         return refused
-    ba = sorted({tf_build(r) for r in a if "tensorflow" in r.fingerprint})
-    bb = sorted({tf_build(r) for r in b if "tensorflow" in r.fingerprint})
-    if ba and bb and ba != bb:
-        return (f"refused: {a_name} ran {' / '.join(ba)}, {b_name} {' / '.join(bb)}; no overhead across "
-                "TensorFlow builds")  # fmt: skip
-    return None
+    sides = _sides(a, b, tf_build)
+    if sides is None:
+        return None
+    return (f"refused: {a_name} ran {' / '.join(sides[0])}, {b_name} {' / '.join(sides[1])}; no overhead across "
+            "TensorFlow builds")  # fmt: skip

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.inference import CONFIDENCE, MEAN_T
 from dltestbed.report.jobs import DistributedStats, SharedStats
-from dltestbed.report.stats import BASELINE_KIND, COMPARE_FIELDS, GroupStats, group_key
+from dltestbed.report.stats import COMPARE_FIELDS, NO_INTERVAL, GroupStats, against_baseline, group_key, layer_label
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
 
@@ -49,12 +49,6 @@ class Plot:
 
 
 # -- labels and colours
-
-
-def layer_label(key: Mapping[str, Any]) -> str:
-    """A group's layer: kind, a user's VM image, the A′ arm."""
-    image = f" ({key['vm_image']})" if key.get("vm_image") else ""
-    return str(key["target_kind"]) + image + (f" {key['arm']}" if key.get("arm") else "")
 
 
 def workload_label(key: Mapping[str, Any], vary: Iterable[str] = ("model", "batch_size", "image_size")) -> str:
@@ -155,7 +149,7 @@ def _bar_note(g: GroupStats) -> str:
     """n and, against bare metal, the verdict in a word or two."""
     n = g.images_per_sec.n if g.images_per_sec else 0
     note = f"n={n}"
-    if g.key["target_kind"] == BASELINE_KIND and not g.key.get("arm"):
+    if not against_baseline(g.key):
         return note
     words = g.verdict or ""
     if words.startswith(("slower", "faster")) and g.effect is not None:
@@ -170,7 +164,7 @@ def _bar_note(g: GroupStats) -> str:
 def overheads(groups: Sequence[GroupStats]) -> Figure | None:
     """Each layer's overhead against bare metal with its 95 % interval (the report's paired t on log
     ratios, or Welch), and the verdict in words above it; rows without an interval say why."""
-    rows = [g for g in groups if (g.key["target_kind"] != BASELINE_KIND or g.key.get("arm")) and g.runs]
+    rows = [g for g in groups if against_baseline(g.key) and g.runs]
     if not rows:
         return None
     vary = varying([g.key for g in rows])
@@ -209,7 +203,7 @@ def overheads(groups: Sequence[GroupStats]) -> Figure | None:
 def _why_none(g: GroupStats) -> str:
     if g.images_per_sec is None:
         return "all runs failed"
-    return "too few runs for an interval (2 per side)"
+    return NO_INTERVAL
 
 
 def _wrap(text: str, width: int) -> str:

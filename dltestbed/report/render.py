@@ -10,7 +10,7 @@ from dltestbed.report.compare import Change
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.jobs import DistributedStats, SharedStats
-from dltestbed.report.stats import GroupStats, Spread
+from dltestbed.report.stats import NO_INTERVAL, GroupStats, Spread, against_baseline, layer_label
 from dltestbed.results.records import RunRecord
 
 
@@ -43,12 +43,6 @@ def _spread_cells(s: Spread | None, digits: int) -> list[str]:
     return [_num(s.mean, digits), _num(s.min, digits), _num(s.max, digits), _num(s.std, digits)]
 
 
-def _kind(k: dict) -> str:
-    """A group's layer as the tables name it: kind, a user's VM image, the A′ arm."""
-    image = f" ({k['vm_image']})" if k.get("vm_image") else ""
-    return k["target_kind"] + image + (f" {k['arm']}" if k.get("arm") else "")
-
-
 def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
     """The A/A table (--aa): bare metal against itself in the same repetitions, whose interval must
     contain 0; the run-to-run variation per kind; what these repetitions can detect."""
@@ -63,7 +57,7 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
         assert e is not None and e.sd_log is not None
         same = [o for o in groups if all(o.key[f] == k[f] for f in ("model", "batch_size", "image_size", "scenario",
                                                                      "mode", "data", "device"))]  # fmt: skip
-        cvs = ", ".join(f"{_kind(o.key)} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
+        cvs = ", ".join(f"{layer_label(o.key)} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
         need = [repetitions_needed(e.sd_log, pct) for pct in (1.0, 2.0, 5.0)]
         lines.append("| " + " | ".join([
             k["model"], str(k["batch_size"]), str(k["image_size"]), str(e.n),
@@ -88,7 +82,7 @@ def _fleet(flags: Sequence[FleetFlag], compared: int) -> list[str]:
               "|" + "---|" * 10]  # fmt: skip
     for f in flags:
         k = f.key
-        lines.append("| " + " | ".join([_kind(k), k["model"], str(k["batch_size"]), str(k["image_size"]), f.host,
+        lines.append("| " + " | ".join([layer_label(k), k["model"], str(k["batch_size"]), str(k["image_size"]), f.host,
                                         f"{f.images_per_sec:.1f}", f"{f.peers_median:.1f}",
                                         f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}", f"{f.robust_z:.1f}",
                                         str(f.hosts)]) + " |")  # fmt: skip
@@ -146,15 +140,15 @@ def markdown(
 
 def _summary(groups: Sequence[GroupStats]) -> list[str]:
     """Each layer's verdict against bare metal, one line each: the answer before the evidence."""
-    rows = [g for g in groups if (g.key["target_kind"] != "bm" or g.key.get("arm")) and g.runs]
+    rows = [g for g in groups if against_baseline(g.key) and g.runs]
     if not rows:
         return []
     lines = ["", "Each layer against bare metal (the tables and figures below give the evidence):", ""]
     for g in rows:
         k = g.key
-        what = f"{_kind(k)}, {k['model']} b{k['batch_size']} {k['image_size']} px"
+        what = f"{layer_label(k)}, {k['model']} b{k['batch_size']} {k['image_size']} px"
         host = f" on {k['host']}" if "host" in k else ""
-        lines.append(f"- **{what}**{host}: {g.verdict or 'too few runs for an interval (2 per side)'}")
+        lines.append(f"- **{what}**{host}: {g.verdict or NO_INTERVAL}")
     return lines
 
 
@@ -174,9 +168,9 @@ def _environments(groups: Sequence[GroupStats]) -> list[str]:
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for g, e in envs:
             k = g.key
-            lines.append("| " + " | ".join([_kind(k), *[str(k[f]) for f in extra], k["model"], str(k["batch_size"]),
-                                            str(k["image_size"]), *[e.get(f, "—").replace("|", "\\|") for f in differ]])
-                         + " |")  # fmt: skip
+            cells = [layer_label(k), *[str(k[f]) for f in extra], k["model"], str(k["batch_size"]),
+                     str(k["image_size"]), *[e.get(f, "—").replace("|", "\\|") for f in differ]]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -193,7 +187,7 @@ def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        kind = _kind(k)
+        kind = layer_label(k)
         row = [kind, *([str(k["host"])] if show_host else []),
                *([k["scenario"], str(k["workers"])] if show_scenario else []), k["model"], k["data"], k["mode"],
                k["device"], str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
@@ -226,12 +220,12 @@ def _overheads(groups: Sequence[GroupStats], equivalence: float | None) -> list[
                   "|" + "---|" * (8 + show_host + equiv)]  # fmt: skip
         for g in effects:
             k, e = g.key, g.effect
-            kind = _kind(k)
+            kind = layer_label(k)
             cell = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
             lines.append("| " + " | ".join([
                 kind, *([str(k["host"])] if show_host else []), k["model"], str(k["batch_size"]),
                 str(k["image_size"]), str(e.n if e else g.runs - g.failed), e.method if e else "—", cell,
-                g.verdict or "too few runs for an interval (2 per side)",
+                g.verdict or NO_INTERVAL,
                 *([g.equivalence or "—"] if equiv else []),
             ]) + " |")  # fmt: skip
         lines += ["", "paired t on log ratios: repetition i of the layer against repetition i of bare metal in the "
@@ -250,7 +244,7 @@ def _environment(groups: Sequence[GroupStats]) -> list[str]:
     diffs = [(g, line) for g in groups for line in g.env]
     if diffs:
         lines += ["", "## Environment differences against bare metal", ""]
-        lines += [f"- {_kind(g.key)}, {g.key['model']}: {line}" for g, line in diffs]
+        lines += [f"- {layer_label(g.key)}, {g.key['model']}: {line}" for g, line in diffs]
     return lines
 
 
@@ -310,7 +304,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
         k, e = c.key, c.effect
         sa, sb = c.a_images_per_sec, c.b_images_per_sec
         lines.append("| " + " | ".join([
-            _kind(k), k["model"], str(k["batch_size"]), str(k["image_size"]), str(sa.n if sa else 0),
+            layer_label(k), k["model"], str(k["batch_size"]), str(k["image_size"]), str(sa.n if sa else 0),
             _num(sa.mean if sa else None), str(sb.n if sb else 0), _num(sb.mean if sb else None),
             f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—", c.verdict,
         ]) + " |")  # fmt: skip
@@ -319,7 +313,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
     diffs = [(c, line) for c in changes for line in c.env]
     if diffs:
         lines += ["", "## What changed in the environment", ""]
-        lines += [f"- {_kind(c.key)}, {c.key['model']}: {line}" for c, line in diffs]
+        lines += [f"- {layer_label(c.key)}, {c.key['model']}: {line}" for c, line in diffs]
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ from dltestbed.report.inference import (
 from dltestbed.results.records import RunRecord
 
 BASELINE_KIND = "bm"
+NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
 
 # A group holds runs that measured the same thing on the same kind of target. Runs that differ in
 # batch size, image size or device are never averaged together.
@@ -71,6 +72,17 @@ class GroupStats:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+
+def layer_label(key: dict[str, Any]) -> str:
+    """A group's layer as tables and figures name it: kind, a user's VM image, the A′ arm."""
+    image = f" ({key['vm_image']})" if key.get("vm_image") else ""
+    return str(key["target_kind"]) + image + (f" {key['arm']}" if key.get("arm") else "")
+
+
+def against_baseline(key: dict[str, Any]) -> bool:
+    """Whether a group is measured against bare metal: another kind, or bare metal's own A′ arm."""
+    return key["target_kind"] != BASELINE_KIND or bool(key.get("arm"))
 
 
 def group_key(run: RunRecord, fields: tuple[str, ...] = GROUP_FIELDS) -> tuple[Any, ...]:
@@ -142,7 +154,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
         el = Spread.of(elapsed) if elapsed else None
         k = dict(zip(names, key, strict=True))
         partial.append((k, members, ips, el))
-        if k["target_kind"] == BASELINE_KIND and not k["arm"] and ips is not None:
+        if not against_baseline(k) and ips is not None:
             baselines[tuple(k[f] for f in compare)] = ips.mean
             base_runs[tuple(k[f] for f in compare)] = ok
     out = []
@@ -152,7 +164,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
         failed = sum(1 for r in members if r.status != "ok")
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
         eff, equiv, words, env = None, None, None, ()
-        if k["target_kind"] != BASELINE_KIND or k["arm"]:
+        if against_baseline(k):
             base_ok = base_runs.get(tuple(k[f] for f in compare), [])
             env = tuple(env_diff(base_ok, ok, "bm", k["target_kind"])) if base_ok and ok else ()
             words = unlike(base_ok, ok, "bm", k["target_kind"])
