@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from dltestbed import dataset
+from dltestbed import dataset, paths
 from dltestbed.catalog import MODELS
 from dltestbed.config import WorkloadSpec, resolve_path, workload_spec
 from dltestbed.errors import ConfigError
@@ -139,7 +139,9 @@ def plan(
         index = dataset.scan(data_dir)
         if len(index.classes) < 2:
             raise ConfigError(f"data dir {data_dir!r} has 1 class; at least 2 are needed")
-        common["classes"] = len(index.classes)
+        ident = dataset.identify(index, paths.cache_dir() / "dataset-digests.json")  # content read once per change
+        common.update(classes=len(index.classes), data_digest=ident.digest, data_files=ident.files,
+                      data_bytes=ident.bytes)  # fmt: skip
     specs = []
     for name in names:
         size = image_size if image_size is not None else p.sizes.get(name)

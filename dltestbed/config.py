@@ -25,6 +25,9 @@ class WorkloadSpec(BaseModel):
     model: str
     data: DataKind = "synthetic"
     data_dir: str | None = None
+    data_digest: str | None = None  # real data: the dataset's content digest (dataset.identify) ...
+    data_files: int | None = Field(None, ge=1)  # ... its file count and bytes, which the workload checks of its copy
+    data_bytes: int | None = Field(None, ge=0)
     mode: Mode = "train"
     device: Device = "auto"
     batch_size: int = Field(32, ge=1, le=65536)
@@ -60,6 +63,8 @@ class WorkloadSpec(BaseModel):
             raise ValueError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
         if self.data == "synthetic" and self.data_dir:
             raise ValueError("--data-dir is only used with --data real")
+        if self.data_digest is not None and (self.data != "real" or self.data_files is None or self.data_bytes is None):
+            raise ValueError("--data-digest goes with --data real, --data-files and --data-bytes")
         if self.distributed and self.mode != "train":
             raise ValueError("distributed runs train (inference has no step shared between workers)")
         return self
@@ -79,6 +84,9 @@ class WorkloadSpec(BaseModel):
         ]  # fmt: skip
         if self.data_dir:
             argv += ["--data-dir", self.data_dir]
+        if self.data_digest is not None:
+            argv += ["--data-digest", self.data_digest, "--data-files", str(self.data_files),
+                     "--data-bytes", str(self.data_bytes)]  # fmt: skip
         if self.distributed:
             argv.append("--distributed")
         if self.cpus:

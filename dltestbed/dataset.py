@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 from dataclasses import dataclass
@@ -81,3 +83,87 @@ def make(out: str | Path, classes: int, images_per_class: int, size: int, seed: 
                 draw.ellipse((x0, y0, max(x0, x1), max(y0, y1)), fill=colour)
             img.save(cls_dir / f"img_{i:05d}.jpg", format="JPEG", quality=90)
     return scan(root)
+
+
+@dataclass(frozen=True)
+class DatasetId:
+    """What a dataset is, by content: a SHA-256 over each indexed file's path (relative to the root,
+    so the class folder: the label), size and content's SHA-256, in index order; its file count and bytes."""
+
+    digest: str
+    files: int
+    bytes: int
+
+    @property
+    def short(self) -> str:
+        """The digest's first 12 hex digits, for messages and folder names people read."""
+        return self.digest[:12]
+
+    def describe(self) -> str:
+        """e.g. `3f2a9c01d4e5 (120 files, 1.2 MB)`."""
+        return f"{self.short} ({self.files} files, {self.bytes / 1e6:.1f} MB)"
+
+
+def shape(index: DatasetIndex) -> tuple[int, int]:
+    """(files, bytes) of an index: a stat per file, no content read — what a target checks of its copy."""
+    return len(index.files), sum(os.stat(f).st_size for f in index.files)
+
+
+def _signature(index: DatasetIndex) -> str:
+    """A digest of each file's relative path, size and mtime: when it is unchanged, so is the content digest."""
+    h = hashlib.sha256()
+    for f in index.files:
+        st = os.stat(f)
+        h.update(f"{os.path.relpath(f, index.root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def content_digest(index: DatasetIndex) -> str:
+    """The content digest (see DatasetId); reads every file once."""
+    h = hashlib.sha256()
+    for f in index.files:
+        with open(f, "rb") as fh:
+            content = hashlib.file_digest(fh, "sha256").hexdigest()
+        h.update(f"{os.path.relpath(f, index.root)}\0{os.stat(f).st_size}\0{content}\n".encode())
+    return h.hexdigest()
+
+
+def identify(index: DatasetIndex, cache: Path | None = None) -> DatasetId:
+    """The dataset's identity. With `cache` (a JSON file), the content digest is read again only when a
+    file's path, size or mtime changed since it was computed for this folder."""
+    files, nbytes = shape(index)
+    sig = _signature(index) if cache is not None else ""
+    known: dict[str, dict[str, str]] = {}
+    if cache is not None:
+        try:
+            known = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            known = {}
+        hit = known.get(str(index.root))
+        if isinstance(hit, dict) and hit.get("signature") == sig and hit.get("digest"):
+            return DatasetId(str(hit["digest"]), files, nbytes)
+    digest = content_digest(index)
+    if cache is not None:
+        known[str(index.root)] = {"signature": sig, "digest": digest}
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(".tmp")
+            tmp.write_text(json.dumps(known, indent=1))
+            tmp.replace(cache)
+        except OSError:
+            pass  # a cache that cannot be written costs a re-read next time, nothing else
+    return DatasetId(digest, files, nbytes)
+
+
+def unreadable_by_others(root: Path) -> str | None:
+    """The first folder or file under root that a user other than its owner cannot read (a container's
+    unprivileged user must), or None."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        if os.stat(dirpath).st_mode & 0o005 != 0o005:
+            return dirpath
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if name.endswith(JPEG_SUFFIXES) and not os.stat(p).st_mode & 0o004:
+                return p
+        dirnames.sort()
+    return None

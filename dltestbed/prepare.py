@@ -10,9 +10,11 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from dltestbed.errors import ConfigError
+from dltestbed import dataplace
+from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
 from dltestbed.provision import image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
@@ -33,6 +35,8 @@ class Setup:
     runtime: str | None = None
     vm_overrides: Mapping[str, Any] = field(default_factory=dict)
     container_limits: Mapping[str, str | None] = field(default_factory=dict)  # cpuset, memory: over the inventory's
+    dataset: dataplace.Dataset | None = None  # real data: placed where each kind reads it
+    inventory: Path | None = None  # the hosts' inventory (the dataset role runs on it)
 
     @property
     def uses_vms(self) -> bool:
@@ -53,18 +57,19 @@ def check(setup: Setup) -> Checked:
     """Everything that costs no build, boot or install: a ConfigError line for the first problem."""
     for kind in setup.kinds:
         check_kind(kind)
+    if setup.dataset is not None:
+        dataplace.check(setup.dataset, setup.kinds, setup.hosts)
     limits = {k: v for k, v in setup.container_limits.items() if v is not None}
     local = setup.hosts == (None,)
     check_limits(limits.get("cpuset"), limits.get("memory"), set(os.sched_getaffinity(0)) if local else None)
-    found: dict[str, image.Image | None] = {}
+    found: dict[tuple[str, str], image.Image | None] = {}
 
-    def built(runtime: str) -> image.Image | None:  # looked up once per runtime: it hashes the source tree
-        if runtime not in found:
-            flavor = localfacts.flavor()  # the flavour this machine's image is built in (image build --flavor auto)
+    def built(runtime: str, flavor: str) -> image.Image | None:  # once per runtime and flavour: it hashes the tree
+        if (runtime, flavor) not in found:
             # the CPU wheelhouse is built when missing, as before; the GPU one (gigabytes) never during a check
             house = wheelhouse.cached(flavor) or (wheelhouse.build(flavor) if flavor == "cpu" else None)
-            found[runtime] = image.find(runtime, house) if house is not None and shutil.which(runtime) else None
-        return found[runtime]
+            found[runtime, flavor] = image.find(runtime, house) if house is not None and shutil.which(runtime) else None
+        return found[runtime, flavor]
 
     guest: list[GuestImage] = []
     sites, vms = [], []
@@ -117,24 +122,56 @@ def _aa_only(why: str) -> AutoKinds:
 
 
 def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> list[Site]:
-    """The sites with their VMs running and holding this build's workload (made or reused)."""
+    """The sites with their VMs running and holding this build's workload (made or reused), and the
+    bench's dataset where each kind reads it (copied once per digest)."""
     out = []
     for site, vm in zip(checked.sites, checked.vms, strict=True):
         if vm is not None:
             rec, _, _ = vmready.ready(vm, on_notice)
             site = dataclasses.replace(site, vm=rec)
         out.append(site)
+    setup = checked.setup
+    if setup.dataset is not None:
+        out = dataplace.place(setup.dataset, out, setup.kinds, setup.inventory, on_notice)
     return out
 
 
-def _container(host: Host | None, runtime: str | None, built: Callable[[str], image.Image | None]) -> ContainerImage:
-    """This build's workload image for cbm on a host, found in the controller's store."""
+Built = Callable[[str, str], "image.Image | None"]
+FLAVOR_PROBE = """from dltestbed.provision import localfacts
+try:
+    print(localfacts.flavor())
+except Exception as exc:
+    print("error", exc)
+"""
+
+
+def host_flavor(host: Host) -> str:
+    """An inventory host's flavour, read on the host by the same code and rule as this machine's
+    (NVIDIA GPUs on its PCI bus, its nvidia-smi): the image its containers need."""
+    from dltestbed.targets import make
+
+    lines: list[str] = []
+    target = make("bm", Site(host=host))
+    try:
+        res = target.run([host.python, "-c", FLAVOR_PROBE], timeout=120, on_line=lines.append)
+    except DltestbedError as exc:
+        raise ConfigError(f"cbm on {host.name}: {exc}") from None
+    if lines and lines[-1].startswith("error "):
+        raise ConfigError(f"cbm on {host.name}: " + lines[-1].removeprefix("error ").replace("this machine: ", ""))
+    if not res.ok or not lines or lines[-1].strip() not in ("cpu", "gpu"):
+        why = next((x.strip() for x in reversed(res.stderr_tail) if x.strip()), res.describe())
+        raise ConfigError(f"cbm on {host.name}: its flavour (cpu or gpu) could not be read: {why}")
+    return lines[-1].strip()
+
+
+def _container(host: Host | None, runtime: str | None, built: Built) -> ContainerImage:
+    """This build's workload image for cbm on a host, of the host's flavour, found in the controller's store."""
     if host is None:
         try:
             rt = image.usable_runtime(runtime)
         except image.ImageError as exc:
             raise ConfigError(f"cbm: {exc}") from None
-        img = built(rt)
+        img = built(rt, localfacts.flavor())  # this machine's flavour (image build --flavor auto)
         if img is None:
             raise ConfigError(f"cbm: no {rt} image for this dltestbed build; "
                               f"run `dltestbed image build --runtime {rt}`")  # fmt: skip
@@ -143,9 +180,11 @@ def _container(host: Host | None, runtime: str | None, built: Callable[[str], im
     if "container_hosts" not in host.groups:
         raise ConfigError(f"cbm on {host.name}: the host is not in group container_hosts of the inventory")
     rt = runtime or str(host.vars.get("dltestbed_container_runtime") or "podman")
-    img = built(rt)
+    flavor = host_flavor(host)
+    img = built(rt, flavor)
     if img is None:
-        raise ConfigError(f"cbm on {host.name}: no {rt} image for this dltestbed build here; run `dltestbed provision`")
+        raise ConfigError(f"cbm on {host.name}: no {rt} image of the {flavor} flavour for this dltestbed build here; "
+                          "run `dltestbed provision`")  # fmt: skip
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
     return ContainerImage(rt, img.tag, img.digest, env, opts)
 

@@ -92,6 +92,13 @@ class Stop:
         return self._event.is_set()
 
 
+def for_target(spec: WorkloadSpec, target: Target) -> WorkloadSpec:
+    """The spec as the workload on `target` runs it: real data read from the target's own copy or mount."""
+    if spec.data == "real" and target.data_dir is not None:
+        return spec.model_copy(update={"data_dir": target.data_dir})
+    return spec
+
+
 def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
     """The command line that runs the workload on a target."""
     argv = [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
@@ -122,6 +129,9 @@ class _Collector:
             case StepEvent():
                 self.store.add_step(self.run.id, ev)
                 self.run.steps_done += 1
+                if ev.device is not None:  # where TensorFlow really ran the step: part of the environment
+                    self.run.fingerprint = {**self.run.fingerprint, "step_device": ev.device}
+                    self.store.save_run(self.run)
                 if ev.phase == "timed":
                     self.timed.append(ev)
                 self.observer.step(self.run, ev)
@@ -189,6 +199,7 @@ def execute(
     requested by another thread ends the run as that request says, without raising.
     on_start is set once the first timed step has arrived (or the run ended)."""
     observer = observer or NullObserver()
+    spec = for_target(spec, target)
     run = RunRecord(
         id=new_id("r"), bench_id=ctx.bench_id, started_at=now_iso(), scenario=ctx.scenario,
         target_kind=target.kind, target_name=target.name, host=target.host, machine=target.machine, model=spec.model,

@@ -50,7 +50,14 @@ def bench(
         DataOpt.synthetic, help="synthetic (in memory, no I/O) or real (JPEGs from --data-dir)."
     ),
     data_dir: Path | None = typer.Option(
-        None, help="ImageNet-style folder DIR/<class>/*.jpg (see `dltestbed data make`)."
+        None, help="ImageNet-style folder DIR/<class>/*.jpg (see `dltestbed data make`). Digested once (files, "
+        "bytes, content; cached while no file changes); bm reads it, cbm gets it mounted read-only, VMs and "
+        "inventory hosts get a copy named by the digest, made once and kept (cvm mounts the VM's). Every run "
+        "records the digest; the report never compares runs on different data.",
+    ),
+    data_shared: bool = typer.Option(
+        False, "--data-shared", help="With --inventory: --data-dir is the same folder on every host (NFS): read "
+        "there, checked to hold the same files and bytes, not copied (VMs still get a copy).",
     ),
     mode: ModeOpt = typer.Option(ModeOpt.train, help="train or infer."),
     device: DeviceOpt = typer.Option(DeviceOpt.auto, help="auto, cpu (hides the GPUs) or gpu (fails without one)."),
@@ -209,8 +216,13 @@ def bench(
     scenarios.check(options, hosts, plan, kinds)
     vm_overrides = dict(vcpus=vm_vcpus, memory_mib=vm_memory, gpus=vm_gpus, cpus=vm_cpus, numa_node=vm_numa_node,
                         virt_type=vm_virt_type, image=vm_image, disk_gib=vm_disk)  # fmt: skip
+    from dltestbed.dataplace import Dataset
+
+    if data_shared and data.value != "real":
+        raise ConfigError("--data-shared goes with --data real --data-dir DIR")
     setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides,
-                          {"cpuset": container_cpuset, "memory": container_memory})  # fmt: skip
+                          {"cpuset": container_cpuset, "memory": container_memory},
+                          Dataset.of(plan.specs[0], data_shared), inventory)  # fmt: skip
     checked = prepare.check(setup)
     if stream is not None:
         from dltestbed.results import influx

@@ -159,14 +159,20 @@ def provision(
     return report
 
 
+def image_key(runtime: str, flavor: str) -> str:
+    """How the container_host role finds a host's image: its runtime and its flavour."""
+    return f"{runtime}/{flavor}"
+
+
 def _container_images(
     inv: inventory_mod.Inventory,
     targets: list[HostReport],
     houses: dict[str, wheelhouse.Wheelhouse],
     on_phase: Callable[[str], None] | None,
 ) -> dict[str, Any]:
-    """Build (or find) the workload image for each runtime the container hosts use, saved as an
-    archive to load on them; the extravars the container_host role reads."""
+    """Build (or find) the workload image for each (runtime, flavour) the container hosts use, saved as
+    an archive to load on them; the extravars the container_host role reads (images keyed
+    "runtime/flavour": a GPU host gets the image with TensorFlow's CUDA build, a CPU host the CPU one)."""
     hosts = [h for h in targets if "cbm" in h.kinds]
     if not hosts:
         return {"dltestbed_container_targets": ""}
@@ -176,12 +182,12 @@ def _container_images(
     images: dict[str, dict[str, str]] = {}
     for h in hosts:
         rt = str(inv.hosts[h.name].vars.get("dltestbed_container_runtime") or "podman")
-        flavor = h.flavor or "cpu"
-        if rt not in images:
-            img = image.build(rt, houses[flavor])
-            images[rt] = {"tag": img.tag, "digest": img.digest, "archive": str(image.archive(img))}
+        key = image_key(rt, h.flavor or "cpu")
+        if key not in images:
+            img = image.build(rt, houses[h.flavor or "cpu"])
+            images[key] = {"tag": img.tag, "digest": img.digest, "archive": str(image.archive(img))}
         runtimes[h.name] = rt
-        h.runtime, h.image = rt, images[rt]["tag"]
+        h.runtime, h.image = rt, images[key]["tag"]
     return {
         "dltestbed_container_targets": ",".join(runtimes),
         "dltestbed_runtimes": runtimes,

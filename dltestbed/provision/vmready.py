@@ -66,6 +66,12 @@ def plan(host: Host | None, overrides: Mapping[str, Any] | None = None, *, build
         if cvm:
             raise userimage.refuse_cvm(host.name if host else None, img.recorded_name)
     else:
+        if settings.gpus not in (None, "", "0"):
+            where = f"VM on {host.name}" if host else "VM local"
+            raise ConfigError(f"{where}: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA build; "
+                              "dltestbed's guest image is the CPU flavour (no driver), so its runs would use the CPU: "
+                              "give --vm-image a cloud image with the driver (vm-images/README.md); cvm needs "
+                              "dltestbed's guest image, so it has no GPU in this version")  # fmt: skip
         img = guest or guest_image(build)
     return VMPlan(host, hv, name, settings, img)
 

@@ -9,7 +9,7 @@ from dltestbed.results.records import RunRecord
 
 ENV_FIELDS = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn", "gpu_driver",
               "gpu_model", "effective_device", "kernel", "os", "cpu_model", "python", "container_image_digest",
-              "container_limits", "vm_image")  # fmt: skip
+              "container_limits", "vm_image", "dataset_digest")  # fmt: skip
 
 
 def environment(run: RunRecord) -> dict[str, str]:
@@ -26,7 +26,11 @@ def environment(run: RunRecord) -> dict[str, str]:
 
 
 def effective_device(run: RunRecord) -> str:
-    """Where TensorFlow ran the steps: gpu when it saw a GPU and the run did not hide them, else cpu."""
+    """Where TensorFlow ran the steps: the device of the first step's result when the run recorded it,
+    else gpu when TensorFlow saw a GPU and the run did not hide them, else cpu."""
+    step = run.fingerprint.get("step_device")
+    if step:
+        return "gpu" if ":GPU:" in str(step).upper() else "cpu"
     seen = int(run.fingerprint.get("gpus_visible_to_tf") or 0)
     return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
 
@@ -77,14 +81,27 @@ def tf_build(run: RunRecord) -> str:
     return f"TensorFlow {fp.get('tensorflow')} ({'CUDA' if fp.get('tensorflow_cuda_build') else 'CPU'} build)"
 
 
+def dataset_of(run: RunRecord) -> str:
+    """The dataset a run read, in words: synthetic, or real with its digest's first 12 digits."""
+    digest = run.fingerprint.get("dataset_digest")
+    if run.data != "real":
+        return "synthetic data"
+    return f"dataset {str(digest)[:12]}" if digest else "a dataset without a digest"
+
+
 def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
-    """Why a layer's runs cannot be compared with its baseline's: another effective device, or another
-    TensorFlow build (version or CUDA/CPU); None when they are like for like."""
+    """Why a layer's runs cannot be compared with its baseline's: another effective device, another
+    TensorFlow build (version or CUDA/CPU), or other data (another dataset digest); None when they are
+    like for like."""
     refused = device_mismatch(a, b, a_name, b_name)
     if refused is not None:
         return refused
     sides = _sides(a, b, tf_build)
-    if sides is None:
-        return None
-    return (f"refused: {a_name} ran {' / '.join(sides[0])}, {b_name} {' / '.join(sides[1])}; no overhead across "
-            "TensorFlow builds")  # fmt: skip
+    if sides is not None:
+        return (f"refused: {a_name} ran {' / '.join(sides[0])}, {b_name} {' / '.join(sides[1])}; no overhead "
+                "across TensorFlow builds")  # fmt: skip
+    sides = _sides(a, b, dataset_of)
+    if sides is not None:
+        return (f"refused: {a_name} read {' / '.join(sides[0])}, {b_name} {' / '.join(sides[1])}; no overhead "
+                "across datasets")  # fmt: skip
+    return None

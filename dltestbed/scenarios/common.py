@@ -25,9 +25,10 @@ class Options:
     timeout: float | None = None
 
 
-def probe(target: Target, code: str) -> str:
-    """The first stdout line of a Python snippet run on the machine under a target."""
-    machine = machine_under(target)  # a container shares its host's network and CPUs
+def probe(target: Target, code: str, *, inside: bool = False) -> str:
+    """The first stdout line of a Python snippet run on the machine under a target (a container shares
+    its host's network and GPUs), or `inside` the target itself (what a container's own limits allow)."""
+    machine = target if inside else machine_under(target)
     lines: list[str] = []
     res = machine.run([machine.python, "-c", code], timeout=60, on_line=lines.append)
     if not res.ok or not lines:

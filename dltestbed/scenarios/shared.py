@@ -33,12 +33,16 @@ def run(
     """Per repetition, workload and kind: the foreground alone, then with the co-tenant running."""
     probe_target = make("bm", site)
     batch = options.cotenant_batch or (512 if probe(probe_target, HAS_GPU) == "1" else 64)
-    fg_cpus = co_cpus = None
-    if options.isolate:
-        fg_cpus, co_cpus = split_cpus(probe(probe_target, CPUS))
+    halves: dict[str, tuple[str | None, str | None]] = {}
+    for kind in kinds:  # --isolate: each kind's halves of the CPUs its own workload may use (the VM's for vm)
+        where = f"for {kind} on {site.label}"
+        halves[kind] = (None, None)
+        if options.isolate:
+            halves[kind] = split_cpus(probe(make(kind, site), CPUS, inside=True), where)
     records: list[RunRecord] = []
     for round_ in plan.rounds(kinds):
         for rep, spec, kind in round_:
+            fg_cpus, co_cpus = halves[kind]
             job = new_id("j")
             fg = spec.model_copy(update={"cpus": fg_cpus})
             co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
@@ -51,11 +55,11 @@ def run(
     return records
 
 
-def split_cpus(cpu_list: str) -> tuple[str, str]:
+def split_cpus(cpu_list: str, where: str = "on the host") -> tuple[str, str]:
     """Two disjoint halves of a CPU list: the foreground's (first half) and the co-tenant's."""
     cpus = [int(c) for c in cpu_list.split(",") if c.strip()]
     if len(cpus) < 2:
-        raise ConfigError(f"--isolate needs at least 2 CPUs on the host; it has {len(cpus)}")
+        raise ConfigError(f"--isolate needs at least 2 CPUs {where}; it has {len(cpus)}")
     half = len(cpus) // 2
     return format_cpu_list(cpus[:half]), format_cpu_list(cpus[half:])
 
@@ -76,7 +80,8 @@ def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) 
     elif variant == "gpu":
         values["device"] = "gpu"
     elif variant == "io":
-        values.update(data="real", data_dir=fg.data_dir, classes=fg.classes)
+        values.update(data="real", data_dir=fg.data_dir, classes=fg.classes, data_digest=fg.data_digest,
+                      data_files=fg.data_files, data_bytes=fg.data_bytes)  # fmt: skip
     return workload_spec(**values)
 
 

@@ -42,6 +42,15 @@ class ContainerImage:
 
 
 @dataclass(frozen=True)
+class DataPlace:
+    """Where a site's copy of the bench's dataset lies: on its host (read by bm, mounted into cbm) and
+    in its VM (read by vm, mounted into cvm); None where no copy was placed."""
+
+    host: str | None = None
+    vm: str | None = None
+
+
+@dataclass(frozen=True)
 class Site:
     """One machine of a bench: this machine (host None) or an inventory host, with its container
     image (cbm) and its VM (vm, cvm) when the bench uses them."""
@@ -49,6 +58,7 @@ class Site:
     host: Host | None = None
     container: ContainerImage | None = None
     vm: VMRecord | None = None
+    data: DataPlace = field(default_factory=DataPlace)
 
     @property
     def label(self) -> str:
@@ -98,7 +108,9 @@ def _missing(kind: str, site: Site, what: str) -> ConfigError:
 
 @register("bm")
 def _bm(site: Site) -> Target:
-    return LocalTarget(name="local") if site.host is None else SSHTarget(site.host)
+    if site.host is None:
+        return LocalTarget(name="local", data_dir=site.data.host)
+    return SSHTarget(site.host, data_dir=site.data.host)
 
 
 @register("cbm")
@@ -106,14 +118,15 @@ def _cbm(site: Site) -> Target:
     c = site.container
     if c is None:
         raise _missing("cbm", site, "the container image")
-    return ContainerTarget(_bm(site), c.runtime, c.tag, c.digest, c.options, runtime_env=c.runtime_env)
+    return ContainerTarget(_bm(site), c.runtime, c.tag, c.digest, c.options, runtime_env=c.runtime_env,
+                           data_source=site.data.host)  # fmt: skip
 
 
 @register("vm")
 def _vm(site: Site) -> Target:
     if site.vm is None:
         raise _missing("vm", site, "the VM")
-    return VMTarget(site.vm, via=site.host)
+    return VMTarget(site.vm, via=site.host, data_dir=site.data.vm)
 
 
 @register("cvm")
@@ -123,8 +136,9 @@ def _cvm(site: Site) -> Target:
         raise _missing("cvm", site, "the VM")
     if not rec.container_tag:  # a user's image: the bench's checks refuse this first
         raise userimage.refuse_cvm(site.host.name if site.host else None, rec.image_name)
-    return ContainerTarget(_vm(site), "podman", rec.container_tag, rec.container_digest, kind="cvm")
+    return ContainerTarget(_vm(site), "podman", rec.container_tag, rec.container_digest, kind="cvm",
+                           data_source=site.data.vm)  # fmt: skip
 
 
-__all__ = ["GUEST_IMAGE_KINDS", "KINDS", "STORE_IMAGE_KINDS", "VM_KINDS", "CommandResult", "ContainerImage", "Site",
-           "Target", "check_kind", "factory", "machine_under", "make", "register"]  # fmt: skip
+__all__ = ["GUEST_IMAGE_KINDS", "KINDS", "STORE_IMAGE_KINDS", "VM_KINDS", "CommandResult", "ContainerImage",
+           "DataPlace", "Site", "Target", "check_kind", "factory", "machine_under", "make", "register"]  # fmt: skip

@@ -22,7 +22,8 @@ class Target(Protocol):
     its containers beside their host. remote: reached over SSH. watch_stdin: the workload's stdin
     is the controller's session, so it is told to stop when that is lost. inner: the target this
     one wraps (a container's host or VM), None for bm and vm. peer_address: where the other
-    workers of a distributed job reach it."""
+    workers of a distributed job reach it. data_dir: where the workload here reads the bench's real
+    data (its copy, or the mount of one); None where the bench placed none for it (the spec's path is used)."""
 
     name: str
     kind: str
@@ -33,6 +34,7 @@ class Target(Protocol):
     watch_stdin: bool
     inner: Target | None
     peer_address: str
+    data_dir: str | None
 
     def run(
         self,

@@ -21,6 +21,7 @@ from dltestbed.targets.base import CommandResult, Target
 RUNTIMES = ("docker", "podman", "apptainer")
 CONTAINER_USER = "10001:10001"  # the image's unprivileged `dltestbed` user
 VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
+CONTAINER_DATA = "/mnt/dltestbed-data"  # where the bench's dataset is mounted, read-only
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,8 @@ class ContainerTarget:
     watch_stdin = False  # the container's stdin is the runtime's; the inner target watches its own
 
     def __init__(self, inner: Target, runtime: str, image: str, digest: str, opts: ContainerOptions | None = None,
-                 kind: str = "cbm", runtime_env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                 kind: str = "cbm", runtime_env: Mapping[str, str] | None = None,
+                 data_source: str | None = None) -> None:  # fmt: skip
         if runtime not in RUNTIMES:
             raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
         self.inner = inner
@@ -176,6 +178,8 @@ class ContainerTarget:
         self.remote = inner.remote
         self.peer_address = inner.peer_address  # host networking
         self.python = VENV_PYTHON
+        self.data_source = data_source  # the dataset on the inner machine, mounted read-only at data_dir
+        self.data_dir = CONTAINER_DATA if data_source else None
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: which runtime, which image (by digest), its limits, on which machine."""
@@ -225,7 +229,9 @@ class ContainerTarget:
         name = f"dltestbed-{new_id('c').split('-', 1)[1]}"
         opts = self._resolve()
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
-        opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env)})
+        mounts = (f"{self.data_source}:{CONTAINER_DATA}:ro",) if self.data_source else ()
+        opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env),
+                                   "volumes": (*opts.volumes, *mounts)})  # fmt: skip
         command = run_argv(self.runtime, self.image, name, argv, opts)
         try:
             return self.inner.run(command, env=self.runtime_env, timeout=timeout, on_line=on_line,

@@ -20,8 +20,9 @@ class LocalTarget(OnTransport):
     inner: Target | None = None
     peer_address = "127.0.0.1"  # the workers of a job on this machine listen on loopback
 
-    def __init__(self, name: str = "local", python: str | None = None) -> None:
+    def __init__(self, name: str = "local", python: str | None = None, data_dir: str | None = None) -> None:
         self.name = name
+        self.data_dir = data_dir
         self.host = socket.gethostname()
         self.machine = self.host
         self.python = python or sys.executable

@@ -17,8 +17,9 @@ class SSHTarget(OnTransport):
     watch_stdin = True  # the SSH session: the workload stops when it is lost
     inner: Target | None = None
 
-    def __init__(self, host: Host, connect_timeout: float = 15.0) -> None:
+    def __init__(self, host: Host, connect_timeout: float = 15.0, data_dir: str | None = None) -> None:
         self.spec = host
+        self.data_dir = data_dir
         self.name = host.name
         self.host = host.name
         self.machine = host.name

@@ -22,8 +22,10 @@ class VMTarget(OnTransport):
     inner: Target | None = None
     peer_address = "127.0.0.1"  # a job's workers share their host's one VM (distributed on vm: one host)
 
-    def __init__(self, record: VMRecord, connect_timeout: float = 15.0, via: Host | None = None) -> None:
+    def __init__(self, record: VMRecord, connect_timeout: float = 15.0, via: Host | None = None,
+                 data_dir: str | None = None) -> None:  # fmt: skip
         self.record = record
+        self.data_dir = data_dir
         self.via = via  # the hypervisor host to jump through (the VM's bridge is private to it)
         self.name = record.name
         self.host = record.name

@@ -16,9 +16,10 @@ import time
 import traceback
 from typing import Any, NoReturn
 
+from dltestbed import dataset
 from dltestbed.catalog import model_names
 from dltestbed.config import WorkloadSpec, parse_cpu_list, workload_spec
-from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.errors import ConfigError, DataError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent, StartEvent
@@ -36,6 +37,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help=f"one of: {', '.join(model_names())}")
     p.add_argument("--data", default="synthetic", help="synthetic (in memory) or real (--data-dir)")
     p.add_argument("--data-dir", help="ImageNet-style folder: DIR/<class>/*.jpg")
+    p.add_argument("--data-digest", help="the dataset's content digest: recorded once its files and bytes match")
+    p.add_argument("--data-files", type=int, help="with --data-digest: the files the dataset has")
+    p.add_argument("--data-bytes", type=int, help="with --data-digest: the bytes its files hold")
     p.add_argument("--mode", default="train", help="train or infer")
     p.add_argument("--device", default="auto", help="auto, cpu (hides GPUs) or gpu (requires one)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -76,6 +80,16 @@ def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:
     return workload_spec(**values), ns
 
 
+def _check_copy(spec: WorkloadSpec, index: dataset.DatasetIndex) -> dict[str, Any]:
+    """The dataset facts to record; a DataError when this copy is not the dataset the controller digested
+    (another file count or size: a partial or stale copy)."""
+    files, nbytes = dataset.shape(index)
+    if spec.data_digest is not None and (files, nbytes) != (spec.data_files, spec.data_bytes):
+        raise DataError(f"data dir {spec.data_dir!r} is not dataset {spec.data_digest[:12]}: {files} files, "
+                        f"{nbytes} bytes here; {spec.data_files} files, {spec.data_bytes} bytes expected")  # fmt: skip
+    return {"dataset_digest": spec.data_digest, "dataset_files": files, "dataset_bytes": nbytes}
+
+
 def _pin(cpus: str) -> None:
     """Restrict this process (and the threads TensorFlow will start) to the given CPUs."""
 
@@ -96,7 +110,6 @@ def run(argv: list[str], emitter: Emitter) -> None:
 
     Imports inside this function are for start-up only: TensorFlow and what uses it load after the
     environment (CUDA_VISIBLE_DEVICES, TF_CPP_MIN_LOG_LEVEL) is set, and `--help` stays fast."""
-    from dltestbed import dataset
     from dltestbed.workload import fingerprint
 
     spec, ns = parse(argv)
@@ -106,6 +119,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     classes = len(index.classes) if index else spec.classes
     if index is not None and classes < 2:
         raise ConfigError(f"data dir {spec.data_dir!r} has 1 class; at least 2 are needed")
+    data_facts = _check_copy(spec, index) if index is not None else {}
     if spec.cpus:
         _pin(spec.cpus)
     cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
@@ -130,7 +144,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
 
     if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
-    fp.update(fingerprint.tensorflow(tf, gpus))
+    fp.update(fingerprint.tensorflow(tf, gpus), **data_facts)
     if cluster:
         fp.update(worker_index=cluster.index, workers=cluster.size)
     resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes}
@@ -152,7 +166,8 @@ def run(argv: list[str], emitter: Emitter) -> None:
             batches = data.real(tf, index, spec.batch_size, spec.size, seed)
         else:
             batches = data.synthetic(tf, spec.batch_size, spec.size, classes, seed)
-        summary = loop.run(step, batches, spec.batch_size, spec.warmup, spec.steps, emitter.emit)
+        summary = loop.run(step, batches, spec.batch_size, spec.warmup, spec.steps, emitter.emit,
+                           require_gpu=spec.device == "gpu" and not cluster)  # fmt: skip
     finally:
         sampler.stop()
         if nvml:

@@ -34,6 +34,7 @@ class StepEvent:
     seconds: float
     images_per_sec: float
     t: float
+    device: str | None = None  # the first step only: the device TensorFlow put its result on (e.g. .../device:GPU:0)
     event: str = field(default="step", init=False)
 
 
@@ -109,6 +110,8 @@ def encode(ev: Event) -> str:
     """One JSON line (no newline) for an event, with the schema version first."""
     body = asdict(ev)
     kind = body.pop("event")
+    if kind == "step" and body["device"] is None:
+        del body["device"]  # said once, on the first step
     return json.dumps({"v": SCHEMA_VERSION, "event": kind, **body}, separators=(",", ":"))
 
 
@@ -149,4 +152,8 @@ def parse_line(line: str) -> Event:
         values[name] = value
     if kind == "step" and values["phase"] not in ("warmup", "timed"):
         return Unparsed(line, f"step event: unknown phase {values['phase']!r}")
+    if kind == "step" and "device" in obj:
+        if not isinstance(obj["device"], str):
+            return Unparsed(line, "step event: 'device' has the wrong type")
+        values["device"] = obj["device"]
     return cls(**values)

@@ -6,7 +6,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dltestbed.errors import ConfigError
 from dltestbed.workload.events import StepEvent, SummaryEvent
+
+
+def on_gpu(device: str | None) -> bool:
+    """Whether a TensorFlow device name is a GPU's ("/job:localhost/replica:0/task:0/device:GPU:0")."""
+    return bool(device) and ":GPU:" in device.upper()  # type: ignore[union-attr]
 
 
 class StepError(Exception):
@@ -76,8 +82,11 @@ def run(
     warmup: int,
     steps: int,
     emit: Callable[[StepEvent], None],
+    require_gpu: bool = False,
 ) -> SummaryEvent:
-    """Run warm-up + timed steps, emitting each; the input fetch is inside the step's time."""
+    """Run warm-up + timed steps, emitting each; the input fetch is inside the step's time. The first
+    step's event says the device its result was put on; with `require_gpu`, a first step that did not
+    run on a GPU ends the run (ConfigError) before any other step."""
     timed: list[float] = []
     first = 0.0
     warm_total = 0.0
@@ -91,15 +100,19 @@ def run(
         except Exception as exc:
             raise StepError(i) from exc
         dt = time.perf_counter() - t0
+        device = None
         if i == 0:
             first = dt
+            device = str(getattr(result, "device", "") or "") or None
         phase = "warmup" if i < warmup else "timed"
         if phase == "timed":
             timed.append(dt)
         else:
             warm_total += dt
         emit(StepEvent(index=i, phase=phase, images=batch_size, seconds=dt,
-                       images_per_sec=batch_size / dt, t=time.time()))  # fmt: skip
+                       images_per_sec=batch_size / dt, t=time.time(), device=device))  # fmt: skip
+        if i == 0 and require_gpu and not on_gpu(device):
+            raise ConfigError(f"--device gpu: the first step ran on {device or 'an unknown device'}, not a GPU")
     elapsed = time.perf_counter() - start
     total = sum(timed)
     return SummaryEvent(

@@ -96,16 +96,49 @@ def test_bm_and_cbm_interleaved_with_docker(results: Path, tmp_path: Path) -> No
     assert not containers("docker")
 
 
-def test_cbm_with_podman_and_limits(results: Path) -> None:
+def _digest(folder: Path) -> str:
+    from dltestbed import dataset
+
+    return dataset.identify(dataset.scan(folder)).digest
+
+
+def test_cbm_with_podman_limits_and_real_data(results: Path, dataset_dir: Path) -> None:
+    """Podman, limited, reading the real dataset mounted read-only: the same digest the controller computed."""
     proc = run_cli("bench", "--targets", "cbm", "--runtime", "podman", "--container-cpuset", "0",
-                   "--container-memory", "3g", *QUICK, "--json", "--results", str(results))  # fmt: skip
+                   "--container-memory", "3g", *QUICK, "--data", "real", "--data-dir", str(dataset_dir), "--json",
+                   "--results", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = json.loads(proc.stdout)
     fp = run["fingerprint"]
     assert run["status"] == "ok" and fp["container_runtime"] == "podman"
     assert fp["container_limits"] == "cpuset 0, memory 3g"  # what the report shows beside the overhead
     assert fp["cpu_affinity"] == 1  # seen from inside: the runtime applied the CPU set
+    assert fp["dataset_digest"] == _digest(dataset_dir) and fp["dataset_files"] == 24
+    assert run["spec"]["data_dir"] == "/mnt/dltestbed-data"  # the mount, read inside the container
     assert not containers("podman")
+
+
+def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, tmp_path: Path) -> None:
+    """bm reads the folder, cbm its read-only mount: one digest, so the report gives the layer's overhead.
+    A folder the container's user cannot read is refused before anything runs."""
+    proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--data", "real", "--data-dir",
+                   str(dataset_dir), "--repeat", "2", "--json", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted(r["target_kind"] for r in runs) == ["bm", "bm", "cbm", "cbm"]
+    assert all(r["status"] == "ok" for r in runs)
+    assert {r["fingerprint"]["dataset_digest"] for r in runs} == {_digest(dataset_dir)}
+    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["groups"]
+    (cbm,) = [g for g in groups if g["key"]["target_kind"] == "cbm"]
+    assert cbm["overhead_percent"] is not None and not cbm["verdict"].startswith("refused")
+    private = tmp_path / "private"
+    shutil.copytree(dataset_dir, private)
+    (private / "class_1").chmod(0o700)
+    line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--data", "real",
+                                  "--data-dir", str(private), "--results", str(results)))  # fmt: skip
+    assert line == (f"error: cbm reads the dataset as the container's unprivileged user (10001:10001) and "
+                    f"'{private}/class_1' is not readable by others; `chmod -R a+rX {private}`")
+    assert not containers("docker")
 
 
 def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) -> None:
@@ -153,8 +186,10 @@ def test_unknown_target_kind(results: Path) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["podman", "docker"])
-def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, tmp_path: Path) -> None:
-    """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there."""
+def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, tmp_path: Path,
+                                    dataset_dir: Path) -> None:  # fmt: skip
+    """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there on real
+    data: copied to the host once per digest (the container mounts the copy), or read from a shared path."""
     import yaml
 
     from dltestbed import lab
@@ -162,7 +197,7 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
 
     env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state")}
     lab.down("tk")
-    state = lab.up("tk", 1, "10.213.83.0/24", containers=True)
+    state = lab.up("tk", 1, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)])
     try:
         doc = yaml.safe_load(state.inventory.read_text())
         doc["all"]["children"]["container_hosts"]["vars"]["dltestbed_container_runtime"] = runtime
@@ -173,7 +208,8 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
         assert "bm,cbm" in first.stderr and "Load it" in first.stderr
         again = run_cli("provision", "--layout", "single", "--inventory", inv, env=env)
         assert again.returncode == 0 and "nothing changed" in again.stderr
-        proc = run_cli("bench", "--inventory", inv, "--targets", "bm,cbm", *QUICK, "--json", "--results",
+        real = ["--data", "real", "--data-dir", str(dataset_dir)]
+        proc = run_cli("bench", "--inventory", inv, "--targets", "bm,cbm", *QUICK, *real, "--json", "--results",
                        str(results), env=env)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs = json.loads(proc.stdout)
@@ -181,6 +217,21 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
         cbm = runs[1]
         assert cbm["host"] == "tk-h1" and cbm["fingerprint"]["container_runtime"] == runtime
         assert cbm["fingerprint"]["container_image"] == cbm["fingerprint"]["container_image_digest"]
+        digest = _digest(dataset_dir)
+        assert "copying to tk-h1 (once" in proc.stderr
+        assert {r["fingerprint"]["dataset_digest"] for r in runs} == {digest}
+        assert runs[0]["spec"]["data_dir"] == f"/var/lib/dltestbed/datasets/{digest}"  # the host's copy
+        listed = ssh(state, "tk-h1", f"find /var/lib/dltestbed/datasets/{digest} -name '*.jpg' | wc -l")
+        assert listed.stdout.strip() == "24"
+        if runtime == "podman":  # the copy is kept: the next bench copies nothing; a shared path is read there
+            again = run_cli("bench", "--inventory", inv, "--targets", "cbm", *QUICK, *real, "--json", "--results",
+                            str(results), env=env)  # fmt: skip
+            assert again.returncode == 0 and "copying" not in again.stderr, again.stderr[-3000:]
+            shared = run_cli("bench", "--inventory", inv, "--targets", "bm", *QUICK, *real, "--data-shared",
+                             "--json", "--results", str(results), env=env)  # fmt: skip
+            assert shared.returncode == 0, shared.stderr[-3000:]
+            (run,) = json.loads(shared.stdout)
+            assert run["spec"]["data_dir"] == str(dataset_dir) and run["fingerprint"]["dataset_digest"] == digest
         left = ssh(
             state, "tk-h1", f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
         )

@@ -102,6 +102,7 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
         remote = watch_stdin = True
         inner = None
         peer_address = "192.0.2.1"
+        data_dir = None
 
         def __init__(self) -> None:
             self.commands: list[list[str]] = []
@@ -129,3 +130,8 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
     assert host.commands[-1][:3] == ["docker", "rm", "--force"]
     t.run(ARGV)
     assert sum(1 for c in host.commands if c[0] == "nvidia-smi") == 1  # resolved once
+    assert not any(a.startswith("--volume") for a in run)
+    data = ContainerTarget(host, "docker", IMG, "sha256:x", ContainerOptions(gpus="auto"), data_source="/srv/d 1")
+    data.run(ARGV)
+    run = [c for c in host.commands if c[:2] == ["docker", "run"]][-1]
+    assert "--volume=/srv/d 1:/mnt/dltestbed-data:ro" in run and data.data_dir == "/mnt/dltestbed-data"

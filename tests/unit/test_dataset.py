@@ -43,3 +43,96 @@ def test_make_rejects_bad_sizes(tmp_path: Path, kw: dict, msg: str) -> None:
     args = {"classes": 2, "images_per_class": 2, "size": 16} | kw
     with pytest.raises(ConfigError, match=msg):
         dataset.make(tmp_path, **args)
+
+
+def _tree(root: Path, files: dict[str, bytes]) -> dataset.DatasetIndex:
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(content)
+    return dataset.scan(root)
+
+
+def test_the_digest_is_of_paths_sizes_and_contents(tmp_path: Path) -> None:
+    """Known answer: the digest is SHA-256 over `relpath\\0size\\0sha256(content)\\n` per file, in index order."""
+    import hashlib
+
+    files = {"a/1.jpg": b"one", "a/2.jpg": b"two!", "b/1.jpg": b"three"}
+    ident = dataset.identify(_tree(tmp_path / "x", files))
+    lines = "".join(f"{rel}\0{len(c)}\0{hashlib.sha256(c).hexdigest()}\n" for rel, c in sorted(files.items()))
+    assert ident == dataset.DatasetId(hashlib.sha256(lines.encode()).hexdigest(), 3, 12)
+    assert ident.short == ident.digest[:12] and ident.describe() == f"{ident.short} (3 files, 0.0 MB)"
+    # the same files elsewhere: the same dataset; files that are not images in class folders do not count
+    same = _tree(tmp_path / "y", {**files, "notes.txt": b"n", "b/readme.txt": b"r"})
+    assert dataset.identify(same) == ident
+    # one byte changed, a file moved to another class (its label), a file more: each another dataset
+    assert dataset.identify(_tree(tmp_path / "z1", {**files, "b/1.jpg": b"threE"})).digest != ident.digest
+    assert dataset.identify(_tree(tmp_path / "z2", {"a/1.jpg": b"one", "b/2.jpg": b"two!",
+                                                    "b/1.jpg": b"three"})).digest != ident.digest  # fmt: skip
+    assert dataset.identify(_tree(tmp_path / "z3", {**files, "b/2.jpg": b""})).files == 4
+
+
+def test_the_digest_cache_reads_contents_again_only_after_a_change(tmp_path: Path, monkeypatch) -> None:
+    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    cache = tmp_path / "cache" / "digests.json"
+    first = dataset.identify(index, cache)
+    reads: list[str] = []
+    real = dataset.content_digest
+    monkeypatch.setattr(dataset, "content_digest", lambda i: reads.append(str(i.root)) or real(i))
+    assert dataset.identify(index, cache) == first and reads == []  # unchanged: from the cache
+    import os
+
+    (tmp_path / "d" / "a" / "1.jpg").write_bytes(b"ONE")
+    os.utime(tmp_path / "d" / "a" / "1.jpg", ns=(1, 1))
+    again = dataset.identify(dataset.scan(tmp_path / "d"), cache)
+    assert reads == [str(index.root)] and again.digest != first.digest
+    cache.write_text("not json")  # a broken cache is read around, never trusted
+    assert dataset.identify(index, cache).digest == again.digest
+
+
+def test_unreadable_files_are_found(tmp_path: Path) -> None:
+    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    assert dataset.unreadable_by_others(index.root) is None
+    (tmp_path / "d" / "b" / "1.jpg").chmod(0o600)
+    assert dataset.unreadable_by_others(index.root) == str(tmp_path / "d" / "b" / "1.jpg")
+    (tmp_path / "d" / "a").chmod(0o700)
+    assert dataset.unreadable_by_others(index.root) == str(tmp_path / "d" / "a")
+
+
+def test_a_target_refuses_a_copy_that_is_not_the_dataset(tmp_path: Path) -> None:
+    """The workload checks its copy's files and bytes against the controller's identity, then records the digest."""
+    from dltestbed.config import workload_spec
+    from dltestbed.workload.__main__ import _check_copy
+
+    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    ident = dataset.identify(index)
+    spec = workload_spec(model="alexnet", data="real", data_dir=str(index.root), classes=2, data_digest=ident.digest,
+                         data_files=ident.files, data_bytes=ident.bytes)  # fmt: skip
+    assert _check_copy(spec, index) == {"dataset_digest": ident.digest, "dataset_files": 2, "dataset_bytes": 6}
+    (tmp_path / "d" / "b" / "1.jpg").write_bytes(b"tw")  # a partial copy
+    with pytest.raises(DataError) as err:
+        _check_copy(spec, dataset.scan(index.root))
+    assert str(err.value) == (f"data dir {str(index.root)!r} is not dataset {ident.short}: 2 files, 5 bytes here; "
+                              "2 files, 6 bytes expected")  # fmt: skip
+    with pytest.raises(ConfigError, match="--data-digest goes with --data real, --data-files and --data-bytes"):
+        workload_spec(model="alexnet", data="real", data_dir="/d", data_digest=ident.digest)
+    argv = spec.to_argv()
+    assert argv[argv.index("--data-digest"):][:6] == ["--data-digest", ident.digest, "--data-files", "2",
+                                                      "--data-bytes", "6"]  # fmt: skip
+
+
+def test_each_target_reads_its_own_copy(tmp_path: Path) -> None:
+    """A container mounts its machine's copy read-only and the spec it runs reads the mount; bare metal
+    reads its copy; a target the bench placed nothing for keeps the spec's path."""
+    from dltestbed.config import workload_spec
+    from dltestbed.runner import for_target
+    from dltestbed.targets import ContainerImage, DataPlace, Site, make
+    from dltestbed.targets.container import CONTAINER_DATA
+
+    spec = workload_spec(model="alexnet", data="real", data_dir="/ctl/d", classes=2)
+    site = Site(container=ContainerImage("docker", "img:t", "sha256:x"), data=DataPlace(host="/srv/copy"))
+    bm, cbm = make("bm", site), make("cbm", site)
+    assert for_target(spec, bm).data_dir == "/srv/copy" and for_target(spec, cbm).data_dir == CONTAINER_DATA
+    assert cbm.data_source == "/srv/copy"  # type: ignore[attr-defined]
+    assert for_target(spec, make("bm")).data_dir == "/ctl/d"
+    synthetic = workload_spec(model="alexnet")
+    assert for_target(synthetic, cbm) == synthetic

@@ -82,3 +82,47 @@ def test_the_fake_fails_closed() -> None:
 def test_no_nvml_means_no_gpu_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # import fails
     assert Nvml.open() is None
+
+
+class FakeResult:
+    """A step's result on a device: only what the loop reads (its device, its value); nothing else."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def __float__(self) -> float:
+        return 1.0
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"fake step result does not implement {name}")
+
+
+@pytest.mark.parametrize(
+    ("device", "require_gpu", "steps_run", "error"),
+    [
+        ("/job:localhost/replica:0/task:0/device:GPU:0", True, 3, None),
+        ("/job:localhost/replica:0/task:0/device:CPU:0", False, 3, None),
+        ("/job:localhost/replica:0/task:0/device:CPU:0", True, 1,
+         "--device gpu: the first step ran on /job:localhost/replica:0/task:0/device:CPU:0, not a GPU"),
+    ],
+)  # fmt: skip
+def test_the_first_step_says_its_device_and_device_gpu_needs_one(device: str, require_gpu: bool, steps_run: int,
+                                                                 error: str | None) -> None:  # fmt: skip
+    """The GPU run path up to where a real GPU is needed: the first step's event carries the device its result
+    is on (what the report calls the effective device); --device gpu ends the run after a step not on a GPU."""
+    from dltestbed.errors import ConfigError
+    from dltestbed.workload import loop
+    from dltestbed.workload.events import encode, parse_line
+
+    events: list[Any] = []
+    step = lambda images, labels: FakeResult(device)  # noqa: E731
+    batches = iter([(None, None)] * 3)
+    if error:
+        with pytest.raises(ConfigError) as err:
+            loop.run(step, batches, 8, 1, 2, events.append, require_gpu=require_gpu)
+        assert str(err.value) == error
+    else:
+        loop.run(step, batches, 8, 1, 2, events.append, require_gpu=require_gpu)
+    assert len(events) == steps_run and events[0].device == device and all(e.device is None for e in events[1:])
+    assert parse_line(encode(events[0])) == events[0]  # the device goes through the workload's stdout
+    assert '"device"' not in encode(events[-1]) or steps_run == 1

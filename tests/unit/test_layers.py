@@ -30,6 +30,7 @@ LAYERS = (
     "targets",
     "runner",
     "bench",
+    "dataplace",
     "prepare",
     "scenarios",
     "lab",

@@ -72,3 +72,48 @@ def test_a_bad_cpuset_fails_before_anything_runs(results: Path) -> None:
     proc = run_cli("bench", "--targets", "bm,cbm", "--container-cpuset", "9999", "-m", "alexnet", "--results",
                    str(results))  # fmt: skip
     assert "--container-cpuset 9999: CPU 9999 is not one of this machine's" in one_error_line(proc)
+
+
+def test_cbm_on_a_host_looks_up_the_image_of_the_hosts_flavour(monkeypatch) -> None:
+    """A GPU host's containers need the CUDA build's image: bench asks for the host's flavour, never this machine's."""
+    host = Host("g1", "192.0.2.7", 22, None, None, (), ("bare_metal", "container_hosts"), {})
+    asked: list[tuple[str, str]] = []
+
+    def built(runtime: str, flavor: str) -> None:
+        asked.append((runtime, flavor))
+
+    monkeypatch.setattr(prepare, "host_flavor", lambda h: "gpu")  # read on the host (lab tests do it for real)
+    with pytest.raises(ConfigError) as err:
+        prepare._container(host, "podman", built)
+    assert asked == [("podman", "gpu")]
+    assert str(err.value) == ("cbm on g1: no podman image of the gpu flavour for this dltestbed build here; run "
+                              "`dltestbed provision`")  # fmt: skip
+
+
+def test_provision_keys_container_images_by_runtime_and_flavour(monkeypatch) -> None:
+    """Two podman hosts, one with GPUs: each gets the image built from its own flavour's wheelhouse."""
+    from types import SimpleNamespace
+
+    from dltestbed import provision
+    from dltestbed.provision import HostReport, image
+
+    builds: list[tuple[str, str]] = []
+
+    def build(runtime: str, house: object) -> object:  # fails closed: only the calls provision makes
+        builds.append((runtime, house.flavor))  # type: ignore[attr-defined]
+        return SimpleNamespace(tag=f"w:{house.flavor}", digest=f"sha256:{house.flavor}")  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(image, "build", build)
+    monkeypatch.setattr(image, "archive", lambda img: f"/cache/{img.tag}.tar")
+    inv = SimpleNamespace(hosts={n: SimpleNamespace(vars={}) for n in ("c1", "g1", "c2")})
+    hosts = [HostReport("c1", "a", ["bm", "cbm"]), HostReport("g1", "b", ["cbm"]), HostReport("c2", "c", ["cbm"])]
+    hosts[0].flavor, hosts[1].flavor, hosts[2].flavor = "cpu", "gpu", "cpu"
+    houses = {f: SimpleNamespace(flavor=f) for f in ("cpu", "gpu")}
+    out = provision._container_images(inv, hosts, houses, None)  # type: ignore[arg-type]
+    assert builds == [("podman", "cpu"), ("podman", "gpu")]  # once per runtime and flavour
+    assert out["dltestbed_images"] == {
+        "podman/cpu": {"tag": "w:cpu", "digest": "sha256:cpu", "archive": "/cache/w:cpu.tar"},
+        "podman/gpu": {"tag": "w:gpu", "digest": "sha256:gpu", "archive": "/cache/w:gpu.tar"},
+    }
+    assert out["dltestbed_runtimes"] == {"c1": "podman", "g1": "podman", "c2": "podman"}
+    assert [h.image for h in hosts] == ["w:cpu", "w:gpu", "w:cpu"]

@@ -115,6 +115,8 @@ def test_cpu_split_for_isolation() -> None:
     assert scenarios.split_cpus("2,3,5") == ("2", "3,5")
     with pytest.raises(ConfigError, match="--isolate needs at least 2 CPUs on the host; it has 1"):
         scenarios.split_cpus("0")
+    with pytest.raises(ConfigError, match=r"--isolate needs at least 2 CPUs for vm on h1; it has 1"):
+        scenarios.split_cpus("0", "for vm on h1")
 
 
 def test_co_tenant_specs() -> None:

@@ -317,3 +317,34 @@ def test_another_tensorflow_build_is_no_layer_overhead(cbm_fp: dict, words: str)
             rec("cbm", 90.0, repetition=1, fingerprint=bm_fp), rec("cbm", 91.0, repetition=2, fingerprint=bm_fp)]
     (ok,) = [g for g in summarise(same) if g.key["target_kind"] == "cbm"]
     assert ok.effect is not None and ok.verdict.startswith("slower by")  # type: ignore[union-attr]
+
+
+def test_runs_on_another_dataset_are_no_layer_overhead() -> None:
+    """The same model on two datasets (another digest) is refused; the same digest is compared."""
+    fp = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 0}
+    a, b = "3f2a9c01d4e5" + "0" * 52, "9c1d00aa7b21" + "1" * 52
+
+    def runs(digest_cbm: str) -> list[RunRecord]:
+        return [rec("bm", 100.0, repetition=1, data="real", fingerprint={**fp, "dataset_digest": a}),
+                rec("bm", 101.0, repetition=2, data="real", fingerprint={**fp, "dataset_digest": a}),
+                rec("cbm", 90.0, repetition=1, data="real", fingerprint={**fp, "dataset_digest": digest_cbm}),
+                rec("cbm", 91.0, repetition=2, data="real",
+                    fingerprint={**fp, "dataset_digest": digest_cbm})]  # fmt: skip
+
+    (cbm,) = [g for g in summarise(runs(b)) if g.key["target_kind"] == "cbm"]
+    assert cbm.effect is None and cbm.verdict == (
+        "refused: bm read dataset 3f2a9c01d4e5, cbm dataset 9c1d00aa7b21; no overhead across datasets")
+    assert f"dataset_digest: {a} (bm) / {b} (cbm)" in cbm.env
+    (same,) = [g for g in summarise(runs(a)) if g.key["target_kind"] == "cbm"]
+    assert same.effect is not None and same.overhead_percent is not None
+
+
+def test_the_step_device_decides_the_effective_device() -> None:
+    """A run whose TensorFlow saw a GPU but whose first step ran on the CPU ran on the CPU."""
+    from dltestbed.report.environment import effective_device
+
+    seen = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 1}
+    assert effective_device(rec("bm", 1.0, fingerprint=seen)) == "gpu"
+    assert effective_device(rec("bm", 1.0, fingerprint={**seen, "step_device": "/job:localhost/replica:0/task:0/"
+                                                        "device:CPU:0"})) == "cpu"  # fmt: skip
+    assert effective_device(rec("bm", 1.0, fingerprint={**seen, "step_device": "/device:GPU:1"})) == "gpu"
