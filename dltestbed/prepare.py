@@ -137,31 +137,27 @@ def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> l
 
 
 Built = Callable[[str, str], "image.Image | None"]
-FLAVOR_PROBE = """from dltestbed.provision import localfacts
-try:
-    print(localfacts.flavor())
-except Exception as exc:
-    print("error", exc)
-"""
+
 
 
 def host_flavor(host: Host) -> str:
     """An inventory host's flavour, read on the host by the same code and rule as this machine's
     (NVIDIA GPUs on its PCI bus, its nvidia-smi): the image its containers need."""
+    from dltestbed.provision import facts
     from dltestbed.targets import make
 
     lines: list[str] = []
-    target = make("bm", Site(host=host))
     try:
-        res = target.run([host.python, "-c", FLAVOR_PROBE], timeout=120, on_line=lines.append)
+        res = make("bm", Site(host=host)).run(["sh", "-c", facts.GPU_PROBE], timeout=120, on_line=lines.append)
     except DltestbedError as exc:
         raise ConfigError(f"cbm on {host.name}: {exc}") from None
-    if lines and lines[-1].startswith("error "):
-        raise ConfigError(f"cbm on {host.name}: " + lines[-1].removeprefix("error ").replace("this machine: ", ""))
-    if not res.ok or not lines or lines[-1].strip() not in ("cpu", "gpu"):
+    if not res.ok:
         why = next((x.strip() for x in reversed(res.stderr_tail) if x.strip()), res.describe())
-        raise ConfigError(f"cbm on {host.name}: its flavour (cpu or gpu) could not be read: {why}")
-    return lines[-1].strip()
+        raise ConfigError(f"cbm on {host.name}: its GPUs could not be read: {why}")
+    flavor, problem = facts.choose_flavor(facts.parse_gpu_probe(lines))
+    if flavor is None:
+        raise ConfigError(f"cbm on {host.name}: {problem}")
+    return flavor
 
 
 def _container(host: Host | None, runtime: str | None, built: Built) -> ContainerImage:

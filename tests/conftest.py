@@ -48,6 +48,7 @@ def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from dltestbed import dataset
 
     root = tmp_path_factory.mktemp("dataset")
+    root.chmod(0o755)  # mktemp makes it 0700: containers' unprivileged user reads it through a mount
     dataset.make(root, classes=3, images_per_class=8, size=48)
     return root
 

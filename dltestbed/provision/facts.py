@@ -45,6 +45,37 @@ def choose_flavor(facts: dict[str, Any]) -> tuple[str | None, str | None]:
     return "cpu", None
 
 
+# The facts role's two GPU probes in one shell script, for a host reached over SSH outside Ansible
+# (bench looks up the image of a host's flavour): each output line is tagged for parse_gpu_probe.
+GPU_PROBE = r"""for d in /sys/bus/pci/devices/*; do
+[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && case "$(cat "$d/class")" in 0x03*) echo "pci ${d##*/}";; esac
+done
+out=$(nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv,noheader 2>&1)
+rc=$?
+if [ $rc -eq 0 ]; then tag=smi; else tag=err; fi
+printf '%s\n' "$out" | sed -n "s/^./$tag &/p"
+echo "rc $rc"
+"""
+
+
+def parse_gpu_probe(lines: list[str]) -> dict[str, Any]:
+    """GPU_PROBE's output as the facts role reports it: pci_gpus, nvidia_smi_rc, nvidia_smi, nvidia_smi_error."""
+    facts: dict[str, Any] = {"pci_gpus": [], "nvidia_smi": [], "nvidia_smi_rc": 127, "nvidia_smi_error": ""}
+    errors = []
+    for line in lines:
+        tag, _, rest = line.rstrip("\n").partition(" ")
+        if tag == "pci":
+            facts["pci_gpus"].append(rest)
+        elif tag == "smi":
+            facts["nvidia_smi"].append(rest)
+        elif tag == "err":
+            errors.append(rest)
+        elif tag == "rc" and rest.strip().isdigit():
+            facts["nvidia_smi_rc"] = int(rest)
+    facts["nvidia_smi_error"] = "\n".join(errors)
+    return facts
+
+
 def known_hosts_lines(address: str, port: int, name: str, host_keys: dict[str, str]) -> list[str]:
     """known_hosts lines for a host's reported public keys (OpenSSH format, [addr]:port off 22)."""
     who = ",".join(dict.fromkeys([address, name] if port == 22 else [f"[{address}]:{port}", f"[{name}]:{port}"]))

@@ -80,13 +80,29 @@ def test_a_bad_stream_is_refused_before_any_vm_is_made(vm_env: dict[str, str], g
     assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())  # checked first, nothing made
 
 
-def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path, results: Path) -> None:
-    proc = run_cli("bench", "--targets", "bm,vm,cvm", *TINY, "--json", "--results", str(results), env=vm_env,
-                   timeout=1800)  # fmt: skip
+def _digest(folder: Path) -> str:
+    from dltestbed import dataset
+
+    return dataset.identify(dataset.scan(folder)).digest
+
+
+def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path, results: Path,
+                                      dataset_dir: Path) -> None:  # fmt: skip
+    """All four kinds on real data — bm reads the folder, cbm mounts it, the VM gets a copy (once per digest)
+    that cvm mounts — then, in the same VM: --isolate pins within the VM's CPUs, --device gpu is one line."""
+    real = ["--data", "real", "--data-dir", str(dataset_dir)]
+    proc = run_cli("bench", "--targets", "bm,cbm,vm,cvm", "--runtime", "podman", *TINY, *real, "--json",
+                   "--results", str(results), env=vm_env, timeout=1800)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
-    assert sorted(runs) == ["bm", "cvm", "vm"]
+    assert sorted(runs) == ["bm", "cbm", "cvm", "vm"]
     assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs.values())
+    digest = _digest(dataset_dir)
+    assert {r["fingerprint"]["dataset_digest"] for r in runs.values()} == {digest}
+    assert "copying to VM local (once" in proc.stderr
+    reads = {k: r["spec"]["data_dir"] for k, r in runs.items()}
+    assert reads == {"bm": str(dataset_dir), "cbm": "/mnt/dltestbed-data", "cvm": "/mnt/dltestbed-data",
+                     "vm": f"/var/lib/dltestbed/datasets/{digest}"}  # fmt: skip
     vm, cvm = runs["vm"], runs["cvm"]
     assert vm["fingerprint"]["host"] == "local" and vm["fingerprint"]["vm_virt_type"] == "qemu"  # TCG here
     assert "notice: VM local: KVM here is the nested kvm_pvm variant" in proc.stderr or \
@@ -100,6 +116,23 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     here = socket.gethostname()  # --by-host puts the VM and its container beside the machine they run on
     assert (vm["host"], vm["machine"], cvm["machine"], runs["bm"]["machine"]) == ("local", here, here, here)
     assert len(_domains()) == 1 and _qemus()
+    # the same VM: the copy is kept; the co-tenant and the foreground get disjoint halves of the VM's own CPUs
+    shared = run_cli("bench", "--scenario", "shared", "--isolate", "--targets", "vm", "--cotenant-batch", "2", *TINY,
+                     *real, "--json", "--results", str(results), env=vm_env, timeout=1800)  # fmt: skip
+    assert shared.returncode == 0, shared.stderr[-4000:]
+    assert "copying" not in shared.stderr
+    sruns = json.loads(shared.stdout)
+    co = next(r for r in sruns if r["role"] == "cotenant")
+    assert {r["spec"]["cpus"] for r in sruns if r["role"] == "foreground"} == {"0"} and co["spec"]["cpus"] == "1"
+    assert "isolated (cpus 0 / co-tenant 1)" in co["contention"]
+    assert all(r["fingerprint"]["cpu_affinity"] == 1 and r["host"] == "local" for r in sruns)  # inside the VM
+    # --device gpu where there is none: each run fails with one line, nothing stored as ok
+    gpu = run_cli("bench", "--targets", "vm,cvm", "--device", "gpu", *TINY, "--json", "--results", str(results),
+                  env=vm_env, timeout=1800)  # fmt: skip
+    assert gpu.returncode == 1
+    failed = json.loads(gpu.stdout)
+    assert [r["status"] for r in failed] == ["failed", "failed"]
+    assert all(r["reason"] == "config: --device gpu: no GPU is visible to TensorFlow on local" for r in failed), failed
     # the VM is kept for the next bench; teardown removes all of it
     proc = run_cli("teardown", env=vm_env)
     assert proc.returncode == 0 and "VM local" in proc.stderr
@@ -229,7 +262,8 @@ def _remove_pool(path: Path) -> None:
 
 
 def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: Path, results: Path,
-                                          tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+                                          tmp_path_factory: pytest.TempPathFactory,
+                                          dataset_dir: Path) -> None:  # fmt: skip
     """A lab host in libvirt_hosts (it reaches this machine's libvirtd through its socket): provision
     makes its VM over qemu+ssh, uploading the guest image into the host's pool; bench reaches the VM
     through the host (jump); teardown --inventory leaves only the uploaded guest image."""
@@ -247,7 +281,7 @@ def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: P
 
     old = os.environ.get("DLTESTBED_LAB_DIR")
     os.environ["DLTESTBED_LAB_DIR"] = str(labs)
-    state = lab.up("tv", 1, "10.213.84.0/24", vms=True)
+    state = lab.up("tv", 1, "10.213.84.0/24", vms=True, containers=True)
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_libvirt_pool"] = str(pool)
     inv = labs / "inventory.yml"
@@ -262,13 +296,17 @@ def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: P
         assert any(f.startswith("guest-") and f.endswith(".ok") for f in _pool_files(pool))
         assert {"on-tv-h1.overlay.qcow2", "on-tv-h1.seed.img", "on-tv-h1.console.log"} <= set(_pool_files(pool))
 
-        bench = run_cli("bench", "--inventory", str(inv), "--targets", "vm,cvm", *TINY, "--results", str(results),
-                        "--json", env=env, timeout=1800)  # fmt: skip
+        bench = run_cli("bench", "--inventory", str(inv), "--targets", "bm,cbm,vm,cvm", *TINY, "--data", "real",
+                        "--data-dir", str(dataset_dir), "--results", str(results), "--json", env=env,
+                        timeout=1800)  # fmt: skip
         assert bench.returncode == 0, bench.stderr[-4000:]
         assert "uploading" not in bench.stderr  # the VM provision made is reused
-        runs = json.loads(bench.stdout)
-        assert sorted(r["target_kind"] for r in runs) == ["cvm", "vm"]
-        assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs), runs
+        assert "copying to tv-h1, VM on-tv-h1 (once" in bench.stderr  # the host's copy, the VM's copy
+        all_runs = json.loads(bench.stdout)
+        assert sorted(r["target_kind"] for r in all_runs) == ["bm", "cbm", "cvm", "vm"]
+        assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in all_runs), all_runs
+        assert {r["fingerprint"]["dataset_digest"] for r in all_runs} == {_digest(dataset_dir)}
+        runs = [r for r in all_runs if r["target_kind"] in ("vm", "cvm")]
         fps = [r["fingerprint"] for r in runs]
         assert all(f["vm_hypervisor"] == "tv-h1" and f["target_host"] == "on-tv-h1" for f in fps), fps
         assert all(f["vm_libvirt_uri"] == f"qemu+ssh://root@{state.hosts[0].ip}:22/system" for f in fps)

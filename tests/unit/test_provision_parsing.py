@@ -119,3 +119,38 @@ def test_python_mismatch() -> None:
     assert python_mismatch({"python": "3.11"}, "3.11") is None
     msg = python_mismatch({"python": "3.12"}, "3.11")
     assert msg and msg.startswith("the host has Python 3.12 and this controller builds wheels for Python 3.11")
+
+
+@pytest.mark.parametrize(
+    ("output", "flavor", "problem"),
+    [
+        # captured on this machine (no GPU, no driver)
+        (["err sh: 4: nvidia-smi: not found", "rc 127"], "cpu", None),
+        # an H100 host with its driver (nvidia-smi's csv rows, tagged by the probe)
+        (["pci 0000:17:00.0", "smi 0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 00000000:17:00.0", "rc 0"],
+         "gpu", None),
+        # the GPU is there, the driver is not loaded
+        (["pci 0000:17:00.0", "err NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+          "rc 9"], None,
+         "1 NVIDIA GPU(s) on the PCI bus but nvidia-smi fails: NVIDIA-SMI has failed because it couldn't communicate "
+         "with the NVIDIA driver."),
+        (["pci 0000:17:00.0", "pci 0000:65:00.0", "err sh: 4: nvidia-smi: not found", "rc 127"], None,
+         "2 NVIDIA GPU(s) on the PCI bus but no nvidia-smi: is the NVIDIA driver installed?"),
+    ],
+)  # fmt: skip
+def test_a_hosts_gpu_probe_gives_the_flavour_the_facts_role_would(output: list[str], flavor: str | None,
+                                                                  problem: str | None) -> None:  # fmt: skip
+    """bench reads an inventory host's flavour over SSH with the facts role's probes, and the same rule."""
+    from dltestbed.provision.facts import choose_flavor, parse_gpu_probe
+
+    assert choose_flavor(parse_gpu_probe(output)) == (flavor, problem)
+
+
+def test_the_gpu_probe_runs_here() -> None:
+    """The probe script itself, run by sh on this machine (no NVIDIA GPU): the cpu flavour."""
+    import subprocess
+
+    from dltestbed.provision.facts import GPU_PROBE, choose_flavor, parse_gpu_probe
+
+    out = subprocess.run(["sh", "-c", GPU_PROBE], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-1].startswith("rc ") and choose_flavor(parse_gpu_probe(out)) == ("cpu", None)
