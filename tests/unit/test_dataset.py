@@ -136,3 +136,35 @@ def test_each_target_reads_its_own_copy(tmp_path: Path) -> None:
     assert for_target(spec, make("bm")).data_dir == "/ctl/d"
     synthetic = workload_spec(model="alexnet")
     assert for_target(synthetic, cbm) == synthetic
+
+
+def test_the_plan_refuses_a_kind_that_cannot_read_the_data(tmp_path: Path) -> None:
+    """Before anything is made: cbm here needs a folder its unprivileged user can read and mount; a shared
+    path is for inventory hosts."""
+    from dltestbed.config import workload_spec
+    from dltestbed.dataplace import Dataset, check
+    from dltestbed.inventory import Host
+
+    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    ident = dataset.identify(index)
+    spec = workload_spec(model="alexnet", data="real", data_dir=str(index.root), classes=2, data_digest=ident.digest,
+                         data_files=ident.files, data_bytes=ident.bytes)  # fmt: skip
+    ds = Dataset.of(spec)
+    assert ds is not None and ds.ident == ident and ds.source == index.root
+    assert Dataset.of(workload_spec(model="alexnet")) is None
+    check(ds, ("bm", "cbm"), (None,))  # readable by all: fine
+    (tmp_path / "d" / "a" / "1.jpg").chmod(0o600)
+    with pytest.raises(ConfigError, match=r"cbm reads the dataset as the container.s unprivileged user \(10001"):
+        check(ds, ("bm", "cbm"), (None,))
+    check(ds, ("bm", "vm"), (None,))  # the VM's copy is made readable by the dataset role
+    with pytest.raises(ConfigError, match="--data-shared is for --inventory hosts"):
+        check(Dataset(ds.source, ident, shared=True), ("bm",), (None,))
+    host = Host("h1", "192.0.2.1", 22, None, None, (), ("bare_metal",), {})
+    check(Dataset(ds.source, ident, shared=True), ("bm", "cbm"), (host,))  # read on the host, checked there
+
+
+def test_data_shared_needs_real_data(results: Path) -> None:
+    from tests.conftest import one_error_line, run_cli
+
+    line = one_error_line(run_cli("bench", "--targets", "bm", "--data-shared", "--results", str(results)))
+    assert line == "error: --data-shared goes with --data real --data-dir DIR"
