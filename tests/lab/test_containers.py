@@ -142,12 +142,15 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
 
 
 def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) -> None:
-    proc = run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--device", "gpu",
+    """--device gpu on a machine without one: bm and cbm each fail with one line; nothing is stored as ok."""
+    proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--device", "gpu",
                    "--json", "--results", str(results))  # fmt: skip
     assert proc.returncode == 1
-    (run,) = json.loads(proc.stdout)
-    assert run["status"] == "failed" and "no GPU is visible to TensorFlow" in run["reason"]
-    assert "1 of 1 run(s) failed" in one_error_line(proc)
+    runs = json.loads(proc.stdout)
+    assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
+    assert all(r["status"] == "failed" and r["reason"].startswith("config: --device gpu: no GPU is visible to "
+                                                                  "TensorFlow on ") for r in runs), runs  # fmt: skip
+    assert "2 of 2 run(s) failed" in one_error_line(proc)
     assert not containers("docker")
 
 
