@@ -100,11 +100,12 @@ def place(ds: Dataset, sites: Sequence[Site], kinds: Sequence[str], inventory: P
             if missing_hosts:
                 if inventory is None:
                     raise ConfigError("placing the dataset on inventory hosts needs the inventory")
-                _playbook(ds, archive, inventory, [s.host.name for s in missing_hosts])  # type: ignore[union-attr]
+                _playbook(ds, archive, inventory,
+                          {s.host.name: host_copy(s.host, ds.ident) for s in missing_hosts})  # type: ignore[union-attr]
             if missing_vms:
                 recs = [s.vm for s in missing_vms]
                 _playbook(ds, archive, _vm_inventory(recs, [s.host for s in missing_vms]),  # type: ignore[arg-type]
-                          [r.name for r in recs])  # type: ignore[union-attr]
+                          {r.name: vm_copy(ds.ident) for r in recs})  # type: ignore[union-attr]
         finally:
             archive.unlink(missing_ok=True)
         say(f"dataset {ds.ident.short}: placed in {time.monotonic() - started:.0f} s")
@@ -178,10 +179,12 @@ def _vm_inventory(recs: Sequence[VMRecord], vias: Sequence[Host | None]) -> Path
     return inv
 
 
-def _playbook(ds: Dataset, archive: Path, inventory: Path, names: list[str]) -> None:
-    """Run the dataset role on `names`; a DataError line naming the first that failed."""
+def _playbook(ds: Dataset, archive: Path, inventory: Path, dests: dict[str, str]) -> None:
+    """Run the dataset role on each host of `dests`, into its folder there (host_copy, vm_copy: the one
+    place these paths are decided); a DataError line naming the first host that failed."""
+    names = list(dests)
     private = paths.state_dir() / "provision" / new_id("d")
-    extravars = {"dltestbed_hosts": ",".join(names),
+    extravars = {"dltestbed_hosts": ",".join(names), "dltestbed_data_dests": dests, "dltestbed_data_marker": MARKER,
                  "dltestbed_dataset": {"digest": ds.ident.digest, "files": ds.ident.files, "bytes": ds.ident.bytes,
                                        "archive": str(archive)}}  # fmt: skip
     result = run_playbook(source_root() / "playbooks", "data.yml", inventory, private, "dataset", extravars,

@@ -109,49 +109,54 @@ def shape(index: DatasetIndex) -> tuple[int, int]:
     return len(index.files), sum(os.stat(f).st_size for f in index.files)
 
 
-def _signature(index: DatasetIndex) -> str:
+def _stats(index: DatasetIndex) -> list[tuple[str, str, os.stat_result]]:
+    """(path, path relative to the root, stat) per indexed file, in index order: each file stat'ed once."""
+    return [(f, os.path.relpath(f, index.root), os.stat(f)) for f in index.files]
+
+
+def _signature(stats: list[tuple[str, str, os.stat_result]]) -> str:
     """A digest of each file's relative path, size and mtime: when it is unchanged, so is the content digest."""
     h = hashlib.sha256()
-    for f in index.files:
-        st = os.stat(f)
-        h.update(f"{os.path.relpath(f, index.root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for _, rel, st in stats:
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 
-def content_digest(index: DatasetIndex) -> str:
+def content_digest(index: DatasetIndex, stats: list[tuple[str, str, os.stat_result]] | None = None) -> str:
     """The content digest (see DatasetId); reads every file once."""
     h = hashlib.sha256()
-    for f in index.files:
+    for f, rel, st in stats or _stats(index):
         with open(f, "rb") as fh:
             content = hashlib.file_digest(fh, "sha256").hexdigest()
-        h.update(f"{os.path.relpath(f, index.root)}\0{os.stat(f).st_size}\0{content}\n".encode())
+        h.update(f"{rel}\0{st.st_size}\0{content}\n".encode())
     return h.hexdigest()
 
 
 def identify(index: DatasetIndex, cache: Path | None = None) -> DatasetId:
     """The dataset's identity. With `cache` (a JSON file), the content digest is read again only when a
     file's path, size or mtime changed since it was computed for this folder."""
-    files, nbytes = shape(index)
-    sig = _signature(index) if cache is not None else ""
-    known: dict[str, dict[str, str]] = {}
-    if cache is not None:
-        try:
-            known = json.loads(cache.read_text())
-        except (OSError, ValueError):
-            known = {}
-        hit = known.get(str(index.root))
-        if isinstance(hit, dict) and hit.get("signature") == sig and hit.get("digest"):
-            return DatasetId(str(hit["digest"]), files, nbytes)
-    digest = content_digest(index)
-    if cache is not None:
-        known[str(index.root)] = {"signature": sig, "digest": digest}
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(json.dumps(known, indent=1))
-            tmp.replace(cache)
-        except OSError:
-            pass  # a cache that cannot be written costs a re-read next time, nothing else
+    stats = _stats(index)
+    files, nbytes = len(stats), sum(st.st_size for _, _, st in stats)
+    if cache is None:
+        return DatasetId(content_digest(index, stats), files, nbytes)
+    sig = _signature(stats)
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    hit = known.get(str(index.root)) if isinstance(known, dict) else None
+    if isinstance(hit, dict) and hit.get("signature") == sig and hit.get("digest"):
+        return DatasetId(str(hit["digest"]), files, nbytes)
+    digest = content_digest(index, stats)
+    known = known if isinstance(known, dict) else {}
+    known[str(index.root)] = {"signature": sig, "digest": digest}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(known, indent=1))
+        tmp.replace(cache)
+    except OSError:
+        pass  # a cache that cannot be written costs a re-read next time, nothing else
     return DatasetId(digest, files, nbytes)
 
 

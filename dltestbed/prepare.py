@@ -139,7 +139,6 @@ def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> l
 Built = Callable[[str, str], "image.Image | None"]
 
 
-
 def host_flavor(host: Host) -> str:
     """An inventory host's flavour, read on the host by the same code and rule as this machine's
     (NVIDIA GPUs on its PCI bus, its nvidia-smi): the image its containers need."""

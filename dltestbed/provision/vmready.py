@@ -27,8 +27,7 @@ Notice = Callable[[str], None]
 def flavor(settings: VMSettings) -> str:
     """The TensorFlow build for a VM: dltestbed's guest image has the CPU build; a user's image with
     GPUs passed through gets the CUDA build installed."""
-    gpus = settings.gpus not in (None, "", "0")
-    return "gpu" if settings.image and gpus else "cpu"
+    return "gpu" if settings.image and settings.passthrough else "cpu"
 
 
 def guest_image(build: bool) -> guestimage.GuestImage:
@@ -66,7 +65,7 @@ def plan(host: Host | None, overrides: Mapping[str, Any] | None = None, *, build
         if cvm:
             raise userimage.refuse_cvm(host.name if host else None, img.recorded_name)
     else:
-        if settings.gpus not in (None, "", "0"):
+        if settings.passthrough:
             where = f"VM on {host.name}" if host else "VM local"
             raise ConfigError(f"{where}: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA build; "
                               "dltestbed's guest image is the CPU flavour (no driver), so its runs would use the CPU: "

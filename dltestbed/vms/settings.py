@@ -72,6 +72,11 @@ class VMSettings:
         out.pins()  # checked now, not at create time
         return out
 
+    @property
+    def passthrough(self) -> bool:
+        """Whether GPUs are passed through ("0" or empty: none)."""
+        return self.gpus not in (None, "", "0")
+
     def pins(self) -> tuple[str, ...]:
         """One host CPU list per vCPU: each vCPU on its own CPU when `cpus` has exactly as many, else
         every vCPU on the whole set."""

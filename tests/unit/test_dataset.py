@@ -77,7 +77,7 @@ def test_the_digest_cache_reads_contents_again_only_after_a_change(tmp_path: Pat
     first = dataset.identify(index, cache)
     reads: list[str] = []
     real = dataset.content_digest
-    monkeypatch.setattr(dataset, "content_digest", lambda i: reads.append(str(i.root)) or real(i))
+    monkeypatch.setattr(dataset, "content_digest", lambda i, stats=None: reads.append(str(i.root)) or real(i, stats))
     assert dataset.identify(index, cache) == first and reads == []  # unchanged: from the cache
     import os
 
