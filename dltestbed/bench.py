@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
 from dltestbed.catalog import MODELS
-from dltestbed.config import WorkloadSpec, resolve_path, workload_spec
+from dltestbed.config import PROBES, Spec, probe_spec, resolve_path, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -21,6 +21,12 @@ ORDERS = ("interleaved", "random")
 DEFAULT_PRECISION = 2.0  # --repeat auto: the overheads' 95 % half-width to reach, in %
 DEFAULT_MAX_REPEAT = 20
 AA_ARM = "A′"  # the baseline kind's second run in a repetition (--aa)
+SUITES = {
+    "study": "the models (the preset's, or --model): what each layer costs a training or inference step",
+    "micro": "the microbenchmarks (--probes; small sizes, minutes on 2 cores): which resource a layer costs",
+    "full": "both: the models' overheads with the probes beside them, to explain them",
+}
+PROBE_WARMUP, PROBE_STEPS = 1, 5  # per probe case, unless --warmup / --steps say otherwise
 
 
 def arms(kinds: Sequence[str]) -> list[str]:
@@ -65,7 +71,7 @@ class Plan:
     """The runs of a bench, in order: repetitions outermost, so drift hits every model alike."""
 
     bench_id: str
-    specs: list[WorkloadSpec]
+    specs: list[Spec]
     repeat: int
     scenario: str = "single"
     order: str = "interleaved"  # or random: each repetition's runs shuffled, seeded
@@ -74,11 +80,16 @@ class Plan:
     precision: float | None = None  # --repeat auto: add repetitions until every overhead is within ±precision %
     aa: bool = False  # the baseline kind runs twice per repetition, as A and A′ (the noise floor)
 
-    def runs(self) -> list[tuple[int, WorkloadSpec]]:
+    def runs(self) -> list[tuple[int, Spec]]:
         """(repetition, spec) pairs in execution order."""
         return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs]
 
-    def rounds(self, kinds: Sequence[T], reps: Sequence[int] | None = None) -> list[list[tuple[int, WorkloadSpec, T]]]:
+    @property
+    def models(self) -> list[Spec]:
+        """The specs that run a model (not the microbenchmarks)."""
+        return [s for s in self.specs if s.mode != "probe"]
+
+    def rounds(self, kinds: Sequence[T], reps: Sequence[int] | None = None) -> list[list[tuple[int, Spec, T]]]:
         """Per repetition (all, or `reps`), every (spec, kind) once: in order (interleaved) or shuffled
         with a seeded RNG (random) — either way drift hits every kind alike."""
         out = []
@@ -111,11 +122,21 @@ def plan(
     precision: float = DEFAULT_PRECISION,
     max_repeat: int = DEFAULT_MAX_REPEAT,
     aa: bool = False,
+    suite: str = "study",
+    probes: Sequence[str] | None = None,
+    probe_scale: str = "small",
     **common: Any,
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
-    "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat)."""
+    "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
+    suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full."""
     p = preset(preset_name)
+    if suite not in SUITES:
+        raise ConfigError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
+    if probes and suite == "study":
+        raise ConfigError("--probes goes with --suite micro or full")
+    if suite == "micro" and models:
+        raise ConfigError("--model goes with --suite study or full (micro runs no model)")
     auto = repeat == "auto"
     if auto:
         if not 0 < precision < 100:
@@ -142,8 +163,8 @@ def plan(
         ident = dataset.identify(index, paths.cache_dir() / "dataset-digests.json")  # content read once per change
         common.update(classes=len(index.classes), data_digest=ident.digest, data_files=ident.files,
                       data_bytes=ident.bytes)  # fmt: skip
-    specs = []
-    for name in names:
+    specs: list[Spec] = []
+    for name in names if suite != "micro" else ():
         size = image_size if image_size is not None else p.sizes.get(name)
         specs.append(workload_spec(
             model=name, image_size=size, data_dir=data_dir,
@@ -151,6 +172,13 @@ def plan(
             warmup=warmup if warmup is not None else p.warmup,
             steps=steps if steps is not None else p.steps,
             **common,
+        ))  # fmt: skip
+    if suite != "study":
+        keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "seed")
+        specs.append(probe_spec(
+            probes=tuple(probes) if probes else tuple(PROBES), scale=probe_scale,
+            warmup=warmup if warmup is not None else PROBE_WARMUP, steps=steps if steps is not None else PROBE_STEPS,
+            **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in keep},
         ))  # fmt: skip
     return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat, order=order, seed=seed,
                 precision=precision if auto else None, aa=aa)  # fmt: skip

@@ -94,6 +94,97 @@ class WorkloadSpec(BaseModel):
         return argv
 
 
+# The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them).
+PROBES: dict[str, str] = {
+    "gemm": "matrix multiply FLOP/s (TensorFlow matmul; float32, and bfloat16/float16 on a GPU)",
+    "conv": "convolution FLOP/s at the shapes of the models' heaviest layers (TensorFlow conv2d)",
+    "membw": "host memory bandwidth: a large copy, bytes read + written (numpy)",
+    "h2d": "host-to-device copy bandwidth (GPU only)",
+    "d2h": "device-to-host copy bandwidth (GPU only)",
+    "disk": "sequential and random 4 KiB read throughput of the dataset's folder as the target sees it "
+            "(or, without a dataset, of a scratch file in the target's temp folder)",
+}
+PROBE_SCALES = ("small", "full")  # small: seconds per probe on 2 cores; full: the models' native shapes
+
+
+class ProbeSpec(BaseModel):
+    """One `micro` run: the probes to make on a target, each case `warmup` + `steps` times. It fills the
+    fields a run record shares with a model's run (model "micro", mode "probe", batch and size 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    probes: tuple[str, ...] = tuple(PROBES)
+    scale: Literal["small", "full"] = "small"
+    data: DataKind = "synthetic"  # real: `disk` reads data_dir
+    data_dir: str | None = None
+    data_digest: str | None = None
+    data_files: int | None = Field(None, ge=1)
+    data_bytes: int | None = Field(None, ge=0)
+    device: Device = "auto"
+    warmup: int = Field(1, ge=0)
+    steps: int = Field(5, gt=0)
+    sample_interval: float = Field(1.0, gt=0)
+    seed: int = 0
+    cpus: str | None = None
+    distributed: bool = False  # probes run alone (net and allreduce between workers are not here yet)
+
+    @field_validator("probes")
+    @classmethod
+    def _known_probes(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [p for p in v if p not in PROBES]
+        if unknown or not v:
+            raise ValueError(f"unknown probe {(unknown or [''])[0]!r}; known: {', '.join(PROBES)}")
+        return tuple(p for p in PROBES if p in v)
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpu_list(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_cpu_list(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ProbeSpec:
+        if self.data == "real" and not self.data_dir:
+            raise ValueError("--data real needs --data-dir DIR")
+        if self.data == "synthetic" and self.data_dir:
+            raise ValueError("--data-dir is only used with --data real")
+        return self
+
+    model: Literal["micro"] = "micro"  # the fields a run record shares with a model's run
+    mode: Literal["probe"] = "probe"
+    batch_size: Literal[0] = 0
+
+    @property
+    def size(self) -> int:
+        """No input images: 0."""
+        return 0
+
+    def to_argv(self) -> list[str]:
+        """The workload's command line (`python -m dltestbed.workload micro ...`)."""
+        argv = ["micro", "--probes", ",".join(self.probes), "--scale", self.scale, "--data", self.data,
+                "--device", self.device, "--warmup", str(self.warmup), "--steps", str(self.steps),
+                "--sample-interval", repr(self.sample_interval), "--seed", str(self.seed)]  # fmt: skip
+        if self.data_dir:
+            argv += ["--data-dir", self.data_dir]
+        if self.data_digest is not None:
+            argv += ["--data-digest", self.data_digest, "--data-files", str(self.data_files),
+                     "--data-bytes", str(self.data_bytes)]  # fmt: skip
+        if self.cpus:
+            argv += ["--cpus", self.cpus]
+        return argv
+
+
+Spec = WorkloadSpec | ProbeSpec  # what a run runs: a model or the microbenchmarks
+
+
+def probe_spec(**values: object) -> ProbeSpec:
+    """A validated ProbeSpec or a ConfigError naming the bad field."""
+    spec = build(ProbeSpec, **values)
+    assert isinstance(spec, ProbeSpec)
+    return spec
+
+
 def parse_cpu_list(text: str) -> list[int]:
     """CPU numbers of a cpuset list like "0-3,8" (sorted, unique), or ValueError saying what is wrong."""
     cpus: set[int] = set()

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from dltestbed import dataset, paths
-from dltestbed.config import WorkloadSpec
+from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, DataError, TargetError
 from dltestbed.inventory import Host
 from dltestbed.provision.ansible import run_playbook
@@ -43,7 +43,7 @@ class Dataset:
     shared: bool = False  # the same path on every inventory host (NFS): read there, not copied
 
     @classmethod
-    def of(cls, spec: WorkloadSpec, shared: bool = False) -> Dataset | None:
+    def of(cls, spec: Spec, shared: bool = False) -> Dataset | None:
         """The dataset a plan's spec reads (None for synthetic data)."""
         if spec.data != "real" or spec.data_dir is None or spec.data_digest is None:
             return None

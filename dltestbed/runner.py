@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dltestbed.config import WorkloadSpec
+from dltestbed.config import Spec
 from dltestbed.errors import DltestbedError
 from dltestbed.results.records import RunRecord, new_id, now_iso
 from dltestbed.results.store import Store
@@ -15,7 +15,10 @@ from dltestbed.targets.base import CommandResult, Target
 from dltestbed.workload.events import (
     ErrorEvent,
     Event,
+    MeasureEvent,
+    ProbesDoneEvent,
     ResourceEvent,
+    SkipEvent,
     StartEvent,
     StepEvent,
     SummaryEvent,
@@ -50,6 +53,7 @@ class Sink(Protocol):
 
     def step(self, run: RunRecord, ev: StepEvent) -> None: ...
     def resource(self, run: RunRecord, ev: ResourceEvent) -> None: ...
+    def measure(self, run: RunRecord, ev: MeasureEvent) -> None: ...
     def finished(self, run: RunRecord) -> None: ...
 
 
@@ -92,14 +96,14 @@ class Stop:
         return self._event.is_set()
 
 
-def for_target(spec: WorkloadSpec, target: Target) -> WorkloadSpec:
+def for_target(spec: Spec, target: Target) -> Spec:
     """The spec as the workload on `target` runs it: real data read from the target's own copy or mount."""
     if spec.data == "real" and target.data_dir is not None:
         return spec.model_copy(update={"data_dir": target.data_dir})
     return spec
 
 
-def workload_argv(target: Target, spec: WorkloadSpec) -> list[str]:
+def workload_argv(target: Target, spec: Spec) -> list[str]:
     """The command line that runs the workload on a target."""
     argv = [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
     if target.watch_stdin:
@@ -116,6 +120,8 @@ class _Collector:
         self.observer = observer
         self.sinks = sinks
         self.summary: SummaryEvent | None = None
+        self.probes_done: ProbesDoneEvent | None = None
+        self.measures = 0  # timed measures of a micro run
         self.error: ErrorEvent | None = None
         self.unparsed: list[Unparsed] = []
         self.timed: list[StepEvent] = []
@@ -146,6 +152,16 @@ class _Collector:
                 self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
                 self.run.spec = ev.spec
                 self.store.save_run(self.run)
+            case MeasureEvent():
+                self.store.add_measure(self.run.id, ev)
+                self.run.steps_done += 1
+                self.measures += ev.phase == "timed"
+                for sink in self.sinks:
+                    sink.measure(self.run, ev)
+            case SkipEvent():
+                self.store.add_skip(self.run.id, ev)
+            case ProbesDoneEvent():
+                self.probes_done = ev
             case SummaryEvent():
                 self.summary = ev
             case ErrorEvent():
@@ -169,7 +185,9 @@ class _Collector:
 
 def _failure_reason(result: CommandResult | None, col: _Collector) -> str | None:
     """None when the run succeeded, else why it did not, in one line."""
-    if result is not None and result.ok and col.summary and not col.error:
+    if result is not None and result.ok and (col.summary or col.probes_done) and not col.error:
+        if col.probes_done and col.probes_done.measures != col.measures:
+            return f"the workload sent {col.measures} timed measures and said {col.probes_done.measures}"
         return None
     if col.error:
         return f"{col.error.kind}: {col.error.message}"
@@ -183,7 +201,7 @@ def _failure_reason(result: CommandResult | None, col: _Collector) -> str | None
 
 def execute(
     target: Target,
-    spec: WorkloadSpec,
+    spec: Spec,
     store: Store,
     ctx: RunContext,
     observer: Observer | None = None,

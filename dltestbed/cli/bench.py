@@ -59,6 +59,16 @@ def bench(
         False, "--data-shared", help="With --inventory: --data-dir is the same folder on every host (NFS): read "
         "there, checked to hold the same files and bytes, not copied (VMs still get a copy).",
     ),
+    suite: str = typer.Option("study", help="study: the models (the preset's, or --model). micro: the "
+                              "microbenchmarks (--probes), one run per target and repetition, to explain a layer's "
+                              "cost (compute, memory, disk, host↔device). full: both; the report puts the probes' "
+                              "ratios beside the models' overheads."),
+    probes: str | None = typer.Option(None, help="With --suite micro or full: comma-separated, of gemm (matmul "
+                                      "FLOP/s), conv (the models' heaviest convolutions), membw (memory copy), h2d "
+                                      "and d2h (GPU copies; skipped without a GPU), disk (reads of --data-dir, or a "
+                                      "scratch file). Default: all."),
+    probe_scale: str = typer.Option("small", help="With --suite micro or full: small (seconds a probe) or full "
+                                    "(the models' native shapes, larger copies)."),
     mode: ModeOpt = typer.Option(ModeOpt.train, help="train or infer."),
     device: DeviceOpt = typer.Option(DeviceOpt.auto, help="auto, cpu (hides the GPUs) or gpu (fails without one)."),
     batch_size: int | None = typer.Option(None, help="Images per step. Default: the preset's."),
@@ -193,7 +203,8 @@ def bench(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
         data=data.value, mode=mode.value, device=device.value, classes=classes, order=order.value, seed=seed,
-        precision=precision, max_repeat=max_repeat, aa=aa,
+        precision=precision, max_repeat=max_repeat, aa=aa, suite=suite, probe_scale=probe_scale,
+        probes=[p.strip() for p in probes.split(",") if p.strip()] if probes is not None else None,
     )  # fmt: skip
     options = scenarios.Options(
         scenario=scenario.value, workers=workers, baseline=baseline, cotenant=cotenant.value,
@@ -242,7 +253,7 @@ def bench(
     machines = [[make(k, s) for k in kinds] for s in sites]
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     p = bench_mod.PRESETS[preset.value]
-    if not model and image_size is None and steps is None:
+    if suite != "micro" and not model and image_size is None and steps is None:
         console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                       "See `dltestbed bench --help` for the options.")  # fmt: skip
     records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]

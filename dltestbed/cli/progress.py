@@ -12,6 +12,9 @@ from dltestbed.workload.events import StepEvent
 
 def label(run: RunRecord) -> str:
     """e.g. `bm:local alexnet train synthetic 64px bs8 rep 1`, with the run's part in its scenario."""
+    if run.is_probe:
+        probes = ",".join(run.spec.get("probes", ()))
+        return f"{run.target_kind}:{run.target_name} micro {probes} {run.data} rep {run.repetition}"
     text = (f"{run.target_kind}:{run.target_name} {run.model} {run.mode} {run.data} "
             f"{run.image_size}px bs{run.batch_size} rep {run.repetition}")  # fmt: skip
     if run.role == "cotenant":
@@ -51,7 +54,8 @@ class RichObserver:
     def begin(self, run: RunRecord) -> None:
         """A bar for the run, sized warm-up + timed steps."""
         self._tasks[run.id] = self.progress.add_task(
-            escape(label(run)), total=run.warmup + run.steps if run.role != "cotenant" else None, phase="start",
+            escape(label(run)), total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,
+            phase="start",
             ips="—",
         )
 
@@ -65,7 +69,10 @@ class RichObserver:
         task = self._tasks.pop(run.id, None)
         if task is not None:
             self.progress.remove_task(task)
-        if run.status == "ok":
+        if run.status == "ok" and run.is_probe:
+            self.progress.console.print(f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  "
+                                        f"[dim]{run.id}[/]", highlight=False, soft_wrap=True)  # fmt: skip
+        elif run.status == "ok":
             self.progress.console.print(
                 f"[green]ok[/]     {escape(label(run))}: {run.images_per_sec:.1f} img/s, "
                 f"elapsed {run.elapsed_seconds:.1f} s  [dim]{run.id}[/]",

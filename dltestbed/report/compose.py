@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from dltestbed import __version__
-from dltestbed.report import fleet, jobs, render, stats
+from dltestbed.report import fleet, jobs, micro, render, stats
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 
@@ -41,6 +41,10 @@ class Report:
 def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options) -> Report:
     """The report of `records` (read from `store`: steps for the steady-state check, samples for figures)."""
     draw = opts.fmt == "html" or (opts.fmt == "md" and opts.figures_dir is not None)
+    probes = [r for r in records if r.is_probe]
+    records = [r for r in records if not r.is_probe]
+    cases, skipped = micro.summarise(probes, {r.id: store.measures(r.id) for r in probes},
+                                     {r.id: store.skips(r.id) for r in probes})  # fmt: skip
     steps = {r.id: store.steps(r.id) for r in records}
     timed = {rid: [s.images_per_sec for s in ss if s.phase == "timed"] for rid, ss in steps.items()}
     groups = stats.summarise(records, by_host=opts.by_host, equivalence=opts.equivalence)
@@ -51,7 +55,9 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
     steady = fleet.steady(records, timed)
     if opts.fmt == "json":
         text = render.as_json(groups, dist, shared, scope=scope, fleet=flags,
-                              steady=[{"run": r.id, "flags": w} for r, w in steady]) + "\n"  # fmt: skip
+                              steady=[{"run": r.id, "flags": w} for r, w in steady],
+                              micro={"cases": [c.to_dict() for c in cases],
+                                     "skipped": [s.__dict__ for s in skipped]}) + "\n"  # fmt: skip
         return Report(text)
     title = f"dltestbed report: {scope}"
     plots: list[Plot] = []
@@ -61,7 +67,8 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
         resources = {r.id: store.resources(r.id) for r in records}
         plots = figures.build(groups, records, steps, resources, steady, dist, shared, host_groups, flags)
     args = dict(title=title, dist=dist, shared=shared, equivalence=opts.equivalence, fleet_flags=flags,
-                fleet_compared=compared, steady_flags=steady)  # fmt: skip
+                fleet_compared=compared, steady_flags=steady,
+                micro_lines=micro.markdown(cases, skipped, groups))  # fmt: skip
     if opts.fmt == "html":
         from dltestbed.report import html
 

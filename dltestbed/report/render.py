@@ -111,6 +111,7 @@ def markdown(
     steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
     figures: Figures | None = None,
     captions: bool = True,
+    micro_lines: Sequence[str] = (),
 ) -> str:
     """The report in Markdown: each layer's verdict in a line, the groups' table, each layer's overhead
     with its interval and verdict, the environment of each group and its differences, the noise floor,
@@ -118,10 +119,11 @@ def markdown(
     runs have it — with each figure in its section (captions: a line under each)."""
     figs = figures or {}
     lines = [f"# {title}", *_summary(groups)]
-    lines += _groups_table(groups)
+    lines += _groups_table(groups) if groups or not micro_lines else []
     lines += _figures(figs, "throughput", captions)
     lines += _overheads(groups, equivalence)
     lines += _figures(figs, "overhead", captions)
+    lines += micro_lines
     lines += _environments(groups)
     lines += _environment(groups)
     lines += noise_floor(groups)
@@ -322,8 +324,10 @@ def as_json(
     scope: str = "",
     fleet: Sequence[FleetFlag] = (),
     steady: Sequence[dict] = (),
+    micro: dict | None = None,
 ) -> str:
-    """{"scope", "groups", "distributed", "shared", "fleet", "steady"} as JSON."""
+    """{"scope", "groups", "distributed", "shared", "fleet", "steady", "micro"} as JSON."""
     return json.dumps({"scope": scope, "groups": [g.to_dict() for g in groups],
                        "distributed": [d.to_dict() for d in dist], "shared": [s.to_dict() for s in shared],
-                       "fleet": [f.to_dict() for f in fleet], "steady": list(steady)}, indent=2)  # fmt: skip
+                       "fleet": [f.to_dict() for f in fleet], "steady": list(steady),
+                       "micro": micro or {"cases": [], "skipped": []}}, indent=2)  # fmt: skip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -96,21 +96,28 @@ def pair_key(run: RunRecord, by_host: bool = False) -> tuple[Any, ...]:
     return (run.bench_id, run.repetition, run.machine) if by_host else (run.bench_id, run.repetition)
 
 
-def samples(baseline: Sequence[RunRecord], layer: Sequence[RunRecord],
-            by_host: bool = False) -> tuple[list[float], list[float], bool] | None:  # fmt: skip
-    """The throughputs to compare and whether they are paired: paired when every layer run has exactly
-    one baseline partner (and no partner serves twice), else the two groups as they are; None below
-    2 runs a side."""
+def images_per_sec(run: RunRecord) -> float:
+    """A model run's throughput (what `samples` compares by default)."""
+    return run.images_per_sec  # type: ignore[return-value]
+
+
+Samples = tuple[list[float], list[float], bool]
+
+
+def samples(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: bool = False,
+            value: Callable[[RunRecord], float] = images_per_sec) -> Samples | None:  # fmt: skip
+    """The values to compare (images/sec, or a probe's rate) and whether they are paired: paired when every
+    layer run has exactly one baseline partner (and no partner serves twice), else the two groups as they
+    are; None below 2 runs a side."""
     base: dict[tuple[Any, ...], list[float]] = {}
     for r in baseline:
-        base.setdefault(pair_key(r, by_host), []).append(r.images_per_sec)  # type: ignore[arg-type]
-    pairs = [(base[pair_key(r, by_host)][0], r.images_per_sec) for r in layer
-             if len(base.get(pair_key(r, by_host), [])) == 1]  # fmt: skip
+        base.setdefault(pair_key(r, by_host), []).append(value(r))
+    pairs = [(base[pair_key(r, by_host)][0], value(r)) for r in layer if len(base.get(pair_key(r, by_host), [])) == 1]
     keys = [pair_key(r, by_host) for r in layer]
     if len(pairs) == len(layer) >= 2 and len(set(keys)) == len(keys):
-        return [b for b, _ in pairs], [x for _, x in pairs], True  # type: ignore[misc]
+        return [b for b, _ in pairs], [x for _, x in pairs], True
     if len(baseline) >= 2 and len(layer) >= 2:
-        return [r.images_per_sec for r in baseline], [r.images_per_sec for r in layer], False  # type: ignore[misc]
+        return [value(r) for r in baseline], [value(r) for r in layer], False
     return None
 
 
@@ -141,8 +148,8 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
     compare = tuple(f for f in names if f not in LAYER_FIELDS)
     groups: dict[tuple[Any, ...], list[RunRecord]] = {}
     for r in runs:
-        if r.role == "cotenant":
-            continue  # a co-tenant is the load, not a measurement: see `shared`
+        if r.role == "cotenant" or r.is_probe:
+            continue  # a co-tenant is the load, not a measurement: see `shared`; probes: see micro.py
         groups.setdefault(group_key(r, fields), []).append(r)
     partial: list[tuple[dict[str, Any], list[RunRecord], Spread | None, Spread | None]] = []
     baselines: dict[tuple[Any, ...], float] = {}

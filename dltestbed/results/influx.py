@@ -18,7 +18,7 @@ from dltestbed.errors import ConfigError, StreamError
 from dltestbed.results import points
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
-from dltestbed.workload.events import ResourceEvent, StepEvent
+from dltestbed.workload.events import MeasureEvent, ResourceEvent, StepEvent
 
 # The client library's environment variables (it reads URL, ORG, TOKEN and AUTH_BASIC itself); BUCKET and
 # TOKEN_FILE follow the same naming.
@@ -222,6 +222,10 @@ class InfluxSink:
     def resource(self, run: RunRecord, ev: ResourceEvent) -> None:
         """Queue a resource point."""
         self.write([points.resource_line(run, ev, self._prefix("dltestbed_resource", run))])
+
+    def measure(self, run: RunRecord, ev: MeasureEvent) -> None:
+        """Queue a microbenchmark measure's point."""
+        self.write([points.measure_line(run, ev)])
 
     def finished(self, run: RunRecord) -> None:
         """Queue the run's point."""

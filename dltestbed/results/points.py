@@ -4,6 +4,8 @@ Schema (documented in README, "InfluxDB stream"):
   dltestbed_step      tags RUN_TAGS + phase; fields images_per_sec, seconds, images, index; time = step end
   dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_memory_used_bytes,
                       gpu<N>_process_memory_bytes, gpu<N>_util_percent
+  dltestbed_measure   tags RUN_TAGS + probe, case, unit, phase; fields value, seconds, index; time = measure end
+                      (microbenchmark runs: model micro, mode probe)
   dltestbed_run       tags RUN_TAGS + status; fields images_per_sec, elapsed_seconds, timed_seconds,
                       steps_done, ok (1/0); time = when the run finished
 """
@@ -15,9 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.events import ResourceEvent, StepEvent
+from dltestbed.workload.events import MeasureEvent, ResourceEvent, StepEvent
 
-MEASUREMENTS = ("dltestbed_step", "dltestbed_resource", "dltestbed_run")
+MEASUREMENTS = ("dltestbed_step", "dltestbed_resource", "dltestbed_measure", "dltestbed_run")
 
 RUN_TAGS = (
     "bench_id", "run_id", "scenario", "target_kind", "target_name", "host", "model", "data", "mode",
@@ -60,6 +62,12 @@ def step_line(run: RunRecord, ev: StepEvent, prefix: str | None = None) -> str:
     head = prefix or series("dltestbed_step", run, phase=ev.phase)
     return (f"{head} images={int(ev.images)}i,images_per_sec={_float(ev.images_per_sec)},"
             f"index={int(ev.index)}i,seconds={_float(ev.seconds)} {_ns(ev.t)}")  # fmt: skip
+
+
+def measure_line(run: RunRecord, ev: MeasureEvent) -> str:
+    """A microbenchmark measure as one line."""
+    head = series("dltestbed_measure", run, probe=ev.probe, case=ev.case, unit=ev.unit, phase=ev.phase)
+    return f"{head} index={int(ev.index)}i,seconds={_float(ev.seconds)},value={_float(ev.value)} {_ns(ev.t)}"
 
 
 def resource_line(run: RunRecord, ev: ResourceEvent, prefix: str | None = None) -> str:

@@ -51,7 +51,7 @@ class RunRecord:
     timed_seconds: float | None = None
     elapsed_seconds: float | None = None
     first_step_seconds: float | None = None
-    steps_done: int = 0
+    steps_done: int = 0  # steps stored (a micro run: measures stored)
     log_path: str | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)
@@ -65,6 +65,11 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+    @property
+    def is_probe(self) -> bool:
+        """A microbenchmark run (`micro`): measures and skips instead of steps; no images/sec."""
+        return self.mode == "probe"
 
     @property
     def vm_image(self) -> str:

@@ -14,10 +14,11 @@ from typing import Any
 from dltestbed import paths
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.events import ResourceEvent, StepEvent
+from dltestbed.workload.events import MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 3  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm
+SCHEMA_VERSION = 4  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+# 4: measures and skips (microbenchmark runs)
 
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -40,6 +41,15 @@ CREATE TABLE IF NOT EXISTS resources (
     cpu_percent REAL NOT NULL, gpus TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS resources_run ON resources (run_id);
+CREATE TABLE IF NOT EXISTS measures (
+    run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, idx INTEGER NOT NULL,
+    phase TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, seconds REAL NOT NULL, t REAL NOT NULL,
+    PRIMARY KEY (run_id, probe, "case", idx)
+);
+CREATE TABLE IF NOT EXISTS skips (
+    run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (run_id, probe, "case")
+);
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL
 );
@@ -146,6 +156,32 @@ class Store:
                 "INSERT INTO resources VALUES (?, ?, ?, ?, ?)",
                 (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus)),
             )
+
+    def add_measure(self, run_id: str, ev: MeasureEvent) -> None:
+        """Store one measure of a microbenchmark case (a repeated index replaces the first)."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            row = (run_id, ev.probe, ev.case, ev.index, ev.phase, ev.value, ev.unit, ev.seconds, ev.t)
+            db.execute("INSERT OR REPLACE INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
+
+    def add_skip(self, run_id: str, ev: SkipEvent) -> None:
+        """Store a probe (or case) that could not run, with the reason."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            db.execute("INSERT OR REPLACE INTO skips VALUES (?, ?, ?, ?)", (run_id, ev.probe, ev.case, ev.reason))
+
+    def measures(self, run_id: str) -> list[MeasureEvent]:
+        """A microbenchmark run's measures, in the order they were made."""
+        rows = self._query('SELECT probe, "case", idx, phase, value, unit, seconds, t FROM measures WHERE run_id = ? '
+                           "ORDER BY t, idx", (run_id,))  # fmt: skip
+        return [MeasureEvent(probe=r[0], case=r[1], index=r[2], phase=r[3], value=r[4], unit=r[5], seconds=r[6],
+                             t=r[7]) for r in rows]  # fmt: skip
+
+    def skips(self, run_id: str) -> list[SkipEvent]:
+        """A microbenchmark run's skipped probes and cases, with their reasons."""
+        rows = self._query('SELECT probe, "case", reason FROM skips WHERE run_id = ? ORDER BY probe, "case"', (run_id,))
+        return [SkipEvent(probe=r[0], case=r[1], reason=r[2]) for r in rows]
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:

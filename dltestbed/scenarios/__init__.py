@@ -35,6 +35,9 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
     """Bad combinations fail before anything runs, with one line."""
     if options.scenario not in SCENARIOS:
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
+    if options.scenario != "single" and len(plan.models) < len(plan.specs):
+        raise ConfigError(f"--suite micro and full run with --scenario single in this version (not "
+                          f"{options.scenario}): the probes between workers (net, allreduce) are not built yet")
     if options.scenario != "single" and (plan.aa or plan.precision is not None):
         raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
     if options.scenario == "distributed":

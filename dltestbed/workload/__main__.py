@@ -1,4 +1,5 @@
 """`python -m dltestbed.workload`: run one benchmark and print JSON-line events on stdout.
+`python -m dltestbed.workload micro --probes gemm,membw,...`: run microbenchmarks instead (probes.py).
 
 stdout carries events and nothing else (see events.py); logs go to stderr. Exit codes: 0 done,
 1 the run failed, 2 bad arguments or data, 130 interrupted (SIGINT or SIGTERM).
@@ -18,11 +19,11 @@ from typing import Any, NoReturn
 
 from dltestbed import dataset
 from dltestbed.catalog import model_names
-from dltestbed.config import WorkloadSpec, parse_cpu_list, workload_spec
+from dltestbed.config import PROBES, ProbeSpec, WorkloadSpec, parse_cpu_list, probe_spec, workload_spec
 from dltestbed.errors import ConfigError, DataError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
-from dltestbed.workload.events import ErrorEvent, StartEvent
+from dltestbed.workload.events import ErrorEvent, MeasureEvent, ProbesDoneEvent, SkipEvent, StartEvent
 from dltestbed.workload.loop import StepError
 
 
@@ -59,6 +60,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def micro_parser() -> argparse.ArgumentParser:
+    """The arguments of `micro` (the controller builds them with ProbeSpec.to_argv)."""
+    p = _Parser(prog="python -m dltestbed.workload micro", description="microbenchmarks: " + ", ".join(PROBES))
+    p.add_argument("--probes", default=",".join(PROBES), help="comma-separated, of: " + ", ".join(PROBES))
+    p.add_argument("--scale", default="small", help="small (seconds per probe) or full (the models' shapes)")
+    for name in ("--data", "--data-dir", "--data-digest", "--device", "--cpus"):
+        p.add_argument(name)
+    for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed"):
+        p.add_argument(name, type=int)
+    p.add_argument("--sample-interval", type=float)
+    p.add_argument("--watch-stdin", action="store_true")
+    return p
+
+
 def _watch_stdin() -> None:
     """Block on stdin; when it closes, interrupt the main thread like SIGTERM does."""
 
@@ -80,7 +95,15 @@ def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:
     return workload_spec(**values), ns
 
 
-def _check_copy(spec: WorkloadSpec, index: dataset.DatasetIndex) -> dict[str, Any]:
+def parse_micro(argv: list[str]) -> tuple[ProbeSpec, argparse.Namespace]:
+    """The validated probe spec of a `micro` command line (after the word micro)."""
+    ns = micro_parser().parse_args(argv)
+    values = {k: v for k, v in vars(ns).items() if v is not None and v is not False and k != "watch_stdin"}
+    values["probes"] = tuple(p.strip() for p in values["probes"].split(",") if p.strip())
+    return probe_spec(**values), ns
+
+
+def _check_copy(spec: WorkloadSpec | ProbeSpec, index: dataset.DatasetIndex) -> dict[str, Any]:
     """The dataset facts to record; a DataError when this copy is not the dataset the controller digested
     (another file count or size: a partial or stale copy)."""
     files, nbytes = dataset.shape(index)
@@ -103,6 +126,77 @@ def _pin(cpus: str) -> None:
 
 def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def run_micro(argv: list[str], emitter: Emitter) -> None:
+    """Plan every probe's cases on this target, say so in the start event (with each skip), then time
+    each case and emit a measure per call, then probes_done. Scratch files are removed whatever happens."""
+    from dltestbed.workload import fingerprint, probes
+
+    spec, ns = parse_micro(argv)
+    if ns.watch_stdin:
+        _watch_stdin()
+    index = dataset.scan(spec.data_dir) if spec.data == "real" else None
+    data_facts = _check_copy(spec, index) if index is not None else {}
+    if spec.cpus:
+        _pin(spec.cpus)
+    if spec.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    from dltestbed.workload.gpu import Nvml
+
+    nvml = Nvml.open()
+    gpus = nvml.devices() if nvml else []
+    fp = fingerprint.base()
+    tf, visible = None, []
+    if set(spec.probes) & probes.NEED_TF:  # membw and disk alone start in a second, even in an emulated VM
+        import tensorflow as tf
+
+        visible = tf.config.list_physical_devices("GPU")
+        fp.update(fingerprint.tensorflow(tf, gpus))
+    if spec.device == "gpu" and not visible:
+        raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
+    fp.update(data_facts)
+    names = tuple(str(g.get("name", "GPU")) for g in gpus[: len(visible)]) or ("GPU",) * len(visible)
+    where = probes.Where(tf, names, spec.scale, tuple(index.files) if index else (), spec.seed)
+    cases: list[probes.Case] = []
+    skips: list[SkipEvent] = []
+    try:
+        for name in spec.probes:
+            try:
+                planned = probes.PROBES[name](where)
+            except probes.Skip as why:
+                skips.append(SkipEvent(probe=name, case="", reason=str(why)))
+                continue
+            for c in planned:
+                if isinstance(c, probes.Skip):
+                    skips.append(SkipEvent(probe=name, case=c.case, reason=str(c)))
+                else:
+                    cases.append(c)
+        resolved = spec.model_dump() | {"cases": [c.describe() for c in cases]}
+        emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
+        for skip in skips:
+            emitter.emit(skip)
+        from dltestbed.workload.sampler import Sampler
+
+        sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
+        sampler.start()
+        measures = 0
+        try:
+            for c in cases:
+                for i, phase, value, dt in probes.timed(c, spec.scale, spec.warmup, spec.steps):
+                    emitter.emit(MeasureEvent(probe=c.probe, case=c.name, index=i, phase=phase, value=value,
+                                              unit=c.unit, seconds=dt, t=time.time()))  # fmt: skip
+                    measures += phase == "timed"
+        finally:
+            sampler.stop()
+        emitter.emit(ProbesDoneEvent(measures=measures, skips=len(skips)))
+    finally:
+        for c in cases:
+            if c.cleanup is not None:
+                c.cleanup()
+        if nvml:
+            nvml.close()
 
 
 def run(argv: list[str], emitter: Emitter) -> None:
@@ -188,8 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: every failure becomes an `error` event and a non-zero exit."""
     emitter = Emitter.take_stdout()
     signal.signal(signal.SIGTERM, _terminate)
+    args = sys.argv[1:] if argv is None else argv
     try:
-        run(sys.argv[1:] if argv is None else argv, emitter)
+        if args[:1] == ["micro"]:
+            run_micro(args[1:], emitter)
+        else:
+            run(args, emitter)
     except KeyboardInterrupt:
         emitter.emit(ErrorEvent(kind="interrupted", message="interrupted by a signal"))
         return 130

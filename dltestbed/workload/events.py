@@ -1,7 +1,8 @@
 """The workload's stdout protocol: one JSON object per line, versioned.
 
 Every line is `{"v": SCHEMA_VERSION, "event": <kind>, ...}` with kind one of start, step,
-resource, summary, error. `encode` is used by the workload; `parse_line` (pure) by the controller.
+resource, summary, error; a `micro` run (microbenchmarks) sends measure, skip and probes_done
+instead of step and summary. `encode` is used by the workload; `parse_line` (pure) by the controller.
 """
 
 from __future__ import annotations
@@ -65,6 +66,42 @@ class SummaryEvent:
 
 
 @dataclass(frozen=True)
+class MeasureEvent:
+    """One repetition of a microbenchmark case (a `micro` run): `value` in `unit` over `seconds`.
+    Units are SI rates, higher is better: FLOP/s, B/s. phase is `warmup` or `timed`."""
+
+    probe: str
+    case: str
+    index: int
+    phase: str
+    value: float
+    unit: str
+    seconds: float
+    t: float
+    event: str = field(default="measure", init=False)
+
+
+@dataclass(frozen=True)
+class SkipEvent:
+    """A probe (or one case of it, `case` not empty) that cannot run on this target, and why: stored as
+    skipped with the reason, never as a number."""
+
+    probe: str
+    case: str
+    reason: str
+    event: str = field(default="skip", init=False)
+
+
+@dataclass(frozen=True)
+class ProbesDoneEvent:
+    """A `micro` run made every case it could: how many timed measures and skips it emitted."""
+
+    measures: int
+    skips: int
+    event: str = field(default="probes_done", init=False)
+
+
+@dataclass(frozen=True)
 class ErrorEvent:
     """The workload failed; it exits non-zero after this line."""
 
@@ -82,13 +119,17 @@ class Unparsed:
     event: str = field(default="unparsed", init=False)
 
 
-Event = StartEvent | StepEvent | ResourceEvent | SummaryEvent | ErrorEvent | Unparsed
+Event = (StartEvent | StepEvent | ResourceEvent | SummaryEvent | MeasureEvent | SkipEvent | ProbesDoneEvent
+         | ErrorEvent | Unparsed)  # fmt: skip
 
 _KINDS: dict[str, type] = {
     "start": StartEvent,
     "step": StepEvent,
     "resource": ResourceEvent,
     "summary": SummaryEvent,
+    "measure": MeasureEvent,
+    "skip": SkipEvent,
+    "probes_done": ProbesDoneEvent,
     "error": ErrorEvent,
 }
 
@@ -102,6 +143,10 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
     "summary": {"timed_steps": (int,), "images": (int,), "timed_seconds": _NUM,
                 "mean_images_per_sec": _NUM, "images_per_sec": _NUM, "elapsed_seconds": _NUM,
                 "first_step_seconds": _NUM, "warmup_seconds": _NUM},
+    "measure": {"probe": (str,), "case": (str,), "index": (int,), "phase": (str,), "value": _NUM, "unit": (str,),
+                "seconds": _NUM, "t": _NUM},
+    "skip": {"probe": (str,), "case": (str,), "reason": (str,)},
+    "probes_done": {"measures": (int,), "skips": (int,)},
     "error": {"kind": (str,), "message": (str,)},
 }  # fmt: skip
 
@@ -150,8 +195,10 @@ def parse_line(line: str) -> Event:
         if isinstance(value, float) and not math.isfinite(value):
             return Unparsed(line, f"{kind} event: {name!r} is not finite")
         values[name] = value
-    if kind == "step" and values["phase"] not in ("warmup", "timed"):
-        return Unparsed(line, f"step event: unknown phase {values['phase']!r}")
+    if kind in ("step", "measure") and values["phase"] not in ("warmup", "timed"):
+        return Unparsed(line, f"{kind} event: unknown phase {values['phase']!r}")
+    if kind == "measure" and (values["value"] <= 0 or values["seconds"] <= 0):
+        return Unparsed(line, "measure event: value and seconds must be positive")
     if kind == "step" and "device" in obj:
         if not isinstance(obj["device"], str):
             return Unparsed(line, "step event: 'device' has the wrong type")

@@ -1,0 +1,200 @@
+"""The microbenchmarks in a report: each probe case per layer, its fraction of the physical limit where
+one is known, and its change against bare metal with an interval — then the layer decomposition: the
+models' overheads beside the probes' changes, so a reader sees which resource a layer costs. Pure.
+
+A run's value for a case is the median of its timed measures (robust to one slow call); repetitions
+of a case are compared with bare metal's as the models are (stats.samples: paired t on log ratios
+when the runs pair up by repetition, else Welch).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dltestbed.report.inference import Effect, mean_interval, paired, welch
+from dltestbed.report.stats import GroupStats, Spread, against_baseline, layer_label, samples
+from dltestbed.results.records import RunRecord
+from dltestbed.workload.events import MeasureEvent, SkipEvent
+
+LAYER = ("target_kind", "vm_image", "arm")
+KEY = (*LAYER, "scenario", "device", "scale", "probe", "case", "unit")
+UNITS = {"FLOP/s": ("GFLOP/s", 1e9), "B/s": ("GB/s", 1e9)}  # how tables show a unit
+
+
+@dataclass(frozen=True)
+class CaseStats:
+    """One probe case on one layer over its repetitions."""
+
+    key: dict[str, Any]
+    runs: int  # runs that measured it
+    value: Spread  # over runs: each run's median timed measure, in key["unit"]
+    ci: tuple[float, float] | None  # t-interval of the mean over runs
+    headline: bool  # the case the decomposition shows for its probe
+    limit: float | None  # the physical limit in key["unit"], where the target could read it
+    limit_source: str
+    note: str
+    effect: Effect | None  # against bare metal: overhead_pct > 0 means less than bare metal
+    why_none: str = ""  # why a layer has no effect
+
+    @property
+    def fraction(self) -> float | None:
+        """Mean ÷ limit."""
+        return self.value.mean / self.limit if self.limit else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self) | {"fraction": self.fraction}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A probe or case a layer could not run, and why (the reasons of its runs, once each); probe "all":
+    a micro run that failed."""
+
+    target_kind: str
+    probe: str
+    case: str
+    reasons: tuple[str, ...]
+
+
+def run_values(measures: Sequence[MeasureEvent]) -> dict[tuple[str, str, str], float]:
+    """(probe, case, unit) → the median of a run's timed measures."""
+    by: dict[tuple[str, str, str], list[float]] = {}
+    for m in measures:
+        if m.phase == "timed":
+            by.setdefault((m.probe, m.case, m.unit), []).append(m.value)
+    return {k: statistics.median(v) for k, v in by.items()}
+
+
+def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[MeasureEvent]],
+              skips: Mapping[str, Sequence[SkipEvent]]) -> tuple[list[CaseStats], list[Skipped]]:  # fmt: skip
+    """Per layer and case: the runs' medians summarised, the limit, the change against bare metal's same
+    case; and what each layer skipped. Only ok micro runs count."""
+    ok = [r for r in runs if r.is_probe and r.status == "ok"]
+    values = {r.id: run_values(measures.get(r.id, ())) for r in ok}
+    groups: dict[tuple[Any, ...], list[RunRecord]] = {}
+    for r in ok:
+        for probe, case, unit in values[r.id]:
+            k = {"target_kind": r.target_kind, "vm_image": r.vm_image, "arm": r.arm, "scenario": r.scenario,
+                 "device": r.device, "scale": r.spec.get("scale", ""), "probe": probe, "case": case,
+                 "unit": unit}  # fmt: skip
+            groups.setdefault(tuple(k[f] for f in KEY), []).append(r)
+    compare = [f for f in KEY if f not in LAYER]
+    base = {tuple(k[KEY.index(f)] for f in compare): members for k, members in groups.items()
+            if not against_baseline(dict(zip(KEY, k, strict=True)))}  # fmt: skip
+    out = []
+    for k, members in groups.items():
+        key = dict(zip(KEY, k, strict=True))
+        case = (key["probe"], key["case"], key["unit"])
+        vals = [values[r.id][case] for r in members]
+        info = _case_info(members[0], key["probe"], key["case"])
+        eff, why = None, ""
+        if against_baseline(key):
+            b = base.get(tuple(key[f] for f in compare), [])
+            s = samples(b, members, value=lambda r, c=case: values[r.id][c]) if b else None  # type: ignore[misc]
+            if not b:
+                why = "no bare-metal run of this case"
+            elif s is None:
+                why = "too few runs for an interval (2 per side)"
+            else:
+                eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+        out.append(CaseStats(key, len(members), Spread.of(vals), mean_interval(vals), bool(info.get("headline")),
+                             info.get("limit"), str(info.get("limit_source") or ""), str(info.get("note") or ""),
+                             eff, why))  # fmt: skip
+    kinds = ["bm", "vm", "cbm", "cvm"]
+    out.sort(key=lambda c: (c.key["probe"], c.key["case"], kinds.index(c.key["target_kind"])
+                            if c.key["target_kind"] in kinds else 9, c.key["arm"]))  # fmt: skip
+    failed = [Skipped(r.target_kind, "all", "", (f"run {r.id} {r.status}: {r.reason}",))
+              for r in runs if r.is_probe and r.status != "ok"]  # fmt: skip
+    return out, _skipped(ok, skips) + failed
+
+
+def _case_info(run: RunRecord, probe: str, case: str) -> dict[str, Any]:
+    for c in run.spec.get("cases", ()):
+        if c.get("probe") == probe and c.get("case") == case:
+            return dict(c)
+    return {}
+
+
+def _skipped(runs: Sequence[RunRecord], skips: Mapping[str, Sequence[SkipEvent]]) -> list[Skipped]:
+    by: dict[tuple[str, str, str], list[str]] = {}
+    for r in runs:
+        for s in skips.get(r.id, ()):
+            reasons = by.setdefault((r.target_kind, s.probe, s.case), [])
+            if s.reason not in reasons:
+                reasons.append(s.reason)
+    return [Skipped(k, p, c, tuple(v)) for (k, p, c), v in sorted(by.items())]
+
+
+def change(e: Effect) -> str:
+    """A change against bare metal in % with its interval, negative: less than bare metal
+    ("-35.2 [-40.1, -30.0]"); "(n.s.)" when the interval contains 0."""
+    tail = "" if e.excludes_zero else " (n.s.)"
+    return f"{-e.overhead_pct:+.1f} [{-e.hi_pct:+.1f}, {-e.lo_pct:+.1f}]{tail}"
+
+
+def _show(value: float, unit: str) -> str:
+    name, div = UNITS.get(unit, (unit, 1.0))
+    return f"{value / div:.3g} {name}"
+
+
+def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Sequence[GroupStats]) -> list[str]:
+    """The decomposition (one row per layer: each model's overhead and each probe's headline change) and
+    the probes' table, each case per layer, and what was skipped."""
+    if not cases and not skipped:
+        return []
+    lines = ["", "## Layer decomposition: which resource each layer costs", ""]
+    layers = list(dict.fromkeys(layer_label(c.key) for c in cases if against_baseline(c.key)))
+    heads = [c for c in cases if c.headline]
+    probes = list(dict.fromkeys(c.key["probe"] for c in heads))
+    model_cols = list(dict.fromkeys(f"{g.key['model']} {g.key['mode']}" for g in models if g.effect is not None))
+    if layers:
+        cols = [*[f"{m} img/s" for m in model_cols], *[f"{p}: {_headline_case(heads, p)}" for p in probes]]
+        lines += ["| layer | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+        for layer in layers:
+            cells = []
+            for m in model_cols:
+                g = next((g for g in models if layer_label(g.key) == layer and g.effect is not None
+                          and f"{g.key['model']} {g.key['mode']}" == m), None)  # fmt: skip
+                cells.append(change(g.effect) if g and g.effect else "—")
+            for p in probes:
+                c = next((c for c in heads if layer_label(c.key) == layer and c.key["probe"] == p), None)
+                cells.append(change(c.effect) if c and c.effect else (c.why_none if c else "—"))
+            lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+        lines += ["", "Change against bare metal in % with its 95 % interval (negative: less throughput, FLOP/s or "
+                  "bandwidth than bare metal; n.s.: the interval contains 0). Models: images/sec; probes: the median "
+                  "of each run's timed calls, repetitions compared with bare metal's by paired t on log ratios "
+                  "(Welch when the runs do not pair up)."]  # fmt: skip
+    else:
+        lines.append("Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm).")
+    lines += ["", "### Probes", "", "| probe | case | layer | runs | mean | min | max | of limit | change vs bm % | "
+              "method |", "|" + "---|" * 10]  # fmt: skip
+    for c in cases:
+        u = c.key["unit"]
+        frac = f"{c.fraction * 100:.0f} %" if c.fraction is not None else "—"
+        eff = change(c.effect) if c.effect else (c.why_none or "baseline")
+        lines.append(f"| {c.key['probe']} | {c.key['case']} | {layer_label(c.key)} | {c.runs} | "
+                     f"{_show(c.value.mean, u)} | {_show(c.value.min, u)} | {_show(c.value.max, u)} | {frac} | {eff} | "
+                     f"{c.effect.method if c.effect else '—'} |")  # fmt: skip
+    for head, attr in (("Limits", "limit_source"), ("Notes", "note")):
+        said: dict[tuple[str, str], list[str]] = {}  # (probe, text) → layers
+        for c in cases:
+            if getattr(c, attr):
+                layers_of = said.setdefault((c.key["probe"], getattr(c, attr)), [])
+                if layer_label(c.key) not in layers_of:
+                    layers_of.append(layer_label(c.key))
+        if said:
+            lines += ["", f"{head}:", *[f"- {p} on {', '.join(ls)}: {text}" for (p, text), ls in said.items()]]
+    if skipped:
+        lines += ["", "### Skipped probes and failed runs: no number", "", "| layer | probe | case | why |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for s in skipped:
+            lines.append(f"| {s.target_kind} | {s.probe} | {s.case or 'all'} | {'; '.join(s.reasons)} |")
+    return lines
+
+
+def _headline_case(heads: Sequence[CaseStats], probe: str) -> str:
+    return next(c.key["case"] for c in heads if c.key["probe"] == probe)

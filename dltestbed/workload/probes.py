@@ -1,0 +1,381 @@
+"""Microbenchmarks, run on the target by `python -m dltestbed.workload micro`: each probe is a list of
+cases, each case a callable timed `warmup` + `steps` times and turned into a rate (FLOP/s, B/s).
+
+A case's call does its work `reps` times and blocks until the result is on the host; `reps` is
+calibrated once so one call lasts at least CALL_SECONDS (so an emulated VM and a GPU are both timed
+over a span the clock resolves). Probes that cannot run here raise Skip with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CALL_SECONDS = {"small": 0.05, "full": 0.2}  # the least one timed call lasts
+MAX_REPS = 1 << 16
+GEMM_N = {"small": (256, 512), "full": (1024, 4096)}
+MEMBW_BYTES = {"small": 64 << 20, "full": 1 << 30}
+COPY_BYTES = {"small": 64 << 20, "full": 256 << 20}  # h2d / d2h
+SCRATCH_BYTES = {"small": 32 << 20, "full": 1 << 30}  # disk without a dataset
+RANDOM_READS = {"small": 256, "full": 4096}
+BLOCK = 4096
+# The heaviest convolution of each model at its native size, NHWC, batch 1: (name, H, W, Cin, Cout, k, stride).
+# small: the same layer at a quarter of the height and width.
+CONVS = (
+    ("alexnet conv2 5x5 96-256", 28, 28, 96, 256, 5, 1),
+    ("resnet50 conv2_x 3x3 64-64", 56, 56, 64, 64, 3, 1),
+    ("inception3 stem 3x3 32-64", 147, 147, 32, 64, 3, 1),
+)
+# Dense peak TFLOP/s from the vendors' datasheets, by a substring of the GPU's name: float32, bfloat16, float16.
+GPU_PEAKS: dict[str, tuple[float, float | None, float]] = {
+    "H200": (67.0, 989.0, 989.0),
+    "H100 PCIe": (51.0, 756.0, 756.0),
+    "H100": (67.0, 989.0, 989.0),  # SXM
+    "A100": (19.5, 312.0, 312.0),
+    "L40S": (91.6, 362.0, 362.0),
+    "A10": (31.2, 125.0, 125.0),
+    "L4": (30.3, 121.0, 121.0),
+    "V100": (15.7, None, 125.0),
+    "T4": (8.1, None, 65.0),
+}
+
+
+class Skip(Exception):
+    """This probe (or its `case`) cannot run on this target; the message says why. A probe raises it
+    for the whole probe, or lists it among its cases for one case."""
+
+    def __init__(self, reason: str, case: str = "") -> None:
+        super().__init__(reason)
+        self.case = case
+
+
+@dataclass
+class Case:
+    """One measured thing: `work` units (FLOP, bytes) per rep; `call(reps)` does reps of it and blocks."""
+
+    probe: str
+    name: str
+    unit: str
+    work: float
+    call: Callable[[int], None]
+    headline: bool = False  # the case the report's decomposition shows for its probe
+    calibrate: bool = True  # False: one call is one pass over its data (disk)
+    limit: float | None = None  # the physical limit in `unit`, where it can be read
+    limit_source: str = ""
+    note: str = ""
+    cleanup: Callable[[], None] | None = field(default=None, repr=False)
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's start event records of the case."""
+        return {"probe": self.probe, "case": self.name, "unit": self.unit, "headline": self.headline,
+                "limit": self.limit, "limit_source": self.limit_source, "note": self.note}  # fmt: skip
+
+
+def calibrate(call: Callable[[int], None], seconds: float) -> int:
+    """The reps that make one call last at least `seconds` (doubling from 1; at most MAX_REPS). A first
+    untimed call traces and compiles."""
+    call(1)
+    reps = 1
+    while reps < MAX_REPS:
+        t0 = time.perf_counter()
+        call(reps)
+        if time.perf_counter() - t0 >= seconds:
+            return reps
+        reps *= 2
+    return reps
+
+
+def timed(case: Case, scale: str, warmup: int, steps: int) -> Iterator[tuple[int, str, float, float]]:
+    """(index, phase, value in case.unit, seconds) for each call: warm-up first."""
+    reps = calibrate(case.call, CALL_SECONDS[scale]) if case.calibrate else 1
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        case.call(reps)
+        dt = time.perf_counter() - t0
+        yield i, "warmup" if i < warmup else "timed", case.work * reps / dt, dt
+
+
+# -- limits
+
+
+def cpu_flops_per_cycle(flags: set[str]) -> tuple[int, str]:
+    """float32 FLOP per cycle per core from the CPU's flags, assuming two FMA units (an upper bound)."""
+    if "avx512f" in flags:
+        return 64, "avx512f: 2 FMA units x 16 lanes x 2"
+    if "avx2" in flags and "fma" in flags:
+        return 32, "avx2+fma: 2 FMA units x 8 lanes x 2"
+    if "avx" in flags:
+        return 16, "avx: 8-lane add + 8-lane multiply"
+    return 8, "sse: 4-lane add + 4-lane multiply"
+
+
+def parse_cpuinfo(text: str) -> tuple[set[str], float | None]:
+    """The first CPU's flags and its clock in MHz from /proc/cpuinfo's text. Pure."""
+    flags: set[str] = set()
+    mhz = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "flags" and not flags:
+            flags = set(value.split())
+        elif key == "cpu MHz" and mhz is None:
+            with contextlib.suppress(ValueError):
+                mhz = float(value)
+    return flags, mhz
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def cpu_peak(cpus: int) -> tuple[float | None, str]:
+    """Nominal float32 FLOP/s of the CPUs this process may use: CPUs x max clock x FLOP/cycle, or None."""
+    flags, mhz = parse_cpuinfo(_read("/proc/cpuinfo") or "")
+    max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    clock_src = "cpuinfo_max_freq"
+    ghz = int(max_khz) / 1e6 if max_khz and max_khz.strip().isdigit() else None
+    if ghz is None and mhz:
+        ghz, clock_src = mhz / 1e3, "/proc/cpuinfo cpu MHz"
+    if ghz is None or not flags:
+        return None, "no clock or flags in /proc/cpuinfo"
+    per_cycle, why = cpu_flops_per_cycle(flags)
+    return cpus * ghz * 1e9 * per_cycle, f"{cpus} CPUs x {ghz:.2f} GHz ({clock_src}) x {per_cycle} FLOP/cycle ({why})"
+
+
+def gpu_peak(name: str, dtype: str) -> tuple[float | None, str]:
+    """A GPU's dense peak FLOP/s for a dtype from the datasheet table, or None when it is not listed."""
+    for key, peaks in GPU_PEAKS.items():
+        if key in name:
+            value = peaks[("float32", "bfloat16", "float16").index(dtype)]
+            if value is not None:
+                return value * 1e12, f"{key} datasheet, dense {dtype}"
+    return None, f"{name!r} not in dltestbed's table of GPU peaks"
+
+
+# -- the probes
+
+
+@dataclass(frozen=True)
+class Where:
+    """What the probes need to know of the target."""
+
+    tf: Any
+    gpu_names: tuple[str, ...]  # GPUs TensorFlow sees (their NVML names where known)
+    scale: str
+    data_files: tuple[str, ...]  # the dataset's files as the target sees them; empty: a scratch file
+    seed: int
+
+    @property
+    def device(self) -> str:
+        """Where gemm and conv run: the first GPU, else the CPU."""
+        return "/GPU:0" if self.gpu_names else "/CPU:0"
+
+
+def gemm(w: Where) -> list[Case | Skip]:
+    """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each."""
+    tf = w.tf
+    dtypes = ("float32", "bfloat16", "float16") if w.gpu_names else ("float32",)
+    cases: list[Case | Skip] = []
+    for dtype in dtypes:
+        for n in GEMM_N[w.scale]:
+            cases.append(_gemm_case(tf, w, n, dtype))
+    if not w.gpu_names:
+        for dtype in ("bfloat16", "float16"):
+            cases.append(Skip("measured on a GPU only (TensorFlow converts half precision on a CPU)", dtype))
+    return cases
+
+
+def _gemm_case(tf: Any, w: Where, n: int, dtype: str) -> Case:
+    dt = getattr(tf, dtype)
+    with tf.device(w.device):
+        x0 = tf.cast(tf.random.normal((n, n), seed=w.seed), dt)
+        b = tf.cast(tf.random.normal((n, n), seed=w.seed + 1) / math.sqrt(n), dt)
+
+    @tf.function
+    def chain(x: Any, reps: Any) -> Any:
+        for _ in tf.range(reps):
+            x = tf.linalg.matmul(x, b)
+        return tf.reduce_sum(tf.cast(x[0, :8], tf.float32))
+
+    def call(reps: int) -> None:
+        with tf.device(w.device):
+            float(chain(x0, tf.constant(reps)))
+
+    if w.gpu_names:
+        limit, src = gpu_peak(w.gpu_names[0], dtype)
+    else:
+        limit, src = cpu_peak(len(os.sched_getaffinity(0)))
+    return Case("gemm", f"{dtype} n={n}", "FLOP/s", 2.0 * n**3, call, headline=(dtype == "float32" and
+                n == GEMM_N[w.scale][-1]), limit=limit, limit_source=src)  # fmt: skip
+
+
+def conv(w: Where) -> list[Case | Skip]:
+    """Forward convolutions at the models' heaviest layers' shapes: 2 H' W' k^2 Cin Cout FLOP each."""
+    tf = w.tf
+    cases: list[Case | Skip] = []
+    for i, (name, h, wd, cin, cout, k, stride) in enumerate(CONVS):
+        if w.scale == "small":
+            h, wd = max(k, -(-h // 4)), max(k, -(-wd // 4))
+        with tf.device(w.device):
+            x = tf.random.normal((1, h, wd, cin), seed=w.seed)
+            f = tf.random.normal((k, k, cin, cout), seed=w.seed + 1) / math.sqrt(k * k * cin)
+
+        @tf.function
+        def many(reps: Any, x: Any = x, f: Any = f, stride: int = stride) -> Any:
+            acc = tf.constant(0.0)
+            for _ in tf.range(reps):
+                acc += tf.reduce_sum(tf.nn.conv2d(x + acc * 0.0, f, stride, "SAME")[0, 0, 0])
+            return acc
+
+        def call(reps: int, many: Any = many) -> None:
+            with tf.device(w.device):
+                float(many(tf.constant(reps)))
+
+        ho, wo = -(-h // stride), -(-wd // stride)
+        flop = 2.0 * ho * wo * k * k * cin * cout
+        cases.append(Case("conv", f"{name} at {h}x{wd}", "FLOP/s", flop, call, headline=(i == 0)))
+    return cases
+
+
+def membw(w: Where) -> list[Case | Skip]:
+    """numpy.copyto of a large float64 array: bytes read + bytes written per copy."""
+    import numpy as np
+
+    size = MEMBW_BYTES[w.scale]
+    src = np.ones(size // 8)
+    dst = np.empty_like(src)
+
+    def call(reps: int) -> None:
+        for _ in range(reps):
+            np.copyto(dst, src)
+
+    return [Case("membw", f"copy {size >> 20} MiB", "B/s", 2.0 * size, call, headline=True)]
+
+
+def _copies(w: Where, probe: str) -> list[Case | Skip]:
+    if not w.gpu_names:
+        raise Skip("no GPU is visible to TensorFlow on this target")
+    import numpy as np
+
+    tf = w.tf
+    size = COPY_BYTES[w.scale]
+    host = np.ones(size, dtype=np.uint8)
+    with tf.device("/GPU:0"):
+        on_gpu = tf.identity(tf.constant(host))
+
+    def h2d(reps: int) -> None:
+        for _ in range(reps):
+            with tf.device("/GPU:0"):
+                y = tf.identity(tf.constant(host))
+            int(y[0])
+
+    def d2h(reps: int) -> None:
+        for _ in range(reps):
+            on_gpu.numpy()
+
+    call = h2d if probe == "h2d" else d2h
+    return [Case(probe, f"pageable {size >> 20} MiB", "B/s", float(size), call, headline=True),
+            Skip("TensorFlow gives Python no pinned host buffers: pageable only", "pinned")]  # fmt: skip
+
+
+def h2d(w: Where) -> list[Case | Skip]:
+    """Host-to-device copies of a pageable numpy buffer (GPU only)."""
+    return _copies(w, "h2d")
+
+
+def d2h(w: Where) -> list[Case | Skip]:
+    """Device-to-host copies into a new numpy buffer (GPU only)."""
+    return _copies(w, "d2h")
+
+
+def drop_cache(paths: tuple[str, ...]) -> str | None:
+    """Ask the kernel to drop the page cache of each file (posix_fadvise DONTNEED); why not, or None."""
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError as exc:
+            return f"{p}: {exc.strerror}"
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError as exc:
+            return f"posix_fadvise: {exc.strerror}"
+        finally:
+            os.close(fd)
+    return None
+
+
+def _scratch(size: int, seed: int) -> str:
+    """A file of `size` random-looking bytes in the temp folder, on disk (fsynced)."""
+    rnd = random.Random(seed)
+    chunk = rnd.randbytes(1 << 20)
+    fd, path = tempfile.mkstemp(prefix="dltestbed-disk-")
+    with os.fdopen(fd, "wb") as f:
+        for _ in range(size // len(chunk)):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def disk(w: Where) -> list[Case | Skip]:
+    """Sequential (1 MiB reads) and random (4 KiB preads) read throughput, page cache dropped before each
+    pass: the dataset's files as the target sees them, else a scratch file in the temp folder."""
+    scratch = None
+    files = w.data_files
+    if not files:
+        scratch = _scratch(SCRATCH_BYTES[w.scale], w.seed)
+        files = (scratch,)
+    sizes = [os.path.getsize(p) for p in files]
+    total = sum(sizes)
+    if total == 0:
+        raise Skip("the dataset's files are empty")
+    where = "dataset" if w.data_files else f"scratch file in {os.path.dirname(files[0])}"
+    why = drop_cache(files)
+    note = f"{where}; page cache dropped per file before each pass (posix_fadvise DONTNEED)" if why is None else \
+        f"{where}; page cache NOT dropped ({why}): cached reads"  # fmt: skip
+    rnd = random.Random(w.seed)
+    reads = RANDOM_READS[w.scale]
+    picks = [(i, rnd.randrange(0, max(1, sizes[i] // BLOCK)) * BLOCK)
+             for i in rnd.choices(range(len(files)), weights=[max(s, 1) for s in sizes], k=reads)]  # fmt: skip
+
+    def seq(reps: int) -> None:
+        drop_cache(files)
+        for p in files:
+            with open(p, "rb", buffering=0) as f:
+                while f.read(1 << 20):
+                    pass
+
+    def rand(reps: int) -> None:
+        drop_cache(files)
+        fds = [os.open(p, os.O_RDONLY) for p in files]
+        try:
+            for i, off in picks:
+                os.pread(fds[i], BLOCK, off)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    got = sum(min(BLOCK, sizes[i] - off) for i, off in picks)
+    cleanup = (lambda: os.unlink(scratch)) if scratch else None
+    seq_name = f"sequential 1 MiB reads of {total / 2**20:.1f} MiB"
+    return [
+        Case("disk", seq_name, "B/s", float(total), seq, headline=True, calibrate=False, note=note, cleanup=cleanup),
+        Case("disk", f"random 4 KiB reads x{reads}", "B/s", float(got), rand, calibrate=False, note=note),
+    ]
+
+
+NEED_TF = {"gemm", "conv", "h2d", "d2h"}  # the probes that run through TensorFlow
+PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
+    "gemm": gemm, "conv": conv, "membw": membw, "h2d": h2d, "d2h": d2h, "disk": disk,
+}  # fmt: skip
