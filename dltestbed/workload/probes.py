@@ -112,7 +112,7 @@ def cpu_flops_per_cycle(flags: set[str]) -> tuple[int, str]:
         return 64, "avx512f: 2 FMA units x 16 lanes x 2"
     if "avx2" in flags and "fma" in flags:
         return 32, "avx2+fma: 2 FMA units x 8 lanes x 2"
-    if "avx" in flags:
+    if "avx" in flags or "avx2" in flags:
         return 16, "avx: 8-lane add + 8-lane multiply"
     return 8, "sse: 4-lane add + 4-lane multiply"
 

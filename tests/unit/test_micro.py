@@ -1,0 +1,352 @@
+"""Microbenchmarks: the events on captured output, the spec and the plan, the probes' pure parts, the
+store, the stream's line, the runner on a replayed run, and the report's statistics on known answers."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltestbed import bench
+from dltestbed.config import PROBES, probe_spec
+from dltestbed.errors import ConfigError
+from dltestbed.report import micro
+from dltestbed.report.inference import PAIRED_T, WELCH_T
+from dltestbed.results import points
+from dltestbed.results.store import Store
+from dltestbed.runner import RunContext, execute
+from dltestbed.targets.local import LocalTarget
+from dltestbed.workload import probes
+from dltestbed.workload.__main__ import parse_micro
+from dltestbed.workload.events import (
+    MeasureEvent,
+    ProbesDoneEvent,
+    ResourceEvent,
+    SkipEvent,
+    StartEvent,
+    Unparsed,
+    encode,
+    parse_line,
+)
+from tests.conftest import CAPTURED, DATA, make_run
+
+# -- events, on the captured output of a real `micro` run on this machine's CPU
+
+
+def test_a_captured_micro_run_parses_completely() -> None:
+    events = [parse_line(line) for line in (CAPTURED / "micro_cpu_ok.jsonl").read_text().splitlines()]
+    assert not [e for e in events if isinstance(e, Unparsed)]
+    start, done = events[0], events[-1]
+    assert isinstance(start, StartEvent) and isinstance(done, ProbesDoneEvent)
+    measures = [e for e in events if isinstance(e, MeasureEvent)]
+    skips = [e for e in events if isinstance(e, SkipEvent)]
+    assert {m.probe for m in measures} == {"gemm", "conv", "membw", "disk"}
+    assert {(s.probe, s.case) for s in skips} == {("gemm", "bfloat16"), ("gemm", "float16"), ("h2d", ""), ("d2h", "")}
+    assert done.measures == sum(m.phase == "timed" for m in measures) and done.skips == len(skips)
+    assert {m.unit for m in measures if m.probe in ("gemm", "conv")} == {"FLOP/s"}
+    assert {m.unit for m in measures if m.probe in ("membw", "disk")} == {"B/s"}
+    cases = start.spec["cases"]
+    assert [c["case"] for c in cases if c["probe"] == "gemm"] == ["float32 n=256", "float32 n=512"]
+    assert sum(c["headline"] for c in cases if c["probe"] == "gemm") == 1
+    by_case = {(c["probe"], c["case"]) for c in cases}
+    assert {(m.probe, m.case) for m in measures} == by_case  # every planned case measured, nothing else
+    for case in by_case:  # warm-up first, then the timed calls, indices in order
+        phases = [m.phase for m in measures if (m.probe, m.case) == case]
+        assert phases == ["warmup", "timed", "timed"]
+    assert any(isinstance(e, ResourceEvent) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"timed","value":-1.0,"unit":"FLOP/s",'
+         '"seconds":0.1,"t":1}', "positive"),
+        ('{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"cold","value":1.0,"unit":"FLOP/s",'
+         '"seconds":0.1,"t":1}', "unknown phase"),
+        ('{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"timed","value":1.0,"seconds":0.1,"t":1}',
+         "without 'unit'"),
+        ('{"v":1,"event":"skip","probe":"h2d","reason":"no GPU"}', "without 'case'"),
+    ],
+)  # fmt: skip
+def test_malformed_micro_lines_are_unparsed_with_the_reason(line: str, why: str) -> None:
+    ev = parse_line(line)
+    assert isinstance(ev, Unparsed) and why in ev.reason
+
+
+def test_micro_events_round_trip() -> None:
+    for ev in (MeasureEvent("disk", "random 4 KiB reads x256", 3, "timed", 5e7, "B/s", 0.02, 12.5),
+               SkipEvent("h2d", "", "no GPU is visible to TensorFlow on this target"), ProbesDoneEvent(12, 4)):  # fmt: skip
+        assert parse_line(encode(ev)) == ev
+
+
+# -- the spec and the plan
+
+
+def test_a_probe_spec_round_trips_through_the_workloads_parser() -> None:
+    spec = probe_spec(probes=("disk", "gemm"), scale="full", data="real", data_dir="/d", data_digest="ab" * 32,
+                      data_files=3, data_bytes=99, warmup=0, steps=2, cpus="0")  # fmt: skip
+    assert spec.probes == ("gemm", "disk")  # in the catalogue's order
+    argv = spec.to_argv()
+    assert argv[0] == "micro"
+    again, _ = parse_micro(argv[1:])
+    assert again == spec
+    assert (spec.model, spec.mode, spec.batch_size, spec.size) == ("micro", "probe", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"probes": ("gemm", "fft")}, "--probes: unknown probe 'fft'; known: " + ", ".join(PROBES)),
+        ({"probes": ()}, "--probes: unknown probe ''"),
+        ({"scale": "huge"}, "--scale"),
+        ({"data": "real"}, "--data real needs --data-dir DIR"),
+        ({"steps": 0}, "--steps"),
+    ],
+)
+def test_bad_probe_specs_are_one_line(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        probe_spec(**values)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_suites_make_the_specs_they_say() -> None:
+    study = bench.plan(suite="study")
+    assert [s.model for s in study.specs] == ["alexnet", "resnet50"] and study.models == study.specs
+    only = bench.plan(suite="micro", probes=["membw"])
+    (spec,) = only.specs
+    assert spec.probes == ("membw",) and (spec.warmup, spec.steps) == (bench.PROBE_WARMUP, bench.PROBE_STEPS)
+    assert only.models == []
+    full = bench.plan(suite="full", steps=4)
+    assert [s.model for s in full.specs] == ["alexnet", "resnet50", "micro"]
+    assert full.specs[-1].probes == tuple(PROBES) and full.specs[-1].steps == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"suite": "all"}, "--suite: unknown suite 'all'; known: study, micro, full"),
+        ({"probes": ["gemm"]}, "--probes goes with --suite micro or full"),
+        ({"suite": "micro", "models": ["alexnet"]}, "--model goes with --suite study or full"),
+        ({"suite": "micro", "probe_scale": "big"}, "--scale"),
+    ],
+)
+def test_bad_suites_are_one_line(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        bench.plan(**kwargs)
+    assert str(err.value).startswith(message)
+
+
+def test_probes_run_only_in_the_single_scenario_for_now() -> None:
+    from dltestbed import scenarios
+
+    plan = bench.plan(suite="micro")
+    with pytest.raises(ConfigError, match="--suite micro and full run with --scenario single"):
+        scenarios.check(scenarios.Options(scenario="distributed"), [None, None], plan, ["bm"])
+
+
+# -- the probes' pure parts
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz
+cpu MHz\t\t: 2499.998
+flags\t\t: fpu vme sse sse2 avx avx2 fma avx512f avx512dq
+processor\t: 1
+cpu MHz\t\t: 1200.000
+flags\t\t: fpu
+"""
+
+
+def test_cpuinfo_gives_the_first_cpus_flags_and_clock() -> None:
+    flags, mhz = probes.parse_cpuinfo(CPUINFO)
+    assert {"avx2", "fma", "avx512f"} <= flags and "fpu" in flags and mhz == pytest.approx(2499.998)
+    assert probes.parse_cpuinfo("") == (set(), None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "per_cycle"),
+    [({"avx512f", "avx2", "fma"}, 64), ({"avx2", "fma"}, 32), ({"avx2"}, 16), ({"avx"}, 16), ({"sse2"}, 8)],
+)
+def test_flops_per_cycle_follow_the_widest_vector_unit(flags: set[str], per_cycle: int) -> None:
+    assert probes.cpu_flops_per_cycle(flags)[0] == per_cycle
+
+
+def test_gpu_peaks_come_from_the_table_by_name() -> None:
+    assert probes.gpu_peak("NVIDIA H100 80GB HBM3", "float32") == (67e12, "H100 datasheet, dense float32")
+    assert probes.gpu_peak("NVIDIA H100 PCIe", "bfloat16")[0] == 756e12  # PCIe before SXM
+    assert probes.gpu_peak("Tesla V100-SXM2-16GB", "bfloat16")[0] is None  # no bfloat16 on Volta
+    value, why = probes.gpu_peak("NVIDIA GeForce RTX 4090", "float32")
+    assert value is None and "not in dltestbed's table" in why
+
+
+def test_calibration_doubles_until_a_call_lasts_long_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    calls: list[int] = []
+
+    def call(reps: int) -> None:  # 10 ms a rep on a fake clock
+        calls.append(reps)
+        clock[0] += 0.01 * reps
+
+    monkeypatch.setattr(probes.time, "perf_counter", lambda: clock[0])
+    assert probes.calibrate(call, 0.05) == 8
+    assert calls == [1, 1, 2, 4, 8]  # the first, untimed, traces
+    case = probes.Case("x", "c", "B/s", 100.0, call)
+    got = list(probes.timed(case, "small", 1, 2))
+    assert [(i, p) for i, p, _, _ in got] == [(0, "warmup"), (1, "timed"), (2, "timed")]
+    assert all(v == pytest.approx(100.0 * 8 / 0.08) and s == pytest.approx(0.08) for _, _, v, s in got)
+
+
+def test_the_disk_probe_reads_a_datasets_files(tmp_path: Path) -> None:
+    files = []
+    for i, size in enumerate((10_000, 5_000, 0)):
+        p = tmp_path / f"f{i}.jpg"
+        p.write_bytes(b"x" * size)
+        files.append(str(p))
+    cases = probes.disk(probes.Where(None, (), "small", tuple(files), 0))
+    seq, rand = cases
+    assert isinstance(seq, probes.Case) and isinstance(rand, probes.Case)
+    assert seq.work == 15_000 and seq.name == "sequential 1 MiB reads of 0.0 MiB" and "dataset" in seq.note
+    assert 0 < rand.work <= probes.RANDOM_READS["small"] * probes.BLOCK
+    seq.call(1)
+    rand.call(1)
+    assert seq.cleanup is None  # the dataset is never removed
+
+
+def test_the_disk_probe_removes_its_scratch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probes.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setitem(probes.SCRATCH_BYTES, "small", 2 << 20)
+    seq, _ = probes.disk(probes.Where(None, (), "small", (), 0))
+    assert isinstance(seq, probes.Case) and len(list(tmp_path.iterdir())) == 1
+    assert seq.work == 2 << 20 and f"scratch file in {tmp_path}" in seq.note
+    assert seq.cleanup is not None
+    seq.cleanup()
+    assert not list(tmp_path.iterdir())
+
+
+def test_copies_without_a_gpu_are_skipped_with_the_reason() -> None:
+    with pytest.raises(probes.Skip, match="no GPU is visible"):
+        probes.h2d(probes.Where(None, (), "small", (), 0))
+
+
+# -- store, stream, runner
+
+
+def test_measures_and_skips_are_stored_and_a_schema_3_store_gains_their_tables(results: Path) -> None:
+    store = Store.open(results)
+    run = make_run(model="micro", mode="probe", batch_size=0, image_size=0)
+    store.save_run(run)
+    store.add_measure(run.id, MeasureEvent("gemm", "float32 n=256", 0, "timed", 1e10, "FLOP/s", 0.1, 5.0))
+    store.add_measure(run.id, MeasureEvent("gemm", "float32 n=256", 0, "timed", 2e10, "FLOP/s", 0.1, 5.0))  # again
+    store.add_skip(run.id, SkipEvent("h2d", "", "no GPU"))
+    store.close()
+    db = sqlite3.connect(results)  # back to schema 3: no measures or skips
+    db.executescript("DROP TABLE measures; DROP TABLE skips; PRAGMA user_version=3;")
+    db.close()
+    again = Store.open(results)
+    assert again.measures(run.id) == [] and again.skips(run.id) == []
+    again.add_measure(run.id, MeasureEvent("membw", "copy 64 MiB", 0, "timed", 2e10, "B/s", 0.1, 6.0))
+    assert [m.value for m in again.measures(run.id)] == [2e10]
+    assert sqlite3.connect(results).execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_a_measure_is_one_line_protocol_point() -> None:
+    run = make_run(model="micro", mode="probe", batch_size=0, image_size=0)
+    line = points.measure_line(run, MeasureEvent("disk", "random 4 KiB reads x256", 2, "timed", 5e7, "B/s", 0.5, 10.0))
+    head, fields, ts = line.rsplit(" ", 2)
+    assert head.startswith("dltestbed_measure,") and r"case=random\ 4\ KiB\ reads\ x256" in head
+    assert "probe=disk" in head and "unit=B/s" in head and "phase=timed" in head
+    assert fields == "index=2i,seconds=0.5,value=50000000.0" and ts == str(10 * 10**9)
+
+
+@pytest.fixture
+def replay_micro(monkeypatch: pytest.MonkeyPatch, results: Path):
+    def go(path: Path):
+        monkeypatch.setenv("REPLAY_FILE", str(path))
+        monkeypatch.setattr("dltestbed.runner.workload_argv", lambda t, s: [sys.executable, str(DATA / "replay.py")])
+        store = Store.open(results)
+        return execute(LocalTarget(python=sys.executable), probe_spec(), store, RunContext(bench_id="b")), store
+
+    return go
+
+
+def test_a_replayed_micro_run_is_stored_whole(replay_micro) -> None:
+    run, store = replay_micro(CAPTURED / "micro_cpu_ok.jsonl")
+    assert run.status == "ok" and run.is_probe and run.images_per_sec is None
+    assert len(store.measures(run.id)) == run.steps_done == store.runs()[0].steps_done == 24
+    assert {(s.probe, s.case) for s in store.skips(run.id)} == {("gemm", "bfloat16"), ("gemm", "float16"),
+                                                                 ("h2d", ""), ("d2h", "")}  # fmt: skip
+    assert run.spec["cases"] and run.fingerprint["tensorflow"]
+
+
+def test_a_micro_run_cut_short_is_failed_and_keeps_its_measures(replay_micro, tmp_path: Path) -> None:
+    lines = (CAPTURED / "micro_cpu_ok.jsonl").read_text().splitlines()[:12]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines) + "\n")
+    run, store = replay_micro(cut)
+    assert run.status == "failed" and run.reason == "the workload exited without a summary"
+    assert 0 < len(store.measures(run.id)) < 24
+
+
+# -- the report, on known answers
+
+
+def _probe_run(kind: str, rep: int, values: dict[tuple[str, str], float], arm: str = "") -> tuple:
+    run = make_run(target_kind=kind, repetition=rep, model="micro", mode="probe", batch_size=0, image_size=0,
+                   status="ok", arm=arm, spec={"scale": "small", "cases": [
+                       {"probe": "gemm", "case": "float32 n=512", "headline": True, "limit": 2e11,
+                        "limit_source": "2 CPUs x ...", "note": ""},
+                       {"probe": "disk", "case": "seq", "headline": True, "limit": None, "limit_source": "",
+                        "note": "dataset; page cache dropped"}]})  # fmt: skip
+    ms = []
+    for (probe, case), v in values.items():
+        unit = "FLOP/s" if probe == "gemm" else "B/s"
+        # three timed calls: the median is v whatever the outlier; a warm-up call that never counts
+        ms += [MeasureEvent(probe, case, 0, "warmup", v / 100, unit, 1.0, 0.0)]
+        ms += [MeasureEvent(probe, case, i, "timed", x, unit, 0.1, float(i)) for i, x in enumerate((v, v * 0.2, v), 1)]
+    return run, ms
+
+
+def test_probe_changes_against_bare_metal_have_known_answers() -> None:
+    runs, measures = [], {}
+    for rep, (g_bm, g_vm, d_bm, d_vm) in enumerate([(100, 99, 1000, 650), (110, 108.9, 1100, 715),
+                                                      (90, 89.1, 900, 585)], 1):  # fmt: skip
+        for kind, g, d in (("bm", g_bm, d_bm), ("vm", g_vm, d_vm)):
+            r, ms = _probe_run(kind, rep, {("gemm", "float32 n=512"): g * 1e9, ("disk", "seq"): d * 1e6})
+            runs.append(r)
+            measures[r.id] = ms
+    failed = make_run(target_kind="cbm", model="micro", mode="probe", status="failed", reason="workload exit 1")
+    cases, skipped = micro.summarise([*runs, failed], measures, {runs[0].id: [SkipEvent("h2d", "", "no GPU")]})
+    by = {(c.key["probe"], c.key["target_kind"]): c for c in cases}
+    gemm_vm, disk_vm = by["gemm", "vm"], by["disk", "vm"]
+    # every vm repetition is exactly 1 % (gemm) and 35 % (disk) below its bm partner: zero spread, exact answers
+    assert gemm_vm.effect is not None and gemm_vm.effect.method == PAIRED_T
+    assert gemm_vm.effect.overhead_pct == pytest.approx(1.0) and gemm_vm.effect.lo_pct == pytest.approx(1.0)
+    assert disk_vm.effect.overhead_pct == pytest.approx(35.0)  # type: ignore[union-attr]
+    assert by["gemm", "bm"].effect is None and by["gemm", "bm"].value.mean == pytest.approx(100e9)
+    assert by["gemm", "bm"].fraction == pytest.approx(0.5) and gemm_vm.runs == 3
+    assert [(s.target_kind, s.probe) for s in skipped] == [("bm", "h2d"), ("cbm", "all")]
+    assert "workload exit 1" in skipped[1].reasons[0]
+    text = "\n".join(micro.markdown(cases, skipped, []))
+    assert "| vm | -35.0 [-35.0, -35.0] | -1.0 [-1.0, -1.0] |" in text  # disk, gemm: probes in name order
+    assert "| gemm | float32 n=512 | bm | 3 | 100 GFLOP/s | 90 GFLOP/s | 110 GFLOP/s | 50 % | baseline |" in text
+    assert "- gemm on bm, vm: 2 CPUs x ..." in text and "| cbm | all | all | run " in text
+
+
+def test_unpaired_probe_runs_use_welch_and_one_run_a_side_says_so() -> None:
+    runs, measures = [], {}
+    for kind, reps in (("bm", (1, 2, 3)), ("cbm", (1, 1))):  # cbm's repetitions do not pair up
+        for i, rep in enumerate(reps):
+            r, ms = _probe_run(kind, rep, {("disk", "seq"): (100 + i) * 1e6})
+            runs.append(r)
+            measures[r.id] = ms
+    cases, _ = micro.summarise(runs, measures, {})
+    (cbm,) = [c for c in cases if c.key["target_kind"] == "cbm"]
+    assert cbm.effect is not None and cbm.effect.method == WELCH_T
+    single, ms = _probe_run("vm", 1, {("disk", "seq"): 1e8})
+    cases, _ = micro.summarise([*runs, single], {**measures, single.id: ms}, {})
+    (vm,) = [c for c in cases if c.key["target_kind"] == "vm"]
+    assert vm.effect is None and vm.why_none == "too few runs for an interval (2 per side)"
+    assert math.isclose(vm.value.mean, 1e8)
