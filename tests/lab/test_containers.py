@@ -120,17 +120,32 @@ def test_cbm_with_podman_limits_and_real_data(results: Path, dataset_dir: Path) 
 
 def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, tmp_path: Path) -> None:
     """bm reads the folder, cbm its read-only mount: one digest, so the report gives the layer's overhead.
+    --suite full: the microbenchmarks run beside the model on both kinds (disk reads the dataset through the
+    container's mount) and the report's decomposition puts them beside the model's overhead.
     A folder the container's user cannot read is refused before anything runs."""
     proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--data", "real", "--data-dir",
-                   str(dataset_dir), "--repeat", "2", "--json", "--results", str(results))  # fmt: skip
+                   str(dataset_dir), "--repeat", "2", "--suite", "full", "--json", "--results", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
-    assert sorted(r["target_kind"] for r in runs) == ["bm", "bm", "cbm", "cbm"]
+    assert sorted((r["target_kind"], r["model"]) for r in runs) == [("bm", "alexnet")] * 2 + [("bm", "micro")] * 2 \
+        + [("cbm", "alexnet")] * 2 + [("cbm", "micro")] * 2  # fmt: skip
     assert all(r["status"] == "ok" for r in runs)
     assert {r["fingerprint"]["dataset_digest"] for r in runs} == {_digest(dataset_dir)}
-    groups = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["groups"]
-    (cbm,) = [g for g in groups if g["key"]["target_kind"] == "cbm"]
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (cbm,) = [g for g in report["groups"] if g["key"]["target_kind"] == "cbm"]
     assert cbm["overhead_percent"] is not None and not cbm["verdict"].startswith("refused")
+    cases = report["micro"]["cases"]
+    for kind in ("bm", "cbm"):  # every probe that can run here, on both kinds, from both repetitions
+        mine = [c for c in cases if c["key"]["target_kind"] == kind]
+        assert {c["key"]["probe"] for c in mine} == {"gemm", "conv", "membw", "disk"}
+        assert all(c["runs"] == 2 and c["value"]["mean"] > 0 for c in mine)
+        assert all(c["note"].startswith("dataset; page cache dropped") for c in mine if c["key"]["probe"] == "disk")
+    assert all(c["effect"] is not None for c in cases if c["key"]["target_kind"] == "cbm")
+    skipped = {(s["target_kind"], s["probe"]) for s in report["micro"]["skipped"]}
+    assert {("bm", "h2d"), ("bm", "d2h"), ("cbm", "h2d"), ("cbm", "d2h")} <= skipped
+    md = run_cli("report", "--results", str(results)).stdout
+    (row,) = [line for line in md.splitlines() if line.startswith("| cbm | ") and line.count("[") == 5]
+    assert "## Layer decomposition" in md and "alexnet train img/s" in md, md  # the model's column, then 4 probes
     private = tmp_path / "private"
     shutil.copytree(dataset_dir, private)
     (private / "class_1").chmod(0o700)

@@ -134,6 +134,20 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     assert {r["spec"]["cpus"] for r in sruns if r["role"] == "foreground"} == {"0"} and co["spec"]["cpus"] == "1"
     assert "isolated (cpus 0 / co-tenant 1)" in co["contention"]
     assert all(r["fingerprint"]["cpu_affinity"] == 1 and r["host"] == "local" for r in sruns)  # inside the VM
+    # the microbenchmarks without TensorFlow (seconds in an emulated VM): disk reads the VM's copy, and cvm its mount
+    micro = run_cli("bench", "--suite", "micro", "--probes", "disk,membw", "--targets", "bm,vm,cvm", "--runtime",
+                    "podman", "--warmup", "0", "--steps", "2", "--repeat", "1", *real, "--json", "--results",
+                    str(results), env=vm_env, timeout=1800)  # fmt: skip
+    assert micro.returncode == 0, micro.stderr[-4000:]
+    assert "copying" not in micro.stderr
+    mruns = {r["target_kind"]: r for r in json.loads(micro.stdout)}
+    assert sorted(mruns) == ["bm", "cvm", "vm"] and all(r["status"] == "ok" for r in mruns.values())
+    assert mruns["vm"]["spec"]["data_dir"] == f"/var/lib/dltestbed/datasets/{digest}"
+    assert mruns["cvm"]["spec"]["data_dir"] == "/mnt/dltestbed-data"
+    cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
+    got = {(c["key"]["target_kind"], c["key"]["probe"]) for c in cases}
+    assert got == {(k, p) for k in ("bm", "vm", "cvm") for p in ("disk", "membw")}
+    assert all(c["note"].startswith("dataset; page cache dropped") for c in cases if c["key"]["probe"] == "disk")
     # --device gpu where there is none: each run fails with one line, nothing stored as ok
     # (bm and cbm: test_containers; cvm runs the same workload in a container in this VM)
     gpu = run_cli("bench", "--targets", "vm", "--device", "gpu", *TINY, "--json", "--results", str(results),
