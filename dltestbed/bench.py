@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
 from dltestbed.catalog import MODELS
-from dltestbed.config import PROBES, Spec, probe_spec, resolve_path, workload_spec
+from dltestbed.config import ALONE_PROBES, PAIR_PROBES, Spec, probe_spec, resolve_path, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -125,11 +125,13 @@ def plan(
     suite: str = "study",
     probes: Sequence[str] | None = None,
     probe_scale: str = "small",
+    scenario: str = "single",
     **common: Any,
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
     "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
-    suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full."""
+    suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
+    the probes by default: those that run on one target, or with scenario distributed those between workers."""
     p = preset(preset_name)
     if suite not in SUITES:
         raise ConfigError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
@@ -174,9 +176,11 @@ def plan(
             **common,
         ))  # fmt: skip
     if suite != "study":
-        keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "seed")
+        keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device")
+        pair = scenario == "distributed"
+        chosen = tuple(probes) if probes else PAIR_PROBES if pair else ALONE_PROBES
         specs.append(probe_spec(
-            probes=tuple(probes) if probes else tuple(PROBES), scale=probe_scale,
+            probes=chosen, scale=probe_scale, distributed=pair,
             warmup=warmup if warmup is not None else PROBE_WARMUP, steps=steps if steps is not None else PROBE_STEPS,
             **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in keep},
         ))  # fmt: skip

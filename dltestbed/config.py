@@ -103,7 +103,13 @@ PROBES: dict[str, str] = {
     "d2h": "device-to-host copy bandwidth (GPU only)",
     "disk": "sequential and random 4 KiB read throughput of the dataset's folder as the target sees it "
             "(or, without a dataset, of a scratch file in the target's temp folder)",
+    "net": "latency and bandwidth between the workers of a job, through TensorFlow's own gRPC path "
+           "(--scenario distributed)",
+    "allreduce": "all-reduce algorithm and bus bandwidth between the workers of a job over message sizes "
+                 "(MultiWorkerMirroredStrategy's collectives; --scenario distributed)",
 }
+PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
+ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
 PROBE_SCALES = ("small", "full")  # small: seconds per probe on 2 cores; full: the models' native shapes
 
 
@@ -113,7 +119,7 @@ class ProbeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    probes: tuple[str, ...] = tuple(PROBES)
+    probes: tuple[str, ...] = ALONE_PROBES
     scale: Literal["small", "full"] = "small"
     data: DataKind = "synthetic"  # real: `disk` reads data_dir
     data_dir: str | None = None
@@ -126,7 +132,7 @@ class ProbeSpec(BaseModel):
     sample_interval: float = Field(1.0, gt=0)
     seed: int = 0
     cpus: str | None = None
-    distributed: bool = False  # probes run alone (net and allreduce between workers are not here yet)
+    distributed: bool = False  # one worker of a job (cluster in TF_CONFIG): the probes between workers
 
     @field_validator("probes")
     @classmethod
@@ -145,6 +151,13 @@ class ProbeSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> ProbeSpec:
+        pair = [p for p in self.probes if p in PAIR_PROBES]
+        alone = [p for p in self.probes if p not in PAIR_PROBES]
+        if self.distributed and alone:
+            raise ValueError(f"{alone[0]} runs on one target (--scenario single); between workers: "
+                             f"{', '.join(PAIR_PROBES)}")  # fmt: skip
+        if not self.distributed and pair:
+            raise ValueError(f"{pair[0]} runs between the workers of a job: --scenario distributed")
         if self.data == "real" and not self.data_dir:
             raise ValueError("--data real needs --data-dir DIR")
         if self.data == "synthetic" and self.data_dir:
@@ -172,6 +185,8 @@ class ProbeSpec(BaseModel):
                      "--data-bytes", str(self.data_bytes)]  # fmt: skip
         if self.cpus:
             argv += ["--cpus", self.cpus]
+        if self.distributed:
+            argv.append("--distributed")
         return argv
 
 

@@ -74,7 +74,7 @@ class VictoriaMetrics:
         self._get("/internal/force_flush")
         out = {}
         for measurement, field in (("dltestbed_step", "index"), ("dltestbed_resource", "rss_bytes"),
-                                   ("dltestbed_run", "ok")):  # fmt: skip
+                                   ("dltestbed_measure", "value"), ("dltestbed_run", "ok")):  # fmt: skip
             text = self._get("/api/v1/export", {"match[]": f'{measurement}_{field}{{bench_id="{bench_id}"}}'})
             out[measurement] = sum(len(json.loads(line)["values"]) for line in text.decode().splitlines() if line)
         return out
@@ -94,6 +94,7 @@ def expected(results: Path, bench_id: str) -> dict[str, int]:
     queries = {
         "dltestbed_step": f"SELECT count(*) FROM steps WHERE run_id IN ({runs})",
         "dltestbed_resource": f"SELECT count(*) FROM resources WHERE run_id IN ({runs})",
+        "dltestbed_measure": f"SELECT count(*) FROM measures WHERE run_id IN ({runs})",
         "dltestbed_run": "SELECT count(*) FROM runs WHERE bench_id = ? AND status != 'running'",
     }
     with sqlite3.connect(results) as db:

@@ -63,10 +63,13 @@ def bench(
                               "microbenchmarks (--probes), one run per target and repetition, to explain a layer's "
                               "cost (compute, memory, disk, host↔device). full: both; the report puts the probes' "
                               "ratios beside the models' overheads."),
-    probes: str | None = typer.Option(None, help="With --suite micro or full: comma-separated, of gemm (matmul "
-                                      "FLOP/s), conv (the models' heaviest convolutions), membw (memory copy), h2d "
-                                      "and d2h (GPU copies; skipped without a GPU), disk (reads of --data-dir, or a "
-                                      "scratch file). Default: all."),
+    probes: str | None = typer.Option(None, help="With --suite micro or full: comma-separated. On each target "
+                                      "(--scenario single): gemm (matmul FLOP/s), conv (the models' heaviest "
+                                      "convolutions), membw (memory copy), h2d and d2h (GPU copies; skipped without a "
+                                      "GPU), disk (reads of --data-dir, or a scratch file). Between the workers of a "
+                                      "job (--scenario distributed): net (latency, bandwidth through TensorFlow's "
+                                      "gRPC collectives), allreduce (algorithm and bus bandwidth over message sizes). "
+                                      "Default: all of the scenario's."),
     probe_scale: str = typer.Option("small", help="With --suite micro or full: small (seconds a probe) or full "
                                     "(the models' native shapes, larger copies)."),
     mode: ModeOpt = typer.Option(ModeOpt.train, help="train or infer."),
@@ -204,6 +207,7 @@ def bench(
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
         data=data.value, mode=mode.value, device=device.value, classes=classes, order=order.value, seed=seed,
         precision=precision, max_repeat=max_repeat, aa=aa, suite=suite, probe_scale=probe_scale,
+        scenario=scenario.value,
         probes=[p.strip() for p in probes.split(",") if p.strip()] if probes is not None else None,
     )  # fmt: skip
     options = scenarios.Options(

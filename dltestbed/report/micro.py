@@ -4,7 +4,9 @@ models' overheads beside the probes' changes, so a reader sees which resource a 
 
 A run's value for a case is the median of its timed measures (robust to one slow call); repetitions
 of a case are compared with bare metal's as the models are (stats.samples: paired t on log ratios
-when the runs pair up by repetition, else Welch).
+when the runs pair up by repetition, else Welch — the workers of a distributed job are runs of their
+own, so a job's probes compare by Welch). A latency (unit "s") is compared as its inverse, a rate, so
+every change reads the same way: negative is worse than bare metal.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dltestbed.config import PROBES
 from dltestbed.report.inference import Effect, mean_interval, paired, welch
 from dltestbed.report.stats import GroupStats, Spread, against_baseline, layer_label, samples
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, SkipEvent
 
 LAYER = ("target_kind", "vm_image", "arm")
-KEY = (*LAYER, "scenario", "device", "scale", "probe", "case", "unit")
-UNITS = {"FLOP/s": ("GFLOP/s", 1e9), "B/s": ("GB/s", 1e9)}  # how tables show a unit
+KEY = (*LAYER, "scenario", "workers", "device", "scale", "probe", "case", "unit")
+# How tables show a unit: the largest scale the value reaches (a latency: the smallest unit it reaches).
+SCALES = {"FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")),
+          "B/s": ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")),
+          "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,8 @@ def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[Measure
     for r in ok:
         for probe, case, unit in values[r.id]:
             k = {"target_kind": r.target_kind, "vm_image": r.vm_image, "arm": r.arm, "scenario": r.scenario,
-                 "device": r.device, "scale": r.spec.get("scale", ""), "probe": probe, "case": case,
-                 "unit": unit}  # fmt: skip
+                 "workers": r.workers, "device": r.device, "scale": r.spec.get("scale", ""), "probe": probe,
+                 "case": case, "unit": unit}  # fmt: skip
             groups.setdefault(tuple(k[f] for f in KEY), []).append(r)
     compare = [f for f in KEY if f not in LAYER]
     base = {tuple(k[KEY.index(f)] for f in compare): members for k, members in groups.items()
@@ -94,7 +100,7 @@ def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[Measure
         eff, why = None, ""
         if against_baseline(key):
             b = base.get(tuple(key[f] for f in compare), [])
-            s = samples(b, members, value=lambda r, c=case: values[r.id][c]) if b else None  # type: ignore[misc]
+            s = samples(b, members, value=lambda r, c=case: _rate(values[r.id][c], c[2])) if b else None  # type: ignore[misc]
             if not b:
                 why = "no bare-metal run of this case"
             elif s is None:
@@ -105,11 +111,19 @@ def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[Measure
                              info.get("limit"), str(info.get("limit_source") or ""), str(info.get("note") or ""),
                              eff, why))  # fmt: skip
     kinds = ["bm", "vm", "cbm", "cvm"]
-    out.sort(key=lambda c: (c.key["probe"], c.key["case"], kinds.index(c.key["target_kind"])
-                            if c.key["target_kind"] in kinds else 9, c.key["arm"]))  # fmt: skip
+    order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
+    out.sort(key=lambda c: (list(PROBES).index(c.key["probe"]) if c.key["probe"] in PROBES else len(PROBES),
+                            order.get((c.key["probe"], c.key["case"]), 1 << 30), c.key["case"],
+                            kinds.index(c.key["target_kind"]) if c.key["target_kind"] in kinds else 9,
+                            c.key["arm"]))  # fmt: skip
     failed = [Skipped(r.target_kind, "all", "", (f"run {r.id} {r.status}: {r.reason}",))
               for r in runs if r.is_probe and r.status != "ok"]  # fmt: skip
     return out, _skipped(ok, skips) + failed
+
+
+def _rate(value: float, unit: str) -> float:
+    """Higher is better: a latency in seconds as its inverse."""
+    return 1.0 / value if unit == "s" else value
 
 
 def _case_info(run: RunRecord, probe: str, case: str) -> dict[str, Any]:
@@ -136,8 +150,10 @@ def change(e: Effect) -> str:
     return f"{-e.overhead_pct:+.1f} [{-e.hi_pct:+.1f}, {-e.lo_pct:+.1f}]{tail}"
 
 
-def _show(value: float, unit: str) -> str:
-    name, div = UNITS.get(unit, (unit, 1.0))
+def show(value: float, unit: str) -> str:
+    """A value in the largest unit it reaches, 3 significant digits: 0.0312e9 B/s → "31.2 MB/s"."""
+    scales = SCALES.get(unit, ((1.0, unit),))
+    div, name = next(((d, n) for d, n in scales if abs(value) >= d), scales[-1])
     return f"{value / div:.3g} {name}"
 
 
@@ -177,7 +193,7 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
         frac = f"{c.fraction * 100:.0f} %" if c.fraction is not None else "—"
         eff = change(c.effect) if c.effect else (c.why_none or "baseline")
         lines.append(f"| {c.key['probe']} | {c.key['case']} | {layer_label(c.key)} | {c.runs} | "
-                     f"{_show(c.value.mean, u)} | {_show(c.value.min, u)} | {_show(c.value.max, u)} | {frac} | {eff} | "
+                     f"{show(c.value.mean, u)} | {show(c.value.min, u)} | {show(c.value.max, u)} | {frac} | {eff} | "
                      f"{c.effect.method if c.effect else '—'} |")  # fmt: skip
     for head, attr in (("Limits", "limit_source"), ("Notes", "note")):
         said: dict[tuple[str, str], list[str]] = {}  # (probe, text) → layers

@@ -35,9 +35,9 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
     """Bad combinations fail before anything runs, with one line."""
     if options.scenario not in SCENARIOS:
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
-    if options.scenario != "single" and len(plan.models) < len(plan.specs):
-        raise ConfigError(f"--suite micro and full run with --scenario single in this version (not "
-                          f"{options.scenario}): the probes between workers (net, allreduce) are not built yet")
+    if options.scenario == "shared" and len(plan.models) < len(plan.specs):
+        raise ConfigError("--suite micro and full run with --scenario single (probes on each target) or "
+                          "distributed (net and allreduce between workers), not shared")  # fmt: skip
     if options.scenario != "single" and (plan.aa or plan.precision is not None):
         raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
     if options.scenario == "distributed":
@@ -45,7 +45,7 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
         if n < 2:
             hint = "" if options.workers is not None else " (one per host; --workers N puts several on a host)"
             raise ConfigError(f"scenario distributed needs at least 2 workers; got {n}{hint}")
-        if any(s.mode != "train" for s in plan.specs):
+        if any(s.mode == "infer" for s in plan.specs):
             raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
         if VM_KINDS & set(kinds) and len(hosts) > 1:
             raise ConfigError("scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 
 from dltestbed import bench as bench_mod
-from dltestbed.config import WorkloadSpec
+from dltestbed.config import Spec
 from dltestbed.errors import TargetError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -36,7 +36,7 @@ def run(
     for round_ in plan.rounds(kinds):
         for rep, spec, kind in round_:
             job = new_id("j")
-            if options.baseline:
+            if options.baseline and spec.mode != "probe":  # a worker alone has no peer to measure against
                 ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=1)
                 records.append(execute(make(kind, placement[0]), spec, store, ctx, observer,
                                        timeout=options.timeout, sinks=sinks))  # fmt: skip
@@ -45,7 +45,7 @@ def run(
 
 
 def _job(
-    plan: bench_mod.Plan, rep: int, job: str, spec: WorkloadSpec, kind: str, placement: Sequence[Site],
+    plan: bench_mod.Plan, rep: int, job: str, spec: Spec, kind: str, placement: Sequence[Site],
     store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
 ) -> list[RunRecord]:  # fmt: skip
     """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all."""

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from dltestbed import dataset
 from dltestbed.catalog import model_names
-from dltestbed.config import PROBES, ProbeSpec, WorkloadSpec, parse_cpu_list, probe_spec, workload_spec
+from dltestbed.config import PAIR_PROBES, PROBES, ProbeSpec, WorkloadSpec, parse_cpu_list, probe_spec, workload_spec
 from dltestbed.errors import ConfigError, DataError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
@@ -63,13 +63,15 @@ def parser() -> argparse.ArgumentParser:
 def micro_parser() -> argparse.ArgumentParser:
     """The arguments of `micro` (the controller builds them with ProbeSpec.to_argv)."""
     p = _Parser(prog="python -m dltestbed.workload micro", description="microbenchmarks: " + ", ".join(PROBES))
-    p.add_argument("--probes", default=",".join(PROBES), help="comma-separated, of: " + ", ".join(PROBES))
+    p.add_argument("--probes", help="comma-separated, of: " + ", ".join(PROBES) + " (default: all that run on one "
+                   "target, or with --distributed all that run between workers)")
     p.add_argument("--scale", default="small", help="small (seconds per probe) or full (the models' shapes)")
     for name in ("--data", "--data-dir", "--data-digest", "--device", "--cpus"):
         p.add_argument(name)
     for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed"):
         p.add_argument(name, type=int)
     p.add_argument("--sample-interval", type=float)
+    p.add_argument("--distributed", action="store_true", help="one worker of a job: net and allreduce (TF_CONFIG)")
     p.add_argument("--watch-stdin", action="store_true")
     return p
 
@@ -99,7 +101,10 @@ def parse_micro(argv: list[str]) -> tuple[ProbeSpec, argparse.Namespace]:
     """The validated probe spec of a `micro` command line (after the word micro)."""
     ns = micro_parser().parse_args(argv)
     values = {k: v for k, v in vars(ns).items() if v is not None and v is not False and k != "watch_stdin"}
-    values["probes"] = tuple(p.strip() for p in values["probes"].split(",") if p.strip())
+    if "probes" in values:
+        values["probes"] = tuple(p.strip() for p in values["probes"].split(",") if p.strip())
+    elif ns.distributed:
+        values["probes"] = PAIR_PROBES
     return probe_spec(**values), ns
 
 
@@ -140,6 +145,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     data_facts = _check_copy(spec, index) if index is not None else {}
     if spec.cpus:
         _pin(spec.cpus)
+    cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
     if spec.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -148,17 +154,22 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     nvml = Nvml.open()
     gpus = nvml.devices() if nvml else []
     fp = fingerprint.base()
-    tf, visible = None, []
+    tf, visible, strategy = None, [], None
     if set(spec.probes) & probes.NEED_TF:  # membw and disk alone start in a second, even in an emulated VM
         import tensorflow as tf
 
+        if cluster:  # before any other TensorFlow op; it waits here for every worker
+            options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=probes.COLLECTIVE_TIMEOUT)
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+            fp.update(worker_index=cluster.index, workers=cluster.size)
         visible = tf.config.list_physical_devices("GPU")
         fp.update(fingerprint.tensorflow(tf, gpus))
     if spec.device == "gpu" and not visible:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(data_facts)
     names = tuple(str(g.get("name", "GPU")) for g in gpus[: len(visible)]) or ("GPU",) * len(visible)
-    where = probes.Where(tf, names, spec.scale, tuple(index.files) if index else (), spec.seed)
+    where = probes.Where(tf, names, spec.scale, tuple(index.files) if index else (), spec.seed, strategy,
+                         cluster.size if cluster else 1)  # fmt: skip
     cases: list[probes.Case] = []
     skips: list[SkipEvent] = []
     try:
@@ -173,7 +184,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
                     skips.append(SkipEvent(probe=name, case=c.case, reason=str(c)))
                 else:
                     cases.append(c)
-        resolved = spec.model_dump() | {"cases": [c.describe() for c in cases]}
+        resolved = spec.model_dump() | {"cases": [d for c in cases for d in c.describe()]}
         emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
         for skip in skips:
             emitter.emit(skip)
@@ -184,10 +195,11 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         measures = 0
         try:
             for c in cases:
-                for i, phase, value, dt in probes.timed(c, spec.scale, spec.warmup, spec.steps):
-                    emitter.emit(MeasureEvent(probe=c.probe, case=c.name, index=i, phase=phase, value=value,
-                                              unit=c.unit, seconds=dt, t=time.time()))  # fmt: skip
-                    measures += phase == "timed"
+                for i, phase, values, dt in probes.timed(c, spec.scale, spec.warmup, spec.steps, where.agree):
+                    for name, unit, value in values:
+                        emitter.emit(MeasureEvent(probe=c.probe, case=name, index=i, phase=phase, value=value,
+                                                  unit=unit, seconds=dt, t=time.time()))  # fmt: skip
+                        measures += phase == "timed"
         finally:
             sampler.stop()
         emitter.emit(ProbesDoneEvent(measures=measures, skips=len(skips)))

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 CALL_SECONDS = {"small": 0.05, "full": 0.2}  # the least one timed call lasts
+COLLECTIVE_TIMEOUT = 600.0  # seconds a collective may wait for a peer before it fails the run
+ALLREDUCE_BYTES = {"small": (4 << 10, 256 << 10, 4 << 20), "full": (4 << 10, 1 << 20, 64 << 20, 256 << 20)}
+GATHER_BYTES = {"small": 4 << 20, "full": 64 << 20}  # net: each worker's share of an all-gather
 MAX_REPS = 1 << 16
 GEMM_N = {"small": (256, 512), "full": (1024, 4096)}
 MEMBW_BYTES = {"small": 64 << 20, "full": 1 << 30}
@@ -59,13 +62,16 @@ class Skip(Exception):
 
 @dataclass
 class Case:
-    """One measured thing: `work` units (FLOP, bytes) per rep; `call(reps)` does reps of it and blocks."""
+    """One measured thing: `work` units (FLOP, bytes) per rep; `call(reps)` does reps of it and blocks.
+    unit "s": a latency, seconds per rep (lower is better); `derived`: more cases from the same calls,
+    (name, work per rep) in the same unit (all-reduce bus bandwidth beside algorithm bandwidth)."""
 
     probe: str
     name: str
     unit: str
     work: float
     call: Callable[[int], None]
+    derived: tuple[tuple[str, float], ...] = ()
     headline: bool = False  # the case the report's decomposition shows for its probe
     calibrate: bool = True  # False: one call is one pass over its data (disk)
     limit: float | None = None  # the physical limit in `unit`, where it can be read
@@ -73,34 +79,52 @@ class Case:
     note: str = ""
     cleanup: Callable[[], None] | None = field(default=None, repr=False)
 
-    def describe(self) -> dict[str, Any]:
-        """What the run's start event records of the case."""
-        return {"probe": self.probe, "case": self.name, "unit": self.unit, "headline": self.headline,
+    def describe(self) -> list[dict[str, Any]]:
+        """What the run's start event records of the case (and of each case derived from its calls)."""
+        main = {"probe": self.probe, "case": self.name, "unit": self.unit, "headline": self.headline,
                 "limit": self.limit, "limit_source": self.limit_source, "note": self.note}  # fmt: skip
+        return [main, *[main | {"case": name, "headline": False, "limit": None, "limit_source": ""}
+                         for name, _ in self.derived]]  # fmt: skip
+
+    def values(self, reps: int, seconds: float) -> list[tuple[str, str, float]]:
+        """(case, unit, value) of one call of `reps` that took `seconds`."""
+        if self.unit == "s":
+            return [(self.name, "s", seconds / reps)]
+        return [(self.name, self.unit, self.work * reps / seconds),
+                *[(name, self.unit, work * reps / seconds) for name, work in self.derived]]
 
 
-def calibrate(call: Callable[[int], None], seconds: float) -> int:
+Agree = Callable[[float], float]  # the largest of a value over a job's workers (the same answer on each)
+
+
+def _alone(value: float) -> float:
+    return value
+
+
+def calibrate(call: Callable[[int], None], seconds: float, agree: Agree = _alone) -> int:
     """The reps that make one call last at least `seconds` (doubling from 1; at most MAX_REPS). A first
-    untimed call traces and compiles."""
+    untimed call traces and compiles. Workers of a job decide together (the slowest's time), so each
+    makes the same calls and no collective waits for a partner that stopped."""
     call(1)
     reps = 1
     while reps < MAX_REPS:
         t0 = time.perf_counter()
         call(reps)
-        if time.perf_counter() - t0 >= seconds:
+        if agree(time.perf_counter() - t0) >= seconds:
             return reps
         reps *= 2
     return reps
 
 
-def timed(case: Case, scale: str, warmup: int, steps: int) -> Iterator[tuple[int, str, float, float]]:
-    """(index, phase, value in case.unit, seconds) for each call: warm-up first."""
-    reps = calibrate(case.call, CALL_SECONDS[scale]) if case.calibrate else 1
+def timed(case: Case, scale: str, warmup: int, steps: int,
+          agree: Agree = _alone) -> Iterator[tuple[int, str, list[tuple[str, str, float]], float]]:  # fmt: skip
+    """(index, phase, [(case, unit, value)], seconds) for each call: warm-up first."""
+    reps = calibrate(case.call, CALL_SECONDS[scale], agree) if case.calibrate else 1
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         case.call(reps)
         dt = time.perf_counter() - t0
-        yield i, "warmup" if i < warmup else "timed", case.work * reps / dt, dt
+        yield i, "warmup" if i < warmup else "timed", case.values(reps, dt), dt
 
 
 # -- limits
@@ -175,6 +199,26 @@ class Where:
     scale: str
     data_files: tuple[str, ...]  # the dataset's files as the target sees them; empty: a scratch file
     seed: int
+    strategy: Any = None  # a distributed job's MultiWorkerMirroredStrategy (net, allreduce)
+    workers: int = 1
+    _gather: list[Any] = field(default_factory=list, repr=False)  # the compiled all-gather of `agree`, once
+
+    def agree(self, value: float) -> float:
+        """The largest `value` over the job's workers (all-gather); the value itself when alone."""
+        if self.strategy is None:
+            return value
+        tf, strategy = self.tf, self.strategy
+        if not self._gather:
+            holder = tf.Variable([0.0], dtype=tf.float64, trainable=False)
+
+            @tf.function
+            def gather() -> Any:
+                return strategy.run(lambda: tf.distribute.get_replica_context().all_gather(holder + 0.0, axis=0))
+
+            self._gather.extend([holder, gather])
+        self._gather[0].assign([value])
+        out = self._gather[1]()
+        return float(tf.reduce_max(strategy.experimental_local_results(out)[0]))
 
     @property
     def device(self) -> str:
@@ -375,7 +419,64 @@ def disk(w: Where) -> list[Case | Skip]:
     ]
 
 
-NEED_TF = {"gemm", "conv", "h2d", "d2h"}  # the probes that run through TensorFlow
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def _collective(w: Where, make: Callable[[Any], Any], x: Any) -> Callable[[int], None]:
+    """A call doing `reps` collectives `make(replica_context)(x)`, blocking on the last result."""
+    tf, strategy = w.tf, w.strategy
+
+    @tf.function
+    def once() -> Any:
+        return strategy.run(lambda: make(tf.distribute.get_replica_context())(x))
+
+    def call(reps: int) -> None:
+        out = None
+        for _ in range(reps):
+            out = once()
+        float(tf.reshape(strategy.experimental_local_results(out)[0], [-1])[0])
+
+    return call
+
+
+def allreduce(w: Where) -> list[Case | Skip]:
+    """All-reduce (sum) of float32 tensors over message sizes through MultiWorkerMirroredStrategy, as
+    nccl-tests reports it: algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
+    if w.strategy is None:
+        raise Skip("runs between the workers of a job: --scenario distributed")
+    tf, n = w.tf, w.workers
+    cases: list[Case | Skip] = []
+    sizes = ALLREDUCE_BYTES[w.scale]
+    for size in sizes:
+        x = tf.ones([size // 4], tf.float32)
+        call = _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), x)
+        cases.append(Case("allreduce", f"{_size(size)} algbw", "B/s", float(size), call,
+                          derived=((f"{_size(size)} busbw", size * 2 * (n - 1) / n),), headline=size == sizes[-1],
+                          note=f"{n} workers; busbw = algbw x 2(n-1)/n (nccl-tests)"))  # fmt: skip
+    return cases
+
+
+def net(w: Where) -> list[Case | Skip]:
+    """Between the workers, through TensorFlow's own gRPC path (its collectives): the latency of a
+    4-byte all-reduce, and the bytes each worker receives per second in an all-gather."""
+    if w.strategy is None:
+        raise Skip("runs between the workers of a job: --scenario distributed")
+    tf, n = w.tf, w.workers
+    one = tf.ones([1], tf.float32)
+    size = GATHER_BYTES[w.scale]
+    part = tf.ones([size // 4], tf.float32)
+    via = f"{n} workers, TensorFlow gRPC collectives"
+    return [
+        Case("net", "latency: 4 B all-reduce", "s", 1.0,
+             _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), one), note=via),
+        Case("net", f"all-gather {_size(size)} a worker: received", "B/s", float(size * (n - 1)),
+             _collective(w, lambda ctx: lambda t: ctx.all_gather(t, axis=0), part), headline=True, note=via),
+    ]  # fmt: skip
+
+
+NEED_TF = {"gemm", "conv", "h2d", "d2h", "net", "allreduce"}  # the probes that run through TensorFlow
 PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
-    "gemm": gemm, "conv": conv, "membw": membw, "h2d": h2d, "d2h": d2h, "disk": disk,
+    "gemm": gemm, "conv": conv, "membw": membw, "h2d": h2d, "d2h": d2h, "disk": disk, "net": net,
+    "allreduce": allreduce,
 }  # fmt: skip

@@ -124,7 +124,8 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
     container's mount) and the report's decomposition puts them beside the model's overhead.
     A folder the container's user cannot read is refused before anything runs."""
     proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--data", "real", "--data-dir",
-                   str(dataset_dir), "--repeat", "2", "--suite", "full", "--json", "--results", str(results))  # fmt: skip
+                   str(dataset_dir), "--repeat", "2", "--suite", "full", "--json", "--results",
+                   str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     assert sorted((r["target_kind"], r["model"]) for r in runs) == [("bm", "alexnet")] * 2 + [("bm", "micro")] * 2 \
@@ -144,8 +145,9 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
     skipped = {(s["target_kind"], s["probe"]) for s in report["micro"]["skipped"]}
     assert {("bm", "h2d"), ("bm", "d2h"), ("cbm", "h2d"), ("cbm", "d2h")} <= skipped
     md = run_cli("report", "--results", str(results)).stdout
-    (row,) = [line for line in md.splitlines() if line.startswith("| cbm | ") and line.count("[") == 5]
-    assert "## Layer decomposition" in md and "alexnet train img/s" in md, md  # the model's column, then 4 probes
+    rows = [line for line in md.splitlines() if line.startswith("| cbm | ") and line.count("[") == 5]
+    assert len(rows) == 1, md  # the decomposition: the model's change and 4 probes', each with its interval
+    assert "## Layer decomposition" in md and "alexnet train img/s" in md, md
     private = tmp_path / "private"
     shutil.copytree(dataset_dir, private)
     (private / "class_1").chmod(0o700)

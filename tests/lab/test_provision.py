@@ -87,13 +87,18 @@ def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, 
 
 def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[str, str], results: Path,
                                                  tsdb) -> None:  # fmt: skip
-    """One real MultiWorkerMirroredStrategy job with a worker on each host; every point counted back."""
+    """One real MultiWorkerMirroredStrategy job with a worker on each host, then (--suite full) the probes
+    between them, net and allreduce; every point counted back, the probes' measures included."""
     from tests.tsdb import expected
 
-    proc = run_cli("bench", "--inventory", str(cluster.inventory), "--scenario", "distributed", *BENCH, "--json",
-                   "--results", str(results), env={**env, **tsdb.env()})  # fmt: skip
+    proc = run_cli("bench", "--inventory", str(cluster.inventory), "--scenario", "distributed", *BENCH, "--suite",
+                   "full", "--json", "--results", str(results), env={**env, **tsdb.env()})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
+    probes = sorted((r for r in runs if r["model"] == "micro"), key=lambda r: r["worker_index"])
+    assert [(p["host"], p["status"], p["spec"]["probes"]) for p in probes] == [
+        ("tp-h1", "ok", ["net", "allreduce"]), ("tp-h2", "ok", ["net", "allreduce"])]  # fmt: skip
+    runs = [r for r in runs if r["model"] != "micro"]
     workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
     assert [(w["host"], w["fingerprint"]["host"], w["status"]) for w in workers] == [
         ("tp-h1", "tp-h1", "ok"), ("tp-h2", "tp-h2", "ok")]  # fmt: skip
@@ -101,8 +106,12 @@ def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[st
     report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
     (dist,) = report["distributed"]
     assert dist["total_images_per_sec"]["mean"] == pytest.approx(sum(w["images_per_sec"] for w in workers))
+    cases = {(c["key"]["probe"], c["key"]["case"]) for c in report["micro"]["cases"] if c["runs"] == 2}
+    assert ("net", "all-gather 4 MiB a worker: received") in cases and ("allreduce", "4 MiB busbw") in cases
     bench_id = runs[0]["bench_id"]
-    assert tsdb.count(bench_id) == expected(results, bench_id)
+    counts = expected(results, bench_id)
+    assert counts["dltestbed_measure"] == 2 * (1 + 3) * 8  # 2 workers x (1 warm-up + 3 timed calls) x 8 cases
+    assert tsdb.count(bench_id) == counts
     assert {lab["host"] for lab in tsdb.series_labels(bench_id)} == {"tp-h1", "tp-h2"}
 
 

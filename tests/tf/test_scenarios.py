@@ -53,6 +53,27 @@ def test_distributed_job_sums_its_workers(results: Path) -> None:
     assert not _workloads()
 
 
+def test_probes_between_two_workers(results: Path) -> None:
+    """--suite micro with --scenario distributed: net and allreduce in one job of 2 real workers; no lone
+    worker (it has no peer); the report lists every case with the method that compares them."""
+    proc = run_cli("bench", "--scenario", "distributed", "--suite", "micro", "--warmup", "0", "--steps", "2",
+                   "--repeat", "1", "--json", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted(r["worker_index"] for r in runs) == [0, 1] and len({r["job_id"] for r in runs}) == 1
+    assert all(r["status"] == "ok" and r["model"] == "micro" and r["spec"]["probes"] == ["net", "allreduce"]
+               and r["fingerprint"]["workers"] == 2 for r in runs)  # fmt: skip
+    cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
+    names = [c["key"]["case"] for c in cases]
+    assert names == ["latency: 4 B all-reduce", "all-gather 4 MiB a worker: received", "4 KiB algbw", "4 KiB busbw",
+                     "256 KiB algbw", "256 KiB busbw", "4 MiB algbw", "4 MiB busbw"]  # fmt: skip
+    assert all(c["runs"] == 2 and c["key"]["workers"] == 2 for c in cases)  # one run per worker
+    by = {c["key"]["case"]: c["value"]["mean"] for c in cases}
+    assert by["4 MiB busbw"] == pytest.approx(by["4 MiB algbw"])  # 2(n-1)/n = 1 for two workers
+    assert 0 < by["latency: 4 B all-reduce"] < 1  # seconds
+    assert not _workloads()
+
+
 def test_a_worker_that_dies_ends_the_job(results: Path) -> None:
     """Kill worker 1 mid-job: worker 0 (which would wait for it forever) is stopped, the bench ends."""
     import subprocess

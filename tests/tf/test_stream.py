@@ -106,7 +106,8 @@ def test_push_a_bench_that_was_not_streamed(tsdb: VictoriaMetrics, results: Path
     proc = run_cli("bench", *TINY, "--steps", "3", "--results", str(results))
     assert proc.returncode == 0, proc.stderr[-3000:]
     bench = _bench_id(results)
-    assert tsdb.count(bench) == {"dltestbed_step": 0, "dltestbed_resource": 0, "dltestbed_run": 0}
+    none = {"dltestbed_step": 0, "dltestbed_resource": 0, "dltestbed_measure": 0, "dltestbed_run": 0}
+    assert tsdb.count(bench) == none
     proc = run_cli("results", "push", "--bench", "last", "--results", str(results), env=tsdb.env())
     assert proc.returncode == 0, proc.stderr
     assert tsdb.count(bench) == expected(results, bench)

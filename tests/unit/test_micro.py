@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed import bench
-from dltestbed.config import PROBES, probe_spec
+from dltestbed.config import ALONE_PROBES, PROBES, probe_spec
 from dltestbed.errors import ConfigError
 from dltestbed.report import micro
 from dltestbed.report.inference import PAIRED_T, WELCH_T
@@ -78,7 +78,7 @@ def test_malformed_micro_lines_are_unparsed_with_the_reason(line: str, why: str)
 
 def test_micro_events_round_trip() -> None:
     for ev in (MeasureEvent("disk", "random 4 KiB reads x256", 3, "timed", 5e7, "B/s", 0.02, 12.5),
-               SkipEvent("h2d", "", "no GPU is visible to TensorFlow on this target"), ProbesDoneEvent(12, 4)):  # fmt: skip
+               SkipEvent("h2d", "", "no GPU is visible"), ProbesDoneEvent(12, 4)):  # fmt: skip
         assert parse_line(encode(ev)) == ev
 
 
@@ -121,7 +121,7 @@ def test_suites_make_the_specs_they_say() -> None:
     assert only.models == []
     full = bench.plan(suite="full", steps=4)
     assert [s.model for s in full.specs] == ["alexnet", "resnet50", "micro"]
-    assert full.specs[-1].probes == tuple(PROBES) and full.specs[-1].steps == 4
+    assert full.specs[-1].probes == ALONE_PROBES and full.specs[-1].steps == 4
 
 
 @pytest.mark.parametrize(
@@ -139,12 +139,35 @@ def test_bad_suites_are_one_line(kwargs: dict, message: str) -> None:
     assert str(err.value).startswith(message)
 
 
-def test_probes_run_only_in_the_single_scenario_for_now() -> None:
+def test_each_scenario_gets_its_probes() -> None:
     from dltestbed import scenarios
 
-    plan = bench.plan(suite="micro")
-    with pytest.raises(ConfigError, match="--suite micro and full run with --scenario single"):
-        scenarios.check(scenarios.Options(scenario="distributed"), [None, None], plan, ["bm"])
+    (alone,) = bench.plan(suite="micro").specs
+    assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "disk") and not alone.distributed
+    (pair,) = bench.plan(suite="micro", scenario="distributed").specs
+    assert pair.probes == ("net", "allreduce") and pair.distributed and "--distributed" in pair.to_argv()
+    scenarios.check(scenarios.Options(scenario="distributed"), [None, None], bench.plan(suite="full",
+                    scenario="distributed"), ["bm"])  # fmt: skip
+    with pytest.raises(ConfigError, match="net runs between the workers of a job: --scenario distributed"):
+        bench.plan(suite="micro", probes=["gemm", "net"])
+    with pytest.raises(ConfigError, match=r"gemm runs on one target \(--scenario single\); between workers: net"):
+        bench.plan(suite="micro", probes=["gemm"], scenario="distributed")
+    with pytest.raises(ConfigError, match="not shared"):
+        scenarios.check(scenarios.Options(scenario="shared"), [None], bench.plan(suite="micro"), ["bm"])
+
+
+def test_a_captured_worker_of_a_probe_job_parses() -> None:
+    events = [parse_line(line) for line in (CAPTURED / "micro_pair_worker0.jsonl").read_text().splitlines()]
+    assert not [e for e in events if isinstance(e, Unparsed)]
+    start = events[0]
+    assert isinstance(start, StartEvent) and start.fingerprint["workers"] == 2
+    measures = [e for e in events if isinstance(e, MeasureEvent)]
+    latency = [m for m in measures if m.unit == "s"]
+    assert latency and all(m.case == "latency: 4 B all-reduce" and 0 < m.value < m.seconds for m in latency)
+    for size in ("4 KiB", "256 KiB", "4 MiB"):  # busbw from the same calls: the same seconds, x 2(n-1)/n = 1
+        alg = [m for m in measures if m.case == f"{size} algbw"]
+        bus = [m for m in measures if m.case == f"{size} busbw"]
+        assert [(m.seconds, m.value) for m in alg] == [(m.seconds, m.value) for m in bus] and alg
 
 
 # -- the probes' pure parts
@@ -196,7 +219,10 @@ def test_calibration_doubles_until_a_call_lasts_long_enough(monkeypatch: pytest.
     case = probes.Case("x", "c", "B/s", 100.0, call)
     got = list(probes.timed(case, "small", 1, 2))
     assert [(i, p) for i, p, _, _ in got] == [(0, "warmup"), (1, "timed"), (2, "timed")]
-    assert all(v == pytest.approx(100.0 * 8 / 0.08) and s == pytest.approx(0.08) for _, _, v, s in got)
+    assert all(v == [("c", "B/s", pytest.approx(100.0 * 8 / 0.08))] and s == pytest.approx(0.08) for _, _, v, s in got)
+    # workers agree on the slowest's time: one worker that is fast alone still stops where the slow one does
+    calls.clear()
+    assert probes.calibrate(call, 0.05, agree=lambda dt: max(dt, 0.06)) == 1 and calls == [1, 1]
 
 
 def test_the_disk_probe_reads_a_datasets_files(tmp_path: Path) -> None:
@@ -330,9 +356,34 @@ def test_probe_changes_against_bare_metal_have_known_answers() -> None:
     assert [(s.target_kind, s.probe) for s in skipped] == [("bm", "h2d"), ("cbm", "all")]
     assert "workload exit 1" in skipped[1].reasons[0]
     text = "\n".join(micro.markdown(cases, skipped, []))
-    assert "| vm | -35.0 [-35.0, -35.0] | -1.0 [-1.0, -1.0] |" in text  # disk, gemm: probes in name order
+    assert "| vm | -1.0 [-1.0, -1.0] | -35.0 [-35.0, -35.0] |" in text  # gemm, disk: the catalogue's order
     assert "| gemm | float32 n=512 | bm | 3 | 100 GFLOP/s | 90 GFLOP/s | 110 GFLOP/s | 50 % | baseline |" in text
     assert "- gemm on bm, vm: 2 CPUs x ..." in text and "| cbm | all | all | run " in text
+
+
+def test_a_latency_is_compared_as_a_rate() -> None:
+    runs, measures = [], {}
+    for rep in (1, 2, 3):  # vm's latency is twice bare metal's: half the rate, a change of -50 %
+        for kind, seconds in (("bm", 1e-3 * rep), ("vm", 2e-3 * rep)):
+            r = make_run(target_kind=kind, repetition=rep, model="micro", mode="probe", status="ok",
+                         spec={"scale": "small", "cases": []})  # fmt: skip
+            runs.append(r)
+            measures[r.id] = [MeasureEvent("net", "latency", 1, "timed", seconds, "s", 0.1, 1.0)]
+    cases, _ = micro.summarise(runs, measures, {})
+    (vm,) = [c for c in cases if c.key["target_kind"] == "vm"]
+    assert vm.effect is not None and vm.effect.overhead_pct == pytest.approx(50.0)
+    assert micro.change(vm.effect) == "-50.0 [-50.0, -50.0]"
+    assert vm.value.mean == pytest.approx(4e-3)  # shown as measured: seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [(3.12e7, "B/s", "31.2 MB/s"), (2.2e10, "B/s", "22 GB/s"), (5e5, "B/s", "500 kB/s"),
+     (9.2e10, "FLOP/s", "92 GFLOP/s"), (6.7e13, "FLOP/s", "67 TFLOP/s"), (3.06e-3, "s", "3.06 ms"),
+     (4.2e-5, "s", "42 µs"), (2.0, "s", "2 s"), (7.0, "items", "7 items")],
+)  # fmt: skip
+def test_values_are_shown_in_the_largest_unit_they_reach(value: float, unit: str, shown: str) -> None:
+    assert micro.show(value, unit) == shown
 
 
 def test_unpaired_probe_runs_use_welch_and_one_run_a_side_says_so() -> None:
