@@ -60,9 +60,10 @@ def bench(
         "there, checked to hold the same files and bytes, not copied (VMs still get a copy).",
     ),
     suite: str = typer.Option("study", help="study: the models (the preset's, or --model). micro: the "
-                              "microbenchmarks (--probes), one run per target and repetition, to explain a layer's "
-                              "cost (compute, memory, disk, host↔device). full: both; the report puts the probes' "
-                              "ratios beside the models' overheads."),
+                              "microbenchmarks (--probes), one run per target and repetition (with --scenario "
+                              "distributed: one job, net and allreduce between its workers), to explain a layer's "
+                              "cost (compute, memory, disk, host↔device, network). full: both; the report puts the "
+                              "probes' changes beside the models' overheads."),
     probes: str | None = typer.Option(None, help="With --suite micro or full: comma-separated. On each target "
                                       "(--scenario single): gemm (matmul FLOP/s), conv (the models' heaviest "
                                       "convolutions), membw (memory copy), h2d and d2h (GPU copies; skipped without a "
