@@ -65,7 +65,7 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
         from dltestbed.report import figures  # matplotlib: only for reports that draw
 
         resources = {r.id: store.resources(r.id) for r in records}
-        plots = figures.build(groups, records, steps, resources, steady, dist, shared, host_groups, flags)
+        plots = figures.build(groups, records, steps, resources, steady, dist, shared, host_groups, flags, cases)
     args = dict(title=title, dist=dist, shared=shared, equivalence=opts.equivalence, fleet_flags=flags,
                 fleet_compared=compared, steady_flags=steady,
                 micro_lines=micro.markdown(cases, skipped, groups))  # fmt: skip

@@ -22,8 +22,9 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from dltestbed.report.fleet import FleetFlag
-from dltestbed.report.inference import CONFIDENCE, MEAN_T
+from dltestbed.report.inference import CONFIDENCE, MEAN_T, Effect
 from dltestbed.report.jobs import DistributedStats, SharedStats
+from dltestbed.report.micro import CaseStats
 from dltestbed.report.stats import COMPARE_FIELDS, NO_INTERVAL, GroupStats, against_baseline, group_key, layer_label
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
@@ -34,6 +35,7 @@ FLAG_COLOUR = "#c00000"
 WIDTH_IN = 6.4  # every figure's width: read on a phone it scales down, printed it fits a page
 WORKLOAD_FIELDS = ("model", "batch_size", "image_size", "mode", "data", "device", "scenario", "workers", "contention",
                    "warmup", "steps")  # fmt: skip
+CHANGE_AXIS_MAX = 100.0  # decomposition: the x axis ends here; a wider interval is cut, its end written beside it
 SVG_RC = {"svg.fonttype": "path", "svg.hashsalt": "dltestbed", "font.size": 9.0}
 
 
@@ -197,6 +199,62 @@ def overheads(groups: Sequence[GroupStats]) -> Figure | None:
     ax.set_xlabel("overhead against bare metal, % (positive: slower)")
     ax.set_title(f"Overhead against bare metal, {CONFIDENCE:.0%} intervals")
     ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> Figure | None:
+    """Per resource (each model's images/sec, each probe's headline case), every layer's change against
+    bare metal with its interval: which resource a layer costs, at a glance."""
+    if not any(c.effect is not None for c in cases if c.headline):
+        return None  # without a probe it is the overhead figure again
+    rows: list[tuple[str, list[tuple[str, Effect]]]] = []
+    for g in groups:
+        if against_baseline(g.key) and g.effect is not None:
+            name = f"{g.key['model']} {g.key['mode']} img/s"
+            if name not in [r[0] for r in rows]:
+                rows.append((name, []))
+            next(r for r in rows if r[0] == name)[1].append((layer_label(g.key), g.effect))
+    for c in cases:
+        if c.headline and c.effect is not None:
+            name = f"{c.key['probe']}: {c.key['case']}"
+            if name not in [r[0] for r in rows]:
+                rows.append((name, []))
+            next(r for r in rows if r[0] == name)[1].append((layer_label(c.key), c.effect))
+    if not rows:
+        return None
+    layers = list(dict.fromkeys(lay for _, pts in rows for lay, _ in pts))
+    fig = _figure(1.0 + 0.5 * len(rows) * max(1, len(layers)) ** 0.5)
+    ax = fig.add_subplot()
+    palette: list[str] = []
+    step = 0.6 / max(1, len(layers))
+    lo_all, hi_all = [0.0], [0.0]
+    labelled: set[str] = set()
+    for i, (_, pts) in enumerate(rows):
+        y = len(rows) - 1 - i
+        for lay, e in pts:
+            j = layers.index(lay)
+            c = colour(lay, palette)
+            change, lo, hi = -e.overhead_pct, -e.hi_pct, -e.lo_pct
+            yy = y + 0.3 - step * (j + 0.5)
+            shown_hi = min(hi, CHANGE_AXIS_MAX)  # a wide interval (few runs) would squeeze every other one
+            ax.errorbar([min(change, CHANGE_AXIS_MAX)], [yy], xerr=[[max(0.0, min(change, CHANGE_AXIS_MAX) - lo)],
+                        [max(0.0, shown_hi - min(change, CHANGE_AXIS_MAX))]], fmt="o", color=c, ecolor=c, capsize=3,
+                        markersize=4, label=f"{lay} (n={e.n})" if lay not in labelled else None)  # fmt: skip
+            labelled.add(lay)
+            if hi > CHANGE_AXIS_MAX:
+                ax.annotate(f"→ {hi:+.0f}", (CHANGE_AXIS_MAX, yy), fontsize=6, color=c, va="center", ha="right",
+                            xytext=(0, 5), textcoords="offset points")  # fmt: skip
+            lo_all.append(lo)
+            hi_all.append(shown_hi)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [_wrap(name, 28) for name, _ in reversed(rows)], fontsize=7)
+    pad = max(1.0, (max(hi_all) - min(lo_all)) * 0.08)
+    ax.set_xlim(min(lo_all) - pad, max(hi_all) + pad)
+    ax.set_ylim(-0.5, len(rows) - 0.5)
+    ax.set_xlabel("change against bare metal, % (negative: the layer gives less)")
+    ax.set_title(f"Layer decomposition, {CONFIDENCE:.0%} intervals")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
     return fig
 
 
@@ -497,6 +555,7 @@ def build(
     pairs: Sequence[SharedStats] = (),
     host_groups: Sequence[GroupStats] = (),
     fleet_flags: Sequence[FleetFlag] = (),
+    cases: Sequence[CaseStats] = (),
 ) -> list[Plot]:
     """Every figure the runs have something for, rendered, in report order."""
     flagged = {r.id: w for r, w in steady_flags}
@@ -517,6 +576,10 @@ def build(
             f"Points: each layer's overhead against bare metal; lines: its {CONFIDENCE:.0%} interval (paired t on "
             "log ratios, or Welch t where runs do not pair). A difference is called real only when the line "
             "misses 0.")
+        add("decomposition", "decomposition", decomposition(cases, groups),
+            f"Each layer's change against bare metal for each model's images/sec and each probe's headline case; "
+            f"lines: {CONFIDENCE:.0%} intervals (paired t on log ratios, or Welch where runs do not pair); n: the "
+            "pairs or the smaller group. Left of 0: the layer gives less of that resource.")
         add("steps", "steps", steps(runs, steps_by_run, flagged),
             f"Every step of {n_runs} run(s) as measured, no smoothing: filled markers timed, hollow warm-up (shaded, "
             "untimed). Dashed, markers edged red: runs the steady-state check flagged (see Steady state).")

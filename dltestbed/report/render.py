@@ -124,6 +124,7 @@ def markdown(
     lines += _overheads(groups, equivalence)
     lines += _figures(figs, "overhead", captions)
     lines += micro_lines
+    lines += _figures(figs, "decomposition", captions)
     lines += _environments(groups)
     lines += _environment(groups)
     lines += noise_floor(groups)

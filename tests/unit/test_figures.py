@@ -205,3 +205,33 @@ def test_html_page_embeds_figures_escapes_text_and_loads_nothing() -> None:
 def test_html_refuses_a_figure_that_was_not_drawn() -> None:
     with pytest.raises(KeyError, match="nope"):
         html.document("# t\n\n![x](figure:nope)\n", {}, "t", "")
+
+
+def test_decomposition_draws_each_layers_change_with_its_interval() -> None:
+    """The model's change (cbm 10 % slower) and a probe's (cbm's disk 35 % below bm) are the points drawn;
+    an interval past the axis's end is cut there and its end written beside it."""
+    from dltestbed.report import micro
+    from dltestbed.report.inference import paired
+    from dltestbed.workload.events import MeasureEvent
+
+    groups = stats.summarise(_runs())
+    runs, measures = [], {}
+    for rep, (b, c) in enumerate(((1000.0, 650.0), (1100.0, 715.0), (900.0, 585.0)), start=1):
+        for kind, v in (("bm", b), ("cbm", c)):
+            spec = {"scale": "small", "cases": [{"probe": "disk", "case": "seq", "headline": True}]}
+            r = make_run(target_kind=kind, repetition=rep, model="micro", mode="probe", status="ok", spec=spec)
+            runs.append(r)
+            measures[r.id] = [MeasureEvent("disk", "seq", 1, "timed", v, "B/s", 0.1, 1.0)]
+    cases, _ = micro.summarise(runs, measures, {})
+    fig = figures.decomposition(cases, groups)
+    (ax,) = fig.axes
+    xs = sorted(line.get_xdata()[0] for line in ax.lines if line.get_marker() == "o")
+    assert xs == pytest.approx([-35.0, -10.0])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["disk: seq", "alexnet train img/s"]
+    assert "%" in ax.get_xlabel() and [t.get_text() for t in ax.get_legend().get_texts()] == ["cbm (n=3)"]
+    wide = micro.CaseStats(dict(cases[-1].key), 2, cases[-1].value, None, True, None, "", "",
+                           paired([100.0, 100.0], [90.0, 300.0]))  # fmt: skip
+    fig = figures.decomposition([wide], [])
+    (ax,) = fig.axes
+    assert ax.get_xlim()[1] <= figures.CHANGE_AXIS_MAX * 1.2
+    assert any(t.get_text().startswith("→ +") for t in ax.texts)
