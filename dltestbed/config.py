@@ -17,35 +17,21 @@ Mode = Literal["train", "infer"]
 Device = Literal["auto", "cpu", "gpu"]
 
 
-class WorkloadSpec(BaseModel):
-    """One workload run: what the controller asks a target to run, and what the workload parses."""
+class _RunSpec(BaseModel):
+    """What every run shares, a model's or the microbenchmarks': its data, device, samples, seed, CPUs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str
     data: DataKind = "synthetic"
     data_dir: str | None = None
     data_digest: str | None = None  # real data: the dataset's content digest (dataset.identify) ...
     data_files: int | None = Field(None, ge=1)  # ... its file count and bytes, which the workload checks of its copy
     data_bytes: int | None = Field(None, ge=0)
-    mode: Mode = "train"
     device: Device = "auto"
-    batch_size: int = Field(32, ge=1, le=65536)
-    image_size: int | None = None  # None: the model's native size
-    warmup: int = Field(10, ge=0)
-    steps: int = Field(100, gt=0)
-    classes: int = Field(1000, ge=2)
     sample_interval: float = Field(1.0, gt=0)  # seconds between resource samples
     seed: int = 0
     distributed: bool = False  # one worker of a MultiWorkerMirroredStrategy job (cluster in TF_CONFIG)
     cpus: str | None = None  # pin the workload to these CPUs, e.g. "0-3,8" (Linux cpuset list syntax)
-
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, v: str) -> str:
-        if v not in MODELS:
-            raise ValueError(f"unknown model {v!r}; known: {', '.join(model_names())}")
-        return v
 
     @field_validator("cpus")
     @classmethod
@@ -54,17 +40,54 @@ class WorkloadSpec(BaseModel):
             parse_cpu_list(v)
         return v
 
-    @model_validator(mode="after")
-    def _consistent(self) -> WorkloadSpec:
-        info = MODELS[self.model]
-        if self.image_size is not None and self.image_size < info.min_size:
-            raise ValueError(f"image size {self.image_size} is below {self.model}'s minimum of {info.min_size} px")
+    def _check_data(self) -> None:
         if self.data == "real" and not self.data_dir:
             raise ValueError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
         if self.data == "synthetic" and self.data_dir:
             raise ValueError("--data-dir is only used with --data real")
         if self.data_digest is not None and (self.data != "real" or self.data_files is None or self.data_bytes is None):
             raise ValueError("--data-digest goes with --data real, --data-files and --data-bytes")
+
+    def _common_argv(self) -> list[str]:
+        """The arguments both of the workload's command lines take, for what differs from the defaults."""
+        argv = ["--data", self.data, "--device", self.device, "--sample-interval", repr(self.sample_interval),
+                "--seed", str(self.seed)]  # fmt: skip
+        if self.data_dir:
+            argv += ["--data-dir", self.data_dir]
+        if self.data_digest is not None:
+            argv += ["--data-digest", self.data_digest, "--data-files", str(self.data_files),
+                     "--data-bytes", str(self.data_bytes)]  # fmt: skip
+        if self.distributed:
+            argv.append("--distributed")
+        if self.cpus:
+            argv += ["--cpus", self.cpus]
+        return argv
+
+
+class WorkloadSpec(_RunSpec):
+    """One workload run: what the controller asks a target to run, and what the workload parses."""
+
+    model: str
+    mode: Mode = "train"
+    batch_size: int = Field(32, ge=1, le=65536)
+    image_size: int | None = None  # None: the model's native size
+    warmup: int = Field(10, ge=0)
+    steps: int = Field(100, gt=0)
+    classes: int = Field(1000, ge=2)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        if v not in MODELS:
+            raise ValueError(f"unknown model {v!r}; known: {', '.join(model_names())}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadSpec:
+        info = MODELS[self.model]
+        if self.image_size is not None and self.image_size < info.min_size:
+            raise ValueError(f"image size {self.image_size} is below {self.model}'s minimum of {info.min_size} px")
+        self._check_data()
         if self.distributed and self.mode != "train":
             raise ValueError("distributed runs train (inference has no step shared between workers)")
         return self
@@ -76,22 +99,9 @@ class WorkloadSpec(BaseModel):
 
     def to_argv(self) -> list[str]:
         """The workload's command-line arguments for this spec (the inverse of its parser)."""
-        argv = [
-            "--model", self.model, "--data", self.data, "--mode", self.mode, "--device", self.device,
-            "--batch-size", str(self.batch_size), "--image-size", str(self.size),
-            "--warmup", str(self.warmup), "--steps", str(self.steps), "--classes", str(self.classes),
-            "--sample-interval", repr(self.sample_interval), "--seed", str(self.seed),
-        ]  # fmt: skip
-        if self.data_dir:
-            argv += ["--data-dir", self.data_dir]
-        if self.data_digest is not None:
-            argv += ["--data-digest", self.data_digest, "--data-files", str(self.data_files),
-                     "--data-bytes", str(self.data_bytes)]  # fmt: skip
-        if self.distributed:
-            argv.append("--distributed")
-        if self.cpus:
-            argv += ["--cpus", self.cpus]
-        return argv
+        return ["--model", self.model, "--mode", self.mode, "--batch-size", str(self.batch_size),
+                "--image-size", str(self.size), "--warmup", str(self.warmup), "--steps", str(self.steps),
+                "--classes", str(self.classes), *self._common_argv()]  # fmt: skip
 
 
 # The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them).
@@ -107,32 +117,22 @@ PROBES: dict[str, str] = {
            "(--scenario distributed)",
     "allreduce": "all-reduce algorithm and bus bandwidth between the workers of a job over message sizes "
                  "(MultiWorkerMirroredStrategy's collectives; --scenario distributed)",
-}
+}  # fmt: skip
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
-PROBE_SCALES = ("small", "full")  # small: seconds per probe on 2 cores; full: the models' native shapes
 
 
-class ProbeSpec(BaseModel):
+class ProbeSpec(_RunSpec):
     """One `micro` run: the probes to make on a target, each case `warmup` + `steps` times. It fills the
     fields a run record shares with a model's run (model "micro", mode "probe", batch and size 0)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     probes: tuple[str, ...] = ALONE_PROBES
-    scale: Literal["small", "full"] = "small"
-    data: DataKind = "synthetic"  # real: `disk` reads data_dir
-    data_dir: str | None = None
-    data_digest: str | None = None
-    data_files: int | None = Field(None, ge=1)
-    data_bytes: int | None = Field(None, ge=0)
-    device: Device = "auto"
+    scale: Literal["small", "full"] = "small"  # small: seconds per probe on 2 cores; full: the models' shapes
     warmup: int = Field(1, ge=0)
     steps: int = Field(5, gt=0)
-    sample_interval: float = Field(1.0, gt=0)
-    seed: int = 0
-    cpus: str | None = None
-    distributed: bool = False  # one worker of a job (cluster in TF_CONFIG): the probes between workers
+    model: Literal["micro"] = "micro"  # the fields a run record shares with a model's run
+    mode: Literal["probe"] = "probe"
+    batch_size: Literal[0] = 0
 
     @field_validator("probes")
     @classmethod
@@ -141,13 +141,6 @@ class ProbeSpec(BaseModel):
         if unknown or not v:
             raise ValueError(f"unknown probe {(unknown or [''])[0]!r}; known: {', '.join(PROBES)}")
         return tuple(p for p in PROBES if p in v)
-
-    @field_validator("cpus")
-    @classmethod
-    def _cpu_list(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_cpu_list(v)
-        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> ProbeSpec:
@@ -158,15 +151,8 @@ class ProbeSpec(BaseModel):
                              f"{', '.join(PAIR_PROBES)}")  # fmt: skip
         if not self.distributed and pair:
             raise ValueError(f"{pair[0]} runs between the workers of a job: --scenario distributed")
-        if self.data == "real" and not self.data_dir:
-            raise ValueError("--data real needs --data-dir DIR")
-        if self.data == "synthetic" and self.data_dir:
-            raise ValueError("--data-dir is only used with --data real")
+        self._check_data()
         return self
-
-    model: Literal["micro"] = "micro"  # the fields a run record shares with a model's run
-    mode: Literal["probe"] = "probe"
-    batch_size: Literal[0] = 0
 
     @property
     def size(self) -> int:
@@ -175,19 +161,8 @@ class ProbeSpec(BaseModel):
 
     def to_argv(self) -> list[str]:
         """The workload's command line (`python -m dltestbed.workload micro ...`)."""
-        argv = ["micro", "--probes", ",".join(self.probes), "--scale", self.scale, "--data", self.data,
-                "--device", self.device, "--warmup", str(self.warmup), "--steps", str(self.steps),
-                "--sample-interval", repr(self.sample_interval), "--seed", str(self.seed)]  # fmt: skip
-        if self.data_dir:
-            argv += ["--data-dir", self.data_dir]
-        if self.data_digest is not None:
-            argv += ["--data-digest", self.data_digest, "--data-files", str(self.data_files),
-                     "--data-bytes", str(self.data_bytes)]  # fmt: skip
-        if self.cpus:
-            argv += ["--cpus", self.cpus]
-        if self.distributed:
-            argv.append("--distributed")
-        return argv
+        return ["micro", "--probes", ",".join(self.probes), "--scale", self.scale, "--warmup", str(self.warmup),
+                "--steps", str(self.steps), *self._common_argv()]  # fmt: skip
 
 
 Spec = WorkloadSpec | ProbeSpec  # what a run runs: a model or the microbenchmarks
