@@ -343,6 +343,21 @@ def d2h(w: Where) -> list[Case | Skip]:
     return _copies(w, "d2h")
 
 
+def mount_of(path: str, mounts: str) -> tuple[str, str]:
+    """(mount point, filesystem type) holding `path`, from /proc/self/mounts' text: the longest mount point
+    that is a prefix of the path (the last mounted there wins). Pure."""
+    best = ("", "unknown")
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, parts[2])
+    return best
+
+
 def drop_cache(paths: tuple[str, ...]) -> str | None:
     """Ask the kernel to drop the page cache of each file (posix_fadvise DONTNEED); why not, or None."""
     for p in paths:
@@ -384,7 +399,10 @@ def disk(w: Where) -> list[Case | Skip]:
     total = sum(sizes)
     if total == 0:
         raise Skip("the dataset's files are empty")
-    where = "dataset" if w.data_files else f"scratch file in {os.path.dirname(files[0])}"
+    point, fstype = mount_of(os.path.realpath(files[0]), _read("/proc/self/mounts") or "")
+    memory = " — in memory, not on a disk" if fstype in ("tmpfs", "ramfs") else ""
+    where = ("dataset" if w.data_files else f"scratch file in {os.path.dirname(files[0])}") + \
+        f" on {fstype} ({point}){memory}"  # fmt: skip
     why = drop_cache(files)
     note = f"{where}; page cache dropped per file before each pass (posix_fadvise DONTNEED)" if why is None else \
         f"{where}; page cache NOT dropped ({why}): cached reads"  # fmt: skip

@@ -147,7 +147,8 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
     got = {(c["key"]["target_kind"], c["key"]["probe"]) for c in cases}
     assert got == {(k, p) for k in ("bm", "vm", "cvm") for p in ("disk", "membw")}
-    assert all(c["note"].startswith("dataset; page cache dropped") for c in cases if c["key"]["probe"] == "disk")
+    assert all(c["note"].startswith("dataset on ") and "; page cache dropped" in c["note"]
+               for c in cases if c["key"]["probe"] == "disk")  # fmt: skip
     # --device gpu where there is none: each run fails with one line, nothing stored as ok
     # (bm and cbm: test_containers; cvm runs the same workload in a container in this VM)
     gpu = run_cli("bench", "--targets", "vm", "--device", "gpu", *TINY, "--json", "--results", str(results),

@@ -252,6 +252,25 @@ def test_the_disk_probe_removes_its_scratch_file(tmp_path: Path, monkeypatch: py
     assert not list(tmp_path.iterdir())
 
 
+MOUNTS = r"""/dev/vda1 / ext4 rw,relatime 0 0
+proc /proc proc rw,nosuid 0 0
+tmpfs /tmp tmpfs rw,nosuid,nodev 0 0
+overlay /var/lib/docker/overlay2/abc/merged overlay rw,lowerdir=/a:/b 0 0
+/dev/vdb1 /mnt/my\040data xfs rw 0 0
+/dev/vdb2 /tmp/disk ext4 rw 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "mount"),
+    [("/home/x", ("/", "ext4")), ("/tmp/dltestbed-disk-1", ("/tmp", "tmpfs")), ("/tmp/disk/f", ("/tmp/disk", "ext4")),
+     ("/tmpfoo/x", ("/", "ext4")), ("/mnt/my data/c/1.jpg", ("/mnt/my data", "xfs")), ("/tmp", ("/tmp", "tmpfs"))],
+)  # fmt: skip
+def test_a_files_filesystem_is_the_longest_mount_holding_it(path: str, mount: tuple[str, str]) -> None:
+    assert probes.mount_of(path, MOUNTS) == mount
+    assert probes.mount_of(path, "") == ("", "unknown")
+
+
 def test_copies_without_a_gpu_are_skipped_with_the_reason() -> None:
     with pytest.raises(probes.Skip, match="no GPU is visible"):
         probes.h2d(probes.Where(None, (), "small", (), 0))
