@@ -293,18 +293,36 @@ def conv(w: Where) -> list[Case | Skip]:
 
 
 def membw(w: Where) -> list[Case | Skip]:
-    """numpy.copyto of a large float64 array: bytes read + bytes written per copy."""
+    """numpy.copyto of a large float64 array, bytes read + bytes written per copy: by one thread, and split
+    over a thread per CPU this process may use (numpy copies without the GIL): what one core gets, and
+    what the memory system gives."""
     import numpy as np
 
     size = MEMBW_BYTES[w.scale]
     src = np.ones(size // 8)
     dst = np.empty_like(src)
+    cpus = len(os.sched_getaffinity(0))
 
-    def call(reps: int) -> None:
+    def one(reps: int) -> None:
         for _ in range(reps):
             np.copyto(dst, src)
 
-    return [Case("membw", f"copy {size >> 20} MiB", "B/s", 2.0 * size, call, headline=True)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(cpus, thread_name_prefix="dltestbed-membw")
+    bounds = [(i * len(src) // cpus, (i + 1) * len(src) // cpus) for i in range(cpus)]
+
+    def part(lo: int, hi: int, reps: int) -> None:
+        for _ in range(reps):
+            np.copyto(dst[lo:hi], src[lo:hi])
+
+    def many(reps: int) -> None:
+        for f in [pool.submit(part, lo, hi, reps) for lo, hi in bounds]:
+            f.result()
+
+    return [Case("membw", f"copy {size >> 20} MiB, 1 thread", "B/s", 2.0 * size, one),
+            Case("membw", f"copy {size >> 20} MiB, all CPUs", "B/s", 2.0 * size, many, headline=True,
+                 note=f"{cpus} thread(s): one per CPU this process may use", cleanup=pool.shutdown)]  # fmt: skip
 
 
 def _copies(w: Where, probe: str) -> list[Case | Skip]:

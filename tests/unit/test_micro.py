@@ -320,7 +320,7 @@ def replay_micro(monkeypatch: pytest.MonkeyPatch, results: Path):
 def test_a_replayed_micro_run_is_stored_whole(replay_micro) -> None:
     run, store = replay_micro(CAPTURED / "micro_cpu_ok.jsonl")
     assert run.status == "ok" and run.is_probe and run.images_per_sec is None
-    assert len(store.measures(run.id)) == run.steps_done == store.runs()[0].steps_done == 24
+    assert len(store.measures(run.id)) == run.steps_done == store.runs()[0].steps_done == 27
     assert {(s.probe, s.case) for s in store.skips(run.id)} == {("gemm", "bfloat16"), ("gemm", "float16"),
                                                                  ("h2d", ""), ("d2h", "")}  # fmt: skip
     assert run.spec["cases"] and run.fingerprint["tensorflow"]
@@ -332,7 +332,7 @@ def test_a_micro_run_cut_short_is_failed_and_keeps_its_measures(replay_micro, tm
     cut.write_text("\n".join(lines) + "\n")
     run, store = replay_micro(cut)
     assert run.status == "failed" and run.reason == "the workload exited without a summary"
-    assert 0 < len(store.measures(run.id)) < 24
+    assert 0 < len(store.measures(run.id)) < 27
 
 
 # -- the report, on known answers
@@ -372,12 +372,27 @@ def test_probe_changes_against_bare_metal_have_known_answers() -> None:
     assert disk_vm.effect.overhead_pct == pytest.approx(35.0)  # type: ignore[union-attr]
     assert by["gemm", "bm"].effect is None and by["gemm", "bm"].value.mean == pytest.approx(100e9)
     assert by["gemm", "bm"].fraction == pytest.approx(0.5) and gemm_vm.runs == 3
+    assert by["disk", "vm"].limit is None  # no limit where none is known
     assert [(s.target_kind, s.probe) for s in skipped] == [("bm", "h2d"), ("cbm", "all")]
     assert "workload exit 1" in skipped[1].reasons[0]
     text = "\n".join(micro.markdown(cases, skipped, []))
     assert "| vm | -1.0 [-1.0, -1.0] | -35.0 [-35.0, -35.0] |" in text  # gemm, disk: the catalogue's order
     assert "| gemm | float32 n=512 | bm | 3 | 100 GFLOP/s | 90 GFLOP/s | 110 GFLOP/s | 50 % | baseline |" in text
     assert "- gemm on bm, vm: 2 CPUs x ..." in text and "| cbm | all | all | run " in text
+
+
+def test_memory_copies_are_measured_against_bare_metals_best_copy() -> None:
+    runs, measures = [], {}
+    for kind, one, every in (("bm", 10e9, 20e9), ("cbm", 9e9, 10e9)):
+        r, _ = _probe_run(kind, 1, {})
+        runs.append(r)
+        measures[r.id] = [MeasureEvent("membw", case, 1, "timed", v, "B/s", 0.1, 1.0)
+                          for case, v in (("copy 64 MiB, 1 thread", one), ("copy 64 MiB, all CPUs", every))]
+    cases, _ = micro.summarise(runs, measures, {})
+    fractions = {(c.key["target_kind"], c.key["case"]): c.fraction for c in cases}
+    assert fractions == {("bm", "copy 64 MiB, 1 thread"): 0.5, ("bm", "copy 64 MiB, all CPUs"): 1.0,
+                         ("cbm", "copy 64 MiB, 1 thread"): 0.45, ("cbm", "copy 64 MiB, all CPUs"): 0.5}  # fmt: skip
+    assert {c.limit_source for c in cases} == {"the best copy bare metal measured (a measured ceiling)"}
 
 
 def test_a_latency_is_compared_as_a_rate() -> None:
