@@ -36,11 +36,14 @@ def _no_secret(results: Path, *texts: str) -> None:
 
 
 def test_every_point_arrives(tsdb: VictoriaMetrics, results: Path) -> None:
-    proc = run_cli("bench", *TINY, "--steps", "5", "--repeat", "2", "--results", str(results), env=tsdb.env())
+    """A model and the microbenchmarks (--suite full, membw alone: no TensorFlow start) stream every point."""
+    proc = run_cli("bench", *TINY, "--steps", "5", "--repeat", "2", "--suite", "full", "--probes", "membw",
+                   "--results", str(results), env=tsdb.env())  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     bench = _bench_id(results)
     want = expected(results, bench)
-    assert want == {"dltestbed_step": 12, "dltestbed_run": 2, "dltestbed_resource": want["dltestbed_resource"]}
+    assert want == {"dltestbed_step": 12, "dltestbed_run": 4, "dltestbed_resource": want["dltestbed_resource"],
+                    "dltestbed_measure": 2 * 2 * (1 + 5)}  # 2 reps x 2 copies x (1 warm-up + 5 timed calls)
     assert tsdb.count(bench) == want
     assert f"InfluxDB: {sum(want.values())} point(s) sent to {tsdb.url}" in proc.stderr
     labels = tsdb.series_labels(bench)
