@@ -104,20 +104,9 @@ class WorkloadSpec(_RunSpec):
                 "--classes", str(self.classes), *self._common_argv()]  # fmt: skip
 
 
-# The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them).
-PROBES: dict[str, str] = {
-    "gemm": "matrix multiply FLOP/s (TensorFlow matmul; float32, and bfloat16/float16 on a GPU)",
-    "conv": "convolution FLOP/s at the shapes of the models' heaviest layers (TensorFlow conv2d)",
-    "membw": "host memory bandwidth: a large copy, bytes read + written (numpy)",
-    "h2d": "host-to-device copy bandwidth (GPU only)",
-    "d2h": "device-to-host copy bandwidth (GPU only)",
-    "disk": "sequential and random 4 KiB read throughput of the dataset's folder as the target sees it "
-            "(or, without a dataset, of a scratch file in the target's temp folder)",
-    "net": "latency and bandwidth between the workers of a job, through TensorFlow's own gRPC path "
-           "(--scenario distributed)",
-    "allreduce": "all-reduce algorithm and bus bandwidth between the workers of a job over message sizes "
-                 "(MultiWorkerMirroredStrategy's collectives; --scenario distributed)",
-}  # fmt: skip
+# The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them;
+# README, "Microbenchmarks", says what each measures and how).
+PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "disk", "net", "allreduce")
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
 

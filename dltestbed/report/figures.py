@@ -207,21 +207,14 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
     bare metal with its interval: which resource a layer costs, at a glance."""
     if not any(c.effect is not None for c in cases if c.headline):
         return None  # without a probe it is the overhead figure again
-    rows: list[tuple[str, list[tuple[str, Effect]]]] = []
+    by_row: dict[str, list[tuple[str, Effect]]] = {}  # resource → (layer, its change), in first-seen order
     for g in groups:
         if against_baseline(g.key) and g.effect is not None:
-            name = f"{g.key['model']} {g.key['mode']} img/s"
-            if name not in [r[0] for r in rows]:
-                rows.append((name, []))
-            next(r for r in rows if r[0] == name)[1].append((layer_label(g.key), g.effect))
+            by_row.setdefault(f"{g.key['model']} {g.key['mode']} img/s", []).append((layer_label(g.key), g.effect))
     for c in cases:
         if c.headline and c.effect is not None:
-            name = f"{c.key['probe']}: {c.key['case']}"
-            if name not in [r[0] for r in rows]:
-                rows.append((name, []))
-            next(r for r in rows if r[0] == name)[1].append((layer_label(c.key), c.effect))
-    if not rows:
-        return None
+            by_row.setdefault(f"{c.key['probe']}: {c.key['case']}", []).append((layer_label(c.key), c.effect))
+    rows = list(by_row.items())
     layers = list(dict.fromkeys(lay for _, pts in rows for lay, _ in pts))
     fig = _figure(1.0 + 0.5 * len(rows) * max(1, len(layers)) ** 0.5)
     ax = fig.add_subplot()

@@ -112,7 +112,7 @@ def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[Measure
                              eff, why))  # fmt: skip
     kinds = ["bm", "vm", "cbm", "cvm"]
     order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
-    out.sort(key=lambda c: (list(PROBES).index(c.key["probe"]) if c.key["probe"] in PROBES else len(PROBES),
+    out.sort(key=lambda c: (PROBES.index(c.key["probe"]) if c.key["probe"] in PROBES else len(PROBES),
                             order.get((c.key["probe"], c.key["case"]), 1 << 30), c.key["case"],
                             kinds.index(c.key["target_kind"]) if c.key["target_kind"] in kinds else 9,
                             c.key["arm"]))  # fmt: skip

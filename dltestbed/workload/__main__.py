@@ -133,22 +133,35 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+Prepared = tuple[dataset.DatasetIndex | None, dict[str, Any], distributed.Cluster | None]
+
+
+def _prepare(spec: WorkloadSpec | ProbeSpec, ns: argparse.Namespace, min_classes: int) -> Prepared:
+    """What a model's run and a micro run do first, before TensorFlow loads: watch stdin, index and check
+    the dataset copy (at least `min_classes` classes), pin the CPUs, read the cluster, hide the GPUs for
+    --device cpu. The index, the dataset facts to record, and the cluster."""
+    if ns.watch_stdin:
+        _watch_stdin()
+    index = dataset.scan(spec.data_dir) if spec.data == "real" else None
+    if index is not None and len(index.classes) < min_classes:
+        raise ConfigError(f"data dir {spec.data_dir!r} has 1 class; at least 2 are needed")
+    data_facts = _check_copy(spec, index) if index is not None else {}
+    if spec.cpus:
+        _pin(spec.cpus)
+    cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
+    if spec.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the HPEC'19 way of hiding the GPUs
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    return index, data_facts, cluster
+
+
 def run_micro(argv: list[str], emitter: Emitter) -> None:
     """Plan every probe's cases on this target, say so in the start event (with each skip), then time
     each case and emit a measure per call, then probes_done. Scratch files are removed whatever happens."""
     from dltestbed.workload import fingerprint, probes
 
     spec, ns = parse_micro(argv)
-    if ns.watch_stdin:
-        _watch_stdin()
-    index = dataset.scan(spec.data_dir) if spec.data == "real" else None
-    data_facts = _check_copy(spec, index) if index is not None else {}
-    if spec.cpus:
-        _pin(spec.cpus)
-    cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
-    if spec.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    index, data_facts, cluster = _prepare(spec, ns, min_classes=1)  # disk reads any dataset
     from dltestbed.workload.gpu import Nvml
 
     nvml = Nvml.open()
@@ -219,19 +232,8 @@ def run(argv: list[str], emitter: Emitter) -> None:
     from dltestbed.workload import fingerprint
 
     spec, ns = parse(argv)
-    if ns.watch_stdin:
-        _watch_stdin()
-    index = dataset.scan(spec.data_dir) if spec.data == "real" else None
+    index, data_facts, cluster = _prepare(spec, ns, min_classes=2)
     classes = len(index.classes) if index else spec.classes
-    if index is not None and classes < 2:
-        raise ConfigError(f"data dir {spec.data_dir!r} has 1 class; at least 2 are needed")
-    data_facts = _check_copy(spec, index) if index is not None else {}
-    if spec.cpus:
-        _pin(spec.cpus)
-    cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
-    if spec.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the HPEC'19 way of hiding the GPUs
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
     from dltestbed.workload.gpu import Nvml
 
