@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from dltestbed import __version__
+from dltestbed import __version__, secretenv
 from dltestbed.cli import bench as _bench
 from dltestbed.cli import data as _data
 from dltestbed.cli import image as _image
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from typer.main import get_command
 
     command = get_command(app)
+    secretenv.take(fresh=True)  # the stream's token stays in this process: no child (ansible, docker, ssh) inherits it
     # SIGTERM and SIGHUP stop dltestbed the way Ctrl-C does, so teardown (containers, remote
     # workloads, the run's status) always runs; a plain kill would skip every `finally`.
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -35,14 +35,14 @@ def push(
     the token comes from $INFLUXDB_V2_TOKEN or --influx-token-file. Exits 1 if points are still waiting.
     """
     import json
-    import os
 
+    from dltestbed import secretenv
     from dltestbed.cli.runs import _select
     from dltestbed.errors import ConfigError
     from dltestbed.results import influx
     from dltestbed.results.store import Store
 
-    has_url = bool(influx_url or os.environ.get(influx.URL_ENV))
+    has_url = bool(influx_url or secretenv.environ().get(influx.URL_ENV))
     given = influx.settings(influx_url, influx_org, influx_bucket, influx_token_file if has_url else None)
     store = Store.open(results)
     try:

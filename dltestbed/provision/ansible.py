@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dltestbed import secretenv
 from dltestbed.provision.events import HostOutcome, apply
 from dltestbed.provision.wheelhouse import Wheelhouse
 
@@ -64,6 +65,7 @@ def run_playbook(
         return True
 
     private_dir.mkdir(parents=True, exist_ok=True)
+    secretenv.take()  # ansible-runner copies os.environ into its artifacts (artifacts/<ident>/command)
     # ansible-runner turns SIGINT and SIGTERM into a cancel of the playbook (status "canceled") and
     # leaves its handlers installed: put ours back, so a later Ctrl-C still stops a bench.
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

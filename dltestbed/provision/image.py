@@ -20,6 +20,7 @@ from dltestbed import paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision.cache import prune
 from dltestbed.provision.wheelhouse import Wheelhouse
+from dltestbed.secretenv import scrub
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -58,7 +59,7 @@ class ImageError(DltestbedError):
 def runtime_env(runtime: str) -> dict[str, str]:
     """Environment for a runtime's CLI: podman gets dltestbed's containers.conf (runc, cgroupfs,
     no default ulimits) unless the user set CONTAINERS_CONF."""
-    env = dict(os.environ)
+    env = scrub(os.environ)
     if runtime == "podman" and "CONTAINERS_CONF" not in env:
         conf = paths.cache_dir() / "containers.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)

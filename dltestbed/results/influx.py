@@ -6,7 +6,6 @@ sends what is left. The local store stays the source of truth. The token never r
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dltestbed import secretenv
 from dltestbed.errors import ConfigError, StreamError
 from dltestbed.results import points
 from dltestbed.results.records import RunRecord
@@ -54,7 +54,7 @@ def settings(
     env: Mapping[str, str] | None = None,
 ) -> Settings | None:
     """Settings from options, else the client's environment variables; None when no URL is set anywhere."""
-    env = os.environ if env is None else env
+    env = secretenv.environ() if env is None else env
     url = url or env.get(URL_ENV)
     if not url:
         if org or bucket or token_file:
@@ -73,7 +73,7 @@ def settings(
 
 def credentials(token_file: Path | None = None, env: Mapping[str, str] | None = None) -> tuple[str, bool]:
     """(token, HTTP Basic?) from --influx-token-file, else $INFLUXDB_V2_TOKEN_FILE, else $INFLUXDB_V2_TOKEN."""
-    env = os.environ if env is None else env
+    env = secretenv.environ() if env is None else env
     token_path = token_file or (Path(env[TOKEN_FILE_ENV]) if env.get(TOKEN_FILE_ENV) else None)
     if token_path is not None:
         try:

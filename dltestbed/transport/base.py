@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dltestbed.secretenv import scrub
+
 STDERR_TAIL_LINES = 40  # stderr lines a CommandResult keeps (the whole stream goes to the run's log)
-SECRET_ENV_PREFIXES = ("INFLUXDB_V2_",)  # the controller's stream settings and token: never passed to a command
 
 
 def command_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a command: the caller's without secrets, plus `extra`."""
-    env = {k: v for k, v in base.items() if not k.startswith(SECRET_ENV_PREFIXES)}
-    return {**env, **(extra or {})}
+    """The environment for a command: the caller's plus `extra`, without secrets (from either)."""
+    return scrub({**base, **(extra or {})})
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from dltestbed import paths
 from dltestbed.provision.image import runtime_env
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.htmlcheck import look
+from tests.secretwatch import SecretWatch, new_token
 
 QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3",
          "--repeat", "1"]
@@ -70,9 +72,13 @@ def test_image_build_is_cached(runtime: str) -> None:
 def test_bm_and_cbm_interleaved_with_docker(results: Path, tmp_path: Path) -> None:
     # --targets auto (the default): docker holds this build's image, so bare metal and the container
     page = tmp_path / "report.html"
-    proc = run_cli("bench", "--runtime", "docker", *QUICK, "--repeat", "2", "--json", "--results", str(results),
-                   "--report", str(page))  # fmt: skip
+    token = new_token()  # exported, as for streaming: the docker CLI and the container must not get it
+    with SecretWatch(token) as watch:
+        proc = run_cli("bench", "--runtime", "docker", *QUICK, "--repeat", "2", "--json", "--results", str(results),
+                       "--report", str(page), env={"INFLUXDB_V2_TOKEN": token})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not watch.leaks and "docker" in watch.seen, (watch.leaks, sorted(watch.seen))
+    assert not watch.files([tmp_path, paths.cache_dir(), paths.state_dir()])  # the store, logs, the report
     # the report of a real bench, as Chromium shows it: the layer comparison drawn, nothing loaded
     (desktop, phone), _ = look(page, tmp_path)
     for seen in (desktop, phone):
@@ -216,9 +222,11 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
     from dltestbed import lab
     from tests.lab.conftest import leftovers, ssh
 
-    env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state")}
+    token = new_token()  # exported as a user streaming to InfluxDB would: it must reach no child and no file
+    env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state"), "INFLUXDB_V2_TOKEN": token}
     lab.down("tk")
     state = lab.up("tk", 1, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)])
+    watch = SecretWatch(token).__enter__()
     try:
         doc = yaml.safe_load(state.inventory.read_text())
         doc["all"]["children"]["container_hosts"]["vars"]["dltestbed_container_runtime"] = runtime
@@ -257,7 +265,12 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
             state, "tk-h1", f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
         )
         assert left.returncode == 0 and "dltestbed-" not in left.stdout
+        watch.__exit__()
+        assert not watch.leaks, watch.leaks  # no process of ansible, ssh, the lab host, the runtime held it
+        assert {"ansible-playboo", "sshd", runtime} <= watch.seen, sorted(watch.seen)  # and they were read
+        assert not watch.files([tmp_path, lab_dir, results.parent, paths.cache_dir()])  # artifacts, logs, store
     finally:
+        watch.__exit__()
         lab.down("tk")
     assert not leftovers("tk")
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dltestbed import paths
 from tests.conftest import one_error_line, run_cli
+from tests.secretwatch import SecretWatch, new_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
 
@@ -188,8 +190,13 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     untouched, and teardown leaves nothing."""
     before = _stamp(cloud_image)
     argv = ["bench", "--targets", "bm,vm", "--vm-image", str(cloud_image), *TINY, "--results", str(results), "--json"]
-    proc = run_cli(*argv, env=vm_env, timeout=1800)
+    token = new_token()  # exported, as for streaming: ansible-runner's artifacts and ssh must not get it
+    with SecretWatch(token) as watch:
+        proc = run_cli(*argv, env={**vm_env, "INFLUXDB_V2_TOKEN": token}, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert not watch.leaks and {"ansible-playboo", "ssh"} <= watch.seen, (watch.leaks, sorted(watch.seen))
+    roots = [results.parent, Path(vm_env["DLTESTBED_VM_DIR"]), paths.state_dir(), paths.cache_dir()]
+    assert not watch.files(roots)  # ansible's artifacts, the VM's records and logs, the store
     assert f"notice: uploading your image {cloud_image.name} (" in proc.stderr
     assert f"notice: VM local ({cloud_image.name}): installing the workload (none there yet)" in proc.stderr
     assert f"notice: VM local ({cloud_image.name}): workload installed in " in proc.stderr

@@ -1,0 +1,90 @@
+"""Watch for a secret leaking: every process on this machine (lab hosts, containers and their CLIs,
+ansible, ssh) is read for it — its environment and its command line — while the CLI runs, and every
+file written under given folders since the watch began is grepped for it afterwards.
+
+The CLI processes the test started are not read: they were given the secret (as a user exports it),
+and /proc/PID/environ shows a process's environment as it started, not as it is now."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def new_token() -> str:
+    """A token no file or process could hold by chance."""
+    return "tok-" + secrets.token_hex(16)
+
+
+class SecretWatch:
+    """`with SecretWatch(token) as w:` … then w.leaks (processes), w.files(roots) (files), w.seen (names)."""
+
+    def __init__(self, secret: str, every: float = 0.05) -> None:
+        self.secret = secret.encode()
+        self.every = every
+        self.leaks: list[str] = []  # "pid comm (environ|cmdline)" of each process that held it
+        self.seen: set[str] = set()  # the command names of every process read
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.started = 0.0
+
+    def __enter__(self) -> SecretWatch:
+        self.started = time.time()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    self._read(entry.name, me)
+            self._stop.wait(self.every)
+
+    def _read(self, pid: str, me: int) -> None:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if ppid == me or int(pid) == me:
+                return  # the CLI the test started (given the secret), or the test itself
+            self.seen.add(comm)
+            for part in ("environ", "cmdline"):
+                if self.secret in Path(f"/proc/{pid}/{part}").read_bytes():
+                    self.leaks.append(f"{pid} {comm} ({part})")
+        except (OSError, ValueError, IndexError):
+            return  # gone, or not ours to read
+
+    def _holds(self, path: Path) -> bool:
+        keep = len(self.secret) - 1
+        with path.open("rb") as f:
+            tail = b""
+            while chunk := f.read(1 << 20):
+                if self.secret in tail + chunk:
+                    return True
+                tail = chunk[-keep:]
+        return False
+
+    def files(self, roots: Iterable[Path]) -> list[str]:
+        """Files under `roots` written since the watch began that hold the secret."""
+        found = []
+        for root in roots:
+            for dirpath, _, names in os.walk(root):
+                for name in names:
+                    path = Path(dirpath) / name
+                    try:
+                        if path.is_symlink() or path.stat().st_mtime < self.started - 1:
+                            continue
+                        if self._holds(path):
+                            found.append(str(path))
+                    except OSError:
+                        continue
+        return found

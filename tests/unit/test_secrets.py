@@ -1,0 +1,67 @@
+"""The stream's token, exported by the user, reaches no child process and no file: ansible-runner (which
+writes the environment it was given into its artifacts), local commands and container CLIs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltestbed import secretenv
+from dltestbed.provision.ansible import run_playbook
+from dltestbed.provision.image import runtime_env
+from dltestbed.results import influx
+from dltestbed.transport.local import LocalProcess
+from tests.secretwatch import SecretWatch, new_token
+
+
+@pytest.fixture
+def token(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = new_token()
+    monkeypatch.setenv("INFLUXDB_V2_TOKEN", value)
+    monkeypatch.setenv("INFLUXDB_V2_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("INFLUXDB_V2_ORG", "o")
+    monkeypatch.setenv("INFLUXDB_V2_BUCKET", "b")
+    yield value
+    secretenv.take(fresh=True)
+    secretenv._taken.clear()
+
+
+def test_a_real_playbook_writes_no_token_into_its_artifacts(token: str, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "env.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.command: env\n      register: out\n"
+        "    - ansible.builtin.debug: {var: out.stdout_lines}\n"
+    )
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    with SecretWatch(token) as watch:
+        result = run_playbook(project, "env.yml", inventory, tmp_path / "private", "t1", {})
+    assert result.status == "successful", result
+    files = sorted(p.name for p in result.artifacts.rglob("*") if p.is_file())
+    assert "command" in files and "stdout" in files  # ansible-runner wrote what it always writes
+    assert not watch.files([tmp_path])  # the command's env, stdout (the task's `env`), the events
+    assert not watch.leaks and "ansible-playboo" in watch.seen
+    assert influx.settings().token == token  # dltestbed still streams with it
+
+
+def test_a_local_command_never_gets_it_even_when_passed_back(token: str) -> None:
+    secretenv.take(fresh=True)
+    assert "INFLUXDB_V2_TOKEN" not in os.environ
+    lines: list[str] = []
+    result = LocalProcess("here").run(["env"], env={"INFLUXDB_V2_TOKEN": token, "KEEP": "1"}, on_line=lines.append)
+    assert result.ok and "KEEP=1" in lines
+    assert not [line for line in lines if token in line or line.startswith("INFLUXDB_V2_")]
+    assert not any(k.startswith("INFLUXDB_V2_") for k in runtime_env("podman"))
+
+
+def test_settings_read_what_was_taken(token: str) -> None:
+    secretenv.take(fresh=True)
+    s = influx.settings()
+    assert s is not None and s.token == token and s.url == "http://127.0.0.1:9"
+    secretenv.take(fresh=True)  # a new command with nothing exported: nothing left from the last one
+    assert influx.settings() is None
