@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,12 +49,21 @@ class NullObserver:
 
 
 class Sink(Protocol):
-    """Somewhere else results go as they arrive (the store always gets them first). Never raises."""
+    """A time-series server results stream to: it renders each result as a point (None: none), which
+    the store keeps in its outbox in the same transaction as the result, and sends the outbox itself.
+    Never raises."""
 
-    def step(self, run: RunRecord, ev: StepEvent) -> None: ...
-    def resource(self, run: RunRecord, ev: ResourceEvent) -> None: ...
-    def measure(self, run: RunRecord, ev: MeasureEvent) -> None: ...
-    def finished(self, run: RunRecord) -> None: ...
+    dest: str
+
+    def step(self, run: RunRecord, ev: StepEvent) -> str | None: ...
+    def resource(self, run: RunRecord, ev: ResourceEvent) -> str | None: ...
+    def measure(self, run: RunRecord, ev: MeasureEvent) -> str | None: ...
+    def finished(self, run: RunRecord) -> str | None: ...
+
+
+def _points(sinks: Sequence[Sink], render: Callable[[Sink], str | None]) -> list[tuple[str, str]]:
+    """(destination, point) of a result for each sink that has one."""
+    return [(s.dest, line) for s in sinks if (line := render(s)) is not None]
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,9 @@ class _Collector:
     def apply(self, ev: Event) -> None:
         match ev:
             case StepEvent():
-                self.store.add_step(self.run.id, ev)
+                if not self.store.add_step(self.run.id, ev, _points(self.sinks, lambda s: s.step(self.run, ev))):
+                    self.unparsed.append(Unparsed(f"step {ev.index}", "a step index seen before: ignored"))
+                    return
                 self.run.steps_done += 1
                 if ev.device is not None:  # where TensorFlow really ran the step: part of the environment
                     self.run.fingerprint = {**self.run.fingerprint, "step_device": ev.device}
@@ -141,23 +152,19 @@ class _Collector:
                 if ev.phase == "timed":
                     self.timed.append(ev)
                 self.observer.step(self.run, ev)
-                for sink in self.sinks:
-                    sink.step(self.run, ev)
             case ResourceEvent():
-                self.store.add_resource(self.run.id, ev)
-                for sink in self.sinks:
-                    sink.resource(self.run, ev)
+                self.store.add_resource(self.run.id, ev, _points(self.sinks, lambda s: s.resource(self.run, ev)))
             case StartEvent():
                 self.started = ev.t
                 self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
                 self.run.spec = ev.spec
                 self.store.save_run(self.run)
             case MeasureEvent():
-                self.store.add_measure(self.run.id, ev)
+                if not self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev))):
+                    self.unparsed.append(Unparsed(f"{ev.probe} {ev.case} {ev.index}", "a measure seen before: ignored"))
+                    return
                 self.run.steps_done += 1
                 self.measures += ev.phase == "timed"
-                for sink in self.sinks:
-                    sink.measure(self.run, ev)
             case SkipEvent():
                 self.store.add_skip(self.run.id, ev)
             case ProbesDoneEvent():
@@ -280,6 +287,4 @@ def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, s
         run.first_step_seconds = s.first_step_seconds
     run.status = "failed" if reason else "ok"
     run.reason = reason
-    store.save_run(run)
-    for sink in sinks:
-        sink.finished(run)
+    store.save_run(run, _points(sinks, lambda s: s.finished(run)))

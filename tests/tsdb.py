@@ -69,8 +69,18 @@ class VictoriaMetrics:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.read()
 
-    def count(self, bench_id: str) -> dict[str, int]:
-        """Points per measurement of one bench (each point carries these always-present fields)."""
+    def count(self, bench_id: str, want: dict[str, int] | None = None, wait: float = 20.0) -> dict[str, int]:
+        """Points per measurement of one bench (each point carries these always-present fields). With
+        `want`: read again until the counts equal it or `wait` seconds passed (a series new to the
+        server becomes searchable a few seconds after its first point was acknowledged), then the last."""
+        deadline = time.monotonic() + wait
+        while True:
+            got = self._count(bench_id)
+            if want is None or got == want or time.monotonic() > deadline:
+                return got
+            time.sleep(0.5)
+
+    def _count(self, bench_id: str) -> dict[str, int]:
         self._get("/internal/force_flush")
         out = {}
         for measurement, field in (("dltestbed_step", "index"), ("dltestbed_resource", "rss_bytes"),

@@ -367,11 +367,13 @@ def _announce(plan: object, options: object, machines: list, sites: list) -> str
 
 def _close_stream(sink: object, console: object) -> None:
     """Flush the stream and say what reached the server, and what waits for `dltestbed results push`."""
-    from dltestbed.results.influx import InfluxSink
+    from dltestbed.results import influx
 
-    assert isinstance(sink, InfluxSink)
+    assert isinstance(sink, influx.InfluxSink)
     left = sink.close()
     s = sink.settings
+    if sink.in_doubt:
+        console.print(f"[yellow]InfluxDB[/]: {influx.Pushed(sink.sent, sink.in_doubt).doubt_note()}")  # type: ignore[attr-defined]
     if left:
         why = f" ({sink.errors[-1]})" if sink.errors else ""
         console.print(f"[yellow]InfluxDB[/]: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "  # type: ignore[attr-defined]

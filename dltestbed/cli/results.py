@@ -63,7 +63,9 @@ def push(
             if not store.outbox_count(s.dest):
                 print(f"nothing waiting for {s.describe()} in {store.path}")
                 continue
-            sent = influx.push(store, s)
-            print(f"sent {sent} point(s) to {s.describe()}")
+            done = influx.push(store, s)
+            print(f"sent {done.sent} point(s) to {s.describe()}")
+            if done.in_doubt:
+                print(done.doubt_note())
     finally:
         store.close()

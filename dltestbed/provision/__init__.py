@@ -11,7 +11,7 @@ from typing import Any
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import layout as layout_mod
-from dltestbed import paths
+from dltestbed import locks, paths
 from dltestbed.errors import DltestbedError
 from dltestbed.provision import facts as facts_mod
 from dltestbed.provision import image, vmready, wheelhouse
@@ -67,17 +67,21 @@ class ProvisionReport:
 
 
 def _record_host_keys(inv: inventory_mod.Inventory, reports: dict[str, dict[str, Any]]) -> None:
+    """Record the hosts' keys in dltestbed's known_hosts (read, changed and replaced under its lock, so
+    two provisioning runs at once keep both sets)."""
     path = paths.known_hosts_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = path.read_text().splitlines() if path.exists() else []
-    for name, facts in reports.items():
-        h = inv.hosts[name]
-        new = facts_mod.known_hosts_lines(h.address, h.port, h.name, facts.get("host_keys") or {})
-        if not new:
-            continue
-        who = new[0].split()[0]
-        lines = [line for line in lines if line.split(" ", 1)[0] != who] + new
-    path.write_text("\n".join(lines) + ("\n" if lines else ""))
+    with locks.beside(path, "the recorded host keys"):
+        lines = path.read_text().splitlines() if path.exists() else []
+        for name, facts in reports.items():
+            h = inv.hosts[name]
+            new = facts_mod.known_hosts_lines(h.address, h.port, h.name, facts.get("host_keys") or {})
+            if not new:
+                continue
+            who = new[0].split()[0]
+            lines = [line for line in lines if line.split(" ", 1)[0] != who] + new
+        tmp = path.with_name(path.name + ".partial")
+        tmp.write_text("\n".join(lines) + ("\n" if lines else ""))
+        tmp.replace(path)  # a reader (bench's ssh) never sees half a file
 
 
 def provision(

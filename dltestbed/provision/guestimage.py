@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dltestbed import paths
+from dltestbed import locks, paths
 from dltestbed.provision import image as ctr_image
 from dltestbed.provision.cache import prune
 from dltestbed.provision.image import ImageError
@@ -188,7 +188,8 @@ def build(house: Wheelhouse, container: ctr_image.Image, out: Path | None = None
     """Build (or find) the guest image for a wheelhouse and the Podman workload image; `out` gets a copy."""
     found = find(house, container)
     if found is None:
-        found = _build(house, container)
+        with locks.beside(paths.vm_images_root() / _key(house, container), "the guest image build"):
+            found = find(house, container) or _build(house, container)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for f in ("disk.qcow2", "vmlinuz", "initrd.img", "image.json"):

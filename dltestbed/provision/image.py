@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dltestbed import paths
+from dltestbed import locks, paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision.cache import prune
 from dltestbed.provision.wheelhouse import Wheelhouse
@@ -130,7 +130,13 @@ def rootfs(refresh: bool = False, packages: tuple[str, ...] = PACKAGES) -> Path:
         return tar
     if not shutil.which("debootstrap"):
         raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
-    tar.parent.mkdir(parents=True, exist_ok=True)
+    with locks.beside(tar, "the root filesystem"):
+        if tar.exists() and not refresh:
+            return tar  # built by another process meanwhile
+        return _debootstrap(tar, packages)
+
+
+def _debootstrap(tar: Path, packages: tuple[str, ...]) -> Path:
     with tempfile.TemporaryDirectory(prefix="dltestbed-rootfs-") as tmp:
         root = Path(tmp) / "root"
         argv = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(root), MIRROR]
@@ -182,6 +188,11 @@ def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:
     found = find(runtime, house, base)
     if found:
         return found
+    with locks.beside(paths.cache_dir() / "images" / f"build-{runtime}", f"the {runtime} image build"):
+        return find(runtime, house, base) or _build(runtime, house, base)
+
+
+def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
     base_ref = base
     if base_ref is None:
         base_ref = _base_tag()
@@ -228,7 +239,11 @@ def archive(img: Image) -> Path:
     path = paths.cache_dir() / "images" / f"{img.tag.replace(':', '-').replace('/', '_')}.{img.runtime}.tar"
     if path.exists():
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with locks.beside(path, f"the archive of {img.tag}"):
+        return path if path.exists() else _save(img, path)
+
+
+def _save(img: Image, path: Path) -> Path:
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
     fmt = ["--format", "oci-archive"] if img.runtime == "podman" else []

@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from dltestbed import paths
+from dltestbed import locks, paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision.cache import prune
 
@@ -153,14 +153,20 @@ def _finished(flavor: str, path: Path) -> Wheelhouse | None:
 
 
 def build(flavor: str = "cpu") -> Wheelhouse:
-    """The wheelhouse for a flavor, from the cache when its inputs are unchanged."""
+    """The wheelhouse for a flavor, from the cache when its inputs are unchanged (built by one process
+    at a time: a second one waits, then finds it)."""
     root = source_root()
     reqs = requirements(flavor, root)
-    py = _py()
     path = _path(flavor, root, reqs)
     found = _finished(flavor, path)
     if found is not None:
         return found
+    with locks.beside(path, "the wheelhouse"):
+        return _finished(flavor, path) or _build(flavor, root, reqs, path)
+
+
+def _build(flavor: str, root: Path, reqs: list[str], path: Path) -> Wheelhouse:
+    py = _py()
     tmp = path.with_name(path.name + ".partial")
     for stale in (path, tmp):  # an older layout, or a crash between the renames below: rebuild
         if stale.exists():

@@ -1,13 +1,14 @@
 """Stream results to InfluxDB (v2 write API: InfluxDB 2.x/3.x, 1.8+ compatibility, VictoriaMetrics) without
-losing a point: the client's batching writer sends; its error callback spools a failed batch into the
-store's outbox; a resender sends the outbox once the server answers again, and `dltestbed results push`
-sends what is left. The local store stays the source of truth. The token never reaches a log line."""
+losing a point, even when dltestbed is killed: each point is stored in the store's outbox in the same
+transaction as the result it comes from; a sender thread sends the outbox in batches and deletes what the
+server acknowledged; `dltestbed results push` sends what is left. The local store stays the source of
+truth. The token never reaches a log line."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,37 +137,84 @@ def check(s: Settings) -> None:
         client.close()
 
 
-def send(store: Store, s: Settings, rows: list[tuple[int, str, str]], client: Any) -> None:
-    """Send outbox rows synchronously; forget them once the server has acknowledged them."""
-    if rows:
-        _post(client, s, "\n".join(r[2] for r in rows))
-        store.outbox_delete(r[0] for r in rows)
+def send_lock(store: Store, s: Settings) -> Any:
+    """The lock every process holds while it sends a batch to this destination from this store (beside
+    the store; the kernel frees it when its holder dies). Points marked as being sent while nobody holds
+    it were being sent by a process that died: they are in doubt."""
+    from filelock import FileLock
+
+    return FileLock(f"{store.path}.send-{hashlib.sha256(s.dest.encode()).hexdigest()[:12]}.lock")
 
 
-def push(store: Store, s: Settings, batch: int = 5000) -> int:
-    """Send every point waiting for this destination; the number sent, or StreamError (the rest stay)."""
-    client = _client(s)
-    sent = 0
+def send_batch(store: Store, s: Settings, client: Any, lock: Any, limit: int = 5000) -> tuple[int, int]:
+    """Send the oldest waiting points (up to `limit`) and forget them once the server has acknowledged
+    them: (points sent, points found in doubt and sent again). Raises on failure; the batch waits again."""
+    from filelock import Timeout
+
     try:
-        while rows := store.outbox(s.dest, limit=batch):
+        lock.acquire(timeout=60)
+    except Timeout:
+        raise StreamError("another dltestbed process has been sending to this server for a minute") from None
+    try:
+        in_doubt = store.outbox_release(s.dest)  # a send lock nobody held: whoever marked them is gone
+        rows = store.outbox_claim(s.dest, limit)
+        if rows:
             try:
-                send(store, s, rows, client)
+                _post(client, s, "\n".join(r[2] for r in rows))
+            except BaseException:
+                store.outbox_release(s.dest, [r[0] for r in rows])
+                raise
+            store.outbox_delete(r[0] for r in rows)
+        return len(rows), in_doubt
+    finally:
+        lock.release()
+
+
+@dataclass
+class Pushed:
+    """What `push` did: points sent, and how many of them a process had been sending when it died."""
+
+    sent: int = 0
+    in_doubt: int = 0
+
+    def doubt_note(self) -> str:
+        """A sentence on points that may now be on the server twice, or ""."""
+        if not self.in_doubt:
+            return ""
+        return (f"{self.in_doubt} of them were being sent when a dltestbed process stopped, so the server may "
+                "have had them already: InfluxDB overwrites such a point; a server that keeps duplicates "
+                "(VictoriaMetrics without -dedup.minScrapeInterval) may now hold it twice")  # fmt: skip
+
+
+def push(store: Store, s: Settings, batch: int = 5000) -> Pushed:
+    """Send every point waiting for this destination, or StreamError (the rest stay)."""
+    client = _client(s)
+    lock = send_lock(store, s)
+    done = Pushed()
+    try:
+        while True:
+            try:
+                sent, doubt = send_batch(store, s, client, lock, batch)
             except Exception as exc:
                 left = store.outbox_count(s.dest)
-                raise StreamError(f"InfluxDB at {s.describe()}: {describe_error(exc, s)}; {sent} point(s) sent, "
+                why = str(exc) if isinstance(exc, StreamError) else describe_error(exc, s)
+                raise StreamError(f"InfluxDB at {s.describe()}: {why}; {done.sent} point(s) sent, "
                                   f"{left} still waiting in {store.path}") from None  # fmt: skip
-            sent += len(rows)
+            done.sent += sent
+            done.in_doubt += doubt
+            if not sent:
+                return done
     finally:
         client.close()
-    return sent
 
 
 def spool_runs(store: Store, s: Settings, runs: Iterable[RunRecord]) -> int:
-    """Put stored runs' points (steps, resources, the run) into the outbox for `push`; how many."""
+    """Put stored runs' points (steps, resources, measures, the run) into the outbox for `push`; how many."""
     n = 0
     for run in runs:
         lines = [points.step_line(run, e) for e in store.steps(run.id)]
         lines += [points.resource_line(run, e) for e in store.resources(run.id)]
+        lines += [points.measure_line(run, e) for e in store.measures(run.id)]
         if run.status != "running":
             lines.append(points.run_line(run))
         store.outbox_add(s.dest, lines)
@@ -175,138 +223,94 @@ def spool_runs(store: Store, s: Settings, runs: Iterable[RunRecord]) -> int:
 
 
 class InfluxSink:
-    """A runner sink: every step, resource sample and finished run becomes a point, sent in batches.
+    """A runner stream to a time-series server that loses nothing, even when dltestbed is killed.
 
-    A batch the server did not take (error callback) goes into the store's outbox at once; a resender
-    thread sends the outbox while the server answers. `close` flushes, retries once, and says how many
-    points still wait (they stay in the outbox for `dltestbed results push`)."""
+    It renders each step, resource sample, measure and finished run as a line-protocol point; the runner
+    stores the point in the outbox in the same SQLite transaction as the result. A sender thread sends
+    the outbox in batches (every `flush_every` seconds) and deletes what the server acknowledged; while
+    the server fails it retries every `retry_every` seconds. `close` sends what is left once more and
+    says how many points still wait (for `dltestbed results push`)."""
 
-    def __init__(self, store: Store, s: Settings, batch_size: int = 1000, flush_ms: int = 500,
-                 resend_every: float = 2.0) -> None:  # fmt: skip
-        import logging
-
-        from influxdb_client import WriteOptions
-
-        # The library logs each failed batch itself (URL and all); this sink reports failures its own way.
-        logging.getLogger("influxdb_client.client.write_api").setLevel(logging.CRITICAL)
+    def __init__(self, store: Store, s: Settings, flush_every: float = 0.5, retry_every: float = 2.0,
+                 batch: int = 5000) -> None:  # fmt: skip
         self.store, self.settings = store, s
-        self.sent = 0  # points acknowledged by the server (batches and resends)
-        self.errors: list[str] = []  # one line per failed batch, token scrubbed
-        self._pending: Counter[str] = Counter()  # handed to the writer, neither acknowledged nor spooled
+        self.dest = s.dest
+        self.sent = 0  # points acknowledged by the server
+        self.in_doubt = 0  # points a dead process had been sending, sent again
+        self.errors: list[str] = []  # one line per failed send, token scrubbed
         self._series: dict[tuple[str, str, str], str] = {}  # (measurement, run id, phase) → escaped series key
         self._lock = threading.Lock()
         self._client = _client(s)
-        self._writer = self._client.write_api(
-            write_options=WriteOptions(batch_size=batch_size, flush_interval=flush_ms, max_retries=0),
-            success_callback=self._on_success, error_callback=self._on_error,
-        )  # fmt: skip
+        self._send_lock = send_lock(store, s)
+        self._batch = batch
+        self._flush_every, self._retry_every = flush_every, retry_every
         self._closed = threading.Event()
-        self._wake = threading.Event()
-        self._resend_every = resend_every
-        self._resender = threading.Thread(target=self._resend_loop, name="dltestbed-influx-resend", daemon=True)
-        self._resender.start()
+        self._sender = threading.Thread(target=self._send_loop, name="dltestbed-influx-send", daemon=True)
+        self._sender.start()
 
     def _prefix(self, measurement: str, run: RunRecord, phase: str = "") -> str:
         key = (measurement, run.id, phase)
-        prefix = self._series.get(key)
-        if prefix is None:  # a run's tags do not change while it runs: escape them once
-            extra = {"phase": phase} if phase else {}
-            prefix = self._series[key] = points.series(measurement, run, **extra)
+        with self._lock:
+            prefix = self._series.get(key)
+            if prefix is None:  # a run's tags do not change while it runs: escape them once
+                extra = {"phase": phase} if phase else {}
+                prefix = self._series[key] = points.series(measurement, run, **extra)
         return prefix
 
-    # runner.Sink
-    def step(self, run: RunRecord, ev: StepEvent) -> None:
-        """Queue a step point."""
-        self.write([points.step_line(run, ev, self._prefix("dltestbed_step", run, ev.phase))])
-
-    def resource(self, run: RunRecord, ev: ResourceEvent) -> None:
-        """Queue a resource point."""
-        self.write([points.resource_line(run, ev, self._prefix("dltestbed_resource", run))])
-
-    def measure(self, run: RunRecord, ev: MeasureEvent) -> None:
-        """Queue a microbenchmark measure's point."""
-        self.write([points.measure_line(run, ev)])
-
-    def finished(self, run: RunRecord) -> None:
-        """Queue the run's point."""
-        self.write([points.run_line(run)])
-        for key in [k for k in self._series if k[1] == run.id]:
-            del self._series[key]
-
-    def write(self, lines: list[str]) -> None:
-        """Hand lines to the batching writer (never raises: a failure spools them)."""
-        from influxdb_client import WritePrecision
-
-        with self._lock:
-            self._pending.update(lines)
+    def _render(self, render: Any, *args: Any) -> str | None:
         try:
-            self._writer.write(self.settings.bucket, self.settings.org, record=lines, write_precision=WritePrecision.NS)
-        except Exception as exc:  # the writer is gone (closing): keep the points
-            self._spool(lines, exc)
+            return str(render(*args))
+        except ValueError as exc:  # a value line protocol cannot carry (NaN): the result is stored anyway
+            with self._lock:
+                self.errors.append(f"a point was not sent: {exc}")
+            return None
 
-    @staticmethod
-    def _lines(data: Any) -> list[str]:
-        text = data.decode("utf-8") if isinstance(data, bytes) else str(data)
-        return [line for line in text.split("\n") if line]
+    # runner.Stream: the point of each result (None: it has none)
+    def step(self, run: RunRecord, ev: StepEvent) -> str | None:
+        """A step's point."""
+        return self._render(points.step_line, run, ev, self._prefix("dltestbed_step", run, ev.phase))
 
-    def _settle(self, lines: list[str]) -> None:
+    def resource(self, run: RunRecord, ev: ResourceEvent) -> str | None:
+        """A resource sample's point."""
+        return self._render(points.resource_line, run, ev, self._prefix("dltestbed_resource", run))
+
+    def measure(self, run: RunRecord, ev: MeasureEvent) -> str | None:
+        """A microbenchmark measure's point."""
+        return self._render(points.measure_line, run, ev)
+
+    def finished(self, run: RunRecord) -> str | None:
+        """A finished run's point (its series are forgotten)."""
         with self._lock:
-            for line in lines:
-                if self._pending[line] > 1:
-                    self._pending[line] -= 1
-                else:
-                    self._pending.pop(line, None)
+            for key in [k for k in self._series if k[1] == run.id]:
+                del self._series[key]
+        return self._render(points.run_line, run)
 
-    def _on_success(self, conf: Any, data: Any) -> None:
-        lines = self._lines(data)
-        self._settle(lines)
-        with self._lock:
-            self.sent += len(lines)
-
-    def _on_error(self, conf: Any, data: Any, exc: BaseException) -> None:
-        lines = self._lines(data)
-        self._settle(lines)
-        self._spool(lines, exc)
-
-    def _spool(self, lines: list[str], exc: BaseException) -> None:
-        self.store.outbox_add(self.settings.dest, lines)
-        with self._lock:
-            self.errors.append(describe_error(exc, self.settings))
-        self._wake.set()
-
-    def _resend_loop(self) -> None:
-        while not self._closed.is_set():
-            self._wake.wait(self._resend_every)
-            self._wake.clear()
-            if self._closed.is_set():
+    def _send_loop(self) -> None:
+        delay = self._flush_every
+        while True:
+            closing = self._closed.wait(delay)
+            delay = self._flush_every if self._send_all() else self._retry_every
+            if closing:
                 return
-            self._resend_once()
 
-    def _resend_once(self) -> bool:
-        """Send the outbox for this destination until it is empty (True) or the server fails (False)."""
-        s = self.settings
+    def _send_all(self) -> bool:
+        """Send the outbox for this destination until it is empty (True) or a send fails (False)."""
         try:
-            while rows := self.store.outbox(s.dest, limit=5000):
-                send(self.store, s, rows, self._client)
+            while True:
+                sent, doubt = send_batch(self.store, self.settings, self._client, self._send_lock, self._batch)
                 with self._lock:
-                    self.sent += len(rows)
-        except Exception:
+                    self.sent += sent
+                    self.in_doubt += doubt
+                if not sent:
+                    return True
+        except Exception as exc:
+            with self._lock:
+                self.errors.append(str(exc) if isinstance(exc, StreamError) else describe_error(exc, self.settings))
             return False
-        return True
 
     def close(self) -> int:
-        """Flush, spool what was not acknowledged, try the outbox once more; points still waiting."""
-        try:
-            self._writer.close()  # waits until every batch was written or reported failed
-        finally:
-            self._closed.set()
-            self._wake.set()
-            self._resender.join(30)
-            with self._lock:
-                leftover = list(self._pending.elements())
-                self._pending.clear()
-            if leftover:
-                self.store.outbox_add(self.settings.dest, leftover)
-            self._resend_once()
-            self._client.close()
-        return self.store.outbox_count(self.settings.dest)
+        """Send what is left once more, stop the sender; how many points still wait in the outbox."""
+        self._closed.set()
+        self._sender.join(120)
+        self._client.close()
+        return self.store.outbox_count(self.dest)

@@ -1,4 +1,10 @@
-"""The local results store: SQLite, written as results arrive, so nothing measured is lost."""
+"""The local results store: SQLite, written as results arrive, so nothing measured is lost.
+
+Durability: WAL with synchronous=FULL, so a result is on disk when its write returns (with NORMAL a
+commit in WAL mode can be rolled back by a power loss until the next checkpoint: the last steps of a
+run would vanish). Foreign keys are enforced. A time-series point waiting to be sent (the outbox) is
+written in the same transaction as the result it comes from, so a controller killed at any moment
+leaves each result either stored with its point waiting, or not stored at all."""
 
 from __future__ import annotations
 
@@ -17,8 +23,10 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 4  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
-# 4: measures and skips (microbenchmark runs)
+SCHEMA_VERSION = 5  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+# 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery)
+
+Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -51,13 +59,14 @@ CREATE TABLE IF NOT EXISTS skips (
     PRIMARY KEY (run_id, probe, "case")
 );
 CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL
+    id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL, sending REAL
 );
 """
 
 # Columns added after schema 1, with the value old rows get.
 _ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL", "machine": "NULL",
           "arm": "''"}
+_OUTBOX_ADDED = {"sending": "NULL"}
 
 
 def default_path() -> Path:
@@ -65,8 +74,41 @@ def default_path() -> Path:
     return paths.results_file()
 
 
+def _why(exc: sqlite3.DatabaseError) -> str:
+    text = str(exc)
+    return "it is not an SQLite database" if "file is not a database" in text else text
+
+
+def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
+    """Create or bring the schema up to date in one transaction. BEGIN IMMEDIATE takes the write lock
+    before the version is read, so two processes opening an old store at once migrate it once."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
+                             f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}")  # fmt: skip
+        if version < SCHEMA_VERSION:
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+            if cols and not set(_RUN_COLUMNS) - set(_ADDED) <= cols:
+                raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
+            outbox_cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            for table, added, had in (("runs", _ADDED, cols), ("outbox", _OUTBOX_ADDED, outbox_cols)):
+                for col, default in added.items():
+                    if had and col not in had:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} DEFAULT {default}")
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 class Store:
-    """Runs, their steps and resource samples. Every write is committed at once."""
+    """Runs, their steps and resource samples. Every write is committed (and synced) at once."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
@@ -84,23 +126,11 @@ class Store:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
-                    f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}"
-                )
-            cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-            if cols and not set(_RUN_COLUMNS) - set(_ADDED) <= cols:
-                raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
-            conn.executescript(_SCHEMA)
-            for col, default in _ADDED.items():
-                if cols and col not in cols:
-                    conn.execute(f"ALTER TABLE runs ADD COLUMN {col} DEFAULT {default}")
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            _migrate(conn, p, hint)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {str(p)!r} cannot be written ({exc}); {hint}") from None
+            raise StoreError(f"results store {str(p)!r} cannot be written ({_why(exc)}); {hint}") from None
         except OSError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be created ({exc.strerror}); {hint}") from None
         conn.row_factory = sqlite3.Row
@@ -125,8 +155,12 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(self.path)!r}: write failed ({exc})") from None
 
-    def save_run(self, run: RunRecord) -> None:
-        """Insert or replace a run's record."""
+    @staticmethod
+    def _outbox(db: sqlite3.Connection, outbox: Outbox) -> None:
+        db.executemany("INSERT INTO outbox (dest, line) VALUES (?, ?)", outbox)
+
+    def save_run(self, run: RunRecord, outbox: Outbox = ()) -> None:
+        """Insert or replace a run's record (with its points to send, in the same transaction)."""
         row = run.to_dict()
         values = [json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _RUN_COLUMNS]
         marks = ", ".join("?" for _ in _RUN_COLUMNS)
@@ -137,33 +171,40 @@ class Store:
                 f"ON CONFLICT(id) DO UPDATE SET {_UPDATE}",
                 values,
             )
+            self._outbox(db, outbox)
 
-    def add_step(self, run_id: str, ev: StepEvent) -> None:
-        """Store one step."""
+    def add_step(self, run_id: str, ev: StepEvent, outbox: Outbox = ()) -> bool:
+        """Store one step and its points; False (nothing written) when the run has this step already."""
         with self._write() as db:
             db.execute("BEGIN")
-            db.execute(
-                "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t),
-            )
+            row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t)
+            if not db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?)", row).rowcount:
+                return False
             db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
+            self._outbox(db, outbox)
+            return True
 
-    def add_resource(self, run_id: str, ev: ResourceEvent) -> None:
-        """Store one resource sample."""
+    def add_resource(self, run_id: str, ev: ResourceEvent, outbox: Outbox = ()) -> None:
+        """Store one resource sample and its points."""
         with self._write() as db:
             db.execute("BEGIN")
             db.execute(
                 "INSERT INTO resources VALUES (?, ?, ?, ?, ?)",
                 (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus)),
             )
+            self._outbox(db, outbox)
 
-    def add_measure(self, run_id: str, ev: MeasureEvent) -> None:
-        """Store one measure of a microbenchmark case (a repeated index replaces the first)."""
+    def add_measure(self, run_id: str, ev: MeasureEvent, outbox: Outbox = ()) -> bool:
+        """Store one measure of a microbenchmark case and its points; False (nothing written) when the
+        run has this case's index already."""
         with self._write() as db:
             db.execute("BEGIN")
             row = (run_id, ev.probe, ev.case, ev.index, ev.phase, ev.value, ev.unit, ev.seconds, ev.t)
-            db.execute("INSERT OR REPLACE INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            if not db.execute("INSERT OR IGNORE INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount:
+                return False
             db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
+            self._outbox(db, outbox)
+            return True
 
     def add_skip(self, run_id: str, ev: SkipEvent) -> None:
         """Store a probe (or case) that could not run, with the reason."""
@@ -262,6 +303,26 @@ class Store:
             args.append(dest)
         rows = self._query(sql + " ORDER BY id LIMIT ?", [*args, limit])
         return [(r[0], r[1], r[2]) for r in rows]
+
+    def outbox_claim(self, dest: str, limit: int = 5000) -> list[tuple[int, str, str]]:
+        """Mark the oldest waiting points for `dest` as being sent (committed before they are sent) and
+        return them. The caller holds the destination's send lock (results/influx.py)."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            rows = db.execute("SELECT id, dest, line FROM outbox WHERE dest = ? AND sending IS NULL ORDER BY id "
+                              "LIMIT ?", (dest, limit)).fetchall()  # fmt: skip
+            db.executemany("UPDATE outbox SET sending = julianday('now') WHERE id = ?", [(r[0],) for r in rows])
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def outbox_release(self, dest: str, ids: Iterable[int] | None = None) -> int:
+        """Points marked as being sent are waiting again (a send that failed, or, with ids None, one a
+        process was making when it died: the server may or may not have them); how many."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            if ids is None:
+                return db.execute("UPDATE outbox SET sending = NULL WHERE dest = ? AND sending IS NOT NULL",
+                                  (dest,)).rowcount  # fmt: skip
+            return sum(db.execute("UPDATE outbox SET sending = NULL WHERE id = ?", (i,)).rowcount for i in ids)
 
     def outbox_dests(self) -> list[str]:
         """Destinations with points waiting."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dltestbed import paths
+from dltestbed import locks, paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
 from dltestbed.vms import hostcheck
@@ -53,6 +53,20 @@ def _free_address() -> str:
         if addr not in used:
             return addr
     raise VMError(f"no free address left in {SUBNET}.0/24")
+
+
+def reserve(name: str, make: Callable[[str], VMRecord]) -> VMRecord:
+    """The VM's record, made with a free address and saved in its new folder, under the addresses'
+    lock: two benches creating VMs at once never pick the same address."""
+    with locks.beside(paths.vm_root(), "the VMs' addresses"):
+        if record(name) is not None:
+            raise VMError(f"VM {name} exists already (dltestbed teardown removes it)")
+        rec = make(_free_address())
+        folder = paths.vm_root() / name
+        folder.mkdir(parents=True)
+        folder.chmod(0o700)
+        rec.save()
+    return rec
 
 
 def vm_name(host_name: str) -> str:
@@ -105,17 +119,13 @@ def create(
         hostdevs = tuple(g.address for g in chosen)
     if notice and on_notice:
         on_notice(f"VM {name}: {notice}")
-    folder = paths.vm_root() / name
-    rec = VMRecord(name=name, uri=hv.uri, address=_free_address(), mac=mac(name), bridge=BRIDGE,
-                   virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib, image_key=image.key,
-                   container_tag=image.container_tag, container_digest=image.container_digest,
-                   created_at=time.time(), gpus=gpus, host=hv.host.name if hv.host else None,
-                   pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node, disk_gib=disk_gib,
-                   image_name=image.recorded_name)  # fmt: skip
+    rec = reserve(name, lambda address: VMRecord(
+        name=name, uri=hv.uri, address=address, mac=mac(name), bridge=BRIDGE, virt_type=chosen_type, vcpus=vcpus,
+        memory_mib=memory_mib, image_key=image.key, container_tag=image.container_tag,
+        container_digest=image.container_digest, created_at=time.time(), gpus=gpus,
+        host=hv.host.name if hv.host else None, pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node,
+        disk_gib=disk_gib, image_name=image.recorded_name))  # fmt: skip
     try:
-        folder.mkdir(parents=True)
-        folder.chmod(0o700)
-        rec.save()
         host_key = _make_keys(rec)
         with hv.connect() as conn:
             pool = pool_mod.pool(conn, hv)

@@ -111,7 +111,7 @@ def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[st
     bench_id = runs[0]["bench_id"]
     counts = expected(results, bench_id)
     assert counts["dltestbed_measure"] == 2 * (1 + 3) * 8  # 2 workers x (1 warm-up + 3 timed calls) x 8 cases
-    assert tsdb.count(bench_id) == counts
+    assert tsdb.count(bench_id, counts) == counts
     assert {lab["host"] for lab in tsdb.series_labels(bench_id)} == {"tp-h1", "tp-h2"}
 
 

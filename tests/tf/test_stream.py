@@ -3,6 +3,7 @@ mid-run, `results push`, and the faults that must be one line. The token never s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def test_every_point_arrives(tsdb: VictoriaMetrics, results: Path) -> None:
     want = expected(results, bench)
     assert want == {"dltestbed_step": 12, "dltestbed_run": 4, "dltestbed_resource": want["dltestbed_resource"],
                     "dltestbed_measure": 2 * 2 * (1 + 5)}  # 2 reps x 2 copies x (1 warm-up + 5 timed calls)
-    assert tsdb.count(bench) == want
+    assert tsdb.count(bench, want) == want
     assert f"InfluxDB: {sum(want.values())} point(s) sent to {tsdb.url}" in proc.stderr
     labels = tsdb.series_labels(bench)
     assert {lab["target_kind"] for lab in labels} == {"bm"} and {lab["phase"] for lab in labels} == {"warmup", "timed"}
@@ -69,11 +70,65 @@ def test_a_server_that_goes_away_mid_run_loses_nothing(tmp_path: Path, results: 
         _, err = bench.communicate(timeout=300)
         assert bench.returncode == 0, err[-3000:]
         bench_id = _bench_id(results)
-        assert server.count(bench_id) == expected(results, bench_id)
+        want = expected(results, bench_id)
+        assert server.count(bench_id, want) == want
         assert Store.open(results).outbox_count() == 0
         _no_secret(results, err)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("server_at_kill", ["up", "down"])
+def test_a_controller_killed_mid_bench_loses_no_point(server_at_kill: str, tmp_path: Path, results: Path) -> None:
+    """SIGKILL of dltestbed (an OOM kill, a lost login node) mid-run: each stored step's point waits in
+    the outbox (written with the step), so `results push` completes the server exactly."""
+    import os
+    import signal
+
+    server = VictoriaMetrics(tmp_path / "vm")
+    server.start()
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "200", "--results", str(results)],
+        env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for_steps(results, 6), "no steps"
+        if server_at_kill == "down":
+            server.stop()
+            seen = _count_steps(results)
+            deadline = time.monotonic() + 120
+            while _count_steps(results) < seen + 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+        children = psutil.Process(bench.pid).children(recursive=True)
+        os.kill(bench.pid, signal.SIGKILL)
+        bench.communicate(timeout=60)
+        _kill(children)
+        bench_id = _bench_id(results)
+        want = expected(results, bench_id)
+        assert want["dltestbed_step"] > 6 and want["dltestbed_run"] == 0  # killed: its run is still "running"
+        if server_at_kill == "down":
+            server.start()
+        proc = run_cli("results", "push", "--results", str(results), env=server.env())
+        assert proc.returncode == 0, proc.stderr
+        doubt = proc.stdout.count("were being sent when a dltestbed process stopped")
+        got = server.count(bench_id, want)
+        if doubt:  # killed between a batch's send and its acknowledgement being stored: said, and bounded
+            assert all(want[m] <= got[m] for m in want) and sum(got.values()) - sum(want.values()) <= 5000
+        else:
+            assert got == want
+        assert Store.open(results).outbox_count() == 0
+    finally:
+        bench.kill()
+        server.stop()
+
+
+def _kill(processes: list[psutil.Process]) -> None:
+    """The workload the killed controller had started (a lost controller stopping its workloads is
+    issue 14, item 4): stopped here so that the store is still."""
+    for p in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+            p.wait(30)
 
 
 def test_points_wait_for_push_when_the_server_stays_down(tmp_path: Path, results: Path) -> None:
@@ -98,7 +153,8 @@ def test_points_wait_for_push_when_the_server_stays_down(tmp_path: Path, results
         proc = run_cli("results", "push", "--results", str(results), env=server.env())
         assert proc.returncode == 0, proc.stderr
         assert f"sent {waiting} point(s)" in proc.stdout
-        assert server.count(bench_id) == expected(results, bench_id)
+        want = expected(results, bench_id)
+        assert server.count(bench_id, want) == want
         assert Store.open(results).outbox_count() == 0
         assert "nothing waiting" in run_cli("results", "push", "--results", str(results), env=server.env()).stdout
     finally:
@@ -113,7 +169,8 @@ def test_push_a_bench_that_was_not_streamed(tsdb: VictoriaMetrics, results: Path
     assert tsdb.count(bench) == none
     proc = run_cli("results", "push", "--bench", "last", "--results", str(results), env=tsdb.env())
     assert proc.returncode == 0, proc.stderr
-    assert tsdb.count(bench) == expected(results, bench)
+    want = expected(results, bench)
+    assert tsdb.count(bench, want) == want
 
 
 def test_an_unreachable_server_at_start(results: Path) -> None:

@@ -17,6 +17,8 @@ LAYERS = (
     "errors",
     "catalog",
     "paths",
+    "locks",  # file locks for caches two processes may build at once
+    "secretenv",  # the controller's secrets, taken out of its environment
     "config",
     "dataset",
     "workload",  # runs on the target: imports only the layers above this line, nothing of the controller

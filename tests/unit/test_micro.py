@@ -16,7 +16,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.report import micro
 from dltestbed.report.inference import PAIRED_T, WELCH_T
 from dltestbed.results import points
-from dltestbed.results.store import Store
+from dltestbed.results.store import SCHEMA_VERSION, Store
 from dltestbed.runner import RunContext, execute
 from dltestbed.targets.local import LocalTarget
 from dltestbed.workload import probes
@@ -294,7 +294,7 @@ def test_measures_and_skips_are_stored_and_a_schema_3_store_gains_their_tables(r
     assert again.measures(run.id) == [] and again.skips(run.id) == []
     again.add_measure(run.id, MeasureEvent("membw", "copy 64 MiB", 0, "timed", 2e10, "B/s", 0.1, 6.0))
     assert [m.value for m in again.measures(run.id)] == [2e10]
-    assert sqlite3.connect(results).execute("PRAGMA user_version").fetchone()[0] == 4
+    assert sqlite3.connect(results).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_measure_is_one_line_protocol_point() -> None:

@@ -65,8 +65,9 @@ def test_unusable_paths_give_one_clear_error(tmp_path: Path) -> None:
         Store.open(tmp_path)
     not_db = tmp_path / "notes.txt"
     not_db.write_text("these are not the results you are looking for\n" * 100)
-    with pytest.raises(StoreError, match="cannot be written"):
+    with pytest.raises(StoreError, match="cannot be written \\(it is not an SQLite database\\)"):
         Store.open(not_db)
+    assert not_db.read_text().startswith("these are not")  # and it was left as it was
 
 
 def test_a_newer_schema_is_refused(results: Path) -> None:
@@ -75,3 +76,70 @@ def test_a_newer_schema_is_refused(results: Path) -> None:
         db.execute("PRAGMA user_version=99")
     with pytest.raises(StoreError, match="schema 99"):
         Store.open(results)
+
+
+def _step(i: int) -> StepEvent:
+    return StepEvent(index=i, phase="timed", images=8, seconds=0.5, images_per_sec=16.0, t=float(i))
+
+
+def test_a_repeated_step_is_stored_and_counted_once_and_its_point_queued_once(results: Path) -> None:
+    store = Store.open(results)
+    run = _run()
+    store.save_run(run)
+    assert store.add_step(run.id, _step(0), [("d", "p 0")])
+    assert not store.add_step(run.id, _step(0), [("d", "p 0 again")])  # the same index again: nothing written
+    assert store.add_step(run.id, _step(1), [("d", "p 1")])
+    (stored,) = store.runs()
+    assert stored.steps_done == 2 and [s.index for s in store.steps(run.id)] == [0, 1]
+    assert [r[2] for r in store.outbox("d")] == ["p 0", "p 1"]
+
+
+def test_foreign_keys_are_enforced_and_a_refused_result_queues_no_point(results: Path) -> None:
+    store = Store.open(results)
+    with pytest.raises(StoreError, match="FOREIGN KEY constraint failed"):
+        store.add_step("r-nobody", _step(0), [("d", "p 0")])
+    with pytest.raises(StoreError, match="FOREIGN KEY"):
+        store.add_resource("r-nobody", ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=1.0, gpus=[]), [("d", "p")])
+    assert store.outbox_count() == 0  # the point and its result: one transaction
+
+
+def test_results_are_synced_at_each_commit(results: Path) -> None:
+    store = Store.open(results)
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_claimed_points_are_released_when_a_send_fails_or_its_sender_died(results: Path) -> None:
+    store = Store.open(results)
+    store.outbox_add("d", ["a 1", "b 2", "c 3"])
+    first = store.outbox_claim("d", limit=2)
+    assert [r[2] for r in first] == ["a 1", "b 2"]
+    assert [r[2] for r in store.outbox_claim("d")] == ["c 3"]  # claimed rows are not handed out twice
+    assert store.outbox_claim("d") == []
+    assert store.outbox_release("d", [first[0][0]]) == 1  # a failed send: that row waits again
+    assert store.outbox_release("d") == 2  # the rest: a sender that died mid-send
+    assert len(store.outbox_claim("d")) == 3 and store.outbox_count("d") == 3  # nothing is lost
+
+
+def _open_old_store(path: str, barrier: object) -> int:
+    barrier.wait()  # type: ignore[attr-defined]
+    store = Store.open(path)
+    cols = {r[1] for r in store._db.execute("PRAGMA table_info(outbox)")}
+    store.close()
+    return int("sending" in cols)
+
+
+def test_two_processes_opening_an_old_store_at_once_migrate_it_once(results: Path) -> None:
+    import multiprocessing
+
+    with sqlite3.connect(results) as db:  # a schema-4 store, as dltestbed 0.1 wrote it: no outbox.sending
+        db.executescript("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, "
+                         "line TEXT NOT NULL); INSERT INTO outbox (dest, line) VALUES ('d', 'old 1'); "
+                         "PRAGMA user_version=4;")  # fmt: skip
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Manager().Barrier(4)
+    with ctx.Pool(4) as pool:
+        assert pool.starmap(_open_old_store, [(str(results), barrier)] * 4) == [1, 1, 1, 1]
+    store = Store.open(results)
+    assert [r[2] for r in store.outbox("d")] == ["old 1"]
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == 5

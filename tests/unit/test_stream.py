@@ -132,3 +132,41 @@ def test_a_schema_1_store_is_upgraded_in_place(results: Path) -> None:
     store = Store.open(results)
     (run,) = store.runs()
     assert (run.id, run.role, run.workers, run.job_id, run.worker_index) == ("r-old", "foreground", 1, None, None)
+
+
+def test_runs_on_many_hosts_at_once_stream_each_point_once(tsdb, results: Path) -> None:  # type: ignore[no-untyped-def]
+    """Eight runs finishing and stepping from their own threads (as a bench on eight hosts does) while
+    the sender sends: every stored result's point arrives once, and nothing waits after close."""
+    import threading
+    import time
+
+    from dltestbed.runner import NullObserver, _Collector, _finish
+    from tests.tsdb import expected
+
+    store = Store.open(results)
+    s = influx.settings(env=tsdb.env())
+    sink = influx.InfluxSink(store, s, flush_every=0.01)
+    bench = "b-many"
+
+    now = time.time() - 300  # the server keeps a month and shows nothing after now
+
+    def host(i: int) -> None:
+        run = make_run(bench_id=bench, host=f"h{i}")
+        store.save_run(run)
+        col = _Collector(run, store, NullObserver(), [sink])
+        for j in range(150):
+            col.apply(StepEvent(index=j, phase="timed", images=8, seconds=0.01, images_per_sec=800.0, t=now + j))
+            if j % 10 == 0:
+                col.apply(ResourceEvent(t=now + j, rss_bytes=1, cpu_percent=1.0, gpus=[]))
+        _finish(run, store, col, None, [sink])
+
+    threads = [threading.Thread(target=host, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sink.close() == 0 and not sink.errors
+    want = expected(results, bench)
+    assert want == {"dltestbed_step": 1200, "dltestbed_resource": 120, "dltestbed_measure": 0, "dltestbed_run": 8}
+    assert sink.sent == sum(want.values())
+    assert tsdb.count(bench, want) == want
