@@ -11,6 +11,7 @@ from dltestbed.config import Spec
 from dltestbed.errors import DltestbedError
 from dltestbed.results.records import RunRecord, new_id, now_iso
 from dltestbed.results.store import Store
+from dltestbed.shield import shielded
 from dltestbed.targets.base import CommandResult, Target
 from dltestbed.workload.events import (
     ErrorEvent,
@@ -114,10 +115,8 @@ def for_target(spec: Spec, target: Target) -> Spec:
 
 def workload_argv(target: Target, spec: Spec) -> list[str]:
     """The command line that runs the workload on a target."""
-    argv = [target.python, "-m", "dltestbed.workload", *spec.to_argv()]
-    if target.watch_stdin:
-        argv.append("--watch-stdin")  # a lost SSH session stops the workload
-    return argv
+    # its stdin closes when dltestbed is gone (a lost SSH session, a killed controller): it stops then
+    return [target.python, "-m", "dltestbed.workload", *spec.to_argv(), "--watch-stdin"]
 
 
 class _Collector:
@@ -248,11 +247,14 @@ def execute(
 
     result: CommandResult | None = None
     try:
-        result = target.run(workload_argv(target, spec), env=env, timeout=timeout, on_line=on_line, stderr_log=log)
+        ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run.id}  # a container's labels
+        result = target.run(workload_argv(target, spec), env={**(env or {}), **ids}, timeout=timeout,
+                            on_line=on_line, stderr_log=log)  # fmt: skip
         reason = _failure_reason(result, col)
     except KeyboardInterrupt:
         if stop is None or not stop.requested:
-            _finish(run, store, col, "interrupted (Ctrl-C or a stop signal)", sinks)
+            with shielded():  # a second Ctrl-C still stores the run's end
+                _finish(run, store, col, "interrupted (Ctrl-C or a stop signal)", sinks)
             observer.end(run)
             raise
         reason = stop.reason

@@ -3,7 +3,9 @@ ansible, ssh) is read for it — its environment and its command line — while 
 file written under given folders since the watch began is grepped for it afterwards.
 
 The CLI processes the test started are not read: they were given the secret (as a user exports it),
-and /proc/PID/environ shows a process's environment as it started, not as it is now."""
+and /proc/PID/environ shows a process's environment as it started, not as it is now. Nor is a fork of
+one of them in the instant before it execs its program (same command line as its parent): it holds a
+copy of the CLI's memory, and what it then runs gets the environment the CLI passes on."""
 
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ def new_token() -> str:
 class SecretWatch:
     """`with SecretWatch(token) as w:` … then w.leaks (processes), w.files(roots) (files), w.seen (names)."""
 
-    def __init__(self, secret: str, every: float = 0.05) -> None:
+    def __init__(self, secret: str, every: float = 0.05, cli_children: bool = True) -> None:
+        """cli_children: the test's children are CLIs given the secret (not read); False when the
+        test calls dltestbed in its own process, so that its children are what is watched."""
         self.secret = secret.encode()
+        self.cli_children = cli_children
         self.every = every
         self.leaks: list[str] = []  # "pid comm (environ|cmdline)" of each process that held it
         self.seen: set[str] = set()  # the command names of every process read
@@ -54,14 +59,22 @@ class SecretWatch:
             stat = Path(f"/proc/{pid}/stat").read_text()
             comm = stat[stat.index("(") + 1 : stat.rindex(")")]
             ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-            if ppid == me or int(pid) == me:
-                return  # the CLI the test started (given the secret), or the test itself
+            if int(pid) == me or (self.cli_children and ppid == me):
+                return  # the test itself, or a CLI the test started (given the secret)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if self.cli_children and self._is_cli(ppid, me) and cmdline == Path(f"/proc/{ppid}/cmdline").read_bytes():
+                return  # the CLI forked, not yet exec'd
             self.seen.add(comm)
             for part in ("environ", "cmdline"):
                 if self.secret in Path(f"/proc/{pid}/{part}").read_bytes():
                     self.leaks.append(f"{pid} {comm} ({part})")
         except (OSError, ValueError, IndexError):
             return  # gone, or not ours to read
+
+    @staticmethod
+    def _is_cli(pid: int, me: int) -> bool:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2 :].split()[1]) == me
 
     def _holds(self, path: Path) -> bool:
         keep = len(self.secret) - 1

@@ -87,12 +87,37 @@ def _write_debug_log() -> Path | None:
     return path
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    """The first stop: raised where the program is, so every `finally` (containers, VMs, the run's
+    status, the stream) runs; a later one only says that it is under way."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stopping)
     raise KeyboardInterrupt
 
 
+def _stopping(signum: int, frame: object) -> None:
+    sys.stderr.write("stopping: cleaning up (containers, VMs, the runs' status); it ends by itself\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code."""
+    """Run the CLI and return its exit code. Run as the program (argv None), a Ctrl-C that comes once
+    the command has ended — while the first one's exit is under way — changes nothing. Called with
+    argv (in a test), it leaves the signal handlers as it found them."""
+    saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # outside any command's own handling: between its end and here
+        error_line("interrupted")
+        return 130
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, signal.SIG_IGN if argv is None else old)
+
+
+def _main(argv: list[str] | None) -> int:
     from typer import exceptions as typer_exc
     from typer._click import exceptions as click_exc
     from typer.main import get_command
@@ -100,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     command = get_command(app)
     secretenv.take(fresh=True)  # the stream's token stays in this process: no child (ansible, docker, ssh) inherits it
     # SIGTERM and SIGHUP stop dltestbed the way Ctrl-C does, so teardown (containers, remote
-    # workloads, the run's status) always runs; a plain kill would skip every `finally`.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # workloads, the run's status) always runs; a plain kill would skip every `finally`. A second
+    # Ctrl-C does not cut that cleanup short.
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     try:
         rv = command.main(args=argv, prog_name="dltestbed", standalone_mode=False)

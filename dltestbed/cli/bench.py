@@ -330,9 +330,12 @@ def _runs(plan: Plan, options: Options, sites: list[Site], kinds: list[str], mac
                       f"`dltestbed runs --bench {plan.bench_id}`")  # fmt: skip
         raise typer.Exit(130) from None
     finally:
-        for sink in sinks:
-            _close_stream(sink, console)
-        store.close()
+        from dltestbed.shield import shielded
+
+        with shielded():  # a second Ctrl-C does not cut the stream's last send or the store's close short
+            for sink in sinks:
+                _close_stream(sink, console)
+            store.close()
 
 
 def _stream_settings(url: str | None, org: str | None, bucket: str | None, token_file: Path | None) -> object:

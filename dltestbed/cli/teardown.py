@@ -12,11 +12,16 @@ def teardown(
         None, help="Also sweep this inventory's hosts: dltestbed's VMs on its libvirt_hosts, its containers on "
         "its container_hosts (over SSH).",
     ),
+    all_owners: bool = typer.Option(
+        False, "--all-owners", help="Remove every dltestbed-* container, also those of other operators and "
+        "of dltestbed versions before owner labels (default: only this installation's).",
+    ),
 ) -> None:
     """Remove dltestbed's VMs (domains, overlays, seeds, keys, console logs, the VM network) wherever it
-    made them, and its containers on this machine — and, with --inventory, every dltestbed VM and
-    container on those hosts, recorded or not. A remote host keeps the uploaded guest image for its
-    next VM. Safe to run again."""
+    made them, and the containers this installation made (label dltestbed.owner) on this machine — and,
+    with --inventory, every dltestbed VM and this installation's containers on those hosts, recorded or
+    not. Another operator's containers on a shared host are left alone. A remote host keeps the
+    uploaded guest image for its next VM. Safe to run again."""
     import shutil
     import subprocess
 
@@ -33,18 +38,19 @@ def teardown(
             typer.echo(f"no VM removed here: {exc}", err=True)
     failed: list[str] = []
     removed += _remote_vms(inventory, failed)
+    mine = _filters(all_owners)
     for rt in ("docker", "podman"):
         if not shutil.which(rt):
             continue
         from dltestbed.provision.image import runtime_env
 
-        ps = subprocess.run([rt, "ps", "-a", "--filter", "name=^dltestbed-", "--format", "{{.Names}}"],
+        ps = subprocess.run([rt, "ps", "-a", *mine, "--format", "{{.Names}}"],
                             capture_output=True, text=True, env=runtime_env(rt), timeout=60)  # fmt: skip
         for name in ps.stdout.split() if ps.returncode == 0 else []:
             subprocess.run([rt, "rm", "--force", name], capture_output=True, env=runtime_env(rt), timeout=120)
             removed.append(f"{rt} container {name}")
     if inventory is not None:
-        removed += _remote_containers(inventory)
+        removed += _remote_containers(inventory, mine)
     typer.echo(f"removed: {', '.join(removed)}" if removed else "nothing to remove", err=True)
     if failed:
         from dltestbed.errors import DltestbedError
@@ -79,7 +85,18 @@ def _remote_vms(inventory: Path | None, failed: list[str]) -> list[str]:
     return out
 
 
-def _remote_containers(inventory: Path) -> list[str]:
+def _filters(all_owners: bool) -> list[str]:
+    """`ps` filters for dltestbed's containers: this installation's (its owner label), or every one."""
+    if all_owners:
+        return ["--filter", "name=^dltestbed-"]
+    from dltestbed.owner import OWNER_LABEL, installation_id
+
+    return ["--filter", "name=^dltestbed-", "--filter", f"label={OWNER_LABEL}={installation_id()}"]
+
+
+def _remote_containers(inventory: Path, mine: list[str]) -> list[str]:
+    import shlex
+
     from dltestbed import inventory as inventory_mod
     from dltestbed.errors import TargetError
     from dltestbed.transport.ssh import SSH
@@ -89,7 +106,7 @@ def _remote_containers(inventory: Path) -> list[str]:
         target = SSH(host)
         for rt in ("docker", "podman"):
             names: list[str] = []
-            script = (f"command -v {rt} >/dev/null && {rt} ps -a --filter name=^dltestbed- --format '{{{{.Names}}}}' "
+            script = (f"command -v {rt} >/dev/null && {rt} ps -a {shlex.join(mine)} --format '{{{{.Names}}}}' "
                       "|| true")  # fmt: skip
             try:
                 target.run(["sh", "-c", script], timeout=60, on_line=names.append)

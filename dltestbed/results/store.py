@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -79,6 +80,20 @@ def _why(exc: sqlite3.DatabaseError) -> str:
     return "it is not an SQLite database" if "file is not a database" in text else text
 
 
+def _when_free(step: Callable[[], object], wait: float = 30.0) -> None:
+    """Run `step`, again while another process holds the database: switching to WAL and a first
+    write can fail at once with "database is locked" instead of waiting (SQLite avoids a deadlock)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
     """Create or bring the schema up to date in one transaction. BEGIN IMMEDIATE takes the write lock
     before the version is read, so two processes opening an old store at once migrate it once."""
@@ -103,7 +118,8 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
 
 
@@ -125,10 +141,10 @@ class Store:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _when_free(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
-            _migrate(conn, p, hint)
+            _when_free(lambda: _migrate(conn, p, hint))
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be written ({_why(exc)}); {hint}") from None
         except OSError as exc:

@@ -24,6 +24,7 @@ COTENANTS = {
     "gpu": "AlexNet training on the GPU (fails without one)",
 }
 COTENANT_START_TIMEOUT = 900.0  # seconds for a co-tenant to reach its first timed step
+COTENANT_MARGIN = 120.0  # seconds a co-tenant may outlive the foreground's own bound before it is stopped
 
 
 def run(
@@ -95,8 +96,12 @@ def _with_cotenant(
     co_record: list[RunRecord] = []
     co_ctx = RunContext(plan.bench_id, "shared", rep, contention=label, role="cotenant", job_id=job)
 
+    # bounded like the foreground it contends with (its --timeout), plus its start and a margin
+    bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
+
     def cotenant() -> None:
-        co_record.append(execute(co_target, co, store, co_ctx, observer, sinks=sinks, stop=stop, on_start=started))
+        co_record.append(execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, stop=stop,
+                                 on_start=started))  # fmt: skip
 
     thread = threading.Thread(target=cotenant, name="dltestbed-cotenant")
     thread.start()
@@ -120,8 +125,8 @@ def _with_cotenant(
         if not thread.is_alive() and co_record and co_record[0].status != "ok":
             fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
             store.save_run(fg_record)
-    except KeyboardInterrupt:
-        end_cotenant(INTERRUPTED)
+    except BaseException as exc:  # Ctrl-C, a failure to start, or anything unforeseen: never left running
+        end_cotenant(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"the bench stopped: {exc}")
         raise
     end_cotenant(None)
     return [fg_record, *co_record]

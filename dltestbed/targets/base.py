@@ -19,8 +19,9 @@ class Target(Protocol):
     kind: bm, vm, cbm or cvm. name: this target, for people. host: the system the workload's
     process lives on (a machine, or a VM by its name). machine: the physical machine under every
     layer (an inventory host's name, or this machine's hostname): `report --by-host` puts a VM and
-    its containers beside their host. remote: reached over SSH. watch_stdin: the workload's stdin
-    is the controller's session, so it is told to stop when that is lost. inner: the target this
+    its containers beside their host. remote: reached over SSH. Every target gives the workload a
+    stdin that closes when dltestbed is gone (the SSH session, a pipe held here, a runtime's -i), and the
+    workload stops then (--watch-stdin). inner: the target this
     one wraps (a container's host or VM), None for bm and vm. peer_address: where the other
     workers of a distributed job reach it. data_dir: where the workload here reads the bench's real
     data (its copy, or the mount of one); None where the bench placed none for it (the spec's path is used)."""
@@ -31,7 +32,6 @@ class Target(Protocol):
     machine: str
     python: str  # interpreter on the target that has dltestbed installed
     remote: bool
-    watch_stdin: bool
     inner: Target | None
     peer_address: str
     data_dir: str | None

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from dltestbed.config import missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError, TargetError
+from dltestbed.owner import BENCH_LABEL, OWNER_LABEL, RUN_LABEL, installation_id
 from dltestbed.results.records import new_id
+from dltestbed.shield import shielded
 from dltestbed.targets.base import CommandResult, Target
 
 RUNTIMES = ("docker", "podman", "apptainer")
@@ -38,6 +40,7 @@ class ContainerOptions:
     cap_add: tuple[str, ...] = ()
     volumes: tuple[str, ...] = ()  # "host:container[:ro]"
     env: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()  # who made it, for which bench and run (teardown's filter)
     extra: tuple[str, ...] = field(default=())  # the user's own flags, appended as given
 
 
@@ -92,8 +95,10 @@ def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: Con
                 pin.append(f"--membind={opts.numa_node}")
             out = [*pin, *out]
         return out
-    out = [runtime, "run", "--rm", "--name", name, f"--network={opts.network}", f"--user={CONTAINER_USER}",
-           "--pull=never"]  # fmt: skip
+    # -i: the CLI's stdin (dltestbed's pipe or SSH session) is the workload's, closed when dltestbed is gone
+    out = [runtime, "run", "--rm", "--interactive", "--name", name, f"--network={opts.network}",
+           f"--user={CONTAINER_USER}", "--pull=never"]  # fmt: skip
+    out += [f"--label={k}={v}" for k, v in opts.labels]
     if runtime == "podman":
         out.append("--log-driver=none")  # stdout is streamed to us; no second copy in a journal
     if opts.privileged:
@@ -158,7 +163,6 @@ def remove_argv(runtime: str, name: str) -> list[str] | None:
 class ContainerTarget:
     """A container on the machine of `inner` (kind cbm on bare metal, cvm in a VM)."""
 
-    watch_stdin = False  # the container's stdin is the runtime's; the inner target watches its own
 
     def __init__(self, inner: Target, runtime: str, image: str, digest: str, opts: ContainerOptions | None = None,
                  kind: str = "cbm", runtime_env: Mapping[str, str] | None = None,
@@ -230,7 +234,10 @@ class ContainerTarget:
         opts = self._resolve()
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
         mounts = (f"{self.data_source}:{CONTAINER_DATA}:ro",) if self.data_source else ()
-        opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env),
+        ids = {k: v for k, v in (env or {}).items() if k in ("DLTESTBED_BENCH_ID", "DLTESTBED_RUN_ID")}
+        labels = ((OWNER_LABEL, installation_id()), (BENCH_LABEL, ids.get("DLTESTBED_BENCH_ID", "-")),
+                  (RUN_LABEL, ids.get("DLTESTBED_RUN_ID", "-")))  # fmt: skip
+        opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env), "labels": (*opts.labels, *labels),
                                    "volumes": (*opts.volumes, *mounts)})  # fmt: skip
         command = run_argv(self.runtime, self.image, name, argv, opts)
         try:
@@ -238,6 +245,6 @@ class ContainerTarget:
                                   stderr_log=stderr_log)  # fmt: skip
         finally:
             rm = remove_argv(self.runtime, name)
-            if rm:
-                with contextlib.suppress(TargetError):  # the host is gone; nothing more to do from here
+            if rm:  # a second Ctrl-C waits for the removal
+                with shielded(), contextlib.suppress(TargetError):  # a host that is gone: nothing more to do
                     self.inner.run(rm, env=self.runtime_env, timeout=60)

@@ -16,7 +16,6 @@ class LocalTarget(OnTransport):
 
     kind = "bm"
     remote = False
-    watch_stdin = False  # stdin is /dev/null here
     inner: Target | None = None
     peer_address = "127.0.0.1"  # the workers of a job on this machine listen on loopback
 

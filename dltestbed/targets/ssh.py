@@ -14,7 +14,6 @@ class SSHTarget(OnTransport):
 
     kind = "bm"
     remote = True
-    watch_stdin = True  # the SSH session: the workload stops when it is lost
     inner: Target | None = None
 
     def __init__(self, host: Host, connect_timeout: float = 15.0, data_dir: str | None = None) -> None:

@@ -18,7 +18,6 @@ class VMTarget(OnTransport):
 
     kind = "vm"
     remote = True
-    watch_stdin = True  # the SSH session: the workload stops when it is lost
     inner: Target | None = None
     peer_address = "127.0.0.1"  # a job's workers share their host's one VM (distributed on vm: one host)
 

@@ -82,6 +82,12 @@ class AbortLatch:
         if requested:
             stop()
 
+    @property
+    def requested(self) -> bool:
+        """Whether an abort was asked for (not consumed)."""
+        with self._lock:
+            return self._requested
+
     def detach(self) -> bool:
         """The command is over: whether it was aborted (the request is then consumed)."""
         with self._lock:

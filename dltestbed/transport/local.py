@@ -1,7 +1,10 @@
-"""Commands on this machine: a subprocess in its own session, streamed, always reaped."""
+"""Commands on this machine: a subprocess in its own session, streamed, always reaped. Its stdin is a
+pipe this process holds open and never writes: the command sees end-of-file only when the run is over
+or dltestbed is gone (killed, OOM), so a workload that watches its stdin stops with its controller."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -59,7 +62,7 @@ class LocalProcess:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True, bufsize=1, env=full_env, start_new_session=True,
             )  # fmt: skip
         except OSError as exc:
@@ -101,6 +104,8 @@ class LocalProcess:
             if timer:
                 timer.cancel()
             stop_process(proc)
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # type: ignore[union-attr]
             err_thread.join(5)
             if log:
                 log.close()

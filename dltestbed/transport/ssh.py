@@ -61,6 +61,32 @@ class _ErrStream(LineStream):
             self._log.flush()
 
 
+DEAD_PEER_SECONDS = 30  # a host whose network is cut is noticed within this (plus a keep-alive period)
+
+
+class _Lost(Exception):
+    """The connection died under a running command (not an abort)."""
+
+
+def _notice_a_dead_peer(transport: Any) -> None:
+    """Make a lost host an error within about DEAD_PEER_SECONDS instead of a read that waits forever:
+    SSH keep-alives every 5 s give TCP something to deliver, TCP_USER_TIMEOUT fails the connection when
+    it stays undelivered, and TCP keep-alive probes cover an idle socket."""
+    import socket
+
+    if transport is None:
+        return
+    transport.set_keepalive(5)
+    sock = transport.sock
+    if not isinstance(sock, socket.socket):  # a channel through a jump host: its own transport is set
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 4),
+                        ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000)):  # fmt: skip
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
 def _close(conn: Any) -> None:
     """Close a connection and the gateway it jumped through (fabric leaves that open)."""
     conn.close()
@@ -126,6 +152,9 @@ class SSH:
             raise TargetError(f"{where}: SSH failed: {exc}") from None
         except OSError as exc:
             raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None
+        _notice_a_dead_peer(conn.client.get_transport())
+        if gateway is not None:
+            _notice_a_dead_peer(gateway.client.get_transport())
         return conn
 
     def run(
@@ -160,8 +189,15 @@ class SSH:
             result = conn.run(command, hide=True, warn=True, pty=False, in_stream=False, out_stream=out,
                               err_stream=err, timeout=timeout)  # fmt: skip
             code = result.exited
+            transport = conn.client.get_transport()
+            if code == -1 and not (transport and transport.is_active()) and not self._abort.requested:
+                why = getattr(transport, "saved_exception", None)
+                raise _Lost(f"host {self.host.name}: the SSH connection was lost"
+                            + (f" ({why})" if why else "") + " before the command ended")  # fmt: skip
         except CommandTimedOut:
             timed_out, code = True, 124
+        except _Lost as exc:
+            raise TargetError(str(exc)) from None
         except Exception as exc:
             aborted = self._abort.detach()
             if aborted:

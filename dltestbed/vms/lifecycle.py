@@ -18,6 +18,7 @@ from typing import Any
 from dltestbed import locks, paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
+from dltestbed.shield import shielded
 from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms import pool as pool_mod
@@ -151,7 +152,8 @@ def create(
         rec.ready_seconds = round(time.monotonic() - started, 1)
         rec.save()
     except BaseException:
-        with contextlib.suppress(DltestbedError):  # a host gone mid-create keeps the record for teardown
+        # a host gone mid-create keeps the record for teardown; a second Ctrl-C waits for the deletion
+        with shielded(), contextlib.suppress(DltestbedError):
             delete(name, hv)
             release(hv)
         raise

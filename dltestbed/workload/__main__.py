@@ -172,8 +172,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         import tensorflow as tf
 
         if cluster:  # before any other TensorFlow op; it waits here for every worker
-            options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=probes.COLLECTIVE_TIMEOUT)
-            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+            strategy = distributed.strategy(tf)
             fp.update(worker_index=cluster.index, workers=cluster.size)
         visible = tf.config.list_physical_devices("GPU")
         fp.update(fingerprint.tensorflow(tf, gpus))
@@ -246,8 +245,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
 
     from dltestbed.workload import data, loop, models
 
-    # The strategy must exist before any other TensorFlow op; it waits here for every worker.
-    strategy = tf.distribute.MultiWorkerMirroredStrategy() if cluster else None
+    strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
     from dltestbed.workload.sampler import Sampler
 
     if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):

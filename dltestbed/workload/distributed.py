@@ -1,11 +1,22 @@
-"""The worker's view of a distributed job: its cluster, parsed from TF_CONFIG. Pure."""
+"""The worker's view of a distributed job: its cluster, parsed from TF_CONFIG (pure), and its strategy."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from dltestbed.errors import ConfigError
+
+COLLECTIVE_TIMEOUT = 600.0  # seconds a collective may wait for a peer before it fails the run
+
+
+def strategy(tf: Any) -> Any:
+    """The job's MultiWorkerMirroredStrategy, its collectives bounded by COLLECTIVE_TIMEOUT: a peer that
+    is gone fails the run instead of hanging it. Made before any other TensorFlow op; it waits here
+    for every worker."""
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=COLLECTIVE_TIMEOUT)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
 @dataclass(frozen=True)

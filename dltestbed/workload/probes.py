@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 CALL_SECONDS = {"small": 0.05, "full": 0.2}  # the least one timed call lasts
-COLLECTIVE_TIMEOUT = 600.0  # seconds a collective may wait for a peer before it fails the run
 ALLREDUCE_BYTES = {"small": (4 << 10, 256 << 10, 4 << 20), "full": (4 << 10, 1 << 20, 64 << 20, 256 << 20)}
 GATHER_BYTES = {"small": 4 << 20, "full": 64 << 20}  # net: each worker's share of an all-gather
 MAX_REPS = 1 << 16

@@ -179,10 +179,16 @@ def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) 
 
 
 def test_ctrl_c_removes_the_container(results: Path) -> None:
+    """Ctrl-C, and Ctrl-C again while the container is being removed (an impatient user): the removal
+    and the run's end are still done."""
     proc = start_endless_bench(results, "--targets", "cbm", "--runtime", "docker")
     assert wait_for_steps(results, 4)
     assert containers("docker")
     proc.send_signal(signal.SIGINT)
+    for _ in range(10):
+        time.sleep(0.1)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err[-2000:]
     with sqlite3.connect(results) as db:
@@ -289,6 +295,45 @@ def test_sigterm_tears_down_like_ctrl_c(results: Path) -> None:
         (status, reason) = db.execute("SELECT status, reason FROM runs").fetchone()
     assert (status, reason) == ("failed", "interrupted (Ctrl-C or a stop signal)")
     assert not containers("podman")
+
+
+@pytest.mark.parametrize("runtime", ["docker", "podman"])
+def test_a_killed_controller_leaves_no_container(runtime: str, results: Path) -> None:
+    """SIGKILL (an OOM kill, a lost login session) runs no cleanup at all: the container ends because
+    its stdin — the runtime CLI's, passed on with -i — closes, and --rm removes it."""
+    proc = start_endless_bench(results, "--targets", "cbm", "--runtime", runtime)
+    assert wait_for_steps(results, 3), proc.stderr.read() if proc.poll() is not None else "no steps"  # type: ignore[union-attr]
+    (name,) = containers(runtime)
+    proc.kill()
+    proc.communicate(timeout=60)
+    killed = time.monotonic()
+    while containers(runtime) and time.monotonic() - killed < 60:
+        time.sleep(0.5)
+    assert not containers(runtime), f"{name} still there {time.monotonic() - killed:.0f} s after the kill"
+    with sqlite3.connect(results) as db:  # what was measured stays; the run was never finished
+        (status, done) = db.execute("SELECT status, steps_done FROM runs").fetchone()
+    assert status == "running" and done >= 4
+
+
+def test_teardown_leaves_another_operators_containers(results: Path, tmp_path: Path) -> None:
+    """Two operators share a host: teardown removes this installation's leftover container (its owner
+    label) and not the other's; --all-owners removes both."""
+    from dltestbed.owner import OWNER_LABEL, installation_id
+
+    image = subprocess.run(["docker", "images", "dltestbed-workload", "--format", "{{.Repository}}:{{.Tag}}"],
+                           capture_output=True, text=True, check=True).stdout.split()[0]  # fmt: skip
+    for name, owner in (("dltestbed-mine", installation_id()), ("dltestbed-theirs", "them@h-0000")):
+        subprocess.run(["docker", "run", "-d", "--name", name, f"--label={OWNER_LABEL}={owner}", "--entrypoint",
+                        "sleep", image, "600"], capture_output=True, check=True)  # fmt: skip
+    try:
+        proc = run_cli("teardown")
+        assert proc.returncode == 0 and "docker container dltestbed-mine" in proc.stderr, proc.stderr
+        assert containers("docker") == ["dltestbed-theirs"]
+        proc = run_cli("teardown", "--all-owners")
+        assert proc.returncode == 0 and "docker container dltestbed-theirs" in proc.stderr, proc.stderr
+        assert not containers("docker")
+    finally:
+        subprocess.run(["docker", "rm", "--force", "dltestbed-mine", "dltestbed-theirs"], capture_output=True)
 
 
 def test_a_base_image_that_is_not_there_is_one_line() -> None:

@@ -197,6 +197,47 @@ def test_ctrl_c_over_ssh_leaves_no_workload_behind(cluster: LabState, env: dict[
     assert not workloads()
 
 
+@pytest.mark.parametrize("how", ["network cut", "its SSH session killed"])
+def test_a_host_lost_mid_bench(how: str, cluster: LabState, env: dict[str, str], results: Path) -> None:
+    """A host lost while it measures: the other host finishes, the lost host's run is stored failed with
+    the steps it streamed and why, and the bench exits 1 within a bounded time instead of waiting on a
+    read that never returns."""
+    import os
+    import subprocess
+    import sys
+
+    from dltestbed.transport.ssh import DEAD_PEER_SECONDS
+
+    argv = ["bench", "--inventory", str(cluster.inventory), *BENCH, "--steps", "400", "--json", "--results",
+            str(results)]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", *argv], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    lost = cluster.hosts[1]
+    try:
+        assert wait_for_steps(results, 4, runs=2), "both hosts should be measuring"
+        if how == "network cut":
+            net.ip("link", "set", "eth0", "down", netns=lost.netns)
+        else:  # the session's sshd processes (not the listener, which later tests use)
+            for pid in net.pids_in(lost.netns):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                if cmd.startswith("sshd:") and "[listener]" not in cmd:
+                    os.kill(pid, signal.SIGKILL)
+        cut = time.monotonic()
+        out, err = proc.communicate(timeout=300)
+        waited = time.monotonic() - cut
+    finally:
+        proc.kill()
+        net.ip("link", "set", "eth0", "up", netns=lost.netns)
+    assert proc.returncode == 1, err[-3000:]
+    assert waited < DEAD_PEER_SECONDS + 60, waited  # the loss noticed in bounded time; the other host finished
+    runs = {r["host"]: r for r in json.loads(out)}
+    assert runs["tp-h1"]["status"] == "ok" and runs["tp-h1"]["steps_done"] == 401
+    gone = runs[lost.name]
+    assert gone["status"] == "failed" and 4 < gone["steps_done"] < 401, gone
+    assert "the SSH connection was lost" in gone["reason"] or "the SSH session broke" in gone["reason"], gone
+    assert "1 of 2 run(s) failed" in err
+
+
 def test_a_host_without_python(env: dict[str, str]) -> None:
     lab.down("tn")
     state = lab.up("tn", 1, "10.213.82.0/24")

@@ -12,16 +12,16 @@ IMG = "dltestbed-workload:abc"
 
 
 def test_docker_defaults_are_unprivileged_host_network_and_removed() -> None:
-    assert run_argv("docker", IMG, "c1", ARGV, ContainerOptions()) == [
-        "docker", "run", "--rm", "--name", "c1", "--network=host", "--user=10001:10001", "--pull=never",
-        IMG, *ARGV]  # fmt: skip
+    assert run_argv("docker", IMG, "c1", ARGV, ContainerOptions(labels=(("dltestbed.owner", "me@h-1"),))) == [
+        "docker", "run", "--rm", "--interactive", "--name", "c1", "--network=host", "--user=10001:10001",
+        "--pull=never", "--label=dltestbed.owner=me@h-1", IMG, *ARGV]  # fmt: skip
 
 
 def test_podman_gpus_use_cdi_and_no_log_copy() -> None:
     out = run_argv("podman", IMG, "c1", ARGV, ContainerOptions(gpus="0,2", cpuset="0-7", memory="16g"))
-    assert out[:9] == ["podman", "run", "--rm", "--name", "c1", "--network=host", "--user=10001:10001",
-                       "--pull=never", "--log-driver=none"]  # fmt: skip
-    assert out[9:13] == ["--device=nvidia.com/gpu=0", "--device=nvidia.com/gpu=2", "--cpuset-cpus=0-7",
+    assert out[:10] == ["podman", "run", "--rm", "--interactive", "--name", "c1", "--network=host",
+                        "--user=10001:10001", "--pull=never", "--log-driver=none"]  # fmt: skip
+    assert out[10:14] == ["--device=nvidia.com/gpu=0", "--device=nvidia.com/gpu=2", "--cpuset-cpus=0-7",
                          "--memory=16g"]  # fmt: skip
     assert "--privileged" not in out and not any(a.startswith("--cap-add") for a in out)
 
@@ -99,7 +99,7 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
         name = host = machine = "n1"
         kind = "bm"
         python = "/usr/bin/python3"
-        remote = watch_stdin = True
+        remote = True
         inner = None
         peer_address = "192.0.2.1"
         data_dir = None

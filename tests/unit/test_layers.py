@@ -18,6 +18,8 @@ LAYERS = (
     "catalog",
     "paths",
     "locks",  # file locks for caches two processes may build at once
+    "owner",  # this installation's id: the label on what it makes
+    "shield",  # cleanups that a second Ctrl-C does not cut short
     "secretenv",  # the controller's secrets, taken out of its environment
     "config",
     "dataset",

@@ -111,3 +111,23 @@ def test_an_abort_from_another_thread_stops_the_run_at_once() -> None:
     with pytest.raises(KeyboardInterrupt):
         t.run(py("import time; time.sleep(60)"))
     assert time.monotonic() - started < 15
+
+
+def test_stdin_stays_open_while_the_command_runs_and_closes_with_its_controller(tmp_path: Path) -> None:
+    """A command's stdin is a pipe this process holds: a reader waits (no end-of-file) until the run
+    ends; when the controller itself dies, the reader sees end-of-file and a workload stops."""
+    res = LocalTarget().run(py("import sys; sys.stdin.read()"), timeout=1.5)
+    assert res.timed_out  # still waiting on stdin: it was not /dev/null
+    flag = tmp_path / "eof"
+    controller = (
+        "import sys; from dltestbed.targets.local import LocalTarget; "
+        f"LocalTarget().run([sys.executable, '-c', \"import sys; sys.stdin.read(); open({str(flag)!r}, 'w')\"])"
+    )
+    proc = psutil.Popen(py(controller))
+    deadline = time.monotonic() + 30
+    while not proc.children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (child,) = proc.children()
+    proc.kill()  # SIGKILL: no cleanup ran
+    child.wait(10)  # the reader saw end-of-file and ended by itself
+    assert flag.exists()
