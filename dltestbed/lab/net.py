@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import subprocess
 
 from dltestbed.errors import DltestbedError
@@ -88,6 +89,20 @@ def remove_bridge(name: str) -> None:
 
 
 def pids_in(netns: str) -> list[int]:
-    """Processes living in a network namespace."""
-    proc = ip("netns", "pids", netns, check=False)
-    return [int(p) for p in proc.stdout.split()] if proc.returncode == 0 else []
+    """Processes living in a network namespace: each /proc entry's namespace compared with the named
+    one (what `ip netns pids` does, without its failing as a whole when a process exits mid-scan)."""
+    try:
+        want = os.stat(f"/run/netns/{netns}")
+    except OSError:
+        return []
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry.name}/ns/net")
+        except OSError:
+            continue  # gone, or not ours to read
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            out.append(int(entry.name))
+    return sorted(out)

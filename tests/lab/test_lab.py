@@ -112,8 +112,13 @@ def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
         time.sleep(0.1)
     assert sleeping(), "the workload did not start in the host"
     lab.down(fresh_lab)
-    ps = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
-    assert ps.stdout.strip() == ""
+    gone = time.monotonic() + 5  # killed: gone once the kernel has reaped it
+    while (ps := subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)).stdout.strip():
+        if time.monotonic() > gone:
+            seen = subprocess.run(["ps", "-o", "pid,ppid,stat,etimes,args", "-p", ps.stdout.split()[0]],
+                                  capture_output=True, text=True).stdout  # fmt: skip
+            raise AssertionError(f"still running 5 s after lab down:\n{seen}")
+        time.sleep(0.1)
 
 
 def test_bad_lab_input_is_one_line(lab_dir) -> None:
