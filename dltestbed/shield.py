@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
@@ -22,7 +22,7 @@ def shielded() -> Iterator[None]:
         return
     stopping = sys.exc_info()[1] is not None
     held: list[int] = []
-    old = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in SIGNALS}
+    old = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in STOP_SIGNALS}
     try:
         yield
     finally:

@@ -24,6 +24,7 @@ from dltestbed.cli import runs as _runs
 from dltestbed.cli import teardown as _teardown
 from dltestbed.cli import validate as _validate
 from dltestbed.errors import DltestbedError
+from dltestbed.shield import STOP_SIGNALS
 
 app = typer.Typer(
     name="dltestbed",
@@ -85,9 +86,6 @@ def _write_debug_log() -> Path | None:
     except OSError:
         return None
     return path
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -376,7 +376,7 @@ def _close_stream(sink: object, console: object) -> None:
     left = sink.close()
     s = sink.settings
     if sink.in_doubt:
-        console.print(f"[yellow]InfluxDB[/]: {influx.Pushed(sink.sent, sink.in_doubt).doubt_note()}")  # type: ignore[attr-defined]
+        console.print(f"[yellow]InfluxDB[/]: {influx.doubt_note(sink.in_doubt)}")  # type: ignore[attr-defined]
     if left:
         why = f" ({sink.errors[-1]})" if sink.errors else ""
         console.print(f"[yellow]InfluxDB[/]: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "  # type: ignore[attr-defined]

@@ -66,6 +66,6 @@ def push(
             done = influx.push(store, s)
             print(f"sent {done.sent} point(s) to {s.describe()}")
             if done.in_doubt:
-                print(done.doubt_note())
+                print(influx.doubt_note(done.in_doubt))
     finally:
         store.close()

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dltestbed import secretenv
-from dltestbed.errors import ConfigError, StreamError
+from dltestbed import locks, secretenv
+from dltestbed.errors import ConfigError, DltestbedError, StreamError
 from dltestbed.results import points
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
@@ -137,25 +137,15 @@ def check(s: Settings) -> None:
         client.close()
 
 
-def send_lock(store: Store, s: Settings) -> Any:
-    """The lock every process holds while it sends a batch to this destination from this store (beside
-    the store; the kernel frees it when its holder dies). Points marked as being sent while nobody holds
-    it were being sent by a process that died: they are in doubt."""
-    from filelock import FileLock
-
-    return FileLock(f"{store.path}.send-{hashlib.sha256(s.dest.encode()).hexdigest()[:12]}.lock")
-
-
-def send_batch(store: Store, s: Settings, client: Any, lock: Any, limit: int = 5000) -> tuple[int, int]:
+def send_batch(store: Store, s: Settings, client: Any, limit: int = 5000) -> tuple[int, int]:
     """Send the oldest waiting points (up to `limit`) and forget them once the server has acknowledged
-    them: (points sent, points found in doubt and sent again). Raises on failure; the batch waits again."""
-    from filelock import Timeout
+    them: (points sent, points found in doubt and sent again). Raises on failure; the batch waits again.
 
-    try:
-        lock.acquire(timeout=60)
-    except Timeout:
-        raise StreamError("another dltestbed process has been sending to this server for a minute") from None
-    try:
+    Every process sends under one lock per store and destination (beside the store; the kernel frees
+    it when its holder dies), so points marked as being sent while nobody holds it were being sent by a
+    process that died: they are in doubt."""
+    sending = Path(f"{store.path}.send-{hashlib.sha256(s.dest.encode()).hexdigest()[:12]}")
+    with locks.beside(sending, f"sending to {s.url}", timeout=60):
         in_doubt = store.outbox_release(s.dest)  # a send lock nobody held: whoever marked them is gone
         rows = store.outbox_claim(s.dest, limit)
         if rows:
@@ -166,8 +156,6 @@ def send_batch(store: Store, s: Settings, client: Any, lock: Any, limit: int = 5
                 raise
             store.outbox_delete(r[0] for r in rows)
         return len(rows), in_doubt
-    finally:
-        lock.release()
 
 
 @dataclass
@@ -177,27 +165,25 @@ class Pushed:
     sent: int = 0
     in_doubt: int = 0
 
-    def doubt_note(self) -> str:
-        """A sentence on points that may now be on the server twice, or ""."""
-        if not self.in_doubt:
-            return ""
-        return (f"{self.in_doubt} of them were being sent when a dltestbed process stopped, so the server may "
-                "have had them already: InfluxDB overwrites such a point; a server that keeps duplicates "
-                "(VictoriaMetrics without -dedup.minScrapeInterval) may now hold it twice")  # fmt: skip
+
+def doubt_note(in_doubt: int) -> str:
+    """A sentence on points a dead process had been sending, sent again: they may be on the server twice."""
+    return (f"{in_doubt} of them were being sent when a dltestbed process stopped, so the server may "
+            "have had them already: InfluxDB overwrites such a point; a server that keeps duplicates "
+            "(VictoriaMetrics without -dedup.minScrapeInterval) may now hold it twice")  # fmt: skip
 
 
 def push(store: Store, s: Settings, batch: int = 5000) -> Pushed:
     """Send every point waiting for this destination, or StreamError (the rest stay)."""
     client = _client(s)
-    lock = send_lock(store, s)
     done = Pushed()
     try:
         while True:
             try:
-                sent, doubt = send_batch(store, s, client, lock, batch)
+                sent, doubt = send_batch(store, s, client, batch)
             except Exception as exc:
                 left = store.outbox_count(s.dest)
-                why = str(exc) if isinstance(exc, StreamError) else describe_error(exc, s)
+                why = str(exc) if isinstance(exc, DltestbedError) else describe_error(exc, s)
                 raise StreamError(f"InfluxDB at {s.describe()}: {why}; {done.sent} point(s) sent, "
                                   f"{left} still waiting in {store.path}") from None  # fmt: skip
             done.sent += sent
@@ -241,7 +227,6 @@ class InfluxSink:
         self._series: dict[tuple[str, str, str], str] = {}  # (measurement, run id, phase) → escaped series key
         self._lock = threading.Lock()
         self._client = _client(s)
-        self._send_lock = send_lock(store, s)
         self._batch = batch
         self._flush_every, self._retry_every = flush_every, retry_every
         self._closed = threading.Event()
@@ -297,7 +282,7 @@ class InfluxSink:
         """Send the outbox for this destination until it is empty (True) or a send fails (False)."""
         try:
             while True:
-                sent, doubt = send_batch(self.store, self.settings, self._client, self._send_lock, self._batch)
+                sent, doubt = send_batch(self.store, self.settings, self._client, self._batch)
                 with self._lock:
                     self.sent += sent
                     self.in_doubt += doubt
@@ -305,7 +290,7 @@ class InfluxSink:
                     return True
         except Exception as exc:
             with self._lock:
-                self.errors.append(str(exc) if isinstance(exc, StreamError) else describe_error(exc, self.settings))
+                self.errors.append(str(exc) if isinstance(exc, DltestbedError) else describe_error(exc, self.settings))
             return False
 
     def close(self) -> int:

@@ -55,16 +55,10 @@ def test_a_server_that_goes_away_mid_run_loses_nothing(tmp_path: Path, results: 
     server = VictoriaMetrics(tmp_path / "vm")
     server.start()
     try:
-        bench = subprocess.Popen(
-            [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "40", "--results", str(results)],
-            env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        bench = _start_bench(results, server, steps=40)
         assert wait_for_steps(results, 5), "no steps"
         server.stop()
-        seen = _count_steps(results)
-        deadline = time.monotonic() + 120
-        while _count_steps(results) < seen + 5 and time.monotonic() < deadline:  # steps while it is down
-            time.sleep(0.3)
+        _wait_for_more_steps(results, 5)  # measured while it is down
         server.start()
         _, err = bench.communicate(timeout=300)
         assert bench.returncode == 0, err[-3000:]
@@ -86,18 +80,12 @@ def test_a_controller_killed_mid_bench_loses_no_point(server_at_kill: str, tmp_p
 
     server = VictoriaMetrics(tmp_path / "vm")
     server.start()
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "200", "--results", str(results)],
-        env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    bench = _start_bench(results, server, steps=200)
     try:
         assert wait_for_steps(results, 6), "no steps"
         if server_at_kill == "down":
             server.stop()
-            seen = _count_steps(results)
-            deadline = time.monotonic() + 120
-            while _count_steps(results) < seen + 3 and time.monotonic() < deadline:
-                time.sleep(0.2)
+            _wait_for_more_steps(results, 3)  # measured while it is down
         children = psutil.Process(bench.pid).children(recursive=True)
         assert any("dltestbed.workload" in " ".join(p.cmdline()) for p in children)
         os.kill(bench.pid, signal.SIGKILL)
@@ -129,10 +117,7 @@ STOPS_WITHIN = 30.0  # seconds from a controller's death until its workload has 
 def test_points_wait_for_push_when_the_server_stays_down(tmp_path: Path, results: Path) -> None:
     server = VictoriaMetrics(tmp_path / "vm")
     server.start()
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "8", "--results", str(results)],
-        env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    bench = _start_bench(results, server, steps=8)
     try:
         assert wait_for_steps(results, 1), "no steps"
         server.stop()  # and it stays down until the bench is over
@@ -189,10 +174,7 @@ def test_a_wrong_token(tsdb: VictoriaMetrics, results: Path, tmp_path: Path) -> 
 
 
 def test_the_token_is_not_in_the_process_list(tsdb: VictoriaMetrics, results: Path) -> None:
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", "20", "--results", str(results)],
-        env={**_environ(), **tsdb.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    bench = _start_bench(results, tsdb, steps=20)
     try:
         assert wait_for_steps(results, 2)
         for p in psutil.process_iter(["cmdline"]):
@@ -208,6 +190,22 @@ def _environ() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def _start_bench(results: Path, server: VictoriaMetrics, steps: int) -> subprocess.Popen[str]:
+    """`dltestbed bench` streaming to `server`, in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", str(steps), "--results", str(results)],
+        env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _wait_for_more_steps(results: Path, more: int, timeout: float = 120) -> None:
+    """Wait until `more` steps beyond those stored now are stored (or the timeout)."""
+    seen = _count_steps(results)
+    deadline = time.monotonic() + timeout
+    while _count_steps(results) < seen + more and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def _count_steps(results: Path) -> int:
