@@ -26,16 +26,18 @@ def resolve(layout: str, inventory: Inventory) -> list[Placement]:
     """The placements of a layout on an inventory, or a ConfigError saying what is missing."""
     if layout not in LAYOUTS:
         raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
-    workers = inventory.in_group("bare_metal")
+    workers = inventory.in_role("bare_metal")
     where = f"inventory {str(inventory.path)!r}"
+    in_bm = inventory.role_help("bare_metal")
     if not workers:
         groups = ", ".join(sorted(g for g in inventory.groups if g not in ("all", "ungrouped"))) or "none"
-        raise ConfigError(f"layout {layout} needs hosts in group bare_metal; {where} has none (groups: {groups})")
+        raise ConfigError(f"layout {layout} needs hosts in {in_bm}; {where} has none (groups: {groups}; "
+                          "--group bare_metal=GROUP names yours)")  # fmt: skip
     if layout == "single":
         return [Placement(workers[0], workers[0].kinds())]
     if layout == "distributed":
         if len(workers) < 2:
-            raise ConfigError(f"layout distributed needs at least 2 hosts in group bare_metal; {where} has 1")
+            raise ConfigError(f"layout distributed needs at least 2 hosts in {in_bm}; {where} has 1")
         return [Placement(h, tuple(k for k in h.kinds() if k in ("bm", "cbm"))) for h in workers]
     shared = [h for h in workers if len(h.kinds()) > 1]
     if not shared:

@@ -172,7 +172,7 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
                               f"run `dltestbed image build --runtime {rt}`")  # fmt: skip
         return ContainerImage(rt, img.tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
     opts = options_from_vars(host.vars)
-    if "container_hosts" not in host.groups:
+    if not host.plays("container_hosts"):
         raise ConfigError(f"cbm on {host.name}: the host is not in group container_hosts of the inventory")
     rt = runtime or str(host.vars.get("dltestbed_container_runtime") or "podman")
     flavor = host_flavor(host)

@@ -17,6 +17,7 @@ from dltestbed.cli.options import (
     OrderOpt,
     PresetOpt,
     ScenarioOpt,
+    group_opt,
     influx_bucket_opt,
     influx_org_opt,
     influx_token_opt,
@@ -175,6 +176,7 @@ def bench(
         None, help="Ansible inventory: run on its bare_metal hosts over SSH (after `dltestbed provision`)."
     ),
     limit: str | None = typer.Option(None, help="With --inventory: only these hosts or groups (Ansible pattern)."),
+    group: list[str] | None = group_opt(),
     parallel: bool = typer.Option(
         True, "--parallel/--sequential", help="With several hosts: run them at once (default) or one by one."
     ),
@@ -218,7 +220,7 @@ def bench(
     stream = _stream_settings(influx_url, influx_org, influx_bucket, influx_token_file)
     if report is not None:
         check_out(report)
-    hosts = _hosts(inventory, limit)
+    hosts = _hosts(inventory, limit, group or [])
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
     if kinds == ["auto"]:
         auto = prepare.auto_kinds(scenario.value, hosts, runtime)
@@ -291,20 +293,22 @@ def _report(bench_id: str, out: Path, results: Path | None) -> str:
         store.close()
 
 
-def _hosts(inventory: Path | None, limit: str | None) -> list:
-    """The inventory's bare_metal hosts (--limit applied), or [None]: this machine."""
+def _hosts(inventory: Path | None, limit: str | None, group: list[str]) -> list:
+    """The inventory's bare_metal hosts (--limit and --group applied), or [None]: this machine."""
     from dltestbed.errors import ConfigError
 
     if inventory is None:
-        if limit:
-            raise ConfigError("--limit needs --inventory")
+        if limit or group:
+            raise ConfigError(f"{'--limit' if limit else '--group'} needs --inventory")
         return [None]
     from dltestbed import inventory as inventory_mod
 
-    hosts = inventory_mod.load(inventory, limit).in_group("bare_metal")
+    inv = inventory_mod.load(inventory, limit, inventory_mod.parse_group_options(group))
+    hosts = inv.in_role("bare_metal")
     if not hosts:
-        raise ConfigError(f"inventory {str(inventory)!r} has no hosts in group bare_metal" +
-                          (f" matching --limit {limit!r}" if limit else ""))  # fmt: skip
+        raise ConfigError(f"inventory {str(inventory)!r} has no hosts in {inv.role_help('bare_metal')}" +
+                          (f" matching --limit {limit!r}" if limit else "") +
+                          ("" if group else "; --group bare_metal=GROUP names yours"))  # fmt: skip
     return hosts  # type: ignore[return-value]
 
 

@@ -27,6 +27,10 @@ def up(
         "CPUs, e.g. 4=0 — a host with fewer cores, to rehearse finding a slow node (`report --by-host`). "
         "Repeatable.",
     ),
+    bastion: bool = typer.Option(
+        False, "--bastion", help="One more host, NAME-bastion, the only one this machine can reach: the others "
+        "answer only through it, and the inventory reaches them with a ProxyCommand (a site's jump host).",
+    ),
     share: list[str] | None = typer.Option(
         None, "--share", help="A folder of this machine every host sees read-only at the same path, as a "
         "site's shared filesystem (e.g. a venv named by the inventory's dltestbed_venv: nothing to provision). "
@@ -46,9 +50,11 @@ def up(
             raise ConfigError(f"--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got {item!r})")
         cpus[key] = value
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or ())
+    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion)
     took = time.monotonic() - t0
     names = ", ".join(f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")" for h in state.hosts)
+    if state.bastion is not None:
+        names += f"; reached only through {state.bastion.name} ({state.bastion.ip})"
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)
     typer.echo(str(state.inventory))
 
@@ -77,7 +83,7 @@ def status(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
     table = Table(title=f"lab {state.name} ({state.status}) on {state.bridge} {state.subnet}")
     for col in ("host", "address", "CPUs", "namespace", "sshd", "ssh"):
         table.add_column(col)
-    cpus = {h.name: h.cpus for h in state.hosts}
+    cpus = {h.name: h.cpus for h in state.all_hosts}
     for h in hosts:
         table.add_row(h.name, h.ip, cpus.get(h.name) or "all", "yes" if h.netns else "[red]missing[/]",
                       "running" if h.sshd else "[red]down[/]", h.ssh or "[red]no answer[/]")  # fmt: skip

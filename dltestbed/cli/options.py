@@ -72,3 +72,12 @@ def influx_token_opt() -> Path | None:
     return typer.Option(None, "--influx-token-file", help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
                         "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
                         rich_help_panel=INFLUX)  # fmt: skip
+
+
+GROUP_HELP = ("ROLE=GROUP: your inventory's group(s) that play a role (bare_metal, container_hosts, "
+              "libvirt_hosts), e.g. bare_metal=gpu_nodes; repeatable; default: the inventory's "
+              "dltestbed_groups variable, else the group named as the role.")  # fmt: skip
+
+
+def group_opt() -> list[str] | None:
+    return typer.Option(None, "--group", metavar="ROLE=GROUP", help=GROUP_HELP)

@@ -7,13 +7,14 @@ from typing import Any
 
 import typer
 
-from dltestbed.cli.options import LayoutOpt
+from dltestbed.cli.options import LayoutOpt, group_opt
 
 
 def provision(
     layout: LayoutOpt = typer.Option(..., help="single, distributed or shared (see README: layouts)."),
     inventory: Path = typer.Option(..., help="Ansible inventory (YAML or INI; group_vars/host_vars honoured)."),
     limit: str | None = typer.Option(None, help="Only these hosts or groups (Ansible pattern)."),
+    group: list[str] | None = group_opt(),
     check: bool = typer.Option(False, "--check", help="Ansible check mode: report what would change."),
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
@@ -55,7 +56,10 @@ def provision(
     def on_notice(line: str) -> None:
         console.print(f"  notice: {escape(line)}")
 
-    report = run(inventory, layout.value, limit, check, on_event=on_event, on_phase=on_phase, on_notice=on_notice)
+    from dltestbed.inventory import parse_group_options
+
+    report = run(inventory, layout.value, limit, check, on_event=on_event, on_phase=on_phase, on_notice=on_notice,
+                 groups=parse_group_options(group or []))  # fmt: skip
     table = Table(title=f"provision {report.id}: layout {report.layout}" + (" (check mode)" if check else ""))
     for col in ("host", "address", "kinds", "python", "os", "TF build", "GPUs", "ok", "changed", "result"):
         table.add_column(col)

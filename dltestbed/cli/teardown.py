@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+from dltestbed.cli.options import group_opt
+
+if TYPE_CHECKING:
+    from dltestbed.inventory import Inventory
 
 
 def teardown(
@@ -16,6 +22,7 @@ def teardown(
         False, "--all-owners", help="Remove every dltestbed-* container, also those of other operators and "
         "of dltestbed versions before owner labels (default: only this installation's).",
     ),
+    group: list[str] | None = group_opt(),
 ) -> None:
     """Remove dltestbed's VMs (domains, overlays, seeds, keys, console logs, the VM network) wherever it
     made them, and the containers this installation made (label dltestbed.owner) on this machine — and,
@@ -25,6 +32,11 @@ def teardown(
     import shutil
     import subprocess
 
+    inv = None  # read first: a bad inventory or --group stops before anything is removed
+    if inventory is not None:
+        from dltestbed import inventory as inventory_mod
+
+        inv = inventory_mod.load(inventory, groups=inventory_mod.parse_group_options(group or []))
     removed: list[str] = []
     from dltestbed import paths
     from dltestbed.vms import lifecycle
@@ -37,7 +49,7 @@ def teardown(
                 raise
             typer.echo(f"no VM removed here: {exc}", err=True)
     failed: list[str] = []
-    removed += _remote_vms(inventory, failed)
+    removed += _remote_vms(inv, failed)
     mine = _filters(all_owners)
     for rt in ("docker", "podman"):
         if not shutil.which(rt):
@@ -49,8 +61,8 @@ def teardown(
         for name in ps.stdout.split() if ps.returncode == 0 else []:
             subprocess.run([rt, "rm", "--force", name], capture_output=True, env=runtime_env(rt), timeout=120)
             removed.append(f"{rt} container {name}")
-    if inventory is not None:
-        removed += _remote_containers(inventory, mine)
+    if inv is not None:
+        removed += _remote_containers(inv, mine)
     typer.echo(f"removed: {', '.join(removed)}" if removed else "nothing to remove", err=True)
     if failed:
         from dltestbed.errors import DltestbedError
@@ -58,7 +70,7 @@ def teardown(
         raise DltestbedError(f"{len(failed)} host(s) could not be cleaned: {failed[0]}")
 
 
-def _remote_vms(inventory: Path | None, failed: list[str]) -> list[str]:
+def _remote_vms(inventory: Inventory | None, failed: list[str]) -> list[str]:
     """VMs recorded on other hosts, and with an inventory, every dltestbed VM on its libvirt hosts."""
     from dltestbed.vms import hypervisor, lifecycle
 
@@ -69,9 +81,7 @@ def _remote_vms(inventory: Path | None, failed: list[str]) -> list[str]:
             hvs.setdefault(rec.uri, lifecycle.hypervisor_of(rec))
             names[rec.uri] = rec.host or "?"
     if inventory is not None:
-        from dltestbed import inventory as inventory_mod
-
-        for host in inventory_mod.load(inventory).in_group("libvirt_hosts"):
+        for host in inventory.in_role("libvirt_hosts"):
             hv = hypervisor.for_host(host)
             hvs[hv.uri] = hv
             names[hv.uri] = host.name
@@ -94,15 +104,14 @@ def _filters(all_owners: bool) -> list[str]:
     return ["--filter", "name=^dltestbed-", "--filter", f"label={OWNER_LABEL}={installation_id()}"]
 
 
-def _remote_containers(inventory: Path, mine: list[str]) -> list[str]:
+def _remote_containers(inventory: Inventory, mine: list[str]) -> list[str]:
     import shlex
 
-    from dltestbed import inventory as inventory_mod
     from dltestbed.errors import TargetError
     from dltestbed.transport.ssh import SSH
 
     out = []
-    for host in inventory_mod.load(inventory).in_group("container_hosts"):
+    for host in inventory.in_role("container_hosts"):
         target = SSH(host)
         for rt in ("docker", "podman"):
             names: list[str] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import time
@@ -41,9 +42,18 @@ def _require_root() -> None:
         raise ConfigError("the lab needs root (network namespaces, mounts): run as root")
 
 
+def proxy_args(lab: LabState) -> str:
+    """ssh arguments that reach a host through the lab's bastion (a ProxyCommand, as sites write them)."""
+    assert lab.bastion is not None
+    hop = ["ssh", "-i", str(lab.key), "-o", f"UserKnownHostsFile={lab.known_hosts}", "-o",
+           "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-W", "%h:%p", f"root@{lab.bastion.ip}"]  # fmt: skip
+    return "-o " + shlex.quote("ProxyCommand=" + shlex.join(hop))
+
+
 def inventory_text(lab: LabState) -> str:
-    """The lab's Ansible inventory: every host a bare-metal worker, reached with the lab's key."""
-    doc = {
+    """The lab's Ansible inventory: every host a bare-metal worker, reached with the lab's key (through
+    the bastion, a host of group `bastion` and of no role, when there is one)."""
+    doc: dict = {
         "all": {
             "vars": {
                 "ansible_user": "root",
@@ -67,6 +77,11 @@ def inventory_text(lab: LabState) -> str:
             },
         }
     }
+    if lab.bastion is not None:
+        children = doc["all"]["children"]
+        children["bare_metal"]["vars"] = {
+            "ansible_ssh_common_args": f"{doc['all']['vars']['ansible_ssh_common_args']} {proxy_args(lab)}"}
+        children["bastion"] = {"hosts": {lab.bastion.name: {"ansible_host": lab.bastion.ip}}}
     head = (
         f"# dltestbed lab {lab.name!r}: {len(lab.hosts)} host(s) on this machine (network namespaces with\n"
         f"# their own sshd on {lab.bridge}, {lab.subnet}).\n"
@@ -75,23 +90,30 @@ def inventory_text(lab: LabState) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False)
 
 
+def _seen_from(lab: LabState, h: LabHost) -> str | None:
+    """The namespace a host's sshd is checked from: the bastion's for hidden hosts, else this machine's."""
+    return lab.bastion.netns if lab.bastion is not None and h is not lab.bastion else None
+
+
 def _healthy(lab: LabState) -> bool:
-    return lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip) for h in lab.hosts)
+    return lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
+                                      for h in lab.all_hosts)  # fmt: skip
 
 
 def up(
     name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-    cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (),
+    cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (), bastion: bool = False,
 ) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
     name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find);
-    `shares`: folders of this machine every host sees read-only at the same path (a shared filesystem)."""
+    `shares`: folders of this machine every host sees read-only at the same path (a shared filesystem);
+    `bastion`: one more host, the only one this machine reaches (the inventory goes through it)."""
     _require_root()
-    want = plan(name, hosts, subnet, containers, vms, cpus, shares)
+    want = plan(name, hosts, subnet, containers, vms, cpus, shares, bastion)
     old = LabState.load(name)
     same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
     same = same and old.vms == vms and [h.cpus for h in old.hosts] == [h.cpus for h in want.hosts]
-    same = same and old.shares == want.shares
+    same = same and old.shares == want.shares and (old.bastion is None) == (want.bastion is None)
     if old and same and _healthy(old):
         return old
     down(name)
@@ -105,16 +127,19 @@ def up(
         prefix = ipaddress.ip_network(lab.subnet).prefixlen
         net.make_bridge(lab.bridge, lab.bridge_ip, prefix)
         known = []
-        for h in lab.hosts:
+        for h in lab.all_hosts:
             net.make_host_net(h.netns, h.veth, lab.bridge, h.ip, prefix, lab.bridge_ip)
             host_pub = lab_host.prepare(lab, h, client_pub)
             known.append(f"{h.ip},{h.name} {' '.join(host_pub.split()[:2])}")
         lab.known_hosts.write_text("\n".join(known) + "\n")
-        for h in lab.hosts:
+        for h in lab.all_hosts:
             h.pid = lab_host.start(lab, h)
             lab.save()
-        for h in lab.hosts:
+        for h in lab.all_hosts:
             lab_host.wait_ready(lab, h)
+        if lab.bastion is not None:
+            for h in lab.hosts:
+                net.hide_from(h.netns, lab.bridge_ip)
         lab.inventory.write_text(inventory_text(lab))
         lab.status = "up"
         lab.save()
@@ -140,7 +165,7 @@ def down(name: str = "lab") -> list[str]:
     _require_root()
     removed: list[str] = []
     lab = LabState.load(name)
-    hosts: list[LabHost] = list(lab.hosts) if lab else []
+    hosts: list[LabHost] = list(lab.all_hosts) if lab else []
     bridge = lab.bridge if lab else bridge_name(name)
     # namespaces and links with our names, even if the state file is gone or partial
     known_ns = {h.netns for h in hosts}
@@ -193,5 +218,5 @@ def status(name: str = "lab") -> tuple[LabState | None, list[HostStatus]]:
     if lab is None:
         return None, []
     spaces = net.namespaces()
-    return lab, [HostStatus(h.name, h.ip, h.netns in spaces, lab_host.alive(h.pid), lab_host.ssh_banner(h.ip))
-                 for h in lab.hosts]  # fmt: skip
+    return lab, [HostStatus(h.name, h.ip, h.netns in spaces, lab_host.alive(h.pid),
+                            lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))) for h in lab.all_hosts]  # fmt: skip

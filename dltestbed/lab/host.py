@@ -8,6 +8,7 @@ import shlex
 import socket
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     etc = upper / "etc"
     (etc / "ssh").mkdir(parents=True, exist_ok=True)
     (etc / "hostname").write_text(host.name + "\n")
-    peers = "".join(f"{h.ip}\t{h.name}\n" for h in lab.hosts)
+    peers = "".join(f"{h.ip}\t{h.name}\n" for h in lab.all_hosts)
     (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{lab.bridge_ip}\tcontroller\n{peers}")
     (etc / "resolv.conf").write_text("")  # no resolver: name lookups fail fast instead of stalling
     host_pub = keygen(upper / HOST_KEY.lstrip("/"), host.name)
@@ -172,8 +173,25 @@ def alive(pid: int | None) -> bool:
         return False
 
 
-def ssh_banner(ip: str, timeout: float = 1.0) -> str | None:
-    """The SSH banner of ip:22, or None when nothing answers."""
+_BANNER = """import socket, sys
+try:
+    s = socket.create_connection((sys.argv[1], 22), timeout=float(sys.argv[2])); s.settimeout(float(sys.argv[2]))
+    print(s.recv(64).decode("ascii", "replace").strip())
+except OSError:
+    pass
+"""
+
+
+def ssh_banner(ip: str, timeout: float = 1.0, netns: str | None = None) -> str | None:
+    """The SSH banner of ip:22 (seen from inside network namespace `netns` when given), or None when
+    nothing answers."""
+    if netns is not None:
+        argv = ["ip", "netns", "exec", netns, sys.executable, "-c", _BANNER, ip, str(timeout)]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 10).stdout.strip()
+        except subprocess.TimeoutExpired:
+            return None
+        return out if out.startswith("SSH-") else None
     try:
         with socket.create_connection((ip, 22), timeout=timeout) as s:
             s.settimeout(timeout)

@@ -74,6 +74,12 @@ def make_host_net(netns: str, veth: str, bridge: str, address: str, prefix: int,
     ip("route", "replace", "default", "via", gateway, netns=netns)
 
 
+def hide_from(netns: str, address: str) -> None:
+    """Make the namespace unable to answer `address` (this machine's end of the bridge): replies to it
+    have no route, so this machine cannot reach the host, while the other lab hosts still can."""
+    ip("route", "replace", "unreachable", f"{address}/32", netns=netns)
+
+
 def remove_host_net(netns: str, veth: str) -> None:
     """Delete the veth first (synchronous), then the namespace. Missing parts are fine."""
     if veth in links():

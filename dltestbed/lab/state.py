@@ -69,6 +69,12 @@ class LabState:
     vms: bool = False  # hosts are also libvirt hosts (this machine's libvirtd, its socket bound into each host)
     shares: list[str] = field(default_factory=list)  # folders of this machine every host sees read-only, same path
     hosts: list[LabHost] = field(default_factory=list)
+    bastion: LabHost | None = None  # with --bastion: the only host this machine reaches; the others through it
+
+    @property
+    def all_hosts(self) -> list[LabHost]:
+        """The hosts, and the bastion when there is one."""
+        return [*([self.bastion] if self.bastion else []), *self.hosts]
 
     @property
     def dir(self) -> Path:
@@ -105,13 +111,16 @@ class LabState:
             return None
         raw = json.loads(path.read_text())
         raw["hosts"] = [LabHost(**h) for h in raw.get("hosts", [])]
+        raw["bastion"] = LabHost(**raw["bastion"]) if raw.get("bastion") else None
         return cls(**raw)
 
 
 def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-         cpus: Mapping[str, str] | None = None, shares: Sequence[str] = ()) -> LabState:  # fmt: skip
+         cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (),
+         bastion: bool = False) -> LabState:  # fmt: skip
     """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
-    CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path."""
+    CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path;
+    `bastion`: one more host, `<name>-bastion`, the only one this machine reaches."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
     try:
@@ -133,6 +142,9 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
             name=f"{name}-h{i}", index=i, ip=str(base + FIRST_HOST_OCTET - 1 + i),
             netns=netns_name(name, i), veth=veth_name(name, i),
         ))  # fmt: skip
+    if bastion:
+        state.bastion = LabHost(name=f"{name}-bastion", index=0, ip=str(base + FIRST_HOST_OCTET - 1),
+                                netns=netns_name(name, 0), veth=veth_name(name, 0))  # fmt: skip
     for key, value in (cpus or {}).items():
         host = next((h for h in state.hosts if key in (h.name, str(h.index))), None)
         if host is None:

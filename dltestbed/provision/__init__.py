@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,10 +92,11 @@ def provision(
     on_event: EventHook | None = None,
     on_phase: Callable[[str], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
 ) -> ProvisionReport:
     """Run the facts and site phases on the hosts of `layout`, then make the VMs of its libvirt hosts;
     never raises for a host's failure."""
-    inv = inventory_mod.load(inventory_path, limit)
+    inv = inventory_mod.load(inventory_path, limit, groups)
     placements = layout_mod.resolve(layout, inv)
     root = wheelhouse.source_root()
     run_id = new_id("p")

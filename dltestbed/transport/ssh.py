@@ -1,5 +1,6 @@
 """Commands on another machine over SSH with fabric: host keys are checked, always; a machine behind
-another (a VM on its libvirt host) is reached by jumping through that one."""
+another is reached through it: a VM through its libvirt host, an inventory host through its ProxyJump
+host or its ProxyCommand (from ansible_ssh_common_args, as Ansible's ssh would)."""
 
 from __future__ import annotations
 
@@ -88,10 +89,10 @@ def _notice_a_dead_peer(transport: Any) -> None:
 
 
 def _close(conn: Any) -> None:
-    """Close a connection and the gateway it jumped through (fabric leaves that open)."""
+    """Close a connection and the gateways it jumped through (fabric leaves them open)."""
     conn.close()
     if conn.gateway and not isinstance(conn.gateway, str):
-        conn.gateway.close()
+        _close(conn.gateway)
 
 
 def known_hosts_files(host: Host) -> list[Path]:
@@ -124,24 +125,31 @@ class SSH:
         from fabric import Connection
 
         h = self.host
-        gateway = SSH(self.via, connect_timeout=self.connect_timeout).connect() if self.via is not None else None
+        hop = self.via if self.via is not None else h.jump
+        gateway: Any = SSH(hop, connect_timeout=self.connect_timeout).connect() if hop is not None else None
+        if gateway is None and h.proxy_command:
+            gateway = h.proxy_command  # fabric runs it (paramiko.ProxyCommand) and talks SSH over its stdio
         kwargs: dict[str, Any] = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout}
         if h.key_file:
             kwargs["key_filename"] = os.path.expanduser(h.key_file)
-        jump = {"gateway": gateway} if gateway is not None else {}  # else the user's ssh config may name one
+        extra: dict[str, Any] = {"gateway": gateway} if gateway is not None else {}  # else ssh config may name one
+        if h.ssh_config:  # the inventory's `-F file`: read instead of ~/.ssh/config, as ssh would
+            from fabric import Config
+
+            extra["config"] = Config(runtime_ssh_path=h.ssh_config)
         conn = Connection(h.address, user=h.user or None, port=h.port, connect_timeout=int(self.connect_timeout),
-                          connect_kwargs=kwargs, **jump)  # fmt: skip
+                          connect_kwargs=kwargs, **extra)  # fmt: skip
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         files = self.known_hosts if self.known_hosts is not None else known_hosts_files(h)
         for f in files:
             conn.client.load_host_keys(str(f))
-        where = f"host {h.name} ({h.address}:{h.port})"
+        where = f"host {h.name} ({h.address}:{h.port}" + (f" via {hop.name}" if hop else "") + ")"
         try:
             try:
                 conn.open()
             except BaseException:
-                if gateway is not None:
-                    gateway.close()
+                if gateway is not None and not isinstance(gateway, str):
+                    _close(gateway)
                 raise
         except paramiko.BadHostKeyException:
             raise TargetError(f"{where}: its host key changed since it was recorded; check the host, then "
@@ -152,8 +160,10 @@ class SSH:
             raise TargetError(f"{where}: SSH failed: {exc}") from None
         except OSError as exc:
             raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None
+        except EOFError:  # a ProxyCommand that ended before SSH began
+            raise TargetError(f"{where}: unreachable: its ProxyCommand ended ({h.proxy_command})") from None
         _notice_a_dead_peer(conn.client.get_transport())
-        if gateway is not None:
+        if gateway is not None and not isinstance(gateway, str):
             _notice_a_dead_peer(gateway.client.get_transport())
         return conn
 

@@ -42,7 +42,7 @@ def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tup
     provision and bench agree on which VM is a host's."""
     if host is None:
         return hv_mod.local(), LOCAL_VM, VMSettings.from_vars({}, "this machine", overrides)
-    if "libvirt_hosts" not in host.groups:
+    if not host.plays("libvirt_hosts"):
         raise ConfigError(f"vm on {host.name}: the host is not in group libvirt_hosts of the inventory")
     return hv_mod.for_host(host), vm_name(host.name), VMSettings.from_vars(host.vars, host.name, overrides)
 

@@ -1,0 +1,121 @@
+"""The inventories users already have (issue 14, item 6): their own group names mapped to dltestbed's
+roles, templated variables, and hosts that this machine reaches only through a bastion (a lab host), by
+ProxyCommand or by ProxyJump with an `-F` ssh config — provision (Ansible's ssh) and bench (paramiko)
+both going through it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dltestbed import lab
+from dltestbed.lab import host as lab_host
+from dltestbed.lab.state import LabState
+from tests.conftest import one_error_line, run_cli
+from tests.lab.conftest import leftovers
+
+BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1",
+         "--repeat", "1"]  # fmt: skip
+NET = "10.213.85"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> dict[str, str]:
+    return {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path_factory.mktemp("state"))}
+
+
+@pytest.fixture(scope="module")
+def behind(env: dict[str, str]) -> Iterator[LabState]:
+    """Two lab hosts that answer only through a third, the bastion."""
+    lab.down("tb")
+    state = lab.up("tb", 2, f"{NET}.0/24", bastion=True)
+    yield state
+    lab.down("tb")
+    assert not leftovers("tb")
+
+
+def _users_ini(state: LabState, ssh_args: str, extra: str = "") -> str:
+    """An inventory as a site writes it: its own groups and children, addresses templated from variables."""
+    assert state.bastion is not None
+    return f"""\
+[gpu_nodes]
+{state.hosts[0].name} octet={state.hosts[0].ip.rsplit(".", 1)[1]}
+
+[dgx]
+{state.hosts[1].name} octet={state.hosts[1].ip.rsplit(".", 1)[1]}
+
+[bastions]
+jumphost ansible_host={state.bastion.ip}
+
+[compute:children]
+gpu_nodes
+dgx
+
+[compute:vars]
+ansible_host="{{{{ site_net }}}}.{{{{ octet }}}}"
+ansible_ssh_common_args='{ssh_args}'
+
+[all:vars]
+site_net={NET}
+ansible_user=root
+ansible_ssh_private_key_file={state.key}
+ansible_python_interpreter=/usr/bin/python3
+{extra}"""
+
+
+def test_provision_and_bench_through_a_proxy_command(behind: LabState, env: dict[str, str], tmp_path: Path,
+                                                     results: Path) -> None:  # fmt: skip
+    """ProxyCommand with the bastion's address templated from hostvars; the roles from dltestbed_groups."""
+    for h in behind.hosts:
+        assert lab_host.ssh_banner(h.ip, timeout=2) is None, f"{h.name} should not answer this machine directly"
+    assert behind.bastion is not None and lab_host.ssh_banner(behind.bastion.ip)
+    assert run_cli("lab", "status", "--name", "tb", env=env).returncode == 0  # checked through the bastion
+    hop = (f"ssh -i {behind.key} -o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes "
+           "-o BatchMode=yes -W %h:%p root@{{ hostvars.jumphost.ansible_host }}")  # fmt: skip
+    args = f'-o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes -o ProxyCommand="{hop}"'
+    inv = tmp_path / "site.ini"
+    inv.write_text(_users_ini(behind, args, 'dltestbed_groups={"bare_metal": "compute"}\n'))
+    proc = run_cli("provision", "--layout", "distributed", "--inventory", str(inv), env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "2 host(s) provisioned" in proc.stderr and "jumphost" not in proc.stderr.split("artifacts:")[0]
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = sorted(json.loads(proc.stdout), key=lambda r: r["host"])
+    assert [(r["host"], r["fingerprint"]["host"], r["status"]) for r in runs] == [
+        ("tb-h1", "tb-h1", "ok"), ("tb-h2", "tb-h2", "ok")]  # fmt: skip
+    assert all(r["images_per_sec"] > 0 for r in runs)
+
+
+def test_bench_through_proxy_jump_with_an_ssh_config_and_group_options(
+    behind: LabState, env: dict[str, str], tmp_path: Path, results: Path
+) -> None:
+    """ProxyJump to the bastion's address, whose key and known_hosts only an `-F` ssh config names (as
+    OpenSSH passes -F, not -i, to the jump); no dltestbed_groups: --group says which group plays
+    bare_metal. Needs the previous test's provisioning."""
+    assert behind.bastion is not None
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host {behind.bastion.ip}\n  User root\n  IdentityFile {behind.key}\n  UserKnownHostsFile "
+                   f"{behind.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")  # fmt: skip
+    args = f"-F {cfg} -o UserKnownHostsFile={behind.known_hosts} -o ProxyJump=root@{behind.bastion.ip}"
+    inv = tmp_path / "site.ini"
+    inv.write_text(_users_ini(behind, args))
+    # without a mapping there is no bare_metal group: one line that says how to name one
+    line = one_error_line(run_cli("bench", "--inventory", str(inv), *BENCH, "--results", str(results), env=env))
+    assert "has no hosts in group bare_metal; --group bare_metal=GROUP names yours" in line
+    line = one_error_line(run_cli("bench", "--inventory", str(inv), "--group", "bare_metl=dgx", *BENCH,
+                                  "--results", str(results), env=env))  # fmt: skip
+    assert "--group bare_metl=dgx: 'bare_metl' is not a role; roles: bare_metal, container_hosts, libvirt_hosts" in line
+    proc = run_cli("provision", "--layout", "single", "--inventory", str(inv), "--group", "bare_metal=dgx", env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "1 host(s) provisioned; nothing changed" in proc.stderr and "tb-h2" in proc.stderr
+    proc = run_cli("bench", "--inventory", str(inv), "--group", "bare_metal=dgx", *BENCH, "--json", "--results",
+                   str(results), env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = json.loads(proc.stdout)
+    assert (run["host"], run["fingerprint"]["host"], run["status"]) == ("tb-h2", "tb-h2", "ok")
+    proc = run_cli("teardown", "--inventory", str(inv), "--group", "container_hosts=compute", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tb-h" not in proc.stderr, proc.stderr  # both hosts reached through the jump (errors name the host)
