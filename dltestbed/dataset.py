@@ -122,13 +122,31 @@ def _signature(stats: list[tuple[str, str, os.stat_result]]) -> str:
     return h.hexdigest()
 
 
+def not_whole_jpeg(data: bytes) -> str | None:
+    """Why these bytes are not a whole JPEG file, or None: it must start with the start-of-image marker
+    and hold the end-of-image marker in its last 4 KiB (a truncated copy or download lacks it; inside the
+    compressed data 0xFF is always followed by 0x00 or a restart marker, so FF D9 cannot occur there)."""
+    if not data.startswith(b"\xff\xd8"):
+        return "not a JPEG file (no start-of-image marker)"
+    if b"\xff\xd9" not in data[-4096:]:
+        return "truncated (no end-of-image marker)"
+    return None
+
+
 def content_digest(index: DatasetIndex, stats: list[tuple[str, str, os.stat_result]] | None = None) -> str:
-    """The content digest (see DatasetId); reads every file once."""
+    """The content digest (see DatasetId); reads every file once, and checks on the way that each one is a
+    whole JPEG: a DataError names the first that is not, and how many are not."""
     h = hashlib.sha256()
+    bad: list[tuple[str, str]] = []
     for f, rel, st in stats or _stats(index):
         with open(f, "rb") as fh:
-            content = hashlib.file_digest(fh, "sha256").hexdigest()
-        h.update(f"{rel}\0{st.st_size}\0{content}\n".encode())
+            data = fh.read()
+        if why := not_whole_jpeg(data):
+            bad.append((rel, why))
+        h.update(f"{rel}\0{st.st_size}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    if bad:
+        raise DataError(f"data dir {str(index.root)!r}: {len(bad)} of {len(index.files)} image(s) cannot be used; "
+                        f"first: {bad[0][0]}: {bad[0][1]} (copy the dataset again, or remove them)")  # fmt: skip
     return h.hexdigest()
 
 
@@ -145,11 +163,11 @@ def identify(index: DatasetIndex, cache: Path | None = None) -> DatasetId:
     except (OSError, ValueError):
         known = {}
     hit = known.get(str(index.root)) if isinstance(known, dict) else None
-    if isinstance(hit, dict) and hit.get("signature") == sig and hit.get("digest"):
+    if isinstance(hit, dict) and hit.get("signature") == sig and hit.get("digest") and hit.get("checked"):
         return DatasetId(str(hit["digest"]), files, nbytes)
     digest = content_digest(index, stats)
     known = known if isinstance(known, dict) else {}
-    known[str(index.root)] = {"signature": sig, "digest": digest}
+    known[str(index.root)] = {"signature": sig, "digest": digest, "checked": True}  # checked: whole JPEGs
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp")

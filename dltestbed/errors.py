@@ -31,5 +31,11 @@ class TargetError(DltestbedError):
     exit_code = 1
 
 
+class HostKeyError(TargetError):
+    """A host's SSH key changed since it was recorded, or was never recorded: checked before a bench runs."""
+
+    exit_code = 2
+
+
 class StreamError(DltestbedError):
     """The time-series server cannot be reached or refuses the writes (checked before a bench starts)."""

@@ -57,6 +57,7 @@ def check(setup: Setup) -> Checked:
     """Everything that costs no build, boot or install: a ConfigError line for the first problem."""
     for kind in setup.kinds:
         check_kind(kind)
+    check_host_keys(setup.hosts)
     if setup.dataset is not None:
         dataplace.check(setup.dataset, setup.kinds, setup.hosts)
     limits = {k: v for k, v in setup.container_limits.items() if v is not None}
@@ -86,6 +87,21 @@ def check(setup: Setup) -> Checked:
         sites.append(Site(host=host, container=container))
         vms.append(vm)
     return Checked(setup, sites, vms)
+
+
+def check_host_keys(hosts: Sequence[Host | None]) -> None:
+    """Every inventory host's SSH key against the recorded ones (at most 16 at once), before anything runs:
+    a key that changed since provisioning (or was never recorded) is one line, not a run that fails later."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dltestbed.transport.ssh import SSH
+
+    remote = [h for h in hosts if h is not None]
+    if not remote:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(remote))) as pool:
+        for done in [pool.submit(SSH(h, connect_timeout=10).check_key) for h in remote]:
+            done.result()  # the first refused key, in inventory order
 
 
 @dataclass(frozen=True)

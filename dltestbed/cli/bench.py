@@ -246,6 +246,7 @@ def bench(
         from dltestbed.results import influx
 
         influx.check(stream)
+    Store.open(results).close()  # a store that cannot be written: one line before any VM starts or run begins
     # 2. expensive: VMs made or reused, with this build's workload in them
     if setup.uses_vms:
         where = "each host's" if inventory is not None else "this machine's"
@@ -285,7 +286,7 @@ def _report(bench_id: str, out: Path, results: Path | None) -> str:
     from dltestbed.report.compose import Options
     from dltestbed.results.store import Store
 
-    store = Store.open(results)
+    store = Store.open(results, read_only=True)
     try:
         records = store.runs(bench_id=bench_id)
         return write_report(store, records, f"bench {bench_id}", Options(format_for(out, None)), out, "--report")[1]

@@ -55,7 +55,7 @@ def runs(
 
     from dltestbed.results.store import Store
 
-    store = Store.open(results)
+    store = Store.open(results, read_only=True)
     try:
         records = _select(store, None, bench)
     finally:
@@ -125,7 +125,7 @@ def report(
         return
     if equivalence is not None and not 0 < equivalence < 100:
         raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {equivalence:g})")
-    store = Store.open(results)
+    store = Store.open(results, read_only=True)
     try:
         scope_bench = None if all_runs or run_ids else (bench or "last")
         records = _select(store, run_ids, scope_bench)
@@ -202,7 +202,7 @@ def _compare(names: tuple[str, str], fmt: str, out: Path | None, results: Path |
     from dltestbed.report import compare, render
     from dltestbed.results.store import Store
 
-    store = Store.open(results)
+    store = Store.open(results, read_only=True)
     try:
         a, b = (_bench_id(store, n) for n in names)
         changes = compare.compare(store.runs(bench_id=a), store.runs(bench_id=b))

@@ -43,7 +43,7 @@ def validate(
         except OSError as exc:
             raise ConfigError(f"--reference {str(reference)!r}: cannot read ({exc.strerror})") from None
         ref = v.parse_reference(text, str(reference))
-    store = Store.open(results)
+    store = Store.open(results, read_only=True)
     try:
         runs = _select(store, None, bench)
     finally:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from dltestbed import paths
 from dltestbed.errors import StoreError
@@ -80,6 +81,20 @@ def _why(exc: sqlite3.DatabaseError) -> str:
     return "it is not an SQLite database" if "file is not a database" in text else text
 
 
+def _read_only_folder(p: Path) -> str | None:
+    """Why the store's folder (or the nearest one that exists) cannot take writes, or None."""
+    import os
+
+    d = p.parent
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    if os.statvfs(d).f_flag & os.ST_RDONLY:
+        return f"{d} is on a read-only filesystem"
+    if not os.access(d, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        return f"{p if p.exists() and not os.access(p, os.W_OK) else d} is not writable by this user"
+    return None
+
+
 def _when_free(step: Callable[[], object], wait: float = 30.0) -> None:
     """Run `step`, again while another process holds the database: switching to WAL and a first
     write can fail at once with "database is locked" instead of waiting (SQLite avoids a deadlock)."""
@@ -132,12 +147,19 @@ class Store:
         self._lock = threading.RLock()  # runs on several hosts write from several threads
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> Store:
-        """Open (creating if needed) the store, or raise StoreError saying why it cannot be written."""
+    def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
+        """Open (creating if needed) the store, or raise StoreError saying why it cannot be written.
+        read_only (report, runs, validate): a store on a read-only filesystem or in a folder this user
+        cannot write is opened for reading instead."""
         p = Path(path).expanduser() if path else default_path()
         hint = f"choose another with --results PATH or {ENV_VAR}"
         if p.exists() and p.is_dir():
             raise StoreError(f"results path {str(p)!r} is a folder, not a file; {hint}")
+        frozen = _read_only_folder(p)
+        if frozen and read_only and p.is_file():
+            return cls._open_for_reading(p, frozen, hint)
+        if frozen:
+            raise StoreError(f"results store {str(p)!r} cannot be written ({frozen}); {hint}")
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
@@ -149,6 +171,24 @@ class Store:
             raise StoreError(f"results store {str(p)!r} cannot be written ({_why(exc)}); {hint}") from None
         except OSError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be created ({exc.strerror}); {hint}") from None
+        conn.row_factory = sqlite3.Row
+        return cls(p, conn)
+
+    @classmethod
+    def _open_for_reading(cls, p: Path, why: str, hint: str) -> Store:
+        """A store that cannot be written, opened read-only (immutable on a read-only filesystem: nobody
+        can change it there, and SQLite then needs no -shm file beside it)."""
+        flags = "mode=ro&immutable=1" if "read-only filesystem" in why else "mode=ro"
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(p.resolve()))}?{flags}", uri=True, timeout=30,
+                                   isolation_level=None, check_same_thread=False)  # fmt: skip
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(f"results store {str(p)!r} has schema {version}, this dltestbed reads {SCHEMA_VERSION}, "
+                             f"and it cannot be upgraded where it is ({why}): copy it somewhere writable")  # fmt: skip
         conn.row_factory = sqlite3.Row
         return cls(p, conn)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dltestbed import paths
-from dltestbed.errors import TargetError
+from dltestbed.errors import HostKeyError, TargetError
 from dltestbed.inventory import Host
 from dltestbed.transport.base import STDERR_TAIL_LINES, AbortLatch, CommandResult
 
@@ -152,11 +152,11 @@ class SSH:
                     _close(gateway)
                 raise
         except paramiko.BadHostKeyException:
-            raise TargetError(f"{where}: its host key changed since it was recorded; check the host, then "
+            raise HostKeyError(f"{where}: its host key changed since it was recorded; check the host, then "
                               f"remove the old key from {', '.join(map(str, files))}") from None  # fmt: skip
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                raise TargetError(f"{where}: host key not recorded; run `dltestbed provision` for it first") from None
+                raise HostKeyError(f"{where}: host key not recorded; run `dltestbed provision` for it first") from None
             raise TargetError(f"{where}: SSH failed: {exc}") from None
         except OSError as exc:
             raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None
@@ -166,6 +166,16 @@ class SSH:
         if gateway is not None and not isinstance(gateway, str):
             _notice_a_dead_peer(gateway.client.get_transport())
         return conn
+
+    def check_key(self) -> None:
+        """Connect and close: a HostKeyError when the host's key changed or was never recorded; a host
+        that cannot be reached now is left to the command that needs it."""
+        try:
+            _close(self.connect())
+        except HostKeyError:
+            raise
+        except TargetError:
+            pass
 
     def run(
         self,

@@ -76,6 +76,26 @@ def _has_boot_sector(path: Path) -> bool:
     return len(head) == 512 and head[510:512] == b"\x55\xaa"
 
 
+def corruption(check_json: str, rc: int) -> str | None:
+    """What `qemu-img check --output=json` found wrong with a qcow2 image (exit 2: corruptions; 1: the
+    check could not finish), or None: leaked clusters alone (exit 3) waste space and harm nothing."""
+    if rc in (0, 3):
+        return None
+    try:
+        info = json.loads(check_json)
+    except ValueError:
+        info = {}
+    n = int(info.get("corruptions") or 0) + int(info.get("check-errors") or 0)
+    return f"qemu-img check finds it damaged ({n} error(s){', truncated?' if info.get('corruptions') else ''})"
+
+
+def _check_qcow2(p: Path, path: str) -> None:
+    proc = subprocess.run(["qemu-img", "check", "--output=json", "--force-share", str(p)], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    if why := corruption(proc.stdout, proc.returncode):
+        raise ConfigError(f"VM image {path}: {why}")
+
+
 def inspect(path: str) -> UserImage:
     """The image at `path` on this machine, checked: readable, qcow2 or raw, self-contained, and (raw)
     a disk with a boot sector — any file reads as 'raw' to qemu-img."""
@@ -90,6 +110,8 @@ def inspect(path: str) -> UserImage:
         why = (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise ConfigError(f"VM image {path}: qemu-img cannot read it: {why}")
     fmt, virtual = parse_info(proc.stdout, path)
+    if fmt == "qcow2":
+        _check_qcow2(p, path)
     if fmt == "raw" and not _has_boot_sector(p):
         raise ConfigError(f"VM image {path}: not a bootable disk image (no boot sector)")
     st = p.stat()

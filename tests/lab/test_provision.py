@@ -152,20 +152,36 @@ def test_bench_one_host_failing_does_not_hide_the_others(cluster: LabState, env,
     assert "1 of 3 run(s) failed" in one_error_line(proc)
 
 
-def test_an_unrecorded_host_key_is_refused(cluster: LabState, tmp_path: Path, results: Path) -> None:
-    # neither the inventory's known_hosts file nor a provisioning record knows this host's key
+@pytest.mark.parametrize("key", ["not recorded", "changed since it was recorded"])
+def test_a_host_key_not_recorded_or_changed_stops_the_bench_before_it_runs(
+    cluster: LabState, tmp_path: Path, results: Path, key: str
+) -> None:
+    """Neither the inventory's known_hosts file nor a provisioning record knows tp-h2's key, or the one
+    they know is another (as after a reinstall, or a host in the middle): one line, nothing run on
+    any host — tp-h1, whose key is fine, included."""
+    import subprocess
+
     doc = yaml.safe_load(cluster.inventory.read_text())
-    empty = tmp_path / "known_hosts"
-    empty.write_text("")
-    doc["all"]["vars"]["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={empty}"
+    known = tmp_path / "known_hosts"
+    h1, h2 = cluster.hosts
+    lines = [line for line in cluster.known_hosts.read_text().splitlines() if line.startswith(f"{h1.ip},")]
+    if key == "changed since it was recorded":
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+        lines.append(f"{h2.ip} " + " ".join((tmp_path / "other.pub").read_text().split()[:2]))
+    known.write_text("\n".join(lines) + "\n")
+    doc["all"]["vars"]["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={known}"
     inv = tmp_path / "inventory.yml"
     inv.write_text(yaml.safe_dump(doc))
     fresh_state = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
-    proc = run_cli("bench", "--inventory", str(inv), "--limit", "tp-h1", *BENCH, "--json", "--results",
-                   str(results), env=fresh_state)  # fmt: skip
-    (run,) = json.loads(proc.stdout)
-    assert run["status"] == "failed"
-    assert "host key not recorded; run `dltestbed provision` for it first" in run["reason"]
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=fresh_state)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and f"host tp-h2 ({h2.ip}:22)" in line
+    assert (f"its host key changed since it was recorded; check the host, then remove the old key from {known}"
+            if key.startswith("changed") else "host key not recorded; run `dltestbed provision` for it first") in line
+    assert proc.stdout == "" and "bench b-" not in proc.stderr  # nothing announced, nothing run
+    if results.exists():
+        with sqlite3.connect(results) as db:
+            assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
 
 def test_ctrl_c_over_ssh_leaves_no_workload_behind(cluster: LabState, env: dict[str, str], results: Path) -> None:

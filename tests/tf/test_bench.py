@@ -82,7 +82,7 @@ def test_a_crashing_workload_is_stored_failed_and_the_bench_says_so(results: Pat
     for cls in ("a", "b"):
         (tmp_path / cls).mkdir()
         for i in range(4):
-            (tmp_path / cls / f"{i}.jpg").write_bytes(b"not a jpeg")
+            (tmp_path / cls / f"{i}.jpg").write_bytes(b"\xff\xd8 not a jpeg \xff\xd9")  # whole, but garbage
     proc = run_cli("bench", "-m", "alexnet", "--image-size", "32", "--data", "real", "--data-dir", str(tmp_path),
                    *QUICK, "--results", str(results))  # fmt: skip
     line = one_error_line(proc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,11 @@ def test_make_rejects_bad_sizes(tmp_path: Path, kw: dict, msg: str) -> None:
         dataset.make(tmp_path, **args)
 
 
+def _jpeg(body: bytes) -> bytes:
+    """Bytes with a JPEG's start and end markers around them (enough for the dataset's whole-file check)."""
+    return b"\xff\xd8" + body + b"\xff\xd9"
+
+
 def _tree(root: Path, files: dict[str, bytes]) -> dataset.DatasetIndex:
     for rel, content in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -56,23 +62,23 @@ def test_the_digest_is_of_paths_sizes_and_contents(tmp_path: Path) -> None:
     """Known answer: the digest is SHA-256 over `relpath\\0size\\0sha256(content)\\n` per file, in index order."""
     import hashlib
 
-    files = {"a/1.jpg": b"one", "a/2.jpg": b"two!", "b/1.jpg": b"three"}
+    files = {"a/1.jpg": _jpeg(b"one"), "a/2.jpg": _jpeg(b"two!"), "b/1.jpg": _jpeg(b"three")}
     ident = dataset.identify(_tree(tmp_path / "x", files))
     lines = "".join(f"{rel}\0{len(c)}\0{hashlib.sha256(c).hexdigest()}\n" for rel, c in sorted(files.items()))
-    assert ident == dataset.DatasetId(hashlib.sha256(lines.encode()).hexdigest(), 3, 12)
+    assert ident == dataset.DatasetId(hashlib.sha256(lines.encode()).hexdigest(), 3, 24)
     assert ident.short == ident.digest[:12] and ident.describe() == f"{ident.short} (3 files, 0.0 MB)"
     # the same files elsewhere: the same dataset; files that are not images in class folders do not count
     same = _tree(tmp_path / "y", {**files, "notes.txt": b"n", "b/readme.txt": b"r"})
     assert dataset.identify(same) == ident
     # one byte changed, a file moved to another class (its label), a file more: each another dataset
-    assert dataset.identify(_tree(tmp_path / "z1", {**files, "b/1.jpg": b"threE"})).digest != ident.digest
-    assert dataset.identify(_tree(tmp_path / "z2", {"a/1.jpg": b"one", "b/2.jpg": b"two!",
-                                                    "b/1.jpg": b"three"})).digest != ident.digest  # fmt: skip
-    assert dataset.identify(_tree(tmp_path / "z3", {**files, "b/2.jpg": b""})).files == 4
+    assert dataset.identify(_tree(tmp_path / "z1", {**files, "b/1.jpg": _jpeg(b"threE")})).digest != ident.digest
+    assert dataset.identify(_tree(tmp_path / "z2", {"a/1.jpg": _jpeg(b"one"), "b/2.jpg": _jpeg(b"two!"),
+                                                    "b/1.jpg": _jpeg(b"three")})).digest != ident.digest  # fmt: skip
+    assert dataset.identify(_tree(tmp_path / "z3", {**files, "b/2.jpg": _jpeg(b"")})).files == 4
 
 
 def test_the_digest_cache_reads_contents_again_only_after_a_change(tmp_path: Path, monkeypatch) -> None:
-    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     cache = tmp_path / "cache" / "digests.json"
     first = dataset.identify(index, cache)
     reads: list[str] = []
@@ -81,12 +87,45 @@ def test_the_digest_cache_reads_contents_again_only_after_a_change(tmp_path: Pat
     assert dataset.identify(index, cache) == first and reads == []  # unchanged: from the cache
     import os
 
-    (tmp_path / "d" / "a" / "1.jpg").write_bytes(b"ONE")
+    (tmp_path / "d" / "a" / "1.jpg").write_bytes(_jpeg(b"ONE"))
     os.utime(tmp_path / "d" / "a" / "1.jpg", ns=(1, 1))
     again = dataset.identify(dataset.scan(tmp_path / "d"), cache)
     assert reads == [str(index.root)] and again.digest != first.digest
     cache.write_text("not json")  # a broken cache is read around, never trusted
     assert dataset.identify(index, cache).digest == again.digest
+
+
+def test_truncated_and_foreign_files_are_found_while_the_digest_reads_them(tmp_path: Path) -> None:
+    made = dataset.make(tmp_path / "d", classes=2, images_per_class=3, size=16)
+    assert all(dataset.not_whole_jpeg(Path(f).read_bytes()) is None for f in made.files)  # what `data make` writes
+    cache = tmp_path / "digests.json"
+    first = dataset.identify(made, cache)
+    victim = Path(made.files[4])
+    whole = victim.read_bytes()
+    victim.write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(DataError, match=r"1 of 6 image\(s\) cannot be used; first: class_1/img_00001.jpg: truncated"):
+        dataset.identify(dataset.scan(tmp_path / "d"), cache)
+    victim.write_bytes(b"\x89PNG\r\n\x1a\n" + whole)  # another format under a .jpg name
+    with pytest.raises(DataError, match="not a JPEG file"):
+        dataset.identify(dataset.scan(tmp_path / "d"), cache)
+    victim.write_bytes(whole + b"\0" * 100)  # padding after the end marker is fine, as decoders read it
+    assert dataset.identify(dataset.scan(tmp_path / "d"), cache).digest != first.digest
+    victim.write_bytes(whole)
+    assert dataset.identify(dataset.scan(tmp_path / "d"), cache).digest == first.digest
+
+
+def test_a_truncated_dataset_stops_the_bench_before_it_runs(tmp_path: Path) -> None:
+    from tests.conftest import one_error_line, run_cli
+
+    made = dataset.make(tmp_path / "d", classes=2, images_per_class=2, size=16)
+    Path(made.files[0]).write_bytes(Path(made.files[0]).read_bytes()[:100])
+    results = tmp_path / "results.sqlite"
+    proc = run_cli("bench", "--model", "alexnet", "--image-size", "32", "--steps", "2", "--targets", "bm", "--data",
+                   "real", "--data-dir", str(tmp_path / "d"), "--results", str(results),
+                   env={"XDG_CACHE_HOME": str(tmp_path / "cache")})  # fmt: skip
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "1 of 4 image(s) cannot be used; first: class_0/" in line and "truncated" in line
+    assert not results.exists() or not sqlite3.connect(results).execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
 def test_unreadable_files_are_found(tmp_path: Path) -> None:
@@ -103,21 +142,21 @@ def test_a_target_refuses_a_copy_that_is_not_the_dataset(tmp_path: Path) -> None
     from dltestbed.config import workload_spec
     from dltestbed.workload.__main__ import _check_copy
 
-    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     ident = dataset.identify(index)
     spec = workload_spec(model="alexnet", data="real", data_dir=str(index.root), classes=2, data_digest=ident.digest,
                          data_files=ident.files, data_bytes=ident.bytes)  # fmt: skip
-    assert _check_copy(spec, index) == {"dataset_digest": ident.digest, "dataset_files": 2, "dataset_bytes": 6}
-    (tmp_path / "d" / "b" / "1.jpg").write_bytes(b"tw")  # a partial copy
+    assert _check_copy(spec, index) == {"dataset_digest": ident.digest, "dataset_files": 2, "dataset_bytes": 14}
+    (tmp_path / "d" / "b" / "1.jpg").write_bytes(_jpeg(b"tw"))  # a partial copy
     with pytest.raises(DataError) as err:
         _check_copy(spec, dataset.scan(index.root))
-    assert str(err.value) == (f"data dir {str(index.root)!r} is not dataset {ident.short}: 2 files, 5 bytes here; "
-                              "2 files, 6 bytes expected")  # fmt: skip
+    assert str(err.value) == (f"data dir {str(index.root)!r} is not dataset {ident.short}: 2 files, 13 bytes here; "
+                              "2 files, 14 bytes expected")  # fmt: skip
     with pytest.raises(ConfigError, match="--data-digest goes with --data real, --data-files and --data-bytes"):
         workload_spec(model="alexnet", data="real", data_dir="/d", data_digest=ident.digest)
     argv = spec.to_argv()
     assert argv[argv.index("--data-digest"):][:6] == ["--data-digest", ident.digest, "--data-files", "2",
-                                                      "--data-bytes", "6"]  # fmt: skip
+                                                      "--data-bytes", "14"]  # fmt: skip
 
 
 def test_each_target_reads_its_own_copy(tmp_path: Path) -> None:
@@ -145,7 +184,7 @@ def test_the_plan_refuses_a_kind_that_cannot_read_the_data(tmp_path: Path) -> No
     from dltestbed.dataplace import Dataset, check
     from dltestbed.inventory import Host
 
-    index = _tree(tmp_path / "d", {"a/1.jpg": b"one", "b/1.jpg": b"two"})
+    index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     ident = dataset.identify(index)
     spec = workload_spec(model="alexnet", data="real", data_dir=str(index.root), classes=2, data_digest=ident.digest,
                          data_files=ident.files, data_bytes=ident.bytes)  # fmt: skip

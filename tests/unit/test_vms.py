@@ -3,7 +3,9 @@ the passthrough preflight. Validated with libvirt's own schema (virt-xml-validat
 
 from __future__ import annotations
 
+import os
 import shutil
+import sqlite3
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -285,6 +287,28 @@ def test_user_image_inspected_on_disk(tmp_path: Path) -> None:
         userimage.inspect(str(text))
     with pytest.raises(ConfigError, match=r"^VM image /nonexistent.qcow2: no such file$"):
         userimage.inspect("/nonexistent.qcow2")
+
+
+def test_a_damaged_user_image_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    """A qcow2 cut short by a copy (its header still reads): qemu-img check finds it; the bench says so
+    in one line and runs nothing. Leaked clusters alone (exit 3) are no damage."""
+    from dltestbed.vms import userimage
+    from tests.conftest import one_error_line, run_cli
+
+    disk = tmp_path / "cloud.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "64M"], check=True)
+    subprocess.run(["qemu-io", "-c", "write -P 0xab 0 4M", str(disk)], check=True, capture_output=True)
+    assert userimage.inspect(str(disk)).format == "qcow2"
+    os.truncate(disk, 1024 * 1024)
+    with pytest.raises(ConfigError, match=r"qemu-img check finds it damaged \(\d+ error\(s\), truncated\?\)$"):
+        userimage.inspect(str(disk))
+    assert userimage.corruption('{"leaks": 3, "corruptions": 0}', 3) is None
+    results = tmp_path / "results.sqlite"
+    proc = run_cli("bench", "--targets", "vm", "--vm-image", str(disk), "--model", "alexnet", "--steps", "2",
+                   "--results", str(results), env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "cloud.qcow2: qemu-img check finds it damaged" in line
+    assert not results.exists() or not sqlite3.connect(results).execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
 def test_user_image_and_disk_settings() -> None:
