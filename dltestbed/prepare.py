@@ -57,7 +57,6 @@ def check(setup: Setup) -> Checked:
     """Everything that costs no build, boot or install: a ConfigError line for the first problem."""
     for kind in setup.kinds:
         check_kind(kind)
-    check_host_keys(setup.hosts)
     if setup.dataset is not None:
         dataplace.check(setup.dataset, setup.kinds, setup.hosts)
     limits = {k: v for k, v in setup.container_limits.items() if v is not None}
@@ -72,6 +71,9 @@ def check(setup: Setup) -> Checked:
             found[runtime, flavor] = image.find(runtime, house) if house is not None and shutil.which(runtime) else None
         return found[runtime, flavor]
 
+    for host in setup.hosts:  # every host's values first: no host is contacted while another's are wrong
+        if host is not None:
+            check_host_values(host, setup)
     guest: list[GuestImage] = []
     sites, vms = [], []
     for host in setup.hosts:
@@ -86,7 +88,36 @@ def check(setup: Setup) -> Checked:
                 guest.append(vm.image)  # type: ignore[arg-type]  # the guest image, found once
         sites.append(Site(host=host, container=container))
         vms.append(vm)
+    check_host_keys(setup.hosts)  # last: the values above cost no connection
     return Checked(setup, sites, vms)
+
+
+REMOTE_RUNTIMES = ("podman", "docker")
+
+
+def check_host_values(host: Host, setup: Setup) -> None:
+    """The inventory values a bench reads of a host, checked without contacting it: a ConfigError line
+    naming the host, the variable and what is allowed."""
+    from dltestbed.vms import lifecycle
+
+    def need_absolute(var: str) -> None:
+        value = host.vars.get(var)
+        if value not in (None, "") and not str(value).startswith("/"):
+            raise ConfigError(f"host {host.name}: {var} must be an absolute path (got {value!r})")
+
+    need_absolute("dltestbed_venv")
+    if setup.dataset is not None:
+        need_absolute("dltestbed_data_root")
+    if STORE_IMAGE_KINDS & set(setup.kinds) and host.plays("container_hosts"):
+        runtime = setup.runtime or str(host.vars.get("dltestbed_container_runtime") or "podman")
+        if runtime not in REMOTE_RUNTIMES:
+            raise ConfigError(f"host {host.name}: dltestbed_container_runtime: podman or docker (got {runtime!r})")
+        try:
+            options_from_vars(host.vars)
+        except ConfigError as exc:
+            raise ConfigError(f"host {host.name}: {exc}") from None
+    if setup.uses_vms and host.plays("libvirt_hosts"):
+        lifecycle.placement(host, setup.vm_overrides)  # its dltestbed_vm_* values, checked
 
 
 def check_host_keys(hosts: Sequence[Host | None]) -> None:

@@ -54,19 +54,20 @@ def limits(opts: ContainerOptions) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def check_limits(cpuset: str | None, memory: str | None, cpus: set[int] | None = None) -> None:
+def check_limits(cpuset: str | None, memory: str | None, cpus: set[int] | None = None,
+                 names: tuple[str, str] = ("--container-cpuset", "--container-memory")) -> None:  # fmt: skip
     """A ConfigError line for a CPU set or memory limit the runtimes would refuse; `cpus`: the CPUs the
-    machine has, when known (this machine)."""
+    machine has, when known (this machine); `names`: the option or variable each came from."""
     if cpuset is not None:
         try:
             wanted = parse_cpu_list(cpuset)
         except ValueError as exc:
-            raise ConfigError(f"--container-cpuset: {exc}") from None
+            raise ConfigError(f"{names[0]}: {exc}") from None
         why = missing_cpu(wanted, cpus) if cpus is not None else None
         if why:
-            raise ConfigError(f"--container-cpuset {cpuset}: {why}")
+            raise ConfigError(f"{names[0]} {cpuset}: {why}")
     if memory is not None and not MEMORY_RE.match(memory):
-        raise ConfigError(f"--container-memory: a size like 4g or 512m (got {memory!r})")
+        raise ConfigError(f"{names[1]}: a size like 4g or 512m (got {memory!r})")
 
 
 def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
@@ -124,6 +125,8 @@ def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: Con
 
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+GPUS_RE = re.compile(r"^(auto|none|all|\d+(,\d+)*|GPU-[0-9a-fA-F-]+(,GPU-[0-9a-fA-F-]+)*)$")
 
 
 def options_from_vars(v: Mapping[str, object]) -> ContainerOptions:
@@ -142,13 +145,19 @@ def options_from_vars(v: Mapping[str, object]) -> ContainerOptions:
         return tuple(str(x) for x in value)
 
     gpus = text("gpus") or "auto"
+    if not GPUS_RE.match(gpus):
+        raise ConfigError(f"dltestbed_container_gpus: auto, none, all, indices like 0,1 or GPU UUIDs (got {gpus!r})")
     numa = text("numa_node")
     if numa is not None and not numa.isdigit():
         raise ConfigError(f"dltestbed_container_numa_node must be a node number (got {numa!r})")
+    privileged = str(v.get("dltestbed_container_privileged", "")).lower()
+    if privileged not in _TRUE | _FALSE:
+        raise ConfigError(f"dltestbed_container_privileged: true or false (got {privileged!r})")
+    check_limits(text("cpuset"), text("memory"), names=("dltestbed_container_cpuset", "dltestbed_container_memory"))
     return ContainerOptions(
         gpus=None if gpus == "none" else gpus, cpuset=text("cpuset"), memory=text("memory"),
         network=text("network") or "host", numa_node=int(numa) if numa is not None else None,
-        privileged=str(v.get("dltestbed_container_privileged", "")).lower() in _TRUE,
+        privileged=privileged in _TRUE,
         cap_add=items("cap_add"), volumes=items("volumes"), extra=items("args"),
     )  # fmt: skip
 

@@ -65,9 +65,15 @@ class VMSettings:
         except (TypeError, ValueError):
             bad = next(n for n in INTS if n in raw and not str(raw[n]).isdigit())
             raise ConfigError(f"{host}: {VARS[bad]} {raw[bad]!r} is not a whole number") from None
+        least = {"vcpus": 1, "memory_mib": 256, "numa_node": 0, "disk_gib": 1}
+        for name, low in least.items():
+            if name in raw and raw[name] < low:
+                raise ConfigError(f"{host}: {VARS[name]} {raw[name]} is below {low}")
         for name in ("virt_type", "gpus", "cpus", "image"):
             if name in raw:
                 raw[name] = str(raw[name])
+        if raw.get("virt_type") not in (None, "kvm", "qemu"):
+            raise ConfigError(f"{host}: {VARS['virt_type']}: kvm or qemu (got {raw['virt_type']!r})")
         out = cls(**raw)
         out.pins()  # checked now, not at create time
         return out

@@ -117,3 +117,32 @@ def test_provision_keys_container_images_by_runtime_and_flavour(monkeypatch) -> 
     }
     assert out["dltestbed_runtimes"] == {"c1": "podman", "g1": "podman", "c2": "podman"}
     assert [h.image for h in hosts] == ["w:cpu", "w:gpu", "w:cpu"]
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        ("dltestbed_container_gpus", "lots", "dltestbed_container_gpus: auto, none, all, indices like 0,1"),
+        ("dltestbed_container_runtime", "lxc", "dltestbed_container_runtime: podman or docker (got 'lxc')"),
+        ("dltestbed_container_memory", "4q", "dltestbed_container_memory: a size like 4g or 512m (got '4q')"),
+        ("dltestbed_container_cpuset", "a-b", "dltestbed_container_cpuset: CPU list 'a-b' is not like 0-3,8"),
+        ("dltestbed_container_privileged", "maybe", "dltestbed_container_privileged: true or false (got 'maybe')"),
+        ("dltestbed_venv", "relative/venv", "dltestbed_venv must be an absolute path (got 'relative/venv')"),
+        ("dltestbed_vm_vcpus", "0", "dltestbed_vm_vcpus 0 is below 1"),
+        ("dltestbed_vm_numa_node", "-1", "dltestbed_vm_numa_node -1 is below 0"),
+        ("dltestbed_vm_virt_type", "xen", "dltestbed_vm_virt_type: kvm or qemu (got 'xen')"),
+        ("dltestbed_vm_memory_mib", "lots", "dltestbed_vm_memory_mib 'lots' is not a whole number"),
+    ],
+)
+def test_every_inventory_value_is_checked_before_a_host_is_contacted(var: str, value: str, message: str) -> None:
+    """Known answers: each bad value is one line naming the host, the variable and what is allowed; the
+    host (192.0.2.1, TEST-NET) is never contacted: the check returns before any SSH."""
+    host = Host("g1", "192.0.2.1", 22, None, None, (), ("bare_metal", "container_hosts", "libvirt_hosts"),
+                {var: value})  # fmt: skip
+    setup = prepare.Setup(("bm", "cbm", "vm"), (host,), None, {}, {}, None, None)
+    with pytest.raises(ConfigError) as err:
+        prepare.check_host_values(host, setup)
+    assert message in str(err.value) and "g1" in str(err.value) and "\n" not in str(err.value)
+    good = Host("g1", "192.0.2.1", 22, None, None, (), host.groups, {"dltestbed_container_gpus": "0,1",
+                "dltestbed_container_privileged": "no", "dltestbed_vm_virt_type": "qemu"})  # fmt: skip
+    prepare.check_host_values(good, setup)
