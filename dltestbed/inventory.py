@@ -184,7 +184,7 @@ def _check_roles(mapping: dict[str, tuple[str, ...]], known: set[str], source: s
 
 
 def _expand_proxy_command(command: str, address: str, port: int, user: str | None, name: str) -> str:
-    """ssh's %h %p %r %n %% tokens of a ProxyCommand, expanded for this host (then %-escaped for paramiko)."""
+    """ssh's %h %p %r %n %% tokens of a ProxyCommand, expanded for this host."""
     tokens = {"h": address, "p": str(port), "r": user or os.environ.get("USER", "root"), "n": name, "%": "%"}
     out, i = [], 0
     while i < len(command):
@@ -194,7 +194,7 @@ def _expand_proxy_command(command: str, address: str, port: int, user: str | Non
         else:
             out.append(command[i])
             i += 1
-    return "".join(out).replace("%", "%%")
+    return "".join(out)
 
 
 def _jump_host(spec: str, parsed: dict[str, Host], target: Host, depth: int = 0) -> Host:

@@ -130,9 +130,15 @@ def check_host_keys(hosts: Sequence[Host | None]) -> None:
     remote = [h for h in hosts if h is not None]
     if not remote:
         return
+    checks = [SSH(h, connect_timeout=10) for h in remote]
     with ThreadPoolExecutor(max_workers=min(16, len(remote))) as pool:
-        for done in [pool.submit(SSH(h, connect_timeout=10).check_key) for h in remote]:
-            done.result()  # the first refused key, in inventory order
+        try:
+            for done in [pool.submit(c.check_key) for c in checks]:
+                done.result()  # the first refused key, in inventory order
+        except BaseException:  # Ctrl-C, or a refused key: the connections still being opened are cut
+            for c in checks:
+                c.abort()
+            raise
 
 
 @dataclass(frozen=True)

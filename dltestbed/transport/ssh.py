@@ -4,9 +4,13 @@ host or its ProxyCommand (from ansible_ssh_common_args, as Ansible's ssh would).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
+import select
 import shlex
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -73,8 +77,6 @@ def _notice_a_dead_peer(transport: Any) -> None:
     """Make a lost host an error within about DEAD_PEER_SECONDS instead of a read that waits forever:
     SSH keep-alives every 5 s give TCP something to deliver, TCP_USER_TIMEOUT fails the connection when
     it stays undelivered, and TCP keep-alive probes cover an idle socket."""
-    import socket
-
     if transport is None:
         return
     transport.set_keepalive(5)
@@ -86,6 +88,15 @@ def _notice_a_dead_peer(transport: Any) -> None:
                         ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000)):  # fmt: skip
         if hasattr(socket, name):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def _cut(sock: Any) -> None:
+    """Cut a connection being opened (a socket or a ProxyCommand): the SSH handshake on it fails at once."""
+    with contextlib.suppress(Exception):
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+        elif sock is not None:
+            sock.close()
 
 
 def _close(conn: Any) -> None:
@@ -126,9 +137,11 @@ class SSH:
 
         h = self.host
         hop = self.via if self.via is not None else h.jump
-        gateway: Any = SSH(hop, connect_timeout=self.connect_timeout).connect() if hop is not None else None
-        if gateway is None and h.proxy_command:
-            gateway = h.proxy_command  # fabric runs it (paramiko.ProxyCommand) and talks SSH over its stdio
+        gateway: Any = None
+        if hop is not None:
+            through = SSH(hop, connect_timeout=self.connect_timeout)
+            through._abort = self._abort  # one abort stops the whole way there
+            gateway = through.connect()
         kwargs: dict[str, Any] = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout}
         if h.key_file:
             kwargs["key_filename"] = os.path.expanduser(h.key_file)
@@ -140,16 +153,23 @@ class SSH:
         conn = Connection(h.address, user=h.user or None, port=h.port, connect_timeout=int(self.connect_timeout),
                           connect_kwargs=kwargs, **extra)  # fmt: skip
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        where = f"host {h.name} ({h.address}:{h.port}" + (f" via {hop.name}" if hop else "") + ")"
+        if conn.gateway is None:  # no jump (ours or the ssh config's): our own socket, so an abort can cut it
+            sock = self._proxy(h.proxy_command) if h.proxy_command else self._dial(conn.host, conn.port, where)
+            conn.connect_kwargs["sock"] = sock
         files = self.known_hosts if self.known_hosts is not None else known_hosts_files(h)
         for f in files:
             conn.client.load_host_keys(str(f))
-        where = f"host {h.name} ({h.address}:{h.port}" + (f" via {hop.name}" if hop else "") + ")"
         try:
             try:
                 conn.open()
             except BaseException:
-                if gateway is not None and not isinstance(gateway, str):
+                if gateway is not None:
                     _close(gateway)
+                sock = conn.connect_kwargs.get("sock")
+                _cut(sock)
+                with contextlib.suppress(Exception):
+                    sock is not None and sock.close()
                 raise
         except paramiko.BadHostKeyException:
             raise HostKeyError(f"{where}: its host key changed since it was recorded; check the host, then "
@@ -163,9 +183,47 @@ class SSH:
         except EOFError:  # a ProxyCommand that ended before SSH began
             raise TargetError(f"{where}: unreachable: its ProxyCommand ended ({h.proxy_command})") from None
         _notice_a_dead_peer(conn.client.get_transport())
-        if gateway is not None and not isinstance(gateway, str):
+        if gateway is not None:
             _notice_a_dead_peer(gateway.client.get_transport())
         return conn
+
+    def _dial(self, address: str, port: int, where: str) -> socket.socket:
+        """A TCP connection to the host, opened without blocking so that an abort gives it up at once (a
+        blocking connect to a host that does not answer waits its full timeout); the socket is then cut
+        by an abort until the command's session takes over."""
+        deadline = time.monotonic() + self.connect_timeout
+        error: OSError = OSError(errno.EHOSTUNREACH, f"no address for {address}")
+        try:
+            infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None
+        for family, kind, proto, _, sockaddr in infos:
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            code = sock.connect_ex(sockaddr)
+            while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
+                if self._abort.requested or time.monotonic() > deadline:
+                    code = errno.ECANCELED if self._abort.requested else errno.ETIMEDOUT
+                    break
+                if select.select([], [sock], [], 0.1)[1]:
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code == 0:
+                sock.setblocking(True)
+                self._abort.attach(lambda s=sock: _cut(s))
+                return sock
+            sock.close()
+            error = OSError(code, os.strerror(code))
+            if code == errno.ECANCELED:
+                break
+        raise TargetError(f"{where}: unreachable: {error.strerror}")
+
+    def _proxy(self, command: str) -> Any:
+        """The host's ProxyCommand running (through sh, as ssh runs it), cut by an abort."""
+        import paramiko
+
+        proxy = paramiko.ProxyCommand(shlex.join(["sh", "-c", "exec " + command]))
+        self._abort.attach(lambda: _cut(proxy))
+        return proxy
 
     def check_key(self) -> None:
         """Connect and close: a HostKeyError when the host's key changed or was never recorded; a host

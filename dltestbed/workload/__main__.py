@@ -8,11 +8,12 @@ stdout carries events and nothing else (see events.py); logs go to stderr. Exit 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import select
 import signal
 import sys
-import threading
 import time
 import traceback
 from typing import Any, NoReturn
@@ -76,18 +77,44 @@ def micro_parser() -> argparse.ArgumentParser:
     return p
 
 
+STDIN_GRACE_SECONDS = 10.0  # after stdin closed: time to stop cleanly before the process is killed
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGKILL the moment its parent ends (no watchdog outlives its workload)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def _watch_stdin() -> None:
-    """Block on stdin; when it closes, interrupt the main thread like SIGTERM does."""
-
-    def watch() -> None:
-        try:
-            while os.read(0, 4096):  # the raw fd: no buffer lock to hold at interpreter shutdown
-                pass
-        except OSError:
-            pass
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="dltestbed-stdin-watch", daemon=True).start()
+    """When stdin closes (the controller is gone), interrupt this process like SIGTERM does, and kill
+    it STDIN_GRACE_SECONDS later if it has not ended. The watching is a forked process, not a thread: a
+    main thread blocked in TensorFlow's C++ while holding the GIL (a collective waiting for a peer that
+    will never come) lets no Python thread run, and runs no signal handler either."""
+    parent = os.getpid()
+    if os.fork() != 0:
+        return
+    try:  # the watchdog: stdin only; the rest closed, so nobody waits on it for an end of file
+        _die_with_parent()
+        os.closerange(1, 65536)
+        closed = False
+        while not closed and os.getppid() == parent:
+            if select.select([0], [], [], 0.5)[0]:
+                closed = not os.read(0, 4096)
+        if closed:
+            os.kill(parent, signal.SIGTERM)
+            deadline = time.monotonic() + STDIN_GRACE_SECONDS
+            while os.getppid() == parent and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if os.getppid() == parent:
+                os.kill(parent, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os._exit(0)
 
 
 def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import os
 import signal
 import sqlite3
 import time
@@ -194,23 +195,64 @@ def test_ctrl_c_over_ssh_leaves_no_workload_behind(cluster: LabState, env: dict[
         rows = db.execute("SELECT host, status, reason, steps_done FROM runs").fetchall()
     assert sorted(r[0] for r in rows) == ["tp-h1", "tp-h2"]
     assert all(r[1] == "failed" and r[2] == "interrupted (Ctrl-C or a stop signal)" and r[3] > 4 for r in rows), rows
-    deadline = time.monotonic() + 30
+    assert _none_left_within(cluster, 30) is not None, _workloads_on(cluster)
 
-    def workloads() -> list[str]:
-        out = []
-        for h in cluster.hosts:
-            for pid in net.pids_in(h.netns):
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                except OSError:
-                    continue
-                if "dltestbed.workload" in cmd:
-                    out.append(f"{h.name}: {cmd}")
-        return out
 
-    while workloads() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not workloads()
+def _workloads_on(cluster: LabState) -> list[str]:
+    """The workload processes running on the lab's hosts."""
+    out = []
+    for h in cluster.hosts:
+        for pid in net.pids_in(h.netns):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "dltestbed.workload" in cmd:
+                out.append(f"{h.name}: {cmd}")
+    return out
+
+
+def _none_left_within(cluster: LabState, seconds: float) -> float | None:
+    """Seconds until no workload runs on any lab host, or None when some still do after `seconds`."""
+    t0 = time.monotonic()
+    while _workloads_on(cluster):
+        if time.monotonic() - t0 > seconds:
+            return None
+        time.sleep(0.2)
+    return time.monotonic() - t0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_a_stop_while_a_host_is_being_connected_to(cluster: LabState, env: dict[str, str], results: Path,
+                                                   sig: signal.Signals) -> None:  # fmt: skip
+    """tp-h2's sshd is frozen: the kernel accepts its connection, but the SSH handshake never comes (the
+    wait for it would last 15 s). tp-h1 is measuring. Ctrl-C then ends the bench at once and stores
+    tp-h2's run interrupted (not failed by the handshake's timeout); a SIGKILLed controller leaves nothing
+    running on tp-h1, and nothing starts on tp-h2 once its sshd wakes."""
+    h2 = cluster.hosts[1]
+    assert h2.pid is not None
+    os.kill(h2.pid, signal.SIGSTOP)
+    try:
+        proc = start_endless_bench(results, "--inventory", str(cluster.inventory), env=env)
+        assert wait_for_steps(results, 2), "tp-h1 should be measuring"
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(h2.pid, signal.SIGCONT)
+    with sqlite3.connect(results) as db:
+        rows = dict(db.execute("SELECT host, status || ': ' || coalesce(reason, '') FROM runs").fetchall())
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err[-2000:]
+        assert rows == {"tp-h1": "failed: interrupted (Ctrl-C or a stop signal)",
+                        "tp-h2": "failed: interrupted (Ctrl-C or a stop signal)"}, rows  # fmt: skip
+        assert took < 10, f"Ctrl-C took {took:.1f} s"
+    else:
+        assert rows["tp-h1"] == "running: " and rows.get("tp-h2", "running: ") == "running: "
+    gone = _none_left_within(cluster, 30)
+    assert gone is not None, _workloads_on(cluster)
+    print(f"{sig.name}: bench ended {took:.1f} s after the signal; no workload {gone:.1f} s later")
 
 
 @pytest.mark.parametrize("how", ["network cut", "its SSH session killed"])

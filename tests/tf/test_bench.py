@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -118,9 +119,10 @@ def test_a_workload_killed_mid_run_keeps_its_steps(results: Path) -> None:
         def step(self, run: object, ev: object) -> None:
             if ev.index == 2:  # type: ignore[attr-defined]
                 me = psutil.Process(os.getpid())
-                for child in me.children(recursive=True):
-                    if "dltestbed.workload" in " ".join(child.cmdline()):
-                        child.kill()
+                for child in me.children(recursive=False):  # the workload (its stdin watchdog dies with it)
+                    with contextlib.suppress(psutil.Error):
+                        if "dltestbed.workload" in " ".join(child.cmdline()):
+                            child.kill()
 
     spec = workload_spec(model="alexnet", image_size=32, batch_size=2, warmup=1, steps=1000)
     run = execute(LocalTarget(), spec, store, RunContext(bench_id="b"), KillAfter3())

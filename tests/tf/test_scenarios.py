@@ -3,10 +3,12 @@ and shared (a real co-tenant), their faults, and the report."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -185,3 +187,132 @@ def test_a_co_tenant_that_cannot_start(results: Path) -> None:
         ("cotenant", "gpu b64", "failed"),
     ]
     assert not _workloads()
+
+
+def _tf_index(p: psutil.Process) -> tuple[int, int] | None:
+    """(worker index, its port) of a distributed workload process, from its TF_CONFIG; None otherwise."""
+    try:
+        cfg = json.loads(p.environ().get("TF_CONFIG") or "null")
+    except (psutil.Error, ValueError):
+        return None
+    if not cfg:
+        return None
+    index = cfg["task"]["index"]
+    return index, int(cfg["cluster"]["worker"][index].rsplit(":", 1)[1])
+
+
+def _listening(p: psutil.Process, port: int) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in p.net_connections("tcp"))
+    except psutil.Error:
+        return False
+
+
+def _gone_within(seconds: float) -> float | None:
+    """Seconds until no workload process is left (zombies aside), or None if some still are after `seconds`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        alive = [p for p in _workloads() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    return None
+
+
+@pytest.fixture
+def sweep() -> Iterator[None]:
+    """After the test, whatever it asserted: no workload left for the next test (a failed one kills them)."""
+    yield
+    for p in _workloads():
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.usefixtures("sweep")
+def test_a_stop_during_the_rendezvous_leaves_nothing_running(results: Path, sig: signal.Signals) -> None:
+    """Worker 1 is frozen before it joins, so worker 0 waits in the rendezvous (its gRPC server up, inside
+    TensorFlow's C++ where Python signal handlers do not run). Ctrl-C, or a SIGKILLed controller (worker
+    0's stdin closes), must still end both workers within a stated delay."""
+    import subprocess
+    import sys
+
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", "--scenario", "distributed", "--no-baseline", *TINY,
+         "--steps", "100000", "--results", str(results)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    frozen = waiting = None
+    deadline = time.monotonic() + 180
+    while (frozen is None or waiting is None) and time.monotonic() < deadline:
+        for p in _workloads():
+            at = _tf_index(p)
+            if at and at[0] == 1 and frozen is None:
+                p.suspend()
+                frozen = p
+            elif at and at[0] == 0 and _listening(p, at[1]):
+                waiting = p
+        time.sleep(0.1)
+    assert frozen is not None and waiting is not None, "worker 0 never reached the rendezvous"
+    time.sleep(2)
+    assert _steps(results) == 0 and waiting.is_running()  # still waiting for worker 1
+    bench.send_signal(sig)
+    if sig == signal.SIGINT:
+        _, err = bench.communicate(timeout=60)
+        assert bench.returncode == 130, err[-3000:]
+        runs = Store.open(results).runs()
+        assert sorted(r.worker_index for r in runs) == [0, 1]
+        assert all(r.status == "failed" and r.reason == "interrupted (Ctrl-C or a stop signal)" for r in runs)
+    else:
+        bench.wait(timeout=30)
+        frozen.resume()  # a frozen process cannot read the end of its stdin; worker 0 must end by itself
+    took = _gone_within(40)
+    assert took is not None, [p.cmdline() for p in _workloads()]
+    print(f"{sig.name}: no workload {took:.1f} s after the controller ended")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.usefixtures("sweep")
+def test_a_stop_during_the_co_tenant_warm_up_leaves_nothing_running(results: Path, sig: signal.Signals) -> None:
+    """The co-tenant has started (its run stored, its process up) but not reached a timed step, and the
+    foreground has not begun: Ctrl-C stores it failed and stops it; a SIGKILLed controller's co-tenant ends
+    by itself (its stdin closes)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", "--scenario", "shared", *TINY, "--steps", "3",
+         "--cotenant-batch", "512", "--results", str(results)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def cotenant_rows() -> list[tuple[str, str]]:
+        if not results.exists():
+            return []
+        try:
+            with sqlite3.connect(results) as db:
+                return db.execute("SELECT role, status FROM runs").fetchall()
+        except sqlite3.OperationalError:
+            return []
+
+    deadline = time.monotonic() + 180  # the foreground runs alone first (3 steps), then the co-tenant starts
+    while time.monotonic() < deadline and not (("cotenant", "running") in cotenant_rows() and _workloads()):
+        time.sleep(0.1)
+    assert cotenant_rows() == [("foreground", "ok"), ("cotenant", "running")] and _workloads(), cotenant_rows()
+    time.sleep(3)  # importing TensorFlow, building the model: its warm-up step has not ended yet
+    bench.send_signal(sig)
+    if sig == signal.SIGINT:
+        _, err = bench.communicate(timeout=60)
+        assert bench.returncode == 130, err[-3000:]
+        _, co = Store.open(results).runs()
+        assert (co.role, co.status, co.reason) == ("cotenant", "failed", "interrupted (Ctrl-C or a stop signal)")
+    else:
+        bench.wait(timeout=30)
+    with sqlite3.connect(results) as db:
+        timed = db.execute("SELECT count(*) FROM steps JOIN runs ON runs.id = steps.run_id "
+                           "WHERE phase = 'timed' AND role = 'cotenant'").fetchone()[0]
+    assert timed == 0, "the signal came after the warm-up: the test did not test the warm-up"
+    took = _gone_within(40)
+    assert took is not None, [p.cmdline() for p in _workloads()]
+    print(f"{sig.name}: no workload {took:.1f} s after the controller ended")
