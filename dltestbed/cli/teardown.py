@@ -19,15 +19,15 @@ def teardown(
         "its container_hosts (over SSH).",
     ),
     all_owners: bool = typer.Option(
-        False, "--all-owners", help="Remove every dltestbed-* container, also those of other operators and "
-        "of dltestbed versions before owner labels (default: only this installation's).",
+        False, "--all-owners", help="Remove every dltestbed-* container and VM, also those of other operators "
+        "and of dltestbed versions before owner labels (default: only this installation's).",
     ),
     group: list[str] | None = group_opt(),
 ) -> None:
-    """Remove dltestbed's VMs (domains, overlays, seeds, keys, console logs, the VM network) wherever it
-    made them, and the containers this installation made (label dltestbed.owner) on this machine — and,
-    with --inventory, every dltestbed VM and this installation's containers on those hosts, recorded or
-    not. Another operator's containers on a shared host are left alone. A remote host keeps the
+    """Remove the VMs (domains, overlays, seeds, keys, console logs, the VM network) and containers this
+    installation made (domain metadata, label dltestbed.owner) on this machine — and, with --inventory,
+    on those hosts, recorded here or not. Another operator's VMs and containers on a shared host are left
+    alone (--all-owners: removed too). A remote host keeps the
     uploaded guest image for its next VM. Safe to run again."""
     import shutil
     import subprocess
@@ -43,13 +43,13 @@ def teardown(
 
     if shutil.which("virsh") or paths.vm_root().exists():
         try:
-            removed += [f"VM {n}" for n in lifecycle.teardown()]
+            removed += [f"VM {n}" for n in lifecycle.teardown(all_owners=all_owners)]
         except lifecycle.VMError as exc:
             if any(r.uri == lifecycle.LOCAL_URI for r in lifecycle.records()):
                 raise
             typer.echo(f"no VM removed here: {exc}", err=True)
     failed: list[str] = []
-    removed += _remote_vms(inv, failed)
+    removed += _remote_vms(inv, failed, all_owners)
     mine = _filters(all_owners)
     for rt in ("docker", "podman"):
         if not shutil.which(rt):
@@ -70,7 +70,7 @@ def teardown(
         raise DltestbedError(f"{len(failed)} host(s) could not be cleaned: {failed[0]}")
 
 
-def _remote_vms(inventory: Inventory | None, failed: list[str]) -> list[str]:
+def _remote_vms(inventory: Inventory | None, failed: list[str], all_owners: bool) -> list[str]:
     """VMs recorded on other hosts, and with an inventory, every dltestbed VM on its libvirt hosts."""
     from dltestbed.vms import hypervisor, lifecycle
 
@@ -88,7 +88,7 @@ def _remote_vms(inventory: Inventory | None, failed: list[str]) -> list[str]:
     out = []
     for uri, hv in hvs.items():
         try:
-            out += [f"VM {n} on {names.get(uri, '?')}" for n in lifecycle.teardown(hv)]
+            out += [f"VM {n} on {names.get(uri, '?')}" for n in lifecycle.teardown(hv, all_owners=all_owners)]
         except lifecycle.VMError as exc:  # that host is down: its records stay for a later teardown
             typer.echo(f"not removed: {exc}", err=True)
             failed.append(str(exc))

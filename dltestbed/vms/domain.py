@@ -53,6 +53,7 @@ class DomainSpec:
     vcpu_pins: tuple[str, ...] = ()  # host CPU list per vCPU ("2", "2-3"); empty: not pinned
     numa_node: int | None = None  # memory strictly from this host NUMA node
     hostdevs: tuple[PciAddress, ...] = field(default_factory=tuple)  # PCI devices passed through (GPUs)
+    owner: str | None = None  # the dltestbed installation that made it (domain metadata; teardown keys on it)
 
     def check(self) -> None:
         """Reject settings libvirt would reject later, with one line."""
@@ -74,11 +75,16 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return el
 
 
+METADATA_NS = "https://github.com/dltestbed/dltestbed/vm"  # the namespace of dltestbed's domain metadata
+
+
 def domain_xml(spec: DomainSpec) -> str:
     """The libvirt domain XML for a spec (validated first)."""
     spec.check()
     dom = ET.Element("domain", {"type": spec.virt_type})
     _sub(dom, "name", spec.name)
+    if spec.owner:
+        ET.SubElement(_sub(dom, "metadata"), f"{{{METADATA_NS}}}vm", {"owner": spec.owner})
     _sub(dom, "memory", str(spec.memory_mib), unit="MiB")
     _sub(dom, "vcpu", str(spec.vcpus), placement="static")
     if spec.vcpu_pins:
@@ -132,4 +138,16 @@ def domain_xml(spec: DomainSpec) -> str:
     _sub(rng, "backend", "/dev/urandom", model="random")  # sshd starts without waiting for entropy
     _sub(dev, "memballoon", model="none")
     ET.indent(dom)
+    ET.register_namespace("dltestbed", METADATA_NS)
     return ET.tostring(dom, encoding="unicode") + "\n"
+
+
+def owner_in(metadata_xml: str | None) -> str | None:
+    """The owner recorded in dltestbed's metadata element of a domain (libvirt returns it alone), or None."""
+    if not metadata_xml:
+        return None
+    try:
+        el = ET.fromstring(metadata_xml)
+    except ET.ParseError:
+        return None
+    return el.get("owner") or None

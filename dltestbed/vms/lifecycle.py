@@ -18,12 +18,13 @@ from typing import Any
 from dltestbed import locks, paths
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
+from dltestbed.owner import installation_id
 from dltestbed.shield import shielded
 from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms import pool as pool_mod
 from dltestbed.vms.boot import SSH_TIMEOUT, wait_booted, wait_ssh
-from dltestbed.vms.domain import DomainSpec, domain_xml
+from dltestbed.vms.domain import METADATA_NS, DomainSpec, domain_xml, owner_in
 from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError
 from dltestbed.vms.images import BaseImage
 from dltestbed.vms.record import DOMAIN_PREFIX, VMRecord, hypervisor_of, record, records
@@ -145,7 +146,7 @@ def create(
                               disk=disk, console_log=rec.console_log, bridge=BRIDGE, mac=rec.mac, seed=seed,
                               kernel=staged.kernel, initrd=staged.initrd,
                               cmdline=(cmdline or image.cmdline) if staged.kernel else None, vcpu_pins=tuple(vcpu_pins),
-                              numa_node=numa_node, hostdevs=hostdevs)  # fmt: skip
+                              numa_node=numa_node, hostdevs=hostdevs, owner=installation_id())  # fmt: skip
             started = time.monotonic()
             _define_and_start(conn, domain_xml(spec))
         wait_booted(rec, hv, ssh_timeout, on_notice)
@@ -191,9 +192,19 @@ def _define_and_start(conn: Any, xml: str) -> None:
         raise VMError(f"libvirt could not start the VM: {exc.get_error_message()}") from None
 
 
-def delete(name: str, hv: Hypervisor | None = None) -> bool:
+def owner_of(dom: Any) -> str | None:
+    """The dltestbed installation that made a domain (its metadata), or None (none recorded)."""
+    libvirt = hv_mod.libvirt_module()
+    try:
+        return owner_in(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS, 0))
+    except libvirt.libvirtError:
+        return None
+
+
+def delete(name: str, hv: Hypervisor | None = None, *, any_owner: bool = False) -> bool:
     """Destroy and undefine the domain, delete its volumes (overlay, seed, console log) and its folder
-    here (record, keys). Idempotent: False when there was nothing to remove."""
+    here (record, keys). Idempotent: False when there was nothing to remove. A domain another dltestbed
+    installation made is a VMError line and is left as it is, unless any_owner."""
     rec = record(name)
     if hv is None:
         hv = hypervisor_of(rec) if rec else hv_mod.local()
@@ -205,6 +216,12 @@ def delete(name: str, hv: Hypervisor | None = None) -> bool:
                 dom = conn.lookupByName(DOMAIN_PREFIX + name)
             except libvirt.libvirtError:
                 dom = None
+            other = owner_of(dom) if dom is not None and not any_owner else None
+            if other is not None and other != installation_id():
+                where = f" on {hv.host.name}" if hv.host else ""
+                raise VMError(f"VM {DOMAIN_PREFIX}{name}{where} belongs to another dltestbed installation ({other}): "
+                              "left as it is; its owner's `dltestbed teardown` removes it (or yours with "
+                              "--all-owners)")  # fmt: skip
             if dom is not None:
                 found = True
                 with contextlib.suppress(libvirt.libvirtError):
@@ -215,7 +232,9 @@ def delete(name: str, hv: Hypervisor | None = None) -> bool:
             with contextlib.suppress(libvirt.libvirtError):
                 if conn.storagePoolLookupByName(hv.pool_name):
                     found |= pool_mod.remove_volumes(pool_mod.pool(conn, hv), f"{name}.") > 0
-    except VMError:
+    except VMError as exc:
+        if "belongs to another dltestbed installation" in str(exc):
+            raise
         if rec is not None and rec.uri != LOCAL_URI:
             raise  # a remote VM whose host does not answer: keep its record, so a later teardown finds it
     folder = paths.vm_root() / name
@@ -227,24 +246,32 @@ def delete(name: str, hv: Hypervisor | None = None) -> bool:
 
 def domains(hv: Hypervisor | None = None) -> list[str]:
     """Names (without the prefix) of dltestbed's domains libvirt knows there, running or not."""
+    return sorted(owners(hv))
+
+
+def owners(hv: Hypervisor | None = None) -> dict[str, str | None]:
+    """dltestbed's domains there (names without the prefix), each with the installation that made it."""
     try:
         with (hv or hv_mod.local()).connect() as conn:
-            return sorted(d.name()[len(DOMAIN_PREFIX):] for d in conn.listAllDomains()
-                          if d.name().startswith(DOMAIN_PREFIX))  # fmt: skip
+            return {d.name()[len(DOMAIN_PREFIX):]: owner_of(d) for d in conn.listAllDomains()
+                    if d.name().startswith(DOMAIN_PREFIX)}  # fmt: skip
     except VMError:
-        return []
+        return {}
 
 
-def teardown(hv: Hypervisor | None = None) -> list[str]:
-    """Remove every dltestbed VM on a hypervisor (default: this machine) — domains, volumes, records —
-    then its network when no VM is left on that libvirtd, and this machine's pool. The names removed.
-    A remote host's pool keeps the uploaded guest image (reused by the next VM there)."""
+def teardown(hv: Hypervisor | None = None, *, all_owners: bool = False) -> list[str]:
+    """Remove this installation's dltestbed VMs on a hypervisor (default: this machine) — domains, volumes,
+    records — then its network when no VM is left on that libvirtd, and this machine's pool. The names
+    removed. A VM another installation made (its domain metadata) is left, unless all_owners; so is one
+    with no owner recorded. A remote host's pool keeps the uploaded guest image (reused by the next VM)."""
     hv = hv or hv_mod.local()
     mine = {r.name for r in records() if r.uri == hv.uri}
     elsewhere = {r.name for r in records() if r.uri != hv.uri}
-    names = sorted((set(domains(hv)) - elsewhere) | mine)
+    me = installation_id()
+    there = {n for n, owner in owners(hv).items() if all_owners or owner == me}
+    names = sorted((there - elsewhere) | mine)
     for name in names:
-        delete(name, hv)
+        delete(name, hv, any_owner=all_owners)
     try:
         release(hv)
     except VMError:

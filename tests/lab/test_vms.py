@@ -90,6 +90,31 @@ def test_a_bad_stream_is_refused_before_any_vm_is_made(vm_env: dict[str, str], g
     assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())  # checked first, nothing made
 
 
+def test_another_installations_vm_is_left_alone(vm_env: dict[str, str], guest_image: Path, results: Path,
+                                                tmp_path: Path) -> None:  # fmt: skip
+    """Two operators on one libvirt host: a domain another installation made (its owner in the domain's
+    metadata; defined, not started) under the name our VM would have. bench refuses to replace it and
+    teardown leaves it, each saying so; teardown --all-owners removes it."""
+    from dltestbed.vms.domain import DomainSpec, domain_xml
+
+    xml = domain_xml(DomainSpec(name="dltestbed-local", virt_type="qemu", vcpus=1, memory_mib=256,
+                                disk=str(tmp_path / "none.qcow2"), console_log=str(tmp_path / "console.log"),
+                                bridge="dltb-nobr", mac="52:54:00:0a:0b:0c", owner="someone@else-0bad"))  # fmt: skip
+    subprocess.run(["virsh", "-c", "qemu:///system", "define", "/dev/stdin"], input=xml, text=True, check=True,
+                   capture_output=True)  # fmt: skip
+    try:
+        line = one_error_line(run_cli("bench", "--targets", "vm", *TINY, "--results", str(results), env=vm_env))
+        assert ("VM dltestbed-local belongs to another dltestbed installation (someone@else-0bad): left as it "
+                "is") in line, line  # fmt: skip
+        assert _domains() == ["dltestbed-local"]
+        proc = run_cli("teardown", env=vm_env)
+        assert proc.returncode == 0 and _domains() == ["dltestbed-local"], proc.stderr
+        proc = run_cli("teardown", "--all-owners", env=vm_env)
+        assert proc.returncode == 0 and "VM local" in proc.stderr and not _domains(), proc.stderr
+    finally:
+        subprocess.run(["virsh", "-c", "qemu:///system", "undefine", "dltestbed-local"], capture_output=True)
+
+
 def _digest(folder: Path) -> str:
     from dltestbed import dataset
 

@@ -416,3 +416,19 @@ def test_an_early_boot_stall_is_told_from_a_panic_and_a_slow_boot(tail: str, sta
     from dltestbed.vms.boot import stalled_early
 
     assert stalled_early(tail) is stalled
+
+
+def test_the_domain_records_its_owner() -> None:
+    """Known answer: dltestbed's metadata element carries the installation that made the domain; what
+    libvirt hands back for that namespace reads as that owner, anything else as none."""
+    from dltestbed.vms.domain import METADATA_NS, owner_in
+
+    spec = DomainSpec(name="dltestbed-x", virt_type="qemu", vcpus=1, memory_mib=512, disk="/d.qcow2",
+                      console_log="/c.log", bridge="br0", mac="52:54:00:00:00:01", owner="ops@node-1a2b")  # fmt: skip
+    root = ET.fromstring(domain_xml(spec))
+    (el,) = root.find("metadata") or []
+    assert (el.tag, el.get("owner")) == (f"{{{METADATA_NS}}}vm", "ops@node-1a2b")
+    assert owner_in(f'<dltestbed:vm xmlns:dltestbed="{METADATA_NS}" owner="ops@node-1a2b"/>') == "ops@node-1a2b"
+    assert owner_in(None) is None and owner_in("<not xml") is None and owner_in("<vm/>") is None
+    plain = DomainSpec(**{**spec.__dict__, "owner": None})
+    assert ET.fromstring(domain_xml(plain)).find("metadata") is None
