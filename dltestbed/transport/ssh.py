@@ -11,6 +11,7 @@ import os
 import select
 import shlex
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -88,6 +89,44 @@ def _notice_a_dead_peer(transport: Any) -> None:
                         ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000)):  # fmt: skip
         if hasattr(socket, name):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+class _Liveness:
+    """While a command runs, ask the host for an answer every few seconds (a keep-alive that wants a
+    reply, like ssh's ServerAliveInterval); with none for DEAD_PEER_SECONDS the connection is closed and
+    the command reads as lost. TCP alone cannot tell through a jump host or a ProxyCommand: the
+    connection it sees is the one to the bastion, which stays up when the host behind it is gone."""
+
+    INTERVAL = 5.0
+
+    def __init__(self, transport: Any, close: Callable[[], None]) -> None:
+        self._transport = transport
+        self._close = close
+        self._stop = threading.Event()
+        self.dead = False
+        self._thread = threading.Thread(target=self._watch, name="dltestbed-ssh-liveness", daemon=True)
+
+    def __enter__(self) -> _Liveness:
+        if self._transport is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _probe(self, answered: threading.Event) -> None:
+        with contextlib.suppress(Exception):  # OpenSSH answers a request it does not know with a failure
+            self._transport.global_request("keepalive@openssh.com", wait=True)
+        answered.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.INTERVAL):
+            answered = threading.Event()
+            threading.Thread(target=self._probe, args=(answered,), name="dltestbed-ssh-probe", daemon=True).start()
+            if not answered.wait(DEAD_PEER_SECONDS) and not self._stop.is_set():
+                self.dead = True
+                self._close()
+                return
 
 
 def _cut(sock: Any) -> None:
@@ -262,16 +301,20 @@ class SSH:
         log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
         out, err = LineStream(on_line), _ErrStream(log, tail)
         aborted = False
+        alive: _Liveness | None = None
+        transport = conn.client.get_transport()
+        lost = f"host {self.host.name}: the SSH connection was lost"
+        silent = f" (no answer to SSH keep-alives for {DEAD_PEER_SECONDS} s)"
         try:
             self._abort.attach(lambda: _close(conn))
-            result = conn.run(command, hide=True, warn=True, pty=False, in_stream=False, out_stream=out,
-                              err_stream=err, timeout=timeout)  # fmt: skip
+            with _Liveness(transport, lambda: _close(conn)) as alive:
+                result = conn.run(command, hide=True, warn=True, pty=False, in_stream=False, out_stream=out,
+                                  err_stream=err, timeout=timeout)  # fmt: skip
             code = result.exited
-            transport = conn.client.get_transport()
             if code == -1 and not (transport and transport.is_active()) and not self._abort.requested:
                 why = getattr(transport, "saved_exception", None)
-                raise _Lost(f"host {self.host.name}: the SSH connection was lost"
-                            + (f" ({why})" if why else "") + " before the command ended")  # fmt: skip
+                raise _Lost(lost + (silent if alive.dead else f" ({why})" if why else "")
+                            + " before the command ended")  # fmt: skip
         except CommandTimedOut:
             timed_out, code = True, 124
         except _Lost as exc:
@@ -280,6 +323,8 @@ class SSH:
             aborted = self._abort.detach()
             if aborted:
                 raise KeyboardInterrupt from None
+            if alive is not None and alive.dead:
+                raise TargetError(lost + silent + " before the command ended") from None
             raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
         finally:
             aborted = self._abort.detach() or aborted

@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import os
 import re
-import select
 import signal
 import sys
 import time
@@ -79,9 +78,21 @@ def micro_parser() -> argparse.ArgumentParser:
 
 STDIN_GRACE_SECONDS = 10.0  # after stdin closed: time to stop cleanly before the process is killed
 
+# The watchdog's program: wait for the end of stdin, SIGTERM the workload, SIGKILL it after the grace.
+_WATCHDOG = """import os, signal, sys, time
+workload, grace = int(sys.argv[1]), float(sys.argv[2])
+while os.read(0, 4096):
+    pass
+os.kill(workload, signal.SIGTERM)
+deadline = time.monotonic() + grace
+while time.monotonic() < deadline:
+    time.sleep(0.2)
+os.kill(workload, signal.SIGKILL)
+"""
+
 
 def _die_with_parent() -> None:
-    """Linux: this process gets SIGKILL the moment its parent ends (no watchdog outlives its workload)."""
+    """Linux: this process gets SIGKILL the moment its parent ends (kept across exec)."""
     import ctypes
 
     pr_set_pdeathsig = 1
@@ -91,30 +102,22 @@ def _die_with_parent() -> None:
 
 def _watch_stdin() -> None:
     """When stdin closes (the controller is gone), interrupt this process like SIGTERM does, and kill
-    it STDIN_GRACE_SECONDS later if it has not ended. The watching is a forked process, not a thread: a
+    it STDIN_GRACE_SECONDS later if it has not ended. The watching is another process, not a thread: a
     main thread blocked in TensorFlow's C++ while holding the GIL (a collective waiting for a peer that
-    will never come) lets no Python thread run, and runs no signal handler either."""
+    will never come) lets no Python thread run, and runs no signal handler either. The watchdog is a
+    small `python -I -c` of its own (not a copy of this command line, which `ps` would show twice),
+    holds only stdin, and dies with the workload."""
     parent = os.getpid()
     if os.fork() != 0:
         return
-    try:  # the watchdog: stdin only; the rest closed, so nobody waits on it for an end of file
+    try:
         _die_with_parent()
-        os.closerange(1, 65536)
-        closed = False
-        while not closed and os.getppid() == parent:
-            if select.select([0], [], [], 0.5)[0]:
-                closed = not os.read(0, 4096)
-        if closed:
-            os.kill(parent, signal.SIGTERM)
-            deadline = time.monotonic() + STDIN_GRACE_SECONDS
-            while os.getppid() == parent and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if os.getppid() == parent:
-                os.kill(parent, signal.SIGKILL)
-    except OSError:
-        pass
+        if os.getppid() != parent:  # the workload ended before the line above
+            os._exit(0)
+        os.closerange(1, 65536)  # nobody waits on it for an end of file
+        os.execv(sys.executable, [sys.executable, "-I", "-c", _WATCHDOG, str(parent), str(STDIN_GRACE_SECONDS)])
     finally:
-        os._exit(0)
+        os._exit(0)  # exec failed: no watchdog, never a second workload
 
 
 def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:

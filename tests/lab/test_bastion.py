@@ -66,6 +66,16 @@ ansible_python_interpreter=/usr/bin/python3
 {extra}"""
 
 
+def _proxy_command_inventory(behind: LabState, tmp_path: Path) -> Path:
+    """The site's inventory reaching its hosts by a ProxyCommand through the bastion (address from hostvars)."""
+    hop = (f"ssh -i {behind.key} -o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes "
+           "-o BatchMode=yes -W %h:%p root@{{ hostvars.jumphost.ansible_host }}")  # fmt: skip
+    args = f'-o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes -o ProxyCommand="{hop}"'
+    inv = tmp_path / "site.ini"
+    inv.write_text(_users_ini(behind, args, 'dltestbed_groups={"bare_metal": "compute"}\n'))
+    return inv
+
+
 def test_provision_and_bench_through_a_proxy_command(behind: LabState, env: dict[str, str], tmp_path: Path,
                                                      results: Path) -> None:  # fmt: skip
     """ProxyCommand with the bastion's address templated from hostvars; the roles from dltestbed_groups."""
@@ -73,11 +83,7 @@ def test_provision_and_bench_through_a_proxy_command(behind: LabState, env: dict
         assert lab_host.ssh_banner(h.ip, timeout=2) is None, f"{h.name} should not answer this machine directly"
     assert behind.bastion is not None and lab_host.ssh_banner(behind.bastion.ip)
     assert run_cli("lab", "status", "--name", "tb", env=env).returncode == 0  # checked through the bastion
-    hop = (f"ssh -i {behind.key} -o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes "
-           "-o BatchMode=yes -W %h:%p root@{{ hostvars.jumphost.ansible_host }}")  # fmt: skip
-    args = f'-o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes -o ProxyCommand="{hop}"'
-    inv = tmp_path / "site.ini"
-    inv.write_text(_users_ini(behind, args, 'dltestbed_groups={"bare_metal": "compute"}\n'))
+    inv = _proxy_command_inventory(behind, tmp_path)
     proc = run_cli("provision", "--layout", "distributed", "--inventory", str(inv), env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "2 host(s) provisioned" in proc.stderr and "jumphost" not in proc.stderr.split("artifacts:")[0]
@@ -119,3 +125,41 @@ def test_bench_through_proxy_jump_with_an_ssh_config_and_group_options(
     proc = run_cli("teardown", "--inventory", str(inv), "--group", "container_hosts=compute", env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "tb-h" not in proc.stderr, proc.stderr  # both hosts reached through the jump (errors name the host)
+
+
+def test_a_host_lost_behind_the_bastion_is_noticed(behind: LabState, env: dict[str, str], tmp_path: Path,
+                                                  results: Path) -> None:  # fmt: skip
+    """tb-h2's network is cut mid-bench. This machine's connection is to the bastion, which stays up, so
+    TCP never tells: the SSH keep-alives that want an answer do. tb-h1 finishes; tb-h2's run is stored
+    failed with its steps and why; the bench exits 1 in bounded time. Needs the first test's provisioning."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from dltestbed.lab import net
+    from dltestbed.transport.ssh import DEAD_PEER_SECONDS
+    from tests.conftest import wait_for_steps
+
+    inv = _proxy_command_inventory(behind, tmp_path)
+    argv = ["bench", "--inventory", str(inv), *BENCH, "--steps", "400", "--json", "--results", str(results)]
+    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", *argv], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    lost = behind.hosts[1]
+    try:
+        assert wait_for_steps(results, 4, runs=2), "both hosts should be measuring"
+        net.ip("link", "set", "eth0", "down", netns=lost.netns)
+        cut = time.monotonic()
+        out, err = proc.communicate(timeout=300)
+        waited = time.monotonic() - cut
+    finally:
+        proc.kill()
+        net.ip("link", "set", "eth0", "up", netns=lost.netns)
+    assert proc.returncode == 1, err[-3000:]
+    assert waited < DEAD_PEER_SECONDS + 60, waited
+    runs = {r["host"]: r for r in json.loads(out)}
+    assert runs["tb-h1"]["status"] == "ok" and runs["tb-h1"]["steps_done"] == 401
+    gone = runs[lost.name]
+    assert gone["status"] == "failed" and 4 < gone["steps_done"] < 401, gone
+    assert f"the SSH connection was lost (no answer to SSH keep-alives for {DEAD_PEER_SECONDS} s)" in gone["reason"]
+    print(f"network cut behind the bastion: the bench ended {waited:.1f} s later")

@@ -12,12 +12,17 @@ from dltestbed.shield import shielded
 
 
 def test_a_signal_during_a_cleanup_is_raised_after_it() -> None:
-    done = []
-    with pytest.raises(KeyboardInterrupt), shielded():
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the container is being removed
-        done.append("removed")
-    assert done == ["removed"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    # Python's own handler, whatever this process was started with (a shell's background job ignores SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        done = []
+        with pytest.raises(KeyboardInterrupt), shielded():
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the container is being removed
+            done.append("removed")
+        assert done == ["removed"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_cleanup_of_a_stop_in_progress_lets_that_stop_go_on() -> None:
