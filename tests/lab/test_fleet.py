@@ -18,7 +18,7 @@ from dltestbed.lab.state import LabState
 from tests.conftest import run_cli
 from tests.lab.conftest import leftovers, ssh
 
-BENCH = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "2", "--steps", "15",
+BENCH = ["--model", "alexnet", "--image-size", "128", "--batch-size", "8", "--warmup", "2", "--steps", "15",
          "--repeat", "2", "--sequential"]  # fmt: skip
 
 
