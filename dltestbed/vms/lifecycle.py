@@ -192,6 +192,10 @@ def _define_and_start(conn: Any, xml: str) -> None:
         raise VMError(f"libvirt could not start the VM: {exc.get_error_message()}") from None
 
 
+class ForeignVMError(VMError):
+    """A domain another dltestbed installation made: never deleted on its behalf."""
+
+
 def owner_of(dom: Any) -> str | None:
     """The dltestbed installation that made a domain (its metadata), or None (none recorded)."""
     libvirt = hv_mod.libvirt_module()
@@ -219,9 +223,9 @@ def delete(name: str, hv: Hypervisor | None = None, *, any_owner: bool = False) 
             other = owner_of(dom) if dom is not None and not any_owner else None
             if other is not None and other != installation_id():
                 where = f" on {hv.host.name}" if hv.host else ""
-                raise VMError(f"VM {DOMAIN_PREFIX}{name}{where} belongs to another dltestbed installation ({other}): "
-                              "left as it is; its owner's `dltestbed teardown` removes it (or yours with "
-                              "--all-owners)")  # fmt: skip
+                raise ForeignVMError(f"VM {DOMAIN_PREFIX}{name}{where} belongs to another dltestbed installation "
+                                     f"({other}): left as it is; its owner's `dltestbed teardown` removes it (or "
+                                     "yours with --all-owners)")  # fmt: skip
             if dom is not None:
                 found = True
                 with contextlib.suppress(libvirt.libvirtError):
@@ -232,9 +236,9 @@ def delete(name: str, hv: Hypervisor | None = None, *, any_owner: bool = False) 
             with contextlib.suppress(libvirt.libvirtError):
                 if conn.storagePoolLookupByName(hv.pool_name):
                     found |= pool_mod.remove_volumes(pool_mod.pool(conn, hv), f"{name}.") > 0
-    except VMError as exc:
-        if "belongs to another dltestbed installation" in str(exc):
-            raise
+    except ForeignVMError:
+        raise
+    except VMError:
         if rec is not None and rec.uri != LOCAL_URI:
             raise  # a remote VM whose host does not answer: keep its record, so a later teardown finds it
     folder = paths.vm_root() / name
