@@ -39,3 +39,7 @@ class HostKeyError(TargetError):
 
 class StreamError(DltestbedError):
     """The time-series server cannot be reached or refuses the writes (checked before a bench starts)."""
+
+
+class SlurmError(DltestbedError):
+    """Slurm refused or lost the bench's allocation (salloc's own line, or the job's state)."""

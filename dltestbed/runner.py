@@ -190,7 +190,15 @@ class _Collector:
 
 
 def _failure_reason(result: CommandResult | None, col: _Collector) -> str | None:
-    """None when the run succeeded, else why it did not, in one line."""
+    """None when the run succeeded, else why it did not, in one line: what ended it from outside (a
+    scheduler's time limit) first, then what the workload said."""
+    why = _workload_reason(result, col)
+    if result is not None and result.ended_by:
+        return result.ended_by + (f" (the workload: {why})" if why else "")
+    return why
+
+
+def _workload_reason(result: CommandResult | None, col: _Collector) -> str | None:
     if result is not None and result.ok and (col.summary or col.probes_done) and not col.error:
         if col.probes_done and col.probes_done.measures != col.measures:
             return f"the workload sent {col.measures} timed measures and said {col.probes_done.measures}"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install dltestbed into ./.venv on a Debian machine, as root: system packages first, then pip.
-# Usage: bash scripts/install.sh [--lab] [--test]
+# Usage: bash scripts/install.sh [--lab] [--slurm] [--containers] [--vm] [--test]
 #   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
+#   --slurm adds Slurm (slurmctld, slurmd, its client commands) and munge: `lab up --slurm`, and this
+#           machine as a submit host for `bench --launcher slurm` (a site's own Slurm needs only slurm-client)
 #   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally)
 #   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
-#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --containers --vm), and
+#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --slurm --containers --vm), and
 #           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests,
 #           fdisk and extlinux (the VM tests build a cloud image with its own boot loader), and
 #           Chromium (the browser tier opens the HTML report in it, headless)
@@ -14,15 +16,17 @@ cd "$(dirname "$0")/.."
 
 extras=()
 lab=0
+slurm=0
 containers=0
 vm=0
 for arg in "$@"; do
     case "$arg" in
-        --test) extras+=(test); lab=1; containers=1; vm=1 ;;
+        --test) extras+=(test); lab=1; slurm=1; containers=1; vm=1 ;;
         --vm) extras+=(vm); vm=1; containers=1 ;;
         --lab) lab=1 ;;
+        --slurm) lab=1; slurm=1 ;;
         --containers) containers=1 ;;
-        *) echo "usage: bash scripts/install.sh [--lab] [--containers] [--vm] [--test]" >&2; exit 2 ;;
+        *) echo "usage: bash scripts/install.sh [--lab] [--slurm] [--containers] [--vm] [--test]" >&2; exit 2 ;;
     esac
 done
 
@@ -33,6 +37,12 @@ command -v ssh >/dev/null || apt_needed+=(openssh-client)   # bench over SSH, pr
 if ((lab)); then
     [[ -x /usr/sbin/sshd ]] || apt_needed+=(openssh-server)
     command -v ip >/dev/null || apt_needed+=(iproute2)
+fi
+if ((slurm)); then
+    [[ -x /usr/sbin/slurmctld ]] || apt_needed+=(slurmctld)
+    [[ -x /usr/sbin/slurmd ]] || apt_needed+=(slurmd)
+    command -v srun >/dev/null || apt_needed+=(slurm-client)
+    [[ -x /usr/sbin/munged ]] || apt_needed+=(munge)
 fi
 if ((containers)); then
     [[ -x /usr/sbin/dockerd ]] || apt_needed+=(docker.io)

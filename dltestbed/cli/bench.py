@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from dltestbed.cli import slurmlaunch
 from dltestbed.cli.options import (
     RESULTS_HELP,
     CotenantOpt,
     DataOpt,
     DeviceOpt,
+    LauncherOpt,
     ModeOpt,
     OrderOpt,
     PresetOpt,
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # annotations only: the command imports these when it runs (C
     from dltestbed.results.records import RunRecord
     from dltestbed.results.store import Store
     from dltestbed.scenarios import Options
+    from dltestbed.slurm import Allocation
     from dltestbed.targets import Site, Target
 
 
@@ -177,6 +180,24 @@ def bench(
     ),
     limit: str | None = typer.Option(None, help="With --inventory: only these hosts or groups (Ansible pattern)."),
     group: list[str] | None = group_opt(),
+    launcher: LauncherOpt = typer.Option(
+        LauncherOpt.direct, help="direct: this machine, or the inventory's hosts over SSH. slurm: this machine is a "
+        "Slurm submit host; the bench holds one allocation of whole nodes (salloc --exclusive, given back when it "
+        "ends, Ctrl-C or kill included) and runs each workload as an srun step on a node, stored under the node's "
+        "name (bm; the workload installed on the nodes, see --venv).", rich_help_panel="Slurm",
+    ),
+    partition: str | None = typer.Option(None, help="slurm: the partition (default: Slurm's, or $SALLOC_PARTITION).",
+                                         rich_help_panel="Slurm"),
+    nodes: int | None = typer.Option(None, help="slurm: nodes to allocate (default: --workers or 2 with --scenario "
+                                     "distributed, else 1); the runs of --scenario single go to every node at once.",
+                                     rich_help_panel="Slurm"),
+    account: str | None = typer.Option(None, help="slurm: the account to charge.", rich_help_panel="Slurm"),
+    time_limit: str | None = typer.Option(None, "--time", help="slurm: the allocation's time limit, in Slurm's "
+                                          "format (30, 1:30:00); a run the limit ends is stored failed, with its "
+                                          "steps and Slurm's reason.", rich_help_panel="Slurm"),
+    venv: str | None = typer.Option(None, help="slurm: dltestbed's venv on the nodes, e.g. on a shared filesystem "
+                                    "(default: the --inventory host's dltestbed_venv of that name, else "
+                                    "/opt/dltestbed/venv, where `provision` installs it).", rich_help_panel="Slurm"),
     parallel: bool = typer.Option(
         True, "--parallel/--sequential", help="With several hosts: run them at once (default) or one by one."
     ),
@@ -220,9 +241,15 @@ def bench(
     stream = _stream_settings(influx_url, influx_org, influx_bucket, influx_token_file)
     if report is not None:
         check_out(report)
-    hosts = _hosts(inventory, limit, group or [])
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
-    if kinds == ["auto"]:
+    slurm_opts = slurmlaunch.SlurmOptions(partition, nodes, account, time_limit, venv)
+    slurm_nodes = slurmlaunch.check(slurm_opts, launcher == LauncherOpt.slurm, scenario.value, workers, kinds,
+                                    data.value == "real", data_shared, limit)  # fmt: skip
+    hosts = _hosts(inventory, limit, group or []) if slurm_nodes is None else [None] * slurm_nodes
+    if kinds == ["auto"] and slurm_nodes is not None:
+        kinds = ["bm"]
+        typer.echo("--launcher slurm: bare metal (bm) on the nodes Slurm gives", err=True)
+    elif kinds == ["auto"]:
         auto = prepare.auto_kinds(scenario.value, hosts, runtime)
         kinds, plan.aa, runtime = list(auto.kinds), plan.aa or auto.aa, runtime or auto.runtime
         typer.echo(auto.why, err=True)
@@ -241,7 +268,7 @@ def bench(
     setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides,
                           {"cpuset": container_cpuset, "memory": container_memory},
                           Dataset.of(plan.specs[0], data_shared), inventory)  # fmt: skip
-    checked = prepare.check(setup)
+    checked = prepare.check(setup) if slurm_nodes is None else None
     if stream is not None:
         from dltestbed.results import influx
 
@@ -251,20 +278,32 @@ def bench(
     if setup.uses_vms:
         where = "each host's" if inventory is not None else "this machine's"
         typer.echo(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)", err=True)
+    alloc: Allocation | None = None
     try:
-        sites = prepare.ready(checked, lambda line: typer.echo(f"notice: {line}", err=True))
+        if checked is not None:
+            sites = prepare.ready(checked, lambda line: typer.echo(f"notice: {line}", err=True))
+        else:
+            alloc, sites = _allocate(plan.bench_id, slurm_nodes or 1, slurm_opts, inventory)
     except KeyboardInterrupt:
-        typer.echo("interrupted while preparing the targets: nothing was run; a VM being created was removed",
-                   err=True)  # fmt: skip
+        what = "waiting for Slurm's allocation: the request was revoked" if checked is None else \
+            "preparing the targets: nothing was run; a VM being created was removed"
+        typer.echo(f"interrupted while {what}", err=True)
         raise typer.Exit(130) from None
-    # 3. the runs: a target per site and kind, made once (more per job or co-tenant in those scenarios)
-    machines = [[make(k, s) for k in kinds] for s in sites]
-    console = Console(stderr=True, soft_wrap=True, highlight=False)
-    p = bench_mod.PRESETS[preset.value]
-    if suite != "micro" and not model and image_size is None and steps is None:
-        console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
-                      "See `dltestbed bench --help` for the options.")  # fmt: skip
-    records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]
+    try:
+        # 3. the runs: a target per site and kind, made once (more per job or co-tenant in those scenarios)
+        machines = [[make(k, s) for k in kinds] for s in sites]
+        console = Console(stderr=True, soft_wrap=True, highlight=False)
+        p = bench_mod.PRESETS[preset.value]
+        if suite != "micro" and not model and image_size is None and steps is None:
+            console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
+                          "See `dltestbed bench --help` for the options.")  # fmt: skip
+        records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]
+    finally:
+        if alloc is not None:
+            from dltestbed.shield import shielded
+
+            with shielded():  # a second Ctrl-C does not keep the nodes
+                alloc.release()
     for note in plan.notes:
         typer.echo(note, err=True)
     if report is not None:
@@ -278,6 +317,24 @@ def bench(
             f"{len(failed)} of {len(records)} run(s) failed; first: {first.model} rep {first.repetition}: "
             f"{first.reason} (log: {first.log_path})"
         )
+
+
+def _allocate(bench_id: str, count: int, opts: slurmlaunch.SlurmOptions,
+              inventory: Path | None) -> tuple[Allocation, list[Site]]:  # fmt: skip
+    """Hold the bench's Slurm allocation (salloc's own lines are echoed as it waits); a site per node."""
+    from dltestbed import slurm
+    from dltestbed.owner import installation_id
+    from dltestbed.targets import Site, SlurmPlace
+
+    python = slurmlaunch.interpreters(opts, inventory)
+    cluster = slurm.check_cluster()
+    req = slurm.Request(count, opts.partition, opts.account, opts.time, job_name=f"dltestbed-{bench_id}",
+                        comment=f"dltestbed bench {bench_id} of installation {installation_id()}")  # fmt: skip
+    slurm.check_request(req)
+    alloc = slurm.Allocation.get(req, lambda line: typer.echo(line, err=True))
+    typer.echo(f"Slurm job {alloc.job_id} on cluster {cluster or '?'}, partition {alloc.partition or '?'}: "
+               f"{', '.join(n.name for n in alloc.nodes)} (given back when the bench ends)", err=True)  # fmt: skip
+    return alloc, [Site(slurm=SlurmPlace(alloc, n, python(n.name))) for n in alloc.nodes]
 
 
 def _report(bench_id: str, out: Path, results: Path | None) -> str:

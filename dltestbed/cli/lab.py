@@ -31,6 +31,11 @@ def up(
         False, "--bastion", help="One more host, NAME-bastion, the only one this machine can reach: the others "
         "answer only through it, and the inventory reaches them with a ProxyCommand (a site's jump host).",
     ),
+    with_slurm: bool = typer.Option(
+        False, "--slurm", help="A Slurm cluster of the hosts (Debian's slurm-wlm and munge): slurmctld on this "
+        "machine, the submit host, and a slurmd on each host under its own node name, partition `lab`. Export "
+        "the SLURM_CONF line it prints, then `bench --launcher slurm`.",
+    ),
     share: list[str] | None = typer.Option(
         None, "--share", help="A folder of this machine every host sees read-only at the same path, as a "
         "site's shared filesystem (e.g. a venv named by the inventory's dltestbed_venv: nothing to provision). "
@@ -50,12 +55,18 @@ def up(
             raise ConfigError(f"--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got {item!r})")
         cpus[key] = value
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion)
+    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion, with_slurm)
     took = time.monotonic() - t0
     names = ", ".join(f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")" for h in state.hosts)
     if state.bastion is not None:
         names += f"; reached only through {state.bastion.name} ({state.bastion.ip})"
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)
+    if state.slurm:
+        from dltestbed.lab import slurm
+
+        typer.echo(f"Slurm cluster dltestbed-{state.name}: slurmctld here, nodes {state.hosts[0].name}.."
+                   f"{state.hosts[-1].name} in partition lab; for Slurm's commands: export "
+                   f"SLURM_CONF={slurm.conf_path(state)}", err=True)  # fmt: skip
     typer.echo(str(state.inventory))
 
 

@@ -45,6 +45,11 @@ class CotenantOpt(StrEnum):
     gpu = "gpu"
 
 
+class LauncherOpt(StrEnum):
+    direct = "direct"
+    slurm = "slurm"
+
+
 class PresetOpt(StrEnum):
     quick = "quick"
     study = "study"

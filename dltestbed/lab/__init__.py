@@ -21,7 +21,7 @@ import yaml
 
 from dltestbed.errors import ConfigError
 from dltestbed.lab import host as lab_host
-from dltestbed.lab import net
+from dltestbed.lab import net, slurm
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import (
     DEFAULT_SUBNET,
@@ -96,33 +96,42 @@ def _seen_from(lab: LabState, h: LabHost) -> str | None:
 
 
 def _healthy(lab: LabState) -> bool:
-    return lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
-                                      for h in lab.all_hosts)  # fmt: skip
+    ok = lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
+                                    for h in lab.all_hosts)  # fmt: skip
+    return ok and (not lab.slurm or bool(slurm.node_states(lab)))
 
 
 def up(
     name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-    cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (), bastion: bool = False,
+    cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (), bastion: bool = False, with_slurm: bool = False,
 ) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
     name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find);
     `shares`: folders of this machine every host sees read-only at the same path (a shared filesystem);
-    `bastion`: one more host, the only one this machine reaches (the inventory goes through it)."""
+    `bastion`: one more host, the only one this machine reaches (the inventory goes through it);
+    `with_slurm`: a Slurm cluster of the hosts, its controller on this machine (see lab.slurm)."""
     _require_root()
-    want = plan(name, hosts, subnet, containers, vms, cpus, shares, bastion)
+    want = plan(name, hosts, subnet, containers, vms, cpus, shares, bastion, with_slurm)
+    if with_slurm:
+        slurm.check_installed()
     old = LabState.load(name)
     same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
     same = same and old.vms == vms and [h.cpus for h in old.hosts] == [h.cpus for h in want.hosts]
     same = same and old.shares == want.shares and (old.bastion is None) == (want.bastion is None)
+    same = same and old.slurm == want.slurm
     if old and same and _healthy(old):
         return old
     down(name)
     clash = net.routes_overlapping(want.subnet, ignore_dev=want.bridge)
     if clash:
         raise LabError(f"subnet {want.subnet} is already routed on this machine ({clash[0]}); choose --subnet")
+    if with_slurm:
+        slurm.check_port_free()
     lab = want
     lab.save()  # before anything exists, so a crash from here on is cleaned by the next up/down
     try:
+        if lab.slurm:
+            slurm.prepare(lab)
         client_pub = lab_host.keygen(lab.key, f"dltestbed-lab-{name}")
         prefix = ipaddress.ip_network(lab.subnet).prefixlen
         net.make_bridge(lab.bridge, lab.bridge_ip, prefix)
@@ -132,6 +141,8 @@ def up(
             host_pub = lab_host.prepare(lab, h, client_pub)
             known.append(f"{h.ip},{h.name} {' '.join(host_pub.split()[:2])}")
         lab.known_hosts.write_text("\n".join(known) + "\n")
+        if lab.slurm:
+            slurm.start_controller(lab)
         for h in lab.all_hosts:
             h.pid = lab_host.start(lab, h)
             lab.save()
@@ -140,6 +151,8 @@ def up(
         if lab.bastion is not None:
             for h in lab.hosts:
                 net.hide_from(h.netns, lab.bridge_ip)
+        if lab.slurm:
+            slurm.wait_ready(lab)
         lab.inventory.write_text(inventory_text(lab))
         lab.status = "up"
         lab.save()
@@ -184,6 +197,9 @@ def down(name: str = "lab") -> list[str]:
             break
         _kill(live)
         first = []
+    _kill(slurm.controller_pids(name, labs_root() / name))
+    if slurm.remove_run_dir(name):
+        removed.append(slurm.munge_dir(name))
     for h in hosts:
         if h.netns in net.namespaces() or h.veth in net.links():
             net.remove_host_net(h.netns, h.veth)

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from dltestbed.lab import slurm
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import LabHost, LabState, labs_root
 
@@ -60,7 +61,8 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     (etc / "ssh").mkdir(parents=True, exist_ok=True)
     (etc / "hostname").write_text(host.name + "\n")
     peers = "".join(f"{h.ip}\t{h.name}\n" for h in lab.all_hosts)
-    (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{lab.bridge_ip}\tcontroller\n{peers}")
+    ctl = f"controller {slurm.controller_name(lab)}" if lab.slurm else "controller"
+    (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{lab.bridge_ip}\t{ctl}\n{peers}")
     (etc / "resolv.conf").write_text("")  # no resolver: name lookups fail fast instead of stalling
     host_pub = keygen(upper / HOST_KEY.lstrip("/"), host.name)
     _whiteout_machine_host_keys(upper)
@@ -71,6 +73,8 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     auth = ssh_dir / "authorized_keys"
     auth.write_text(client_pub + "\n")
     os.chmod(auth, 0o600)
+    if lab.slurm and host is not lab.bastion:
+        slurm.prepare_host(lab, upper)
     return host_pub
 
 
@@ -144,6 +148,8 @@ def start_script(lab: LabState, host: LabHost) -> str:
         *(_container_setup(d, m) if lab.containers else []),
         # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
         *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
+        # a Slurm node: its munged and slurmd (they run in the host's namespaces, and die with them)
+        *(slurm.host_commands(lab, m) if lab.slurm and host is not lab.bastion else []),
         f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
     ])  # fmt: skip
 

@@ -70,6 +70,7 @@ class LabState:
     shares: list[str] = field(default_factory=list)  # folders of this machine every host sees read-only, same path
     hosts: list[LabHost] = field(default_factory=list)
     bastion: LabHost | None = None  # with --bastion: the only host this machine reaches; the others through it
+    slurm: bool = False  # with --slurm: a Slurm cluster, slurmctld on this machine and a slurmd per host
 
     @property
     def all_hosts(self) -> list[LabHost]:
@@ -117,10 +118,11 @@ class LabState:
 
 def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
          cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (),
-         bastion: bool = False) -> LabState:  # fmt: skip
+         bastion: bool = False, slurm: bool = False) -> LabState:  # fmt: skip
     """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
     CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path;
-    `bastion`: one more host, `<name>-bastion`, the only one this machine reaches."""
+    `bastion`: one more host, `<name>-bastion`, the only one this machine reaches; `slurm`: a Slurm
+    cluster of the hosts, controlled from this machine."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
     try:
@@ -132,10 +134,13 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
     max_hosts = 64
     if not 1 <= hosts <= max_hosts:
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
+    if slurm and bastion:
+        raise ConfigError("--slurm and --bastion: the hosts behind a bastion cannot reach slurmctld on this machine; "
+                          "choose one")
     base = net.network_address
     state = LabState(
         name=name, subnet=str(net), bridge=bridge_name(name), bridge_ip=str(base + 1), containers=containers,
-        vms=vms,
+        vms=vms, slurm=slurm,
     )
     for i in range(1, hosts + 1):
         state.hosts.append(LabHost(

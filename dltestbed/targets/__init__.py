@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
+from dltestbed.slurm.alloc import Allocation, Node
 from dltestbed.targets.base import CommandResult, Target, machine_under
 from dltestbed.targets.container import ContainerOptions, ContainerTarget
 from dltestbed.targets.local import LocalTarget
+from dltestbed.targets.slurm import SlurmTarget
 from dltestbed.targets.ssh import SSHTarget
 from dltestbed.targets.vm import VMTarget
 from dltestbed.vms import userimage
@@ -51,18 +53,30 @@ class DataPlace:
 
 
 @dataclass(frozen=True)
+class SlurmPlace:
+    """A node of the bench's Slurm allocation, with the interpreter that has dltestbed there."""
+
+    alloc: Allocation
+    node: Node
+    python: str
+
+
+@dataclass(frozen=True)
 class Site:
-    """One machine of a bench: this machine (host None) or an inventory host, with its container
-    image (cbm) and its VM (vm, cvm) when the bench uses them."""
+    """One machine of a bench: this machine (host None), an inventory host, or a node of a Slurm
+    allocation (slurm), with its container image (cbm) and its VM (vm, cvm) when the bench uses them."""
 
     host: Host | None = None
     container: ContainerImage | None = None
     vm: VMRecord | None = None
     data: DataPlace = field(default_factory=DataPlace)
+    slurm: SlurmPlace | None = None
 
     @property
     def label(self) -> str:
         """For messages."""
+        if self.slurm is not None:
+            return f"Slurm node {self.slurm.node.name}"
         return "this machine" if self.host is None else self.host.name
 
 
@@ -108,6 +122,8 @@ def _missing(kind: str, site: Site, what: str) -> ConfigError:
 
 @register("bm")
 def _bm(site: Site) -> Target:
+    if site.slurm is not None:
+        return SlurmTarget(site.slurm.alloc, site.slurm.node, site.slurm.python, data_dir=site.data.host)
     if site.host is None:
         return LocalTarget(name="local", data_dir=site.data.host)
     return SSHTarget(site.host, data_dir=site.data.host)
@@ -141,4 +157,5 @@ def _cvm(site: Site) -> Target:
 
 
 __all__ = ["GUEST_IMAGE_KINDS", "KINDS", "STORE_IMAGE_KINDS", "VM_KINDS", "CommandResult", "ContainerImage",
-           "DataPlace", "Site", "Target", "check_kind", "factory", "machine_under", "make", "register"]  # fmt: skip
+           "DataPlace", "Site", "SlurmPlace", "Target", "check_kind", "factory", "machine_under", "make",
+           "register"]  # fmt: skip

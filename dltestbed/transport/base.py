@@ -28,6 +28,7 @@ class CommandResult:
     duration: float
     stderr_tail: list[str]
     timed_out: bool = False
+    ended_by: str | None = None  # what outside the command ended it (a scheduler's time limit), in words
 
     @property
     def ok(self) -> bool:

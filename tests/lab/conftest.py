@@ -48,6 +48,18 @@ def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subpro
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
+def this_checkout() -> list[str]:
+    """This test run's source and venv: shared with lab hosts read-only at the same path (a site's shared
+    filesystem), they run the workload with nothing provisioned."""
+    import sys
+
+    import dltestbed
+
+    source = Path(dltestbed.__file__).resolve().parents[1]
+    venv = Path(sys.prefix).resolve()
+    return [str(source)] + ([] if venv.is_relative_to(source) else [str(venv)])
+
+
 def leftovers(name: str) -> list[str]:
     """Anything of lab `name` still on this machine: namespaces, links, mounts, processes."""
     from dltestbed.lab import net
@@ -59,6 +71,9 @@ def leftovers(name: str) -> list[str]:
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
     out += [f"process {line}" for line in ps.splitlines()
             if "dltestbed_sshd_config" in line and f"/{name}/hosts/" in line and not line.startswith("Z")]  # fmt: skip
+    slurm_marks = (f"dltestbed-munge-{name}/", f"/{name}/slurm/")  # a Slurm controller's (lab up --slurm)
+    out += [f"process {line}" for line in ps.splitlines()
+            if any(m in line for m in slurm_marks) and not line.startswith("Z")]  # fmt: skip
     return out
 
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import dltestbed
 from dltestbed import lab
 from dltestbed.lab.state import LabState
 from tests.conftest import run_cli
-from tests.lab.conftest import leftovers, ssh
+from tests.lab.conftest import leftovers, ssh, this_checkout
 
 BENCH = ["--model", "alexnet", "--image-size", "128", "--batch-size", "8", "--warmup", "2", "--steps", "15",
          "--repeat", "2", "--sequential"]  # fmt: skip
@@ -27,11 +26,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> Iterator[t
     """Four hosts; host 4 runs on CPU 0 only. They run this test's own venv and checkout, shared with
     every host read-only at the same path (a site's shared filesystem: nothing to provision)."""
     assert len(os.sched_getaffinity(0)) >= 2, "the fleet test slows one host to 1 CPU: it needs 2 or more"
-    source = Path(dltestbed.__file__).resolve().parents[1]
-    venv = Path(sys.prefix).resolve()
-    shares = [str(source)] + ([] if venv.is_relative_to(source) else [str(venv)])
     lab.down("tf")
-    state = lab.up("tf", 4, "10.213.84.0/24", cpus={"4": "0"}, shares=shares)
+    state = lab.up("tf", 4, "10.213.84.0/24", cpus={"4": "0"}, shares=this_checkout())
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_venv"] = sys.prefix
     inv = tmp_path_factory.mktemp("fleet") / "inventory.yml"

@@ -27,6 +27,7 @@ LAYERS = (
     "inventory",
     "layout",
     "transport",
+    "slurm",  # Slurm as a launcher: the bench's allocation and its srun steps
     "results",
     "report",
     "vms",

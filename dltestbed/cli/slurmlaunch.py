@@ -1,0 +1,63 @@
+"""`bench --launcher slurm`: the options checked, the allocation held, a site per node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import DEFAULT_VENV
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What `bench` was given for Slurm (each documented in `bench --help`)."""
+
+    partition: str | None = None
+    nodes: int | None = None
+    account: str | None = None
+    time: str | None = None
+    venv: str | None = None
+
+
+def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, kinds: Sequence[str],
+          data_real: bool, data_shared: bool, limit: str | None) -> int | None:  # fmt: skip
+    """The node count the bench asks for (None without --launcher slurm); one line for a bad combination."""
+    given = [flag for flag, v in (("--partition", opts.partition), ("--nodes", opts.nodes), ("--account", opts.account),
+                                  ("--time", opts.time), ("--venv", opts.venv)) if v is not None]  # fmt: skip
+    if not slurm:
+        if given:
+            raise ConfigError(f"{given[0]} goes with --launcher slurm")
+        return None
+    if opts.nodes is not None and opts.nodes < 1:
+        raise ConfigError(f"--nodes: at least 1 (got {opts.nodes})")
+    if opts.venv is not None and not opts.venv.startswith("/"):
+        raise ConfigError(f"--venv {opts.venv}: an absolute path on the nodes")
+    if limit:
+        raise ConfigError("--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes "
+                          "(--nodes, --partition)")  # fmt: skip
+    other = [k for k in kinds if k not in ("auto", "bm")]
+    if other:
+        raise ConfigError(f"--launcher slurm runs bare metal (bm) on the nodes in this version, not {other[0]}")
+    if data_real and not data_shared:
+        raise ConfigError("--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
+                          "(the same folder on every node, e.g. a shared filesystem)")  # fmt: skip
+    if scenario == "shared" and (opts.nodes or 1) > 1:
+        raise ConfigError(f"scenario shared runs on one node; --nodes {opts.nodes} given")
+    if opts.nodes is not None:
+        return opts.nodes
+    return (workers or 2) if scenario == "distributed" else 1
+
+
+def interpreters(opts: SlurmOptions, inventory: Path | None) -> Callable[[str], str]:
+    """Node name → the interpreter that has dltestbed there: --venv, else the inventory host of that
+    name's dltestbed_venv, else the default venv."""
+    if opts.venv:
+        return lambda _node: f"{opts.venv}/bin/python"
+    known: dict[str, str] = {}
+    if inventory is not None:
+        from dltestbed import inventory as inventory_mod
+
+        known = {h.name: h.python for h in inventory_mod.load(inventory).hosts.values()}
+    return lambda node: known.get(node, f"{DEFAULT_VENV}/bin/python")

@@ -1,0 +1,55 @@
+"""Bare metal on a node of a Slurm allocation: each command is an srun step started here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from collections.abc import Mapping, Sequence
+from typing import Unpack
+
+from dltestbed.slurm.alloc import Allocation, Node
+from dltestbed.targets.base import CommandResult, RunOptions, Target
+from dltestbed.transport.local import LocalProcess
+
+
+class SlurmTarget:
+    """A workload on a Slurm node, as the scheduler placed it: srun streams its stdout back and
+    forwards its stdin (the workload's watch); a step the scheduler ends is told by Slurm's reason."""
+
+    kind = "bm"
+    remote = True
+    inner: Target | None = None
+
+    def __init__(self, alloc: Allocation, node: Node, python: str, data_dir: str | None = None) -> None:
+        self.alloc = alloc
+        self.node = node
+        self.name = self.host = self.machine = node.name
+        self.peer_address = node.address
+        self.python = python
+        self.data_dir = data_dir
+        self._srun = LocalProcess(f"Slurm node {node.name}")
+
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
+        """Run argv as an srun step on the node; when it fails because Slurm ended the job (time
+        limit, node failure), the result says so in Slurm's words (ended_by, also in the run's log)."""
+        result = self._srun.run(self.alloc.srun_argv(self.node.name, argv), **options)
+        if result.ok:
+            return result
+        why = self.alloc.ended_why(result.stderr_tail)
+        if why is None:
+            return result
+        log = options.get("stderr_log")
+        if log is not None:
+            with log.open("a", encoding="utf-8") as f:
+                f.write(f"[dltestbed] {why}\n")
+        return dataclasses.replace(result, ended_by=why)
+
+    def abort(self) -> None:
+        """Stop the step in progress (srun forwards the SIGTERM to the task), or the one being started."""
+        self._srun.abort()
+
+    def fingerprint(self) -> Mapping[str, str]:
+        """The layer facts: bare metal, placed by Slurm."""
+        return {"target_kind": self.kind, "target_host": self.name, "target_address": self.node.address,
+                "transport": "slurm", "slurm_job_id": self.alloc.job_id,
+                "slurm_partition": self.alloc.partition}  # fmt: skip

@@ -1,0 +1,132 @@
+"""Slurm's output parsed (captured from the lab's slurm-wlm 22.05), the commands built, the options
+checked, and the lab's slurm.conf: known answers, no daemon needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dltestbed.cli.slurmlaunch import SlurmOptions, check
+from dltestbed.errors import ConfigError
+from dltestbed.lab import slurm as lab_slurm
+from dltestbed.lab.state import plan as lab_plan
+from dltestbed.slurm import parse
+from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
+from tests.conftest import one_error_line, run_cli
+
+DATA = Path(__file__).parent.parent / "data" / "slurm"
+
+
+def test_a_job_record_is_read_whole_and_its_end_told() -> None:
+    (job,) = parse.records((DATA / "job-timeout.txt").read_text())
+    assert job["JobId"] == "7" and job["JobState"] == "TIMEOUT" and job["Reason"] == "TimeLimit"
+    assert job["JobName"] == "dltestbed-b-20261124-050403-fd162c" and job["Partition"] == "lab"
+    assert job["AllocNode:Sid"] == "localhost:7002" and job["TimeLimit"] == "00:01:00"
+    assert parse.ended(job) == "TIMEOUT (TimeLimit)"
+
+
+@pytest.mark.parametrize(("state", "reason", "told"), [
+    ("RUNNING", "None", None), ("PENDING", "Resources", None), ("COMPLETING", "TimeLimit", "TimeLimit"),
+    ("COMPLETING", "None", None), ("NODE_FAIL", "NodeDown", "NODE_FAIL (NodeDown)"), ("CANCELLED", "None", "CANCELLED"),
+])  # fmt: skip
+def test_how_a_job_ended(state: str, reason: str, told: str | None) -> None:
+    assert parse.ended({"JobState": state, "Reason": reason}) == told
+
+
+def test_values_with_spaces_stay_whole() -> None:
+    rec = parse.fields("JobId=9 JobName=my bench Comment=dltestbed bench b-1 of installation x UserId=root(0)")
+    assert rec == {"JobId": "9", "JobName": "my bench", "Comment": "dltestbed bench b-1 of installation x",
+                   "UserId": "root(0)"}  # fmt: skip
+
+
+def test_nodes_and_their_addresses() -> None:
+    recs = {r["NodeName"]: r for r in parse.records((DATA / "nodes.txt").read_text())}
+    assert sorted(recs) == ["sl-h1", "sl-h2"]
+    assert recs["sl-h1"]["NodeAddr"] == "10.213.120.11" and recs["sl-h2"]["NodeAddr"] == "10.213.120.12"
+    assert recs["sl-h1"]["CPUTot"] == "2" and recs["sl-h1"]["Partitions"] == "lab"
+
+
+def test_the_step_cancelled_line_and_salloc_job_id() -> None:
+    lines = (DATA / "srun-time-limit.txt").read_text().splitlines()
+    assert parse.cancelled(lines) == "cancelled at 2026-11-24T05:05:09 due to time limit"
+    assert parse.cancelled(["slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***"]) == \
+        "cancelled at 2026-01-01T00:00:00"
+    assert parse.cancelled(["srun: error: n1: task 0: Exited with exit code 1"]) is None
+    said = (DATA / "salloc-time-limit.txt").read_text().splitlines()
+    assert parse.job_id_in(said) == "7"
+    assert parse.job_id_in(["salloc: Pending job allocation 31", "salloc: job 31 queued and waiting"]) == "31"
+    assert parse.granted("7 sl-h[1-2]\n") == ("7", "sl-h[1-2]") and parse.granted("salloc: error") is None
+
+
+def test_partitions_and_their_nodes() -> None:
+    nodes, default = parse.partitions((DATA / "sinfo-nodes.txt").read_text())
+    assert nodes == {"lab": {"sl-h1", "sl-h2"}} and default == "lab"
+    nodes, default = parse.partitions("n1 cpu\nn2 gpu*\nn1 gpu*\n")
+    assert nodes == {"cpu": {"n1"}, "gpu": {"n1", "n2"}} and default == "gpu"
+
+
+def test_the_commands() -> None:
+    argv = salloc_argv(Request(2, partition="gpu", time="10", job_name="dltestbed-b-1", comment="a b"))
+    assert argv[:4] == ["salloc", "--nodes=2", "--exclusive", "--job-name=dltestbed-b-1"]
+    assert "--partition=gpu" in argv and "--time=10" in argv and "--comment=a b" in argv
+    assert not any(a.startswith("--account") for a in argv)
+    assert argv[-4:] == ["--", "sh", "-c", HOLDER]
+    alloc = Allocation.__new__(Allocation)
+    alloc.job_id = "7"
+    step = alloc.srun_argv("n1", ["/opt/v/bin/python", "-m", "dltestbed.workload", "--x", "a b"])
+    assert step[:3] == ["srun", "--jobid=7", "--nodelist=n1"] and "--ntasks=1" in step and "--overlap" in step
+    assert step[step.index("--") + 1:] == ["/opt/v/bin/python", "-m", "dltestbed.workload", "--x", "a b"]
+
+
+@pytest.mark.parametrize(("kw", "wanted"), [
+    ({}, 1), ({"scenario": "distributed"}, 2), ({"scenario": "distributed", "workers": 3}, 3),
+    ({"opts": SlurmOptions(nodes=4)}, 4), ({"slurm": False}, None),
+])  # fmt: skip
+def test_the_node_count(kw: dict, wanted: int | None) -> None:
+    args = {"opts": SlurmOptions(), "slurm": True, "scenario": "single", "workers": None, "kinds": ["auto"],
+            "data_real": False, "data_shared": False, "limit": None, **kw}  # fmt: skip
+    assert check(**args) == wanted
+
+
+@pytest.mark.parametrize(("kw", "line"), [
+    ({"slurm": False, "opts": SlurmOptions(partition="p")}, "--partition goes with --launcher slurm"),
+    ({"opts": SlurmOptions(nodes=0)}, "--nodes: at least 1"),
+    ({"opts": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
+    ({"kinds": ["bm", "cbm"]}, "not cbm"),
+    ({"data_real": True}, "give --data-shared"),
+    ({"scenario": "shared", "opts": SlurmOptions(nodes=2)}, "scenario shared runs on one node"),
+    ({"limit": "h1"}, "--limit picks inventory hosts"),
+])  # fmt: skip
+def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
+    args = {"opts": SlurmOptions(), "slurm": True, "scenario": "single", "workers": None, "kinds": ["auto"],
+            "data_real": False, "data_shared": False, "limit": None, **kw}  # fmt: skip
+    with pytest.raises(ConfigError, match=line):
+        check(**args)
+
+
+def test_the_cli_says_a_missing_controller_in_one_line(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"  # a cluster whose controller is nowhere: TEST-NET, never answered
+    conf.write_text("ClusterName=none\nSlurmctldHost=nowhere(192.0.2.1)\nSlurmctldTimeout=2\nMessageTimeout=2\n"
+                    "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n")  # fmt: skip
+    out = run_cli("bench", "--launcher", "slurm", "--model", "alexnet", "--steps", "1", "--repeat", "1",
+                  "--results", str(tmp_path / "r.sqlite"), env={"SLURM_CONF": str(conf)}, timeout=120)  # fmt: skip
+    line = one_error_line(out)
+    assert "--launcher slurm:" in line, line
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
+
+
+def test_the_lab_config() -> None:
+    lab = lab_plan("sx", 3, "10.213.99.0/24", cpus={"3": "0"}, slurm=True)
+    text = lab_slurm.config_text(lab)
+    assert "SlurmctldHost=sx-ctl(10.213.99.1)" in text and "ClusterName=dltestbed-sx" in text
+    assert "NodeName=sx-h1 NodeAddr=10.213.99.11" in text and "NodeName=sx-h3 NodeAddr=10.213.99.13 CPUs=1 " in text
+    assert "AuthInfo=socket=/run/dltestbed-munge-sx/munge.socket.2" in text
+    assert "PartitionName=lab Nodes=ALL Default=YES" in text and "SelectType=select/linear" in text
+    assert lab_slurm.parse_sinfo("sx-h1 idle\nsx-h2 down*\n\n") == {"sx-h1": "idle", "sx-h2": "down*"}
+    with pytest.raises(ConfigError, match="--slurm and --bastion"):
+        lab_plan("sx", 2, slurm=True, bastion=True)
+
+
+def test_a_node_without_an_address_is_reached_by_name() -> None:
+    assert Node("n1", "n1").address == "n1"
