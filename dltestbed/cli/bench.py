@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # annotations only: the command imports these when it runs (C
     from dltestbed.results.store import Store
     from dltestbed.scenarios import Options
     from dltestbed.slurm import Allocation
-    from dltestbed.targets import Site, Target
+    from dltestbed.targets import ContainerImage, Site, Target
 
 
 def bench(
@@ -225,6 +225,7 @@ def bench(
     from dltestbed.results.store import Store
     from dltestbed.targets import KINDS, make
 
+    _raise_fd_limit()
     # 1. cheap: options, inventory, scenario, images present, the time-series server and its token
     plan = bench_mod.plan(
         models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
@@ -244,7 +245,7 @@ def bench(
     kinds = [k.strip() for k in targets_opt.split(",") if k.strip()]
     slurm_opts = slurmlaunch.SlurmOptions(partition, nodes, account, time_limit, venv)
     slurm_nodes = slurmlaunch.check(slurm_opts, launcher == LauncherOpt.slurm, scenario.value, workers, kinds,
-                                    data.value == "real", data_shared, limit)  # fmt: skip
+                                    data.value == "real", data_shared, limit, inventory)  # fmt: skip
     hosts = _hosts(inventory, limit, group or []) if slurm_nodes is None else [None] * slurm_nodes
     if kinds == ["auto"] and slurm_nodes is not None:
         kinds = ["bm"]
@@ -265,10 +266,15 @@ def bench(
 
     if data_shared and data.value != "real":
         raise ConfigError("--data-shared goes with --data real --data-dir DIR")
-    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides,
-                          {"cpuset": container_cpuset, "memory": container_memory},
+    limits = {"cpuset": container_cpuset, "memory": container_memory}
+    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides, limits,
                           Dataset.of(plan.specs[0], data_shared), inventory)  # fmt: skip
     checked = prepare.check(setup) if slurm_nodes is None else None
+    images: dict[str, ContainerImage | None] = {}  # Slurm's cbm: each container host's image, by name
+    if slurm_nodes is not None and "cbm" in kinds and inventory is not None:
+        ready = prepare.check(prepare.Setup(("cbm",), tuple(slurmlaunch.container_hosts(inventory, group or [])),
+                                            runtime, {}, limits, None, inventory))  # fmt: skip
+        images = {s.host.name: s.container for s in ready.sites if s.host is not None}
     if stream is not None:
         from dltestbed.results import influx
 
@@ -283,7 +289,7 @@ def bench(
         if checked is not None:
             sites = prepare.ready(checked, lambda line: typer.echo(f"notice: {line}", err=True))
         else:
-            alloc, sites = _allocate(plan.bench_id, slurm_nodes or 1, slurm_opts, inventory)
+            alloc, sites = _allocate(plan.bench_id, slurm_nodes or 1, slurm_opts, inventory, images)
     except KeyboardInterrupt:
         what = "waiting for Slurm's allocation: the request was revoked" if checked is None else \
             "preparing the targets: nothing was run; a VM being created was removed"
@@ -319,10 +325,12 @@ def bench(
         )
 
 
-def _allocate(bench_id: str, count: int, opts: slurmlaunch.SlurmOptions,
-              inventory: Path | None) -> tuple[Allocation, list[Site]]:  # fmt: skip
-    """Hold the bench's Slurm allocation (salloc's own lines are echoed as it waits); a site per node."""
+def _allocate(bench_id: str, count: int, opts: slurmlaunch.SlurmOptions, inventory: Path | None,
+              images: dict[str, ContainerImage | None]) -> tuple[Allocation, list[Site]]:  # fmt: skip
+    """Hold the bench's Slurm allocation (salloc's own lines are echoed as it waits); a site per node,
+    with its container image when cbm runs (`images`: by container host; a node that is none is one line)."""
     from dltestbed import slurm
+    from dltestbed.errors import ConfigError
     from dltestbed.owner import installation_id
     from dltestbed.targets import Site, SlurmPlace
 
@@ -334,7 +342,27 @@ def _allocate(bench_id: str, count: int, opts: slurmlaunch.SlurmOptions,
     alloc = slurm.Allocation.get(req, lambda line: typer.echo(line, err=True))
     typer.echo(f"Slurm job {alloc.job_id} on cluster {cluster or '?'}, partition {alloc.partition or '?'}: "
                f"{', '.join(n.name for n in alloc.nodes)} (given back when the bench ends)", err=True)  # fmt: skip
-    return alloc, [Site(slurm=SlurmPlace(alloc, n, python(n.name))) for n in alloc.nodes]
+    try:
+        missing = [n.name for n in alloc.nodes if images and images.get(n.name) is None]
+        if missing:
+            raise ConfigError(f"cbm on Slurm node {missing[0]}: not a container host of --inventory (container_hosts, "
+                              "where `provision` loads the image)")  # fmt: skip
+    except BaseException:
+        alloc.release()
+        raise
+    return alloc, [Site(slurm=SlurmPlace(alloc, n, python(n.name)), container=images.get(n.name))
+                   for n in alloc.nodes]
+
+
+def _raise_fd_limit() -> None:
+    """Open files up to the hard limit: a bench holds a few per host at once (its connection, the run's
+    log), and the usual soft limit of 1024 would cap a fleet at a few hundred hosts."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def _report(bench_id: str, out: Path, results: Path | None) -> str:

@@ -57,7 +57,9 @@ def up(
     t0 = time.monotonic()
     state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion, with_slurm)
     took = time.monotonic() - t0
-    names = ", ".join(f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")" for h in state.hosts)
+    shown = state.hosts if len(state.hosts) <= 8 else [*state.hosts[:3], None, *state.hosts[-2:]]
+    names = ", ".join("…" if h is None else f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")"
+                      for h in shown)  # fmt: skip
     if state.bastion is not None:
         names += f"; reached only through {state.bastion.name} ({state.bastion.ip})"
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)

@@ -22,7 +22,8 @@ class SlurmOptions:
 
 
 def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, kinds: Sequence[str],
-          data_real: bool, data_shared: bool, limit: str | None) -> int | None:  # fmt: skip
+          data_real: bool, data_shared: bool, limit: str | None,
+          inventory: Path | None = None) -> int | None:  # fmt: skip
     """The node count the bench asks for (None without --launcher slurm); one line for a bad combination."""
     given = [flag for flag, v in (("--partition", opts.partition), ("--nodes", opts.nodes), ("--account", opts.account),
                                   ("--time", opts.time), ("--venv", opts.venv)) if v is not None]  # fmt: skip
@@ -37,9 +38,12 @@ def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, k
     if limit:
         raise ConfigError("--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes "
                           "(--nodes, --partition)")  # fmt: skip
-    other = [k for k in kinds if k not in ("auto", "bm")]
+    other = [k for k in kinds if k not in ("auto", "bm", "cbm")]
     if other:
-        raise ConfigError(f"--launcher slurm runs bare metal (bm) on the nodes in this version, not {other[0]}")
+        raise ConfigError(f"--launcher slurm runs bm and cbm on the nodes (VMs are not Slurm's), not {other[0]}")
+    if "cbm" in kinds and inventory is None:
+        raise ConfigError("--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
+                          "from --inventory (its container_hosts, where `provision` loaded the image)")  # fmt: skip
     if data_real and not data_shared:
         raise ConfigError("--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
                           "(the same folder on every node, e.g. a shared filesystem)")  # fmt: skip
@@ -48,6 +52,18 @@ def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, k
     if opts.nodes is not None:
         return opts.nodes
     return (workers or 2) if scenario == "distributed" else 1
+
+
+def container_hosts(inventory: Path, groups: Sequence[str]) -> list:
+    """The inventory's container hosts (--group applied): the nodes cbm may run on under Slurm."""
+    from dltestbed import inventory as inventory_mod
+
+    inv = inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
+    hosts = inv.in_role("container_hosts")
+    if not hosts:
+        raise ConfigError(f"--launcher slurm --targets cbm: inventory {str(inventory)!r} has no hosts in "
+                          f"{inv.role_help('container_hosts')}")  # fmt: skip
+    return hosts
 
 
 def interpreters(opts: SlurmOptions, inventory: Path | None) -> Callable[[str], str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dltestbed import secretenv
+from dltestbed import __version__, secretenv
 from dltestbed.provision.events import HostOutcome, apply
 from dltestbed.provision.wheelhouse import Wheelhouse
 
@@ -87,6 +87,7 @@ def site_vars(hosts: list[str], flavors: dict[str, str], houses: dict[str, Wheel
     wheelhouses); no container or libvirt hosts unless the caller adds them."""
     return {
         "dltestbed_hosts": ",".join(hosts),
+        "dltestbed_version": __version__,  # what a shared venv (dltestbed_venv_shared) must hold
         "dltestbed_flavors": flavors,
         "dltestbed_wheelhouses": {f: str(w.archive) for f, w in houses.items()},
         "dltestbed_manifests": {f: w.manifest for f, w in houses.items()},

@@ -4,6 +4,7 @@ host or its ProxyCommand (from ansible_ssh_common_args, as Ansible's ssh would).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import logging
@@ -145,6 +146,85 @@ def _close(conn: Any) -> None:
         _close(conn.gateway)
 
 
+class _Pool:
+    """Open connections kept for the next command to the same host: the preflight's key check hands
+    its connection to the bench's first run on that host, and a run that ended cleanly hands its own to
+    the next, so a bench makes one SSH handshake per host (and kind) instead of one per run. An entry is
+    taken by one command at a time; a dead one is closed, not given."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: dict[tuple[Any, ...], list[Any]] = {}
+
+    def put(self, key: tuple[Any, ...], conn: Any) -> None:
+        """Keep an open connection for the next command with this key."""
+        with self._lock:
+            self._conns.setdefault(key, []).append(conn)
+
+    def take(self, key: tuple[Any, ...]) -> Any | None:
+        """A live kept connection for this key (now the caller's), or None."""
+        while True:
+            with self._lock:
+                kept = self._conns.get(key)
+                conn = kept.pop() if kept else None
+            if conn is None:
+                return None
+            transport = conn.client.get_transport()
+            if transport is not None and transport.is_active():
+                return conn
+            with contextlib.suppress(Exception):
+                _close(conn)
+
+    def close_all(self) -> None:
+        """Close every kept connection (at exit)."""
+        with self._lock:
+            conns = [c for kept in self._conns.values() for c in kept]
+            self._conns.clear()
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                _close(conn)
+
+
+_POOL = _Pool()
+atexit.register(_POOL.close_all)
+
+
+_PARSED_LOCK = threading.Lock()
+_PARSED: dict[tuple[str, int, int], Any] = {}
+
+
+def _parsed(path: Path) -> Any | None:
+    """A known_hosts file parsed once per version of it (paramiko's parser takes the logging module's
+    lock for every line: a fleet's connections parsing the same files at once queued on it)."""
+    import paramiko
+
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    with _PARSED_LOCK:
+        if key not in _PARSED:
+            try:
+                _PARSED[key] = paramiko.HostKeys(str(path))
+            except OSError:
+                return None
+        return _PARSED[key]
+
+
+def _add_host_keys(client: Any, files: Sequence[Path], address: str, port: int) -> None:
+    """Give the client the keys these files record for address:port (hashed names included), as its
+    load_host_keys would, for the one host it is about to check: of each key type, the first file's."""
+    name = address if port == 22 else f"[{address}]:{port}"
+    have = client.get_host_keys()
+    for f in files:
+        keys = _parsed(Path(f))
+        found = keys.lookup(name) if keys is not None else None
+        for keytype in list(found or {}):
+            if keytype not in (have.lookup(name) or {}):
+                have.add(name, keytype, found[keytype])
+
+
 def known_hosts_files(host: Host) -> list[Path]:
     """Where this host's key may be recorded: the inventory's UserKnownHostsFile, dltestbed's
     record from provisioning, and the user's ~/.ssh/known_hosts."""
@@ -168,6 +248,14 @@ class SSH:
     def abort(self) -> None:
         """Stop the command in progress (or the connection being opened for one): its session is closed."""
         self._abort.request()
+
+    @property
+    def _key(self) -> tuple[Any, ...]:
+        """What a kept connection must match to be reused: the same host, reached the same way."""
+        h = self.host
+        files = tuple(self.known_hosts) if self.known_hosts is not None else None
+        return (h.name, h.address, h.port, h.user, h.key_file, h.proxy_command, h.jump and h.jump.name,
+                self.via and self.via.name, files)  # fmt: skip
 
     def connect(self) -> Any:
         """An open fabric Connection; a TargetError line when the host cannot be reached or its key is wrong."""
@@ -197,8 +285,7 @@ class SSH:
             sock = self._proxy(h.proxy_command) if h.proxy_command else self._dial(conn.host, conn.port, where)
             conn.connect_kwargs["sock"] = sock
         files = self.known_hosts if self.known_hosts is not None else known_hosts_files(h)
-        for f in files:
-            conn.client.load_host_keys(str(f))
+        _add_host_keys(conn.client, files, conn.host, conn.port)
         try:
             try:
                 conn.open()
@@ -264,15 +351,20 @@ class SSH:
         self._abort.attach(lambda: _cut(proxy))
         return proxy
 
-    def check_key(self) -> None:
-        """Connect and close: a HostKeyError when the host's key changed or was never recorded; a host
-        that cannot be reached now is left to the command that needs it."""
+    def check_key(self, keep: bool = True) -> None:
+        """Connect: a HostKeyError when the host's key changed or was never recorded; a host that cannot
+        be reached now is left to the command that needs it. The connection is kept for the first
+        command to the host (`keep`), else closed."""
         try:
-            _close(self.connect())
+            conn = self.connect()
         except HostKeyError:
             raise
         except TargetError:
-            pass
+            return
+        if keep:
+            _POOL.put(self._key, conn)
+        else:
+            _close(conn)
 
     def run(
         self,
@@ -293,11 +385,12 @@ class SSH:
         start = time.monotonic()
         timed_out = False
         try:
-            conn = self.connect()
+            conn = _POOL.take(self._key) or self.connect()
         except TargetError:
             if self._abort.detach():
                 raise KeyboardInterrupt from None
             raise
+        clean = False  # the command ran to its end: its connection is kept for the next one
         log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
         out, err = LineStream(on_line), _ErrStream(log, tail)
         aborted = False
@@ -318,6 +411,7 @@ class SSH:
                 why = getattr(transport, "saved_exception", None)
                 raise _Lost(lost + (silent if alive.dead else f" ({why})" if why else "")
                             + " before the command ended")  # fmt: skip
+            clean = code >= 0 and not alive.dead
         except CommandTimedOut:
             timed_out, code = True, 124
         except _Lost as exc:
@@ -331,7 +425,11 @@ class SSH:
             raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
         finally:
             aborted = self._abort.detach() or aborted
-            _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
+            transport = conn.client.get_transport()
+            if clean and not aborted and transport is not None and transport.is_active():
+                _POOL.put(self._key, conn)  # the command is over; its channel (the workload's stdin) is closed
+            else:
+                _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
             out.close()
             err.close()
             if log:

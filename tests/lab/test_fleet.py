@@ -48,6 +48,9 @@ def test_the_slow_host_is_flagged_and_only_it(fleet: tuple[LabState, Path], resu
     runs = json.loads(proc.stdout)
     assert sorted({r["fingerprint"]["host"] for r in runs}) == ["tf-h1", "tf-h2", "tf-h3", "tf-h4"]
     assert {r["fingerprint"]["cpu_affinity"] for r in runs if r["host"] == "tf-h4"} == {1}
+    for h in state.hosts[1:3]:  # hosts no test command reached: the key check's connection served both runs
+        logins = (h.dir(state.dir) / "sshd.log").read_text().count("Accepted publickey")
+        assert logins == 1, f"{h.name}: {logins} SSH logins for a key check and 2 runs"
     report = json.loads(run_cli("report", "--by-host", "--format", "json", "--results", str(results)).stdout)
     speeds = {g["key"]["host"]: round(g["images_per_sec"]["mean"], 1) for g in report["groups"]}
     flagged = [(f["host"], f["hosts"]) for f in report["fleet"]]
