@@ -4,7 +4,8 @@ The lab's hosts see this checkout and its venv read-only at the same path (`lab 
 shared filesystem); the inventory names that venv with `dltestbed_venv_shared: true`, so `provision`
 installs nothing (it checks the venv on every host). Then, for each size N, `dltestbed bench` on the
 first N hosts, all at once, as a user runs it, while this script samples the bench process: its peak
-RSS (VmHWM) and its open file descriptors.
+RSS (VmHWM) and its open file descriptors. One untimed bench at the first size comes first, so that no
+size pays for cold caches (the first bench after `lab up` ran about 1 s slower).
 
 The workload is the disk microbenchmark, 3 timed steps (`--suite micro --probes disk --steps 3`): a real
 run of dltestbed's workload that costs its host about 0.4 CPU-s. A TensorFlow model costs 5 CPU-s and
@@ -134,6 +135,7 @@ def main() -> None:
         prov_s = time.perf_counter() - t0
         said = next((ln for ln in (prov.stdout + prov.stderr).splitlines() if "provisioned" in ln), "?")
         print(f"lab up {max(sizes)} hosts: {up_s:.1f} s; provision (shared venv): {prov_s:.1f} s — {said}")
+        bench(inventory, names[:sizes[0]], work / "warmup.sqlite", args.steps, env)  # untimed: caches warm for all
         rows = [bench(inventory, names[:n], work / "results.sqlite", args.steps, env) for n in sizes]
     finally:
         subprocess.run([*CLI, "lab", "down", "--name", args.name], capture_output=True, env=env)
