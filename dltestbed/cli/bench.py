@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dltestbed.cli import slurmlaunch
 from dltestbed.cli.options import (
     RESULTS_HELP,
     CotenantOpt,
@@ -30,6 +29,8 @@ if TYPE_CHECKING:  # annotations only: the command imports these when it runs (C
     from rich.console import Console
 
     from dltestbed.bench import Plan
+    from dltestbed.cli.slurmlaunch import SlurmOptions
+    from dltestbed.inventory import Inventory
     from dltestbed.results.influx import Settings as InfluxSettings
     from dltestbed.results.records import RunRecord
     from dltestbed.results.store import Store
@@ -220,6 +221,7 @@ def bench(
 
     from dltestbed import bench as bench_mod
     from dltestbed import prepare, scenarios
+    from dltestbed.cli import slurmlaunch
     from dltestbed.cli.runs import check_out
     from dltestbed.errors import ConfigError, WorkloadError
     from dltestbed.results.store import Store
@@ -270,10 +272,11 @@ def bench(
     setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, vm_overrides, limits,
                           Dataset.of(plan.specs[0], data_shared), inventory)  # fmt: skip
     checked = prepare.check(setup) if slurm_nodes is None else None
+    nodes_inv = slurmlaunch.load(inventory, group or []) if slurm_nodes is not None else None
     images: dict[str, ContainerImage | None] = {}  # Slurm's cbm: each container host's image, by name
-    if slurm_nodes is not None and "cbm" in kinds and inventory is not None:
-        ready = prepare.check(prepare.Setup(("cbm",), tuple(slurmlaunch.container_hosts(inventory, group or [])),
-                                            runtime, {}, limits, None, inventory))  # fmt: skip
+    if nodes_inv is not None and "cbm" in kinds:
+        ready = prepare.check(prepare.Setup(("cbm",), tuple(slurmlaunch.container_hosts(nodes_inv)), runtime, {},
+                                            limits, None, inventory))  # fmt: skip
         images = {s.host.name: s.container for s in ready.sites if s.host is not None}
     if stream is not None:
         from dltestbed.results import influx
@@ -289,7 +292,7 @@ def bench(
         if checked is not None:
             sites = prepare.ready(checked, lambda line: typer.echo(f"notice: {line}", err=True))
         else:
-            alloc, sites = _allocate(plan.bench_id, slurm_nodes or 1, slurm_opts, inventory, images)
+            alloc, sites = _allocate(plan.bench_id, slurm_nodes or 1, slurm_opts, nodes_inv, images)
     except KeyboardInterrupt:
         what = "waiting for Slurm's allocation: the request was revoked" if checked is None else \
             "preparing the targets: nothing was run; a VM being created was removed"
@@ -325,16 +328,17 @@ def bench(
         )
 
 
-def _allocate(bench_id: str, count: int, opts: slurmlaunch.SlurmOptions, inventory: Path | None,
+def _allocate(bench_id: str, count: int, opts: SlurmOptions, inv: Inventory | None,
               images: dict[str, ContainerImage | None]) -> tuple[Allocation, list[Site]]:  # fmt: skip
     """Hold the bench's Slurm allocation (salloc's own lines are echoed as it waits); a site per node,
     with its container image when cbm runs (`images`: by container host; a node that is none is one line)."""
     from dltestbed import slurm
+    from dltestbed.cli import slurmlaunch
     from dltestbed.errors import ConfigError
     from dltestbed.owner import installation_id
     from dltestbed.targets import Site, SlurmPlace
 
-    python = slurmlaunch.interpreters(opts, inventory)
+    python = slurmlaunch.interpreters(opts, inv)
     cluster = slurm.check_cluster()
     req = slurm.Request(count, opts.partition, opts.account, opts.time, job_name=f"dltestbed-{bench_id}",
                         comment=f"dltestbed bench {bench_id} of installation {installation_id()}")  # fmt: skip
@@ -342,14 +346,11 @@ def _allocate(bench_id: str, count: int, opts: slurmlaunch.SlurmOptions, invento
     alloc = slurm.Allocation.get(req, lambda line: typer.echo(line, err=True))
     typer.echo(f"Slurm job {alloc.job_id} on cluster {cluster or '?'}, partition {alloc.partition or '?'}: "
                f"{', '.join(n.name for n in alloc.nodes)} (given back when the bench ends)", err=True)  # fmt: skip
-    try:
-        missing = [n.name for n in alloc.nodes if images and images.get(n.name) is None]
-        if missing:
-            raise ConfigError(f"cbm on Slurm node {missing[0]}: not a container host of --inventory (container_hosts, "
-                              "where `provision` loads the image)")  # fmt: skip
-    except BaseException:
+    missing = [n.name for n in alloc.nodes if images and images.get(n.name) is None]
+    if missing:
         alloc.release()
-        raise
+        raise ConfigError(f"cbm on Slurm node {missing[0]}: not a container host of --inventory (container_hosts, "
+                          "where `provision` loads the image)")  # fmt: skip
     return alloc, [Site(slurm=SlurmPlace(alloc, n, python(n.name)), container=images.get(n.name))
                    for n in alloc.nodes]
 

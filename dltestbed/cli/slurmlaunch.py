@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltestbed.errors import ConfigError
-from dltestbed.inventory import DEFAULT_VENV
+from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 
 
 @dataclass(frozen=True)
@@ -54,26 +54,28 @@ def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, k
     return (workers or 2) if scenario == "distributed" else 1
 
 
-def container_hosts(inventory: Path, groups: Sequence[str]) -> list:
-    """The inventory's container hosts (--group applied): the nodes cbm may run on under Slurm."""
+def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
+    """The --inventory that describes the nodes (--group applied), read once for the bench; None without one."""
+    if inventory is None:
+        return None
     from dltestbed import inventory as inventory_mod
 
-    inv = inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
+    return inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
+
+
+def container_hosts(inv: Inventory) -> list[Host]:
+    """The inventory's container hosts: the nodes cbm may run on under Slurm."""
     hosts = inv.in_role("container_hosts")
     if not hosts:
-        raise ConfigError(f"--launcher slurm --targets cbm: inventory {str(inventory)!r} has no hosts in "
+        raise ConfigError(f"--launcher slurm --targets cbm: inventory {str(inv.path)!r} has no hosts in "
                           f"{inv.role_help('container_hosts')}")  # fmt: skip
     return hosts
 
 
-def interpreters(opts: SlurmOptions, inventory: Path | None) -> Callable[[str], str]:
+def interpreters(opts: SlurmOptions, inv: Inventory | None) -> Callable[[str], str]:
     """Node name → the interpreter that has dltestbed there: --venv, else the inventory host of that
     name's dltestbed_venv, else the default venv."""
     if opts.venv:
         return lambda _node: f"{opts.venv}/bin/python"
-    known: dict[str, str] = {}
-    if inventory is not None:
-        from dltestbed import inventory as inventory_mod
-
-        known = {h.name: h.python for h in inventory_mod.load(inventory).hosts.values()}
+    known = {h.name: h.python for h in inv.hosts.values()} if inv is not None else {}
     return lambda node: known.get(node, f"{DEFAULT_VENV}/bin/python")

@@ -73,7 +73,7 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     auth = ssh_dir / "authorized_keys"
     auth.write_text(client_pub + "\n")
     os.chmod(auth, 0o600)
-    if lab.slurm and host is not lab.bastion:
+    if lab.slurm:  # never with a bastion (plan refuses both)
         slurm.prepare_host(lab, upper)
     return host_pub
 
@@ -149,7 +149,7 @@ def start_script(lab: LabState, host: LabHost) -> str:
         # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
         *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
         # a Slurm node: its munged and slurmd (they run in the host's namespaces, and die with them)
-        *(slurm.host_commands(lab, m) if lab.slurm and host is not lab.bastion else []),
+        *(slurm.host_commands(lab, m) if lab.slurm else []),
         f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
     ])  # fmt: skip
 

@@ -185,8 +185,8 @@ class Allocation:
 def _stop_request(proc: subprocess.Popen[str], job_id: str | None) -> None:
     """Stop salloc (a pending request is revoked) and cancel its job, if it has one."""
     if job_id:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(["scancel", job_id], capture_output=True, env=command_env(os.environ), timeout=30)
+        with contextlib.suppress(SlurmError):
+            slurm("scancel", job_id)
     if proc.poll() is None:
         proc.terminate()
         try:

@@ -146,6 +146,12 @@ def _close(conn: Any) -> None:
         _close(conn.gateway)
 
 
+def _live(conn: Any) -> bool:
+    """Whether a connection's SSH transport is still up."""
+    transport = conn.client.get_transport()
+    return transport is not None and transport.is_active()
+
+
 class _Pool:
     """Open connections kept for the next command to the same host: the preflight's key check hands
     its connection to the bench's first run on that host, and a run that ended cleanly hands its own to
@@ -169,8 +175,7 @@ class _Pool:
                 conn = kept.pop() if kept else None
             if conn is None:
                 return None
-            transport = conn.client.get_transport()
-            if transport is not None and transport.is_active():
+            if _live(conn):
                 return conn
             with contextlib.suppress(Exception):
                 _close(conn)
@@ -190,7 +195,7 @@ atexit.register(_POOL.close_all)
 
 
 _PARSED_LOCK = threading.Lock()
-_PARSED: dict[tuple[str, int, int], Any] = {}
+_PARSED: dict[str, tuple[tuple[int, int], Any]] = {}  # path → (its mtime and size when parsed, its keys)
 
 
 def _parsed(path: Path) -> Any | None:
@@ -202,14 +207,15 @@ def _parsed(path: Path) -> Any | None:
         st = path.stat()
     except OSError:
         return None
-    key = (str(path), st.st_mtime_ns, st.st_size)
+    version = (st.st_mtime_ns, st.st_size)
     with _PARSED_LOCK:
-        if key not in _PARSED:
+        seen = _PARSED.get(str(path))
+        if seen is None or seen[0] != version:
             try:
-                _PARSED[key] = paramiko.HostKeys(str(path))
+                seen = _PARSED[str(path)] = (version, paramiko.HostKeys(str(path)))
             except OSError:
                 return None
-        return _PARSED[key]
+        return seen[1]
 
 
 def _add_host_keys(client: Any, files: Sequence[Path], address: str, port: int) -> None:
@@ -351,20 +357,17 @@ class SSH:
         self._abort.attach(lambda: _cut(proxy))
         return proxy
 
-    def check_key(self, keep: bool = True) -> None:
+    def check_key(self) -> None:
         """Connect: a HostKeyError when the host's key changed or was never recorded; a host that cannot
         be reached now is left to the command that needs it. The connection is kept for the first
-        command to the host (`keep`), else closed."""
+        command to the host."""
         try:
             conn = self.connect()
         except HostKeyError:
             raise
         except TargetError:
             return
-        if keep:
-            _POOL.put(self._key, conn)
-        else:
-            _close(conn)
+        _POOL.put(self._key, conn)
 
     def run(
         self,
@@ -425,8 +428,7 @@ class SSH:
             raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
         finally:
             aborted = self._abort.detach() or aborted
-            transport = conn.client.get_transport()
-            if clean and not aborted and transport is not None and transport.is_active():
+            if clean and not aborted and _live(conn):
                 _POOL.put(self._key, conn)  # the command is over; its channel (the workload's stdin) is closed
             else:
                 _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
