@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dltestbed import locks, paths
 from dltestbed.errors import ConfigError, DltestbedError
-from dltestbed.provision.cache import prune
+from dltestbed.provision.cache import KEEP, prune
 from dltestbed.provision.wheelhouse import Wheelhouse
 from dltestbed.secretenv import scrub
 
@@ -26,6 +26,7 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = ("python3", "python3-venv", "numactl", "ca-certificates")
 REPO = "dltestbed-workload"
+STAGE_LABEL = "org.dltestbed.stage"  # on the builder's install stage: left untagged, pruned after each build
 
 CONTAINERFILE = """\
 # written by dltestbed: the workload image. Multi-stage, so no wheel is kept in a layer; the
@@ -37,6 +38,7 @@ RUN python3 -m venv /opt/dltestbed/venv \\
  && /opt/dltestbed/venv/bin/pip install --no-index --no-compile --find-links /tmp/deps -r /tmp/deps/requirements.txt
 
 FROM deps AS install
+LABEL {stage_label}="install"
 COPY dltestbed/ /tmp/dltestbed/
 RUN /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{wheel} \\
  && /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop, tensorflow, keras'
@@ -208,7 +210,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         (ctx / "dltestbed").mkdir()
         shutil.copy(house.path / house.wheel, ctx / "dltestbed" / house.wheel)
         (ctx / "Containerfile").write_text(
-            CONTAINERFILE.format(base=base_ref, wheel=house.wheel, inputs=tag.split(":", 1)[1])
+            CONTAINERFILE.format(base=base_ref, wheel=house.wheel, inputs=tag.split(":", 1)[1], stage_label=STAGE_LABEL)
         )
         argv = [runtime, "build", "--tag", tag, "--file", str(ctx / "Containerfile")]
         if runtime == "podman":
@@ -217,20 +219,40 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
     digest = _image_id(runtime, tag)
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
-    _prune_tags(runtime, keep={tag})
+    prune_store(runtime, keep={tag})
     return Image(runtime, tag, digest)
 
 
-def _prune_tags(runtime: str, keep: set[str], builds: int = 2) -> None:
-    """Remove older workload images from the runtime's store: all but the newest `builds` (and `keep`).
-    An image still used by a container stays (the runtime refuses, and that is fine)."""
+def _listed(runtime: str, *args: str) -> list[str]:
+    """`runtime images ARGS` one per line, newest first as both runtimes list them; [] if it fails."""
     try:
-        out = _run([runtime, "images", REPO, "--format", "{{.Repository}}:{{.Tag}}"], runtime, "images", timeout=60)
+        return list(dict.fromkeys(_run([runtime, "images", *args], runtime, "images", timeout=60).split()))
     except ImageError:
-        return
-    tags = [t for t in dict.fromkeys(out.splitlines()) if t.startswith(f"{REPO}:") and t not in keep]
-    for old in tags[max(0, builds - len(keep)):]:  # newest first, as `images` lists them
-        subprocess.run([runtime, "rmi", old], capture_output=True, timeout=300)
+        return []
+
+
+def _short(ref: str) -> str:
+    """An image reference without Podman's `localhost/` prefix, as Docker lists it and as we tag it."""
+    return ref.removeprefix("localhost/")
+
+
+def prune_store(runtime: str, keep: set[str], builds: int = KEEP) -> list[str]:
+    """Bound what builds leave in the runtime's store; the references removed.
+
+    Workload tags: all but the newest `builds` (counting `keep`, which always stays). The builder's
+    untagged install stages (labelled STAGE_LABEL): all but the newest, which keeps the cached
+    dependencies stage it was built on alive for the next build (removing a stage also removes its
+    untagged parents that have no other child). An image a container still uses stays: the runtime
+    refuses, and that is fine."""
+    tags = [t for t in map(_short, _listed(runtime, REPO, "--format", "{{.Repository}}:{{.Tag}}"))
+            if t.startswith(f"{REPO}:") and t not in keep]  # fmt: skip
+    stages = _listed(runtime, "--filter", "dangling=true", "--filter", f"label={STAGE_LABEL}", "--format", "{{.ID}}")
+    removed = []
+    for ref in tags[max(0, builds - len(keep)):] + stages[1:]:
+        rmi = subprocess.run([runtime, "rmi", ref], capture_output=True, timeout=300, env=runtime_env(runtime))
+        if rmi.returncode == 0:
+            removed.append(ref)
+    return removed
 
 
 def archive(img: Image) -> Path:

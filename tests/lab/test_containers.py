@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from dltestbed import paths
-from dltestbed.provision.image import runtime_env
+from dltestbed.provision.cache import KEEP
+from dltestbed.provision.image import REPO, STAGE_LABEL, prune_store, runtime_env
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.htmlcheck import look
 from tests.secretwatch import SecretWatch, new_token
@@ -68,6 +69,20 @@ def test_image_build_is_cached(runtime: str) -> None:
     user = subprocess.run([runtime, "run", "--rm", tag, "id", "-u"], capture_output=True, text=True,
                           env=runtime_env(runtime))  # fmt: skip
     assert user.stdout.strip() == "10001"  # not root inside
+    # builds do not pile up in the store (each source change is a new 1.7 GB image): three older tags,
+    # pruned down to the current one and the one before; at most one install stage is left untagged
+    def listed(*args: str) -> list[str]:
+        return subprocess.run([runtime, "images", *args], capture_output=True, text=True, env=runtime_env(runtime),
+                              check=True).stdout.split()  # fmt: skip
+
+    for n in range(3):
+        subprocess.run([runtime, "tag", tag, f"{REPO}:old{n}"], check=True, env=runtime_env(runtime))
+    prune_store(runtime, keep={tag})
+    left = [t.removeprefix("localhost/") for t in listed(REPO, "--format", "{{.Repository}}:{{.Tag}}")]
+    for extra in (t for t in left if t.startswith(f"{REPO}:old")):
+        subprocess.run([runtime, "rmi", extra], capture_output=True, env=runtime_env(runtime))
+    assert tag in left and len(left) == KEEP, left
+    assert len(listed("--filter", "dangling=true", "--filter", f"label={STAGE_LABEL}", "--format", "{{.ID}}")) <= 1
 
 
 def test_bm_and_cbm_interleaved_with_docker(results: Path, tmp_path: Path) -> None:
