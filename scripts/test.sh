@@ -6,8 +6,8 @@ bash scripts/install.sh --test
 .venv/bin/ruff check dltestbed tests bench
 # the container and VM tiers build images and guest disks: say up front when the disk is short of them
 free_gb=$(df --output=avail -BG /var/lib | tail -1 | tr -dc 0-9)
-echo "disk: ${free_gb} GB free under /var/lib (the tests need about 20 GB)"
-if [ "$free_gb" -lt 20 ]; then
+echo "disk: ${free_gb} GB free under /var/lib (the tests need about 25 GB)"
+if [ "$free_gb" -lt 25 ]; then
   echo "warning: only ${free_gb} GB free: image and VM tests may fail with 'No space left on device'" >&2
 fi
 .venv/bin/python -m pytest -v --durations=10 "$@"
