@@ -239,17 +239,18 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
                                     dataset_dir: Path) -> None:  # fmt: skip
     """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there on real
     data: copied to the host once per digest (the container mounts the copy), or read from a shared path.
-    With podman the host is also a Slurm node (lab up --slurm): cbm through srun runs the same image there."""
+    The host is also a Slurm node (lab up --slurm): cbm through srun runs the same image there."""
     import yaml
 
     from dltestbed import lab
+    from dltestbed.lab.slurm import conf_path
     from tests.lab.conftest import leftovers, ssh
 
     token = new_token()  # exported as a user streaming to InfluxDB would: it must reach no child and no file
     env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state"), "INFLUXDB_V2_TOKEN": token}
     lab.down("tk")
     state = lab.up("tk", 1, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)],
-                   with_slurm=runtime == "podman")  # fmt: skip
+                   with_slurm=True)  # fmt: skip
     watch = SecretWatch(token).__enter__()
     try:
         doc = yaml.safe_load(state.inventory.read_text())
@@ -285,19 +286,17 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
             assert shared.returncode == 0, shared.stderr[-3000:]
             (run,) = json.loads(shared.stdout)
             assert run["spec"]["data_dir"] == str(dataset_dir) and run["fingerprint"]["dataset_digest"] == digest
-            from dltestbed.lab.slurm import conf_path
-
-            slurm_env = {**env, "SLURM_CONF": str(conf_path(state))}  # the runtime's command inside srun
-            sl = run_cli("bench", "--launcher", "slurm", "--inventory", inv, "--targets", "cbm", *QUICK, "--json",
-                         "--results", str(results), env=slurm_env)  # fmt: skip
-            assert sl.returncode == 0, sl.stderr[-3000:]
-            (run,) = json.loads(sl.stdout)
-            fp = run["fingerprint"]
-            assert run["target_kind"] == "cbm" and run["host"] == "tk-h1" and fp["transport"] == "slurm"
-            assert fp["container_runtime"] == "podman" and fp["container_image_digest"] == cbm["fingerprint"][
-                "container_image_digest"]  # the image provision loaded
-            queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env={**os.environ, **slurm_env})
-            assert queue.returncode == 0 and not queue.stdout.strip()
+        slurm_env = {**env, "SLURM_CONF": str(conf_path(state))}  # the runtime's command inside srun
+        sl = run_cli("bench", "--launcher", "slurm", "--inventory", inv, "--targets", "cbm", *QUICK, "--json",
+                     "--results", str(results), env=slurm_env)  # fmt: skip
+        assert sl.returncode == 0, sl.stderr[-3000:]
+        (run,) = json.loads(sl.stdout)
+        fp = run["fingerprint"]
+        assert run["target_kind"] == "cbm" and run["host"] == "tk-h1" and fp["transport"] == "slurm"
+        loaded = cbm["fingerprint"]["container_image_digest"]  # the image provision loaded
+        assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded
+        queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env={**os.environ, **slurm_env})
+        assert queue.returncode == 0 and not queue.stdout.strip()
         left = ssh(
             state, "tk-h1", f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
         )
