@@ -10,4 +10,6 @@ echo "disk: ${free_gb} GB free under /var/lib (the tests need about 25 GB)"
 if [ "$free_gb" -lt 25 ]; then
   echo "warning: only ${free_gb} GB free: image and VM tests may fail with 'No space left on device'" >&2
 fi
-.venv/bin/python -m pytest -v --durations=10 "$@"
+# one fixed temp folder, emptied by pytest when it starts: a run that was killed (its labs' layers, VM
+# disks) leaves nothing that outlives the next run
+.venv/bin/python -m pytest -v --durations=10 --basetemp "${DLTESTBED_TEST_TMP:-/tmp/dltestbed-tests}" "$@"
