@@ -96,8 +96,10 @@ def _seen_from(lab: LabState, h: LabHost) -> str | None:
 
 
 def _healthy(lab: LabState) -> bool:
-    ok = lab.status == "up" and all(lab_host.alive(h.pid) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
-                                    for h in lab.all_hosts)  # fmt: skip
+    ok = lab.status == "up" and all(
+        lab_host.still_ours(h.pid, h.dir(lab.dir)) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
+        for h in lab.all_hosts
+    )
     return ok and (not lab.slurm or bool(slurm.node_states(lab)))
 
 
@@ -189,7 +191,7 @@ def down(name: str = "lab") -> list[str]:
                                  netns=ns, veth=veth_name(name, idx)))  # fmt: skip
     # Kill until the namespaces are empty: a process that was being spawned while the first round
     # was killed shows up in the next one, and must not outlive its namespace.
-    first = [h.pid for h in hosts if h.pid]
+    first = [h.pid for h in hosts if lab and lab_host.still_ours(h.pid, h.dir(lab.dir))]
     for _ in range(5):
         pids = sorted({*first, *(p for h in hosts for p in net.pids_in(h.netns))})
         live = [p for p in pids if lab_host.alive(p)]
@@ -234,5 +236,5 @@ def status(name: str = "lab") -> tuple[LabState | None, list[HostStatus]]:
     if lab is None:
         return None, []
     spaces = net.namespaces()
-    return lab, [HostStatus(h.name, h.ip, h.netns in spaces, lab_host.alive(h.pid),
+    return lab, [HostStatus(h.name, h.ip, h.netns in spaces, lab_host.still_ours(h.pid, h.dir(lab.dir)),
                             lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))) for h in lab.all_hosts]  # fmt: skip

@@ -168,6 +168,18 @@ def start(lab: LabState, host: LabHost) -> int:
     return proc.pid
 
 
+def still_ours(pid: int | None, host_dir: Path) -> bool:
+    """Whether a recorded pid is still this host's sshd: its root is the host's merged tree. A pid alone
+    proves nothing once the process is gone (pids are reused, within minutes on a busy machine)."""
+    if not pid:
+        return False
+    try:
+        root = os.readlink(f"/proc/{pid}/root")
+    except OSError:
+        return False
+    return root == str(host_dir) or root.startswith(f"{host_dir}/")
+
+
 def alive(pid: int | None) -> bool:
     """True when the process exists and is not a zombie."""
     if not pid:

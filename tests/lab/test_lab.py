@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -89,6 +91,27 @@ def test_a_crashed_up_is_cleaned_by_down(fresh_lab: str, lab_dir) -> None:
     assert leftovers(fresh_lab)
     lab.down(fresh_lab)
     assert not leftovers(fresh_lab)
+
+
+def test_down_kills_no_process_that_reused_a_hosts_pid(fresh_lab: str, lab_dir) -> None:
+    """The host's sshd died and its pid went to an unrelated process (pids are reused within minutes on a
+    busy machine): down, status and up must not take that process for the host."""
+    state = lab.up(fresh_lab, 1, "10.213.97.0/24")
+    h = state.hosts[0]
+    os.kill(h.pid, signal.SIGKILL)
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        doc = json.loads((lab_dir / fresh_lab / "state.json").read_text())
+        doc["hosts"][0]["pid"] = bystander.pid
+        (lab_dir / fresh_lab / "state.json").write_text(json.dumps(doc))
+        (status,) = lab.status(fresh_lab)[1]
+        assert not status.sshd
+        lab.down(fresh_lab)
+        assert bystander.poll() is None, "lab down killed a process that was not the lab's"
+        assert not leftovers(fresh_lab)
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
