@@ -187,15 +187,18 @@ def bench(
         "ends, Ctrl-C or kill included) and runs each workload as an srun step on a node, stored under the node's "
         "name (bm; the workload installed on the nodes, see --venv).", rich_help_panel="Slurm",
     ),
-    partition: str | None = typer.Option(None, help="slurm: the partition (default: Slurm's, or $SALLOC_PARTITION).",
+    partition: str | None = typer.Option(None, help="slurm: the partition (default: the --inventory's "
+                                         "dltestbed_slurm_partition, else Slurm's, or $SALLOC_PARTITION).",
                                          rich_help_panel="Slurm"),
     nodes: int | None = typer.Option(None, help="slurm: nodes to allocate (default: --workers or 2 with --scenario "
                                      "distributed, else 1); the runs of --scenario single go to every node at once.",
                                      rich_help_panel="Slurm"),
-    account: str | None = typer.Option(None, help="slurm: the account to charge.", rich_help_panel="Slurm"),
+    account: str | None = typer.Option(None, help="slurm: the account to charge (default: the --inventory's "
+                                       "dltestbed_slurm_account).", rich_help_panel="Slurm"),
     time_limit: str | None = typer.Option(None, "--time", help="slurm: the allocation's time limit, in Slurm's "
-                                          "format (30, 1:30:00); a run the limit ends is stored failed, with its "
-                                          "steps and Slurm's reason.", rich_help_panel="Slurm"),
+                                          "format (30, 1:30:00; default: the --inventory's dltestbed_slurm_time); a "
+                                          "run the limit ends is stored failed, with its steps and Slurm's reason.",
+                                          rich_help_panel="Slurm"),
     venv: str | None = typer.Option(None, help="slurm: dltestbed's venv on the nodes, e.g. on a shared filesystem "
                                     "(default: the --inventory host's dltestbed_venv of that name, else "
                                     "/opt/dltestbed/venv, where `provision` installs it).", rich_help_panel="Slurm"),
@@ -273,6 +276,8 @@ def bench(
                           Dataset.of(plan.specs[0], data_shared), inventory)  # fmt: skip
     checked = prepare.check(setup) if slurm_nodes is None else None
     nodes_inv = slurmlaunch.load(inventory, group or []) if slurm_nodes is not None else None
+    if nodes_inv is not None:
+        slurm_opts = slurmlaunch.from_inventory(slurm_opts, nodes_inv)
     images: dict[str, ContainerImage | None] = {}  # Slurm's cbm: each container host's image, by name
     if nodes_inv is not None and "cbm" in kinds:
         ready = prepare.check(prepare.Setup(("cbm",), tuple(slurmlaunch.container_hosts(nodes_inv)), runtime, {},

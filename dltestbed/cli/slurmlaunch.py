@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dltestbed.errors import ConfigError
@@ -61,6 +61,26 @@ def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
     from dltestbed import inventory as inventory_mod
 
     return inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
+
+
+INVENTORY_VARS = {"partition": "dltestbed_slurm_partition", "account": "dltestbed_slurm_account",
+                  "time": "dltestbed_slurm_time"}  # fmt: skip
+
+
+def from_inventory(opts: SlurmOptions, inv: Inventory) -> SlurmOptions:
+    """The options the command line left out, from the inventory's dltestbed_slurm_* variables (a site's
+    setting: group `all`, so every host has the same value; hosts that disagree are one line)."""
+    found = {}
+    for field, var in INVENTORY_VARS.items():
+        if getattr(opts, field) is not None:
+            continue
+        values = {str(h.vars[var]) for h in inv.hosts.values() if h.vars.get(var) not in (None, "")}
+        if len(values) > 1:
+            raise ConfigError(f"inventory {str(inv.path)!r}: {var} differs between hosts ({', '.join(sorted(values))});"
+                              f" set it once, for group all, or give --{field}")
+        if values:
+            found[field] = values.pop()
+    return replace(opts, **found)
 
 
 def container_hosts(inv: Inventory) -> list[Host]:

@@ -255,6 +255,7 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
     try:
         doc = yaml.safe_load(state.inventory.read_text())
         doc["all"]["children"]["container_hosts"]["vars"]["dltestbed_container_runtime"] = runtime
+        doc["all"].setdefault("vars", {})["dltestbed_slurm_time"] = "7"  # the site's Slurm setting: --time's default
         inv = str(tmp_path / "inventory.yml")
         Path(inv).write_text(yaml.safe_dump(doc))
         first = run_cli("provision", "--layout", "single", "--inventory", inv, env=env, timeout=1800)
@@ -293,6 +294,9 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
         (run,) = json.loads(sl.stdout)
         fp = run["fingerprint"]
         assert run["target_kind"] == "cbm" and run["host"] == "tk-h1" and fp["transport"] == "slurm"
+        job = subprocess.run(["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])], capture_output=True,
+                             text=True, env={**os.environ, **slurm_env}).stdout  # fmt: skip
+        assert "TimeLimit=00:07:00" in job, job
         loaded = cbm["fingerprint"]["container_image_digest"]  # the image provision loaded
         assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded
         queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env={**os.environ, **slurm_env})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.cli.slurmlaunch import SlurmOptions, check
+from dltestbed.cli.slurmlaunch import SlurmOptions, check, from_inventory
 from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
@@ -104,6 +104,22 @@ def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
             "data_real": False, "data_shared": False, "limit": None, **kw}  # fmt: skip
     with pytest.raises(ConfigError, match=line):
         check(**args)
+
+
+def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: Path) -> None:
+    """dltestbed_slurm_* set for group all fill the options not given; one host that disagrees is one line."""
+    from dltestbed import inventory
+
+    inv = tmp_path / "inventory.yml"
+    inv.write_text("all:\n  vars:\n    dltestbed_slurm_partition: gpu\n    dltestbed_slurm_time: '30'\n"
+                   "    dltestbed_slurm_account: ops\n  hosts:\n    n1:\n    n2:\n")  # fmt: skip
+    opts = from_inventory(SlurmOptions(account="mine", venv="/v"), inventory.load(inv))
+    assert opts == SlurmOptions(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
+    inv.write_text("all:\n  vars:\n    dltestbed_slurm_partition: gpu\n  hosts:\n    n1:\n    n2:\n"
+                   "      dltestbed_slurm_partition: debug\n")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"dltestbed_slurm_partition differs between hosts \(debug, gpu\)"):
+        from_inventory(SlurmOptions(), inventory.load(inv))
+    assert from_inventory(SlurmOptions(partition="x"), inventory.load(inv)).partition == "x"
 
 
 def test_the_cli_says_a_missing_controller_in_one_line(tmp_path: Path) -> None:
