@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from dltestbed.cli.options import RESULTS_HELP
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 
 
 class FormatOpt(StrEnum):
@@ -97,6 +98,9 @@ def report(
                                     "beside it; HTML and JSON are only written, and the path is printed."),
     by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
                                  "(VMs and containers count on the machine under them)."),
+    fleet_slowdown: float = typer.Option(FLEET_MIN_SLOWDOWN, metavar="PCT", help="The fleet check flags a host "
+                                         "below its peers' median beyond their spread (leave-one-out median and "
+                                         f"MAD, modified z < -{ROBUST_Z:g}) and by at least this %."),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
 ) -> None:
     """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
@@ -125,6 +129,8 @@ def report(
         return
     if equivalence is not None and not 0 < equivalence < 100:
         raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {equivalence:g})")
+    if not 0 <= fleet_slowdown < 100:
+        raise ConfigError(f"--fleet-slowdown: a % between 0 and 100 (got {fleet_slowdown:g})")
     store = Store.open(results, read_only=True)
     try:
         scope_bench = None if all_runs or run_ids else (bench or "last")
@@ -136,7 +142,8 @@ def report(
         else:
             latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
             scope = f"bench {records[0].bench_id}{latest}"
-        text, line = write_report(store, records, scope, Options(kind, by_host, equivalence), out)
+        opts = Options(kind, by_host, equivalence, fleet_slowdown=fleet_slowdown)
+        text, line = write_report(store, records, scope, opts, out)
         if out is None or kind == "md":  # Markdown is printed as well as written
             print(text, end="")
         if line:

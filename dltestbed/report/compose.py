@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from dltestbed import __version__
-from dltestbed.report import fleet, jobs, micro, render, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, jobs, micro, render, stats
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 
@@ -27,6 +27,7 @@ class Options:
     by_host: bool = False
     equivalence: float | None = None
     figures_dir: str | None = None  # md: a folder name beside the file (x_files); None: no figures
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN  # % below its peers a host must be, beyond their spread, to be flagged
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,15 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
     groups = stats.summarise(records, by_host=opts.by_host, equivalence=opts.equivalence)
     many = len({r.machine for r in records if r.role != "cotenant"}) >= FLEET_MIN_HOSTS
     host_groups = groups if opts.by_host else (stats.summarise(records, by_host=True) if many else [])
-    flags, compared = fleet.fleet(host_groups) if host_groups else ([], 0)
+    flags, compared = fleet.fleet(host_groups, min_slowdown=opts.fleet_slowdown) if host_groups else ([], 0)
     dist, shared = jobs.distributed(records), jobs.shared(records)
     steady = fleet.steady(records, timed)
     if opts.fmt == "json":
         text = render.as_json(groups, dist, shared, scope=scope, fleet=flags,
                               steady=[{"run": r.id, "flags": w} for r, w in steady],
                               micro={"cases": [c.to_dict() for c in cases],
-                                     "skipped": [s.__dict__ for s in skipped]}) + "\n"  # fmt: skip
+                                     "skipped": [s.__dict__ for s in skipped]},
+                              fleet_slowdown=opts.fleet_slowdown) + "\n"  # fmt: skip
         return Report(text)
     title = f"dltestbed report: {scope}"
     plots: list[Plot] = []
@@ -65,9 +67,10 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
         from dltestbed.report import figures  # matplotlib: only for reports that draw
 
         resources = {r.id: store.resources(r.id) for r in records}
-        plots = figures.build(groups, records, steps, resources, steady, dist, shared, host_groups, flags, cases)
+        plots = figures.build(groups, records, steps, resources, steady, dist, shared, host_groups, flags, cases,
+                              opts.fleet_slowdown)
     args = dict(title=title, dist=dist, shared=shared, equivalence=opts.equivalence, fleet_flags=flags,
-                fleet_compared=compared, steady_flags=steady,
+                fleet_compared=compared, fleet_slowdown=opts.fleet_slowdown, steady_flags=steady,
                 micro_lines=micro.markdown(cases, skipped, groups))  # fmt: skip
     if opts.fmt == "html":
         from dltestbed.report import html

@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.inference import CONFIDENCE, MEAN_T, Effect
 from dltestbed.report.jobs import DistributedStats, SharedStats
@@ -488,7 +489,7 @@ def shared(pairs: Sequence[SharedStats]) -> Figure | None:
 
 def fleet(host_groups: Sequence[GroupStats], flags: Sequence[FleetFlag]) -> Figure | None:
     """Per kind and workload with 3 or more hosts: each host's mean images/sec with its 95 % interval,
-    the peers' median, and the hosts the fleet check flagged in red with their modified z."""
+    the hosts' median, and the hosts the fleet check flagged in red with their modified z."""
     comparisons: dict[tuple[Any, ...], list[GroupStats]] = {}
     for g in host_groups:
         if "host" in g.key and g.images_per_sec is not None:
@@ -511,10 +512,10 @@ def fleet(host_groups: Sequence[GroupStats], flags: Sequence[FleetFlag]) -> Figu
             ci = g.images_per_sec_ci
             ax.errorbar([x], [m], yerr=[[m - ci[0]], [ci[1] - m]] if ci else None, fmt="s" if f else "o", color=c,
                         capsize=3)  # fmt: skip
-            note = f"n={g.images_per_sec.n}" + (f"\noutlier, z={f.robust_z:.1f}" if f else "")  # type: ignore[union-attr]
+            note = f"n={g.images_per_sec.n}" + (f"\noutlier, z={f.robust_z:.1f}" if f else "")
             ax.annotate(note, (x, ci[1] if ci else m), xytext=(0, 3), textcoords="offset points", ha="center",
                         fontsize=6, color=c)  # fmt: skip
-        ax.axhline(float(np.median(ys)), color="black", linestyle="--", linewidth=0.8, label="peers' median")
+        ax.axhline(float(np.median(ys)), color="black", linestyle="--", linewidth=0.8, label="hosts' median")
         ax.set_xticks(range(len(gs)))
         ax.set_xticklabels([str(g.key["host"]) for g in gs], rotation=45 if len(gs) > 6 else 0, fontsize=7)
         ax.set_ylim(0, max((g.images_per_sec_ci or (0, 0))[1] for g in gs) * 1.3 or max(ys) * 1.3)
@@ -549,6 +550,7 @@ def build(
     host_groups: Sequence[GroupStats] = (),
     fleet_flags: Sequence[FleetFlag] = (),
     cases: Sequence[CaseStats] = (),
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> list[Plot]:
     """Every figure the runs have something for, rendered, in report order."""
     flagged = {r.id: w for r, w in steady_flags}
@@ -588,7 +590,7 @@ def build(
             "The foreground's images/sec alone and beside its co-tenant in the same repetition; drop: mean over "
             "pairs. Whiskers: min–max.")
         add("fleet", "fleet", fleet(host_groups, fleet_flags),
-            f"Each host's mean images/sec with its {CONFIDENCE:.0%} {MEAN_T}; dashed: the peers' median. Red: "
-            "slower than its peers beyond their spread (modified z-score < −3.5 from the median absolute "
-            "deviation).")
+            f"Each host's mean images/sec with its {CONFIDENCE:.0%} {MEAN_T}; dashed: the hosts' median. Red: "
+            f"slower than its peers (the other hosts) beyond their spread (leave-one-out modified z-score < "
+            f"−{ROBUST_Z:g} from their median absolute deviation) and by at least {fleet_slowdown:g} %.")
     return plots

@@ -1,27 +1,28 @@
-"""Runs and hosts to look at: hosts slower than their peers (median and MAD) and runs whose timed steps
-are not steady. Pure; they change no number."""
+"""Runs and hosts to look at: hosts slower than their peers (leave-one-out median and MAD) and runs whose
+timed steps are not steady. Pure; they change no number."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report.inference import ROBUST_Z, robust_z, slow_outliers, steady_state
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, inference
+from dltestbed.report.inference import peer_z, slow_outliers, steady_state
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 
 
 @dataclass(frozen=True)
 class FleetFlag:
-    """A host slower than its peers of the same kind and workload, beyond their spread (median and MAD)."""
+    """A host slower than its peers (the other hosts of the same kind and workload), beyond their spread
+    (median and MAD) and by at least the minimum slowdown."""
 
     key: dict[str, Any]  # the group's fields, host excluded
     host: str
     images_per_sec: float
-    peers_median: float
-    robust_z: float  # 0.6745 · (host − median) / MAD
+    peers_median: float  # of the other hosts
+    robust_z: float  # 0.6745 · (host − peers' median) / peers' MAD
     hosts: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -29,28 +30,29 @@ class FleetFlag:
         return asdict(self)
 
 
-def fleet(groups: Sequence[GroupStats], threshold: float = ROBUST_Z) -> tuple[list[FleetFlag], int]:
+def fleet(groups: Sequence[GroupStats], threshold: float = ROBUST_Z,
+          min_slowdown: float = FLEET_MIN_SLOWDOWN) -> tuple[list[FleetFlag], int]:  # fmt: skip
     """From `summarise(..., by_host=True)`: per kind and workload, each host's mean images/sec against
-    its peers' median and MAD; the hosts whose modified z-score is below −threshold (3 or more hosts
-    needed). (flags, how many comparisons of 3+ hosts were made)."""
-    peers: dict[tuple[Any, ...], dict[str, float]] = {}
+    its peers' median and MAD (every other host's); the hosts whose modified z-score is below −threshold
+    and that are at least `min_slowdown` % below the peers' median (3 or more hosts needed).
+    (flags, how many comparisons of 3+ hosts were made)."""
+    by_key: dict[tuple[Any, ...], dict[str, float]] = {}
     keys: dict[tuple[Any, ...], dict[str, Any]] = {}
     for g in groups:
         if "host" not in g.key or g.images_per_sec is None:
             continue
         rest = {f: v for f, v in g.key.items() if f != "host"}
         k = tuple(rest.values())
-        peers.setdefault(k, {})[str(g.key["host"])] = g.images_per_sec.mean
+        by_key.setdefault(k, {})[str(g.key["host"])] = g.images_per_sec.mean
         keys[k] = rest
     flags, compared = [], 0
-    for k, hosts in peers.items():
+    for k, hosts in by_key.items():
         if len(hosts) < 3:
             continue
         compared += 1
-        z = robust_z(hosts)
-        med = float(statistics.median(hosts.values()))
-        for host in slow_outliers(hosts, threshold):
-            flags.append(FleetFlag(keys[k], host, hosts[host], med, z[host], len(hosts)))
+        z = peer_z(hosts)
+        for host in slow_outliers(hosts, threshold, min_slowdown):
+            flags.append(FleetFlag(keys[k], host, hosts[host], inference.peers(hosts, host)[0], z[host], len(hosts)))
     return flags, compared
 
 

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as st
 
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
+
 CONFIDENCE = 0.95  # of every interval the report prints
 POWER = 0.80  # for the minimum detectable effect
 PAIRED_T = "paired t on log ratios"
@@ -35,7 +37,6 @@ SIGN_MEDIAN = "sign-test interval of the median"
 BOOTSTRAP = "percentile bootstrap"
 MEAN_T = "t-interval of the mean"
 MIN_N = 2  # an interval needs at least two repetitions per side
-ROBUST_Z = 3.5  # modified z-score beyond which a host is an outlier (Iglewicz & Hoaglin)
 TREND_MIN_STEPS = 8  # fewer timed steps say nothing about a trend
 
 
@@ -206,26 +207,45 @@ def cv(values: Sequence[float]) -> float | None:
 
 
 def robust_z(values: Mapping[str, float]) -> dict[str, float]:
-    """Modified z-score of each value against the others' median and MAD: 0.6745·(x − median) / MAD.
-    A MAD of 0 (identical peers) gives 0 for the median's equals and ±inf for the rest."""
+    """Modified z-score of each value against all the values' median and MAD: 0.6745·(x − median) / MAD
+    (Iglewicz & Hoaglin). A MAD of 0 (identical values) gives 0 for the median's equals and ±inf for the rest."""
     names = list(values)
     x = np.asarray([values[k] for k in names], dtype=float)
     med = float(np.median(x))
     mad = float(np.median(np.abs(x - med)))
-    out = {}
-    for k, v in zip(names, x, strict=True):
-        if mad == 0:
-            out[k] = 0.0 if v == med else math.copysign(math.inf, v - med)
-        else:
-            out[k] = 0.6745 * (float(v) - med) / mad
+    return {k: _z(float(v), med, mad) for k, v in zip(names, x, strict=True)}
+
+
+def peers(values: Mapping[str, float], name: str) -> tuple[float, float]:
+    """The median and MAD of every value but `name`'s: its peers'."""
+    x = np.asarray([v for k, v in values.items() if k != name], dtype=float)
+    med = float(np.median(x))
+    return med, float(np.median(np.abs(x - med)))
+
+
+def peer_z(values: Mapping[str, float]) -> dict[str, float]:
+    """Leave-one-out modified z-score: each value against its peers' median and MAD (every value but its
+    own). With few values the plain score is masked by the outlier itself: with 4 hosts, the MAD is the
+    mean of the 2nd and 3rd smallest deviations, so one slow host and one fast one make the MAD. Needs 3+."""
+    return {k: _z(v, *peers(values, k)) for k, v in values.items()} if len(values) >= 3 else {}
+
+
+def _z(v: float, med: float, mad: float) -> float:
+    if mad == 0:
+        return 0.0 if v == med else math.copysign(math.inf, v - med)
+    return 0.6745 * (v - med) / mad
+
+
+def slow_outliers(values: Mapping[str, float], threshold: float = ROBUST_Z,
+                  min_slowdown: float = FLEET_MIN_SLOWDOWN) -> list[str]:  # fmt: skip
+    """The names below their peers beyond the peers' spread (leave-one-out modified z < −threshold) and by
+    at least `min_slowdown` % of the peers' median (a spread of 0.1 % must not make 1 % an alarm); needs 3+."""
+    out = []
+    for k, z in peer_z(values).items():
+        med = peers(values, k)[0]
+        if z < -threshold and med > 0 and (1 - values[k] / med) * 100 >= min_slowdown:
+            out.append(k)
     return out
-
-
-def slow_outliers(values: Mapping[str, float], threshold: float = ROBUST_Z) -> list[str]:
-    """The names whose value is below their peers' beyond the noise (modified z < −threshold); needs 3+."""
-    if len(values) < 3:
-        return []
-    return [k for k, z in robust_z(values).items() if z < -threshold]
 
 
 @dataclass(frozen=True)

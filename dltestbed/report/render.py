@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.compare import Change
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
@@ -71,13 +72,16 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
     return lines
 
 
-def _fleet(flags: Sequence[FleetFlag], compared: int) -> list[str]:
+def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MIN_SLOWDOWN) -> list[str]:
     if not compared:
         return []
     lines = ["", "## Fleet: hosts slower than their peers", ""]
+    rule = (f"below its peers' median (the other hosts') by more than {ROBUST_Z:g} robust standard deviations of the "
+            f"peers (leave-one-out modified z-score from their median absolute deviation) and by at least "
+            f"{slowdown:g} %")  # fmt: skip
     if not flags:
-        return [*lines, f"No host is slower than its peers beyond their spread ({compared} comparison(s) of 3 or "
-                "more hosts of the same kind and workload; median and MAD, modified z < −3.5)."]  # fmt: skip
+        return [*lines, f"No host is slower than its peers ({compared} comparison(s) of 3 or more hosts of the "
+                f"same kind and workload; a host is flagged when its mean images/sec lies {rule})."]  # fmt: skip
     lines += ["| kind | model | batch | size | host | img/s | peers' median img/s | below by % | modified z | hosts |",
               "|" + "---|" * 10]  # fmt: skip
     for f in flags:
@@ -86,8 +90,7 @@ def _fleet(flags: Sequence[FleetFlag], compared: int) -> list[str]:
                                         f"{f.images_per_sec:.1f}", f"{f.peers_median:.1f}",
                                         f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}", f"{f.robust_z:.1f}",
                                         str(f.hosts)]) + " |")  # fmt: skip
-    return [*lines, "", "A host is flagged when its mean images/sec lies below its peers' median by more than 3.5 "
-            "robust standard deviations (modified z-score from the median absolute deviation)."]  # fmt: skip
+    return [*lines, "", f"A host is flagged when its mean images/sec lies {rule}."]
 
 
 def _steady(flags: Sequence[tuple[RunRecord, list[str]]]) -> list[str]:
@@ -108,6 +111,7 @@ def markdown(
     equivalence: float | None = None,
     fleet_flags: Sequence[FleetFlag] = (),
     fleet_compared: int = 0,
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
     steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
     figures: Figures | None = None,
     captions: bool = True,
@@ -128,7 +132,7 @@ def markdown(
     lines += _environments(groups)
     lines += _environment(groups)
     lines += noise_floor(groups)
-    lines += _fleet(fleet_flags, fleet_compared)
+    lines += _fleet(fleet_flags, fleet_compared, fleet_slowdown)
     lines += _figures(figs, "fleet", captions)
     lines += _steady(steady_flags)
     for section, heading in (("steps", "Steps, run by run"), ("memory", "Memory over time")):
@@ -326,9 +330,12 @@ def as_json(
     fleet: Sequence[FleetFlag] = (),
     steady: Sequence[dict] = (),
     micro: dict | None = None,
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> str:
-    """{"scope", "groups", "distributed", "shared", "fleet", "steady", "micro"} as JSON."""
+    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro"} as JSON."""
+    rule = {"method": "leave-one-out modified z-score (peers' median and MAD)", "z_below": -ROBUST_Z,
+            "min_slowdown_pct": fleet_slowdown}  # fmt: skip
     return json.dumps({"scope": scope, "groups": [g.to_dict() for g in groups],
                        "distributed": [d.to_dict() for d in dist], "shared": [s.to_dict() for s in shared],
-                       "fleet": [f.to_dict() for f in fleet], "steady": list(steady),
+                       "fleet": [f.to_dict() for f in fleet], "fleet_rule": rule, "steady": list(steady),
                        "micro": micro or {"cases": [], "skipped": []}}, indent=2)  # fmt: skip

@@ -51,16 +51,22 @@ def test_the_slow_host_is_flagged_and_only_it(fleet: tuple[LabState, Path], resu
     for h in state.hosts[1:3]:  # hosts no test command reached: the key check's connection served both runs
         logins = (h.dir(state.dir) / "sshd.log").read_text().count("Accepted publickey")
         assert logins == 1, f"{h.name}: {logins} SSH logins for a key check and 2 runs"
+    # The healthy hosts share this machine's 2 cores and differ by up to 12 % between runs (a CI run: 51.3,
+    # 45.7, 45.1 img/s); tf-h4 has 1 core and is 35-45 % slower. At the default 5 % bar it must be flagged;
+    # at 15 % it must be the only one (the bar is the user's: --fleet-slowdown).
+    strict = ["--fleet-slowdown", "15"]
     report = json.loads(run_cli("report", "--by-host", "--format", "json", "--results", str(results)).stdout)
     speeds = {g["key"]["host"]: round(g["images_per_sec"]["mean"], 1) for g in report["groups"]}
+    assert "tf-h4" in [f["host"] for f in report["fleet"]], speeds
+    report = json.loads(run_cli("report", "--by-host", "--format", "json", *strict, "--results", str(results)).stdout)
     flagged = [(f["host"], f["hosts"]) for f in report["fleet"]]
     assert flagged == [("tf-h4", 4)], speeds
     (flag,) = report["fleet"]
-    assert flag["robust_z"] < -3.5 and flag["images_per_sec"] < flag["peers_median"]
+    assert flag["robust_z"] < -3.5 and (1 - flag["images_per_sec"] / flag["peers_median"]) * 100 >= 15
     # without --by-host too: 4 machines are enough for the fleet check, and the page draws it
     page = results.parent / "fleet.html"
-    assert run_cli("report", "--out", str(page), "--results", str(results)).returncode == 0
+    assert run_cli("report", "--out", str(page), *strict, "--results", str(results)).returncode == 0
     html = page.read_text()
     assert 'data-figure="fleet"' in html and "outlier" not in html.split("<main>")[0]
-    text = run_cli("report", "--by-host", "--results", str(results)).stdout
-    assert "## Fleet: hosts slower than their peers" in text and "| tf-h4 |" in text
+    text = run_cli("report", "--by-host", *strict, "--results", str(results)).stdout
+    assert "## Fleet: hosts slower than their peers" in text and "| tf-h4 |" in text and "by at least 15 %" in text

@@ -63,6 +63,15 @@ def test_fleet_check_runs_without_by_host_on_three_machines(store: Path) -> None
     report = json.loads(run_cli("report", "--results", str(store), "--format", "json").stdout)
     assert [f["host"] for f in report["fleet"]] == ["node4"]  # half as fast as node2 and node3
     assert not any("host" in g["key"] for g in report["groups"])  # the table keeps a row per kind
+    assert report["fleet_rule"] == {"method": "leave-one-out modified z-score (peers' median and MAD)",
+                                    "z_below": -3.5, "min_slowdown_pct": 5.0}  # fmt: skip
+    (flag,) = report["fleet"]
+    below = (1 - flag["images_per_sec"] / flag["peers_median"]) * 100
+    strict = run_cli("report", "--results", str(store), "--fleet-slowdown", f"{below + 1:.1f}")
+    assert strict.returncode == 0 and "No host is slower than its peers" in strict.stdout
+    assert f"by at least {below + 1:.1f} %" in strict.stdout
+    line = one_error_line(run_cli("report", "--results", str(store), "--fleet-slowdown", "100"))
+    assert line == "error: --fleet-slowdown: a % between 0 and 100 (got 100)"
 
 
 def test_bad_output_paths_and_formats_are_one_line(store: Path, tmp_path: Path) -> None:

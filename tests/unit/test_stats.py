@@ -234,11 +234,14 @@ def test_fleet_flags_the_slow_host_and_only_it() -> None:
             runs.append(rec("bm", ips + wobble, host=host, repetition=rep))
     flags, compared = fleet(summarise(runs, by_host=True))
     assert compared == 1 and [f.host for f in flags] == ["n4"]
-    assert flags[0].peers_median == pytest.approx(99.5) and flags[0].robust_z < -3.5
+    assert flags[0].peers_median == pytest.approx(100.0) and flags[0].robust_z == pytest.approx(0.6745 * -30 / 1)
     text = render.markdown(summarise(runs, by_host=True), fleet_flags=flags, fleet_compared=compared)
-    assert "## Fleet: hosts slower than their peers" in text and "| bm | alexnet | 8 | 64 | n4 | 70.0 | 99.5 |" in text
+    assert "## Fleet: hosts slower than their peers" in text
+    assert "| bm | alexnet | 8 | 64 | n4 | 70.0 | 100.0 | 30.0 |" in text
+    assert "by at least 5 %" in text
     healthy = [r for r in runs if r.host != "n4"]
     assert fleet(summarise(healthy, by_host=True)) == ([], 1)
+    assert fleet(summarise(runs, by_host=True), min_slowdown=31.0) == ([], 1)  # 30 % slower: under a 31 % bar
 
 
 def test_equivalence_is_judged_with_two_one_sided_tests() -> None:
