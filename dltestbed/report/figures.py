@@ -21,8 +21,9 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
+from dltestbed.report import FLEET_MIN_SLOWDOWN
 from dltestbed.report.fleet import FleetFlag
+from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.inference import CONFIDENCE, MEAN_T, Effect
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats
@@ -591,6 +592,5 @@ def build(
             "pairs. Whiskers: min–max.")
         add("fleet", "fleet", fleet(host_groups, fleet_flags),
             f"Each host's mean images/sec with its {CONFIDENCE:.0%} {MEAN_T}; dashed: the hosts' median. Red: "
-            f"slower than its peers (the other hosts) beyond their spread (leave-one-out modified z-score < "
-            f"−{ROBUST_Z:g} from their median absolute deviation) and by at least {fleet_slowdown:g} %.")
+            f"flagged, because {fleet_rule(fleet_slowdown)}.")
     return plots

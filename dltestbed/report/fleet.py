@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, inference
-from dltestbed.report.inference import peer_z, slow_outliers, steady_state
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
+from dltestbed.report.inference import slow_outliers, steady_state
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 
@@ -28,6 +28,13 @@ class FleetFlag:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+
+def rule(min_slowdown: float = FLEET_MIN_SLOWDOWN) -> str:
+    """Why a host is flagged, in words (the report's text and the figure's caption say "… when <this>")."""
+    return (f"its mean images/sec lies below its peers' median (the other hosts') by more "
+            f"than {ROBUST_Z:g} robust standard deviations of the peers (leave-one-out modified z-score from their "
+            f"median absolute deviation) and by at least {min_slowdown:g} %")  # fmt: skip
 
 
 def fleet(groups: Sequence[GroupStats], threshold: float = ROBUST_Z,
@@ -50,9 +57,8 @@ def fleet(groups: Sequence[GroupStats], threshold: float = ROBUST_Z,
         if len(hosts) < 3:
             continue
         compared += 1
-        z = peer_z(hosts)
-        for host in slow_outliers(hosts, threshold, min_slowdown):
-            flags.append(FleetFlag(keys[k], host, hosts[host], inference.peers(hosts, host)[0], z[host], len(hosts)))
+        for host, sc in slow_outliers(hosts, threshold, min_slowdown).items():
+            flags.append(FleetFlag(keys[k], host, hosts[host], sc.median, sc.z, len(hosts)))
     return flags, compared
 
 

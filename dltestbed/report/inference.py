@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats as st
@@ -216,18 +216,25 @@ def robust_z(values: Mapping[str, float]) -> dict[str, float]:
     return {k: _z(float(v), med, mad) for k, v in zip(names, x, strict=True)}
 
 
-def peers(values: Mapping[str, float], name: str) -> tuple[float, float]:
-    """The median and MAD of every value but `name`'s: its peers'."""
-    x = np.asarray([v for k, v in values.items() if k != name], dtype=float)
-    med = float(np.median(x))
-    return med, float(np.median(np.abs(x - med)))
+class PeerScore(NamedTuple):
+    """A value against its peers (every other value): the leave-one-out modified z and the peers' median."""
+
+    z: float
+    median: float
 
 
-def peer_z(values: Mapping[str, float]) -> dict[str, float]:
+def peer_scores(values: Mapping[str, float]) -> dict[str, PeerScore]:
     """Leave-one-out modified z-score: each value against its peers' median and MAD (every value but its
     own). With few values the plain score is masked by the outlier itself: with 4 hosts, the MAD is the
     mean of the 2nd and 3rd smallest deviations, so one slow host and one fast one make the MAD. Needs 3+."""
-    return {k: _z(v, *peers(values, k)) for k, v in values.items()} if len(values) >= 3 else {}
+    if len(values) < 3:
+        return {}
+    out = {}
+    for k, v in values.items():
+        x = np.asarray([p for name, p in values.items() if name != k], dtype=float)
+        med = float(np.median(x))
+        out[k] = PeerScore(_z(v, med, float(np.median(np.abs(x - med)))), med)
+    return out
 
 
 def _z(v: float, med: float, mad: float) -> float:
@@ -237,15 +244,12 @@ def _z(v: float, med: float, mad: float) -> float:
 
 
 def slow_outliers(values: Mapping[str, float], threshold: float = ROBUST_Z,
-                  min_slowdown: float = FLEET_MIN_SLOWDOWN) -> list[str]:  # fmt: skip
+                  min_slowdown: float = FLEET_MIN_SLOWDOWN) -> dict[str, PeerScore]:  # fmt: skip
     """The names below their peers beyond the peers' spread (leave-one-out modified z < −threshold) and by
-    at least `min_slowdown` % of the peers' median (a spread of 0.1 % must not make 1 % an alarm); needs 3+."""
-    out = []
-    for k, z in peer_z(values).items():
-        med = peers(values, k)[0]
-        if z < -threshold and med > 0 and (1 - values[k] / med) * 100 >= min_slowdown:
-            out.append(k)
-    return out
+    at least `min_slowdown` % of the peers' median (a spread of 0.1 % must not make 1 % an alarm), with
+    their scores; needs 3+."""
+    return {k: sc for k, sc in peer_scores(values).items()
+            if sc.z < -threshold and sc.median > 0 and (1 - values[k] / sc.median) * 100 >= min_slowdown}  # fmt: skip
 
 
 @dataclass(frozen=True)

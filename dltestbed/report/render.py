@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.compare import Change
 from dltestbed.report.fleet import FleetFlag
+from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.stats import NO_INTERVAL, GroupStats, Spread, against_baseline, layer_label
@@ -76,12 +77,9 @@ def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MI
     if not compared:
         return []
     lines = ["", "## Fleet: hosts slower than their peers", ""]
-    rule = (f"below its peers' median (the other hosts') by more than {ROBUST_Z:g} robust standard deviations of the "
-            f"peers (leave-one-out modified z-score from their median absolute deviation) and by at least "
-            f"{slowdown:g} %")  # fmt: skip
     if not flags:
         return [*lines, f"No host is slower than its peers ({compared} comparison(s) of 3 or more hosts of the "
-                f"same kind and workload; a host is flagged when its mean images/sec lies {rule})."]  # fmt: skip
+                f"same kind and workload; a host is flagged when {fleet_rule(slowdown)})."]  # fmt: skip
     lines += ["| kind | model | batch | size | host | img/s | peers' median img/s | below by % | modified z | hosts |",
               "|" + "---|" * 10]  # fmt: skip
     for f in flags:
@@ -90,7 +88,7 @@ def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MI
                                         f"{f.images_per_sec:.1f}", f"{f.peers_median:.1f}",
                                         f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}", f"{f.robust_z:.1f}",
                                         str(f.hosts)]) + " |")  # fmt: skip
-    return [*lines, "", f"A host is flagged when its mean images/sec lies {rule}."]
+    return [*lines, "", f"A host is flagged when {fleet_rule(slowdown)}."]
 
 
 def _steady(flags: Sequence[tuple[RunRecord, list[str]]]) -> list[str]:

@@ -100,9 +100,9 @@ def test_mad_flags_the_slow_host_only() -> None:
     hosts = {"a": 100.0, "b": 101.0, "c": 99.0, "d": 100.0, "e": 80.0}  # median 100, MAD 1
     z = inf.robust_z(hosts)
     assert z["e"] == pytest.approx(0.6745 * -20) and z["b"] == pytest.approx(0.6745)
-    assert inf.peer_z(hosts)["e"] == pytest.approx(0.6745 * -20.0 / 0.5)  # peers a–d: median 100, MAD 0.5
-    assert inf.slow_outliers(hosts) == ["e"]
-    assert inf.slow_outliers({"a": 100.0, "b": 200.0}) == []  # two hosts: no peers to judge by
+    assert inf.peer_scores(hosts)["e"].z == pytest.approx(0.6745 * -20.0 / 0.5)  # peers a–d: median 100, MAD 0.5
+    assert list(inf.slow_outliers(hosts)) == ["e"]
+    assert inf.slow_outliers({"a": 100.0, "b": 200.0}) == {}  # two hosts: no peers to judge by
 
 
 def test_the_slow_host_is_not_masked_by_itself_and_a_fast_peer() -> None:
@@ -111,18 +111,18 @@ def test_the_slow_host_is_not_masked_by_itself_and_a_fast_peer() -> None:
     −17.6."""
     hosts = {"h1": 51.3, "h2": 45.7, "h3": 45.1, "h4": 30.0}
     assert inf.robust_z(hosts)["h4"] == pytest.approx(0.6745 * (30.0 - 45.4) / 3.1)
-    z = inf.peer_z(hosts)
-    assert z["h4"] == pytest.approx(0.6745 * (30.0 - 45.7) / 0.6)
-    assert z["h3"] == pytest.approx(0.6745 * (45.1 - 45.7) / 5.6)  # peers h1, h2, h4: median 45.7, MAD 5.6
-    assert inf.slow_outliers(hosts) == ["h4"]
+    scores = inf.peer_scores(hosts)
+    assert scores["h4"] == (pytest.approx(0.6745 * (30.0 - 45.7) / 0.6), 45.7)
+    assert scores["h3"].z == pytest.approx(0.6745 * (45.1 - 45.7) / 5.6)  # peers h1, h2, h4: median 45.7, MAD 5.6
+    assert list(inf.slow_outliers(hosts)) == ["h4"]
 
 
 def test_a_tight_spread_alone_makes_no_alarm() -> None:
     hosts = {"a": 100.0, "b": 100.2, "c": 99.0}  # c: peers' MAD 0.1, z −7.4, but only 1.1 % slower
-    assert inf.peer_z(hosts)["c"] == pytest.approx(0.6745 * -1.1 / 0.1)
-    assert inf.slow_outliers(hosts) == []
-    assert inf.slow_outliers(hosts, min_slowdown=1.0) == ["c"]
-    assert inf.slow_outliers({"a": 100.0, "b": 100.0, "c": 94.0}) == ["c"]  # identical peers: MAD 0, z −inf, 6 %
+    assert inf.peer_scores(hosts)["c"].z == pytest.approx(0.6745 * -1.1 / 0.1)
+    assert inf.slow_outliers(hosts) == {}
+    assert list(inf.slow_outliers(hosts, min_slowdown=1.0)) == ["c"]
+    assert list(inf.slow_outliers({"a": 100.0, "b": 100.0, "c": 94.0})) == ["c"]  # identical peers: MAD 0, z −inf, 6 %
 
 
 def test_steady_state_flags() -> None:
