@@ -98,7 +98,7 @@ REMOTE_RUNTIMES = ("podman", "docker")
 def check_host_values(host: Host, setup: Setup) -> None:
     """The inventory values a bench reads of a host, checked without contacting it: a ConfigError line
     naming the host, the variable and what is allowed."""
-    from dltestbed.vms import lifecycle
+    from dltestbed.vms.settings import VMSettings
 
     def need_absolute(var: str) -> None:
         value = host.vars.get(var)
@@ -117,7 +117,8 @@ def check_host_values(host: Host, setup: Setup) -> None:
         except ConfigError as exc:
             raise ConfigError(f"host {host.name}: {exc}") from None
     if setup.uses_vms and host.plays("libvirt_hosts"):
-        lifecycle.placement(host, setup.vm_overrides)  # its dltestbed_vm_* values, checked
+        # its dltestbed_vm_* values, checked (not its hypervisor: that needs the host's recorded key)
+        VMSettings.from_vars(host.vars, host.name, setup.vm_overrides)
 
 
 def check_host_keys(hosts: Sequence[Host | None]) -> None:
