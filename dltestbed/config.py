@@ -15,6 +15,12 @@ from dltestbed.errors import ConfigError
 DataKind = Literal["synthetic", "real"]
 Mode = Literal["train", "infer"]
 Device = Literal["auto", "cpu", "gpu"]
+# The arithmetic a model's run uses (workload/mathmode.py applies it): float32 with TF32 off; TF32 (float32
+# matmuls and convolutions on Ampere-or-later tensor cores, TensorFlow's own default there); Keras mixed
+# precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
+# where the device computes it natively, else float16, and the run records the one it used.
+Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
+MATHS: tuple[str, ...] = ("float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed")
 
 
 class _RunSpec(BaseModel):
@@ -32,6 +38,9 @@ class _RunSpec(BaseModel):
     seed: int = 0
     distributed: bool = False  # one worker of a MultiWorkerMirroredStrategy job (cluster in TF_CONFIG)
     cpus: str | None = None  # pin the workload to these CPUs, e.g. "0-3,8" (Linux cpuset list syntax)
+    # GPU memory per process: None grows as the run needs it (TensorFlow would otherwise map the whole GPU at
+    # start, and a second process on the GPU fails); a number is a fixed limit in MiB (a slice of the GPU)
+    gpu_memory_mib: int | None = Field(None, ge=64)
 
     @field_validator("cpus")
     @classmethod
@@ -61,6 +70,8 @@ class _RunSpec(BaseModel):
             argv.append("--distributed")
         if self.cpus:
             argv += ["--cpus", self.cpus]
+        if self.gpu_memory_mib is not None:
+            argv += ["--gpu-memory-mib", str(self.gpu_memory_mib)]
         return argv
 
 
@@ -74,6 +85,8 @@ class WorkloadSpec(_RunSpec):
     warmup: int = Field(10, ge=0)
     steps: int = Field(100, gt=0)
     classes: int = Field(1000, ge=2)
+    math: Math = "float32"
+    xla: bool = False  # compile the step with XLA (tf.function(jit_compile=True))
 
     @field_validator("model")
     @classmethod
@@ -90,6 +103,8 @@ class WorkloadSpec(_RunSpec):
         self._check_data()
         if self.distributed and self.mode != "train":
             raise ValueError("distributed runs train (inference has no step shared between workers)")
+        if self.math == "tf32" and self.device == "cpu":
+            raise ValueError("--math tf32 is a GPU's (Ampere or later) tensor-core math; on --device cpu use float32")
         return self
 
     @property
@@ -101,12 +116,13 @@ class WorkloadSpec(_RunSpec):
         """The workload's command-line arguments for this spec (the inverse of its parser)."""
         return ["--model", self.model, "--mode", self.mode, "--batch-size", str(self.batch_size),
                 "--image-size", str(self.size), "--warmup", str(self.warmup), "--steps", str(self.steps),
-                "--classes", str(self.classes), *self._common_argv()]  # fmt: skip
+                "--classes", str(self.classes), "--math", self.math, *(["--xla"] if self.xla else []),
+                *self._common_argv()]  # fmt: skip
 
 
 # The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them;
 # README, "Microbenchmarks", says what each measures and how).
-PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "disk", "net", "allreduce")
+PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk", "net", "allreduce")
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dltestbed.config import Spec
+from dltestbed.config import Spec, WorkloadSpec
 from dltestbed.errors import DltestbedError
 from dltestbed.results.records import RunRecord, new_id, now_iso
 from dltestbed.results.store import Store
@@ -134,6 +135,7 @@ class _Collector:
         self.unparsed: list[Unparsed] = []
         self.timed: list[StepEvent] = []
         self.started: float | None = None
+        self.launched = time.monotonic()  # when the workload's command was started (execute sets it)
 
     def on_line(self, line: str) -> None:
         self.apply(parse_line(line))
@@ -145,8 +147,10 @@ class _Collector:
                     self.unparsed.append(Unparsed(f"step {ev.index}", "a step index seen before: ignored"))
                     return
                 self.run.steps_done += 1
-                if ev.device is not None:  # where TensorFlow really ran the step: part of the environment
-                    self.run.fingerprint = {**self.run.fingerprint, "step_device": ev.device}
+                if ev.device is not None or ev.libraries:  # where TensorFlow really ran the step, and the CUDA
+                    # libraries it loaded for it: part of the environment
+                    said = {"step_device": ev.device} if ev.device is not None else {}
+                    self.run.fingerprint = {**self.run.fingerprint, **said, **(ev.libraries or {})}
                     self.store.save_run(self.run)
                 if ev.phase == "timed":
                     self.timed.append(ev)
@@ -157,6 +161,7 @@ class _Collector:
                 self.started = ev.t
                 self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
                 self.run.spec = ev.spec
+                self.run.math = str(ev.spec.get("math") or self.run.math)  # `mixed`: the one the target chose
                 self.store.save_run(self.run)
             case MeasureEvent():
                 if not self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev))):
@@ -239,6 +244,7 @@ def execute(
         image_size=spec.size, warmup=spec.warmup, steps=spec.steps, repetition=ctx.repetition,
         contention=ctx.contention, role=ctx.role, job_id=ctx.job_id, workers=ctx.workers,
         worker_index=ctx.worker_index, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(), arm=ctx.arm,
+        math=spec.math if isinstance(spec, WorkloadSpec) else "", xla=isinstance(spec, WorkloadSpec) and spec.xla,
     )  # fmt: skip
     log = store.log_dir / f"{run.id}.log"
     run.log_path = str(log)
@@ -254,6 +260,7 @@ def execute(
                 on_start.set()
 
     result: CommandResult | None = None
+    col.launched = time.monotonic()
     try:
         ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run.id}  # a container's labels
         result = target.run(workload_argv(target, spec), env={**(env or {}), **ids}, timeout=timeout,
@@ -288,6 +295,7 @@ def execute(
 
 def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, sinks: Sequence[Sink]) -> None:
     run.finished_at = now_iso()
+    run.wall_seconds = time.monotonic() - col.launched
     if col.summary:
         s = col.summary
         run.images_per_sec = s.images_per_sec
@@ -295,6 +303,8 @@ def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, s
         run.timed_seconds = s.timed_seconds
         run.elapsed_seconds = s.elapsed_seconds
         run.first_step_seconds = s.first_step_seconds
+        run.startup_seconds = s.startup_seconds
+        run.gpu_memory_peak_bytes = s.gpu_memory_peak_bytes
     run.status = "failed" if reason else "ok"
     run.reason = reason
     store.save_run(run, _points(sinks, lambda s: s.finished(run)))

@@ -57,6 +57,12 @@ class RunRecord:
     spec: dict[str, Any] = field(default_factory=dict)
     machine: str | None = None  # the physical machine under every layer (a VM's host); stores before schema 3: host
     arm: str = ""  # "A′": the second run of the baseline kind in a repetition (--aa), its noise floor
+    math: str = ""  # the arithmetic the run used (config.Math, resolved on the target); "" for a micro run
+    xla: bool = False  # the step compiled with XLA
+    gpu_memory_peak_bytes: int | None = None  # the most TensorFlow's GPU allocator held at once
+    startup_seconds: float | None = None  # the workload process's start to its first step (imports, model build)
+    wall_seconds: float | None = None  # launch to finish, as the controller saw it: the layer's own start-up
+    # (a container created, a process over SSH), the workload's start-up, its steps and its exit
 
     def __post_init__(self) -> None:
         if not self.machine:
@@ -70,6 +76,11 @@ class RunRecord:
     def is_probe(self) -> bool:
         """A microbenchmark run (`micro`): measures and skips instead of steps; no images/sec."""
         return self.mode == "probe"
+
+    @property
+    def math_label(self) -> str:
+        """The math in words, XLA included: "mixed_bfloat16 + XLA"; "" for a micro run."""
+        return self.math + (" + XLA" if self.xla else "")
 
     @property
     def vm_image(self) -> str:

@@ -25,8 +25,9 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 5  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
-# 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery)
+SCHEMA_VERSION = 6  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+# 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
+# 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 
@@ -48,7 +49,7 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE TABLE IF NOT EXISTS resources (
     run_id TEXT NOT NULL REFERENCES runs(id), t REAL NOT NULL, rss_bytes INTEGER NOT NULL,
-    cpu_percent REAL NOT NULL, gpus TEXT NOT NULL
+    cpu_percent REAL NOT NULL, gpus TEXT NOT NULL, tf_gpu_bytes TEXT
 );
 CREATE INDEX IF NOT EXISTS resources_run ON resources (run_id);
 CREATE TABLE IF NOT EXISTS measures (
@@ -67,8 +68,18 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 # Columns added after schema 1, with the value old rows get.
 _ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL", "machine": "NULL",
-          "arm": "''"}
+          "arm": "''", "math": "''", "xla": "0", "gpu_memory_peak_bytes": "NULL", "startup_seconds": "NULL",
+          "wall_seconds": "NULL"}  # fmt: skip
 _OUTBOX_ADDED = {"sending": "NULL"}
+_RESOURCES_ADDED = {"tf_gpu_bytes": "NULL"}
+# A model run stored before schema 6 ran TensorFlow's default math: float32 on a CPU, and on a GPU whatever
+# TensorFlow chose (TF32 on Ampere or later): "default", which is never compared with a named mode.
+_OLD_MATH = """UPDATE runs SET math = CASE
+    WHEN json_extract(fingerprint, '$.step_device') LIKE '%:GPU:%' THEN 'default'
+    WHEN json_extract(fingerprint, '$.step_device') IS NULL AND device != 'cpu'
+         AND json_extract(fingerprint, '$.gpus_visible_to_tf') > 0 THEN 'default'
+    ELSE 'float32' END
+WHERE mode != 'probe'"""
 
 
 def default_path() -> Path:
@@ -123,13 +134,17 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
             if cols and not set(_RUN_COLUMNS) - set(_ADDED) <= cols:
                 raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
             outbox_cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
+            resource_cols = {r[1] for r in conn.execute("PRAGMA table_info(resources)")}
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            for table, added, had in (("runs", _ADDED, cols), ("outbox", _OUTBOX_ADDED, outbox_cols)):
+            for table, added, had in (("runs", _ADDED, cols), ("outbox", _OUTBOX_ADDED, outbox_cols),
+                                      ("resources", _RESOURCES_ADDED, resource_cols)):  # fmt: skip
                 for col, default in added.items():
                     if had and col not in had:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} DEFAULT {default}")
+            if cols and "math" not in cols:
+                conn.execute(_OLD_MATH)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -244,9 +259,10 @@ class Store:
         """Store one resource sample and its points."""
         with self._write() as db:
             db.execute("BEGIN")
+            tf_bytes = json.dumps(ev.tf_gpu_bytes) if ev.tf_gpu_bytes is not None else None
             db.execute(
-                "INSERT INTO resources VALUES (?, ?, ?, ?, ?)",
-                (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus)),
+                "INSERT INTO resources VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus), tf_bytes),
             )
             self._outbox(db, outbox)
 
@@ -289,6 +305,7 @@ class Store:
         values: dict[str, Any] = {c: row[c] for c in _RUN_COLUMNS}
         for c in _JSON_FIELDS:
             values[c] = json.loads(values[c]) if values[c] else {}
+        values["xla"] = bool(values["xla"])
         return RunRecord(**values)
 
     def runs(self, ids: Iterable[str] | None = None, bench_id: str | None = None) -> list[RunRecord]:
@@ -329,9 +346,10 @@ class Store:
     def resources(self, run_id: str) -> list[ResourceEvent]:
         """A run's resource samples in time order."""
         rows = self._query(
-            "SELECT t, rss_bytes, cpu_percent, gpus FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
+            "SELECT t, rss_bytes, cpu_percent, gpus, tf_gpu_bytes FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
         )
-        return [ResourceEvent(t=r[0], rss_bytes=r[1], cpu_percent=r[2], gpus=json.loads(r[3])) for r in rows]
+        return [ResourceEvent(t=r[0], rss_bytes=r[1], cpu_percent=r[2], gpus=json.loads(r[3]),
+                              tf_gpu_bytes=json.loads(r[4]) if r[4] else None) for r in rows]  # fmt: skip
 
     # -- outbox: points for a time-series server, kept until the server has acknowledged them
 

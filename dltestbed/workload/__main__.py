@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import itertools
 import os
-import re
 import signal
 import sys
 import time
@@ -54,6 +55,10 @@ def parser() -> argparse.ArgumentParser:
                    help="one worker of a MultiWorkerMirroredStrategy job; the cluster and this worker's "
                    "index come from TF_CONFIG; --batch-size is per worker")  # fmt: skip
     p.add_argument("--cpus", help="run only on these CPUs, e.g. 0-3,8 (before TensorFlow starts its threads)")
+    p.add_argument("--math", help="float32 (TF32 off), tf32, mixed_bfloat16, mixed_float16 (loss-scaled) or mixed "
+                   "(bfloat16 where the device has it, else float16); default float32")  # fmt: skip
+    p.add_argument("--xla", action="store_true", help="compile the step with XLA")
+    p.add_argument("--gpu-memory-mib", type=int, help="a fixed GPU memory limit per GPU (default: grow as needed)")
     p.add_argument("--watch-stdin", action="store_true",
                    help="stop (as if interrupted) when stdin closes: for runs over SSH, so a lost "
                    "controller never leaves a workload behind")  # fmt: skip
@@ -68,7 +73,7 @@ def micro_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default="small", help="small (seconds per probe) or full (the models' shapes)")
     for name in ("--data", "--data-dir", "--data-digest", "--device", "--cpus"):
         p.add_argument(name)
-    for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed"):
+    for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed", "--gpu-memory-mib"):
         p.add_argument(name, type=int)
     p.add_argument("--sample-interval", type=float)
     p.add_argument("--distributed", action="store_true", help="one worker of a job: net and allreduce (TF_CONFIG)")
@@ -201,6 +206,9 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     if set(spec.probes) & probes.NEED_TF:  # membw and disk alone start in a second, even in an emulated VM
         import tensorflow as tf
 
+        from dltestbed.workload import tfgpu
+
+        tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
         if cluster:  # before any other TensorFlow op; it waits here for every worker
             strategy = distributed.strategy(tf)
             fp.update(worker_index=cluster.index, workers=cluster.size)
@@ -273,37 +281,46 @@ def run(argv: list[str], emitter: Emitter) -> None:
     import keras
     import tensorflow as tf
 
-    from dltestbed.workload import data, loop, models
+    from dltestbed.workload import data, loop, mathmode, models, tfgpu
 
+    gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
+    math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
     from dltestbed.workload.sampler import Sampler
 
-    if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+    if spec.device == "gpu" and not gpu_count:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(fingerprint.tensorflow(tf, gpus), **data_facts)
     if cluster:
         fp.update(worker_index=cluster.index, workers=cluster.size)
-    resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes}
+    resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes, "math": math}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
 
-    sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
+    tf.config.list_logical_devices()  # the runtime starts here, so the sampler may ask its allocator
+    sampler = Sampler(emitter.emit, spec.sample_interval, nvml, lambda: tfgpu.in_use(tf, gpu_count))
     sampler.start()
     try:
+        mathmode.apply(tf, keras, math)
         keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
         seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
+        how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
         if strategy is not None:
             with strategy.scope():
                 model = models.build(spec.model, spec.size, classes)
-                step = loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * cluster.size)
+                step = loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * cluster.size, **how)
         else:
             model = models.build(spec.model, spec.size, classes)
-            step = loop.make_step(tf, keras, model, spec.mode)
+            step = loop.make_step(tf, keras, model, spec.mode, **how)
         if index is not None:
             batches = data.real(tf, index, spec.batch_size, spec.size, seed)
         else:
             batches = data.synthetic(tf, spec.batch_size, spec.size, classes, seed)
+        startup = time.time() - _process_start()
         summary = loop.run(step, batches, spec.batch_size, spec.warmup, spec.steps, emitter.emit,
-                           require_gpu=spec.device == "gpu" and not cluster)  # fmt: skip
+                           require_gpu=spec.device == "gpu" and not cluster,
+                           libraries=fingerprint.loaded_cuda if gpu_count else None)  # fmt: skip
+        summary = dataclasses.replace(summary, startup_seconds=startup,
+                                      gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None)
     finally:
         sampler.stop()
         if nvml:
@@ -311,13 +328,32 @@ def run(argv: list[str], emitter: Emitter) -> None:
     emitter.emit(summary)
 
 
-_TF_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+def _process_start() -> float:
+    """When this process started (the epoch, as time.time()): its start-up is counted from there."""
+    import psutil
+
+    return float(psutil.Process().create_time())
 
 
-def _first_line(exc: BaseException) -> str:
-    """The first line of an exception's message, without TensorFlow's node prefix."""
-    text = _TF_NODE.sub("", str(exc)).strip() or type(exc).__name__
-    return text.splitlines()[0][:500]
+def describe(exc: BaseException, limit_mib: int | None) -> str:
+    """An exception as the one line a stored run keeps: the line of its message that says what went wrong;
+    out of GPU memory, also who else held the GPU's memory (NVML) and this run's own limit."""
+    from dltestbed.workload import failure
+
+    text = str(exc)
+    line = failure.error_line(text) or type(exc).__name__
+    if not (failure.out_of_memory(text) and failure.on_gpu(text)):
+        return line
+    from dltestbed.workload.gpu import Nvml
+
+    nvml = Nvml.open()
+    try:
+        held = failure.holders(nvml.devices(), nvml.processes(), os.getpid()) if nvml else "NVML cannot say who held it"
+    finally:
+        if nvml:
+            nvml.close()
+    limit = f" (this run's limit: {limit_mib} MiB, --gpu-memory-mib)" if limit_mib else ""
+    return f"out of GPU memory{limit}: {line} — {held}"[: failure.LIMIT * 2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     emitter = Emitter.take_stdout()
     signal.signal(signal.SIGTERM, _terminate)
     args = sys.argv[1:] if argv is None else argv
+    limit = _limit_of(args)
     try:
         if args[:1] == ["micro"]:
             run_micro(args[1:], emitter)
@@ -342,13 +379,21 @@ def main(argv: list[str] | None = None) -> int:
     except StepError as exc:
         traceback.print_exc(file=sys.stderr)
         cause = exc.__cause__ or exc
-        emitter.emit(ErrorEvent(kind=type(cause).__name__, message=f"step {exc.index}: {_first_line(cause)}"))
+        emitter.emit(ErrorEvent(kind=type(cause).__name__, message=f"step {exc.index}: {describe(cause, limit)}"))
         return 1
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        emitter.emit(ErrorEvent(kind=type(exc).__name__, message=_first_line(exc)))
+        emitter.emit(ErrorEvent(kind=type(exc).__name__, message=describe(exc, limit)))
         return 1
     return 0
+
+
+def _limit_of(args: list[str]) -> int | None:
+    """The --gpu-memory-mib of a command line, for the words of an out-of-memory failure (None: none)."""
+    for flag, value in itertools.pairwise(args):
+        if flag == "--gpu-memory-mib" and value.isdigit():
+            return int(value)
+    return None
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ class StepEvent:
     images_per_sec: float
     t: float
     device: str | None = None  # the first step only: the device TensorFlow put its result on (e.g. .../device:GPU:0)
+    libraries: dict[str, str] | None = None  # the first step only: CUDA libraries loaded by then, with versions
     event: str = field(default="step", init=False)
 
 
@@ -46,7 +47,8 @@ class ResourceEvent:
     t: float
     rss_bytes: int
     cpu_percent: float
-    gpus: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)  # NVML's view of each GPU (the whole device)
+    tf_gpu_bytes: list[int] | None = None  # bytes TensorFlow's allocator holds, per GPU it sees (None: no GPU)
     event: str = field(default="resource", init=False)
 
 
@@ -62,6 +64,8 @@ class SummaryEvent:
     elapsed_seconds: float  # wall time of warm-up and timed steps
     first_step_seconds: float
     warmup_seconds: float
+    startup_seconds: float | None = None  # from the workload process's start to its first step (imports, build)
+    gpu_memory_peak_bytes: int | None = None  # the most TensorFlow's GPU allocator held at once (None: no GPU)
     event: str = field(default="summary", init=False)
 
 
@@ -149,15 +153,31 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
     "probes_done": {"measures": (int,), "skips": (int,)},
     "error": {"kind": (str,), "message": (str,)},
 }  # fmt: skip
+# Fields an event may leave out (older workloads, or nothing to say): absent or null is None.
+_OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
+    "step": {"device": (str,), "libraries": (dict,)},
+    "resource": {"tf_gpu_bytes": (list,)},
+    "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
+}
 
 
 def encode(ev: Event) -> str:
     """One JSON line (no newline) for an event, with the schema version first."""
     body = asdict(ev)
     kind = body.pop("event")
-    if kind == "step" and body["device"] is None:
-        del body["device"]  # said once, on the first step
+    for name in _OPTIONAL.get(kind, ()):
+        if body[name] is None:
+            del body[name]  # e.g. a step's device: said once, on the first step
     return json.dumps({"v": SCHEMA_VERSION, "event": kind, **body}, separators=(",", ":"))
+
+
+def _wrong(value: Any, accepted: tuple[type, ...]) -> str | None:
+    """What is wrong with a field's JSON value, or None."""
+    if isinstance(value, bool) or not isinstance(value, accepted):
+        return "has the wrong type"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "is not finite"
+    return None
 
 
 def parse_line(line: str) -> Event:
@@ -190,17 +210,18 @@ def parse_line(line: str) -> Event:
                 continue
             return Unparsed(line, f"{kind} event without {name!r}")
         value = obj[name]
-        if isinstance(value, bool) or not isinstance(value, accepted):
-            return Unparsed(line, f"{kind} event: {name!r} has the wrong type")
-        if isinstance(value, float) and not math.isfinite(value):
-            return Unparsed(line, f"{kind} event: {name!r} is not finite")
+        if why := _wrong(value, accepted):
+            return Unparsed(line, f"{kind} event: {name!r} {why}")
         values[name] = value
     if kind in ("step", "measure") and values["phase"] not in ("warmup", "timed"):
         return Unparsed(line, f"{kind} event: unknown phase {values['phase']!r}")
     if kind == "measure" and (values["value"] <= 0 or values["seconds"] <= 0):
         return Unparsed(line, "measure event: value and seconds must be positive")
-    if kind == "step" and "device" in obj:
-        if not isinstance(obj["device"], str):
-            return Unparsed(line, "step event: 'device' has the wrong type")
-        values["device"] = obj["device"]
+    for name, accepted in _OPTIONAL.get(kind, {}).items():
+        value = obj.get(name)
+        if value is None:
+            continue
+        if why := _wrong(value, accepted):
+            return Unparsed(line, f"{kind} event: {name!r} {why}")
+        values[name] = value
     return cls(**values)

@@ -66,3 +66,73 @@ def tensorflow(tf: Any, gpus: list[dict[str, Any]]) -> dict[str, Any]:
         "gpus_visible_to_tf": len(visible),
         "gpus": gpus,
     }
+
+
+# The CUDA libraries TensorFlow loads, by file-name stem, and how each says its version (libraries.py reads
+# them from the running process: the build's versions in tf.sysconfig can differ from the ones loaded).
+CUDA_LIBRARIES = {"libcudart.so": "cuda_runtime", "libcudnn.so": "cudnn", "libcublas.so": "cublas"}
+
+
+def loaded_paths(maps: str) -> dict[str, str]:
+    """The file of each CUDA library of CUDA_LIBRARIES mapped into a process, from /proc/PID/maps' text
+    (libcublasLt and cuDNN's sub-libraries are not the ones asked). Pure."""
+    out: dict[str, str] = {}
+    for line in maps.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) < 6:
+            continue
+        path = parts[5]
+        name = os.path.basename(path)
+        for stem, key in CUDA_LIBRARIES.items():
+            if name == stem or name.startswith(stem + "."):
+                out.setdefault(key, path)
+    return out
+
+
+def version_text(key: str, number: int) -> str:
+    """A CUDA library's version number as its vendor writes it: the runtime 12090 → 12.9; cuDNN 9 92800 →
+    9.28.0 (major·10000 + minor·100 + patch), cuDNN 8 8907 → 8.9.7 (major·1000 + minor·100 + patch). Pure."""
+    if key == "cuda_runtime":
+        return f"{number // 1000}.{number % 1000 // 10}"
+    if key == "cudnn":
+        major = number // 10000 if number >= 90000 else number // 1000
+        rest = number - major * (10000 if number >= 90000 else 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    return str(number)
+
+
+def loaded_cuda(maps_file: str = "/proc/self/maps") -> dict[str, str]:
+    """The versions of the CUDA runtime, cuDNN and cuBLAS this process has loaded, asked of each loaded
+    file itself (none loaded: {}). Call after the first GPU step: cuDNN and cuBLAS load when first used."""
+    import ctypes
+
+    try:
+        with open(maps_file, encoding="utf-8", errors="replace") as f:
+            found = loaded_paths(f.read())
+    except OSError:
+        return {}
+    out = {}
+    for key, path in found.items():
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            out[key] = _ask_version(lib, key)
+        except (OSError, AttributeError):
+            out[key] = os.path.basename(path)  # loaded, but it would not say: its file name at least
+    return out
+
+
+def _ask_version(lib: Any, key: str) -> str:
+    import ctypes
+
+    if key == "cudnn":
+        lib.cudnnGetVersion.restype = ctypes.c_size_t
+        return version_text(key, int(lib.cudnnGetVersion()))
+    value = ctypes.c_int()
+    if key == "cuda_runtime":
+        lib.cudaRuntimeGetVersion(ctypes.byref(value))
+        return version_text(key, value.value)
+    parts = []
+    for prop in (0, 1, 2):  # cublasGetProperty: MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+        lib.cublasGetProperty(prop, ctypes.byref(value))
+        parts.append(str(value.value))
+    return ".".join(parts)

@@ -24,46 +24,61 @@ class StepError(Exception):
 
 
 def make_step(
-    tf: Any, keras: Any, model: Any, mode: str, strategy: Any = None, global_batch: int | None = None
+    tf: Any, keras: Any, model: Any, mode: str, strategy: Any = None, global_batch: int | None = None, *,
+    loss_scale: bool = False, xla: bool = False,
 ) -> Callable[[Any, Any], Any]:
-    """A compiled step returning a scalar that depends on the whole computation.
+    """A compiled step returning a float32 scalar that depends on the whole computation.
 
-    With a strategy (MultiWorkerMirroredStrategy; call inside its scope) the step is a custom
-    training loop step: each worker computes its gradients, they are all-reduced, every worker
-    applies the same update — Keras 3 `fit` does not work under this strategy."""
-    if strategy is not None:
-        return _distributed_train_step(tf, keras, model, strategy, global_batch or 1)
+    Logits are cast to float32 before the loss (under mixed precision the model computes in 16 bit);
+    `loss_scale` wraps the optimizer in Keras' dynamic LossScaleOptimizer (mixed float16); `xla` compiles
+    the step with XLA (tf.function(jit_compile=True)). With a strategy (MultiWorkerMirroredStrategy; call
+    inside its scope) the step is a custom training loop step: each worker computes its gradients, they
+    are all-reduced, every worker applies the same update — Keras 3 `fit` does not work under it."""
+    compile_ = tf.function(jit_compile=True) if xla else tf.function
     if mode == "infer":
 
-        @tf.function
+        @compile_
         def infer_step(images: Any, labels: Any) -> Any:
-            return tf.reduce_sum(model(images, training=False))
+            return tf.reduce_sum(tf.cast(model(images, training=False), tf.float32))
 
-        return infer_step
+        return infer_step  # type: ignore[no-any-return]
 
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+    if loss_scale:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    if strategy is not None:
+        return _distributed_train_step(tf, keras, model, optimizer, strategy, global_batch or 1, loss_scale, xla)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    @tf.function
+    @compile_
     def train_step(images: Any, labels: Any) -> Any:
         with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
+            loss = loss_fn(labels, tf.cast(model(images, training=True), tf.float32))
+            scaled = optimizer.scale_loss(loss) if loss_scale else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    return train_step
+    return train_step  # type: ignore[no-any-return]
 
 
-def _distributed_train_step(tf: Any, keras: Any, model: Any, strategy: Any, global_batch: int) -> Any:
+def _distributed_train_step(tf: Any, keras: Any, model: Any, optimizer: Any, strategy: Any, global_batch: int,
+                            loss_scale: bool, xla: bool) -> Any:  # fmt: skip
+    """The replica's forward and backward pass compiled with XLA when asked; the all-reduce and the update
+    stay outside it, in the strategy's own step."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+
+    def grads_of(images: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            per_example = loss_fn(labels, tf.cast(model(images, training=True), tf.float32))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if loss_scale else loss
+        return loss, tape.gradient(scaled, model.trainable_variables)
+
+    forward_backward = tf.function(grads_of, jit_compile=True) if xla else grads_of
 
     def replica_step(images: Any, labels: Any) -> Any:
-        with tf.GradientTape() as tape:
-            per_example = loss_fn(labels, model(images, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
+        loss, grads = forward_backward(images, labels)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
@@ -83,9 +98,11 @@ def run(
     steps: int,
     emit: Callable[[StepEvent], None],
     require_gpu: bool = False,
+    libraries: Callable[[], dict[str, str]] | None = None,
 ) -> SummaryEvent:
     """Run warm-up + timed steps, emitting each; the input fetch is inside the step's time. The first
-    step's event says the device its result was put on; with `require_gpu`, a first step that did not
+    step's event says the device its result was put on, and what `libraries` says then (the CUDA libraries
+    loaded: cuDNN and cuBLAS load at their first use); with `require_gpu`, a first step that did not
     run on a GPU ends the run (ConfigError) before any other step."""
     timed: list[float] = []
     first = 0.0
@@ -100,17 +117,18 @@ def run(
         except Exception as exc:
             raise StepError(i) from exc
         dt = time.perf_counter() - t0
-        device = None
+        device, libs = None, None
         if i == 0:
             first = dt
             device = str(getattr(result, "device", "") or "") or None
+            libs = (libraries() or None) if libraries else None
         phase = "warmup" if i < warmup else "timed"
         if phase == "timed":
             timed.append(dt)
         else:
             warm_total += dt
         emit(StepEvent(index=i, phase=phase, images=batch_size, seconds=dt,
-                       images_per_sec=batch_size / dt, t=time.time(), device=device))  # fmt: skip
+                       images_per_sec=batch_size / dt, t=time.time(), device=device, libraries=libs))  # fmt: skip
         if i == 0 and require_gpu and not on_gpu(device):
             raise ConfigError(f"--device gpu: the first step ran on {device or 'an unknown device'}, not a GPU")
     elapsed = time.perf_counter() - start

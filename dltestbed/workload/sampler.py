@@ -1,4 +1,5 @@
-"""Background resource sampling at a fixed interval: process RSS and CPU %, GPU memory and use."""
+"""Background resource sampling at a fixed interval: process RSS and CPU %, GPU memory and use (NVML's
+view of each device, and what TensorFlow's own allocator holds)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from dltestbed.workload.gpu import Nvml
 class Sampler:
     """Emits a ResourceEvent every `interval` seconds from a daemon thread until stopped."""
 
-    def __init__(self, emit: Callable[[ResourceEvent], None], interval: float, nvml: Nvml | None) -> None:
+    def __init__(self, emit: Callable[[ResourceEvent], None], interval: float, nvml: Nvml | None,
+                 tf_bytes: Callable[[], list[int]] | None = None) -> None:  # fmt: skip
         self._emit = emit
         self._interval = interval
         self._nvml = nvml
+        self._tf_bytes = tf_bytes
         self._proc = psutil.Process()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltestbed-sampler", daemon=True)
@@ -29,7 +32,9 @@ class Sampler:
             rss = self._proc.memory_info().rss
             cpu = self._proc.cpu_percent(interval=None)
         gpus = self._nvml.sample() if self._nvml else []
-        return ResourceEvent(t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus)
+        tf_bytes = self._tf_bytes() if self._tf_bytes else None
+        return ResourceEvent(t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus,
+                             tf_gpu_bytes=tf_bytes or None)  # fmt: skip
 
     def start(self) -> None:
         """Prime the CPU counter and start sampling."""

@@ -2,85 +2,66 @@
 
 from __future__ import annotations
 
-import types
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dltestbed.workload import gpu
 from dltestbed.workload.gpu import Nvml
+from tests import fakenvml
 
 
-class FakeNvml(types.ModuleType):
-    """Implements the NVML calls dltestbed uses for one fake GPU; anything else raises."""
-
-    KNOWN = frozenset({"nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
-             "nvmlSystemGetDriverVersion", "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo",
-             "nvmlDeviceGetPciInfo", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetComputeRunningProcesses",
-             "NVMLError"})  # fmt: skip
-
-    def __init__(self, pid: int) -> None:
-        super().__init__("pynvml")
-        self.pid = pid
-        self.NVMLError = type("NVMLError", (Exception,), {})
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"fake NVML does not implement {name}")
-
-    def nvmlInit(self) -> None: ...
-    def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int:
-        return 1
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
-        if i != 0:
-            raise self.NVMLError("invalid index")
-        return "gpu0"
-
-    def nvmlSystemGetDriverVersion(self) -> bytes:
-        return b"550.54.15"
-
-    def nvmlDeviceGetName(self, h: str) -> str:
-        return "NVIDIA H100 80GB HBM3"
-
-    def nvmlDeviceGetMemoryInfo(self, h: str) -> Any:
-        return types.SimpleNamespace(total=80 << 30, used=5 << 30)
-
-    def nvmlDeviceGetPciInfo(self, h: str) -> Any:
-        return types.SimpleNamespace(busId=b"00000000:3B:00.0")
-
-    def nvmlDeviceGetUtilizationRates(self, h: str) -> Any:
-        return types.SimpleNamespace(gpu=87)
-
-    def nvmlDeviceGetComputeRunningProcesses(self, h: str) -> list:
-        return [types.SimpleNamespace(pid=self.pid, usedGpuMemory=3 << 30),
-                types.SimpleNamespace(pid=self.pid + 1, usedGpuMemory=1 << 30)]  # fmt: skip
-
-
-def test_devices_and_samples_from_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeNvml(pid=4242)
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake)
+def test_devices_and_samples_from_the_captured_h100(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What a fingerprint records of a GPU, read through NVML from the H100 captured on a real machine: the
+    facts an acceptance test checks (PCIe link current and max, power limit, ECC, MIG, clocks, VBIOS)."""
+    fake = fakenvml.h100(processes=((0, 4242, 3 << 30), (0, 4243, 1 << 30)), util=87)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
     nvml = Nvml.open()
     assert nvml is not None
     (dev,) = nvml.devices()
-    assert dev == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15",
-                   "memory_total_bytes": 80 << 30, "pci_bus_id": "00000000:3B:00.0"}  # fmt: skip
+    assert dev == {
+        "index": 0, "name": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "cuda_driver": "13.0",
+        "memory_total_bytes": 81559 << 20, "pci_bus_id": "00000000:00:06.0",
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444", "vbios": "96.00.DA.00.0C", "compute_capability": "9.0",
+        "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16, "power_limit_watts": 700.0,
+        "ecc": "enabled", "mig": "disabled", "sm_clock_app_mhz": 1980, "mem_clock_app_mhz": 2619,
+        "sm_clock_max_mhz": 1980, "mem_clock_max_mhz": 2619, "numa_node": gpu.numa_node("00000000:00:06.0"),
+    }  # fmt: skip
     (s,) = nvml.sample(pid=4242)
-    assert s == {
-        "index": 0,
-        "memory_used_bytes": 5 << 30,
-        "process_memory_bytes": 3 << 30,
-        "util_percent": 87.0,
-    }
+    assert s == {"index": 0, "memory_used_bytes": 0, "process_memory_bytes": 3 << 30, "util_percent": 87.0}
+    assert [(p["pid"], p["used_bytes"]) for p in nvml.processes()] == [(4242, 3 << 30), (4243, 1 << 30)]
     nvml.close()
+
+
+def test_a_fact_the_gpu_does_not_report_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """N/A in nvidia-smi is NVMLError_NotSupported in NVML: the fact is None, the others stay."""
+    text = (fakenvml.H100 / "nvidia-smi-q.txt").read_text()
+    text = text.replace("Current Power Limit                            : 700.00 W",
+                        "Current Power Limit                            : N/A")  # fmt: skip
+    monkeypatch.setitem(sys.modules, "pynvml", fakenvml.FakeNvml(text))
+    nvml = Nvml.open()
+    assert nvml is not None
+    (dev,) = nvml.devices()
+    assert dev["power_limit_watts"] is None and dev["pcie_gen"] == 5
+
+
+def test_the_numa_node_minus_one_is_unknown_not_zero(tmp_path: Path) -> None:
+    for bus, value, want in (("0000:3b:00.0", "1\n", 1), ("0000:00:06.0", "-1\n", None), ("0000:5e:00.0", "0", 0)):
+        (tmp_path / bus).mkdir()
+        (tmp_path / bus / "numa_node").write_text(value)
+        assert gpu.numa_node("0000" + bus.upper(), tmp_path) == want
+    assert gpu.numa_node("00000000:AF:00.0", tmp_path) is None  # not in sysfs at all
 
 
 def test_the_fake_fails_closed() -> None:
     with pytest.raises(AttributeError, match="does not implement nvmlDeviceGetTemperature"):
-        FakeNvml(1).nvmlDeviceGetTemperature("gpu0", 0)
+        fakenvml.h100().nvmlDeviceGetTemperature(0, 0)
 
 
 def test_no_nvml_means_no_gpu_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # import fails
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     assert Nvml.open() is None
 
 

@@ -143,7 +143,7 @@ def test_each_scenario_gets_its_probes() -> None:
     from dltestbed import scenarios
 
     (alone,) = bench.plan(suite="micro").specs
-    assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "disk") and not alone.distributed
+    assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk") and not alone.distributed
     (pair,) = bench.plan(suite="micro", scenario="distributed").specs
     assert pair.probes == ("net", "allreduce") and pair.distributed and "--distributed" in pair.to_argv()
     scenarios.check(scenarios.Options(scenario="distributed"), [None, None], bench.plan(suite="full",

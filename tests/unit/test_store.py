@@ -9,7 +9,7 @@ import pytest
 
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
-from dltestbed.results.store import Store, default_path
+from dltestbed.results.store import SCHEMA_VERSION, Store, default_path
 from dltestbed.workload.events import ResourceEvent, StepEvent
 from tests.conftest import make_run
 
@@ -142,4 +142,4 @@ def test_two_processes_opening_an_old_store_at_once_migrate_it_once(results: Pat
         assert pool.starmap(_open_old_store, [(str(results), barrier)] * 4) == [1, 1, 1, 1]
     store = Store.open(results)
     assert [r[2] for r in store.outbox("d")] == ["old 1"]
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
