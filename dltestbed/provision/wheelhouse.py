@@ -26,7 +26,7 @@ from dltestbed.provision.cache import prune
 
 WORKLOAD_REQUIREMENTS = ("pydantic", "psutil")  # what `python -m dltestbed.workload` imports, besides TF
 TF_PACKAGES = {"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"}
-GPU_EXTRA = ("nvidia-ml-py",)
+GPU_EXTRA = {"nvidia-ml-py": "", "cuda-bindings": ">=12.6,<13"}  # name: the range when the controller has none
 
 
 class WheelhouseError(DltestbedError):
@@ -69,9 +69,9 @@ def requirements(flavor: str, root: Path) -> list[str]:
     if flavor not in TF_PACKAGES:
         raise ConfigError(f"unknown TensorFlow flavor {flavor!r}; known: {', '.join(TF_PACKAGES)}")
     reqs = [f"{TF_PACKAGES[flavor]}=={tf_version(root)}"]
-    for name in (*WORKLOAD_REQUIREMENTS, *(GPU_EXTRA if flavor == "gpu" else ())):
+    for name, wanted in [*((n, "") for n in WORKLOAD_REQUIREMENTS), *(GPU_EXTRA.items() if flavor == "gpu" else ())]:
         v = _installed(name)
-        reqs.append(f"{name}=={v}" if v else name)
+        reqs.append(f"{name}=={v}" if v else name + wanted)
     return reqs
 
 

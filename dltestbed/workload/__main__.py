@@ -219,7 +219,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     fp.update(data_facts)
     names = tuple(str(g.get("name", "GPU")) for g in gpus[: len(visible)]) or ("GPU",) * len(visible)
     where = probes.Where(tf, names, spec.scale, tuple(index.files) if index else (), spec.seed, strategy,
-                         cluster.size if cluster else 1)  # fmt: skip
+                         cluster.size if cluster else 1, tuple(gpus[: len(visible)]))  # fmt: skip
     cases: list[probes.Case] = []
     skips: list[SkipEvent] = []
     try:

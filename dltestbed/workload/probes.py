@@ -9,7 +9,7 @@ over a span the clock resolves). Probes that cannot run here raise Skip with the
 from __future__ import annotations
 
 import contextlib
-import math
+import math as math_lib
 import os
 import random
 import tempfile
@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dltestbed.workload import cudart, peaks
+
 CALL_SECONDS = {"small": 0.05, "full": 0.2}  # the least one timed call lasts
 ALLREDUCE_BYTES = {"small": (4 << 10, 256 << 10, 4 << 20), "full": (4 << 10, 1 << 20, 64 << 20, 256 << 20)}
 GATHER_BYTES = {"small": 4 << 20, "full": 64 << 20}  # net: each worker's share of an all-gather
 MAX_REPS = 1 << 16
-GEMM_N = {"small": (256, 512), "full": (1024, 4096)}
+GEMM_N = {"small": (256, 512), "full": (2048, 8192)}  # full: n=8192 keeps an H100's tensor cores busy
 MEMBW_BYTES = {"small": 64 << 20, "full": 1 << 30}
 COPY_BYTES = {"small": 64 << 20, "full": 256 << 20}  # h2d / d2h
 SCRATCH_BYTES = {"small": 32 << 20, "full": 1 << 30}  # disk without a dataset
@@ -36,20 +38,6 @@ CONVS = (
     ("resnet50 conv2_x 3x3 64-64", 56, 56, 64, 64, 3, 1),
     ("inception3 stem 3x3 32-64", 147, 147, 32, 64, 3, 1),
 )
-# Dense peak TFLOP/s from the vendors' datasheets, by a substring of the GPU's name: float32, bfloat16, float16.
-GPU_PEAKS: dict[str, tuple[float, float | None, float]] = {
-    "H200": (67.0, 989.0, 989.0),
-    "H100 PCIe": (51.0, 756.0, 756.0),
-    "H100": (67.0, 989.0, 989.0),  # SXM
-    "A100": (19.5, 312.0, 312.0),
-    "L40S": (91.6, 362.0, 362.0),
-    "A10": (31.2, 125.0, 125.0),
-    "L4": (30.3, 121.0, 121.0),
-    "V100": (15.7, None, 125.0),
-    "T4": (8.1, None, 65.0),
-}
-
-
 class Skip(Exception):
     """This probe (or its `case`) cannot run on this target; the message says why. A probe raises it
     for the whole probe, or lists it among its cases for one case."""
@@ -77,11 +65,13 @@ class Case:
     limit_source: str = ""
     note: str = ""
     cleanup: Callable[[], None] | None = field(default=None, repr=False)
+    math: str = ""  # the arithmetic of a compute case (float32 means TF32 off), set before each of its calls
 
     def describe(self) -> list[dict[str, Any]]:
         """What the run's start event records of the case (and of each case derived from its calls)."""
         main = {"probe": self.probe, "case": self.name, "unit": self.unit, "headline": self.headline,
-                "limit": self.limit, "limit_source": self.limit_source, "note": self.note}  # fmt: skip
+                "limit": self.limit, "limit_source": self.limit_source, "note": self.note,
+                "math": self.math}  # fmt: skip
         return [main, *[main | {"case": name, "headline": False, "limit": None, "limit_source": ""}
                          for name, _ in self.derived]]  # fmt: skip
 
@@ -176,14 +166,16 @@ def cpu_peak(cpus: int) -> tuple[float | None, str]:
     return cpus * ghz * 1e9 * per_cycle, f"{cpus} CPUs x {ghz:.2f} GHz ({clock_src}) x {per_cycle} FLOP/cycle ({why})"
 
 
-def gpu_peak(name: str, dtype: str) -> tuple[float | None, str]:
-    """A GPU's dense peak FLOP/s for a dtype from the datasheet table, or None when it is not listed."""
-    for key, peaks in GPU_PEAKS.items():
-        if key in name:
-            value = peaks[("float32", "bfloat16", "float16").index(dtype)]
-            if value is not None:
-                return value * 1e12, f"{key} datasheet, dense {dtype}"
-    return None, f"{name!r} not in dltestbed's table of GPU peaks"
+def pcie_rate(gen: int | None, width: int | None) -> tuple[float | None, str]:
+    """A PCIe link's payload rate per direction in B/s (transfer rate x lanes x line-code efficiency), and in
+    words; None where the generation or width is not known. Packet headers take a few % more: a copy
+    reaches ~85-90 % of it."""
+    gts = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130), 5: (32.0, 128 / 130),
+           6: (64.0, 242 / 256)}  # fmt: skip
+    if not gen or not width or gen not in gts:
+        return None, "PCIe link not reported"
+    rate, code = gts[gen]
+    return rate * 1e9 * width * code / 8, f"PCIe Gen{gen} x{width}: {rate:g} GT/s x {width} lanes x {code:.3f} / 8"
 
 
 # -- the probes
@@ -200,6 +192,7 @@ class Where:
     seed: int
     strategy: Any = None  # a distributed job's MultiWorkerMirroredStrategy (net, allreduce)
     workers: int = 1
+    gpu_facts: tuple[dict[str, Any], ...] = ()  # NVML's facts of the GPUs (gpu.Nvml.devices), where known
     _gather: list[Any] = field(default_factory=list, repr=False)  # the compiled all-gather of `agree`, once
 
     def agree(self, value: float) -> float:
@@ -225,25 +218,33 @@ class Where:
         return "/GPU:0" if self.gpu_names else "/CPU:0"
 
 
+GEMM_MATHS = ("float32", "tf32", "bfloat16", "float16")  # float32: TF32 off; tf32: float32 data on tensor cores
+
+
+def _math(tf: Any, math: str) -> None:
+    """TF32 on only for the tf32 case (TensorFlow turns it on by default on Ampere and later GPUs)."""
+    tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")
+
+
 def gemm(w: Where) -> list[Case | Skip]:
-    """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each."""
-    tf = w.tf
-    dtypes = ("float32", "bfloat16", "float16") if w.gpu_names else ("float32",)
+    """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each, per math: float32 with
+    TF32 off (the non-tensor-core rate), TF32, bfloat16, float16 — each against its own dense peak."""
     cases: list[Case | Skip] = []
-    for dtype in dtypes:
+    for math in GEMM_MATHS if w.gpu_names else ("float32",):
         for n in GEMM_N[w.scale]:
-            cases.append(_gemm_case(tf, w, n, dtype))
+            cases.append(_gemm_case(w.tf, w, n, math))
     if not w.gpu_names:
+        cases.append(Skip("a GPU's tensor-core math (Ampere or later)", "tf32"))
         for dtype in ("bfloat16", "float16"):
             cases.append(Skip("measured on a GPU only (TensorFlow converts half precision on a CPU)", dtype))
     return cases
 
 
-def _gemm_case(tf: Any, w: Where, n: int, dtype: str) -> Case:
-    dt = getattr(tf, dtype)
+def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
+    dt = getattr(tf, "float32" if math == "tf32" else math)
     with tf.device(w.device):
         x0 = tf.cast(tf.random.normal((n, n), seed=w.seed), dt)
-        b = tf.cast(tf.random.normal((n, n), seed=w.seed + 1) / math.sqrt(n), dt)
+        b = tf.cast(tf.random.normal((n, n), seed=w.seed + 1) / math_lib.sqrt(n), dt)
 
     @tf.function
     def chain(x: Any, reps: Any) -> Any:
@@ -252,19 +253,21 @@ def _gemm_case(tf: Any, w: Where, n: int, dtype: str) -> Case:
         return tf.reduce_sum(tf.cast(x[0, :8], tf.float32))
 
     def call(reps: int) -> None:
+        _math(tf, math)
         with tf.device(w.device):
             float(chain(x0, tf.constant(reps)))
 
     if w.gpu_names:
-        limit, src = gpu_peak(w.gpu_names[0], dtype)
+        limit, src = peaks.gpu_peak(w.gpu_names[0], math)
     else:
         limit, src = cpu_peak(len(os.sched_getaffinity(0)))
-    return Case("gemm", f"{dtype} n={n}", "FLOP/s", 2.0 * n**3, call, headline=(dtype == "float32" and
-                n == GEMM_N[w.scale][-1]), limit=limit, limit_source=src)  # fmt: skip
+    return Case("gemm", f"{math} n={n}", "FLOP/s", 2.0 * n**3, call, headline=(math == "float32" and
+                n == GEMM_N[w.scale][-1]), limit=limit, limit_source=src, math=math)  # fmt: skip
 
 
 def conv(w: Where) -> list[Case | Skip]:
-    """Forward convolutions at the models' heaviest layers' shapes: 2 H' W' k^2 Cin Cout FLOP each."""
+    """Forward convolutions at the models' heaviest layers' shapes: 2 H' W' k^2 Cin Cout FLOP each (float32,
+    TF32 off)."""
     tf = w.tf
     cases: list[Case | Skip] = []
     for i, (name, h, wd, cin, cout, k, stride) in enumerate(CONVS):
@@ -272,7 +275,7 @@ def conv(w: Where) -> list[Case | Skip]:
             h, wd = max(k, -(-h // 4)), max(k, -(-wd // 4))
         with tf.device(w.device):
             x = tf.random.normal((1, h, wd, cin), seed=w.seed)
-            f = tf.random.normal((k, k, cin, cout), seed=w.seed + 1) / math.sqrt(k * k * cin)
+            f = tf.random.normal((k, k, cin, cout), seed=w.seed + 1) / math_lib.sqrt(k * k * cin)
 
         @tf.function
         def many(reps: Any, x: Any = x, f: Any = f, stride: int = stride) -> Any:
@@ -282,12 +285,14 @@ def conv(w: Where) -> list[Case | Skip]:
             return acc
 
         def call(reps: int, many: Any = many) -> None:
+            _math(tf, "float32")
             with tf.device(w.device):
                 float(many(tf.constant(reps)))
 
         ho, wo = -(-h // stride), -(-wd // stride)
         flop = 2.0 * ho * wo * k * k * cin * cout
-        cases.append(Case("conv", f"{name} at {h}x{wd}", "FLOP/s", flop, call, headline=(i == 0)))
+        cases.append(Case("conv", f"{name} at {h}x{wd}", "FLOP/s", flop, call, headline=(i == 0), math="float32",
+                          note="float32, TF32 off"))  # fmt: skip
     return cases
 
 
@@ -324,40 +329,73 @@ def membw(w: Where) -> list[Case | Skip]:
                  note=f"{cpus} thread(s): one per CPU this process may use", cleanup=pool.shutdown)]  # fmt: skip
 
 
-def _copies(w: Where, probe: str) -> list[Case | Skip]:
+def _first_gpu(w: Where) -> dict[str, Any]:
+    """The facts of the GPU the copy and launch probes use (GPU 0); Skip without one."""
     if not w.gpu_names:
         raise Skip("no GPU is visible to TensorFlow on this target")
-    import numpy as np
+    return w.gpu_facts[0] if w.gpu_facts else {}
 
-    tf = w.tf
+
+def near_node(facts: dict[str, Any]) -> str:
+    """Which NUMA node the kernel says is near a GPU, in words (never a guess)."""
+    node = facts.get("numa_node")
+    return f"the GPU's NUMA node is {node}" if node is not None else \
+        "the kernel does not report the GPU's NUMA node (-1): which socket is near is unknown"  # fmt: skip
+
+
+def copy_cases(probe: str, size: int, nodes: dict[int, list[int]]) -> list[tuple[str, bool, list[int] | None]]:
+    """(case, pinned, CPUs to place the host buffer on) of a copy probe: pinned and pageable, and from each NUMA
+    node's memory where there are several. Pure."""
+    per_node = [(f" from node {n}", cpus) for n, cpus in nodes.items()] if len(nodes) > 1 else [("", None)]
+    return [(f"{kind} {_size(size)}{where}", kind == "pinned", cpus) for kind in ("pinned", "pageable")
+            for where, cpus in per_node]  # fmt: skip
+
+
+def _copies(w: Where, probe: str) -> list[Case | Skip]:
+    facts = _first_gpu(w)
     size = COPY_BYTES[w.scale]
-    host = np.ones(size, dtype=np.uint8)
-    with tf.device("/GPU:0"):
-        on_gpu = tf.identity(tf.constant(host))
-
-    def h2d(reps: int) -> None:
-        for _ in range(reps):
-            with tf.device("/GPU:0"):
-                y = tf.identity(tf.constant(host))
-            int(y[0])
-
-    def d2h(reps: int) -> None:
-        for _ in range(reps):
-            on_gpu.numpy()
-
-    call = h2d if probe == "h2d" else d2h
-    return [Case(probe, f"pageable {size >> 20} MiB", "B/s", float(size), call, headline=True),
-            Skip("TensorFlow gives Python no pinned host buffers: pageable only", "pinned")]  # fmt: skip
+    limit, src = pcie_rate(facts.get("pcie_gen_max"), facts.get("pcie_width_max"))
+    now = f"; the link runs at Gen{facts.get('pcie_gen')} x{facts.get('pcie_width')} now" \
+        if facts.get("pcie_gen") is not None else ""  # fmt: skip
+    cases: list[Case | Skip] = []
+    for name, pinned, cpus in copy_cases(probe, size, cudart.numa_nodes()):
+        try:
+            copies = cudart.Copies(0, size, probe, pinned, cpus)
+        except cudart.CudaError as exc:
+            cases.append(Skip(str(exc), name))
+            continue
+        headline = pinned and (cpus is None or name.endswith(" 0"))
+        cases.append(Case(probe, name, "B/s", float(size), copies, headline=headline, limit=limit,
+                          limit_source=src + now, note=f"CUDA runtime, as bandwidthTest; {near_node(facts)}",
+                          cleanup=copies.close))  # fmt: skip
+    return cases
 
 
 def h2d(w: Where) -> list[Case | Skip]:
-    """Host-to-device copies of a pageable numpy buffer (GPU only)."""
+    """Host-to-device copies through the CUDA runtime, from pinned and pageable host memory (GPU only)."""
     return _copies(w, "h2d")
 
 
 def d2h(w: Where) -> list[Case | Skip]:
-    """Device-to-host copies into a new numpy buffer (GPU only)."""
+    """Device-to-host copies through the CUDA runtime, into pinned and pageable host memory (GPU only)."""
     return _copies(w, "d2h")
+
+
+def launch(w: Where) -> list[Case | Skip]:
+    """Empty kernels launched one after another (the time per launch, the GPU's and the layer's share of
+    frequent short kernels), and launched then waited for (the round trip). Through the CUDA driver, each
+    launch a Python call (about a microsecond of it is the binding's)."""
+    _first_gpu(w)
+    out: list[Case | Skip] = []
+    for name, sync in (("empty kernel, launches in a row", False), ("empty kernel, launch and wait", True)):
+        try:
+            runs = cudart.Launches(0, sync)
+        except cudart.CudaError as exc:
+            out.append(Skip(str(exc), name))
+            continue
+        out.append(Case("launch", name, "s", 1.0, runs, headline=not sync, cleanup=runs.close,
+                        note="1 block of 1 thread; CUDA driver API through cuda-bindings"))  # fmt: skip
+    return out
 
 
 def mount_of(path: str, mounts: str) -> tuple[str, str]:
@@ -510,8 +548,9 @@ def net(w: Where) -> list[Case | Skip]:
     ]  # fmt: skip
 
 
-NEED_TF = {"gemm", "conv", "h2d", "d2h", "net", "allreduce"}  # the probes that run through TensorFlow
+# The probes that need TensorFlow: it says which GPUs a target's workload sees, the copies and launches included.
+NEED_TF = {"gemm", "conv", "h2d", "d2h", "launch", "net", "allreduce"}
 PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
-    "gemm": gemm, "conv": conv, "membw": membw, "h2d": h2d, "d2h": d2h, "disk": disk, "net": net,
+    "gemm": gemm, "conv": conv, "membw": membw, "h2d": h2d, "d2h": d2h, "launch": launch, "disk": disk, "net": net,
     "allreduce": allreduce,
 }  # fmt: skip

@@ -19,7 +19,7 @@ from dltestbed.results import points
 from dltestbed.results.store import SCHEMA_VERSION, Store
 from dltestbed.runner import RunContext, execute
 from dltestbed.targets.local import LocalTarget
-from dltestbed.workload import probes
+from dltestbed.workload import cudart, peaks, probes
 from dltestbed.workload.__main__ import parse_micro
 from dltestbed.workload.events import (
     MeasureEvent,
@@ -197,12 +197,85 @@ def test_flops_per_cycle_follow_the_widest_vector_unit(flags: set[str], per_cycl
     assert probes.cpu_flops_per_cycle(flags)[0] == per_cycle
 
 
-def test_gpu_peaks_come_from_the_table_by_name() -> None:
-    assert probes.gpu_peak("NVIDIA H100 80GB HBM3", "float32") == (67e12, "H100 datasheet, dense float32")
-    assert probes.gpu_peak("NVIDIA H100 PCIe", "bfloat16")[0] == 756e12  # PCIe before SXM
-    assert probes.gpu_peak("Tesla V100-SXM2-16GB", "bfloat16")[0] is None  # no bfloat16 on Volta
-    value, why = probes.gpu_peak("NVIDIA GeForce RTX 4090", "float32")
+@pytest.mark.parametrize(("name", "math", "tflops", "board"), [
+    ("NVIDIA H100 80GB HBM3", "float32", 67.0, "H100 SXM"),  # the captured H100: its name says SXM by saying nothing
+    ("NVIDIA H100 80GB HBM3", "tf32", 494.5, "H100 SXM"),
+    ("NVIDIA H100 80GB HBM3", "bfloat16", 989.5, "H100 SXM"),
+    ("NVIDIA H100 PCIe", "bfloat16", 756.0, "H100 PCIe"),
+    ("NVIDIA H100 NVL", "float16", 835.5, "H100 NVL"),
+    ("NVIDIA H200", "tf32", 494.5, "H200 SXM"),
+    ("NVIDIA H200 NVL", "bfloat16", 835.5, "H200 NVL"),
+    ("NVIDIA GH200 480GB", "bfloat16", 989.0, "GH200 (Grace Hopper)"),
+    ("NVIDIA B200", "bfloat16", 2250.0, "B200 (HGX)"),
+    ("NVIDIA L40S", "tf32", 183.0, "L40S"),
+    ("NVIDIA A100-SXM4-80GB", "tf32", 156.0, "A100 SXM"),
+    ("NVIDIA A100 80GB PCIe", "float32", 19.5, "A100 PCIe"),
+    ("Tesla V100-PCIE-16GB", "float16", 112.0, "V100 PCIe"),
+])  # fmt: skip
+def test_gpu_peaks_come_from_the_table_by_name_form_factor_and_math(name: str, math: str, tflops: float,
+                                                                    board: str) -> None:  # fmt: skip
+    value, why = peaks.gpu_peak(name, math)
+    assert value == tflops * 1e12 and why.endswith(f"dense {math} {tflops:g} TFLOP/s ({board})")
+
+
+def test_a_gpu_or_math_the_table_lacks_has_no_limit() -> None:
+    assert peaks.gpu_peak("Tesla V100-SXM2-16GB", "bfloat16") == (None, "V100 SXM2 has no bfloat16 tensor cores")
+    assert peaks.gpu_peak("Tesla T4", "tf32")[0] is None
+    value, why = peaks.gpu_peak("NVIDIA GeForce RTX 4090", "float32")
     assert value is None and "not in dltestbed's table" in why
+
+
+def test_the_captured_h100_gemm_was_tf32_not_float32() -> None:
+    """The H100's float32 GEMM at n=4096 measured 250 TFLOP/s (tests/data/gpu/h100): 373 % of the float32 peak
+    it was held against, 51 % of the TF32 peak it really ran at, as TensorFlow's default does on Hopper."""
+    import statistics
+
+    db = sqlite3.connect(Path(__file__).parents[1] / "data" / "gpu" / "h100" / "results.sqlite")
+    values = [v for (v,) in db.execute("SELECT value FROM measures WHERE probe = 'gemm' AND \"case\" = "
+                                      "'float32 n=4096' AND phase = 'timed'")]  # fmt: skip
+    measured = statistics.median(values)
+    assert measured > peaks.gpu_peak("NVIDIA H100 80GB HBM3", "float32")[0]  # type: ignore[operator]
+    assert measured < peaks.gpu_peak("NVIDIA H100 80GB HBM3", "tf32")[0]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("gen", "width", "gbs"), [(5, 16, 63.0), (4, 16, 31.5), (4, 8, 15.75), (3, 16, 15.75),
+                                                   (2, 16, 8.0), (6, 16, 121.0)])  # fmt: skip
+def test_a_pcie_links_payload_rate(gen: int, width: int, gbs: float) -> None:
+    """Known answers: Gen5 x16 carries 63.0 GB/s a direction; the H100's pinned copies moved 55.1 (87 %)."""
+    rate, _ = probes.pcie_rate(gen, width)
+    assert rate is not None and abs(rate / 1e9 - gbs) < 0.05
+    assert probes.pcie_rate(None, 16) == (None, "PCIe link not reported")
+
+
+def test_copies_come_from_each_numa_nodes_memory_where_there_are_several(tmp_path: Path) -> None:
+    for node, cpus in ((0, "0-3\n"), (1, "4-7\n"), (2, "\n")):  # node 2: memory only, no CPUs
+        (tmp_path / f"node{node}").mkdir()
+        (tmp_path / f"node{node}" / "cpulist").write_text(cpus)
+    nodes = cudart.numa_nodes(tmp_path)
+    assert nodes == {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}
+    assert probes.copy_cases("h2d", 256 << 20, nodes) == [
+        ("pinned 256 MiB from node 0", True, [0, 1, 2, 3]), ("pinned 256 MiB from node 1", True, [4, 5, 6, 7]),
+        ("pageable 256 MiB from node 0", False, [0, 1, 2, 3]), ("pageable 256 MiB from node 1", False, [4, 5, 6, 7])]
+    assert probes.copy_cases("d2h", 64 << 20, {0: [0, 1]}) == [("pinned 64 MiB", True, None),
+                                                              ("pageable 64 MiB", False, None)]  # fmt: skip
+
+
+def test_where_the_kernel_does_not_say_the_gpus_node_it_is_unknown() -> None:
+    assert probes.near_node({"numa_node": None}).startswith("the kernel does not report the GPU's NUMA node (-1)")
+    assert probes.near_node({"numa_node": 1}) == "the GPU's NUMA node is 1"
+
+
+def test_without_a_driver_the_cuda_probes_skip_with_cudas_own_words() -> None:
+    """The real cuda-bindings on a machine with no NVIDIA driver: every copy and launch case is a skip that
+    says why, nothing is measured (a GPU named by a fake NVML does not make one)."""
+    where = probes.Where(None, ("NVIDIA H100 80GB HBM3",), "small", (), 0,
+                         gpu_facts=({"pcie_gen_max": 5, "pcie_width_max": 16, "numa_node": None},))  # fmt: skip
+    for probe in ("h2d", "d2h", "launch"):
+        cases = probes.PROBES[probe](where)
+        assert cases and all(isinstance(c, probes.Skip) for c in cases), cases
+        assert all("cudaErrorInsufficientDriver" in str(c) or "cudaErrorNoDevice" in str(c) for c in cases), cases
+    with pytest.raises(probes.Skip, match="no GPU is visible"):
+        probes.h2d(probes.Where(None, (), "small", (), 0))
 
 
 def test_calibration_doubles_until_a_call_lasts_long_enough(monkeypatch: pytest.MonkeyPatch) -> None:
