@@ -45,6 +45,9 @@ class Preset:
     batch_size: int
     warmup: int
     steps: int
+    batches: dict[str, int] = field(default_factory=dict)  # per model, over batch_size
+    math: str = "float32"  # config.Math
+    xla: bool = False
 
 
 PRESETS: dict[str, Preset] = {
@@ -63,7 +66,31 @@ PRESETS: dict[str, Preset] = {
         {name: None for name in MODELS},
         batch_size=32, warmup=10, steps=100,
     ),
+    # What an owner of a modern GPU validates with (NVIDIA's own TensorFlow ResNet-50 recipe is AMP + XLA):
+    # batches of NVIDIA's per-GPU AMP recipes for 80 GB cards (AlexNet at the study co-tenant's 512), mixed
+    # precision (bfloat16 where the GPU has it, else float16), XLA, and a warm-up that covers XLA's compile
+    # and cuDNN's autotuning (the study preset's 10 left every H100 run flagged by the steady-state check).
+    "gpu": Preset(
+        "gpu",
+        "native sizes, batch 256 (alexnet 512), mixed precision (bfloat16 where the GPU has it) with XLA, "
+        "50 warm-up + 200 timed steps",
+        ("alexnet", "resnet50", "inception3"),
+        {name: None for name in MODELS},
+        batch_size=256, warmup=50, steps=200, batches={"alexnet": 512}, math="mixed", xla=True,
+    ),
 }  # fmt: skip
+AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
+
+
+def auto_preset(gpus: Sequence[str] | None) -> tuple[str, str]:
+    """`--preset auto`: (the preset, the line that says why). gpus: the GPUs this machine's TensorFlow would
+    use (NVIDIA's driver lists them and TensorFlow is its CUDA build), or None when the bench does not run
+    on this machine (an inventory, Slurm): there the quick preset, as everywhere without a GPU."""
+    if gpus:
+        return "gpu", f"--preset auto: gpu, for this machine's {', '.join(sorted(set(gpus)))} ({len(gpus)} GPU(s))"
+    where = "this machine has no GPU TensorFlow can use" if gpus is not None else "not on this machine"
+    return "quick", f"--preset auto: quick ({where})"
+
 
 
 @dataclass
@@ -104,7 +131,7 @@ class Plan:
 def preset(name: str) -> Preset:
     """A preset by name, or a ConfigError listing them."""
     if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        raise ConfigError(f"--preset: unknown preset {name!r}; known: {AUTO_PRESET}, {', '.join(PRESETS)}")
     return PRESETS[name]
 
 
@@ -126,6 +153,8 @@ def plan(
     probes: Sequence[str] | None = None,
     probe_scale: str = "small",
     scenario: str = "single",
+    math: str | None = None,
+    xla: bool | None = None,
     **common: Any,
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
@@ -139,6 +168,8 @@ def plan(
         raise ConfigError("--probes goes with --suite micro or full")
     if suite == "micro" and models:
         raise ConfigError("--model goes with --suite study or full (micro runs no model)")
+    if suite == "micro" and (math is not None or xla is not None):
+        raise ConfigError("--math and --xla go with --suite study or full (the gemm probe measures every math)")
     auto = repeat == "auto"
     if auto:
         if not 0 < precision < 100:
@@ -170,13 +201,14 @@ def plan(
         size = image_size if image_size is not None else p.sizes.get(name)
         specs.append(workload_spec(
             model=name, image_size=size, data_dir=data_dir,
-            batch_size=batch_size if batch_size is not None else p.batch_size,
+            batch_size=batch_size if batch_size is not None else p.batches.get(name, p.batch_size),
             warmup=warmup if warmup is not None else p.warmup,
             steps=steps if steps is not None else p.steps,
+            math=math if math is not None else p.math, xla=xla if xla is not None else p.xla,
             **common,
         ))  # fmt: skip
     if suite != "study":
-        keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device")
+        keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
         pair = scenario == "distributed"
         chosen = tuple(probes) if probes else PAIR_PROBES if pair else ALONE_PROBES
         specs.append(probe_spec(

@@ -14,6 +14,7 @@ from dltestbed.cli.options import (
     DataOpt,
     DeviceOpt,
     LauncherOpt,
+    MathOpt,
     ModeOpt,
     OrderOpt,
     PresetOpt,
@@ -47,9 +48,11 @@ def bench(
         help="Model: alexnet, resnet50 or inception3. Repeatable. Default: the preset's.",
     ),
     preset: PresetOpt = typer.Option(
-        PresetOpt.quick,
-        help="Defaults for what is not given: quick (alexnet and resnet50, small sizes, 2+20 steps) "
-        "or study (native sizes, batch 32, 10+100 steps).",
+        PresetOpt.auto,
+        help="Defaults for what is not given: quick (alexnet and resnet50, small sizes, 2+20 steps), study "
+        "(the published protocol: native sizes, batch 32, float32, 10+100 steps) or gpu (native sizes, batch 256 "
+        "(alexnet 512), mixed precision with XLA, 50+200 steps). auto: gpu where this machine's TensorFlow has a "
+        "GPU (said on the first line), else quick.",
     ),
     data: DataOpt = typer.Option(
         DataOpt.synthetic, help="synthetic (in memory, no I/O) or real (JPEGs from --data-dir)."
@@ -80,6 +83,18 @@ def bench(
                                     "(the models' native shapes, larger copies)."),
     mode: ModeOpt = typer.Option(ModeOpt.train, help="train or infer."),
     device: DeviceOpt = typer.Option(DeviceOpt.auto, help="auto, cpu (hides the GPUs) or gpu (fails without one)."),
+    math: MathOpt | None = typer.Option(None, help="The models' arithmetic: float32 (TF32 off), tf32 (float32 "
+                                        "matmuls and convolutions on Ampere-or-later tensor cores: TensorFlow's own "
+                                        "default there), mixed_bfloat16, mixed_float16 (loss-scaled), or mixed "
+                                        "(bfloat16 where the device has it, else float16). Recorded with every run; "
+                                        "the report never compares runs of different math. Default: the preset's "
+                                        "(float32; gpu: mixed).", rich_help_panel="GPU"),
+    xla: bool | None = typer.Option(None, "--xla/--no-xla", help="Compile the models' step with XLA. Default: "
+                                    "the preset's (gpu: on).", rich_help_panel="GPU"),
+    gpu_memory_mib: int | None = typer.Option(None, help="A fixed GPU memory limit per process in MiB (a slice "
+                                              "of the GPU). Default: each run's memory grows as it needs (never the "
+                                              "whole GPU at start, so a co-tenant or a second worker fits).",
+                                              rich_help_panel="GPU"),
     batch_size: int | None = typer.Option(None, help="Images per step. Default: the preset's."),
     image_size: int | None = typer.Option(None, help="Input size in px, for every model. Default: the preset's."),
     warmup: int | None = typer.Option(None, help="Untimed steps before the timed ones. Default: the preset's."),
@@ -232,8 +247,14 @@ def bench(
 
     _raise_fd_limit()
     # 1. cheap: options, inventory, scenario, images present, the time-series server and its token
+    preset_name = preset.value
+    if preset_name == bench_mod.AUTO_PRESET:
+        here = inventory is None and launcher == LauncherOpt.direct
+        preset_name, why = bench_mod.auto_preset(_local_tf_gpus() if here else None)
+        typer.echo(why, err=True)
     plan = bench_mod.plan(
-        models=model, preset_name=preset.value, repeat=repeat, image_size=image_size,
+        models=model, preset_name=preset_name, repeat=repeat, math=math.value if math else None, xla=xla,
+        gpu_memory_mib=gpu_memory_mib, image_size=image_size,
         batch_size=batch_size, warmup=warmup, steps=steps, data_dir=str(data_dir) if data_dir else None,
         data=data.value, mode=mode.value, device=device.value, classes=classes, order=order.value, seed=seed,
         precision=precision, max_repeat=max_repeat, aa=aa, suite=suite, probe_scale=probe_scale,
@@ -307,7 +328,7 @@ def bench(
         # 3. the runs: a target per site and kind, made once (more per job or co-tenant in those scenarios)
         machines = [[make(k, s) for k in kinds] for s in sites]
         console = Console(stderr=True, soft_wrap=True, highlight=False)
-        p = bench_mod.PRESETS[preset.value]
+        p = bench_mod.PRESETS[preset_name]
         if suite != "micro" and not model and image_size is None and steps is None:
             console.print(f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                           "See `dltestbed bench --help` for the options.")  # fmt: skip
@@ -358,6 +379,21 @@ def _allocate(bench_id: str, count: int, opts: SlurmOptions, inv: Inventory | No
                           "where `provision` loads the image)")  # fmt: skip
     return alloc, [Site(slurm=SlurmPlace(alloc, n, python(n.name)), container=images.get(n.name))
                    for n in alloc.nodes]
+
+
+def _local_tf_gpus() -> list[str]:
+    """The GPUs this machine's TensorFlow would use: what NVIDIA's driver lists, where TensorFlow is its CUDA
+    build (not tensorflow-cpu); [] otherwise. Reads nvidia-smi, not TensorFlow (seconds to import)."""
+    import importlib.metadata as md
+
+    from dltestbed.provision import facts, localfacts
+
+    try:
+        md.version("tensorflow")
+    except md.PackageNotFoundError:
+        return []
+    found = localfacts.gpu_facts()
+    return [g.name for g in facts.parse_nvidia_smi(found["nvidia_smi"])] if found["nvidia_smi_rc"] == 0 else []
 
 
 def _raise_fd_limit() -> None:

@@ -51,8 +51,18 @@ class LauncherOpt(StrEnum):
 
 
 class PresetOpt(StrEnum):
+    auto = "auto"
     quick = "quick"
     study = "study"
+    gpu = "gpu"
+
+
+class MathOpt(StrEnum):
+    float32 = "float32"
+    tf32 = "tf32"
+    mixed_bfloat16 = "mixed_bfloat16"
+    mixed_float16 = "mixed_float16"
+    mixed = "mixed"
 
 
 RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.local/share/dltestbed/results.sqlite."

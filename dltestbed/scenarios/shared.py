@@ -72,12 +72,14 @@ def contention_label(cotenant: str, batch: int, fg_cpus: str | None, co_cpus: st
 
 
 def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) -> WorkloadSpec:
-    """The co-tenant's workload: AlexNet training at the foreground's size, until it is stopped."""
+    """The co-tenant's workload: AlexNet training at the foreground's size, math and GPU memory rule (growth, or
+    the same slice), until it is stopped."""
     size = max(fg.size, MODELS["alexnet"].min_size)
     values: dict[str, Any] = dict(model="alexnet", mode="train", batch_size=batch, image_size=size, warmup=1,
-                                  steps=10**9, device="auto", cpus=cpus, seed=fg.seed + 1)  # fmt: skip
+                                  steps=10**9, device="auto", cpus=cpus, seed=fg.seed + 1, math=fg.math, xla=fg.xla,
+                                  gpu_memory_mib=fg.gpu_memory_mib)  # fmt: skip
     if variant == "cpu":
-        values["device"] = "cpu"
+        values.update(device="cpu", math="float32" if fg.math == "tf32" else fg.math)
     elif variant == "gpu":
         values["device"] = "gpu"
     elif variant == "io":
