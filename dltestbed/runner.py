@@ -159,9 +159,10 @@ class _Collector:
                 self.store.add_resource(self.run.id, ev, _points(self.sinks, lambda s: s.resource(self.run, ev)))
             case StartEvent():
                 self.started = ev.t
-                self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
+                # the math the target used (`mixed`: the one it chose) is part of the environment, as the device is
+                used = {"math": ev.spec["math"]} if ev.spec.get("math") else {}
+                self.run.fingerprint = {**ev.fingerprint, **used, **self.run.fingerprint}
                 self.run.spec = ev.spec
-                self.run.math = str(ev.spec.get("math") or self.run.math)  # `mixed`: the one the target chose
                 self.store.save_run(self.run)
             case MeasureEvent():
                 if not self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev))):

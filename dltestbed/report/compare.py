@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report.environment import device_mismatch, env_diff
+from dltestbed.report.environment import device_mismatch, env_diff, math_mismatch
 from dltestbed.report.inference import Effect, verdict, welch
 from dltestbed.report.stats import GROUP_FIELDS, Spread, group_key
 from dltestbed.results.records import RunRecord
@@ -30,7 +30,7 @@ class Change:
 
 def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Change]:
     """Per group present in both benches: B's throughput against A's, with its interval and verdict,
-    and the environment facts that changed (e.g. a driver update). Across effective devices: refused."""
+    and the environment facts that changed (e.g. a driver update). Across effective devices or math: refused."""
     def grouped(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord]]:
         out: dict[tuple[Any, ...], list[RunRecord]] = {}
         for r in runs:
@@ -42,7 +42,7 @@ def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Ch
     out = []
     for key in [k for k in ga if k in gb]:
         a, b = ga[key], gb[key]
-        refused = device_mismatch(a, b, "A", "B")
+        refused = device_mismatch(a, b, "A", "B") or math_mismatch(a, b, "A", "B")
         eff = None
         if refused is None and len(a) >= 2 and len(b) >= 2:
             eff = welch([r.images_per_sec for r in a], [r.images_per_sec for r in b])  # type: ignore[misc]

@@ -7,9 +7,24 @@ from collections.abc import Callable, Sequence
 
 from dltestbed.results.records import RunRecord
 
-ENV_FIELDS = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn", "gpu_driver",
-              "gpu_model", "effective_device", "kernel", "os", "cpu_model", "python", "container_image_digest",
-              "container_limits", "vm_image", "dataset_digest")  # fmt: skip
+ENV_FIELDS = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn", "cuda_runtime", "cudnn",
+              "cublas", "gpu_driver", "gpu_model", "gpu_vbios", "gpu_pcie", "gpu_power_limit", "gpu_ecc", "gpu_mig",
+              "gpu_clocks", "gpu_numa_node", "effective_device", "effective_math", "kernel", "os", "cpu_model",
+              "python", "container_image_digest", "container_limits", "vm_image", "dataset_digest")  # fmt: skip
+# What each GPU fact of the environment shows of a GPU's NVML facts (workload/gpu.py), one value per GPU.
+GPU_FIELDS = {
+    "gpu_vbios": lambda g: g.get("vbios"),
+    "gpu_pcie": lambda g: g.get("pcie_gen") and f"Gen{g['pcie_gen']} x{g.get('pcie_width')} (max "
+                          f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')})",
+    "gpu_power_limit": lambda g: g.get("power_limit_watts") and f"{g['power_limit_watts']:g} W",
+    "gpu_ecc": lambda g: g.get("ecc"),
+    "gpu_mig": lambda g: g.get("mig"),
+    "gpu_clocks": lambda g: g.get("sm_clock_app_mhz") and f"SM {g['sm_clock_app_mhz']} / memory "
+                            f"{g.get('mem_clock_app_mhz')} MHz (max {g.get('sm_clock_max_mhz')} / "
+                            f"{g.get('mem_clock_max_mhz')})",
+    "gpu_numa_node": lambda g: "pci_bus_id" in g and "uuid" in g and
+                               (str(g["numa_node"]) if g.get("numa_node") is not None else "unknown"),
+}  # fmt: skip
 
 
 def environment(run: RunRecord) -> dict[str, str]:
@@ -20,8 +35,14 @@ def environment(run: RunRecord) -> dict[str, str]:
     if gpus:
         out["gpu_model"] = ", ".join(sorted({str(g.get("name", "?")) for g in gpus}))
         out["gpu_driver"] = ", ".join(sorted({str(g.get("driver", "?")) for g in gpus}))
+        for field, show in GPU_FIELDS.items():
+            values = sorted({str(v) for g in gpus if (v := show(g))})
+            if values:
+                out[field] = ", ".join(values)
     if "tensorflow" in fp:
         out["effective_device"] = effective_device(run)
+        if not run.is_probe:
+            out["effective_math"] = effective_math(run)
     return out
 
 
@@ -33,6 +54,12 @@ def effective_device(run: RunRecord) -> str:
         return "gpu" if ":GPU:" in str(step).upper() else "cpu"
     seen = int(run.fingerprint.get("gpus_visible_to_tf") or 0)
     return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
+
+
+def effective_math(run: RunRecord) -> str:
+    """The math a run's steps used: what its workload said it chose (`mixed` resolves to bfloat16 or float16
+    on the target), else what it asked for; XLA said beside it."""
+    return str(run.fingerprint.get("math") or run.math) + (" + XLA" if run.xla else "")
 
 
 def _values(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -75,6 +102,15 @@ def device_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str,
             "devices")  # fmt: skip
 
 
+def math_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
+    """Why two sets of runs cannot be compared: their steps used different math; None when they can."""
+    sides = _sides(a, b, effective_math)
+    if sides is None:
+        return None
+    return (f"refused: {a_name} computed in {'/'.join(sides[0])}, {b_name} in {'/'.join(sides[1])}; no overhead "
+            "across math modes")  # fmt: skip
+
+
 def tf_build(run: RunRecord) -> str:
     """The TensorFlow a run used, in words: its version and whether it is the CUDA build."""
     fp = run.fingerprint
@@ -90,10 +126,10 @@ def dataset_of(run: RunRecord) -> str:
 
 
 def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
-    """Why a layer's runs cannot be compared with its baseline's: another effective device, another
+    """Why a layer's runs cannot be compared with its baseline's: another effective device or math, another
     TensorFlow build (version or CUDA/CPU), or other data (another dataset digest); None when they are
     like for like."""
-    refused = device_mismatch(a, b, a_name, b_name)
+    refused = device_mismatch(a, b, a_name, b_name) or math_mismatch(a, b, a_name, b_name)
     if refused is not None:
         return refused
     sides = _sides(a, b, tf_build)

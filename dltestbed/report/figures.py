@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -360,6 +360,21 @@ def _profile(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     return grid, np.nanmean(stack, axis=0), np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
 
 
+Row = tuple[str, Callable[[ResourceEvent], float]]  # a figure row's label and the value it plots of a sample
+
+
+def gpu_memory_row(samples: Sequence[ResourceEvent]) -> Row | None:
+    """What the memory figure's GPU row plots: the bytes TensorFlow's allocator holds for the run (what the
+    model needs), where its samples have them; else the whole GPU's memory in use as NVML sees it (before
+    dltestbed set memory growth, TensorFlow mapped nearly all of it at start: a flat line for every
+    model); None without GPU samples."""
+    if any(s.tf_gpu_bytes for s in samples):
+        return "GPU memory held by TensorFlow, GiB", lambda s: float(sum(s.tf_gpu_bytes or ()))
+    if any(s.gpus for s in samples):
+        return "GPU memory in use (device), GiB", lambda s: float(sum(g.get("memory_used_bytes") or 0 for g in s.gpus))
+    return None
+
+
 def memory(runs: Sequence[RunRecord], resources_by_run: Mapping[str, Sequence[ResourceEvent]],
            steps_by_run: Mapping[str, Sequence[StepEvent]]) -> list[tuple[str, Figure]]:  # fmt: skip
     """Per workload, one panel per layer: the workload process's host memory (RSS) over the run, mean
@@ -375,14 +390,15 @@ def memory(runs: Sequence[RunRecord], resources_by_run: Mapping[str, Sequence[Re
     vary = varying([dict(zip(WORKLOAD_FIELDS, w, strict=True)) for w in by_workload])
     out = []
     for w, layers in sorted(by_workload.items(), key=lambda item: tuple(map(str, item[0]))):
-        gpu = any(s.gpus for rs in layers.values() for r in rs for s in resources_by_run[r.id])
+        samples_of = [s for rs in layers.values() for r in rs for s in resources_by_run[r.id]]
+        gpu = gpu_memory_row(samples_of)
         fig = _figure(2.4 * (2 if gpu else 1) + 0.6)
         axes = fig.subplots(2 if gpu else 1, len(layers), squeeze=False, sharey="row")
         palette: list[str] = []
         for col, (layer, rs) in enumerate(layers.items()):
-            rows = [("host memory (RSS), GiB", lambda s: s.rss_bytes)]
+            rows: list[Row] = [("host memory (RSS), GiB", lambda s: s.rss_bytes)]
             if gpu:
-                rows.append(("GPU memory in use, GiB", lambda s: sum(g.get("memory_used_bytes") or 0 for g in s.gpus)))
+                rows.append(gpu)
             for row, (ylabel, value) in enumerate(rows):
                 series = []
                 for r in rs:

@@ -10,7 +10,7 @@ from typing import Any
 from dltestbed.report.stats import Spread, group_key, overhead_percent
 from dltestbed.results.records import RunRecord
 
-SPEC_FIELDS = ("target_kind", "model", "data", "mode", "device", "batch_size", "image_size")
+SPEC_FIELDS = ("target_kind", "model", "data", "mode", "device", "math", "xla", "batch_size", "image_size")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, SkipEvent
 
 LAYER = ("target_kind", "vm_image", "arm")
+ABOVE_LIMIT = 1.05  # a fraction of the limit beyond the clock's and the datasheet's rounding: the limit is wrong
 KEY = (*LAYER, "scenario", "workers", "device", "scale", "probe", "case", "unit")
 # How tables show a unit: the largest scale the value reaches (a latency: the smallest unit it reaches).
 SCALES = {"FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")),
@@ -206,13 +207,21 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
         lines.append("Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm).")
     lines += ["", "### Probes", "", "| probe | case | layer | runs | mean | min | max | of limit | change vs bm % | "
               "method |", "|" + "---|" * 10]  # fmt: skip
+    above = [c for c in cases if c.fraction is not None and c.fraction > ABOVE_LIMIT]
     for c in cases:
         u = c.key["unit"]
         frac = f"{c.fraction * 100:.0f} %" if c.fraction is not None else "—"
+        frac += " (above its limit!)" if c in above else ""
         eff = change(c.effect) if c.effect else (c.why_none or "baseline")
         lines.append(f"| {c.key['probe']} | {c.key['case']} | {layer_label(c.key)} | {c.runs} | "
                      f"{show(c.value.mean, u)} | {show(c.value.min, u)} | {show(c.value.max, u)} | {frac} | {eff} | "
                      f"{c.effect.method if c.effect else '—'} |")  # fmt: skip
+    if above:
+        lines += ["", "Above its limit: a measure no hardware of this limit can reach. The limit does not fit what ran "
+                  "(before dltestbed named each GEMM's math, a GPU's float32 case ran as TF32, TensorFlow's default on "
+                  "Ampere and later) or the device is not the one the table names: "
+                  + "; ".join(f"{c.key['probe']} {c.key['case']} on {layer_label(c.key)} "
+                              f"{c.fraction * 100:.0f} %" for c in above if c.fraction is not None) + "."]  # fmt: skip
     for head, attr in (("Limits", "limit_source"), ("Notes", "note")):
         said: dict[tuple[str, str], list[str]] = {}  # (probe, text) → layers
         for c in cases:

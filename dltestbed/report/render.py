@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.compare import Change
@@ -179,34 +180,51 @@ def _environments(groups: Sequence[GroupStats]) -> list[str]:
     return lines
 
 
+def math_label(key: dict[str, Any]) -> str:
+    """A group's math in a table cell: "mixed_bfloat16 + XLA", "float32"; "—" where no math was recorded."""
+    return (str(key.get("math") or "—")) + (" + XLA" if key.get("xla") else "")
+
+
 def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     """One row per group: spreads over repetitions, overhead against bare metal in the last column."""
     show_contention = any(g.key["contention"] != "none" for g in groups)
     show_host = any("host" in g.key for g in groups)
     show_scenario = any(g.key["scenario"] != "single" for g in groups)
+    show_wall = any(g.wall_seconds for g in groups)
+    show_memory = any(g.gpu_memory_peak_bytes for g in groups)
     head = ["kind", *(["host"] if show_host else []), *(["scenario", "workers"] if show_scenario else []),
-            "model", "data", "mode", "device", "batch", "size"]  # fmt: skip
+            "model", "data", "mode", "device", "math", "batch", "size"]  # fmt: skip
     head += ["contention"] if show_contention else []
     head += ["runs", "img/s mean", "img/s min", "img/s max", "img/s std",
-             "elapsed s mean", "elapsed s min", "elapsed s max", "elapsed s std", "overhead %"]  # fmt: skip
+             "elapsed s mean", "elapsed s min", "elapsed s max", "elapsed s std"]  # fmt: skip
+    head += ["from launch s mean"] if show_wall else []
+    head += ["GPU memory peak GiB"] if show_memory else []
+    head += ["overhead %"]
     lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
         kind = layer_label(k)
         row = [kind, *([str(k["host"])] if show_host else []),
                *([k["scenario"], str(k["workers"])] if show_scenario else []), k["model"], k["data"], k["mode"],
-               k["device"], str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
+               k["device"], math_label(k), str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
         row += [k["contention"]] if show_contention else []
         runs = f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else "")
         row += [runs, *_spread_cells(g.images_per_sec, 1), *_spread_cells(g.elapsed_seconds, 2)]
+        row += [_num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
+        peak = g.gpu_memory_peak_bytes
+        row += [_num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
         row.append(_num(g.overhead_percent, 1))
         lines.append("| " + " | ".join(row) + " |")
     lines += [
         "",
         "img/s: total timed images ÷ timed seconds per run (warm-up excluded); elapsed: warm-up + timed",
         "wall time per run; std: sample standard deviation over repetitions (— below 2 runs);",
-        "overhead %: images/sec lost against bare metal (bm) with the same model, data, mode, device,",
-        "batch and size (— where no bm run matches). Failed runs are counted but not averaged.",
+        *(["from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the",
+           "layer's own start-up, TensorFlow's import and the model's build included);"] if show_wall else []),
+        *(["GPU memory peak: the most TensorFlow's allocator held at once on the run's GPUs;"] if show_memory else []),
+        "math: the arithmetic asked for (float32 means TF32 off; default: TensorFlow's own, before dltestbed",
+        "recorded it); overhead %: images/sec lost against bare metal (bm) with the same model, data, mode,",
+        "device, math, batch and size (— where no bm run matches). Failed runs are counted but not averaged.",
         "Distributed rows are per worker; co-tenants are not rows (see the shared table).",
     ]
     return lines

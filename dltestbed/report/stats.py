@@ -23,11 +23,11 @@ BASELINE_KIND = "bm"
 NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
 
 # A group holds runs that measured the same thing on the same kind of target. Runs that differ in
-# batch size, image size or device are never averaged together.
+# batch size, image size, device or math (XLA included) are never averaged together.
 # vm_image: a VM booted from a user's own image is a layer of its own, beside dltestbed's guest image.
 # arm: "A′", the baseline kind's second run per repetition (--aa), compared with the first: the noise floor.
-GROUP_FIELDS = ("target_kind", "vm_image", "arm", "scenario", "workers", "model", "data", "mode", "device",
-                "batch_size", "image_size", "warmup", "steps", "contention")  # fmt: skip
+GROUP_FIELDS = ("target_kind", "vm_image", "arm", "scenario", "workers", "model", "data", "mode", "device", "math",
+                "xla", "batch_size", "image_size", "warmup", "steps", "contention")  # fmt: skip
 LAYER_FIELDS = ("target_kind", "vm_image", "arm")  # what is compared; the rest must match for an overhead
 COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f not in LAYER_FIELDS)
 
@@ -68,10 +68,18 @@ class GroupStats:
     env: tuple[str, ...] = ()  # environment facts that differ from the baseline's runs, one line each
     images_per_sec_ci: tuple[float, float] | None = None  # 95 % t-interval of the mean images/sec (MEAN_T)
     environment: dict[str, str] = field(default_factory=dict)  # the ok runs' environment ("; " joins unlike values)
+    wall_seconds: Spread | None = None  # over ok runs: launch to finish as the controller saw it (CLOSER'18)
+    gpu_memory_peak_bytes: Spread | None = None  # over ok runs: the most TensorFlow's GPU allocator held at once
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+
+def spread(values: Sequence[float | None]) -> Spread | None:
+    """The Spread of the values that are there, or None when none is."""
+    have = [v for v in values if v is not None]
+    return Spread.of(have) if have else None
 
 
 def layer_label(key: dict[str, Any]) -> str:
@@ -157,8 +165,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
     for key, members in groups.items():
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
         ips = Spread.of([r.images_per_sec for r in ok]) if ok else None  # type: ignore[misc]
-        elapsed = [r.elapsed_seconds for r in ok if r.elapsed_seconds is not None]
-        el = Spread.of(elapsed) if elapsed else None
+        el = spread([r.elapsed_seconds for r in ok])
         k = dict(zip(names, key, strict=True))
         partial.append((k, members, ips, el))
         if not against_baseline(k) and ips is not None:
@@ -184,7 +191,8 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
                 words = verdict(eff)
         values = [r.images_per_sec for r in ok]
         out.append(GroupStats(k, len(members), failed, ips, el, over, eff, words, equiv, cv(values), env,  # type: ignore[arg-type]
-                              mean_interval(values), shared_environment(ok or members)))  # type: ignore[arg-type]
+                              mean_interval(values), shared_environment(ok or members),  # type: ignore[arg-type]
+                              spread([r.wall_seconds for r in ok]), spread([r.gpu_memory_peak_bytes for r in ok])))
     kinds = ["bm", "vm", "cbm", "cvm"]
     out.sort(key=lambda g: (
         tuple(g.key[f] for f in compare),
