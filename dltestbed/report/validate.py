@@ -12,7 +12,8 @@ A reference is a small declarative YAML (no expressions, nothing evaluated):
         match: {kind: cbm, model: alexnet, mode: train, data: synthetic, batch_size: 8, image_size: 64}
         max_overhead_percent: 3        # against bare metal of the same bench
 
-`match` may also name `device`, `scenario`, `contention`, `gpu_model` (the runs' GPU model) and
+`match` may also name `device`, `math` (float32, tf32, mixed_bfloat16, mixed_float16, mixed, default), `xla`,
+`scenario`, `contention`, `gpu_model` (the runs' GPU model) and
 `hosts` (a host group: only runs on these machines). Every judgement is three-way, from 95 %
 intervals, so noise never passes or fails a check by itself:
   pass — the interval lies on the right side of the limit;
@@ -40,8 +41,8 @@ from dltestbed.results.records import RunRecord
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"
 MATCH_FIELDS = {"kind": "target_kind", "model": "model", "mode": "mode", "data": "data", "device": "device",
-                "batch_size": "batch_size", "image_size": "image_size", "scenario": "scenario",
-                "contention": "contention"}  # fmt: skip
+                "math": "math", "xla": "xla", "batch_size": "batch_size", "image_size": "image_size",
+                "scenario": "scenario", "contention": "contention"}  # fmt: skip
 INIT_MIN_TOLERANCE = 2.0  # % below expected a reference made by --init allows at least
 INIT_SPREADS = 3.0  # … or this many run-to-run coefficients of variation, whichever is larger
 INIT_MAX_OVERHEAD_SLACK = 2.0  # % added to a trusted bench's overhead bound for --init
@@ -58,6 +59,8 @@ class Match(BaseModel):
     batch_size: int | None = None
     image_size: int | None = None
     device: Literal["auto", "cpu", "gpu"] | None = None
+    math: Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed", "default"] | None = None
+    xla: bool | None = None
     scenario: Literal["single", "distributed", "shared"] = "single"
     contention: str = "none"
     gpu_model: str | None = None
@@ -202,7 +205,9 @@ def init_reference(runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> d
             continue
         match = {"kind": k["target_kind"], "model": k["model"], "mode": k["mode"], "data": k["data"],
                  "batch_size": k["batch_size"], "image_size": k["image_size"], "device": k["device"],
-                 "scenario": k["scenario"], "contention": k["contention"]}  # fmt: skip
+                 "math": k["math"] or None, "xla": k["xla"], "scenario": k["scenario"],
+                 "contention": k["contention"]}  # fmt: skip
+        match = {f: v for f, v in match.items() if v is not None}  # a micro or pre-math run: no math to match
         values = [r.images_per_sec for r in runs if r.status == "ok" and r.images_per_sec and r.role != "cotenant"
                   and not r.arm and all(getattr(r, MATCH_FIELDS[f]) == v for f, v in match.items())]  # fmt: skip
         spread = cv(values) or 0.0  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ LIMIT = 500  # characters of a stored reason
 _NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
 _HEADERS = ("Graph execution error:",)
 _NOISE = re.compile(r"^\s*(\[\[\{\{node .*\}\}\]\]|\[Op:[^\]]*\]|Hint: .*|Stack trace for op definition.*)\s*$")
+_OP_TAIL = re.compile(r"\s*\[Op:[^\]]*\](\s*name:\s*\S*)?\s*$")  # an eager op's " [Op:Name] name: " at the end
 _TRACE = re.compile(r"^Detected at node .* \(most recent call last\):$")
 # How TensorFlow, XLA, cuDNN and the CUDA runtime say a device ran out of memory.
 _OOM = re.compile(r"OOM when allocating|RESOURCE_EXHAUSTED|Out of memory|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
@@ -36,7 +37,7 @@ def error_line(text: str) -> str:
         in_trace = False
         if not line.strip() or line.strip() in _HEADERS or _NOISE.match(line):
             continue
-        kept.append(" ".join(line.split()))
+        kept.append(" ".join(_OP_TAIL.sub("", line).split()))
     if not kept:
         return " ".join(text.split())[:LIMIT]
     first = kept[0]

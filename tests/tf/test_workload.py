@@ -82,3 +82,32 @@ def test_corrupt_images_fail_at_the_step_with_a_message(tmp_path: Path) -> None:
     err = events[-1]
     assert isinstance(err, ErrorEvent) and err.message.startswith("step 0: Unknown image file format")
     assert "Traceback" in proc.stderr  # the detail is on stderr, for the run's log
+
+
+def test_mixed_precision_with_xla_runs_and_says_what_it_used() -> None:
+    """`mixed` becomes bfloat16 on a CPU (oneDNN computes it), the step compiles with XLA, and the start event
+    says the math the run used."""
+    proc, events = workload("--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1",
+                            "--steps", "2", "--math", "mixed", "--xla")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    start, summary = events[0], events[-1]
+    assert isinstance(start, StartEvent) and start.spec["math"] == "mixed_bfloat16" and start.spec["xla"] is True
+    assert isinstance(summary, SummaryEvent) and summary.timed_steps == 2 and summary.startup_seconds > 0
+
+
+def test_out_of_memory_is_said_in_tensorflows_own_line() -> None:
+    """A real allocation failure (the address space capped at 6 GiB, a batch of 65536 AlexNet images): the
+    error event holds TensorFlow's OOM line, not its "Graph execution error:" header."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "dltestbed.workload", "--model", "alexnet", "--image-size", "224",
+                           "--batch-size", "65536", "--warmup", "0", "--steps", "1"], capture_output=True, text=True,
+                          timeout=300, preexec_fn=cap)  # fmt: skip
+    events = [parse_line(line) for line in proc.stdout.splitlines()]
+    err = events[-1]
+    assert proc.returncode == 1 and isinstance(err, ErrorEvent), proc.stderr[-3000:]
+    assert err.kind == "ResourceExhaustedError" and "OOM when allocating tensor with shape[65536," in err.message
+    assert "Graph execution error" not in err.message and "[Op:" not in err.message and "\n" not in err.message

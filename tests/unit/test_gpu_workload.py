@@ -38,6 +38,9 @@ CUDNN_OOM = ("Graph execution error:\n\nDetected at node resnet50_1/conv1_conv_1
     (CUDNN_OOM, "No algorithm worked! Error messages: Profiling failure on CUDNN engine eng0{}: RESOURCE_EXHAUSTED: "
                 "Out of memory while trying to allocate 4563402752 bytes."),
     ("plain message\nsecond line", "plain message"),
+    ("OOM when allocating tensor with shape[65536,224,224,3] and type float on /job:localhost/replica:0/task:0/device"
+     ":CPU:0 by allocator mklcpu [Op:StatelessRandomUniformV2] name: ", "OOM when allocating tensor with shape[65536,"
+     "224,224,3] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu"),
 ])  # fmt: skip
 def test_the_stored_reason_is_the_line_that_says_what_went_wrong(text: str, line: str) -> None:
     """Not "Graph execution error:" (what the H100's failed runs stored), nor the traceback or the hint."""
