@@ -3,7 +3,7 @@
 Schema (documented in README, "InfluxDB stream"):
   dltestbed_step      tags RUN_TAGS + phase; fields images_per_sec, seconds, images, index; time = step end
   dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_memory_used_bytes,
-                      gpu<N>_process_memory_bytes, gpu<N>_util_percent
+                      gpu<N>_process_memory_bytes, gpu<N>_util_percent, tf_gpu<N>_bytes (TensorFlow's allocator)
   dltestbed_measure   tags RUN_TAGS + probe, case, unit, phase; fields value, seconds, index; time = measure end
                       (microbenchmark runs: model micro, mode probe)
   dltestbed_run       tags RUN_TAGS + status; fields images_per_sec, elapsed_seconds, timed_seconds,
@@ -77,6 +77,8 @@ def resource_line(run: RunRecord, ev: ResourceEvent, prefix: str | None = None) 
         for key, value in gpu.items():
             if key != "index" and isinstance(value, int | float) and not isinstance(value, bool):
                 fields[escape_tag(f"gpu{gpu.get('index', i)}_{key}")] = _float(value)
+    for i, held in enumerate(ev.tf_gpu_bytes or ()):
+        fields[f"tf_gpu{i}_bytes"] = f"{int(held)}i"
     body = ",".join(f"{k}={v}" for k, v in sorted(fields.items()))
     return f"{prefix or series('dltestbed_resource', run)} {body} {_ns(ev.t)}"
 

@@ -62,6 +62,8 @@ def test_resource_and_run_lines() -> None:
     fields = res.rsplit(" ", 2)[1].split(",")
     assert sorted(fields) == ["cpu_percent=150.0", "gpu0_memory_used_bytes=1024.0", "gpu0_process_memory_bytes=512.0",
                               "gpu0_util_percent=97.0", "rss_bytes=2048i"]  # floats: no `i` suffix
+    held = points.resource_line(run, ResourceEvent(t=10.0, rss_bytes=2048, cpu_percent=1.0, tf_gpu_bytes=[3 << 30, 7]))
+    assert sorted(held.rsplit(" ", 2)[1].split(","))[-2:] == [f"tf_gpu0_bytes={3 << 30}i", "tf_gpu1_bytes=7i"]
     line = points.run_line(run)
     assert line.startswith("dltestbed_run,") and "status=ok" in line and "images_per_sec=12.5" in line
     assert line.endswith(" 1767225610000000000")
