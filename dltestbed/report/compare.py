@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report.environment import device_mismatch, env_diff, math_mismatch
+from dltestbed.report.environment import DEVICE_AND_MATH, env_diff, unlike
 from dltestbed.report.inference import Effect, verdict, welch
 from dltestbed.report.stats import GROUP_FIELDS, Spread, group_key
 from dltestbed.results.records import RunRecord
@@ -42,7 +42,7 @@ def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Ch
     out = []
     for key in [k for k in ga if k in gb]:
         a, b = ga[key], gb[key]
-        refused = device_mismatch(a, b, "A", "B") or math_mismatch(a, b, "A", "B")
+        refused = unlike(a, b, "A", "B", DEVICE_AND_MATH)
         eff = None
         if refused is None and len(a) >= 2 and len(b) >= 2:
             eff = welch([r.images_per_sec for r in a], [r.images_per_sec for r in b])  # type: ignore[misc]

@@ -4,6 +4,7 @@ two sets of runs differ in it. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from dltestbed.results.records import RunRecord
 
@@ -93,24 +94,6 @@ def _sides(a: Sequence[RunRecord], b: Sequence[RunRecord],
     return (va, vb) if va and vb and va != vb else None
 
 
-def device_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
-    """Why two sets of runs cannot be compared: they ran on different effective devices; None when they can."""
-    sides = _sides(a, b, effective_device)
-    if sides is None:
-        return None
-    return (f"refused: {a_name} ran on {'/'.join(sides[0])}, {b_name} on {'/'.join(sides[1])}; no overhead across "
-            "devices")  # fmt: skip
-
-
-def math_mismatch(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
-    """Why two sets of runs cannot be compared: their steps used different math; None when they can."""
-    sides = _sides(a, b, effective_math)
-    if sides is None:
-        return None
-    return (f"refused: {a_name} computed in {'/'.join(sides[0])}, {b_name} in {'/'.join(sides[1])}; no overhead "
-            "across math modes")  # fmt: skip
-
-
 def tf_build(run: RunRecord) -> str:
     """The TensorFlow a run used, in words: its version and whether it is the CUDA build."""
     fp = run.fingerprint
@@ -125,19 +108,33 @@ def dataset_of(run: RunRecord) -> str:
     return f"dataset {str(digest)[:12]}" if digest else "a dataset without a digest"
 
 
-def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str) -> str | None:
-    """Why a layer's runs cannot be compared with its baseline's: another effective device or math, another
-    TensorFlow build (version or CUDA/CPU), or other data (another dataset digest); None when they are
-    like for like."""
-    refused = device_mismatch(a, b, a_name, b_name) or math_mismatch(a, b, a_name, b_name)
-    if refused is not None:
-        return refused
-    sides = _sides(a, b, tf_build)
-    if sides is not None:
-        return (f"refused: {a_name} ran {' / '.join(sides[0])}, {b_name} {' / '.join(sides[1])}; no overhead "
-                "across TensorFlow builds")  # fmt: skip
-    sides = _sides(a, b, dataset_of)
-    if sides is not None:
-        return (f"refused: {a_name} read {' / '.join(sides[0])}, {b_name} {' / '.join(sides[1])}; no overhead "
-                "across datasets")  # fmt: skip
+@dataclass(frozen=True)
+class Unlike:
+    """A fact two sets of runs must share to be compared: what a run shows of it, and how a refusal says it
+    ("refused: bm ran on gpu, cbm on cpu; no overhead across devices")."""
+
+    what: Callable[[RunRecord], str]
+    verb: str  # said of the first side only: "ran"
+    prep: str  # said of both sides: "on"
+    sep: str  # between a side's values
+    across: str  # "devices"
+
+
+DEVICE_AND_MATH = (Unlike(effective_device, "ran", "on", "/", "devices"),
+                   Unlike(effective_math, "computed", "in", "/", "math modes"))  # fmt: skip
+LIKE_FOR_LIKE = (*DEVICE_AND_MATH, Unlike(tf_build, "ran", "", " / ", "TensorFlow builds"),
+                 Unlike(dataset_of, "read", "", " / ", "datasets"))  # fmt: skip
+
+
+def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str,
+           facts: Sequence[Unlike] = LIKE_FOR_LIKE) -> str | None:  # fmt: skip
+    """Why a layer's runs cannot be compared with its baseline's, from the first of `facts` they differ in:
+    by default another effective device or math, another TensorFlow build (version or CUDA/CPU), or other
+    data (another dataset digest); None when they are like for like."""
+    for fact in facts:
+        sides = _sides(a, b, fact.what)
+        if sides is not None:
+            prep = f" {fact.prep}" if fact.prep else ""
+            return (f"refused: {a_name} {fact.verb}{prep} {fact.sep.join(sides[0])}, {b_name}{prep} "
+                    f"{fact.sep.join(sides[1])}; no overhead across {fact.across}")  # fmt: skip
     return None
