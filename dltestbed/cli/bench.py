@@ -250,7 +250,8 @@ def bench(
     preset_name = preset.value
     if preset_name == bench_mod.AUTO_PRESET:
         here = inventory is None and launcher == LauncherOpt.direct
-        preset_name, why = bench_mod.auto_preset(_local_tf_gpus() if here else None)
+        gpus = ([] if device == DeviceOpt.cpu else _local_tf_gpus()) if here else None
+        preset_name, why = bench_mod.auto_preset(gpus)
         typer.echo(why, err=True)
     plan = bench_mod.plan(
         models=model, preset_name=preset_name, repeat=repeat, math=math.value if math else None, xla=xla,

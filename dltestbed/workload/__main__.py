@@ -284,8 +284,8 @@ def run(argv: list[str], emitter: Emitter) -> None:
     from dltestbed.workload import data, loop, mathmode, models, tfgpu
 
     gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
-    math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
+    math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     from dltestbed.workload.sampler import Sampler
 
     if spec.device == "gpu" and not gpu_count:
@@ -346,12 +346,14 @@ def describe(exc: BaseException, limit_mib: int | None) -> str:
         return line
     from dltestbed.workload.gpu import Nvml
 
-    nvml = Nvml.open()
-    try:
-        held = failure.holders(nvml.devices(), nvml.processes(), os.getpid()) if nvml else "NVML cannot say who held it"
-    finally:
+    held = "NVML cannot say who held it"
+    with contextlib.suppress(Exception):  # this is already a failure's report: it must not fail itself
+        nvml = Nvml.open()
         if nvml:
-            nvml.close()
+            try:
+                held = failure.holders(nvml.devices(), nvml.processes(), os.getpid())
+            finally:
+                nvml.close()
     limit = f" (this run's limit: {limit_mib} MiB, --gpu-memory-mib)" if limit_mib else ""
     return f"out of GPU memory{limit}: {line} — {held}"[: failure.LIMIT * 2]
 

@@ -344,8 +344,8 @@ def near_node(facts: dict[str, Any]) -> str:
 
 
 def copy_cases(probe: str, size: int, nodes: dict[int, list[int]]) -> list[tuple[str, bool, list[int] | None]]:
-    """(case, pinned, CPUs to place the host buffer on) of a copy probe: pinned and pageable, and from each NUMA
-    node's memory where there are several. Pure."""
+    """(case, pinned, CPUs to place the host buffer on) of a copy probe: pinned (the first: the headline) and
+    pageable, and from each NUMA node's memory where there are several. Pure."""
     per_node = [(f" from node {n}", cpus) for n, cpus in nodes.items()] if len(nodes) > 1 else [("", None)]
     return [(f"{kind} {_size(size)}{where}", kind == "pinned", cpus) for kind in ("pinned", "pageable")
             for where, cpus in per_node]  # fmt: skip
@@ -358,14 +358,13 @@ def _copies(w: Where, probe: str) -> list[Case | Skip]:
     now = f"; the link runs at Gen{facts.get('pcie_gen')} x{facts.get('pcie_width')} now" \
         if facts.get("pcie_gen") is not None else ""  # fmt: skip
     cases: list[Case | Skip] = []
-    for name, pinned, cpus in copy_cases(probe, size, cudart.numa_nodes()):
+    for i, (name, pinned, cpus) in enumerate(copy_cases(probe, size, cudart.numa_nodes())):
         try:
             copies = cudart.Copies(0, size, probe, pinned, cpus)
         except cudart.CudaError as exc:
             cases.append(Skip(str(exc), name))
             continue
-        headline = pinned and (cpus is None or name.endswith(" 0"))
-        cases.append(Case(probe, name, "B/s", float(size), copies, headline=headline, limit=limit,
+        cases.append(Case(probe, name, "B/s", float(size), copies, headline=i == 0, limit=limit,
                           limit_source=src + now, note=f"CUDA runtime, as bandwidthTest; {near_node(facts)}",
                           cleanup=copies.close))  # fmt: skip
     return cases
