@@ -37,8 +37,10 @@ class Sampler:
                              tf_gpu_bytes=tf_bytes or None)  # fmt: skip
 
     def start(self) -> None:
-        """Prime the CPU counter and start sampling."""
+        """Prime the CPU counter, emit a first sample now (so even a run shorter than the interval has its
+        start and its end: the memory figure needs two), and start sampling."""
         self._proc.cpu_percent(interval=None)
+        self._emit(self.sample())
         self._thread.start()
 
     def stop(self) -> None:

@@ -107,3 +107,15 @@ def test_the_first_step_says_its_device_and_device_gpu_needs_one(device: str, re
     assert len(events) == steps_run and events[0].device == device and all(e.device is None for e in events[1:])
     assert parse_line(encode(events[0])) == events[0]  # the device goes through the workload's stdout
     assert '"device"' not in encode(events[-1]) or steps_run == 1
+
+
+def test_a_run_shorter_than_the_interval_has_a_sample_at_its_start_and_its_end() -> None:
+    """The memory figure draws a run from two samples at least: the sampler says one when it starts."""
+    from dltestbed.workload.sampler import Sampler
+
+    got: list[Any] = []
+    sampler = Sampler(got.append, 60.0, None, lambda: [5 << 20])
+    sampler.start()
+    sampler.stop()
+    assert len(got) == 2 and got[0].t <= got[1].t and all(s.tf_gpu_bytes == [5 << 20] for s in got)
+    assert all(s.rss_bytes > 0 and s.gpus == [] for s in got)
