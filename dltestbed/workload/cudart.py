@@ -25,7 +25,7 @@ NOOP_PTX = b""".version 6.0
 {
     ret;
 }
-"""
+\0"""  # NUL-terminated, as cuModuleLoadData reads PTX
 
 
 class CudaError(Exception):
@@ -46,8 +46,9 @@ def call(rt: Any, name: str, *args: Any) -> Any:
     out = getattr(rt, name)(*args)
     err, rest = out[0], out[1:]
     if int(err) != 0:
-        _, text = rt.cudaGetErrorString(err) if hasattr(rt, "cudaGetErrorString") else (0, b"")
-        raise CudaError(f"{name}: {err.name if hasattr(err, 'name') else err} ({_text(text)})")
+        describe = getattr(rt, "cudaGetErrorString", None) or getattr(rt, "cuGetErrorString", None)
+        text = describe(err)[1] if describe else b""
+        raise CudaError(f"{name}: {getattr(err, 'name', err)} ({_text(text)})")
     return rest[0] if len(rest) == 1 else rest or None
 
 
