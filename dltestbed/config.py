@@ -20,7 +20,6 @@ Device = Literal["auto", "cpu", "gpu"]
 # precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
 # where the device computes it natively, else float16, and the run records the one it used.
 Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
-MATHS: tuple[str, ...] = ("float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed")
 
 
 class _RunSpec(BaseModel):

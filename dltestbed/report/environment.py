@@ -57,10 +57,15 @@ def effective_device(run: RunRecord) -> str:
     return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
 
 
+def math_words(math: str, xla: bool) -> str:
+    """A math mode in words, XLA said beside it: "mixed_bfloat16 + XLA"."""
+    return math + (" + XLA" if xla else "")
+
+
 def effective_math(run: RunRecord) -> str:
     """The math a run's steps used: what its workload said it chose (`mixed` resolves to bfloat16 or float16
     on the target), else what it asked for; XLA said beside it."""
-    return str(run.fingerprint.get("math") or run.math) + (" + XLA" if run.xla else "")
+    return math_words(str(run.fingerprint.get("math") or run.math), run.xla)
 
 
 def _values(runs: Sequence[RunRecord]) -> dict[str, list[str]]:

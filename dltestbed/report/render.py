@@ -9,6 +9,7 @@ from typing import Any
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.compare import Change
+from dltestbed.report.environment import math_words
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
@@ -182,7 +183,7 @@ def _environments(groups: Sequence[GroupStats]) -> list[str]:
 
 def math_label(key: dict[str, Any]) -> str:
     """A group's math in a table cell: "mixed_bfloat16 + XLA", "float32"; "—" where no math was recorded."""
-    return (str(key.get("math") or "—")) + (" + XLA" if key.get("xla") else "")
+    return math_words(str(key.get("math") or "—"), bool(key.get("xla")))
 
 
 def _groups_table(groups: Sequence[GroupStats]) -> list[str]:

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scipy import stats as st
 
+from dltestbed.config import Math
 from dltestbed.errors import ConfigError
 from dltestbed.report.environment import environment
 from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
@@ -59,7 +60,7 @@ class Match(BaseModel):
     batch_size: int | None = None
     image_size: int | None = None
     device: Literal["auto", "cpu", "gpu"] | None = None
-    math: Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed", "default"] | None = None
+    math: Math | Literal["default"] | None = None  # default: runs stored before dltestbed recorded math
     xla: bool | None = None
     scenario: Literal["single", "distributed", "shared"] = "single"
     contention: str = "none"

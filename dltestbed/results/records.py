@@ -78,11 +78,6 @@ class RunRecord:
         return self.mode == "probe"
 
     @property
-    def math_label(self) -> str:
-        """The math in words, XLA included: "mixed_bfloat16 + XLA"; "" for a micro run."""
-        return self.math + (" + XLA" if self.xla else "")
-
-    @property
     def vm_image(self) -> str:
         """The user's own image a vm run booted (its file name); "" for dltestbed's guest image and
         every other kind. Runs on different images are different layers: never averaged together."""

@@ -218,9 +218,6 @@ class Where:
         return "/GPU:0" if self.gpu_names else "/CPU:0"
 
 
-GEMM_MATHS = ("float32", "tf32", "bfloat16", "float16")  # float32: TF32 off; tf32: float32 data on tensor cores
-
-
 def _math(tf: Any, math: str) -> None:
     """TF32 on only for the tf32 case (TensorFlow turns it on by default on Ampere and later GPUs)."""
     tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")
@@ -230,7 +227,7 @@ def gemm(w: Where) -> list[Case | Skip]:
     """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each, per math: float32 with
     TF32 off (the non-tensor-core rate), TF32, bfloat16, float16 — each against its own dense peak."""
     cases: list[Case | Skip] = []
-    for math in GEMM_MATHS if w.gpu_names else ("float32",):
+    for math in peaks.MATHS if w.gpu_names else ("float32",):
         for n in GEMM_N[w.scale]:
             cases.append(_gemm_case(w.tf, w, n, math))
     if not w.gpu_names:
