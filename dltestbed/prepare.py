@@ -237,7 +237,3 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
     return ContainerImage(rt, img.tag, img.digest, env, opts)
 
-
-def hosts_of(sites: Sequence[Site]) -> list[Host | None]:
-    """The hosts of some sites (None: this machine)."""
-    return [s.host for s in sites]

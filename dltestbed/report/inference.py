@@ -33,8 +33,6 @@ CONFIDENCE = 0.95  # of every interval the report prints
 POWER = 0.80  # for the minimum detectable effect
 PAIRED_T = "paired t on log ratios"
 WELCH_T = "Welch t on log throughput"
-SIGN_MEDIAN = "sign-test interval of the median"
-BOOTSTRAP = "percentile bootstrap"
 MEAN_T = "t-interval of the mean"
 MIN_N = 2  # an interval needs at least two repetitions per side
 TREND_MIN_STEPS = 8  # fewer timed steps say nothing about a trend
@@ -43,11 +41,6 @@ TREND_MIN_STEPS = 8  # fewer timed steps say nothing about a trend
 def to_percent(d: float) -> float:
     """A log ratio ln(layer / baseline) as an overhead in % (positive: the layer is slower)."""
     return (1.0 - math.exp(d)) * 100.0
-
-
-def to_log(overhead_pct: float) -> float:
-    """An overhead in % as a log ratio (inverse of to_percent)."""
-    return math.log(1.0 - overhead_pct / 100.0)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,6 @@ from typing import Any
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, ResourceEvent, StepEvent
 
-MEASUREMENTS = ("dltestbed_step", "dltestbed_resource", "dltestbed_measure", "dltestbed_run")
-
 RUN_TAGS = (
     "bench_id", "run_id", "scenario", "target_kind", "target_name", "host", "model", "data", "mode",
     "device", "batch_size", "image_size", "repetition", "contention", "role", "job_id", "worker_index",

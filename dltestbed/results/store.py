@@ -172,7 +172,7 @@ class Store:
             raise StoreError(f"results path {str(p)!r} is a folder, not a file; {hint}")
         frozen = _read_only_folder(p)
         if frozen and read_only and p.is_file():
-            return cls._open_for_reading(p, frozen, hint)
+            return cls._open_for_reading(p, frozen)
         if frozen:
             raise StoreError(f"results store {str(p)!r} cannot be written ({frozen}); {hint}")
         try:
@@ -190,7 +190,7 @@ class Store:
         return cls(p, conn)
 
     @classmethod
-    def _open_for_reading(cls, p: Path, why: str, hint: str) -> Store:
+    def _open_for_reading(cls, p: Path, why: str) -> Store:
         """A store that cannot be written, opened read-only (immutable on a read-only filesystem: nobody
         can change it there, and SQLite then needs no -shm file beside it)."""
         flags = "mode=ro&immutable=1" if "read-only filesystem" in why else "mode=ro"

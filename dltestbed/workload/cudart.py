@@ -56,11 +56,6 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def device_count() -> int:
-    """GPUs the CUDA runtime sees here (CudaError where there is no driver or no GPU)."""
-    return int(call(runtime(), "cudaGetDeviceCount"))
-
-
 def numa_nodes(sysfs: Path = Path("/sys/devices/system/node")) -> dict[int, list[int]]:
     """NUMA nodes that have CPUs, with their CPUs (empty where the kernel has no NUMA information)."""
     out = {}

@@ -1,0 +1,64 @@
+"""The house's size in the figures issue 28 tracks: long functions, long modules, the markers that stand
+in for a type checker or a formatter, and imports inside functions outside cli/.
+
+    .venv/bin/python scripts/house.py [--list]
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dltestbed"
+
+
+def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def _length(node: ast.AST) -> int:
+    return (node.end_lineno or node.lineno) - node.lineno + 1  # type: ignore[attr-defined]
+
+
+def measure(root: Path = PACKAGE) -> dict[str, list[str]]:
+    """Each figure's places, by name."""
+    out: dict[str, list[str]] = {"functions over 60 lines": [], "modules over 300 lines": [],
+                                 "type: ignore": [], "fmt: skip": [], "imports inside functions outside cli/": []}  # fmt: skip
+    longest: list[tuple[int, str]] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent)
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        tree = ast.parse(text)
+        if len(lines) > 300:
+            out["modules over 300 lines"].append(f"{rel} ({len(lines)})")
+        for i, line in enumerate(lines, 1):
+            for marker in ("type: ignore", "fmt: skip"):
+                if f"# {marker}" in line:
+                    out[marker].append(f"{rel}:{i}")
+        for fn in _functions(tree):
+            n = _length(fn)
+            longest.append((n, f"{rel}:{fn.lineno} {fn.name} ({n})"))
+            if n > 60:
+                out["functions over 60 lines"].append(f"{rel}:{fn.lineno} {fn.name} ({n})")
+            if rel.parts[1] != "cli":
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Import | ast.ImportFrom):
+                        out["imports inside functions outside cli/"].append(f"{rel}:{node.lineno}")
+    out["largest function"] = [max(longest)[1]] if longest else []
+    return out
+
+
+def main(argv: list[str]) -> int:
+    figures = measure()
+    for name, places in figures.items():
+        count = places[0] if name == "largest function" and places else len(places)
+        print(f"{name}: {count}")
+        if "--list" in argv and name != "largest function":
+            print("".join(f"  {p}\n" for p in places), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
