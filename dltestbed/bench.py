@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -259,7 +260,6 @@ def run_all(
     """
     if not parallel or len(machines) == 1:
         return [r for targets in machines for r in run(bench, targets, store, observer, timeout, sinks, reps)]
-    from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
     futures = [pool.submit(run, bench, targets, store, observer, timeout, sinks, reps) for targets in machines]

@@ -21,6 +21,7 @@ from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, DataError, TargetError
 from dltestbed.inventory import Host
 from dltestbed.provision.ansible import run_playbook
+from dltestbed.provision.guest import inventory_text
 from dltestbed.provision.wheelhouse import source_root
 from dltestbed.results.records import new_id
 from dltestbed.targets import VM_KINDS, DataPlace, Site, make
@@ -166,7 +167,6 @@ def _archive(ds: Dataset) -> Path:
 
 def _vm_inventory(recs: Sequence[VMRecord], vias: Sequence[Host | None]) -> Path:
     """One ansible inventory for several VMs (each through its host when that is remote)."""
-    from dltestbed.provision.guest import inventory_text
 
     hosts: dict[str, object] = {}
     for rec, via in zip(recs, vias, strict=True):

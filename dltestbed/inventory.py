@@ -130,6 +130,7 @@ def _precheck(path: Path) -> None:
     if not path.exists():
         raise ConfigError(f"inventory {str(path)!r} does not exist")
     if path.is_file() and path.suffix in (".yml", ".yaml"):
+        # PyYAML loads only for the commands that read YAML
         import yaml
 
         try:
@@ -233,6 +234,7 @@ def _lookup(config: str | None, host: str) -> dict[str, Any]:
     """What an ssh config file (`-F`) says of a host; {} without one. Tokens like %d are left to ssh."""
     if not config:
         return {}
+    # SSH libraries load only where a command connects
     import paramiko
 
     try:
@@ -248,6 +250,7 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     _precheck(p)
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
+    # Ansible takes a second to import: only the commands that read an inventory load it
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader

@@ -17,6 +17,7 @@ WAIT_SECONDS = 3600.0  # the longest build (a guest image under TCG) takes minut
 def beside(path: Path, what: str, timeout: float = WAIT_SECONDS) -> Iterator[None]:
     """Hold the lock `PATH.lock` while building or changing `path`; another process waits for it
     (and then finds the work done). A wait past `timeout` is one error naming the lock."""
+    # keeps `dltestbed --help` fast: only what builds a cache takes a lock
     from filelock import FileLock, Timeout
 
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,12 @@ from typing import Any
 from dltestbed import dataplace
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
-from dltestbed.provision import image, localfacts, vmready, wheelhouse
+from dltestbed.provision import facts, image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
-from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind
+from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind, make
 from dltestbed.targets.container import ContainerOptions, check_limits, options_from_vars
+from dltestbed.transport.ssh import SSH
+from dltestbed.vms.settings import VMSettings
 
 REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role
 
@@ -98,7 +101,6 @@ REMOTE_RUNTIMES = ("podman", "docker")
 def check_host_values(host: Host, setup: Setup) -> None:
     """The inventory values a bench reads of a host, checked without contacting it: a ConfigError line
     naming the host, the variable and what is allowed."""
-    from dltestbed.vms.settings import VMSettings
 
     def need_absolute(var: str) -> None:
         value = host.vars.get(var)
@@ -124,9 +126,7 @@ def check_host_values(host: Host, setup: Setup) -> None:
 def check_host_keys(hosts: Sequence[Host | None]) -> None:
     """Every inventory host's SSH key against the recorded ones (at most 16 at once), before anything runs:
     a key that changed since provisioning (or was never recorded) is one line, not a run that fails later."""
-    from concurrent.futures import ThreadPoolExecutor
 
-    from dltestbed.transport.ssh import SSH
 
     remote = [h for h in hosts if h is not None]
     if not remote:
@@ -196,8 +196,6 @@ Built = Callable[[str, str], "image.Image | None"]
 def host_flavor(host: Host) -> str:
     """An inventory host's flavour, read on the host by the same code and rule as this machine's
     (NVIDIA GPUs on its PCI bus, its nvidia-smi): the image its containers need."""
-    from dltestbed.provision import facts
-    from dltestbed.targets import make
 
     lines: list[str] = []
     try:

@@ -22,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from dltestbed.config import parse_cpu_list
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import LabHost, LabState
 
@@ -55,7 +56,6 @@ def conf_path(lab: LabState) -> Path:
 def node_cpus(host: LabHost) -> int:
     """The CPUs a node declares: its --host-cpus, else this machine's."""
     if host.cpus:
-        from dltestbed.config import parse_cpu_list
 
         return len(parse_cpu_list(host.cpus))
     return len(os.sched_getaffinity(0))

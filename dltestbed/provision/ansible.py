@@ -54,6 +54,7 @@ def run_playbook(
     check: bool = False,
 ) -> PlaybookResult:
     """Run one playbook with ansible-runner; on_event(kind, outcome, event) sees every event."""
+    # ansible-runner loads only for the commands that provision
     import ansible_runner
 
     hosts: dict[str, HostOutcome] = {}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from dltestbed import __version__
-from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, jobs, micro, render, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, html, jobs, micro, render, stats
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 
@@ -73,7 +73,6 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
                 fleet_compared=compared, fleet_slowdown=opts.fleet_slowdown, steady_flags=steady,
                 micro_lines=micro.markdown(cases, skipped, groups))  # fmt: skip
     if opts.fmt == "html":
-        from dltestbed.report import html
 
         refs = _refs(plots, lambda p: f"{html.FIGURE_SRC}{p.name}")
         md = render.markdown(groups, figures=refs, captions=False, **args)  # type: ignore[arg-type]

@@ -97,6 +97,7 @@ class Reference(BaseModel):
 
 def parse_reference(text: str, source: str) -> Reference:
     """A Reference from YAML text, or a ConfigError naming the file, the field and what is wrong."""
+    # PyYAML loads only for the commands that read YAML
     import yaml
 
     try:

@@ -90,6 +90,7 @@ def credentials(token_file: Path | None = None, env: Mapping[str, str] | None = 
 
 def describe_error(exc: BaseException, s: Settings) -> str:
     """One line for a failed write: HTTP status and what it means, or why the server was not reached."""
+    # the InfluxDB client loads only when a bench streams
     from influxdb_client.rest import ApiException
 
     if isinstance(exc, ApiException):
@@ -110,12 +111,14 @@ def _scrub(text: str, s: Settings) -> str:
 
 
 def _client(s: Settings, timeout_ms: int = 10_000) -> Any:
+    # the InfluxDB client loads only when a bench streams
     from influxdb_client import InfluxDBClient
 
     return InfluxDBClient(url=s.url, token=s.token or None, org=s.org, auth_basic=s.auth_basic, timeout=timeout_ms)
 
 
 def _post(client: Any, s: Settings, body: str) -> None:
+    # the InfluxDB client loads only when a bench streams
     from influxdb_client import WritePrecision
     from influxdb_client.service.write_service import WriteService
 
@@ -128,6 +131,7 @@ def check(s: Settings) -> None:
     try:
         _post(client, s, "")
     except Exception as exc:
+        # the InfluxDB client loads only when a bench streams
         from influxdb_client.rest import ApiException
 
         if not (isinstance(exc, ApiException) and exc.status == 400):  # 400: "no data" — reached and authorized

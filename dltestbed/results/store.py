@@ -9,6 +9,7 @@ leaves each result either stored with its point waiting, or not stored at all.""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -94,7 +95,6 @@ def _why(exc: sqlite3.DatabaseError) -> str:
 
 def _read_only_folder(p: Path) -> str | None:
     """Why the store's folder (or the nearest one that exists) cannot take writes, or None."""
-    import os
 
     d = p.parent
     while not d.exists() and d != d.parent:

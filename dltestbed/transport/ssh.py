@@ -201,6 +201,7 @@ _PARSED: dict[str, tuple[tuple[int, int], Any]] = {}  # path → (its mtime and 
 def _parsed(path: Path) -> Any | None:
     """A known_hosts file parsed once per version of it (paramiko's parser takes the logging module's
     lock for every line: a fleet's connections parsing the same files at once queued on it)."""
+    # SSH libraries load only where a command connects
     import paramiko
 
     try:
@@ -265,6 +266,7 @@ class SSH:
 
     def connect(self) -> Any:
         """An open fabric Connection; a TargetError line when the host cannot be reached or its key is wrong."""
+        # SSH libraries load only where a command connects
         import paramiko
         from fabric import Connection
 
@@ -280,6 +282,7 @@ class SSH:
             kwargs["key_filename"] = os.path.expanduser(h.key_file)
         extra: dict[str, Any] = {"gateway": gateway} if gateway is not None else {}  # else ssh config may name one
         if h.ssh_config:  # the inventory's `-F file`: read instead of ~/.ssh/config, as ssh would
+            # SSH libraries load only where a command connects
             from fabric import Config
 
             extra["config"] = Config(runtime_ssh_path=h.ssh_config)
@@ -351,6 +354,7 @@ class SSH:
 
     def _proxy(self, command: str) -> Any:
         """The host's ProxyCommand running (through sh, as ssh runs it), cut by an abort."""
+        # SSH libraries load only where a command connects
         import paramiko
 
         proxy = paramiko.ProxyCommand(shlex.join(["sh", "-c", "exec " + command]))
@@ -380,6 +384,7 @@ class SSH:
     ) -> CommandResult:
         """Run argv on the host, streaming stdout lines; closing the session ends the command.
         KeyboardInterrupt when it was aborted."""
+        # SSH libraries load only where a command connects
         from invoke.exceptions import CommandTimedOut
 
         envs = [f"{k}={v}" for k, v in (env or {}).items()]

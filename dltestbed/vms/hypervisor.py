@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from dltestbed import paths
 from dltestbed.errors import DltestbedError
@@ -51,6 +52,7 @@ class VMError(DltestbedError):
 def libvirt_module() -> Any:
     """The libvirt binding, or a VMError saying how to get it."""
     try:
+        # libvirt-python loads only where a command reaches a hypervisor
         import libvirt
     except ImportError:
         raise VMError("VMs need libvirt's Python binding: bash scripts/install.sh --vm") from None
@@ -88,7 +90,6 @@ def ssh_command(host: Host) -> Path:
 
 def remote_uri(host: Host) -> str:
     """qemu+ssh://user@address:port/system with dltestbed's ssh command and the inventory's key."""
-    from urllib.parse import quote
 
     user = f"{quote(host.user)}@" if host.user else ""
     query = [f"command={quote(str(ssh_command(host)))}", "no_tty=1"]

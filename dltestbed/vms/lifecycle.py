@@ -8,6 +8,7 @@ after a half-finished create."""
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import tempfile
 import time
@@ -73,7 +74,6 @@ def reserve(name: str, make: Callable[[str], VMRecord]) -> VMRecord:
 
 def vm_name(host_name: str) -> str:
     """The name of dltestbed's VM on an inventory host: letters, digits and '-' only."""
-    import re
 
     return "on-" + re.sub(r"[^A-Za-z0-9-]", "-", host_name)[:50]
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape
 
 from dltestbed.vms.hypervisor import Hypervisor, VMError, libvirt_module
 
@@ -42,7 +43,6 @@ def pool(conn: Any, hv: Hypervisor) -> Any:
 
 
 def _xml_text(text: str) -> str:
-    from xml.sax.saxutils import escape
 
     return escape(text)
 

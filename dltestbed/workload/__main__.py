@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import dataclasses
 import itertools
 import os
@@ -98,7 +99,6 @@ os.kill(workload, signal.SIGKILL)
 
 def _die_with_parent() -> None:
     """Linux: this process gets SIGKILL the moment its parent ends (kept across exec)."""
-    import ctypes
 
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
@@ -193,10 +193,12 @@ def _prepare(spec: WorkloadSpec | ProbeSpec, ns: argparse.Namespace, min_classes
 def run_micro(argv: list[str], emitter: Emitter) -> None:
     """Plan every probe's cases on this target, say so in the start event (with each skip), then time
     each case and emit a measure per call, then probes_done. Scratch files are removed whatever happens."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import fingerprint, probes
 
     spec, ns = parse_micro(argv)
     index, data_facts, cluster = _prepare(spec, ns, min_classes=1)  # disk reads any dataset
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.gpu import Nvml
 
     nvml = Nvml.open()
@@ -204,8 +206,10 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     fp = fingerprint.base()
     tf, visible, strategy = None, [], None
     if set(spec.probes) & probes.NEED_TF:  # membw and disk alone start in a second, even in an emulated VM
+        # TensorFlow takes seconds to import: only the modes that need it load it
         import tensorflow as tf
 
+        # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
         from dltestbed.workload import tfgpu
 
         tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
@@ -238,6 +242,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
         for skip in skips:
             emitter.emit(skip)
+        # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
         from dltestbed.workload.sampler import Sampler
 
         sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
@@ -266,26 +271,31 @@ def run(argv: list[str], emitter: Emitter) -> None:
 
     Imports inside this function are for start-up only: TensorFlow and what uses it load after the
     environment (CUDA_VISIBLE_DEVICES, TF_CPP_MIN_LOG_LEVEL) is set, and `--help` stays fast."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import fingerprint
 
     spec, ns = parse(argv)
     index, data_facts, cluster = _prepare(spec, ns, min_classes=2)
     classes = len(index.classes) if index else spec.classes
 
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.gpu import Nvml
 
     nvml = Nvml.open()
     gpus = nvml.devices() if nvml else []
     fp = fingerprint.base()
 
+    # Keras loads TensorFlow: only the modes that run a model load it
     import keras
     import tensorflow as tf
 
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import data, loop, mathmode, models, tfgpu
 
     gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
     strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
     math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.sampler import Sampler
 
     if spec.device == "gpu" and not gpu_count:
@@ -330,6 +340,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
 
 def _process_start() -> float:
     """When this process started (the epoch, as time.time()): its start-up is counted from there."""
+    # psutil loads only for the measuring modes
     import psutil
 
     return float(psutil.Process().create_time())
@@ -338,12 +349,14 @@ def _process_start() -> float:
 def describe(exc: BaseException, limit_mib: int | None) -> str:
     """An exception as the one line a stored run keeps: the line of its message that says what went wrong;
     out of GPU memory, also who else held the GPU's memory (NVML) and this run's own limit."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import failure
 
     text = str(exc)
     line = failure.error_line(text) or type(exc).__name__
     if not (failure.out_of_memory(text) and failure.on_gpu(text)):
         return line
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.gpu import Nvml
 
     held = "NVML cannot say who held it"

@@ -35,6 +35,7 @@ class CudaError(Exception):
 def runtime() -> Any:
     """cuda.bindings.runtime, or CudaError saying how to get it."""
     try:
+        # cuda-bindings exist only where a GPU's driver does
         from cuda.bindings import runtime as rt
     except ImportError:
         raise CudaError("NVIDIA's cuda-bindings is not installed (the gpu extra: pip install cuda-bindings)") from None
@@ -101,6 +102,7 @@ class Copies:
                     self._free.append(lambda: call(rt, "cudaFreeHost", self.host))
                     self._keep = None
                 else:
+                    # numpy loads only for the modes that measure with it
                     import numpy as np
 
                     self._keep = np.ones(size, dtype=np.uint8)  # touched here: its pages on this node
@@ -139,6 +141,7 @@ class Launches:
         rt = runtime()
         call(rt, "cudaSetDevice", device)
         call(rt, "cudaFree", 0)  # the device's primary context, current on this thread for the driver calls
+        # cuda-bindings exist only where a GPU's driver does
         from cuda.bindings import driver as drv
 
         self.drv, self.sync = drv, sync

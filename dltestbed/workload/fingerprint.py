@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import socket
@@ -32,6 +33,7 @@ def _os_release() -> str:
 
 def base() -> dict[str, Any]:
     """What is known without TensorFlow."""
+    # psutil loads only for the measuring modes
     import psutil
 
     return {
@@ -52,6 +54,7 @@ def tensorflow(tf: Any, gpus: list[dict[str, Any]]) -> dict[str, Any]:
     """The TensorFlow build and the GPUs it sees (NVML details merged in by index)."""
     build = dict(tf.sysconfig.get_build_info())
     visible = tf.config.list_physical_devices("GPU")
+    # Keras loads TensorFlow: only the modes that run a model load it
     import keras
 
     return {
@@ -104,7 +107,6 @@ def version_text(key: str, number: int) -> str:
 def loaded_cuda(maps_file: str = "/proc/self/maps") -> dict[str, str]:
     """The versions of the CUDA runtime, cuDNN and cuBLAS this process has loaded, asked of each loaded
     file itself (none loaded: {}). Call after the first GPU step: cuDNN and cuBLAS load when first used."""
-    import ctypes
 
     try:
         with open(maps_file, encoding="utf-8", errors="replace") as f:
@@ -122,7 +124,6 @@ def loaded_cuda(maps_file: str = "/proc/self/maps") -> dict[str, str]:
 
 
 def _ask_version(lib: Any, key: str) -> str:
-    import ctypes
 
     if key == "cudnn":
         lib.cudnnGetVersion.restype = ctypes.c_size_t

@@ -38,6 +38,7 @@ class Nvml:
     def open(cls) -> Nvml | None:
         """NVML initialised, or None when the library, driver or GPUs are absent."""
         try:
+            # NVML exists only where a GPU's driver does
             import pynvml
         except ImportError:
             return None

@@ -37,6 +37,7 @@ def alexnet(keras: Any, size: int, classes: int) -> Any:
 
 def build(name: str, size: int, classes: int) -> Any:
     """A Keras model by catalogue name, input (size, size, 3), `classes` logits."""
+    # Keras loads TensorFlow: only the modes that run a model load it
     import keras
 
     shape = (size, size, 3)

@@ -15,6 +15,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,7 @@ def membw(w: Where) -> list[Case | Skip]:
     """numpy.copyto of a large float64 array, bytes read + bytes written per copy: by one thread, and split
     over a thread per CPU this process may use (numpy copies without the GIL): what one core gets, and
     what the memory system gives."""
+    # numpy loads only for the modes that measure with it
     import numpy as np
 
     size = MEMBW_BYTES[w.scale]
@@ -308,7 +310,6 @@ def membw(w: Where) -> list[Case | Skip]:
         for _ in range(reps):
             np.copyto(dst, src)
 
-    from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(cpus, thread_name_prefix="dltestbed-membw")
     bounds = [(i * len(src) // cpus, (i + 1) * len(src) // cpus) for i in range(cpus)]
