@@ -20,8 +20,9 @@ from typing import Any
 
 def wall(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-                   env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+    subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env={**os.environ, "COLUMNS": "100"}
+    )
     return time.perf_counter() - t0
 
 
@@ -85,22 +86,32 @@ def bare_app_source() -> str:
 
     root = get_command(app)
     enums: list[str] = []
-    out = ["from enum import StrEnum", "from pathlib import Path", "", "import typer", "",
-           f"app = typer.Typer(name='dltestbed', help={root.help!r}, no_args_is_help=True, add_completion=False,",
-           "                  pretty_exceptions_enable=False,",
-           "                  context_settings={'help_option_names': ['-h', '--help']})",
-           "", "@app.callback()",
-           "def root(",
-           "    version: bool = typer.Option(False, '--version', is_eager=True, help='Print the version.'),",
-           ") -> None:",
-           f"    {(root.help or '').strip()!r}", ""]  # fmt: skip
+    out = [
+        "from enum import StrEnum",
+        "from pathlib import Path",
+        "",
+        "import typer",
+        "",
+        f"app = typer.Typer(name='dltestbed', help={root.help!r}, no_args_is_help=True, add_completion=False,",
+        "                  pretty_exceptions_enable=False,",
+        "                  context_settings={'help_option_names': ['-h', '--help']})",
+        "",
+        "@app.callback()",
+        "def root(",
+        "    version: bool = typer.Option(False, '--version', is_eager=True, help='Print the version.'),",
+        ") -> None:",
+        f"    {(root.help or '').strip()!r}",
+        "",
+    ]
     n = 0
     for name, cmd in root.commands.items():  # type: ignore[attr-defined]
         n += 1
         if hasattr(cmd, "commands"):  # a group (typer's own copy of click has no click.Group)
             group = f"sub{n}"
-            out += [f"{group} = typer.Typer(help={cmd.help!r}, no_args_is_help=True)",
-                    f"app.add_typer({group}, name={name!r})"]  # fmt: skip
+            out += [
+                f"{group} = typer.Typer(help={cmd.help!r}, no_args_is_help=True)",
+                f"app.add_typer({group}, name={name!r})",
+            ]
             for sname, scmd in cmd.commands.items():
                 n += 1
                 out += [f"@{group}.command({sname!r})", _command(scmd, f"c{n}", enums), ""]
@@ -129,8 +140,10 @@ def main() -> None:
             for key, cmd in (("cli", cli), ("bare", bare), ("base", base)):
                 times[key].append(wall(cmd))
     c, t, b = (statistics.median(times[k]) for k in ("cli", "bare", "base"))
-    print(f"{' '.join(cli)}: median {c * 1000:.1f} ms   bare typer app, same commands and help: median "
-          f"{t * 1000:.1f} ms   python -c pass: median {b * 1000:.1f} ms   ({a.runs} runs each, interleaved)")
+    print(
+        f"{' '.join(cli)}: median {c * 1000:.1f} ms   bare typer app, same commands and help: median "
+        f"{t * 1000:.1f} ms   python -c pass: median {b * 1000:.1f} ms   ({a.runs} runs each, interleaved)"
+    )
     print(f"dltestbed / bare typer: {c / t:.2f} (goal <= 1.2) {'MET' if c / t <= 1.2 else 'NOT MET'}")
     print(f"dltestbed / python -c pass: {c / b:.2f}   bare typer / python -c pass: {t / b:.2f}")
 

@@ -76,9 +76,25 @@ def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def bench(inventory: Path, hosts: list[str], results: Path, steps: int, env: dict[str, str]) -> dict:
     """One bench on `hosts`, sampled; what it measured."""
-    argv = [*CLI, "bench", "--inventory", str(inventory), "--limit", ",".join(hosts), "--suite", "micro",
-            "--probes", "disk", "--steps", str(steps), "--repeat", "1", "--json",
-            "--results", str(results)]  # fmt: skip
+    argv = [
+        *CLI,
+        "bench",
+        "--inventory",
+        str(inventory),
+        "--limit",
+        ",".join(hosts),
+        "--suite",
+        "micro",
+        "--probes",
+        "disk",
+        "--steps",
+        str(steps),
+        "--repeat",
+        "1",
+        "--json",
+        "--results",
+        str(results),
+    ]
     out_path, err_path = results.with_suffix(".out"), results.with_suffix(".err")
     with out_path.open("w") as out, err_path.open("w") as err:  # files, not pipes: nothing blocks the bench
         cpu0, t0 = machine_cpu_seconds(), time.perf_counter()
@@ -95,10 +111,15 @@ def bench(inventory: Path, hosts: list[str], results: Path, steps: int, env: dic
         sys.exit(f"bench on {len(hosts)} hosts failed ({proc.returncode}):\n{err_path.read_text()[-3000:]}")
     runs = json.loads(out_path.read_text())
     return {
-        "hosts": len(hosts), "wall_s": wall, "runs": len(runs), "ok": sum(r["status"] == "ok" for r in runs),
-        "controller_cpu_s": usage.ru_utime + usage.ru_stime, "machine_cpu_s": cpu,
-        "peak_rss_mb": max(sampler.hwm_kb, usage.ru_maxrss) / 1024, "max_fds": sampler.fds,
-    }  # fmt: skip
+        "hosts": len(hosts),
+        "wall_s": wall,
+        "runs": len(runs),
+        "ok": sum(r["status"] == "ok" for r in runs),
+        "controller_cpu_s": usage.ru_utime + usage.ru_stime,
+        "machine_cpu_s": cpu,
+        "peak_rss_mb": max(sampler.hwm_kb, usage.ru_maxrss) / 1024,
+        "max_fds": sampler.fds,
+    }
 
 
 def shares() -> list[str]:
@@ -118,12 +139,21 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("fleet_scale.py makes a lab: run it as root")
     work = Path(tempfile.mkdtemp(prefix="dltestbed-fleet-"))
-    env = {**os.environ, "DLTESTBED_LAB_DIR": os.environ.get("DLTESTBED_LAB_DIR", str(work / "labs")),
-           "COLUMNS": "200"}  # fmt: skip
+    env = {**os.environ, "DLTESTBED_LAB_DIR": os.environ.get("DLTESTBED_LAB_DIR", str(work / "labs")), "COLUMNS": "200"}
     try:
         t0 = time.perf_counter()
-        lab = run("lab", "up", "--hosts", str(max(sizes)), "--name", args.name, "--subnet", args.subnet,
-                  *(a for s in shares() for a in ("--share", s)), env=env)  # fmt: skip
+        lab = run(
+            "lab",
+            "up",
+            "--hosts",
+            str(max(sizes)),
+            "--name",
+            args.name,
+            "--subnet",
+            args.subnet,
+            *(a for s in shares() for a in ("--share", s)),
+            env=env,
+        )
         up_s = time.perf_counter() - t0
         doc = yaml.safe_load(Path(lab.stdout.strip().splitlines()[-1]).read_text())
         doc["all"]["vars"].update(dltestbed_venv=sys.prefix, dltestbed_venv_shared=True)
@@ -135,27 +165,35 @@ def main() -> None:
         prov_s = time.perf_counter() - t0
         said = next((ln for ln in (prov.stdout + prov.stderr).splitlines() if "provisioned" in ln), "?")
         print(f"lab up {max(sizes)} hosts: {up_s:.1f} s; provision (shared venv): {prov_s:.1f} s — {said}")
-        bench(inventory, names[:sizes[0]], work / "warmup.sqlite", args.steps, env)  # untimed: caches warm for all
+        bench(inventory, names[: sizes[0]], work / "warmup.sqlite", args.steps, env)  # untimed: caches warm for all
         rows = [bench(inventory, names[:n], work / "results.sqlite", args.steps, env) for n in sizes]
     finally:
         subprocess.run([*CLI, "lab", "down", "--name", args.name], capture_output=True, env=env)
-    print(f"\n{'hosts':>5} {'wall s':>7} {'T/T(first)':>10} {'runs ok':>8} {'ctl CPU s':>9} {'ctl ms/host':>11} "
-          f"{'machine CPU s':>13} {'peak RSS MB':>11} {'max fds':>7}")  # fmt: skip
+    print(
+        f"\n{'hosts':>5} {'wall s':>7} {'T/T(first)':>10} {'runs ok':>8} {'ctl CPU s':>9} {'ctl ms/host':>11} "
+        f"{'machine CPU s':>13} {'peak RSS MB':>11} {'max fds':>7}"
+    )
     for r in rows:
-        print(f"{r['hosts']:>5} {r['wall_s']:>7.1f} {r['wall_s'] / rows[0]['wall_s']:>10.2f} "
-              f"{r['ok']:>4}/{r['runs']:<3} {r['controller_cpu_s']:>9.1f} "
-              f"{1000 * r['controller_cpu_s'] / r['hosts']:>11.0f} {r['machine_cpu_s']:>13.1f} "
-              f"{r['peak_rss_mb']:>11.0f} {r['max_fds']:>7}")  # fmt: skip
+        print(
+            f"{r['hosts']:>5} {r['wall_s']:>7.1f} {r['wall_s'] / rows[0]['wall_s']:>10.2f} "
+            f"{r['ok']:>4}/{r['runs']:<3} {r['controller_cpu_s']:>9.1f} "
+            f"{1000 * r['controller_cpu_s'] / r['hosts']:>11.0f} {r['machine_cpu_s']:>13.1f} "
+            f"{r['peak_rss_mb']:>11.0f} {r['max_fds']:>7}"
+        )
     first, last = rows[0], rows[-1]
     ratio = last["wall_s"] / first["wall_s"]
     peak = max(r["peak_rss_mb"] for r in rows)
-    print(f"\nT({last['hosts']}) / T({first['hosts']}) = {ratio:.2f} (goal <= {GOAL_RATIO:g} for 64 / 8); "
-          f"peak RSS {peak:.0f} MB (goal <= {GOAL_RSS_MB:g} MB); most fds {max(r['max_fds'] for r in rows)}")
+    print(
+        f"\nT({last['hosts']}) / T({first['hosts']}) = {ratio:.2f} (goal <= {GOAL_RATIO:g} for 64 / 8); "
+        f"peak RSS {peak:.0f} MB (goal <= {GOAL_RSS_MB:g} MB); most fds {max(r['max_fds'] for r in rows)}"
+    )
     floor = (last["machine_cpu_s"] - last["controller_cpu_s"]) / os.cpu_count()  # type: ignore[operator]
     others = last["machine_cpu_s"] - last["controller_cpu_s"]
-    print(f"at {last['hosts']} hosts everything but the controller (the hosts' sshd and workloads) used {others:.1f} "
-          f"CPU-s of this machine's {os.cpu_count()} cores: {floor:.1f} s of the {last['wall_s']:.1f} s wall time "
-          "would pass with a controller that cost nothing")  # fmt: skip
+    print(
+        f"at {last['hosts']} hosts everything but the controller (the hosts' sshd and workloads) used {others:.1f} "
+        f"CPU-s of this machine's {os.cpu_count()} cores: {floor:.1f} s of the {last['wall_s']:.1f} s wall time "
+        "would pass with a controller that cost nothing"
+    )
     if args.json:
         args.json.write_text(json.dumps({"lab_up_s": up_s, "provision_s": prov_s, "rows": rows}, indent=2))
 

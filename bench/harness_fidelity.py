@@ -46,15 +46,37 @@ print(batch * steps / (time.perf_counter() - t0))
 def bare(a: argparse.Namespace) -> float:
     out = subprocess.run(
         [sys.executable, "-c", BARE, a.model, str(a.image_size), str(a.batch_size), str(a.warmup), str(a.steps)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def harness(a: argparse.Namespace, results: Path) -> float:
-    cli = [sys.executable, "-m", "dltestbed", "bench", "--model", a.model, "--image-size", str(a.image_size),
-           "--batch-size", str(a.batch_size), "--warmup", str(a.warmup), "--steps", str(a.steps),
-           "--targets", "bm", "--repeat", "1", "--results", str(results), "--json"]  # fmt: skip
+    cli = [
+        sys.executable,
+        "-m",
+        "dltestbed",
+        "bench",
+        "--model",
+        a.model,
+        "--image-size",
+        str(a.image_size),
+        "--batch-size",
+        str(a.batch_size),
+        "--warmup",
+        str(a.warmup),
+        "--steps",
+        str(a.steps),
+        "--targets",
+        "bm",
+        "--repeat",
+        "1",
+        "--results",
+        str(results),
+        "--json",
+    ]
     out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120"})
     (run,) = json.loads(out.stdout)
     return float(run["images_per_sec"])

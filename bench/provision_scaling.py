@@ -32,15 +32,37 @@ def timed(*args: str) -> float:
 
 
 def lab_up(name: str, hosts: int, subnet: str) -> str:
-    out = subprocess.run([*CLI, "lab", "up", "--hosts", str(hosts), "--name", name, "--subnet", subnet],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [*CLI, "lab", "up", "--hosts", str(hosts), "--name", name, "--subnet", subnet],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
 def bench_ips(results: Path, *extra: str, model: str, size: int, batch: int, steps: int) -> float:
-    args = ["bench", "--model", model, "--image-size", str(size), "--batch-size", str(batch), "--warmup", "5",
-            "--steps", str(steps), "--targets", "bm", "--repeat", "1", "--results", str(results), "--json",
-            *extra]  # fmt: skip
+    args = [
+        "bench",
+        "--model",
+        model,
+        "--image-size",
+        str(size),
+        "--batch-size",
+        str(batch),
+        "--warmup",
+        "5",
+        "--steps",
+        str(steps),
+        "--targets",
+        "bm",
+        "--repeat",
+        "1",
+        "--results",
+        str(results),
+        "--json",
+        *extra,
+    ]
     out = subprocess.run([*CLI, *args], capture_output=True, text=True, check=True)
     (run,) = json.loads(out.stdout)
     return float(run["images_per_sec"])

@@ -33,12 +33,29 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
     store = Store.open(tmp / "points.sqlite")
     s = settings(env=server.env())
     assert s is not None
-    run = RunRecord(id="r-bench", bench_id="b-stream-bench", started_at="-", scenario="single", target_kind="bm",
-                    target_name="local", host="bench host", model="alexnet", data="synthetic", mode="train",
-                    device="auto", batch_size=32, image_size=64, warmup=0, steps=n, repetition=1)  # fmt: skip
+    run = RunRecord(
+        id="r-bench",
+        bench_id="b-stream-bench",
+        started_at="-",
+        scenario="single",
+        target_kind="bm",
+        target_name="local",
+        host="bench host",
+        model="alexnet",
+        data="synthetic",
+        mode="train",
+        device="auto",
+        batch_size=32,
+        image_size=64,
+        warmup=0,
+        steps=n,
+        repetition=1,
+    )
     t0 = time.time() - n / 1000
-    events = [StepEvent(index=i, phase="timed", images=32, seconds=0.1, images_per_sec=320.0 + i % 7, t=t0 + i / 1000)
-              for i in range(n)]  # fmt: skip
+    events = [
+        StepEvent(index=i, phase="timed", images=32, seconds=0.1, images_per_sec=320.0 + i % 7, t=t0 + i / 1000)
+        for i in range(n)
+    ]
     sink = InfluxSink(store, s, batch_size=5000, flush_ms=200)
     start = time.perf_counter()
     for ev in events:
@@ -55,9 +72,29 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
 
 
 def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace) -> float:
-    cli = [sys.executable, "-m", "dltestbed", "bench", "--model", "alexnet", "--image-size", "64", "--batch-size",
-           str(a.batch_size), "--warmup", "5", "--steps", str(a.steps), "--results", str(results),
-           "--targets", "bm", "--repeat", "1", "--json"]  # fmt: skip
+    cli = [
+        sys.executable,
+        "-m",
+        "dltestbed",
+        "bench",
+        "--model",
+        "alexnet",
+        "--image-size",
+        "64",
+        "--batch-size",
+        str(a.batch_size),
+        "--warmup",
+        "5",
+        "--steps",
+        str(a.steps),
+        "--results",
+        str(results),
+        "--targets",
+        "bm",
+        "--repeat",
+        "1",
+        "--json",
+    ]
     out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120", **env})
     (run,) = json.loads(out.stdout)
     return float(run["images_per_sec"])
@@ -76,8 +113,10 @@ def main() -> None:
         server.start()
         try:
             rate, counted, left = points_per_second(server, a.points, tmp)
-            print(f"points/s into the server: {rate:,.0f} ({a.points:,} points; counted back {counted:,}; "
-                  f"lost {a.points - counted:,}; left in the outbox {left}) — goal ≥ 50,000/s, 0 lost")  # fmt: skip
+            print(
+                f"points/s into the server: {rate:,.0f} ({a.points:,} points; counted back {counted:,}; "
+                f"lost {a.points - counted:,}; left in the outbox {left}) — goal ≥ 50,000/s, 0 lost"
+            )
             ratios = []
             for i in range(a.pairs):  # alternate which goes first, so neither always runs on a warmer machine
                 if i % 2:

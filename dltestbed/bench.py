@@ -58,14 +58,18 @@ PRESETS: dict[str, Preset] = {
         "repetition on a 2-core CPU",
         ("alexnet", "resnet50"),
         {"alexnet": 64, "resnet50": 64, "inception3": 75},
-        batch_size=8, warmup=2, steps=20,
+        batch_size=8,
+        warmup=2,
+        steps=20,
     ),
     "study": Preset(
         "study",
         "the published protocol: native sizes (224/224/299 px), batch 32, 10 warm-up + 100 timed steps",
         ("alexnet", "resnet50", "inception3"),
         {name: None for name in MODELS},
-        batch_size=32, warmup=10, steps=100,
+        batch_size=32,
+        warmup=10,
+        steps=100,
     ),
     # What an owner of a modern GPU validates with (NVIDIA's own TensorFlow ResNet-50 recipe is AMP + XLA):
     # batches of NVIDIA's per-GPU AMP recipes for 80 GB cards (AlexNet at the study co-tenant's 512), mixed
@@ -77,9 +81,14 @@ PRESETS: dict[str, Preset] = {
         "50 warm-up + 200 timed steps",
         ("alexnet", "resnet50", "inception3"),
         {name: None for name in MODELS},
-        batch_size=256, warmup=50, steps=200, batches={"alexnet": 512}, math="mixed", xla=True,
+        batch_size=256,
+        warmup=50,
+        steps=200,
+        batches={"alexnet": 512},
+        math="mixed",
+        xla=True,
     ),
-}  # fmt: skip
+}
 AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
 
 
@@ -91,7 +100,6 @@ def auto_preset(gpus: Sequence[str] | None) -> tuple[str, str]:
         return "gpu", f"--preset auto: gpu, for this machine's {', '.join(sorted(set(gpus)))} ({len(gpus)} GPU(s))"
     where = "this machine has no GPU TensorFlow can use" if gpus is not None else "not on this machine"
     return "quick", f"--preset auto: quick ({where})"
-
 
 
 @dataclass
@@ -195,30 +203,48 @@ def plan(
         if len(index.classes) < 2:
             raise ConfigError(f"data dir {data_dir!r} has 1 class; at least 2 are needed")
         ident = dataset.identify(index, paths.cache_dir() / "dataset-digests.json")  # content read once per change
-        common.update(classes=len(index.classes), data_digest=ident.digest, data_files=ident.files,
-                      data_bytes=ident.bytes)  # fmt: skip
+        common.update(
+            classes=len(index.classes), data_digest=ident.digest, data_files=ident.files, data_bytes=ident.bytes
+        )
     specs: list[Spec] = []
     for name in names if suite != "micro" else ():
         size = image_size if image_size is not None else p.sizes.get(name)
-        specs.append(workload_spec(
-            model=name, image_size=size, data_dir=data_dir,
-            batch_size=batch_size if batch_size is not None else p.batches.get(name, p.batch_size),
-            warmup=warmup if warmup is not None else p.warmup,
-            steps=steps if steps is not None else p.steps,
-            math=math if math is not None else p.math, xla=xla if xla is not None else p.xla,
-            **common,
-        ))  # fmt: skip
+        specs.append(
+            workload_spec(
+                model=name,
+                image_size=size,
+                data_dir=data_dir,
+                batch_size=batch_size if batch_size is not None else p.batches.get(name, p.batch_size),
+                warmup=warmup if warmup is not None else p.warmup,
+                steps=steps if steps is not None else p.steps,
+                math=math if math is not None else p.math,
+                xla=xla if xla is not None else p.xla,
+                **common,
+            )
+        )
     if suite != "study":
         keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
         pair = scenario == "distributed"
         chosen = tuple(probes) if probes else PAIR_PROBES if pair else ALONE_PROBES
-        specs.append(probe_spec(
-            probes=chosen, scale=probe_scale, distributed=pair,
-            warmup=warmup if warmup is not None else PROBE_WARMUP, steps=steps if steps is not None else PROBE_STEPS,
-            **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in keep},
-        ))  # fmt: skip
-    return Plan(bench_id=new_id("b"), specs=specs, repeat=repeat, order=order, seed=seed,
-                precision=precision if auto else None, aa=aa)  # fmt: skip
+        specs.append(
+            probe_spec(
+                probes=chosen,
+                scale=probe_scale,
+                distributed=pair,
+                warmup=warmup if warmup is not None else PROBE_WARMUP,
+                steps=steps if steps is not None else PROBE_STEPS,
+                **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in keep},
+            )
+        )
+    return Plan(
+        bench_id=new_id("b"),
+        specs=specs,
+        repeat=repeat,
+        order=order,
+        seed=seed,
+        precision=precision if auto else None,
+        aa=aa,
+    )
 
 
 def run(

@@ -58,13 +58,27 @@ class _RunSpec(BaseModel):
 
     def _common_argv(self) -> list[str]:
         """The arguments both of the workload's command lines take, for what differs from the defaults."""
-        argv = ["--data", self.data, "--device", self.device, "--sample-interval", repr(self.sample_interval),
-                "--seed", str(self.seed)]  # fmt: skip
+        argv = [
+            "--data",
+            self.data,
+            "--device",
+            self.device,
+            "--sample-interval",
+            repr(self.sample_interval),
+            "--seed",
+            str(self.seed),
+        ]
         if self.data_dir:
             argv += ["--data-dir", self.data_dir]
         if self.data_digest is not None:
-            argv += ["--data-digest", self.data_digest, "--data-files", str(self.data_files),
-                     "--data-bytes", str(self.data_bytes)]  # fmt: skip
+            argv += [
+                "--data-digest",
+                self.data_digest,
+                "--data-files",
+                str(self.data_files),
+                "--data-bytes",
+                str(self.data_bytes),
+            ]
         if self.distributed:
             argv.append("--distributed")
         if self.cpus:
@@ -113,10 +127,26 @@ class WorkloadSpec(_RunSpec):
 
     def to_argv(self) -> list[str]:
         """The workload's command-line arguments for this spec (the inverse of its parser)."""
-        return ["--model", self.model, "--mode", self.mode, "--batch-size", str(self.batch_size),
-                "--image-size", str(self.size), "--warmup", str(self.warmup), "--steps", str(self.steps),
-                "--classes", str(self.classes), "--math", self.math, *(["--xla"] if self.xla else []),
-                *self._common_argv()]  # fmt: skip
+        return [
+            "--model",
+            self.model,
+            "--mode",
+            self.mode,
+            "--batch-size",
+            str(self.batch_size),
+            "--image-size",
+            str(self.size),
+            "--warmup",
+            str(self.warmup),
+            "--steps",
+            str(self.steps),
+            "--classes",
+            str(self.classes),
+            "--math",
+            self.math,
+            *(["--xla"] if self.xla else []),
+            *self._common_argv(),
+        ]
 
 
 # The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them;
@@ -151,8 +181,9 @@ class ProbeSpec(_RunSpec):
         pair = [p for p in self.probes if p in PAIR_PROBES]
         alone = [p for p in self.probes if p not in PAIR_PROBES]
         if self.distributed and alone:
-            raise ValueError(f"{alone[0]} runs on one target (--scenario single); between workers: "
-                             f"{', '.join(PAIR_PROBES)}")  # fmt: skip
+            raise ValueError(
+                f"{alone[0]} runs on one target (--scenario single); between workers: {', '.join(PAIR_PROBES)}"
+            )
         if not self.distributed and pair:
             raise ValueError(f"{pair[0]} runs between the workers of a job: --scenario distributed")
         self._check_data()
@@ -165,8 +196,18 @@ class ProbeSpec(_RunSpec):
 
     def to_argv(self) -> list[str]:
         """The workload's command line (`python -m dltestbed.workload micro ...`)."""
-        return ["micro", "--probes", ",".join(self.probes), "--scale", self.scale, "--warmup", str(self.warmup),
-                "--steps", str(self.steps), *self._common_argv()]  # fmt: skip
+        return [
+            "micro",
+            "--probes",
+            ",".join(self.probes),
+            "--scale",
+            self.scale,
+            "--warmup",
+            str(self.warmup),
+            "--steps",
+            str(self.steps),
+            *self._common_argv(),
+        ]
 
 
 Spec = WorkloadSpec | ProbeSpec  # what a run runs: a model or the microbenchmarks

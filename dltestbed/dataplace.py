@@ -66,34 +66,39 @@ def check(ds: Dataset, kinds: Sequence[str], hosts: Sequence[Host | None]) -> No
     """Before anything is made: a ConfigError line for a kind that could not read the data."""
     local = list(hosts) == [None]
     if ds.shared and local:
-        raise ConfigError("--data-shared is for --inventory hosts that mount the same path (this machine reads "
-                          "--data-dir as it is)")  # fmt: skip
+        raise ConfigError(
+            "--data-shared is for --inventory hosts that mount the same path (this machine reads --data-dir as it is)"
+        )
     if local and "cbm" in kinds:
         if ":" in str(ds.source):
             raise ConfigError(f"cbm: --data-dir {str(ds.source)!r} has a ':', which a container's volume cannot mount")
         bad = dataset.unreadable_by_others(ds.source)
         if bad is not None:
             fix = f"chmod -R a+rX {shlex.quote(str(ds.source))}"
-            raise ConfigError(f"cbm reads the dataset as the container's unprivileged user ({CONTAINER_USER}) and "
-                              f"{bad!r} is not readable by others; `{fix}`")  # fmt: skip
+            raise ConfigError(
+                f"cbm reads the dataset as the container's unprivileged user ({CONTAINER_USER}) and "
+                f"{bad!r} is not readable by others; `{fix}`"
+            )
 
 
-def place(ds: Dataset, sites: Sequence[Site], kinds: Sequence[str], inventory: Path | None,
-          on_notice: Notice | None = None) -> list[Site]:  # fmt: skip
+def place(
+    ds: Dataset, sites: Sequence[Site], kinds: Sequence[str], inventory: Path | None, on_notice: Notice | None = None
+) -> list[Site]:
     """The sites with their DataPlace: each host's and VM's copy made where it is missing (one playbook
     run for the hosts, one for the VMs), a shared path checked on each host. Raises DataError naming
     the machine that could not get it."""
     say = on_notice or (lambda line: None)
-    host_sites = [s for s in sites if s.host is not None and HOST_KINDS & set(kinds)]
-    vm_sites = [s for s in sites if s.vm is not None and VM_KINDS & set(kinds)]
+    host_sites = [(s, s.host) for s in sites if s.host is not None and HOST_KINDS & set(kinds)]
+    vm_sites = [(s, s.vm) for s in sites if s.vm is not None and VM_KINDS & set(kinds)]
     if ds.shared:
-        for s in host_sites:
+        for s, _ in host_sites:
             _check_shared(make("bm", s), ds)
-    missing_hosts = [s for s in host_sites
-                     if not ds.shared and not _present(make("bm", s), host_copy(s.host, ds.ident))]  # type: ignore[arg-type]
-    missing_vms = [s for s in vm_sites if not _present(make("vm", s), vm_copy(ds.ident))]
+    missing_hosts = [
+        (s, h) for s, h in host_sites if not ds.shared and not _present(make("bm", s), host_copy(h, ds.ident))
+    ]
+    missing_vms = [(s, vm) for s, vm in vm_sites if not _present(make("vm", s), vm_copy(ds.ident))]
     if missing_hosts or missing_vms:
-        names = [s.host.name for s in missing_hosts] + [f"VM {s.vm.name}" for s in missing_vms]  # type: ignore
+        names = [h.name for _, h in missing_hosts] + [f"VM {vm.name}" for _, vm in missing_vms]
         say(f"dataset {ds.ident.describe()}: copying to {', '.join(names)} (once; kept for the next bench)")
         started = time.monotonic()
         archive = _archive(ds)
@@ -101,12 +106,11 @@ def place(ds: Dataset, sites: Sequence[Site], kinds: Sequence[str], inventory: P
             if missing_hosts:
                 if inventory is None:
                     raise ConfigError("placing the dataset on inventory hosts needs the inventory")
-                _playbook(ds, archive, inventory,
-                          {s.host.name: host_copy(s.host, ds.ident) for s in missing_hosts})  # type: ignore[union-attr]
+                _playbook(ds, archive, inventory, {h.name: host_copy(h, ds.ident) for _, h in missing_hosts})
             if missing_vms:
-                recs = [s.vm for s in missing_vms]
-                _playbook(ds, archive, _vm_inventory(recs, [s.host for s in missing_vms]),  # type: ignore[arg-type]
-                          {r.name: vm_copy(ds.ident) for r in recs})  # type: ignore[union-attr]
+                recs = [vm for _, vm in missing_vms]
+                vias = [s.host for s, _ in missing_vms]
+                _playbook(ds, archive, _vm_inventory(recs, vias), {r.name: vm_copy(ds.ident) for r in recs})
         finally:
             archive.unlink(missing_ok=True)
         say(f"dataset {ds.ident.short}: placed in {time.monotonic() - started:.0f} s")
@@ -128,8 +132,7 @@ def _present(target: Target, folder: str) -> bool:
 
 def _check_shared(target: Target, ds: Dataset) -> None:
     """A shared path holds the same files and bytes on this host as on the controller (a stat each)."""
-    code = ("import sys; from dltestbed import dataset; i = dataset.scan(sys.argv[1]); "
-            "print(*dataset.shape(i))")  # fmt: skip
+    code = "import sys; from dltestbed import dataset; i = dataset.scan(sys.argv[1]); print(*dataset.shape(i))"
     lines: list[str] = []
     try:
         res = target.run([target.python, "-c", code, str(ds.source)], timeout=600, on_line=lines.append)
@@ -140,8 +143,10 @@ def _check_shared(target: Target, ds: Dataset) -> None:
         raise DataError(f"--data-shared: {target.host} cannot read {str(ds.source)!r}: {why}")
     found = tuple(int(x) for x in lines[-1].split())
     if found != (ds.ident.files, ds.ident.bytes):
-        raise DataError(f"--data-shared: {str(ds.source)!r} on {target.host} has {found[0]} files, {found[1]} bytes; "
-                        f"the controller's has {ds.ident.files} files, {ds.ident.bytes} bytes")  # fmt: skip
+        raise DataError(
+            f"--data-shared: {str(ds.source)!r} on {target.host} has {found[0]} files, {found[1]} bytes; "
+            f"the controller's has {ds.ident.files} files, {ds.ident.bytes} bytes"
+        )
 
 
 def _archive(ds: Dataset) -> Path:
@@ -184,11 +189,26 @@ def _playbook(ds: Dataset, archive: Path, inventory: Path, dests: dict[str, str]
     place these paths are decided); a DataError line naming the first host that failed."""
     names = list(dests)
     private = paths.state_dir() / "provision" / new_id("d")
-    extravars = {"dltestbed_hosts": ",".join(names), "dltestbed_data_dests": dests, "dltestbed_data_marker": MARKER,
-                 "dltestbed_dataset": {"digest": ds.ident.digest, "files": ds.ident.files, "bytes": ds.ident.bytes,
-                                       "archive": str(archive)}}  # fmt: skip
-    result = run_playbook(source_root() / "playbooks", "data.yml", inventory, private, "dataset", extravars,
-                          forks=max(1, min(len(names), 16)))  # fmt: skip
+    extravars = {
+        "dltestbed_hosts": ",".join(names),
+        "dltestbed_data_dests": dests,
+        "dltestbed_data_marker": MARKER,
+        "dltestbed_dataset": {
+            "digest": ds.ident.digest,
+            "files": ds.ident.files,
+            "bytes": ds.ident.bytes,
+            "archive": str(archive),
+        },
+    }
+    result = run_playbook(
+        source_root() / "playbooks",
+        "data.yml",
+        inventory,
+        private,
+        "dataset",
+        extravars,
+        forks=max(1, min(len(names), 16)),
+    )
     if result.status == "canceled":
         raise KeyboardInterrupt
     for name in names:
@@ -196,4 +216,3 @@ def _playbook(ds: Dataset, archive: Path, inventory: Path, dests: dict[str, str]
         if out is None or not out.succeeded:
             why = out.message if out and out.message else f"ansible-playbook {result.status} (rc {result.rc})"
             raise DataError(f"dataset {ds.ident.short} on {name}: {why} (see {result.artifacts}/stdout)")
-

@@ -145,8 +145,10 @@ def content_digest(index: DatasetIndex, stats: list[tuple[str, str, os.stat_resu
             bad.append((rel, why))
         h.update(f"{rel}\0{st.st_size}\0{hashlib.sha256(data).hexdigest()}\n".encode())
     if bad:
-        raise DataError(f"data dir {str(index.root)!r}: {len(bad)} of {len(index.files)} image(s) cannot be used; "
-                        f"first: {bad[0][0]}: {bad[0][1]} (copy the dataset again, or remove them)")  # fmt: skip
+        raise DataError(
+            f"data dir {str(index.root)!r}: {len(bad)} of {len(index.files)} image(s) cannot be used; "
+            f"first: {bad[0][0]}: {bad[0][1]} (copy the dataset again, or remove them)"
+        )
     return h.hexdigest()
 
 

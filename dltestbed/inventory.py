@@ -25,16 +25,32 @@ GROUPS: dict[str, tuple[str, ...]] = {
 GROUPS_VAR = "dltestbed_groups"  # inventory variable: {role: group or [groups]}, e.g. {bare_metal: gpu_nodes}
 
 # Connection variables read from the inventory (templated as Ansible would), with their older aliases.
-_ALIASES = {"ansible_host": ("ansible_host", "ansible_ssh_host"), "ansible_port": ("ansible_port", "ansible_ssh_port"),
-            "ansible_user": ("ansible_user", "ansible_ssh_user"),
-            "ansible_ssh_private_key_file": ("ansible_ssh_private_key_file", "ansible_private_key_file")}  # fmt: skip
+_ALIASES = {
+    "ansible_host": ("ansible_host", "ansible_ssh_host"),
+    "ansible_port": ("ansible_port", "ansible_ssh_port"),
+    "ansible_user": ("ansible_user", "ansible_ssh_user"),
+    "ansible_ssh_private_key_file": ("ansible_ssh_private_key_file", "ansible_private_key_file"),
+}
 _SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 
 
 # Variables Ansible adds to every host; not the user's.
-_MAGIC = frozenset({"inventory_file", "inventory_dir", "inventory_hostname", "inventory_hostname_short",
-                    "group_names", "ansible_facts", "playbook_dir", "ansible_playbook_python",
-                    "ansible_config_file", "groups", "ansible_version", "omit"})  # fmt: skip
+_MAGIC = frozenset(
+    {
+        "inventory_file",
+        "inventory_dir",
+        "inventory_hostname",
+        "inventory_hostname_short",
+        "group_names",
+        "ansible_facts",
+        "playbook_dir",
+        "ansible_playbook_python",
+        "ansible_config_file",
+        "groups",
+        "ansible_version",
+        "omit",
+    }
+)
 
 
 def _plain(value: Any) -> Any:
@@ -162,8 +178,10 @@ def parse_group_options(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
 def _groups_var(value: Any, where: str) -> dict[str, tuple[str, ...]]:
     """The inventory's dltestbed_groups value as role → groups, or a ConfigError line."""
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {GROUPS_VAR} must map roles to groups, e.g. {{bare_metal: gpu_nodes}} "
-                          f"(got {type(value).__name__})")  # fmt: skip
+        raise ConfigError(
+            f"{where}: {GROUPS_VAR} must map roles to groups, e.g. {{bare_metal: gpu_nodes}} "
+            f"(got {type(value).__name__})"
+        )
     out = {}
     for role, groups in value.items():
         names = [groups] if isinstance(groups, str) else groups
@@ -176,8 +194,7 @@ def _groups_var(value: Any, where: str) -> dict[str, tuple[str, ...]]:
 def _check_roles(mapping: dict[str, tuple[str, ...]], known: set[str], source: str, where: str) -> None:
     for role, groups in mapping.items():
         if role not in GROUPS:
-            raise ConfigError(f"{source} {role}={','.join(groups)}: {role!r} is not a role; "
-                              f"roles: {', '.join(GROUPS)}")  # fmt: skip
+            raise ConfigError(f"{source} {role}={','.join(groups)}: {role!r} is not a role; roles: {', '.join(GROUPS)}")
         for g in groups:
             if g not in known:
                 have = ", ".join(sorted(known - {"all", "ungrouped"})) or "none"
@@ -214,15 +231,25 @@ def _jump_host(spec: str, parsed: dict[str, Host], target: Host, depth: int = 0)
     known = tuple(os.path.expanduser(f) for f in str(cfg.get("userknownhostsfile") or "").split())
     if match is not None:  # its key may be recorded where the target's -F config or the target's say
         files = tuple(dict.fromkeys((*match.known_hosts_files, *known, *target.known_hosts_files)))
-        base = replace(match, port=int(port) if port.isdigit() else match.port, user=user or match.user,
-                       key_file=match.key_file or (cfg.get("identityfile") or [None])[0], known_hosts_files=files,
-                       ssh_config=match.ssh_config or target.ssh_config)  # fmt: skip
+        base = replace(
+            match,
+            port=int(port) if port.isdigit() else match.port,
+            user=user or match.user,
+            key_file=match.key_file or (cfg.get("identityfile") or [None])[0],
+            known_hosts_files=files,
+            ssh_config=match.ssh_config or target.ssh_config,
+        )
     else:
-        base = Host(name=host, address=str(cfg.get("hostname") or host),
-                    port=int(port) if port.isdigit() else int(cfg.get("port") or 22),
-                    user=user or cfg.get("user") or None, key_file=(cfg.get("identityfile") or [None])[0],
-                    known_hosts_files=known or target.known_hosts_files, groups=(),
-                    ssh_config=target.ssh_config)  # fmt: skip
+        base = Host(
+            name=host,
+            address=str(cfg.get("hostname") or host),
+            port=int(port) if port.isdigit() else int(cfg.get("port") or 22),
+            user=user or cfg.get("user") or None,
+            key_file=(cfg.get("identityfile") or [None])[0],
+            known_hosts_files=known or target.known_hosts_files,
+            groups=(),
+            ssh_config=target.ssh_config,
+        )
     if rest and first:
         if depth > 8:
             raise ConfigError(f"ProxyJump {spec!r}: more than 8 hops")
@@ -262,7 +289,7 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     where = f"inventory {str(p)!r}"
     warnings: list[str] = []
     original = Display.warning
-    Display.warning = lambda self, msg, *a, **k: warnings.append(str(msg))  # type: ignore[method-assign]
+    Display.warning = lambda self, msg, *a, **k: warnings.append(str(msg))
     try:
         loader = DataLoader()
         inv = InventoryManager(loader=loader, sources=[str(p)])
@@ -289,7 +316,7 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     except AnsibleError as exc:
         raise ConfigError(f"{where}: {str(exc).splitlines()[0]}") from None
     finally:
-        Display.warning = original  # type: ignore[method-assign]
+        Display.warning = original
     if not raw:
         why = next((w.splitlines()[0] for w in warnings if "parse" in w.lower()), None)
         if limit:
@@ -330,17 +357,24 @@ def _host(name: str, v: dict[str, Any], where: str, roles: tuple[str, ...]) -> t
     command = None if (command or "").lower() == "none" else command
     jump = None if (jump or "").lower() == "none" else jump
     host = Host(
-        name=name, address=address, port=port, user=str(user) if user else None,
-        key_file=_first(v, "ansible_ssh_private_key_file"), known_hosts_files=known,
-        groups=tuple(v.get("group_names") or ()), vars={k: val for k, val in v.items() if k != "group_names"},
-        roles=roles, proxy_command=_expand_proxy_command(command, address, port, user, name) if command else None,
+        name=name,
+        address=address,
+        port=port,
+        user=str(user) if user else None,
+        key_file=_first(v, "ansible_ssh_private_key_file"),
+        known_hosts_files=known,
+        groups=tuple(v.get("group_names") or ()),
+        vars={k: val for k, val in v.items() if k != "group_names"},
+        roles=roles,
+        proxy_command=_expand_proxy_command(command, address, port, user, name) if command else None,
         ssh_config=os.path.expanduser(opts["configfile"]) if opts.get("configfile") else None,
-    )  # fmt: skip
+    )
     return host, (jump if not command else None)  # ssh: ProxyCommand wins over ProxyJump
 
 
-def _role_groups(raw: dict[str, dict[str, Any]], known: dict[str, list[str]], given: dict[str, Sequence[str]],
-                 where: str) -> dict[str, tuple[str, ...]]:  # fmt: skip
+def _role_groups(
+    raw: dict[str, dict[str, Any]], known: dict[str, list[str]], given: dict[str, Sequence[str]], where: str
+) -> dict[str, tuple[str, ...]]:
     """role → groups: --group, else the inventory's dltestbed_groups (the same on every host that has it),
     else the group named as the role."""
     values = {n: v[GROUPS_VAR] for n, v in raw.items() if v.get(GROUPS_VAR) is not None}
@@ -349,8 +383,9 @@ def _role_groups(raw: dict[str, dict[str, Any]], known: dict[str, list[str]], gi
         first_name, first = next(iter(values.items()))
         other = next((n for n, val in values.items() if val != first), None)
         if other:
-            raise ConfigError(f"{where}: {GROUPS_VAR} differs between hosts {first_name} and {other}; "
-                              "set it once, under all:vars")  # fmt: skip
+            raise ConfigError(
+                f"{where}: {GROUPS_VAR} differs between hosts {first_name} and {other}; set it once, under all:vars"
+            )
         from_inv = _groups_var(first, f"{where}: host {first_name}")
         _check_roles(from_inv, set(known), GROUPS_VAR, where)
     cli = {role: tuple(g) for role, g in given.items()}

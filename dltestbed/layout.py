@@ -31,8 +31,10 @@ def resolve(layout: str, inventory: Inventory) -> list[Placement]:
     in_bm = inventory.role_help("bare_metal")
     if not workers:
         groups = ", ".join(sorted(g for g in inventory.groups if g not in ("all", "ungrouped"))) or "none"
-        raise ConfigError(f"layout {layout} needs hosts in {in_bm}; {where} has none (groups: {groups}; "
-                          "--group bare_metal=GROUP names yours)")  # fmt: skip
+        raise ConfigError(
+            f"layout {layout} needs hosts in {in_bm}; {where} has none (groups: {groups}; "
+            "--group bare_metal=GROUP names yours)"
+        )
     if layout == "single":
         return [Placement(workers[0], workers[0].kinds())]
     if layout == "distributed":

@@ -25,8 +25,9 @@ def beside(path: Path, what: str, timeout: float = WAIT_SECONDS) -> Iterator[Non
     try:
         lock.acquire(timeout=timeout)
     except Timeout:
-        raise DltestbedError(f"another dltestbed process has held {what} for {timeout:.0f} s (lock {lock.lock_file}); "
-                             "is it stuck?") from None  # fmt: skip
+        raise DltestbedError(
+            f"another dltestbed process has held {what} for {timeout:.0f} s (lock {lock.lock_file}); is it stuck?"
+        ) from None
     try:
         yield
     finally:

@@ -62,7 +62,7 @@ def check(setup: Setup) -> Checked:
         check_kind(kind)
     if setup.dataset is not None:
         dataplace.check(setup.dataset, setup.kinds, setup.hosts)
-    limits = {k: v for k, v in setup.container_limits.items() if v is not None}
+    limits: dict[str, Any] = {k: v for k, v in setup.container_limits.items() if v is not None}
     local = setup.hosts == (None,)
     check_limits(limits.get("cpuset"), limits.get("memory"), set(os.sched_getaffinity(0)) if local else None)
     found: dict[tuple[str, str], image.Image | None] = {}
@@ -85,8 +85,12 @@ def check(setup: Setup) -> Checked:
             container = dataclasses.replace(container, options=dataclasses.replace(container.options, **limits))
         vm = None
         if setup.uses_vms:
-            vm = vmready.plan(host, setup.vm_overrides, cvm=bool(GUEST_IMAGE_KINDS & set(setup.kinds)),
-                              guest=guest[0] if guest else None)  # fmt: skip
+            vm = vmready.plan(
+                host,
+                setup.vm_overrides,
+                cvm=bool(GUEST_IMAGE_KINDS & set(setup.kinds)),
+                guest=guest[0] if guest else None,
+            )
             if not vm.settings.image and not guest:
                 guest.append(vm.image)  # type: ignore[arg-type]  # the guest image, found once
         sites.append(Site(host=host, container=container))
@@ -126,7 +130,6 @@ def check_host_values(host: Host, setup: Setup) -> None:
 def check_host_keys(hosts: Sequence[Host | None]) -> None:
     """Every inventory host's SSH key against the recorded ones (at most 16 at once), before anything runs:
     a key that changed since provisioning (or was never recorded) is one line, not a run that fails later."""
-
 
     remote = [h for h in hosts if h is not None]
     if not remote:
@@ -220,8 +223,9 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
             raise ConfigError(f"cbm: {exc}") from None
         img = built(rt, localfacts.flavor())  # this machine's flavour (image build --flavor auto)
         if img is None:
-            raise ConfigError(f"cbm: no {rt} image for this dltestbed build; "
-                              f"run `dltestbed image build --runtime {rt}`")  # fmt: skip
+            raise ConfigError(
+                f"cbm: no {rt} image for this dltestbed build; run `dltestbed image build --runtime {rt}`"
+            )
         return ContainerImage(rt, img.tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
     opts = options_from_vars(host.vars)
     if not host.plays("container_hosts"):
@@ -230,8 +234,9 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
     flavor = host_flavor(host)
     img = built(rt, flavor)
     if img is None:
-        raise ConfigError(f"cbm on {host.name}: no {rt} image of the {flavor} flavour for this dltestbed build here; "
-                          "run `dltestbed provision`")  # fmt: skip
+        raise ConfigError(
+            f"cbm on {host.name}: no {rt} image of the {flavor} flavour for this dltestbed build here; "
+            "run `dltestbed provision`"
+        )
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
     return ContainerImage(rt, img.tag, img.digest, env, opts)
-

@@ -188,11 +188,15 @@ class _Collector:
         images = sum(e.images for e in self.timed)
         seconds = sum(e.seconds for e in self.timed)
         return SummaryEvent(
-            timed_steps=len(self.timed), images=images, timed_seconds=seconds,
+            timed_steps=len(self.timed),
+            images=images,
+            timed_seconds=seconds,
             mean_images_per_sec=sum(e.images_per_sec for e in self.timed) / len(self.timed),
-            images_per_sec=images / seconds, elapsed_seconds=self.timed[-1].t - (self.started or self.timed[0].t),
-            first_step_seconds=0.0, warmup_seconds=0.0,
-        )  # fmt: skip
+            images_per_sec=images / seconds,
+            elapsed_seconds=self.timed[-1].t - (self.started or self.timed[0].t),
+            first_step_seconds=0.0,
+            warmup_seconds=0.0,
+        )
 
 
 def _failure_reason(result: CommandResult | None, col: _Collector) -> str | None:
@@ -239,14 +243,34 @@ def execute(
     observer = observer or NullObserver()
     spec = for_target(spec, target)
     run = RunRecord(
-        id=new_id("r"), bench_id=ctx.bench_id, started_at=now_iso(), scenario=ctx.scenario,
-        target_kind=target.kind, target_name=target.name, host=target.host, machine=target.machine, model=spec.model,
-        data=spec.data, mode=spec.mode, device=spec.device, batch_size=spec.batch_size,
-        image_size=spec.size, warmup=spec.warmup, steps=spec.steps, repetition=ctx.repetition,
-        contention=ctx.contention, role=ctx.role, job_id=ctx.job_id, workers=ctx.workers,
-        worker_index=ctx.worker_index, fingerprint=dict(target.fingerprint()), spec=spec.model_dump(), arm=ctx.arm,
-        math=spec.math if isinstance(spec, WorkloadSpec) else "", xla=isinstance(spec, WorkloadSpec) and spec.xla,
-    )  # fmt: skip
+        id=new_id("r"),
+        bench_id=ctx.bench_id,
+        started_at=now_iso(),
+        scenario=ctx.scenario,
+        target_kind=target.kind,
+        target_name=target.name,
+        host=target.host,
+        machine=target.machine,
+        model=spec.model,
+        data=spec.data,
+        mode=spec.mode,
+        device=spec.device,
+        batch_size=spec.batch_size,
+        image_size=spec.size,
+        warmup=spec.warmup,
+        steps=spec.steps,
+        repetition=ctx.repetition,
+        contention=ctx.contention,
+        role=ctx.role,
+        job_id=ctx.job_id,
+        workers=ctx.workers,
+        worker_index=ctx.worker_index,
+        fingerprint=dict(target.fingerprint()),
+        spec=spec.model_dump(),
+        arm=ctx.arm,
+        math=spec.math if isinstance(spec, WorkloadSpec) else "",
+        xla=isinstance(spec, WorkloadSpec) and spec.xla,
+    )
     log = store.log_dir / f"{run.id}.log"
     run.log_path = str(log)
     store.save_run(run)
@@ -264,8 +288,9 @@ def execute(
     col.launched = time.monotonic()
     try:
         ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run.id}  # a container's labels
-        result = target.run(workload_argv(target, spec), env={**(env or {}), **ids}, timeout=timeout,
-                            on_line=on_line, stderr_log=log)  # fmt: skip
+        result = target.run(
+            workload_argv(target, spec), env={**(env or {}), **ids}, timeout=timeout, on_line=on_line, stderr_log=log
+        )
         reason = _failure_reason(result, col)
     except KeyboardInterrupt:
         if stop is None or not stop.requested:

@@ -28,9 +28,23 @@ from dltestbed.provision import wheelhouse
 from dltestbed.provision.guestimage import install_workload
 from dltestbed.provision.wheelhouse import Wheelhouse
 
-PACKAGES = ("linux-image-amd64", "systemd-sysv", "udev", "dbus", "openssh-server", "python3", "python3-venv",
-            "cloud-init", "cloud-guest-utils", "ifupdown", "iproute2", "kmod", "sudo", "ca-certificates",
-            "python3-cffi-backend")  # debootstrap does not resolve python3-cryptography's virtual cffi API  # fmt: skip
+PACKAGES = (
+    "linux-image-amd64",
+    "systemd-sysv",
+    "udev",
+    "dbus",
+    "openssh-server",
+    "python3",
+    "python3-venv",
+    "cloud-init",
+    "cloud-guest-utils",
+    "ifupdown",
+    "iproute2",
+    "kmod",
+    "sudo",
+    "ca-certificates",
+    "python3-cffi-backend",
+)  # debootstrap does not resolve python3-cryptography's virtual cffi API
 OFFSET = 1024 * 1024  # the partition starts at 1 MiB
 EXTLINUX = """DEFAULT linux
 TIMEOUT 0
@@ -77,24 +91,44 @@ def _build(dest: Path, house: Wheelhouse | None) -> None:
         (root / "etc/fstab").write_text("LABEL=cloudimg-rootfs / ext4 defaults 0 1\n")
         (root / "etc/hostname").write_text("localhost\n")
         (root / "etc/machine-id").write_text("")  # a new one per instance, as in real cloud images
-        (root / "etc/network/interfaces").write_text("auto lo\niface lo inet loopback\n\n"
-                                                     "source /etc/network/interfaces.d/*\n")  # fmt: skip
+        (root / "etc/network/interfaces").write_text(
+            "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n"
+        )
         for key in (root / "etc/ssh").glob("ssh_host_*"):
             key.unlink()  # cloud-init writes the instance's own
         if house is not None:
             install_workload(root, house)
             (root / "opt/dltestbed/venv/dltestbed-manifest.txt").unlink()  # "baked long ago": not this build
-        used = int(subprocess.run(["du", "-sk", str(root)], capture_output=True, text=True, check=True)
-                   .stdout.split()[0])  # fmt: skip
+        used = int(
+            subprocess.run(["du", "-sk", str(root)], capture_output=True, text=True, check=True).stdout.split()[0]
+        )
         size_k = int(used * 1.3) + 512 * 1024
         raw = work / "disk.raw"
         with raw.open("wb") as f:
             f.truncate(OFFSET + size_k * 1024)
-        subprocess.run(["sfdisk", "-q", str(raw)], input=f"start={OFFSET // 512}, type=83, bootable\n", text=True,
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["sfdisk", "-q", str(raw)],
+            input=f"start={OFFSET // 512}, type=83, bootable\n",
+            text=True,
+            check=True,
+            capture_output=True,
+        )
         # syslinux cannot read ext4's 64bit feature
-        _run("mkfs.ext4", "-q", "-F", "-O", "^64bit", "-L", "cloudimg-rootfs", "-E", f"offset={OFFSET}", "-d",
-             str(root), str(raw), f"{size_k}k")  # fmt: skip
+        _run(
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-O",
+            "^64bit",
+            "-L",
+            "cloudimg-rootfs",
+            "-E",
+            f"offset={OFFSET}",
+            "-d",
+            str(root),
+            str(raw),
+            f"{size_k}k",
+        )
         shutil.rmtree(root)
         mnt = work / "mnt"
         mnt.mkdir()

@@ -56,23 +56,52 @@ def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def make_run(**fields: object) -> RunRecord:
     """A RunRecord with plausible defaults (a unique id each call); fields override them."""
     values: dict[str, object] = dict(
-        id=new_id("r"), bench_id="b", started_at="2026-01-01T00:00:00+00:00", scenario="single",
-        target_kind="bm", target_name="local", host="h", model="alexnet", data="synthetic", mode="train",
-        device="auto", batch_size=8, image_size=64, warmup=1, steps=3, repetition=1,
-    )  # fmt: skip
+        id=new_id("r"),
+        bench_id="b",
+        started_at="2026-01-01T00:00:00+00:00",
+        scenario="single",
+        target_kind="bm",
+        target_name="local",
+        host="h",
+        model="alexnet",
+        data="synthetic",
+        mode="train",
+        device="auto",
+        batch_size=8,
+        image_size=64,
+        warmup=1,
+        steps=3,
+        repetition=1,
+    )
     values.update(fields)
     return RunRecord(**values)  # type: ignore[arg-type]
 
 
-ENDLESS = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "100000",
-          "--repeat", "1"]
+ENDLESS = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "2",
+    "--warmup",
+    "1",
+    "--steps",
+    "100000",
+    "--repeat",
+    "1",
+]
 
 
 def start_endless_bench(results: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`dltestbed bench` with a run that would go on for hours, in the background."""
-    return subprocess.Popen([sys.executable, "-m", "dltestbed", "bench", *args, *ENDLESS, "--results", str(results)],
-                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", "bench", *args, *ENDLESS, "--results", str(results)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_steps(results: Path, at_least: int, runs: int = 1, timeout: float = 180) -> bool:

@@ -11,8 +11,14 @@ from typing import Any
 
 H100 = Path(__file__).parent / "data" / "gpu" / "h100"
 # Compute capability by the architecture nvidia-smi names (NVML asks the device; nvidia-smi -q does not print it).
-ARCH_CC = {"Volta": (7, 0), "Turing": (7, 5), "Ampere": (8, 0), "Ada Lovelace": (8, 9), "Hopper": (9, 0),
-           "Blackwell": (10, 0)}  # fmt: skip
+ARCH_CC = {
+    "Volta": (7, 0),
+    "Turing": (7, 5),
+    "Ampere": (8, 0),
+    "Ada Lovelace": (8, 9),
+    "Hopper": (9, 0),
+    "Blackwell": (10, 0),
+}
 
 
 def parse_smi_q(text: str) -> dict[str, Any]:

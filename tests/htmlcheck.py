@@ -15,8 +15,17 @@ from PIL import Image
 
 CHROMIUM = "/usr/bin/chromium"
 # As root Chromium needs --no-sandbox; the rest keep it from reaching for Google's services at start.
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions"]  # fmt: skip
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -65,8 +74,13 @@ def look(html: Path, out_dir: Path, name: str = "report") -> tuple[list[PageSeen
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
             for viewport, mobile in ((DESKTOP, False), (PHONE, True)):
-                ctx = browser.new_context(viewport=viewport, is_mobile=mobile, has_touch=mobile, offline=True,
-                                          device_scale_factor=2 if mobile else 1)  # fmt: skip
+                ctx = browser.new_context(
+                    viewport=viewport,
+                    is_mobile=mobile,
+                    has_touch=mobile,
+                    offline=True,
+                    device_scale_factor=2 if mobile else 1,
+                )
                 page = ctx.new_page()
                 errors: list[str] = []
                 requests: list[str] = []
@@ -85,9 +99,17 @@ def look(html: Path, out_dir: Path, name: str = "report") -> tuple[list[PageSeen
                     natural = img.evaluate("i => [i.complete ? i.naturalWidth : 0, i.naturalHeight]")
                     box = fig.bounding_box() or {"width": 0.0, "height": 0.0}
                     ink, colours = _ink(img.screenshot())
-                    p.figures.append(FigureSeen(fig.get_attribute("data-figure") or "", img.get_attribute("alt") or "",
-                                                fig.locator("figcaption").inner_text(), tuple(natural),
-                                                (box["width"], box["height"]), ink, colours))  # fmt: skip
+                    p.figures.append(
+                        FigureSeen(
+                            fig.get_attribute("data-figure") or "",
+                            img.get_attribute("alt") or "",
+                            fig.locator("figcaption").inner_text(),
+                            tuple(natural),
+                            (box["width"], box["height"]),
+                            ink,
+                            colours,
+                        )
+                    )
                 p.console_errors, p.requests = errors, requests
                 seen.append(p)
                 ctx.close()

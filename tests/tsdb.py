@@ -37,16 +37,28 @@ class VictoriaMetrics:
 
     def env(self, token: str = TOKEN) -> dict[str, str]:
         """The client's environment variables for this server."""
-        return {"INFLUXDB_V2_URL": self.url, "INFLUXDB_V2_ORG": "lab", "INFLUXDB_V2_BUCKET": "bench",
-                "INFLUXDB_V2_TOKEN": token, "INFLUXDB_V2_AUTH_BASIC": "true"}  # fmt: skip
+        return {
+            "INFLUXDB_V2_URL": self.url,
+            "INFLUXDB_V2_ORG": "lab",
+            "INFLUXDB_V2_BUCKET": "bench",
+            "INFLUXDB_V2_TOKEN": token,
+            "INFLUXDB_V2_AUTH_BASIC": "true",
+        }
 
     def start(self) -> None:
         log = (self.root / "server.log").open("ab")
         self.proc = subprocess.Popen(
-            [self.binary, f"-storageDataPath={self.root / 'data'}", f"-httpListenAddr=127.0.0.1:{self.port}",
-             "-envflag.enable", "-loggerLevel=ERROR"],
-            stdout=log, stderr=log, env={**os.environ, "httpAuth_username": USER, "httpAuth_password": PASSWORD},
-        )  # fmt: skip  (the password in the environment, not in the process list the tests check)
+            [
+                self.binary,
+                f"-storageDataPath={self.root / 'data'}",
+                f"-httpListenAddr=127.0.0.1:{self.port}",
+                "-envflag.enable",
+                "-loggerLevel=ERROR",
+            ],
+            stdout=log,
+            stderr=log,
+            env={**os.environ, "httpAuth_username": USER, "httpAuth_password": PASSWORD},
+        )  # (the password in the environment, not in the process list the tests check)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -83,8 +95,12 @@ class VictoriaMetrics:
     def _count(self, bench_id: str) -> dict[str, int]:
         self._get("/internal/force_flush")
         out = {}
-        for measurement, field in (("dltestbed_step", "index"), ("dltestbed_resource", "rss_bytes"),
-                                   ("dltestbed_measure", "value"), ("dltestbed_run", "ok")):  # fmt: skip
+        for measurement, field in (
+            ("dltestbed_step", "index"),
+            ("dltestbed_resource", "rss_bytes"),
+            ("dltestbed_measure", "value"),
+            ("dltestbed_run", "ok"),
+        ):
             text = self._get("/api/v1/export", {"match[]": f'{measurement}_{field}{{bench_id="{bench_id}"}}'})
             out[measurement] = sum(len(json.loads(line)["values"]) for line in text.decode().splitlines() if line)
         return out

@@ -29,5 +29,7 @@ def make(
         raise ConfigError(f"--out {str(out)!r} is not empty; use --force to write into it anyway")
     index = dataset.make(out, classes, images_per_class, size, seed)
     total = sum(os.path.getsize(f) for f in index.files)
-    print(f"wrote {len(index.files)} JPEGs ({total / 1e6:.1f} MB) in {len(index.classes)} classes "
-          f"of {size}x{size} px to {index.root}")  # fmt: skip
+    print(
+        f"wrote {len(index.files)} JPEGs ({total / 1e6:.1f} MB) in {len(index.classes)} classes "
+        f"of {size}x{size} px to {index.root}"
+    )

@@ -78,6 +78,9 @@ def build(
     if existing and out is not None:
         guest.build(house, pod, out)
     what = "up to date" if existing else f"built in {time.monotonic() - t1:.0f} s"
-    typer.echo(f"VM guest image {g.key} ({what}): {g.size_bytes / 1e9:.2f} GB at {g.path}"
-               + (f", copied to {out}" if out else ""), err=True)  # fmt: skip
+    typer.echo(
+        f"VM guest image {g.key} ({what}): {g.size_bytes / 1e9:.2f} GB at {g.path}"
+        + (f", copied to {out}" if out else ""),
+        err=True,
+    )
     typer.echo(str(g.path))

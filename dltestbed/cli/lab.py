@@ -19,25 +19,35 @@ def up(
     subnet: str = typer.Option("10.213.77.0/24", help="Private IPv4 network of the lab's bridge."),
     containers: bool = typer.Option(False, "--containers", help="Hosts are container hosts too (Podman; cbm targets)."),
     vms: bool = typer.Option(
-        False, "--vms", help="Hosts are libvirt hosts too (vm, cvm targets): each one reaches this machine's "
+        False,
+        "--vms",
+        help="Hosts are libvirt hosts too (vm, cvm targets): each one reaches this machine's "
         "libvirtd through its socket, so VMs, pool and network are shared among them.",
     ),
     host_cpus: list[str] | None = typer.Option(
-        None, "--host-cpus", help="N=CPUS: host N (its number or name) and everything it runs use only these "
+        None,
+        "--host-cpus",
+        help="N=CPUS: host N (its number or name) and everything it runs use only these "
         "CPUs, e.g. 4=0 — a host with fewer cores, to rehearse finding a slow node (`report --by-host`). "
         "Repeatable.",
     ),
     bastion: bool = typer.Option(
-        False, "--bastion", help="One more host, NAME-bastion, the only one this machine can reach: the others "
+        False,
+        "--bastion",
+        help="One more host, NAME-bastion, the only one this machine can reach: the others "
         "answer only through it, and the inventory reaches them with a ProxyCommand (a site's jump host).",
     ),
     with_slurm: bool = typer.Option(
-        False, "--slurm", help="A Slurm cluster of the hosts (Debian's slurm-wlm and munge): slurmctld on this "
+        False,
+        "--slurm",
+        help="A Slurm cluster of the hosts (Debian's slurm-wlm and munge): slurmctld on this "
         "machine, the submit host, and a slurmd on each host under its own node name, partition `lab`. Export "
         "the SLURM_CONF line it prints, then `bench --launcher slurm`.",
     ),
     share: list[str] | None = typer.Option(
-        None, "--share", help="A folder of this machine every host sees read-only at the same path, as a "
+        None,
+        "--share",
+        help="A folder of this machine every host sees read-only at the same path, as a "
         "site's shared filesystem (e.g. a venv named by the inventory's dltestbed_venv: nothing to provision). "
         "Repeatable.",
     ),
@@ -58,17 +68,21 @@ def up(
     state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion, with_slurm)
     took = time.monotonic() - t0
     shown = state.hosts if len(state.hosts) <= 8 else [*state.hosts[:3], None, *state.hosts[-2:]]
-    names = ", ".join("…" if h is None else f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")"
-                      for h in shown)  # fmt: skip
+    names = ", ".join(
+        "…" if h is None else f"{h.name} ({h.ip}" + (f", CPUs {h.cpus}" if h.cpus else "") + ")" for h in shown
+    )
     if state.bastion is not None:
         names += f"; reached only through {state.bastion.name} ({state.bastion.ip})"
     typer.echo(f"lab {state.name}: {len(state.hosts)} host(s) up in {took:.1f} s: {names}", err=True)
     if state.slurm:
         from dltestbed.lab import slurm
 
-        typer.echo(f"Slurm cluster dltestbed-{state.name}: slurmctld here, nodes {state.hosts[0].name}.."
-                   f"{state.hosts[-1].name} in partition lab; for Slurm's commands: export "
-                   f"SLURM_CONF={slurm.conf_path(state)}", err=True)  # fmt: skip
+        typer.echo(
+            f"Slurm cluster dltestbed-{state.name}: slurmctld here, nodes {state.hosts[0].name}.."
+            f"{state.hosts[-1].name} in partition lab; for Slurm's commands: export "
+            f"SLURM_CONF={slurm.conf_path(state)}",
+            err=True,
+        )
     typer.echo(str(state.inventory))
 
 
@@ -98,8 +112,14 @@ def status(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
         table.add_column(col)
     cpus = {h.name: h.cpus for h in state.all_hosts}
     for h in hosts:
-        table.add_row(h.name, h.ip, cpus.get(h.name) or "all", "yes" if h.netns else "[red]missing[/]",
-                      "running" if h.sshd else "[red]down[/]", h.ssh or "[red]no answer[/]")  # fmt: skip
+        table.add_row(
+            h.name,
+            h.ip,
+            cpus.get(h.name) or "all",
+            "yes" if h.netns else "[red]missing[/]",
+            "running" if h.sshd else "[red]down[/]",
+            h.ssh or "[red]no answer[/]",
+        )
     Console().print(table)
     typer.echo(f"inventory: {state.inventory}")
     if state.status != "up" or not all(h.ssh for h in hosts):

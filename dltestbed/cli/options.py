@@ -70,8 +70,12 @@ INFLUX = "InfluxDB stream"
 
 
 def influx_url_opt() -> str | None:
-    return typer.Option(None, "--influx-url", help="Stream every step to InfluxDB's v2 write API here "
-                        "(default: $INFLUXDB_V2_URL; unset: no streaming).", rich_help_panel=INFLUX)  # fmt: skip
+    return typer.Option(
+        None,
+        "--influx-url",
+        help="Stream every step to InfluxDB's v2 write API here (default: $INFLUXDB_V2_URL; unset: no streaming).",
+        rich_help_panel=INFLUX,
+    )
 
 
 def influx_org_opt() -> str | None:
@@ -79,19 +83,24 @@ def influx_org_opt() -> str | None:
 
 
 def influx_bucket_opt() -> str | None:
-    return typer.Option(None, "--influx-bucket", help="Bucket (default: $INFLUXDB_V2_BUCKET).",
-                        rich_help_panel=INFLUX)  # fmt: skip
+    return typer.Option(None, "--influx-bucket", help="Bucket (default: $INFLUXDB_V2_BUCKET).", rich_help_panel=INFLUX)
 
 
 def influx_token_opt() -> Path | None:
-    return typer.Option(None, "--influx-token-file", help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
-                        "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
-                        rich_help_panel=INFLUX)  # fmt: skip
+    return typer.Option(
+        None,
+        "--influx-token-file",
+        help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
+        "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
+        rich_help_panel=INFLUX,
+    )
 
 
-GROUP_HELP = ("ROLE=GROUP: your inventory's group(s) that play a role (bare_metal, container_hosts, "
-              "libvirt_hosts), e.g. bare_metal=gpu_nodes; repeatable; default: the inventory's "
-              "dltestbed_groups variable, else the group named as the role.")  # fmt: skip
+GROUP_HELP = (
+    "ROLE=GROUP: your inventory's group(s) that play a role (bare_metal, container_hosts, "
+    "libvirt_hosts), e.g. bare_metal=gpu_nodes; repeatable; default: the inventory's "
+    "dltestbed_groups variable, else the group named as the role."
+)
 
 
 def group_opt() -> list[str] | None:

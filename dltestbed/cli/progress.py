@@ -15,8 +15,10 @@ def label(run: RunRecord) -> str:
     if run.is_probe:
         probes = ",".join(run.spec.get("probes", ()))
         return f"{run.target_kind}:{run.target_name} micro {probes} {run.data} rep {run.repetition}"
-    text = (f"{run.target_kind}:{run.target_name} {run.model} {run.mode} {run.data} "
-            f"{run.image_size}px bs{run.batch_size} rep {run.repetition}")  # fmt: skip
+    text = (
+        f"{run.target_kind}:{run.target_name} {run.model} {run.mode} {run.data} "
+        f"{run.image_size}px bs{run.batch_size} rep {run.repetition}"
+    )
     if run.role == "cotenant":
         return f"co-tenant {text}"
     if run.worker_index is not None:
@@ -54,15 +56,17 @@ class RichObserver:
     def begin(self, run: RunRecord) -> None:
         """A bar for the run, sized warm-up + timed steps."""
         self._tasks[run.id] = self.progress.add_task(
-            escape(label(run)), total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,
+            escape(label(run)),
+            total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,
             phase="start",
             ips="—",
         )
 
     def step(self, run: RunRecord, ev: StepEvent) -> None:
         """Advance the run's bar."""
-        self.progress.update(self._tasks[run.id], completed=ev.index + 1, phase=ev.phase,
-                             ips=f"{ev.images_per_sec:.1f}")  # fmt: skip
+        self.progress.update(
+            self._tasks[run.id], completed=ev.index + 1, phase=ev.phase, ips=f"{ev.images_per_sec:.1f}"
+        )
 
     def end(self, run: RunRecord) -> None:
         """Replace the bar by one line: the result or the reason it failed."""
@@ -70,8 +74,11 @@ class RichObserver:
         if task is not None:
             self.progress.remove_task(task)
         if run.status == "ok" and run.is_probe:
-            self.progress.console.print(f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  "
-                                        f"[dim]{run.id}[/]", highlight=False, soft_wrap=True)  # fmt: skip
+            self.progress.console.print(
+                f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  [dim]{run.id}[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
         elif run.status == "ok":
             self.progress.console.print(
                 f"[green]ok[/]     {escape(label(run))}: {run.images_per_sec:.1f} img/s, "

@@ -35,9 +35,13 @@ def provision(
     state: dict[str, str] = {}
 
     def on_phase(phase: str) -> None:
-        label = {"facts": "gathering facts", "wheelhouse": "building the wheelhouse",
-                 "image": "building the container image", "install": "installing the workload",
-                 "vms": "making the VMs (the guest image is built first when missing)"}[phase]  # fmt: skip
+        label = {
+            "facts": "gathering facts",
+            "wheelhouse": "building the wheelhouse",
+            "image": "building the container image",
+            "install": "installing the workload",
+            "vms": "making the VMs (the guest image is built first when missing)",
+        }[phase]
         console.print(f"[bold]{label}[/]")
 
     def on_event(kind: str, outcome: Any, event: dict[str, Any]) -> None:
@@ -45,9 +49,13 @@ def provision(
             state["task"] = (event.get("event_data") or {}).get("task", "")
         if outcome is None or kind == "runner_on_skipped":
             return
-        mark = {"runner_on_ok": "[yellow]changed[/]" if (event.get("event_data") or {}).get("res", {}).get("changed")
-                else "[green]ok[/]", "runner_on_failed": "[red]failed[/]",
-                "runner_on_unreachable": "[red]unreachable[/]"}.get(kind)  # fmt: skip
+        mark = {
+            "runner_on_ok": "[yellow]changed[/]"
+            if (event.get("event_data") or {}).get("res", {}).get("changed")
+            else "[green]ok[/]",
+            "runner_on_failed": "[red]failed[/]",
+            "runner_on_unreachable": "[red]unreachable[/]",
+        }.get(kind)
         if mark:
             task = escape(state.get("task", ""))
             extra = f": {escape(outcome.message)}" if kind != "runner_on_ok" and outcome.message else ""
@@ -58,18 +66,39 @@ def provision(
 
     from dltestbed.inventory import parse_group_options
 
-    report = run(inventory, layout.value, limit, check, on_event=on_event, on_phase=on_phase, on_notice=on_notice,
-                 groups=parse_group_options(group or []))  # fmt: skip
+    report = run(
+        inventory,
+        layout.value,
+        limit,
+        check,
+        on_event=on_event,
+        on_phase=on_phase,
+        on_notice=on_notice,
+        groups=parse_group_options(group or []),
+    )
     table = Table(title=f"provision {report.id}: layout {report.layout}" + (" (check mode)" if check else ""))
     for col in ("host", "address", "kinds", "python", "os", "TF build", "GPUs", "ok", "changed", "result"):
         table.add_column(col)
     for h in report.hosts:
-        result = {"provisioned": "[green]provisioned[/]", "unchanged": "[green]unchanged[/]",
-                  "checked": "[green]checked[/]"}.get(h.status, f"[red]{h.status}[/]")  # fmt: skip
+        result = {
+            "provisioned": "[green]provisioned[/]",
+            "unchanged": "[green]unchanged[/]",
+            "checked": "[green]checked[/]",
+        }.get(h.status, f"[red]{h.status}[/]")
         if h.reason:
             result += f": {escape(h.reason)}"
-        table.add_row(h.name, h.address, ",".join(h.kinds), h.python or "—", h.os or "—", h.flavor or "—",
-                      str(len(h.gpus)), str(h.ok), str(h.changed), result)  # fmt: skip
+        table.add_row(
+            h.name,
+            h.address,
+            ",".join(h.kinds),
+            h.python or "—",
+            h.os or "—",
+            h.flavor or "—",
+            str(len(h.gpus)),
+            str(h.ok),
+            str(h.changed),
+            result,
+        )
     Console(stderr=True, width=200 if not console.is_terminal else None).print(table)
     for h in report.hosts:
         if h.vm:

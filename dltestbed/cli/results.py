@@ -20,7 +20,8 @@ app = typer.Typer(help="The results store and the time-series server.", no_args_
 @app.command("push")
 def push(
     bench: str | None = typer.Option(
-        None, help="Also (re)send this stored bench's points ('last': the latest bench), e.g. one run without "
+        None,
+        help="Also (re)send this stored bench's points ('last': the latest bench), e.g. one run without "
         "streaming. InfluxDB overwrites a point sent twice.",
     ),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),

@@ -65,15 +65,41 @@ def runs(
         print(json.dumps([r.to_dict() for r in records], indent=2))
         return
     table = Table(title=f"runs in {store.path}")
-    cols = ["id", "started (UTC)", "scenario", "kind", "host", "model", "data", "mode", "batch", "size",
-            "rep", "status", "img/s"]  # fmt: skip
+    cols = [
+        "id",
+        "started (UTC)",
+        "scenario",
+        "kind",
+        "host",
+        "model",
+        "data",
+        "mode",
+        "batch",
+        "size",
+        "rep",
+        "status",
+        "img/s",
+    ]
     for c in cols:
         table.add_column(c, justify="right" if c in ("batch", "size", "rep", "img/s") else "left", no_wrap=True)
     for r in records:
         status = "[green]ok[/]" if r.status == "ok" else f"[red]{r.status}[/]"
         ips = f"{r.images_per_sec:.1f}" if r.images_per_sec is not None else "—"
-        table.add_row(r.id, r.started_at.replace("+00:00", ""), r.scenario, r.target_kind, r.host, r.model,
-                      r.data, r.mode, str(r.batch_size), str(r.image_size), str(r.repetition), status, ips)  # fmt: skip
+        table.add_row(
+            r.id,
+            r.started_at.replace("+00:00", ""),
+            r.scenario,
+            r.target_kind,
+            r.host,
+            r.model,
+            r.data,
+            r.mode,
+            str(r.batch_size),
+            str(r.image_size),
+            str(r.repetition),
+            status,
+            ips,
+        )
     console = Console(width=None if sys.stdout.isatty() else 250, soft_wrap=True, highlight=False)
     console.print(table)
     for r in records:
@@ -83,24 +109,45 @@ def runs(
 
 def report(
     run_ids: list[str] | None = typer.Argument(None, help="Runs to include (default: the latest bench's)."),
-    fmt: FormatOpt | None = typer.Option(None, "--format", help="md (Markdown tables), json, or html (one "
-                                         "self-contained page with the figures). Default: from --out's suffix "
-                                         "(.html, .json), else md."),
+    fmt: FormatOpt | None = typer.Option(
+        None,
+        "--format",
+        help="md (Markdown tables), json, or html (one "
+        "self-contained page with the figures). Default: from --out's suffix "
+        "(.html, .json), else md.",
+    ),
     bench: str | None = typer.Option(None, help="Only this bench's runs (default and 'last': the latest bench)."),
     all_runs: bool = typer.Option(False, "--all", help="Every stored run, of every bench."),
-    equivalence: float | None = typer.Option(None, help="Also judge each layer equivalent to bare metal within "
-                                             "±this % (two one-sided tests), e.g. 2."),
-    compare: tuple[str, str] | None = typer.Option(None, "--compare", metavar="A B", help="Bench B against bench A "
-                                                   "(ids, 'last', 'prev'): per group, the change with its interval "
-                                                   "and verdict, and what changed in the environment."),
-    out: Path | None = typer.Option(None, help="Write the report to this file (e.g. reports/x.html). Markdown "
-                                    "is also printed, and its figures are written as SVG files into x_files/ "
-                                    "beside it; HTML and JSON are only written, and the path is printed."),
-    by_host: bool = typer.Option(False, "--by-host", help="A row per host too: find the node slower than its peers "
-                                 "(VMs and containers count on the machine under them)."),
-    fleet_slowdown: float = typer.Option(FLEET_MIN_SLOWDOWN, metavar="PCT", help="The fleet check flags a host "
-                                         "below its peers' median beyond their spread (leave-one-out median and "
-                                         f"MAD, modified z < -{ROBUST_Z:g}) and by at least this %."),
+    equivalence: float | None = typer.Option(
+        None, help="Also judge each layer equivalent to bare metal within ±this % (two one-sided tests), e.g. 2."
+    ),
+    compare: tuple[str, str] | None = typer.Option(
+        None,
+        "--compare",
+        metavar="A B",
+        help="Bench B against bench A "
+        "(ids, 'last', 'prev'): per group, the change with its interval "
+        "and verdict, and what changed in the environment.",
+    ),
+    out: Path | None = typer.Option(
+        None,
+        help="Write the report to this file (e.g. reports/x.html). Markdown "
+        "is also printed, and its figures are written as SVG files into x_files/ "
+        "beside it; HTML and JSON are only written, and the path is printed.",
+    ),
+    by_host: bool = typer.Option(
+        False,
+        "--by-host",
+        help="A row per host too: find the node slower than its peers "
+        "(VMs and containers count on the machine under them).",
+    ),
+    fleet_slowdown: float = typer.Option(
+        FLEET_MIN_SLOWDOWN,
+        metavar="PCT",
+        help="The fleet check flags a host "
+        "below its peers' median beyond their spread (leave-one-out median and "
+        f"MAD, modified z < -{ROBUST_Z:g}) and by at least this %.",
+    ),
     results: Path | None = typer.Option(None, help=RESULTS_HELP),
 ) -> None:
     """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
@@ -169,8 +216,9 @@ def check_out(out: Path, option: str = "--report") -> None:
         raise ConfigError(f"{option} {str(out)!r}: cannot write there ({exc.strerror or exc})") from None
 
 
-def write_report(store: object, records: list, scope: str, opts: object, out: Path | None,
-                 option: str = "--out") -> tuple[str, str]:  # fmt: skip
+def write_report(
+    store: object, records: list, scope: str, opts: object, out: Path | None, option: str = "--out"
+) -> tuple[str, str]:
     """The report's text, and when `out` is given, the text written there (a Markdown file's figures
     beside it in NAME_files/) and the line that says where it went ("" without `out`)."""
     import dataclasses

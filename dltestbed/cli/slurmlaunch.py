@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
@@ -21,12 +22,29 @@ class SlurmOptions:
     venv: str | None = None
 
 
-def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, kinds: Sequence[str],
-          data_real: bool, data_shared: bool, limit: str | None,
-          inventory: Path | None = None) -> int | None:  # fmt: skip
+def check(
+    opts: SlurmOptions,
+    slurm: bool,
+    scenario: str,
+    workers: int | None,
+    kinds: Sequence[str],
+    data_real: bool,
+    data_shared: bool,
+    limit: str | None,
+    inventory: Path | None = None,
+) -> int | None:
     """The node count the bench asks for (None without --launcher slurm); one line for a bad combination."""
-    given = [flag for flag, v in (("--partition", opts.partition), ("--nodes", opts.nodes), ("--account", opts.account),
-                                  ("--time", opts.time), ("--venv", opts.venv)) if v is not None]  # fmt: skip
+    given = [
+        flag
+        for flag, v in (
+            ("--partition", opts.partition),
+            ("--nodes", opts.nodes),
+            ("--account", opts.account),
+            ("--time", opts.time),
+            ("--venv", opts.venv),
+        )
+        if v is not None
+    ]
     if not slurm:
         if given:
             raise ConfigError(f"{given[0]} goes with --launcher slurm")
@@ -36,17 +54,22 @@ def check(opts: SlurmOptions, slurm: bool, scenario: str, workers: int | None, k
     if opts.venv is not None and not opts.venv.startswith("/"):
         raise ConfigError(f"--venv {opts.venv}: an absolute path on the nodes")
     if limit:
-        raise ConfigError("--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes "
-                          "(--nodes, --partition)")  # fmt: skip
+        raise ConfigError(
+            "--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes (--nodes, --partition)"
+        )
     other = [k for k in kinds if k not in ("auto", "bm", "cbm")]
     if other:
         raise ConfigError(f"--launcher slurm runs bm and cbm on the nodes (VMs are not Slurm's), not {other[0]}")
     if "cbm" in kinds and inventory is None:
-        raise ConfigError("--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
-                          "from --inventory (its container_hosts, where `provision` loaded the image)")  # fmt: skip
+        raise ConfigError(
+            "--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
+            "from --inventory (its container_hosts, where `provision` loaded the image)"
+        )
     if data_real and not data_shared:
-        raise ConfigError("--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
-                          "(the same folder on every node, e.g. a shared filesystem)")  # fmt: skip
+        raise ConfigError(
+            "--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
+            "(the same folder on every node, e.g. a shared filesystem)"
+        )
     if scenario == "shared" and (opts.nodes or 1) > 1:
         raise ConfigError(f"scenario shared runs on one node; --nodes {opts.nodes} given")
     if opts.nodes is not None:
@@ -63,21 +86,26 @@ def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
     return inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
 
 
-INVENTORY_VARS = {"partition": "dltestbed_slurm_partition", "account": "dltestbed_slurm_account",
-                  "time": "dltestbed_slurm_time"}  # fmt: skip
+INVENTORY_VARS = {
+    "partition": "dltestbed_slurm_partition",
+    "account": "dltestbed_slurm_account",
+    "time": "dltestbed_slurm_time",
+}
 
 
 def from_inventory(opts: SlurmOptions, inv: Inventory) -> SlurmOptions:
     """The options the command line left out, from the inventory's dltestbed_slurm_* variables (a site's
     setting: group `all`, so every host has the same value; hosts that disagree are one line)."""
-    found = {}
+    found: dict[str, Any] = {}
     for field, var in INVENTORY_VARS.items():
         if getattr(opts, field) is not None:
             continue
         values = {str(h.vars[var]) for h in inv.hosts.values() if h.vars.get(var) not in (None, "")}
         if len(values) > 1:
-            raise ConfigError(f"inventory {str(inv.path)!r}: {var} differs between hosts ({', '.join(sorted(values))});"
-                              f" set it once, for group all, or give --{field}")
+            raise ConfigError(
+                f"inventory {str(inv.path)!r}: {var} differs between hosts ({', '.join(sorted(values))});"
+                f" set it once, for group all, or give --{field}"
+            )
         if values:
             found[field] = values.pop()
     return replace(opts, **found)
@@ -87,8 +115,10 @@ def container_hosts(inv: Inventory) -> list[Host]:
     """The inventory's container hosts: the nodes cbm may run on under Slurm."""
     hosts = inv.in_role("container_hosts")
     if not hosts:
-        raise ConfigError(f"--launcher slurm --targets cbm: inventory {str(inv.path)!r} has no hosts in "
-                          f"{inv.role_help('container_hosts')}")  # fmt: skip
+        raise ConfigError(
+            f"--launcher slurm --targets cbm: inventory {str(inv.path)!r} has no hosts in "
+            f"{inv.role_help('container_hosts')}"
+        )
     return hosts
 
 

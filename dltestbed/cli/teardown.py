@@ -15,11 +15,14 @@ if TYPE_CHECKING:
 
 def teardown(
     inventory: Path | None = typer.Option(
-        None, help="Also sweep this inventory's hosts: dltestbed's VMs on its libvirt_hosts, its containers on "
+        None,
+        help="Also sweep this inventory's hosts: dltestbed's VMs on its libvirt_hosts, its containers on "
         "its container_hosts (over SSH).",
     ),
     all_owners: bool = typer.Option(
-        False, "--all-owners", help="Remove every dltestbed-* container and VM, also those of other operators "
+        False,
+        "--all-owners",
+        help="Remove every dltestbed-* container and VM, also those of other operators "
         "and of dltestbed versions before owner labels (default: only this installation's).",
     ),
     group: list[str] | None = group_opt(),
@@ -56,8 +59,13 @@ def teardown(
             continue
         from dltestbed.provision.image import runtime_env
 
-        ps = subprocess.run([rt, "ps", "-a", *mine, "--format", "{{.Names}}"],
-                            capture_output=True, text=True, env=runtime_env(rt), timeout=60)  # fmt: skip
+        ps = subprocess.run(
+            [rt, "ps", "-a", *mine, "--format", "{{.Names}}"],
+            capture_output=True,
+            text=True,
+            env=runtime_env(rt),
+            timeout=60,
+        )
         for name in ps.stdout.split() if ps.returncode == 0 else []:
             subprocess.run([rt, "rm", "--force", name], capture_output=True, env=runtime_env(rt), timeout=120)
             removed.append(f"{rt} container {name}")
@@ -115,8 +123,7 @@ def _remote_containers(inventory: Inventory, mine: list[str]) -> list[str]:
         target = SSH(host)
         for rt in ("docker", "podman"):
             names: list[str] = []
-            script = (f"command -v {rt} >/dev/null && {rt} ps -a {shlex.join(mine)} --format '{{{{.Names}}}}' "
-                      "|| true")  # fmt: skip
+            script = f"command -v {rt} >/dev/null && {rt} ps -a {shlex.join(mine)} --format '{{{{.Names}}}}' || true"
             try:
                 target.run(["sh", "-c", script], timeout=60, on_line=names.append)
                 for name in (n.strip() for n in names if n.strip()):

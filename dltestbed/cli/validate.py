@@ -12,8 +12,11 @@ from dltestbed.cli.options import RESULTS_HELP
 
 def validate(
     reference: Path | None = typer.Option(None, help="The reference YAML to judge against (see README: validate)."),
-    init: bool = typer.Option(False, "--init", help="Write a reference from this bench instead (values and "
-                              "tolerances from its measured spread); needs --out."),
+    init: bool = typer.Option(
+        False,
+        "--init",
+        help="Write a reference from this bench instead (values and tolerances from its measured spread); needs --out.",
+    ),
     out: Path | None = typer.Option(None, help="With --init: the reference file to write."),
     bench: str = typer.Option("last", help="The bench to judge (an id, or 'last')."),
     junit: Path | None = typer.Option(None, help="Also write the judgements as JUnit XML here."),

@@ -45,8 +45,20 @@ def _require_root() -> None:
 def proxy_args(lab: LabState) -> str:
     """ssh arguments that reach a host through the lab's bastion (a ProxyCommand, as sites write them)."""
     assert lab.bastion is not None
-    hop = ["ssh", "-i", str(lab.key), "-o", f"UserKnownHostsFile={lab.known_hosts}", "-o",
-           "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-W", "%h:%p", f"root@{lab.bastion.ip}"]  # fmt: skip
+    hop = [
+        "ssh",
+        "-i",
+        str(lab.key),
+        "-o",
+        f"UserKnownHostsFile={lab.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-W",
+        "%h:%p",
+        f"root@{lab.bastion.ip}",
+    ]
     return "-o " + shlex.quote("ProxyCommand=" + shlex.join(hop))
 
 
@@ -80,7 +92,8 @@ def inventory_text(lab: LabState) -> str:
     if lab.bastion is not None:
         children = doc["all"]["children"]
         children["bare_metal"]["vars"] = {
-            "ansible_ssh_common_args": f"{doc['all']['vars']['ansible_ssh_common_args']} {proxy_args(lab)}"}
+            "ansible_ssh_common_args": f"{doc['all']['vars']['ansible_ssh_common_args']} {proxy_args(lab)}"
+        }
         children["bastion"] = {"hosts": {lab.bastion.name: {"ansible_host": lab.bastion.ip}}}
     head = (
         f"# dltestbed lab {lab.name!r}: {len(lab.hosts)} host(s) on this machine (network namespaces with\n"
@@ -95,6 +108,21 @@ def _seen_from(lab: LabState, h: LabHost) -> str | None:
     return lab.bastion.netns if lab.bastion is not None and h is not lab.bastion else None
 
 
+def _same_shape(old: LabState, want: LabState) -> bool:
+    """Whether a recorded lab is the one asked for: subnet, hosts and their CPUs, containers, VMs, shares,
+    bastion and Slurm."""
+    return (
+        old.subnet == want.subnet
+        and len(old.hosts) == len(want.hosts)
+        and old.containers == want.containers
+        and old.vms == want.vms
+        and [h.cpus for h in old.hosts] == [h.cpus for h in want.hosts]
+        and old.shares == want.shares
+        and (old.bastion is None) == (want.bastion is None)
+        and old.slurm == want.slurm
+    )
+
+
 def _healthy(lab: LabState) -> bool:
     ok = lab.status == "up" and all(
         lab_host.still_ours(h.pid, h.dir(lab.dir)) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
@@ -104,8 +132,15 @@ def _healthy(lab: LabState) -> bool:
 
 
 def up(
-    name: str = "lab", hosts: int = 2, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-    cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (), bastion: bool = False, with_slurm: bool = False,
+    name: str = "lab",
+    hosts: int = 2,
+    subnet: str = DEFAULT_SUBNET,
+    containers: bool = False,
+    vms: bool = False,
+    cpus: Mapping[str, str] | None = None,
+    shares: Sequence[str] = (),
+    bastion: bool = False,
+    with_slurm: bool = False,
 ) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
     name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find);
@@ -117,10 +152,7 @@ def up(
     if with_slurm:
         slurm.check_installed()
     old = LabState.load(name)
-    same = old and old.subnet == want.subnet and len(old.hosts) == hosts and old.containers == containers
-    same = same and old.vms == vms and [h.cpus for h in old.hosts] == [h.cpus for h in want.hosts]
-    same = same and old.shares == want.shares and (old.bastion is None) == (want.bastion is None)
-    same = same and old.slurm == want.slurm
+    same = old is not None and _same_shape(old, want)
     if old and same and _healthy(old):
         return old
     down(name)
@@ -187,11 +219,18 @@ def down(name: str = "lab") -> list[str]:
     for ns in sorted(net.namespaces()):
         if ns.startswith(netns_name(name, "")) and ns not in known_ns:
             idx = ns.removeprefix(netns_name(name, ""))
-            hosts.append(LabHost(name=f"{name}-h{idx}", index=int(idx) if idx.isdigit() else 0, ip="",
-                                 netns=ns, veth=veth_name(name, idx)))  # fmt: skip
+            hosts.append(
+                LabHost(
+                    name=f"{name}-h{idx}",
+                    index=int(idx) if idx.isdigit() else 0,
+                    ip="",
+                    netns=ns,
+                    veth=veth_name(name, idx),
+                )
+            )
     # Kill until the namespaces are empty: a process that was being spawned while the first round
     # was killed shows up in the next one, and must not outlive its namespace.
-    first = [h.pid for h in hosts if lab and lab_host.still_ours(h.pid, h.dir(lab.dir))]
+    first = [h.pid for h in hosts if h.pid and lab and lab_host.still_ours(h.pid, h.dir(lab.dir))]
     for _ in range(5):
         pids = sorted({*first, *(p for h in hosts for p in net.pids_in(h.netns))})
         live = [p for p in pids if lab_host.alive(p)]
@@ -236,5 +275,13 @@ def status(name: str = "lab") -> tuple[LabState | None, list[HostStatus]]:
     if lab is None:
         return None, []
     spaces = net.namespaces()
-    return lab, [HostStatus(h.name, h.ip, h.netns in spaces, lab_host.still_ours(h.pid, h.dir(lab.dir)),
-                            lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))) for h in lab.all_hosts]  # fmt: skip
+    return lab, [
+        HostStatus(
+            h.name,
+            h.ip,
+            h.netns in spaces,
+            lab_host.still_ours(h.pid, h.dir(lab.dir)),
+            lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h)),
+        )
+        for h in lab.all_hosts
+    ]

@@ -44,8 +44,11 @@ def keygen(path: Path, comment: str) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-                           check=True, capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                check=True,
+                capture_output=True,
+            )
         except FileNotFoundError:
             raise LabError("ssh-keygen is not installed (apt-get install openssh-client)") from None
     return path.with_suffix(".pub").read_text().strip()
@@ -96,8 +99,10 @@ def _container_setup(d: Path, m: str) -> list[str]:
     cmds = []
     for name, target in (("containers", "/var/lib/containers"), ("docker", "/var/lib/docker")):
         cmds += [f"mkdir -p {q(str(d / name))} {m}{target}", f"mount --bind {q(str(d / name))} {m}{target}"]
-    dockerd = ("dockerd --iptables=false --bridge=none --ip-forward=false --ip-masq=false "
-               ">/var/log/dltestbed-dockerd.log 2>&1 &")  # fmt: skip
+    dockerd = (
+        "dockerd --iptables=false --bridge=none --ip-forward=false --ip-masq=false "
+        ">/var/log/dltestbed-dockerd.log 2>&1 &"
+    )
     cmds.append(f"if [ -x {m}/usr/sbin/dockerd ]; then chroot {m} /bin/sh -c {q(dockerd)}; fi")
     return cmds
 
@@ -105,7 +110,7 @@ def _container_setup(d: Path, m: str) -> list[str]:
 def _cgroup_mounts(merged: str) -> list[str]:
     """Mount commands that give the host this machine's cgroup hierarchies (v1 or v2) at
     /sys/fs/cgroup, as container runtimes need; `ip netns exec` leaves a bare /sys without them."""
-    cmds = []
+    cmds: list[str] = []
     try:
         with open("/proc/self/mounts", encoding="utf-8") as f:
             entries = [line.split()[:4] for line in f]
@@ -128,30 +133,38 @@ def start_script(lab: LabState, host: LabHost) -> str:
     m = shlex.quote(str(d / "merged"))
     q = shlex.quote
     hide = q(str(d / "merged") + str(labs_root()))
-    return "\n".join([
-        "set -e",
-        f"hostname {q(host.name)}",
-        f"mount -t overlay overlay -o lowerdir=/,upperdir={q(str(d / 'upper'))},workdir={q(str(d / 'work'))} {m}",
-        f"mount -t proc proc {m}/proc",
-        f"mount -t sysfs sysfs {m}/sys",
-        *_cgroup_mounts(m),
-        f"mount --rbind /dev {m}/dev",
-        f"mount -t tmpfs -o mode=755 tmpfs {m}/run",
-        f"mkdir -p {m}/run/sshd",
-        f"mount -t tmpfs -o mode=1777,size=4g tmpfs {m}/tmp",
-        f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
-        # shared folders (a site's shared filesystem): this machine's, read-only, at the same path
-        *(cmd for share in lab.shares for cmd in (
-            f"mkdir -p {m}{q(share)}", f"mount --bind {q(share)} {m}{q(share)}",
-            f"mount -o remount,bind,ro {m}{q(share)}")),
-        # container storage cannot live on the overlay: give it a folder of the real filesystem
-        *(_container_setup(d, m) if lab.containers else []),
-        # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
-        *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
-        # a Slurm node: its munged and slurmd (they run in the host's namespaces, and die with them)
-        *(slurm.host_commands(lab, m) if lab.slurm else []),
-        f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "set -e",
+            f"hostname {q(host.name)}",
+            f"mount -t overlay overlay -o lowerdir=/,upperdir={q(str(d / 'upper'))},workdir={q(str(d / 'work'))} {m}",
+            f"mount -t proc proc {m}/proc",
+            f"mount -t sysfs sysfs {m}/sys",
+            *_cgroup_mounts(m),
+            f"mount --rbind /dev {m}/dev",
+            f"mount -t tmpfs -o mode=755 tmpfs {m}/run",
+            f"mkdir -p {m}/run/sshd",
+            f"mount -t tmpfs -o mode=1777,size=4g tmpfs {m}/tmp",
+            f"if [ -d {hide} ]; then mount -t tmpfs -o mode=700,size=1m tmpfs {hide}; fi",  # the lab's keys
+            # shared folders (a site's shared filesystem): this machine's, read-only, at the same path
+            *(
+                cmd
+                for share in lab.shares
+                for cmd in (
+                    f"mkdir -p {m}{q(share)}",
+                    f"mount --bind {q(share)} {m}{q(share)}",
+                    f"mount -o remount,bind,ro {m}{q(share)}",
+                )
+            ),
+            # container storage cannot live on the overlay: give it a folder of the real filesystem
+            *(_container_setup(d, m) if lab.containers else []),
+            # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
+            *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
+            # a Slurm node: its munged and slurmd (they run in the host's namespaces, and die with them)
+            *(slurm.host_commands(lab, m) if lab.slurm else []),
+            f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
+        ]
+    )
 
 
 def start(lab: LabState, host: LabHost) -> int:
@@ -159,8 +172,21 @@ def start(lab: LabState, host: LabHost) -> int:
     if not Path(SSHD).exists():
         raise LabError(f"{SSHD} is missing (apt-get install openssh-server)")
     log = (host.dir(lab.dir) / "sshd.log").open("ab")
-    argv = ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private",
-            "--", "sh", "-c", start_script(lab, host)]  # fmt: skip
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        host.netns,
+        "unshare",
+        "--mount",
+        "--uts",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        start_script(lab, host),
+    ]
     if host.cpus:  # inherited by sshd and all it starts: a host with fewer cores
         argv = ["taskset", "--cpu-list", host.cpus, *argv]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)

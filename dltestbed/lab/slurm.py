@@ -56,7 +56,6 @@ def conf_path(lab: LabState) -> Path:
 def node_cpus(host: LabHost) -> int:
     """The CPUs a node declares: its --host-cpus, else this machine's."""
     if host.cpus:
-
         return len(parse_cpu_list(host.cpus))
     return len(os.sched_getaffinity(0))
 
@@ -117,8 +116,10 @@ def check_port_free() -> None:
         try:
             s.bind(("0.0.0.0", CTL_PORT))
         except OSError:
-            raise LabError(f"--slurm: port {CTL_PORT} (slurmctld) is taken on this machine: another lab with "
-                           "--slurm, or a Slurm controller; `lab down` it first") from None  # fmt: skip
+            raise LabError(
+                f"--slurm: port {CTL_PORT} (slurmctld) is taken on this machine: another lab with "
+                "--slurm, or a Slurm controller; `lab down` it first"
+            ) from None
 
 
 def prepare(lab: LabState) -> None:
@@ -155,9 +156,11 @@ def prepare_host(lab: LabState, upper: Path) -> None:
 def host_commands(lab: LabState, merged: str) -> list[str]:
     """Start-script lines (before its sshd) that start the host's munged, then its slurmd."""
     m, run = merged, munge_dir(lab.name)
-    munged = (f"munged --force --key-file=/etc/munge/munge.key --socket={run}/munge.socket.2 "
-              f"--pid-file={run}/munged.pid --log-file=/var/log/munge/munged.log "
-              "--seed-file=/var/lib/munge/munged.seed")  # fmt: skip
+    munged = (
+        f"munged --force --key-file=/etc/munge/munge.key --socket={run}/munge.socket.2 "
+        f"--pid-file={run}/munged.pid --log-file=/var/log/munge/munged.log "
+        "--seed-file=/var/lib/munge/munged.seed"
+    )
     return [
         f"mkdir -p {m}{run}",
         f"chmod 755 {m}{run}",
@@ -175,17 +178,28 @@ def start_controller(lab: LabState) -> None:
     """This machine's munged (the lab's key and socket) and slurmctld, detached; they die with `lab.down`."""
     d, run = folder(lab), munge_dir(lab.name)
     os.makedirs(run, mode=0o755, exist_ok=True)
-    munged = ["munged", "--force", f"--key-file={d}/munge/munge.key", f"--socket={run}/munge.socket.2",
-              f"--pid-file={run}/munged.pid", f"--log-file={d}/munged.log",
-              f"--seed-file={d}/munge/munged.seed"]  # fmt: skip
+    munged = [
+        "munged",
+        "--force",
+        f"--key-file={d}/munge/munge.key",
+        f"--socket={run}/munge.socket.2",
+        f"--pid-file={run}/munged.pid",
+        f"--log-file={d}/munged.log",
+        f"--seed-file={d}/munge/munged.seed",
+    ]
     done = subprocess.run(munged, capture_output=True, text=True)
     if done.returncode != 0:
         raise LabError(f"lab {lab.name}: munged did not start{_log_tail(d / 'munged.log')}")
     q = shlex.quote
     script = f"hostname {q(controller_name(lab))} && exec slurmctld -D -i -f {q(str(conf_path(lab)))}"
     log = (d / "slurmctld.out").open("ab")
-    subprocess.Popen(["unshare", "--uts", "--", "sh", "-c", script], stdin=subprocess.DEVNULL, stdout=log,
-                     stderr=log, start_new_session=True)  # fmt: skip
+    subprocess.Popen(
+        ["unshare", "--uts", "--", "sh", "-c", script],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     log.close()
 
 
@@ -197,8 +211,9 @@ def env(lab: LabState) -> dict[str, str]:
 def node_states(lab: LabState) -> dict[str, str]:
     """Node → state as `sinfo` reports it (idle, alloc, down*, ...); empty while slurmctld does not answer."""
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=env(lab),
-                             timeout=15)  # fmt: skip
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=env(lab), timeout=15
+        )
     except subprocess.TimeoutExpired:
         return {}
     return parse_sinfo(out.stdout) if out.returncode == 0 else {}
@@ -227,8 +242,10 @@ def wait_ready(lab: LabState, timeout: float = 60.0) -> None:
         raise LabError(f"lab {lab.name}: slurmctld does not answer{_log_tail(folder(lab) / 'slurmctld.log')}")
     bad = next(h for h in lab.hosts if states.get(h.name) != "idle")
     log = bad.dir(lab.dir) / "upper" / "var" / "log" / "slurm" / "slurmd.log"
-    raise LabError(f"lab {lab.name}: Slurm node {bad.name} is {states.get(bad.name, 'unknown')}, not idle, after "
-                   f"{timeout:.0f} s{_log_tail(log)}")  # fmt: skip
+    raise LabError(
+        f"lab {lab.name}: Slurm node {bad.name} is {states.get(bad.name, 'unknown')}, not idle, after "
+        f"{timeout:.0f} s{_log_tail(log)}"
+    )
 
 
 def controller_pids(lab_name: str, lab_dir: Path) -> list[int]:

@@ -116,9 +116,17 @@ class LabState:
         return cls(**raw)
 
 
-def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool = False, vms: bool = False,
-         cpus: Mapping[str, str] | None = None, shares: Sequence[str] = (),
-         bastion: bool = False, slurm: bool = False) -> LabState:  # fmt: skip
+def plan(
+    name: str,
+    hosts: int,
+    subnet: str = DEFAULT_SUBNET,
+    containers: bool = False,
+    vms: bool = False,
+    cpus: Mapping[str, str] | None = None,
+    shares: Sequence[str] = (),
+    bastion: bool = False,
+    slurm: bool = False,
+) -> LabState:
     """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
     CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path;
     `bastion`: one more host, `<name>-bastion`, the only one this machine reaches; `slurm`: a Slurm
@@ -135,26 +143,43 @@ def plan(name: str, hosts: int, subnet: str = DEFAULT_SUBNET, containers: bool =
     if not 1 <= hosts <= max_hosts:
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
     if slurm and bastion:
-        raise ConfigError("--slurm and --bastion: the hosts behind a bastion cannot reach slurmctld on this machine; "
-                          "choose one")
+        raise ConfigError(
+            "--slurm and --bastion: the hosts behind a bastion cannot reach slurmctld on this machine; choose one"
+        )
     base = net.network_address
     state = LabState(
-        name=name, subnet=str(net), bridge=bridge_name(name), bridge_ip=str(base + 1), containers=containers,
-        vms=vms, slurm=slurm,
+        name=name,
+        subnet=str(net),
+        bridge=bridge_name(name),
+        bridge_ip=str(base + 1),
+        containers=containers,
+        vms=vms,
+        slurm=slurm,
     )
     for i in range(1, hosts + 1):
-        state.hosts.append(LabHost(
-            name=f"{name}-h{i}", index=i, ip=str(base + FIRST_HOST_OCTET - 1 + i),
-            netns=netns_name(name, i), veth=veth_name(name, i),
-        ))  # fmt: skip
+        state.hosts.append(
+            LabHost(
+                name=f"{name}-h{i}",
+                index=i,
+                ip=str(base + FIRST_HOST_OCTET - 1 + i),
+                netns=netns_name(name, i),
+                veth=veth_name(name, i),
+            )
+        )
     if bastion:
-        state.bastion = LabHost(name=f"{name}-bastion", index=0, ip=str(base + FIRST_HOST_OCTET - 1),
-                                netns=netns_name(name, 0), veth=veth_name(name, 0))  # fmt: skip
+        state.bastion = LabHost(
+            name=f"{name}-bastion",
+            index=0,
+            ip=str(base + FIRST_HOST_OCTET - 1),
+            netns=netns_name(name, 0),
+            veth=veth_name(name, 0),
+        )
     for key, value in (cpus or {}).items():
         host = next((h for h in state.hosts if key in (h.name, str(h.index))), None)
         if host is None:
-            raise ConfigError(f"--host-cpus {key}={value}: no host {key!r} in a lab of {hosts} "
-                              f"(give 1-{hosts} or a name)")  # fmt: skip
+            raise ConfigError(
+                f"--host-cpus {key}={value}: no host {key!r} in a lab of {hosts} (give 1-{hosts} or a name)"
+            )
         host.cpus = _cpus(key, value)
     state.shares = [_share(p) for p in dict.fromkeys(shares)]
     return state

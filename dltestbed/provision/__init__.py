@@ -101,9 +101,14 @@ def provision(
     root = wheelhouse.source_root()
     run_id = new_id("p")
     private = paths.state_dir() / "provision" / run_id
-    report = ProvisionReport(run_id, layout, str(inv.path), check,
-                             [HostReport(p.host.name, p.host.address, list(p.kinds)) for p in placements],
-                             str(private / "artifacts"))  # fmt: skip
+    report = ProvisionReport(
+        run_id,
+        layout,
+        str(inv.path),
+        check,
+        [HostReport(p.host.name, p.host.address, list(p.kinds)) for p in placements],
+        str(private / "artifacts"),
+    )
     by_name = {h.name: h for h in report.hosts}
     pattern = ",".join(by_name)
     forks = max(1, min(len(by_name), 16))
@@ -118,9 +123,14 @@ def provision(
         out = facts_run.hosts.get(h.name)
         facts = (out.reported.get("dltestbed_facts") if out else None) or {}
         if not out or not out.succeeded or not facts:
-            why = out.message if out and out.message else (
-                f"ansible-playbook {facts_run.status} (rc {facts_run.rc}) before reaching it; "
-                f"see {facts_run.artifacts}/stdout")  # fmt: skip
+            why = (
+                out.message
+                if out and out.message
+                else (
+                    f"ansible-playbook {facts_run.status} (rc {facts_run.rc}) before reaching it; "
+                    f"see {facts_run.artifacts}/stdout"
+                )
+            )
             h.status, h.reason = "failed", why
             continue
         reported[h.name] = facts
@@ -154,8 +164,9 @@ def provision(
         }
         if on_phase:
             on_phase("install")
-        site = run_playbook(root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event,
-                            forks, check)  # fmt: skip
+        site = run_playbook(
+            root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event, forks, check
+        )
         _finish(targets, site, check)
         ready = [h for h in libvirt_hosts if h.status != "failed"]
         if ready and not check:
@@ -225,7 +236,8 @@ def _vms(
         state = f"made: SSH in {rec.ready_seconds} s" if made else "running"
         image_note = f", image {rec.image_name}" if rec.image_name else ""
         h.vm = f"{rec.name} at {rec.address} ({rec.virt_type}{image_note}), {state}" + (
-            ", workload installed" if installed else "")  # fmt: skip
+            ", workload installed" if installed else ""
+        )
         if made or installed:
             h.status, h.changed = "provisioned", h.changed + 1
 

@@ -72,10 +72,18 @@ def run_playbook(
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         runner = ansible_runner.run(
-            private_data_dir=str(private_dir), project_dir=str(project), playbook=playbook,
-            inventory=str(inventory), ident=ident, extravars=extravars, envvars=ansible_env(), forks=forks,
-            quiet=True, event_handler=handler, cmdline="--check --diff" if check else None,
-        )  # fmt: skip
+            private_data_dir=str(private_dir),
+            project_dir=str(project),
+            playbook=playbook,
+            inventory=str(inventory),
+            ident=ident,
+            extravars=extravars,
+            envvars=ansible_env(),
+            forks=forks,
+            quiet=True,
+            event_handler=handler,
+            cmdline="--check --diff" if check else None,
+        )
     finally:
         if threading.current_thread() is threading.main_thread():
             for sig, old in saved.items():

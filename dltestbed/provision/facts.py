@@ -87,5 +87,7 @@ def python_mismatch(facts: dict[str, Any], controller: str) -> str | None:
     host = str(facts.get("python") or "")
     if host == controller:
         return None
-    return (f"the host has Python {host or 'unknown'} and this controller builds wheels for Python {controller}: "
-            f"run dltestbed from a Python {host} venv, or give the host python{controller}")  # fmt: skip
+    return (
+        f"the host has Python {host or 'unknown'} and this controller builds wheels for Python {controller}: "
+        f"run dltestbed from a Python {host} venv, or give the host python{controller}"
+    )

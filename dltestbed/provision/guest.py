@@ -40,8 +40,9 @@ def _controller_python() -> str:
 
 def _check(rec: VMRecord, via: Host | None) -> tuple[str, str]:
     lines: list[str] = []
-    res = guest_ssh(rec, via).run(["sh", "-c", CHECK_SCRIPT.format(venv=shlex.quote(GUEST_VENV))], timeout=120,
-                                     on_line=lines.append)  # fmt: skip
+    res = guest_ssh(rec, via).run(
+        ["sh", "-c", CHECK_SCRIPT.format(venv=shlex.quote(GUEST_VENV))], timeout=120, on_line=lines.append
+    )
     if not res.ok:
         why = " ".join(res.stderr_tail)[-200:]
         raise VMError(f"VM {rec.name}: checking its workload failed ({res.describe()}: {why})")
@@ -52,8 +53,19 @@ def ssh_args(rec: VMRecord, via: Host | None) -> str:
     """ansible_ssh_common_args for the VM: its own host key, strictly; through `via` when remote."""
     opts = ["-o", f"UserKnownHostsFile={rec.known_hosts}", "-o", "StrictHostKeyChecking=yes"]
     if via is not None:
-        proxy = ["ssh", "-W", "%h:%p", "-p", str(via.port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-                 "-o", "UserKnownHostsFile=" + " ".join(str(f) for f in known_hosts_files(via))]  # fmt: skip
+        proxy = [
+            "ssh",
+            "-W",
+            "%h:%p",
+            "-p",
+            str(via.port),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "UserKnownHostsFile=" + " ".join(str(f) for f in known_hosts_files(via)),
+        ]
         if via.key_file:
             proxy += ["-i", str(Path(via.key_file).expanduser())]
         proxy.append(f"{via.user}@{via.address}" if via.user else via.address)
@@ -63,14 +75,20 @@ def ssh_args(rec: VMRecord, via: Host | None) -> str:
 
 def inventory_text(rec: VMRecord, via: Host | None) -> str:
     """A one-host ansible inventory for the VM."""
-    host = {"ansible_host": rec.address, "ansible_port": 22, "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(rec.key_file), "ansible_ssh_common_args": ssh_args(rec, via),
-            "dltestbed_venv": GUEST_VENV}  # fmt: skip
+    host = {
+        "ansible_host": rec.address,
+        "ansible_port": 22,
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(rec.key_file),
+        "ansible_ssh_common_args": ssh_args(rec, via),
+        "dltestbed_venv": GUEST_VENV,
+    }
     return yaml.safe_dump({"all": {"hosts": {rec.name: host}}}, sort_keys=False)
 
 
-def ensure_workload(rec: VMRecord, house: Wheelhouse, via: Host | None = None,
-                    on_notice: Callable[[str], None] | None = None) -> bool:  # fmt: skip
+def ensure_workload(
+    rec: VMRecord, house: Wheelhouse, via: Host | None = None, on_notice: Callable[[str], None] | None = None
+) -> bool:
     """This build's workload in the VM: True when it had to be installed, False when it was there."""
     manifest, python = _check(rec, via)
     if manifest == house.manifest:
@@ -79,9 +97,11 @@ def ensure_workload(rec: VMRecord, house: Wheelhouse, via: Host | None = None,
     if not python:
         raise VMError(f"{what}: its image has no python3, which the workload and ansible need")
     if python != _controller_python():
-        raise VMError(f"{what}: its image has Python {python} and this controller builds wheels for Python "
-                      f"{_controller_python()}; use an image with Python {_controller_python()}, or run dltestbed "
-                      f"from a Python {python} venv")  # fmt: skip
+        raise VMError(
+            f"{what}: its image has Python {python} and this controller builds wheels for Python "
+            f"{_controller_python()}; use an image with Python {_controller_python()}, or run dltestbed "
+            f"from a Python {python} venv"
+        )
     if on_notice:
         on_notice(f"{what}: installing the workload ({'an older one is there' if manifest else 'none there yet'})")
     private = paths.state_dir() / "provision" / new_id("v")
@@ -90,8 +110,15 @@ def ensure_workload(rec: VMRecord, house: Wheelhouse, via: Host | None = None,
     inv.write_text(inventory_text(rec, via))
     inv.chmod(0o600)
     started = time.monotonic()
-    result = run_playbook(source_root() / "playbooks", "site.yml", inv, private, "vm-workload",
-                          site_vars([rec.name], {rec.name: house.flavor}, {house.flavor: house}), forks=1)  # fmt: skip
+    result = run_playbook(
+        source_root() / "playbooks",
+        "site.yml",
+        inv,
+        private,
+        "vm-workload",
+        site_vars([rec.name], {rec.name: house.flavor}, {house.flavor: house}),
+        forks=1,
+    )
     if result.status == "canceled":  # Ctrl-C or SIGTERM reached ansible-runner, which stopped the playbook
         raise KeyboardInterrupt
     out = result.hosts.get(rec.name)

@@ -26,11 +26,23 @@ from dltestbed.provision.image import ImageError
 from dltestbed.provision.wheelhouse import Wheelhouse
 
 GUEST_PACKAGES = (
-    "linux-image-amd64", "systemd-sysv", "udev", "dbus", "openssh-server", "python3", "python3-venv",
-    "iproute2", "kmod", "podman", "numactl",
+    "linux-image-amd64",
+    "systemd-sysv",
+    "udev",
+    "dbus",
+    "openssh-server",
+    "python3",
+    "python3-venv",
+    "iproute2",
+    "kmod",
+    "podman",
+    "numactl",
     # debootstrap does not resolve virtual packages or alternatives: podman's needs, named
-    "netavark", "crun", "conmon", "golang-github-containers-image",
-)  # fmt: skip
+    "netavark",
+    "crun",
+    "conmon",
+    "golang-github-containers-image",
+)
 RECIPE_VERSION = "guest v1"
 HEADROOM_BYTES = 2 * 1024**3  # free space left in the guest's root filesystem
 CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"  # not quiet: the console log shows a failed boot
@@ -114,8 +126,9 @@ class GuestImage:
     @property
     def virtual_size(self) -> int:
         """Bytes the guest sees (qemu-img info)."""
-        proc = subprocess.run(["qemu-img", "info", "--output=json", str(self.disk)], capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            ["qemu-img", "info", "--output=json", str(self.disk)], capture_output=True, text=True, timeout=60
+        )
         if proc.returncode != 0:
             raise ImageError(f"qemu-img info {self.disk}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
         return int(json.loads(proc.stdout)["virtual-size"])
@@ -137,8 +150,18 @@ class GuestImage:
 
 
 def _key(house: Wheelhouse, container: ctr_image.Image) -> str:
-    parts = [RECIPE_VERSION, ctr_image.SUITE, " ".join(GUEST_PACKAGES), SEED_SCRIPT, SEED_UNIT, SSHD_CONF,
-             STORAGE_CONF, CMDLINE, house.manifest, container.digest]  # fmt: skip
+    parts = [
+        RECIPE_VERSION,
+        ctr_image.SUITE,
+        " ".join(GUEST_PACKAGES),
+        SEED_SCRIPT,
+        SEED_UNIT,
+        SSHD_CONF,
+        STORAGE_CONF,
+        CMDLINE,
+        house.manifest,
+        container.digest,
+    ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -167,8 +190,11 @@ def _mounted(root: Path) -> Iterator[None]:
         for src, fstype in (("/proc", "proc"), ("/sys", "sysfs"), ("/dev", None)):
             target = root / src.lstrip("/")
             target.mkdir(exist_ok=True)
-            argv = ["mount", "--bind", src, str(target)] if fstype is None else ["mount", "-t", fstype, fstype,
-                                                                                    str(target)]  # fmt: skip
+            argv = (
+                ["mount", "--bind", src, str(target)]
+                if fstype is None
+                else ["mount", "-t", fstype, fstype, str(target)]
+            )
             _run(argv, f"mount {src} in the guest tree")
             done.append(target)
         yield
@@ -227,25 +253,33 @@ def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
             raise ImageError("the guest tree has no kernel or initrd in /boot (linux-image-amd64 missing?)")
         shutil.copy2(kernel[-1], staged / "vmlinuz")
         shutil.copy2(initrd[-1], staged / "initrd.img")
-        used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True, check=True)
-                   .stdout.split()[0])  # fmt: skip
+        used = int(
+            subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True, check=True).stdout.split()[0]
+        )
         raw = work / "disk.raw"
-        with raw.open("wb") as f:
-            f.truncate(int(used * 1.15) + HEADROOM_BYTES)
+        with raw.open("wb") as disk:
+            disk.truncate(int(used * 1.15) + HEADROOM_BYTES)
         _run(["mkfs.ext4", "-q", "-F", "-L", "dltestbed-root", "-d", str(root), str(raw)], "mkfs.ext4 -d")
         shutil.rmtree(root)
         _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(staged / "disk.qcow2")], "qemu-img convert")
         raw.unlink()
-        img = GuestImage(path=folder, key=key, container_digest=container.digest, container_tag=container.tag,
-                         size_bytes=(staged / "disk.qcow2").stat().st_blocks * 512,
-                         build_seconds=round(time.monotonic() - started, 1))  # fmt: skip
+        img = GuestImage(
+            path=folder,
+            key=key,
+            container_digest=container.digest,
+            container_tag=container.tag,
+            size_bytes=(staged / "disk.qcow2").stat().st_blocks * 512,
+            build_seconds=round(time.monotonic() - started, 1),
+        )
         meta = {k: v for k, v in asdict(img).items() if k != "path"}
         (staged / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
         if folder.exists():
             shutil.rmtree(folder)
         staged.rename(folder)
-    prune([p for p in paths.vm_images_root().iterdir() if p.is_dir() and not p.name.startswith("dltestbed-guest-")],
-          current=folder)  # fmt: skip
+    prune(
+        [p for p in paths.vm_images_root().iterdir() if p.is_dir() and not p.name.startswith("dltestbed-guest-")],
+        current=folder,
+    )
     return img
 
 
@@ -272,10 +306,12 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
     dest = root / "tmp/wheelhouse"
     shutil.copytree(house.path, dest)
     pip = "/opt/dltestbed/venv/bin/pip install -q --no-index --no-compile"
-    script = (f"python3 -m venv /opt/dltestbed/venv && {pip} --find-links /tmp/wheelhouse -r "
-              f"/tmp/wheelhouse/requirements.txt && {pip} --no-deps /tmp/wheelhouse/{house.wheel} "
-              "&& /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop' "
-              "&& cp /tmp/wheelhouse/manifest.txt /opt/dltestbed/venv/dltestbed-manifest.txt")  # fmt: skip
+    script = (
+        f"python3 -m venv /opt/dltestbed/venv && {pip} --find-links /tmp/wheelhouse -r "
+        f"/tmp/wheelhouse/requirements.txt && {pip} --no-deps /tmp/wheelhouse/{house.wheel} "
+        "&& /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop' "
+        "&& cp /tmp/wheelhouse/manifest.txt /opt/dltestbed/venv/dltestbed-manifest.txt"
+    )
     with _mounted(root):
         _run(["chroot", str(root), "/bin/sh", "-c", script], "installing the workload in the guest tree")
     shutil.rmtree(dest)
@@ -287,8 +323,19 @@ def _load_container_image(root: Path, container: ctr_image.Image) -> None:
     storage = root / "var/lib/containers/storage"
     storage.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dlt-") as runroot:  # podman wants a runroot under 50 characters
-        argv = ["podman", "--root", str(storage), "--runroot", runroot, "--storage-driver", "overlay", "load",
-                "-q", "-i", str(archive)]  # fmt: skip
+        argv = [
+            "podman",
+            "--root",
+            str(storage),
+            "--runroot",
+            runroot,
+            "--storage-driver",
+            "overlay",
+            "load",
+            "-q",
+            "-i",
+            str(archive),
+        ]
         _run(argv, "loading the workload image into the guest's Podman", env=ctr_image.runtime_env("podman"))
         subprocess.run(["umount", "-R", str(storage / "overlay")], capture_output=True)  # nothing may stay mounted
     # libpod's database remembers the build's --root and --runroot and would override the guest's own

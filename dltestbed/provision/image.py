@@ -65,8 +65,10 @@ def runtime_env(runtime: str) -> dict[str, str]:
     if runtime == "podman" and "CONTAINERS_CONF" not in env:
         conf = paths.cache_dir() / "containers.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
-                        'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n')  # fmt: skip
+        conf.write_text(
+            '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
+            'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+        )
         env["CONTAINERS_CONF"] = str(conf)
     return env
 
@@ -201,8 +203,10 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         if not _image_id(runtime, base_ref):
             _run([runtime, "import", str(rootfs()), base_ref], runtime, f"{runtime} import of the root filesystem")
     elif not _image_id(runtime, base_ref):
-        raise ImageError(f"base image {base_ref!r} is not in {runtime}'s local store (no registry is used: "
-                         f"load it first, e.g. `{runtime} load -i FILE`)")  # fmt: skip
+        raise ImageError(
+            f"base image {base_ref!r} is not in {runtime}'s local store (no registry is used: "
+            f"load it first, e.g. `{runtime} load -i FILE`)"
+        )
     tag = f"{REPO}:{_inputs(base_ref, house)}"
     with tempfile.TemporaryDirectory(prefix="dltestbed-image-") as tmp:
         ctx = Path(tmp)
@@ -244,11 +248,14 @@ def prune_store(runtime: str, keep: set[str], builds: int = KEEP) -> list[str]:
     dependencies stage it was built on alive for the next build (removing a stage also removes its
     untagged parents that have no other child). An image a container still uses stays: the runtime
     refuses, and that is fine."""
-    tags = [t for t in map(_short, _listed(runtime, REPO, "--format", "{{.Repository}}:{{.Tag}}"))
-            if t.startswith(f"{REPO}:") and t not in keep]  # fmt: skip
+    tags = [
+        t
+        for t in map(_short, _listed(runtime, REPO, "--format", "{{.Repository}}:{{.Tag}}"))
+        if t.startswith(f"{REPO}:") and t not in keep
+    ]
     stages = _listed(runtime, "--filter", "dangling=true", "--filter", f"label={STAGE_LABEL}", "--format", "{{.ID}}")
     removed = []
-    for ref in tags[max(0, builds - len(keep)):] + stages[1:]:
+    for ref in tags[max(0, builds - len(keep)) :] + stages[1:]:
         rmi = subprocess.run([runtime, "rmi", ref], capture_output=True, timeout=300, env=runtime_env(runtime))
         if rmi.returncode == 0:
             removed.append(ref)

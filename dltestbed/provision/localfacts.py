@@ -27,8 +27,9 @@ def pci_gpus(root: Path | None = None) -> list[str]:
     root = root or PCI
     if not root.is_dir():
         return []
-    return sorted(d.name for d in root.iterdir()
-                  if _read(d / "vendor") == NVIDIA_VENDOR and _read(d / "class").startswith("0x03"))  # fmt: skip
+    return sorted(
+        d.name for d in root.iterdir() if _read(d / "vendor") == NVIDIA_VENDOR and _read(d / "class").startswith("0x03")
+    )
 
 
 def gpu_facts(root: Path | None = None) -> dict[str, Any]:

@@ -54,8 +54,14 @@ class VMPlan:
     image: BaseImage
 
 
-def plan(host: Host | None, overrides: Mapping[str, Any] | None = None, *, build: bool = False,
-         cvm: bool = False, guest: guestimage.GuestImage | None = None) -> VMPlan:  # fmt: skip
+def plan(
+    host: Host | None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    build: bool = False,
+    cvm: bool = False,
+    guest: guestimage.GuestImage | None = None,
+) -> VMPlan:
     """Everything cheap about a host's VM, checked before anything is made: the host may hold one, its
     settings are valid, its base image is there (a user's, inspected; or the guest image, `guest` when
     the caller found it already), and cvm is not asked of a user's image."""
@@ -67,10 +73,12 @@ def plan(host: Host | None, overrides: Mapping[str, Any] | None = None, *, build
     else:
         if settings.passthrough:
             where = f"VM on {host.name}" if host else "VM local"
-            raise ConfigError(f"{where}: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA build; "
-                              "dltestbed's guest image is the CPU flavour (no driver), so its runs would use the CPU: "
-                              "give --vm-image a cloud image with the driver (vm-images/README.md); cvm needs "
-                              "dltestbed's guest image, so it has no GPU in this version")  # fmt: skip
+            raise ConfigError(
+                f"{where}: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA build; "
+                "dltestbed's guest image is the CPU flavour (no driver), so its runs would use the CPU: "
+                "give --vm-image a cloud image with the driver (vm-images/README.md); cvm needs "
+                "dltestbed's guest image, so it has no GPU in this version"
+            )
         img = guest or guest_image(build)
     return VMPlan(host, hv, name, settings, img)
 

@@ -114,8 +114,9 @@ class Wheelhouse:
 
 
 def _pip(args: list[str], what: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         last = [line for line in proc.stderr.splitlines() if line.strip() and "WARNING: Location" not in line]
         raise WheelhouseError(f"{what} failed: {last[-1] if last else f'pip exited {proc.returncode}'}")
@@ -173,11 +174,18 @@ def _build(flavor: str, root: Path, reqs: list[str], path: Path) -> Wheelhouse:
             shutil.rmtree(stale)
     tmp.mkdir(parents=True)
     constraints = tmp / "constraints.txt"
-    constraints.write_text("".join(f"{d.metadata['Name']}=={d.version}\n" for d in md.distributions()
-                                   if d.metadata["Name"] and d.metadata["Name"].lower() != "dltestbed"))  # fmt: skip
+    constraints.write_text(
+        "".join(
+            f"{d.metadata['Name']}=={d.version}\n"
+            for d in md.distributions()
+            if d.metadata["Name"] and d.metadata["Name"].lower() != "dltestbed"
+        )
+    )
     _pip(["wheel", "--no-deps", "-q", "-w", str(tmp), str(root)], "building the dltestbed wheel")
-    _pip(["download", "-q", "-d", str(tmp), "--only-binary=:all:", "-c", str(constraints), *reqs],
-         f"downloading {', '.join(reqs)}")  # fmt: skip
+    _pip(
+        ["download", "-q", "-d", str(tmp), "--only-binary=:all:", "-c", str(constraints), *reqs],
+        f"downloading {', '.join(reqs)}",
+    )
     constraints.unlink()
     pins = []
     for whl in sorted(tmp.glob("*.whl")):
@@ -194,8 +202,9 @@ def _build(flavor: str, root: Path, reqs: list[str], path: Path) -> Wheelhouse:
             tar.add(f, arcname=f.name)
     partial_tar.rename(house.archive)
     tmp.rename(path)
-    olds = [p for p in paths.wheelhouse_root().glob(f"{flavor}-py{py}-*")
-            if p.is_dir() and not p.name.endswith(".partial")]  # fmt: skip
+    olds = [
+        p for p in paths.wheelhouse_root().glob(f"{flavor}-py{py}-*") if p.is_dir() and not p.name.endswith(".partial")
+    ]
     for removed in prune(olds, current=path):
         _archive_path(removed).unlink(missing_ok=True)
     return house

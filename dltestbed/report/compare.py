@@ -28,9 +28,15 @@ class Change:
         return asdict(self)
 
 
+def _speeds(runs: Iterable[RunRecord]) -> list[float]:
+    """The images/s of the runs that have one."""
+    return [r.images_per_sec for r in runs if r.images_per_sec is not None]
+
+
 def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Change]:
     """Per group present in both benches: B's throughput against A's, with its interval and verdict,
     and the environment facts that changed (e.g. a driver update). Across effective devices or math: refused."""
+
     def grouped(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord]]:
         out: dict[tuple[Any, ...], list[RunRecord]] = {}
         for r in runs:
@@ -45,8 +51,16 @@ def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Ch
         refused = unlike(a, b, "A", "B", DEVICE_AND_MATH)
         eff = None
         if refused is None and len(a) >= 2 and len(b) >= 2:
-            eff = welch([r.images_per_sec for r in a], [r.images_per_sec for r in b])  # type: ignore[misc]
+            eff = welch(_speeds(a), _speeds(b))
         words = refused or (verdict(eff) if eff else "too few runs for an interval (2 per bench)")
-        out.append(Change(dict(zip(GROUP_FIELDS, key, strict=True)), Spread.of([r.images_per_sec for r in a]),  # type: ignore[misc]
-                          Spread.of([r.images_per_sec for r in b]), eff, words, env_diff(a, b)))  # type: ignore[misc]  # fmt: skip
+        out.append(
+            Change(
+                dict(zip(GROUP_FIELDS, key, strict=True)),
+                Spread.of(_speeds(a)),
+                Spread.of(_speeds(b)),
+                eff,
+                words,
+                env_diff(a, b),
+            )
+        )
     return out

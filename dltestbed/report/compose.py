@@ -44,8 +44,9 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
     draw = opts.fmt == "html" or (opts.fmt == "md" and opts.figures_dir is not None)
     probes = [r for r in records if r.is_probe]
     records = [r for r in records if not r.is_probe]
-    cases, skipped = micro.summarise(probes, {r.id: store.measures(r.id) for r in probes},
-                                     {r.id: store.skips(r.id) for r in probes})  # fmt: skip
+    cases, skipped = micro.summarise(
+        probes, {r.id: store.measures(r.id) for r in probes}, {r.id: store.skips(r.id) for r in probes}
+    )
     steps = {r.id: store.steps(r.id) for r in records}
     timed = {rid: [s.images_per_sec for s in ss if s.phase == "timed"] for rid, ss in steps.items()}
     groups = stats.summarise(records, by_host=opts.by_host, equivalence=opts.equivalence)
@@ -55,11 +56,19 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
     dist, shared = jobs.distributed(records), jobs.shared(records)
     steady = fleet.steady(records, timed)
     if opts.fmt == "json":
-        text = render.as_json(groups, dist, shared, scope=scope, fleet=flags,
-                              steady=[{"run": r.id, "flags": w} for r, w in steady],
-                              micro={"cases": [c.to_dict() for c in cases],
-                                     "skipped": [s.__dict__ for s in skipped]},
-                              fleet_slowdown=opts.fleet_slowdown) + "\n"  # fmt: skip
+        text = (
+            render.as_json(
+                groups,
+                dist,
+                shared,
+                scope=scope,
+                fleet=flags,
+                steady=[{"run": r.id, "flags": w} for r, w in steady],
+                micro={"cases": [c.to_dict() for c in cases], "skipped": [s.__dict__ for s in skipped]},
+                fleet_slowdown=opts.fleet_slowdown,
+            )
+            + "\n"
+        )
         return Report(text)
     title = f"dltestbed report: {scope}"
     plots: list[Plot] = []
@@ -67,13 +76,21 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
         from dltestbed.report import figures  # matplotlib: only for reports that draw
 
         resources = {r.id: store.resources(r.id) for r in records}
-        plots = figures.build(groups, records, steps, resources, steady, dist, shared, host_groups, flags, cases,
-                              opts.fleet_slowdown)
-    args = dict(title=title, dist=dist, shared=shared, equivalence=opts.equivalence, fleet_flags=flags,
-                fleet_compared=compared, fleet_slowdown=opts.fleet_slowdown, steady_flags=steady,
-                micro_lines=micro.markdown(cases, skipped, groups))  # fmt: skip
+        plots = figures.build(
+            groups, records, steps, resources, steady, dist, shared, host_groups, flags, cases, opts.fleet_slowdown
+        )
+    args = dict(
+        title=title,
+        dist=dist,
+        shared=shared,
+        equivalence=opts.equivalence,
+        fleet_flags=flags,
+        fleet_compared=compared,
+        fleet_slowdown=opts.fleet_slowdown,
+        steady_flags=steady,
+        micro_lines=micro.markdown(cases, skipped, groups),
+    )
     if opts.fmt == "html":
-
         refs = _refs(plots, lambda p: f"{html.FIGURE_SRC}{p.name}")
         md = render.markdown(groups, figures=refs, captions=False, **args)  # type: ignore[arg-type]
         made = f"{len(records)} run(s); made {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by dltestbed {__version__}"

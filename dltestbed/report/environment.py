@@ -8,24 +8,54 @@ from dataclasses import dataclass
 
 from dltestbed.results.records import RunRecord
 
-ENV_FIELDS = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn", "cuda_runtime", "cudnn",
-              "cublas", "gpu_driver", "gpu_model", "gpu_vbios", "gpu_pcie", "gpu_power_limit", "gpu_ecc", "gpu_mig",
-              "gpu_clocks", "gpu_numa_node", "effective_device", "effective_math", "kernel", "os", "cpu_model",
-              "python", "container_image_digest", "container_limits", "vm_image", "dataset_digest")  # fmt: skip
+ENV_FIELDS = (
+    "tensorflow",
+    "tensorflow_cuda_build",
+    "tensorflow_cuda",
+    "tensorflow_cudnn",
+    "cuda_runtime",
+    "cudnn",
+    "cublas",
+    "gpu_driver",
+    "gpu_model",
+    "gpu_vbios",
+    "gpu_pcie",
+    "gpu_power_limit",
+    "gpu_ecc",
+    "gpu_mig",
+    "gpu_clocks",
+    "gpu_numa_node",
+    "effective_device",
+    "effective_math",
+    "kernel",
+    "os",
+    "cpu_model",
+    "python",
+    "container_image_digest",
+    "container_limits",
+    "vm_image",
+    "dataset_digest",
+)
 # What each GPU fact of the environment shows of a GPU's NVML facts (workload/gpu.py), one value per GPU.
 GPU_FIELDS = {
     "gpu_vbios": lambda g: g.get("vbios"),
-    "gpu_pcie": lambda g: g.get("pcie_gen") and f"Gen{g['pcie_gen']} x{g.get('pcie_width')} (max "
-                          f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')})",
+    "gpu_pcie": lambda g: (
+        g.get("pcie_gen")
+        and f"Gen{g['pcie_gen']} x{g.get('pcie_width')} (max Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')})"
+    ),
     "gpu_power_limit": lambda g: g.get("power_limit_watts") and f"{g['power_limit_watts']:g} W",
     "gpu_ecc": lambda g: g.get("ecc"),
     "gpu_mig": lambda g: g.get("mig"),
-    "gpu_clocks": lambda g: g.get("sm_clock_app_mhz") and f"SM {g['sm_clock_app_mhz']} / memory "
-                            f"{g.get('mem_clock_app_mhz')} MHz (max {g.get('sm_clock_max_mhz')} / "
-                            f"{g.get('mem_clock_max_mhz')})",
-    "gpu_numa_node": lambda g: "pci_bus_id" in g and "uuid" in g and
-                               (str(g["numa_node"]) if g.get("numa_node") is not None else "unknown"),
-}  # fmt: skip
+    "gpu_clocks": lambda g: (
+        g.get("sm_clock_app_mhz")
+        and f"SM {g['sm_clock_app_mhz']} / memory "
+        f"{g.get('mem_clock_app_mhz')} MHz (max {g.get('sm_clock_max_mhz')} / "
+        f"{g.get('mem_clock_max_mhz')})"
+    ),
+    "gpu_numa_node": lambda g: (
+        "pci_bus_id" in g and "uuid" in g and (str(g["numa_node"]) if g.get("numa_node") is not None else "unknown")
+    ),
+}
 
 
 def environment(run: RunRecord) -> dict[str, str]:
@@ -90,8 +120,9 @@ def env_diff(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str = "A", 
     return lines
 
 
-def _sides(a: Sequence[RunRecord], b: Sequence[RunRecord],
-           what: Callable[[RunRecord], str]) -> tuple[list[str], list[str]] | None:  # fmt: skip
+def _sides(
+    a: Sequence[RunRecord], b: Sequence[RunRecord], what: Callable[[RunRecord], str]
+) -> tuple[list[str], list[str]] | None:
     """What each set of runs (those whose workload reported its TensorFlow) shows of `what`, when both show
     something and it differs; None otherwise."""
     va = sorted({what(r) for r in a if "tensorflow" in r.fingerprint})
@@ -125,14 +156,20 @@ class Unlike:
     across: str  # "devices"
 
 
-DEVICE_AND_MATH = (Unlike(effective_device, "ran", "on", "/", "devices"),
-                   Unlike(effective_math, "computed", "in", "/", "math modes"))  # fmt: skip
-LIKE_FOR_LIKE = (*DEVICE_AND_MATH, Unlike(tf_build, "ran", "", " / ", "TensorFlow builds"),
-                 Unlike(dataset_of, "read", "", " / ", "datasets"))  # fmt: skip
+DEVICE_AND_MATH = (
+    Unlike(effective_device, "ran", "on", "/", "devices"),
+    Unlike(effective_math, "computed", "in", "/", "math modes"),
+)
+LIKE_FOR_LIKE = (
+    *DEVICE_AND_MATH,
+    Unlike(tf_build, "ran", "", " / ", "TensorFlow builds"),
+    Unlike(dataset_of, "read", "", " / ", "datasets"),
+)
 
 
-def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str,
-           facts: Sequence[Unlike] = LIKE_FOR_LIKE) -> str | None:  # fmt: skip
+def unlike(
+    a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str, facts: Sequence[Unlike] = LIKE_FOR_LIKE
+) -> str | None:
     """Why a layer's runs cannot be compared with its baseline's, from the first of `facts` they differ in:
     by default another effective device or math, another TensorFlow build (version or CUDA/CPU), or other
     data (another dataset digest); None when they are like for like."""
@@ -140,6 +177,8 @@ def unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: 
         sides = _sides(a, b, fact.what)
         if sides is not None:
             prep = f" {fact.prep}" if fact.prep else ""
-            return (f"refused: {a_name} {fact.verb}{prep} {fact.sep.join(sides[0])}, {b_name}{prep} "
-                    f"{fact.sep.join(sides[1])}; no overhead across {fact.across}")  # fmt: skip
+            return (
+                f"refused: {a_name} {fact.verb}{prep} {fact.sep.join(sides[0])}, {b_name}{prep} "
+                f"{fact.sep.join(sides[1])}; no overhead across {fact.across}"
+            )
     return None

@@ -35,10 +35,21 @@ KIND_COLOURS = {"bm": "#1f77b4", "cbm": "#ff7f0e", "vm": "#2ca02c", "cvm": "#d62
 OTHER_COLOURS = ("#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 FLAG_COLOUR = "#c00000"
 WIDTH_IN = 6.4  # every figure's width: read on a phone it scales down, printed it fits a page
-WORKLOAD_FIELDS = ("model", "batch_size", "image_size", "mode", "data", "device", "scenario", "workers", "contention",
-                   "warmup", "steps")  # fmt: skip
+WORKLOAD_FIELDS = (
+    "model",
+    "batch_size",
+    "image_size",
+    "mode",
+    "data",
+    "device",
+    "scenario",
+    "workers",
+    "contention",
+    "warmup",
+    "steps",
+)
 CHANGE_AXIS_MAX = 100.0  # decomposition: the x axis ends here; a wider interval is cut, its end written beside it
-SVG_RC = {"svg.fonttype": "path", "svg.hashsalt": "dltestbed", "font.size": 9.0}
+SVG_RC: Any = {"svg.fonttype": "path", "svg.hashsalt": "dltestbed", "font.size": 9.0}
 
 
 @dataclass(frozen=True)
@@ -65,9 +76,16 @@ def workload_label(key: Mapping[str, Any], vary: Iterable[str] = ("model", "batc
         v = key[f]
         if (f == "workers" and v == 1) or (f == "contention" and v == "none" and key.get("scenario") != "shared"):
             continue
-        words.append({"batch_size": f"b{v}", "image_size": f"{v}px", "workers": f"{v} workers",
-                      "contention": "alone" if v == "none" else f"with {v}", "warmup": f"{v} warm-up",
-                      "steps": f"{v} steps"}.get(f, str(v)))  # fmt: skip
+        words.append(
+            {
+                "batch_size": f"b{v}",
+                "image_size": f"{v}px",
+                "workers": f"{v} workers",
+                "contention": "alone" if v == "none" else f"with {v}",
+                "warmup": f"{v} warm-up",
+                "steps": f"{v} steps",
+            }.get(f, str(v))
+        )
     return " ".join(words)
 
 
@@ -102,10 +120,10 @@ def throughput(groups: Sequence[GroupStats]) -> Figure | None:
         return None
     workloads: list[tuple[Any, ...]] = []
     layers: list[str] = []
-    for g in fg:
-        w = tuple(g.key[f] for f in COMPARE_FIELDS)
+    for grp in fg:
+        w = tuple(grp.key[f] for f in COMPARE_FIELDS)
         workloads += [w] if w not in workloads else []
-        layers += [layer_label(g.key)] if layer_label(g.key) not in layers else []
+        layers += [layer_label(grp.key)] if layer_label(grp.key) not in layers else []
     vary = varying([dict(zip(COMPARE_FIELDS, w, strict=True)) for w in workloads])
     fig = _figure(3.2 + 0.15 * len(layers))
     ax = fig.add_subplot()
@@ -115,21 +133,22 @@ def throughput(groups: Sequence[GroupStats]) -> Figure | None:
     for li, layer in enumerate(layers):
         xs, ys, lo, hi, notes = [], [], [], [], []
         for wi, w in enumerate(workloads):
-            g = next((g for g in fg if layer_label(g.key) == layer and tuple(g.key[f] for f in COMPARE_FIELDS) == w),
-                     None)  # fmt: skip
-            if g is None:
+            one = next(
+                (c for c in fg if layer_label(c.key) == layer and tuple(c.key[f] for f in COMPARE_FIELDS) == w), None
+            )
+            if one is None:
                 continue
             x = wi - 0.4 + width * (li + 0.5)
-            if g.images_per_sec is None:
+            if one.images_per_sec is None:
                 ax.text(x, 0, " all runs failed", rotation=90, ha="center", va="bottom", fontsize=7, color=FLAG_COLOUR)
                 continue
-            m = g.images_per_sec.mean
-            ci = g.images_per_sec_ci
+            m = one.images_per_sec.mean
+            ci = one.images_per_sec_ci
             xs.append(x)
             ys.append(m)
             lo.append(m - ci[0] if ci else 0.0)
             hi.append(ci[1] - m if ci else 0.0)
-            notes.append((x, ci[1] if ci else m, _bar_note(g)))
+            notes.append((x, ci[1] if ci else m, _bar_note(one)))
         if not xs:
             continue
         ax.bar(xs, ys, width * 0.92, color=colour(layer, palette), label=layer, zorder=2)
@@ -138,8 +157,9 @@ def throughput(groups: Sequence[GroupStats]) -> Figure | None:
             ax.annotate(note, (x, y), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=7)
             top = max(top, y)
     ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels([_wrap(workload_label(dict(zip(COMPARE_FIELDS, w, strict=True)), vary), 14)
-                        for w in workloads], fontsize=8)  # fmt: skip
+    ax.set_xticklabels(
+        [_wrap(workload_label(dict(zip(COMPARE_FIELDS, w, strict=True)), vary), 14) for w in workloads], fontsize=8
+    )
     ax.set_ylim(0, top * 1.25 if top > 0 else 1)
     ax.set_ylabel("images/sec (timed steps)")
     ax.set_xlabel("workload")
@@ -181,14 +201,29 @@ def overheads(groups: Sequence[GroupStats]) -> Figure | None:
         e = g.effect
         layer = layer_label(g.key)
         n = e.n if e else (g.images_per_sec.n if g.images_per_sec else 0)
-        ax.text(0.01, y + 0.42, f"{layer} · {workload_label(g.key, vary)} (n={n}): {g.verdict or _why_none(g)}",
-                transform=ax.get_yaxis_transform(), fontsize=7, va="top", ha="left",
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1, "alpha": 0.85})  # fmt: skip
+        ax.text(
+            0.01,
+            y + 0.42,
+            f"{layer} · {workload_label(g.key, vary)} (n={n}): {g.verdict or _why_none(g)}",
+            transform=ax.get_yaxis_transform(),
+            fontsize=7,
+            va="top",
+            ha="left",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1, "alpha": 0.85},
+        )
         if e is None:
             continue
         c = colour(layer, palette)
-        ax.errorbar([e.overhead_pct], [y - 0.1], xerr=[[e.overhead_pct - e.lo_pct], [e.hi_pct - e.overhead_pct]],
-                    fmt="o", color=c, ecolor=c, capsize=4, markersize=5)  # fmt: skip
+        ax.errorbar(
+            [e.overhead_pct],
+            [y - 0.1],
+            xerr=[[e.overhead_pct - e.lo_pct], [e.hi_pct - e.overhead_pct]],
+            fmt="o",
+            color=c,
+            ecolor=c,
+            capsize=4,
+            markersize=5,
+        )
         lo_all.append(e.lo_pct)
         hi_all.append(e.hi_pct)
     ax.axvline(0, color="black", linewidth=0.8)
@@ -228,17 +263,36 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
         y = len(rows) - 1 - i
         for lay, e in pts:
             j = layers.index(lay)
-            c = colour(lay, palette)
+            col = colour(lay, palette)
             change, lo, hi = -e.overhead_pct, -e.hi_pct, -e.lo_pct
             yy = y + 0.3 - step * (j + 0.5)
             shown_hi = min(hi, CHANGE_AXIS_MAX)  # a wide interval (few runs) would squeeze every other one
-            ax.errorbar([min(change, CHANGE_AXIS_MAX)], [yy], xerr=[[max(0.0, min(change, CHANGE_AXIS_MAX) - lo)],
-                        [max(0.0, shown_hi - min(change, CHANGE_AXIS_MAX))]], fmt="o", color=c, ecolor=c, capsize=3,
-                        markersize=4, label=f"{lay} (n={e.n})" if lay not in labelled else None)  # fmt: skip
+            ax.errorbar(
+                [min(change, CHANGE_AXIS_MAX)],
+                [yy],
+                xerr=[
+                    [max(0.0, min(change, CHANGE_AXIS_MAX) - lo)],
+                    [max(0.0, shown_hi - min(change, CHANGE_AXIS_MAX))],
+                ],
+                fmt="o",
+                color=col,
+                ecolor=col,
+                capsize=3,
+                markersize=4,
+                label=f"{lay} (n={e.n})" if lay not in labelled else None,
+            )
             labelled.add(lay)
             if hi > CHANGE_AXIS_MAX:
-                ax.annotate(f"→ {hi:+.0f}", (CHANGE_AXIS_MAX, yy), fontsize=6, color=c, va="center", ha="right",
-                            xytext=(0, 5), textcoords="offset points")  # fmt: skip
+                ax.annotate(
+                    f"→ {hi:+.0f}",
+                    (CHANGE_AXIS_MAX, yy),
+                    fontsize=6,
+                    color=col,
+                    va="center",
+                    ha="right",
+                    xytext=(0, 5),
+                    textcoords="offset points",
+                )
             lo_all.append(lo)
             hi_all.append(shown_hi)
     ax.axvline(0, color="black", linewidth=0.8)
@@ -283,8 +337,12 @@ def _by_group(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord
 
 
 def _group_title(r: RunRecord, vary: Sequence[str], n: int) -> str:
-    key = {"target_kind": r.target_kind, "vm_image": r.vm_image, "arm": r.arm,
-           **{f: getattr(r, f) for f in WORKLOAD_FIELDS}}  # fmt: skip
+    key = {
+        "target_kind": r.target_kind,
+        "vm_image": r.vm_image,
+        "arm": r.arm,
+        **{f: getattr(r, f) for f in WORKLOAD_FIELDS},
+    }
     return f"{layer_label(key)} · {workload_label(key, vary)} ({n} run{'s' if n != 1 else ''})"
 
 
@@ -298,8 +356,9 @@ def _grid(panels: int, height: float) -> tuple[Figure, list[Any]]:
     return fig, axes[:panels]
 
 
-def steps(runs: Sequence[RunRecord], steps_by_run: Mapping[str, Sequence[StepEvent]],
-          flagged: Mapping[str, Sequence[str]]) -> Figure | None:  # fmt: skip
+def steps(
+    runs: Sequence[RunRecord], steps_by_run: Mapping[str, Sequence[StepEvent]], flagged: Mapping[str, Sequence[str]]
+) -> Figure | None:
     """Per group, every run's images/sec step by step, in the order they ran: a marker per step (hollow:
     warm-up, untimed), the warm-up shaded, runs with steady-state flags dashed, markers edged red. The x axis counts
     steps, not seconds: a first step of seconds (graph tracing) would squeeze every timed step into a sliver."""
@@ -323,8 +382,15 @@ def steps(runs: Sequence[RunRecord], steps_by_run: Mapping[str, Sequence[StepEve
             (line,) = ax.plot(xs, ys, linestyle="--" if flag else "-", linewidth=1, label=label)
             edge = FLAG_COLOUR if flag else line.get_color()
             ax.plot(xs[~warm], ys[~warm], "o", markersize=3, color=line.get_color(), markeredgecolor=edge)
-            ax.plot(xs[warm], ys[warm], "o", markersize=3, markerfacecolor="white", color=line.get_color(),
-                    markeredgecolor=edge)  # fmt: skip
+            ax.plot(
+                xs[warm],
+                ys[warm],
+                "o",
+                markersize=3,
+                markerfacecolor="white",
+                color=line.get_color(),
+                markeredgecolor=edge,
+            )
         if warm_end > 0:
             ax.axvspan(0.5, warm_end, color="0.85", zorder=0, label="warm-up (untimed)")
         ax.set_ylim(bottom=0)
@@ -343,8 +409,7 @@ def _gib(values: np.ndarray) -> np.ndarray:
     return values / 2**30
 
 
-def _profile(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                      np.ndarray]:  # fmt: skip
+def _profile(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Runs' samples on one grid of the sampling interval, each run only within its own samples (linear
     between two samples, nothing beyond its last): (grid, mean, min, max) across runs at each point."""
     gaps = [float(np.median(np.diff(t))) for t, _ in series if len(t) > 1]
@@ -375,8 +440,11 @@ def gpu_memory_row(samples: Sequence[ResourceEvent]) -> Row | None:
     return None
 
 
-def memory(runs: Sequence[RunRecord], resources_by_run: Mapping[str, Sequence[ResourceEvent]],
-           steps_by_run: Mapping[str, Sequence[StepEvent]]) -> list[tuple[str, Figure]]:  # fmt: skip
+def memory(
+    runs: Sequence[RunRecord],
+    resources_by_run: Mapping[str, Sequence[ResourceEvent]],
+    steps_by_run: Mapping[str, Sequence[StepEvent]],
+) -> list[tuple[str, Figure]]:
     """Per workload, one panel per layer: the workload process's host memory (RSS) over the run, mean
     line and min–max band across repetitions; a second row with GPU memory in use where samples hold
     GPUs (the HPEC'19 profiles). [(workload in words, figure)]."""
@@ -405,8 +473,12 @@ def memory(runs: Sequence[RunRecord], resources_by_run: Mapping[str, Sequence[Re
                     samples = resources_by_run[r.id]
                     st = steps_by_run.get(r.id) or []
                     t0 = min([samples[0].t, *([st[0].t - st[0].seconds] if st else [])])
-                    series.append((np.array([s.t - t0 for s in samples]), _gib(np.array([value(s) for s in samples],
-                                                                                        dtype=float))))  # fmt: skip
+                    series.append(
+                        (
+                            np.array([s.t - t0 for s in samples]),
+                            _gib(np.array([value(s) for s in samples], dtype=float)),
+                        )
+                    )
                 grid, mean, lo, hi = _profile(series)
                 ax = axes[row][col]
                 c = colour(layer, palette)
@@ -448,8 +520,14 @@ def distributed(dist: Sequence[DistributedStats]) -> Figure | None:
             ax_t.errorbar(x, t.mean, yerr=[[t.mean - t.min], [t.max - t.mean]], fmt="none", ecolor="black", capsize=3)
             ax_t.annotate(f"n={t.n}", (x, t.max), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=7)
         if one is not None:
-            ax_t.plot([x - 0.3, x + 0.3], [one.mean * d.workers] * 2, color="black", linestyle="--", linewidth=1,
-                      label="workers × one alone" if x == 0 else None)  # fmt: skip
+            ax_t.plot(
+                [x - 0.3, x + 0.3],
+                [one.mean * d.workers] * 2,
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label="workers × one alone" if x == 0 else None,
+            )
         if e is not None:
             ax_e.bar(x, e.mean, 0.6, color=c, zorder=2)
             ax_e.errorbar(x, e.mean, yerr=[[e.mean - e.min], [e.max - e.mean]], fmt="none", ecolor="black", capsize=3)
@@ -481,21 +559,36 @@ def shared(pairs: Sequence[SharedStats]) -> Figure | None:
     vary = varying([s.key for s in pairs])
     top = 0.0
     for x, sh in enumerate(pairs):
-        for dx, spread, c, name in ((-0.2, sh.alone_images_per_sec, "#4c72b0", "alone"),
-                                    (0.2, sh.shared_images_per_sec, "#dd8452", "with co-tenant")):  # fmt: skip
+        for dx, spread, c, name in (
+            (-0.2, sh.alone_images_per_sec, "#4c72b0", "alone"),
+            (0.2, sh.shared_images_per_sec, "#dd8452", "with co-tenant"),
+        ):
             if spread is None:
                 continue
             ax.bar(x + dx, spread.mean, 0.38, color=c, label=name if x == 0 else None, zorder=2)
-            ax.errorbar(x + dx, spread.mean, yerr=[[spread.mean - spread.min], [spread.max - spread.mean]],
-                        fmt="none", ecolor="black", capsize=3)  # fmt: skip
+            ax.errorbar(
+                x + dx,
+                spread.mean,
+                yerr=[[spread.mean - spread.min], [spread.max - spread.mean]],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+            )
             top = max(top, spread.max)
         if sh.drop_percent is not None and sh.alone_images_per_sec is not None:
             y = max(s.max for s in (sh.alone_images_per_sec, sh.shared_images_per_sec) if s is not None)
-            ax.annotate(f"drop {sh.drop_percent.mean:.1f} %\n(n={sh.pairs} pair{'s' if sh.pairs != 1 else ''})",
-                        (x, y), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=7)  # fmt: skip
+            ax.annotate(
+                f"drop {sh.drop_percent.mean:.1f} %\n(n={sh.pairs} pair{'s' if sh.pairs != 1 else ''})",
+                (x, y),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
     ax.set_xticks(range(len(pairs)))
-    ax.set_xticklabels([f"{s.key['target_kind']} · {workload_label(s.key, vary)}\nco-tenant {s.contention}"
-                        for s in pairs], fontsize=7)  # fmt: skip
+    ax.set_xticklabels(
+        [f"{s.key['target_kind']} · {workload_label(s.key, vary)}\nco-tenant {s.contention}" for s in pairs], fontsize=7
+    )
     ax.set_ylim(0, top * 1.3 if top else 1)
     ax.set_ylabel("foreground images/sec (timed steps)")
     ax.set_title("Shared: the foreground alone and with a co-tenant (whiskers: min–max)")
@@ -525,13 +618,24 @@ def fleet(host_groups: Sequence[GroupStats], flags: Sequence[FleetFlag]) -> Figu
         for x, g in enumerate(gs):
             f = flagged.get((str(g.key["host"]), rest))
             c = FLAG_COLOUR if f else "#1f77b4"
-            m = g.images_per_sec.mean  # type: ignore[union-attr]
+            ips = g.images_per_sec
+            if ips is None:
+                continue
+            m = ips.mean
             ci = g.images_per_sec_ci
-            ax.errorbar([x], [m], yerr=[[m - ci[0]], [ci[1] - m]] if ci else None, fmt="s" if f else "o", color=c,
-                        capsize=3)  # fmt: skip
-            note = f"n={g.images_per_sec.n}" + (f"\noutlier, z={f.robust_z:.1f}" if f else "")
-            ax.annotate(note, (x, ci[1] if ci else m), xytext=(0, 3), textcoords="offset points", ha="center",
-                        fontsize=6, color=c)  # fmt: skip
+            ax.errorbar(
+                [x], [m], yerr=[[m - ci[0]], [ci[1] - m]] if ci else None, fmt="s" if f else "o", color=c, capsize=3
+            )
+            note = f"n={ips.n}" + (f"\noutlier, z={f.robust_z:.1f}" if f else "")
+            ax.annotate(
+                note,
+                (x, ci[1] if ci else m),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                fontsize=6,
+                color=c,
+            )
         ax.axhline(float(np.median(ys)), color="black", linestyle="--", linewidth=0.8, label="hosts' median")
         ax.set_xticks(range(len(gs)))
         ax.set_xticklabels([str(g.key["host"]) for g in gs], rotation=45 if len(gs) > 6 else 0, fontsize=7)
@@ -581,32 +685,64 @@ def build(
         plots.append(Plot(name, section, title, caption, svg(fig)))
 
     with rc_context(SVG_RC):
-        add("throughput", "throughput", throughput(groups),
+        add(
+            "throughput",
+            "throughput",
+            throughput(groups),
             f"Bars: mean images/sec over each group's ok runs (n above each bar); error bars: {CONFIDENCE:.0%} "
-            f"{MEAN_T} (none below 2 runs). Above each layer's bar: its verdict against bare metal.")
-        add("overhead", "overhead", overheads(groups),
+            f"{MEAN_T} (none below 2 runs). Above each layer's bar: its verdict against bare metal.",
+        )
+        add(
+            "overhead",
+            "overhead",
+            overheads(groups),
             f"Points: each layer's overhead against bare metal; lines: its {CONFIDENCE:.0%} interval (paired t on "
             "log ratios, or Welch t where runs do not pair). A difference is called real only when the line "
-            "misses 0.")
-        add("decomposition", "decomposition", decomposition(cases, groups),
+            "misses 0.",
+        )
+        add(
+            "decomposition",
+            "decomposition",
+            decomposition(cases, groups),
             f"Each layer's change against bare metal for each model's images/sec and each probe's headline case; "
             f"lines: {CONFIDENCE:.0%} intervals (paired t on log ratios, or Welch where runs do not pair); n: the "
-            "pairs or the smaller group. Left of 0: the layer gives less of that resource.")
-        add("steps", "steps", steps(runs, steps_by_run, flagged),
+            "pairs or the smaller group. Left of 0: the layer gives less of that resource.",
+        )
+        add(
+            "steps",
+            "steps",
+            steps(runs, steps_by_run, flagged),
             f"Every step of {n_runs} run(s) as measured, no smoothing: filled markers timed, hollow warm-up (shaded, "
-            "untimed). Dashed, markers edged red: runs the steady-state check flagged (see Steady state).")
+            "untimed). Dashed, markers edged red: runs the steady-state check flagged (see Steady state).",
+        )
         for i, (label, fig) in enumerate(memory(runs, resources_by_run, steps_by_run)):
-            add(f"memory-{i + 1}", "memory", fig,
+            add(
+                f"memory-{i + 1}",
+                "memory",
+                fig,
                 f"{label}: the workload process's resident memory (and GPU memory in use, where there are GPUs) "
                 "sampled during each run; line: mean across repetitions, band: min–max, each run linear between "
-                "its samples and never beyond its last.")
-        add("distributed", "distributed", distributed(dist),
+                "its samples and never beyond its last.",
+            )
+        add(
+            "distributed",
+            "distributed",
+            distributed(dist),
             "Total: the sum of the workers' own measured images/sec per job; dashed: workers × one worker alone "
-            "(linear scaling). Efficiency: total ÷ that. Whiskers: min–max over jobs; n: jobs.")
-        add("shared", "shared", shared(pairs),
+            "(linear scaling). Efficiency: total ÷ that. Whiskers: min–max over jobs; n: jobs.",
+        )
+        add(
+            "shared",
+            "shared",
+            shared(pairs),
             "The foreground's images/sec alone and beside its co-tenant in the same repetition; drop: mean over "
-            "pairs. Whiskers: min–max.")
-        add("fleet", "fleet", fleet(host_groups, fleet_flags),
+            "pairs. Whiskers: min–max.",
+        )
+        add(
+            "fleet",
+            "fleet",
+            fleet(host_groups, fleet_flags),
             f"Each host's mean images/sec with its {CONFIDENCE:.0%} {MEAN_T}; dashed: the hosts' median. Red: "
-            f"flagged, because {fleet_rule(fleet_slowdown)}.")
+            f"flagged, because {fleet_rule(fleet_slowdown)}.",
+        )
     return plots

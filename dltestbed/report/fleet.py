@@ -32,13 +32,16 @@ class FleetFlag:
 
 def rule(min_slowdown: float = FLEET_MIN_SLOWDOWN) -> str:
     """Why a host is flagged, in words (the report's text and the figure's caption say "… when <this>")."""
-    return (f"its mean images/sec lies below its peers' median (the other hosts') by more "
-            f"than {ROBUST_Z:g} robust standard deviations of the peers (leave-one-out modified z-score from their "
-            f"median absolute deviation) and by at least {min_slowdown:g} %")  # fmt: skip
+    return (
+        f"its mean images/sec lies below its peers' median (the other hosts') by more "
+        f"than {ROBUST_Z:g} robust standard deviations of the peers (leave-one-out modified z-score from their "
+        f"median absolute deviation) and by at least {min_slowdown:g} %"
+    )
 
 
-def fleet(groups: Sequence[GroupStats], threshold: float = ROBUST_Z,
-          min_slowdown: float = FLEET_MIN_SLOWDOWN) -> tuple[list[FleetFlag], int]:  # fmt: skip
+def fleet(
+    groups: Sequence[GroupStats], threshold: float = ROBUST_Z, min_slowdown: float = FLEET_MIN_SLOWDOWN
+) -> tuple[list[FleetFlag], int]:
     """From `summarise(..., by_host=True)`: per kind and workload, each host's mean images/sec against
     its peers' median and MAD (every other host's); the hosts whose modified z-score is below −threshold
     and that are at least `min_slowdown` % below the peers' median (3 or more hosts needed).

@@ -67,9 +67,11 @@ def _slug(text: str, seen: set[str]) -> str:
 
 def _figure_html(plot: Plot) -> str:
     title = html.escape(plot.title)
-    return (f'<figure id="fig-{html.escape(plot.name)}" data-figure="{html.escape(plot.name)}">'
-            f'<img src="{data_uri(plot.svg)}" alt="{title}">'
-            f"<figcaption><strong>{title}.</strong> {html.escape(plot.caption)}</figcaption></figure>\n")  # fmt: skip
+    return (
+        f'<figure id="fig-{html.escape(plot.name)}" data-figure="{html.escape(plot.name)}">'
+        f'<img src="{data_uri(plot.svg)}" alt="{title}">'
+        f"<figcaption><strong>{title}.</strong> {html.escape(plot.caption)}</figcaption></figure>\n"
+    )
 
 
 def _blocks(tokens: list[Token], plots: Mapping[str, Plot], toc: list[tuple[str, str]]) -> list[Token]:
@@ -83,7 +85,7 @@ def _blocks(tokens: list[Token], plots: Mapping[str, Plot], toc: list[tuple[str,
         if tok.type == "paragraph_open" and i + 2 < len(tokens):
             kids = tokens[i + 1].children or []
             if len(kids) == 1 and kids[0].type == "image" and str(kids[0].attrGet("src")).startswith(FIGURE_SRC):
-                name = str(kids[0].attrGet("src"))[len(FIGURE_SRC):]
+                name = str(kids[0].attrGet("src"))[len(FIGURE_SRC) :]
                 if name not in plots:
                     raise KeyError(f"the report names figure {name!r}, which was not drawn")
                 block = Token("html_block", "", 0)

@@ -135,8 +135,9 @@ def median_interval(values: Sequence[float], conf: float = CONFIDENCE) -> tuple[
     return float(x[k - 1]), float(x[n - k]), float(1 - 2 * st.binom.cdf(k - 1, n, 0.5))
 
 
-def bootstrap_interval(values: Sequence[float], conf: float = CONFIDENCE, resamples: int = 10_000,
-                       seed: int = 0) -> tuple[float, float]:  # fmt: skip
+def bootstrap_interval(
+    values: Sequence[float], conf: float = CONFIDENCE, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, repeatable (fixed seed)."""
     x = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
@@ -153,8 +154,9 @@ def mde_pct(sd_log: float, n: int, conf: float = CONFIDENCE, power: float = POWE
     return to_percent(-delta)
 
 
-def repetitions_needed(sd_log: float, effect_pct: float, conf: float = CONFIDENCE, power: float = POWER,
-                       limit: int = 10_000) -> int | None:  # fmt: skip
+def repetitions_needed(
+    sd_log: float, effect_pct: float, conf: float = CONFIDENCE, power: float = POWER, limit: int = 10_000
+) -> int | None:
     """The fewest paired repetitions that detect a slowdown of effect_pct %; None past `limit`."""
     if sd_log == 0:
         return MIN_N
@@ -177,8 +179,9 @@ def verdict(effect: Effect, power: float = POWER) -> str:
     return f"no difference detectable (smallest detectable: {mde:.1f} % at n = {effect.n})"
 
 
-def tost(baseline: Sequence[float], layer: Sequence[float], margin_pct: float, paired_runs: bool = True,
-         alpha: float = 0.05) -> str:  # fmt: skip
+def tost(
+    baseline: Sequence[float], layer: Sequence[float], margin_pct: float, paired_runs: bool = True, alpha: float = 0.05
+) -> str:
     """Two one-sided tests at level alpha: is the layer within ±margin_pct % of the baseline?
     equivalent: the (1−2α) interval lies inside the margin; not equivalent: the (1−α) interval lies
     wholly outside it; undecided otherwise (more repetitions would decide)."""
@@ -236,13 +239,17 @@ def _z(v: float, med: float, mad: float) -> float:
     return 0.6745 * (v - med) / mad
 
 
-def slow_outliers(values: Mapping[str, float], threshold: float = ROBUST_Z,
-                  min_slowdown: float = FLEET_MIN_SLOWDOWN) -> dict[str, PeerScore]:  # fmt: skip
+def slow_outliers(
+    values: Mapping[str, float], threshold: float = ROBUST_Z, min_slowdown: float = FLEET_MIN_SLOWDOWN
+) -> dict[str, PeerScore]:
     """The names below their peers beyond the peers' spread (leave-one-out modified z < −threshold) and by
     at least `min_slowdown` % of the peers' median (a spread of 0.1 % must not make 1 % an alarm), with
     their scores; needs 3+."""
-    return {k: sc for k, sc in peer_scores(values).items()
-            if sc.z < -threshold and sc.median > 0 and (1 - values[k] / sc.median) * 100 >= min_slowdown}  # fmt: skip
+    return {
+        k: sc
+        for k, sc in peer_scores(values).items()
+        if sc.z < -threshold and sc.median > 0 and (1 - values[k] / sc.median) * 100 >= min_slowdown
+    }
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,18 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             if alone is not None and alone.status == "ok" and alone.images_per_sec:
                 singles.append(alone.images_per_sec)
                 eff.append(total / (n * alone.images_per_sec) * 100.0)
-        out.append(DistributedStats(
-            dict(zip(SPEC_FIELDS, key[:-1], strict=True)), key[-1], len(totals), failed,
-            Spread.of(totals) if totals else None, Spread.of(each) if each else None,  # type: ignore[arg-type]
-            Spread.of(singles) if singles else None, Spread.of(eff) if eff else None,
-        ))  # fmt: skip
+        out.append(
+            DistributedStats(
+                dict(zip(SPEC_FIELDS, key[:-1], strict=True)),
+                key[-1],
+                len(totals),
+                failed,
+                Spread.of(totals) if totals else None,
+                Spread.of(each) if each else None,  # type: ignore[arg-type]
+                Spread.of(singles) if singles else None,
+                Spread.of(eff) if eff else None,
+            )
+        )
     return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.workers))
 
 
@@ -110,16 +117,28 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
         for alone, under, co in items:
             if co is not None and co.status == "ok" and co.images_per_sec:
                 co_list.append(co.images_per_sec)
-            if not (alone and under and alone.status == under.status == "ok" and alone.images_per_sec
-                    and under.images_per_sec is not None):  # fmt: skip
+            if not (
+                alone
+                and under
+                and alone.status == under.status == "ok"
+                and alone.images_per_sec
+                and under.images_per_sec is not None
+            ):
                 failed += 1
                 continue
             a_list.append(alone.images_per_sec)
             s_list.append(under.images_per_sec)
             drops.append(overhead_percent(alone.images_per_sec, under.images_per_sec))
-        out.append(SharedStats(
-            dict(zip(SPEC_FIELDS, key[:-1], strict=True)), key[-1], len(drops), failed,
-            Spread.of(a_list) if a_list else None, Spread.of(s_list) if s_list else None,
-            Spread.of(drops) if drops else None, Spread.of(co_list) if co_list else None,
-        ))  # fmt: skip
+        out.append(
+            SharedStats(
+                dict(zip(SPEC_FIELDS, key[:-1], strict=True)),
+                key[-1],
+                len(drops),
+                failed,
+                Spread.of(a_list) if a_list else None,
+                Spread.of(s_list) if s_list else None,
+                Spread.of(drops) if drops else None,
+                Spread.of(co_list) if co_list else None,
+            )
+        )
     return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.contention))

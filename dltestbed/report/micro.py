@@ -26,9 +26,11 @@ LAYER = ("target_kind", "vm_image", "arm")
 ABOVE_LIMIT = 1.05  # a fraction of the limit beyond the clock's and the datasheet's rounding: the limit is wrong
 KEY = (*LAYER, "scenario", "workers", "device", "scale", "probe", "case", "unit")
 # How tables show a unit: the largest scale the value reaches (a latency: the smallest unit it reaches).
-SCALES = {"FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")),
-          "B/s": ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")),
-          "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))}  # fmt: skip
+SCALES = {
+    "FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")),
+    "B/s": ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")),
+    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")),
+}
 
 
 @dataclass(frozen=True)
@@ -76,22 +78,35 @@ def run_values(measures: Sequence[MeasureEvent]) -> dict[tuple[str, str, str], f
     return {k: statistics.median(v) for k, v in by.items()}
 
 
-def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[MeasureEvent]],
-              skips: Mapping[str, Sequence[SkipEvent]]) -> tuple[list[CaseStats], list[Skipped]]:  # fmt: skip
+def summarise(
+    runs: Sequence[RunRecord], measures: Mapping[str, Sequence[MeasureEvent]], skips: Mapping[str, Sequence[SkipEvent]]
+) -> tuple[list[CaseStats], list[Skipped]]:
     """Per layer and case: the runs' medians summarised, the limit, the change against bare metal's same
     case; and what each layer skipped. Only ok micro runs count."""
     ok = [r for r in runs if r.is_probe and r.status == "ok"]
     values = {r.id: run_values(measures.get(r.id, ())) for r in ok}
     groups: dict[tuple[Any, ...], list[RunRecord]] = {}
     for r in ok:
-        for probe, case, unit in values[r.id]:
-            k = {"target_kind": r.target_kind, "vm_image": r.vm_image, "arm": r.arm, "scenario": r.scenario,
-                 "workers": r.workers, "device": r.device, "scale": r.spec.get("scale", ""), "probe": probe,
-                 "case": case, "unit": unit}  # fmt: skip
-            groups.setdefault(tuple(k[f] for f in KEY), []).append(r)
+        for probe, name, unit in values[r.id]:
+            fields = {
+                "target_kind": r.target_kind,
+                "vm_image": r.vm_image,
+                "arm": r.arm,
+                "scenario": r.scenario,
+                "workers": r.workers,
+                "device": r.device,
+                "scale": r.spec.get("scale", ""),
+                "probe": probe,
+                "case": name,
+                "unit": unit,
+            }
+            groups.setdefault(tuple(fields[f] for f in KEY), []).append(r)
     compare = [f for f in KEY if f not in LAYER]
-    base = {tuple(k[KEY.index(f)] for f in compare): members for k, members in groups.items()
-            if not against_baseline(dict(zip(KEY, k, strict=True)))}  # fmt: skip
+    base = {
+        tuple(k[KEY.index(f)] for f in compare): members
+        for k, members in groups.items()
+        if not against_baseline(dict(zip(KEY, k, strict=True)))
+    }
     out = []
     for k, members in groups.items():
         key = dict(zip(KEY, k, strict=True))
@@ -108,18 +123,37 @@ def summarise(runs: Sequence[RunRecord], measures: Mapping[str, Sequence[Measure
                 why = "too few runs for an interval (2 per side)"
             else:
                 eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
-        out.append(CaseStats(key, len(members), Spread.of(vals), mean_interval(vals), bool(info.get("headline")),
-                             info.get("limit"), str(info.get("limit_source") or ""), str(info.get("note") or ""),
-                             eff, why))  # fmt: skip
+        out.append(
+            CaseStats(
+                key,
+                len(members),
+                Spread.of(vals),
+                mean_interval(vals),
+                bool(info.get("headline")),
+                info.get("limit"),
+                str(info.get("limit_source") or ""),
+                str(info.get("note") or ""),
+                eff,
+                why,
+            )
+        )
     kinds = ["bm", "vm", "cbm", "cvm"]
     order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
-    out.sort(key=lambda c: (PROBES.index(c.key["probe"]) if c.key["probe"] in PROBES else len(PROBES),
-                            order.get((c.key["probe"], c.key["case"]), 1 << 30), c.key["case"],
-                            kinds.index(c.key["target_kind"]) if c.key["target_kind"] in kinds else 9,
-                            c.key["arm"]))  # fmt: skip
+    out.sort(
+        key=lambda c: (
+            PROBES.index(c.key["probe"]) if c.key["probe"] in PROBES else len(PROBES),
+            order.get((c.key["probe"], c.key["case"]), 1 << 30),
+            c.key["case"],
+            kinds.index(c.key["target_kind"]) if c.key["target_kind"] in kinds else 9,
+            c.key["arm"],
+        )
+    )
     out = _copy_ceiling(out)
-    failed = [Skipped(r.target_kind, "all", "", (f"run {r.id} {r.status}: {r.reason}",))
-              for r in runs if r.is_probe and r.status != "ok"]  # fmt: skip
+    failed = [
+        Skipped(r.target_kind, "all", "", (f"run {r.id} {r.status}: {r.reason}",))
+        for r in runs
+        if r.is_probe and r.status != "ok"
+    ]
     return out, _skipped(ok, skips) + failed
 
 
@@ -192,36 +226,61 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
         for layer in layers:
             cells = []
             for m in model_cols:
-                g = next((g for g in models if layer_label(g.key) == layer and g.effect is not None
-                          and f"{g.key['model']} {g.key['mode']}" == m), None)  # fmt: skip
+                g = next(
+                    (
+                        g
+                        for g in models
+                        if layer_label(g.key) == layer
+                        and g.effect is not None
+                        and f"{g.key['model']} {g.key['mode']}" == m
+                    ),
+                    None,
+                )
                 cells.append(change(g.effect) if g and g.effect else "—")
             for p in probes:
                 c = next((c for c in heads if layer_label(c.key) == layer and c.key["probe"] == p), None)
                 cells.append(change(c.effect) if c and c.effect else (c.why_none if c else "—"))
             lines.append(f"| {layer} | " + " | ".join(cells) + " |")
-        lines += ["", "Change against bare metal in % with its 95 % interval (negative: less throughput, FLOP/s or "
-                  "bandwidth than bare metal; n.s.: the interval contains 0). Models: images/sec; probes: the median "
-                  "of each run's timed calls, repetitions compared with bare metal's by paired t on log ratios "
-                  "(Welch when the runs do not pair up)."]  # fmt: skip
+        lines += [
+            "",
+            "Change against bare metal in % with its 95 % interval (negative: less throughput, FLOP/s or "
+            "bandwidth than bare metal; n.s.: the interval contains 0). Models: images/sec; probes: the median "
+            "of each run's timed calls, repetitions compared with bare metal's by paired t on log ratios "
+            "(Welch when the runs do not pair up).",
+        ]
     else:
         lines.append("Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm).")
-    lines += ["", "### Probes", "", "| probe | case | layer | runs | mean | min | max | of limit | change vs bm % | "
-              "method |", "|" + "---|" * 10]  # fmt: skip
+    lines += [
+        "",
+        "### Probes",
+        "",
+        "| probe | case | layer | runs | mean | min | max | of limit | change vs bm % | method |",
+        "|" + "---|" * 10,
+    ]
     above = [c for c in cases if c.fraction is not None and c.fraction > ABOVE_LIMIT]
     for c in cases:
         u = c.key["unit"]
         frac = f"{c.fraction * 100:.0f} %" if c.fraction is not None else "—"
         frac += " (above its limit!)" if c in above else ""
         eff = change(c.effect) if c.effect else (c.why_none or "baseline")
-        lines.append(f"| {c.key['probe']} | {c.key['case']} | {layer_label(c.key)} | {c.runs} | "
-                     f"{show(c.value.mean, u)} | {show(c.value.min, u)} | {show(c.value.max, u)} | {frac} | {eff} | "
-                     f"{c.effect.method if c.effect else '—'} |")  # fmt: skip
+        lines.append(
+            f"| {c.key['probe']} | {c.key['case']} | {layer_label(c.key)} | {c.runs} | "
+            f"{show(c.value.mean, u)} | {show(c.value.min, u)} | {show(c.value.max, u)} | {frac} | {eff} | "
+            f"{c.effect.method if c.effect else '—'} |"
+        )
     if above:
-        lines += ["", "Above its limit: a measure no hardware of this limit can reach. The limit does not fit what ran "
-                  "(before dltestbed named each GEMM's math, a GPU's float32 case ran as TF32, TensorFlow's default on "
-                  "Ampere and later) or the device is not the one the table names: "
-                  + "; ".join(f"{c.key['probe']} {c.key['case']} on {layer_label(c.key)} "
-                              f"{c.fraction * 100:.0f} %" for c in above if c.fraction is not None) + "."]  # fmt: skip
+        lines += [
+            "",
+            "Above its limit: a measure no hardware of this limit can reach. The limit does not fit what ran "
+            "(before dltestbed named each GEMM's math, a GPU's float32 case ran as TF32, TensorFlow's default on "
+            "Ampere and later) or the device is not the one the table names: "
+            + "; ".join(
+                f"{c.key['probe']} {c.key['case']} on {layer_label(c.key)} {c.fraction * 100:.0f} %"
+                for c in above
+                if c.fraction is not None
+            )
+            + ".",
+        ]
     for head, attr in (("Limits", "limit_source"), ("Notes", "note")):
         said: dict[tuple[str, str], list[str]] = {}  # (probe, text) → layers
         for c in cases:
@@ -232,8 +291,13 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
         if said:
             lines += ["", f"{head}:", *[f"- {p} on {', '.join(ls)}: {text}" for (p, text), ls in said.items()]]
     if skipped:
-        lines += ["", "### Skipped probes and failed runs: no number", "", "| layer | probe | case | why |",
-                  "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            "### Skipped probes and failed runs: no number",
+            "",
+            "| layer | probe | case | why |",
+            "|---|---|---|---|",
+        ]
         for s in skipped:
             lines.append(f"| {s.target_kind} | {s.probe} | {s.case or 'all'} | {'; '.join(s.reasons)} |")
     return lines

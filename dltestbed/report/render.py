@@ -53,25 +53,50 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
     rows = [g for g in groups if g.key.get("arm") and g.effect is not None]
     if not rows:
         return []
-    lines = ["", f"## Noise floor: A/A (bare metal twice per repetition), {CONFIDENCE:.0%} intervals", "",
-             "| model | batch | size | n | A′ vs A % [interval] | contains 0 | run-to-run CV | smallest detectable "
-             "at n (95 %, 80 % power) | n for 1 % | n for 2 % | n for 5 % |", "|" + "---|" * 11]  # fmt: skip
+    lines = [
+        "",
+        f"## Noise floor: A/A (bare metal twice per repetition), {CONFIDENCE:.0%} intervals",
+        "",
+        "| model | batch | size | n | A′ vs A % [interval] | contains 0 | run-to-run CV | smallest detectable "
+        "at n (95 %, 80 % power) | n for 1 % | n for 2 % | n for 5 % |",
+        "|" + "---|" * 11,
+    ]
     for g in rows:
         e, k = g.effect, g.key
         assert e is not None and e.sd_log is not None
-        same = [o for o in groups if all(o.key[f] == k[f] for f in ("model", "batch_size", "image_size", "scenario",
-                                                                     "mode", "data", "device"))]  # fmt: skip
+        same = [
+            o
+            for o in groups
+            if all(
+                o.key[f] == k[f] for f in ("model", "batch_size", "image_size", "scenario", "mode", "data", "device")
+            )
+        ]
         cvs = ", ".join(f"{layer_label(o.key)} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
         need = [repetitions_needed(e.sd_log, pct) for pct in (1.0, 2.0, 5.0)]
-        lines.append("| " + " | ".join([
-            k["model"], str(k["batch_size"]), str(k["image_size"]), str(e.n),
-            f"{e.overhead_pct:.2f} [{e.lo_pct:.2f}, {e.hi_pct:.2f}]", "no" if e.excludes_zero else "yes", cvs,
-            f"{mde_pct(e.sd_log, e.n):.2f} %", *[str(x) if x else ">10000" for x in need],
-        ]) + " |")  # fmt: skip
-    lines += ["", "A′ vs A: paired t on log ratios of two bare-metal runs in each repetition; an interval that "
-              "excludes 0 means something besides the layer varies between runs. CV: sample std ÷ mean of images/sec "
-              "over repetitions. Smallest detectable and n needed: from the A/A spread of log ratios, paired, "
-              "95 % confidence, 80 % power."]  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    k["model"],
+                    str(k["batch_size"]),
+                    str(k["image_size"]),
+                    str(e.n),
+                    f"{e.overhead_pct:.2f} [{e.lo_pct:.2f}, {e.hi_pct:.2f}]",
+                    "no" if e.excludes_zero else "yes",
+                    cvs,
+                    f"{mde_pct(e.sd_log, e.n):.2f} %",
+                    *[str(x) if x else ">10000" for x in need],
+                ]
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "A′ vs A: paired t on log ratios of two bare-metal runs in each repetition; an interval that "
+        "excludes 0 means something besides the layer varies between runs. CV: sample std ÷ mean of images/sec "
+        "over repetitions. Smallest detectable and n needed: from the A/A spread of log ratios, paired, "
+        "95 % confidence, 80 % power.",
+    ]
     return lines
 
 
@@ -80,16 +105,35 @@ def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MI
         return []
     lines = ["", "## Fleet: hosts slower than their peers", ""]
     if not flags:
-        return [*lines, f"No host is slower than its peers ({compared} comparison(s) of 3 or more hosts of the "
-                f"same kind and workload; a host is flagged when {fleet_rule(slowdown)})."]  # fmt: skip
-    lines += ["| kind | model | batch | size | host | img/s | peers' median img/s | below by % | modified z | hosts |",
-              "|" + "---|" * 10]  # fmt: skip
+        return [
+            *lines,
+            f"No host is slower than its peers ({compared} comparison(s) of 3 or more hosts of the "
+            f"same kind and workload; a host is flagged when {fleet_rule(slowdown)}).",
+        ]
+    lines += [
+        "| kind | model | batch | size | host | img/s | peers' median img/s | below by % | modified z | hosts |",
+        "|" + "---|" * 10,
+    ]
     for f in flags:
         k = f.key
-        lines.append("| " + " | ".join([layer_label(k), k["model"], str(k["batch_size"]), str(k["image_size"]), f.host,
-                                        f"{f.images_per_sec:.1f}", f"{f.peers_median:.1f}",
-                                        f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}", f"{f.robust_z:.1f}",
-                                        str(f.hosts)]) + " |")  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    layer_label(k),
+                    k["model"],
+                    str(k["batch_size"]),
+                    str(k["image_size"]),
+                    f.host,
+                    f"{f.images_per_sec:.1f}",
+                    f"{f.peers_median:.1f}",
+                    f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}",
+                    f"{f.robust_z:.1f}",
+                    str(f.hosts),
+                ]
+            )
+            + " |"
+        )
     return [*lines, "", f"A host is flagged when {fleet_rule(slowdown)}."]
 
 
@@ -99,8 +143,12 @@ def _steady(flags: Sequence[tuple[RunRecord, list[str]]]) -> list[str]:
     lines = ["", "## Steady state: runs to look at", ""]
     for r, words in flags:
         lines.append(f"- {r.id} ({r.target_kind}, {r.model}, rep {r.repetition}): {'; '.join(words)}")
-    return [*lines, "", "Trend: Theil–Sen slope of the timed steps' images/sec with its 95 % interval (flagged from "
-            "a 2 % change over the run); outlier steps: modified z beyond 3.5. Flags change no number."]  # fmt: skip
+    return [
+        *lines,
+        "",
+        "Trend: Theil–Sen slope of the timed steps' images/sec with its 95 % interval (flagged from "
+        "a 2 % change over the run); outlier steps: modified z beyond 3.5. Flags change no number.",
+    ]
 
 
 def markdown(
@@ -175,8 +223,14 @@ def _environments(groups: Sequence[GroupStats]) -> list[str]:
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for g, e in envs:
             k = g.key
-            cells = [layer_label(k), *[str(k[f]) for f in extra], k["model"], str(k["batch_size"]),
-                     str(k["image_size"]), *[e.get(f, "—").replace("|", "\\|") for f in differ]]  # fmt: skip
+            cells = [
+                layer_label(k),
+                *[str(k[f]) for f in extra],
+                k["model"],
+                str(k["batch_size"]),
+                str(k["image_size"]),
+                *[e.get(f, "—").replace("|", "\\|") for f in differ],
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -193,11 +247,30 @@ def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     show_scenario = any(g.key["scenario"] != "single" for g in groups)
     show_wall = any(g.wall_seconds for g in groups)
     show_memory = any(g.gpu_memory_peak_bytes for g in groups)
-    head = ["kind", *(["host"] if show_host else []), *(["scenario", "workers"] if show_scenario else []),
-            "model", "data", "mode", "device", "math", "batch", "size"]  # fmt: skip
+    head = [
+        "kind",
+        *(["host"] if show_host else []),
+        *(["scenario", "workers"] if show_scenario else []),
+        "model",
+        "data",
+        "mode",
+        "device",
+        "math",
+        "batch",
+        "size",
+    ]
     head += ["contention"] if show_contention else []
-    head += ["runs", "img/s mean", "img/s min", "img/s max", "img/s std",
-             "elapsed s mean", "elapsed s min", "elapsed s max", "elapsed s std"]  # fmt: skip
+    head += [
+        "runs",
+        "img/s mean",
+        "img/s min",
+        "img/s max",
+        "img/s std",
+        "elapsed s mean",
+        "elapsed s min",
+        "elapsed s max",
+        "elapsed s std",
+    ]
     head += ["from launch s mean"] if show_wall else []
     head += ["GPU memory peak GiB"] if show_memory else []
     head += ["overhead %"]
@@ -205,9 +278,18 @@ def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     for g in groups:
         k = g.key
         kind = layer_label(k)
-        row = [kind, *([str(k["host"])] if show_host else []),
-               *([k["scenario"], str(k["workers"])] if show_scenario else []), k["model"], k["data"], k["mode"],
-               k["device"], math_label(k), str(k["batch_size"]), str(k["image_size"])]  # fmt: skip
+        row = [
+            kind,
+            *([str(k["host"])] if show_host else []),
+            *([k["scenario"], str(k["workers"])] if show_scenario else []),
+            k["model"],
+            k["data"],
+            k["mode"],
+            k["device"],
+            math_label(k),
+            str(k["batch_size"]),
+            str(k["image_size"]),
+        ]
         row += [k["contention"]] if show_contention else []
         runs = f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else "")
         row += [runs, *_spread_cells(g.images_per_sec, 1), *_spread_cells(g.elapsed_seconds, 2)]
@@ -220,8 +302,14 @@ def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
         "",
         "img/s: total timed images ÷ timed seconds per run (warm-up excluded); elapsed: warm-up + timed",
         "wall time per run; std: sample standard deviation over repetitions (— below 2 runs);",
-        *(["from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the",
-           "layer's own start-up, TensorFlow's import and the model's build included);"] if show_wall else []),
+        *(
+            [
+                "from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the",
+                "layer's own start-up, TensorFlow's import and the model's build included);",
+            ]
+            if show_wall
+            else []
+        ),
         *(["GPU memory peak: the most TensorFlow's allocator held at once on the run's GPUs;"] if show_memory else []),
         "math: the arithmetic asked for (float32 means TF32 off; default: TensorFlow's own, before dltestbed",
         "recorded it); overhead %: images/sec lost against bare metal (bm) with the same model, data, mode,",
@@ -238,28 +326,50 @@ def _overheads(groups: Sequence[GroupStats], equivalence: float | None) -> list[
     effects = [g for g in groups if g.effect is not None or (g.key["target_kind"] != "bm" and g.runs)]
     if effects:
         equiv = any(g.equivalence for g in effects)
-        lines += ["", f"## Overhead against bare metal, {CONFIDENCE:.0%} intervals", "",
-                  "| kind | " + ("host | " if show_host else "") + "model | batch | size | runs | method | "
-                  "overhead % [interval] | verdict |" + (f" within ±{equivalence:g} % (TOST) |" if equiv else ""),
-                  "|" + "---|" * (8 + show_host + equiv)]  # fmt: skip
+        lines += [
+            "",
+            f"## Overhead against bare metal, {CONFIDENCE:.0%} intervals",
+            "",
+            "| kind | " + ("host | " if show_host else "") + "model | batch | size | runs | method | "
+            "overhead % [interval] | verdict |" + (f" within ±{equivalence:g} % (TOST) |" if equiv else ""),
+            "|" + "---|" * (8 + show_host + equiv),
+        ]
         for g in effects:
             k, e = g.key, g.effect
             kind = layer_label(k)
             cell = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
-            lines.append("| " + " | ".join([
-                kind, *([str(k["host"])] if show_host else []), k["model"], str(k["batch_size"]),
-                str(k["image_size"]), str(e.n if e else g.runs - g.failed), e.method if e else "—", cell,
-                g.verdict or NO_INTERVAL,
-                *([g.equivalence or "—"] if equiv else []),
-            ]) + " |")  # fmt: skip
-        lines += ["", "paired t on log ratios: repetition i of the layer against repetition i of bare metal in the "
-                  "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
-                  "difference is called real only when its interval excludes 0; otherwise the row gives the "
-                  "smallest slowdown these repetitions would detect (80 % power)."]  # fmt: skip
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        kind,
+                        *([str(k["host"])] if show_host else []),
+                        k["model"],
+                        str(k["batch_size"]),
+                        str(k["image_size"]),
+                        str(e.n if e else g.runs - g.failed),
+                        e.method if e else "—",
+                        cell,
+                        g.verdict or NO_INTERVAL,
+                        *([g.equivalence or "—"] if equiv else []),
+                    ]
+                )
+                + " |"
+            )
+        lines += [
+            "",
+            "paired t on log ratios: repetition i of the layer against repetition i of bare metal in the "
+            "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
+            "difference is called real only when its interval excludes 0; otherwise the row gives the "
+            "smallest slowdown these repetitions would detect (80 % power).",
+        ]
     if equivalence is not None:
-        lines += ["", f"within ±{equivalence:g} %: two one-sided tests at 5 % — equivalent when the 90 % interval "
-                  "lies inside the margin, not equivalent when the 95 % interval lies wholly outside it, "
-                  "undecided otherwise."]  # fmt: skip
+        lines += [
+            "",
+            f"within ±{equivalence:g} %: two one-sided tests at 5 % — equivalent when the 90 % interval "
+            "lies inside the margin, not equivalent when the 95 % interval lies wholly outside it, "
+            "undecided otherwise.",
+        ]
     return lines
 
 
@@ -275,43 +385,83 @@ def _environment(groups: Sequence[GroupStats]) -> list[str]:
 def _distributed(dist: Sequence[DistributedStats]) -> list[str]:
     lines: list[str] = []
     if dist:
-        lines += ["", "## Distributed: total throughput and scaling efficiency", "",
-                  "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
-                  "per worker img/s | 1 worker alone img/s | efficiency % mean | efficiency % min | "
-                  "efficiency % max |", "|" + "---|" * 13]  # fmt: skip
+        lines += [
+            "",
+            "## Distributed: total throughput and scaling efficiency",
+            "",
+            "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
+            "per worker img/s | 1 worker alone img/s | efficiency % mean | efficiency % min | "
+            "efficiency % max |",
+            "|" + "---|" * 13,
+        ]
         for d in dist:
             k = d.key
             jobs = f"{d.jobs}" + (f" (+{d.failed_jobs} failed)" if d.failed_jobs else "")
             t, e = d.total_images_per_sec, d.efficiency_percent
-            lines.append("| " + " | ".join([
-                k["target_kind"], k["model"], str(k["batch_size"]), str(k["image_size"]), str(d.workers), jobs,
-                _num(t.mean if t else None), _num(t.std if t else None),
-                _num(d.worker_images_per_sec.mean if d.worker_images_per_sec else None),
-                _num(d.single_images_per_sec.mean if d.single_images_per_sec else None),
-                _num(e.mean if e else None), _num(e.min if e else None), _num(e.max if e else None),
-            ]) + " |")  # fmt: skip
-        lines += ["", "total: the sum of the workers' own measured images/sec in one job (not one worker × N);",
-                  "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job)."]
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        k["target_kind"],
+                        k["model"],
+                        str(k["batch_size"]),
+                        str(k["image_size"]),
+                        str(d.workers),
+                        jobs,
+                        _num(t.mean if t else None),
+                        _num(t.std if t else None),
+                        _num(d.worker_images_per_sec.mean if d.worker_images_per_sec else None),
+                        _num(d.single_images_per_sec.mean if d.single_images_per_sec else None),
+                        _num(e.mean if e else None),
+                        _num(e.min if e else None),
+                        _num(e.max if e else None),
+                    ]
+                )
+                + " |"
+            )
+        lines += [
+            "",
+            "total: the sum of the workers' own measured images/sec in one job (not one worker × N);",
+            "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job).",
+        ]
     return lines
 
 
 def _shared(shared: Sequence[SharedStats]) -> list[str]:
     lines: list[str] = []
     if shared:
-        lines += ["", "## Shared: the foreground alone and with a co-tenant", "",
-                  "| kind | model | batch | size | co-tenant | pairs | alone img/s | with co-tenant img/s | "
-                  "drop % mean | drop % min | drop % max | co-tenant img/s |", "|" + "---|" * 12]  # fmt: skip
+        lines += [
+            "",
+            "## Shared: the foreground alone and with a co-tenant",
+            "",
+            "| kind | model | batch | size | co-tenant | pairs | alone img/s | with co-tenant img/s | "
+            "drop % mean | drop % min | drop % max | co-tenant img/s |",
+            "|" + "---|" * 12,
+        ]
         for sh in shared:
             k = sh.key
             pairs = f"{sh.pairs}" + (f" (+{sh.failed_pairs} failed)" if sh.failed_pairs else "")
             dr = sh.drop_percent
-            lines.append("| " + " | ".join([
-                k["target_kind"], k["model"], str(k["batch_size"]), str(k["image_size"]), sh.contention, pairs,
-                _num(sh.alone_images_per_sec.mean if sh.alone_images_per_sec else None),
-                _num(sh.shared_images_per_sec.mean if sh.shared_images_per_sec else None),
-                _num(dr.mean if dr else None), _num(dr.min if dr else None), _num(dr.max if dr else None),
-                _num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
-            ]) + " |")  # fmt: skip
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        k["target_kind"],
+                        k["model"],
+                        str(k["batch_size"]),
+                        str(k["image_size"]),
+                        sh.contention,
+                        pairs,
+                        _num(sh.alone_images_per_sec.mean if sh.alone_images_per_sec else None),
+                        _num(sh.shared_images_per_sec.mean if sh.shared_images_per_sec else None),
+                        _num(dr.mean if dr else None),
+                        _num(dr.min if dr else None),
+                        _num(dr.max if dr else None),
+                        _num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
+                    ]
+                )
+                + " |"
+            )
         lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
     return lines
 
@@ -320,20 +470,47 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
     """Markdown: bench B against bench A, per group (before and after, e.g. a driver update)."""
     lines = [f"# dltestbed report: bench {b} against bench {a}", ""]
     if not changes:
-        return "\n".join([*lines, "No group of runs is in both benches (same kind, model, data, mode, device, batch, "
-                           "size, warm-up, steps, contention)."]) + "\n"  # fmt: skip
-    lines += [f"| kind | model | batch | size | A runs | A img/s | B runs | B img/s | B vs A % [{CONFIDENCE:.0%}] | "
-              "verdict (B against A) |", "|" + "---|" * 10]  # fmt: skip
+        return (
+            "\n".join(
+                [
+                    *lines,
+                    "No group of runs is in both benches (same kind, model, data, mode, device, batch, "
+                    "size, warm-up, steps, contention).",
+                ]
+            )
+            + "\n"
+        )
+    lines += [
+        f"| kind | model | batch | size | A runs | A img/s | B runs | B img/s | B vs A % [{CONFIDENCE:.0%}] | "
+        "verdict (B against A) |",
+        "|" + "---|" * 10,
+    ]
     for c in changes:
         k, e = c.key, c.effect
         sa, sb = c.a_images_per_sec, c.b_images_per_sec
-        lines.append("| " + " | ".join([
-            layer_label(k), k["model"], str(k["batch_size"]), str(k["image_size"]), str(sa.n if sa else 0),
-            _num(sa.mean if sa else None), str(sb.n if sb else 0), _num(sb.mean if sb else None),
-            f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—", c.verdict,
-        ]) + " |")  # fmt: skip
-    lines += ["", "B vs A: images/sec B lost against A (negative: B is faster), Welch t on log throughput (two "
-              "benches are not paired by repetition); a change is called real only when its interval excludes 0."]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    layer_label(k),
+                    k["model"],
+                    str(k["batch_size"]),
+                    str(k["image_size"]),
+                    str(sa.n if sa else 0),
+                    _num(sa.mean if sa else None),
+                    str(sb.n if sb else 0),
+                    _num(sb.mean if sb else None),
+                    f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—",
+                    c.verdict,
+                ]
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "B vs A: images/sec B lost against A (negative: B is faster), Welch t on log throughput (two "
+        "benches are not paired by repetition); a change is called real only when its interval excludes 0.",
+    ]
     diffs = [(c, line) for c in changes for line in c.env]
     if diffs:
         lines += ["", "## What changed in the environment", ""]
@@ -342,7 +519,9 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 
 def as_json(
-    groups: Sequence[GroupStats], dist: Sequence[DistributedStats] = (), shared: Sequence[SharedStats] = (),
+    groups: Sequence[GroupStats],
+    dist: Sequence[DistributedStats] = (),
+    shared: Sequence[SharedStats] = (),
     scope: str = "",
     fleet: Sequence[FleetFlag] = (),
     steady: Sequence[dict] = (),
@@ -350,9 +529,21 @@ def as_json(
     fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> str:
     """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro"} as JSON."""
-    rule = {"method": "leave-one-out modified z-score (peers' median and MAD)", "z_below": -ROBUST_Z,
-            "min_slowdown_pct": fleet_slowdown}  # fmt: skip
-    return json.dumps({"scope": scope, "groups": [g.to_dict() for g in groups],
-                       "distributed": [d.to_dict() for d in dist], "shared": [s.to_dict() for s in shared],
-                       "fleet": [f.to_dict() for f in fleet], "fleet_rule": rule, "steady": list(steady),
-                       "micro": micro or {"cases": [], "skipped": []}}, indent=2)  # fmt: skip
+    rule = {
+        "method": "leave-one-out modified z-score (peers' median and MAD)",
+        "z_below": -ROBUST_Z,
+        "min_slowdown_pct": fleet_slowdown,
+    }
+    return json.dumps(
+        {
+            "scope": scope,
+            "groups": [g.to_dict() for g in groups],
+            "distributed": [d.to_dict() for d in dist],
+            "shared": [s.to_dict() for s in shared],
+            "fleet": [f.to_dict() for f in fleet],
+            "fleet_rule": rule,
+            "steady": list(steady),
+            "micro": micro or {"cases": [], "skipped": []},
+        },
+        indent=2,
+    )

@@ -26,8 +26,24 @@ NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict b
 # batch size, image size, device or math (XLA included) are never averaged together.
 # vm_image: a VM booted from a user's own image is a layer of its own, beside dltestbed's guest image.
 # arm: "A′", the baseline kind's second run per repetition (--aa), compared with the first: the noise floor.
-GROUP_FIELDS = ("target_kind", "vm_image", "arm", "scenario", "workers", "model", "data", "mode", "device", "math",
-                "xla", "batch_size", "image_size", "warmup", "steps", "contention")  # fmt: skip
+GROUP_FIELDS = (
+    "target_kind",
+    "vm_image",
+    "arm",
+    "scenario",
+    "workers",
+    "model",
+    "data",
+    "mode",
+    "device",
+    "math",
+    "xla",
+    "batch_size",
+    "image_size",
+    "warmup",
+    "steps",
+    "contention",
+)
 LAYER_FIELDS = ("target_kind", "vm_image", "arm")  # what is compared; the rest must match for an overhead
 COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f not in LAYER_FIELDS)
 
@@ -112,8 +128,12 @@ def images_per_sec(run: RunRecord) -> float:
 Samples = tuple[list[float], list[float], bool]
 
 
-def samples(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: bool = False,
-            value: Callable[[RunRecord], float] = images_per_sec) -> Samples | None:  # fmt: skip
+def samples(
+    baseline: Sequence[RunRecord],
+    layer: Sequence[RunRecord],
+    by_host: bool = False,
+    value: Callable[[RunRecord], float] = images_per_sec,
+) -> Samples | None:
     """The values to compare (images/sec, or a probe's rate) and whether they are paired: paired when every
     layer run has exactly one baseline partner (and no partner serves twice), else the two groups as they
     are; None below 2 runs a side."""
@@ -177,7 +197,8 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
         over = overhead_percent(base, ips.mean) if base and ips is not None else None
         failed = sum(1 for r in members if r.status != "ok")
         ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
-        eff, equiv, words, env = None, None, None, ()
+        eff, equiv, words = None, None, None
+        env: tuple[str, ...] = ()
         if against_baseline(k):
             base_ok = base_runs.get(tuple(k[f] for f in compare), [])
             env = tuple(env_diff(base_ok, ok, "bm", k["target_kind"])) if base_ok and ok else ()
@@ -189,13 +210,31 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
                 eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
                 equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
                 words = verdict(eff)
-        values = [r.images_per_sec for r in ok]
-        out.append(GroupStats(k, len(members), failed, ips, el, over, eff, words, equiv, cv(values), env,  # type: ignore[arg-type]
-                              mean_interval(values), shared_environment(ok or members),  # type: ignore[arg-type]
-                              spread([r.wall_seconds for r in ok]), spread([r.gpu_memory_peak_bytes for r in ok])))
+        values = [r.images_per_sec for r in ok if r.images_per_sec is not None]
+        out.append(
+            GroupStats(
+                k,
+                len(members),
+                failed,
+                ips,
+                el,
+                over,
+                eff,
+                words,
+                equiv,
+                cv(values),
+                env,
+                mean_interval(values),
+                shared_environment(ok or members),
+                spread([r.wall_seconds for r in ok]),
+                spread([r.gpu_memory_peak_bytes for r in ok]),
+            )
+        )
     kinds = ["bm", "vm", "cbm", "cvm"]
-    out.sort(key=lambda g: (
-        tuple(g.key[f] for f in compare),
-        kinds.index(g.key["target_kind"]) if g.key["target_kind"] in kinds else len(kinds),
-    ))  # fmt: skip
+    out.sort(
+        key=lambda g: (
+            tuple(g.key[f] for f in compare),
+            kinds.index(g.key["target_kind"]) if g.key["target_kind"] in kinds else len(kinds),
+        )
+    )
     return out

@@ -41,9 +41,19 @@ from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"
-MATCH_FIELDS = {"kind": "target_kind", "model": "model", "mode": "mode", "data": "data", "device": "device",
-                "math": "math", "xla": "xla", "batch_size": "batch_size", "image_size": "image_size",
-                "scenario": "scenario", "contention": "contention"}  # fmt: skip
+MATCH_FIELDS = {
+    "kind": "target_kind",
+    "model": "model",
+    "mode": "mode",
+    "data": "data",
+    "device": "device",
+    "math": "math",
+    "xla": "xla",
+    "batch_size": "batch_size",
+    "image_size": "image_size",
+    "scenario": "scenario",
+    "contention": "contention",
+}
 INIT_MIN_TOLERANCE = 2.0  # % below expected a reference made by --init allows at least
 INIT_SPREADS = 3.0  # … or this many run-to-run coefficients of variation, whichever is larger
 INIT_MAX_OVERHEAD_SLACK = 2.0  # % added to a trusted bench's overhead bound for --init
@@ -165,14 +175,27 @@ def judge(reference: Reference, runs: Sequence[RunRecord], groups: Sequence[Grou
         if check.images_per_sec is not None:
             limit = check.images_per_sec * (1 - check.lower_tolerance_percent / 100)
             if len(mine) < MIN_N:
-                out.append(Judgement(check.name, UNDECIDED, f"{len(mine)} ok run(s) match; {MIN_N} are needed for "
-                                     "an interval", "images_per_sec"))  # fmt: skip
+                out.append(
+                    Judgement(
+                        check.name,
+                        UNDECIDED,
+                        f"{len(mine)} ok run(s) match; {MIN_N} are needed for an interval",
+                        "images_per_sec",
+                    )
+                )
             else:
                 g, lo, hi = _log_interval([r.images_per_sec for r in mine])  # type: ignore[misc]
                 status = _three_way(lo, hi, limit, higher_is_better=True)
-                out.append(Judgement(check.name, status, f"{g:.1f} img/s [{lo:.1f}, {hi:.1f}] over {len(mine)} runs "
-                                     f"against at least {limit:.1f} ({check.images_per_sec:g} − "
-                                     f"{check.lower_tolerance_percent:g} %)", "images_per_sec"))  # fmt: skip
+                out.append(
+                    Judgement(
+                        check.name,
+                        status,
+                        f"{g:.1f} img/s [{lo:.1f}, {hi:.1f}] over {len(mine)} runs "
+                        f"against at least {limit:.1f} ({check.images_per_sec:g} − "
+                        f"{check.lower_tolerance_percent:g} %)",
+                        "images_per_sec",
+                    )
+                )
         if check.max_overhead_percent is not None:
             out.append(_overhead(check, groups))
     return out
@@ -181,20 +204,36 @@ def judge(reference: Reference, runs: Sequence[RunRecord], groups: Sequence[Grou
 def _overhead(check: Check, groups: Sequence[GroupStats]) -> Judgement:
     m, limit = check.match, check.max_overhead_percent
     assert limit is not None
-    found = [g for g in groups if g.key["target_kind"] == m.kind and not g.key.get("arm") and
-             not g.key.get("vm_image") and all(getattr(m, k) is None or g.key.get(f) == getattr(m, k)
-                                               for k, f in MATCH_FIELDS.items())]  # fmt: skip
+    found = [
+        g
+        for g in groups
+        if g.key["target_kind"] == m.kind
+        and not g.key.get("arm")
+        and not g.key.get("vm_image")
+        and all(getattr(m, k) is None or g.key.get(f) == getattr(m, k) for k, f in MATCH_FIELDS.items())
+    ]
     effects = [g for g in found if g.effect is not None]
     if len(effects) != 1:
-        why = found[0].verdict if len(found) == 1 and found[0].verdict else (
-            "no interval: no bare-metal runs of the same bench and settings, or fewer than 2 runs a side"
-            if len(found) <= 1 else f"{len(found)} groups match; narrow `match`")  # fmt: skip
+        why = (
+            found[0].verdict
+            if len(found) == 1 and found[0].verdict
+            else (
+                "no interval: no bare-metal runs of the same bench and settings, or fewer than 2 runs a side"
+                if len(found) <= 1
+                else f"{len(found)} groups match; narrow `match`"
+            )
+        )
         return Judgement(check.name, UNDECIDED, why or "no matching runs", "max_overhead_percent")
     e = effects[0].effect
     assert e is not None
     status = _three_way(e.lo_pct, e.hi_pct, limit, higher_is_better=False)
-    return Judgement(check.name, status, f"overhead {e.overhead_pct:.1f} % [{e.lo_pct:.1f}, {e.hi_pct:.1f}] "
-                     f"({e.method}, n = {e.n}) against at most {limit:g} %", "max_overhead_percent")  # fmt: skip
+    return Judgement(
+        check.name,
+        status,
+        f"overhead {e.overhead_pct:.1f} % [{e.lo_pct:.1f}, {e.hi_pct:.1f}] "
+        f"({e.method}, n = {e.n}) against at most {limit:g} %",
+        "max_overhead_percent",
+    )
 
 
 def init_reference(runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> dict[str, Any]:
@@ -205,19 +244,37 @@ def init_reference(runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> d
         k = g.key
         if k.get("arm") or k.get("vm_image") or g.images_per_sec is None or g.images_per_sec.n < MIN_N:
             continue
-        match = {"kind": k["target_kind"], "model": k["model"], "mode": k["mode"], "data": k["data"],
-                 "batch_size": k["batch_size"], "image_size": k["image_size"], "device": k["device"],
-                 "math": k["math"] or None, "xla": k["xla"], "scenario": k["scenario"],
-                 "contention": k["contention"]}  # fmt: skip
+        match = {
+            "kind": k["target_kind"],
+            "model": k["model"],
+            "mode": k["mode"],
+            "data": k["data"],
+            "batch_size": k["batch_size"],
+            "image_size": k["image_size"],
+            "device": k["device"],
+            "math": k["math"] or None,
+            "xla": k["xla"],
+            "scenario": k["scenario"],
+            "contention": k["contention"],
+        }
         match = {f: v for f, v in match.items() if v is not None}  # a micro or pre-math run: no math to match
-        values = [r.images_per_sec for r in runs if r.status == "ok" and r.images_per_sec and r.role != "cotenant"
-                  and not r.arm and all(getattr(r, MATCH_FIELDS[f]) == v for f, v in match.items())]  # fmt: skip
-        spread = cv(values) or 0.0  # type: ignore[arg-type]
+        values = [
+            r.images_per_sec
+            for r in runs
+            if r.status == "ok"
+            and r.images_per_sec
+            and r.role != "cotenant"
+            and not r.arm
+            and all(getattr(r, MATCH_FIELDS[f]) == v for f, v in match.items())
+        ]
+        spread = cv(values) or 0.0
         tol = round(max(INIT_MIN_TOLERANCE, INIT_SPREADS * spread * 100), 1)
-        check: dict[str, Any] = {"name": f"{k['target_kind']} {k['model']} {k['mode']} {k['data']} "
-                                         f"b{k['batch_size']} {k['image_size']}px", "match": match,
-                                 "images_per_sec": round(g.images_per_sec.mean, 2),
-                                 "lower_tolerance_percent": tol}  # fmt: skip
+        check: dict[str, Any] = {
+            "name": f"{k['target_kind']} {k['model']} {k['mode']} {k['data']} b{k['batch_size']} {k['image_size']}px",
+            "match": match,
+            "images_per_sec": round(g.images_per_sec.mean, 2),
+            "lower_tolerance_percent": tol,
+        }
         if g.effect is not None:
             check["max_overhead_percent"] = round(max(g.effect.hi_pct, 0.0) + INIT_MAX_OVERHEAD_SLACK, 1)
         checks.append(check)
@@ -230,16 +287,19 @@ def junit_xml(judgements: Sequence[Judgement], suite: str = "dltestbed validate"
     """JUnit XML: a testcase per judgement; fail → <failure>, cannot judge → <error> (never a pass)."""
     fails = sum(j.status == FAIL for j in judgements)
     errors = sum(j.status == UNDECIDED for j in judgements)
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f"<testsuite name={quoteattr(suite)} tests=\"{len(judgements)}\" failures=\"{fails}\" "
-             f"errors=\"{errors}\">"]  # fmt: skip
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name={quoteattr(suite)} tests="{len(judgements)}" failures="{fails}" errors="{errors}">',
+    ]
     for j in judgements:
-        head = f"  <testcase classname=\"dltestbed.validate.{j.what}\" name={quoteattr(j.name)}"
+        head = f'  <testcase classname="dltestbed.validate.{j.what}" name={quoteattr(j.name)}'
         if j.status == PASS:
             lines.append(f"{head}><system-out>{escape(j.evidence)}</system-out></testcase>")
         else:
             tag = "failure" if j.status == FAIL else "error"
-            lines.append(f"{head}><{tag} message={quoteattr(j.status + ': ' + j.evidence)}>"
-                         f"{escape(j.evidence)}</{tag}></testcase>")  # fmt: skip
+            lines.append(
+                f"{head}><{tag} message={quoteattr(j.status + ': ' + j.evidence)}>"
+                f"{escape(j.evidence)}</{tag}></testcase>"
+            )
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"

@@ -94,9 +94,12 @@ def describe_error(exc: BaseException, s: Settings) -> str:
     from influxdb_client.rest import ApiException
 
     if isinstance(exc, ApiException):
-        meaning = {401: "the token was refused", 403: "the token may not write to this bucket",
-                   404: "org or bucket not found"}.get(exc.status or 0, "")  # fmt: skip
-        body = (exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or ""))
+        meaning = {
+            401: "the token was refused",
+            403: "the token may not write to this bucket",
+            404: "org or bucket not found",
+        }.get(exc.status or 0, "")
+        body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
         text = f"HTTP {exc.status} {exc.reason}" + (f": {meaning}" if meaning else "")
         if body and not meaning:
             text += f": {body.strip()[:200]}"
@@ -114,7 +117,8 @@ def _client(s: Settings, timeout_ms: int = 10_000) -> Any:
     # the InfluxDB client loads only when a bench streams
     from influxdb_client import InfluxDBClient
 
-    return InfluxDBClient(url=s.url, token=s.token or None, org=s.org, auth_basic=s.auth_basic, timeout=timeout_ms)
+    # "" is no token to the client: it sends no Authorization header then
+    return InfluxDBClient(url=s.url, token=s.token or "", org=s.org, auth_basic=s.auth_basic, timeout=timeout_ms)
 
 
 def _post(client: Any, s: Settings, body: str) -> None:
@@ -135,8 +139,10 @@ def check(s: Settings) -> None:
         from influxdb_client.rest import ApiException
 
         if not (isinstance(exc, ApiException) and exc.status == 400):  # 400: "no data" — reached and authorized
-            raise StreamError(f"InfluxDB at {s.describe()}: {describe_error(exc, s)}; nothing was run "
-                              "(fix it, or bench without --influx-url and `dltestbed results push` later)") from None
+            raise StreamError(
+                f"InfluxDB at {s.describe()}: {describe_error(exc, s)}; nothing was run "
+                "(fix it, or bench without --influx-url and `dltestbed results push` later)"
+            ) from None
     finally:
         client.close()
 
@@ -172,9 +178,11 @@ class Pushed:
 
 def doubt_note(in_doubt: int) -> str:
     """A sentence on points a dead process had been sending, sent again: they may be on the server twice."""
-    return (f"{in_doubt} of them were being sent when a dltestbed process stopped, so the server may "
-            "have had them already: InfluxDB overwrites such a point; a server that keeps duplicates "
-            "(VictoriaMetrics without -dedup.minScrapeInterval) may now hold it twice")  # fmt: skip
+    return (
+        f"{in_doubt} of them were being sent when a dltestbed process stopped, so the server may "
+        "have had them already: InfluxDB overwrites such a point; a server that keeps duplicates "
+        "(VictoriaMetrics without -dedup.minScrapeInterval) may now hold it twice"
+    )
 
 
 def push(store: Store, s: Settings, batch: int = 5000) -> Pushed:
@@ -188,8 +196,10 @@ def push(store: Store, s: Settings, batch: int = 5000) -> Pushed:
             except Exception as exc:
                 left = store.outbox_count(s.dest)
                 why = str(exc) if isinstance(exc, DltestbedError) else describe_error(exc, s)
-                raise StreamError(f"InfluxDB at {s.describe()}: {why}; {done.sent} point(s) sent, "
-                                  f"{left} still waiting in {store.path}") from None  # fmt: skip
+                raise StreamError(
+                    f"InfluxDB at {s.describe()}: {why}; {done.sent} point(s) sent, "
+                    f"{left} still waiting in {store.path}"
+                ) from None
             done.sent += sent
             done.in_doubt += doubt
             if not sent:
@@ -221,8 +231,9 @@ class InfluxSink:
     the server fails it retries every `retry_every` seconds. `close` sends what is left once more and
     says how many points still wait (for `dltestbed results push`)."""
 
-    def __init__(self, store: Store, s: Settings, flush_every: float = 0.5, retry_every: float = 2.0,
-                 batch: int = 5000) -> None:  # fmt: skip
+    def __init__(
+        self, store: Store, s: Settings, flush_every: float = 0.5, retry_every: float = 2.0, batch: int = 5000
+    ) -> None:
         self.store, self.settings = store, s
         self.dest = s.dest
         self.sent = 0  # points acknowledged by the server

@@ -20,9 +20,24 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, ResourceEvent, StepEvent
 
 RUN_TAGS = (
-    "bench_id", "run_id", "scenario", "target_kind", "target_name", "host", "model", "data", "mode",
-    "device", "batch_size", "image_size", "repetition", "contention", "role", "job_id", "worker_index",
-)  # fmt: skip
+    "bench_id",
+    "run_id",
+    "scenario",
+    "target_kind",
+    "target_name",
+    "host",
+    "model",
+    "data",
+    "mode",
+    "device",
+    "batch_size",
+    "image_size",
+    "repetition",
+    "contention",
+    "role",
+    "job_id",
+    "worker_index",
+)
 
 # Line protocol escaping, as influxdb-client does it: commas and spaces (and, in tag keys and values
 # and field keys, equals signs) get a backslash; newline, tab and carriage return become \n, \t, \r.
@@ -58,8 +73,10 @@ def _ns(t: float) -> int:
 def step_line(run: RunRecord, ev: StepEvent, prefix: str | None = None) -> str:
     """A step as one line; `prefix` is series("dltestbed_step", run, phase=ev.phase), when the caller keeps it."""
     head = prefix or series("dltestbed_step", run, phase=ev.phase)
-    return (f"{head} images={int(ev.images)}i,images_per_sec={_float(ev.images_per_sec)},"
-            f"index={int(ev.index)}i,seconds={_float(ev.seconds)} {_ns(ev.t)}")  # fmt: skip
+    return (
+        f"{head} images={int(ev.images)}i,images_per_sec={_float(ev.images_per_sec)},"
+        f"index={int(ev.index)}i,seconds={_float(ev.seconds)} {_ns(ev.t)}"
+    )
 
 
 def measure_line(run: RunRecord, ev: MeasureEvent) -> str:

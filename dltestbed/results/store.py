@@ -68,9 +68,19 @@ CREATE TABLE IF NOT EXISTS outbox (
 """
 
 # Columns added after schema 1, with the value old rows get.
-_ADDED = {"role": "'foreground'", "job_id": "NULL", "workers": "1", "worker_index": "NULL", "machine": "NULL",
-          "arm": "''", "math": "''", "xla": "0", "gpu_memory_peak_bytes": "NULL", "startup_seconds": "NULL",
-          "wall_seconds": "NULL"}  # fmt: skip
+_ADDED = {
+    "role": "'foreground'",
+    "job_id": "NULL",
+    "workers": "1",
+    "worker_index": "NULL",
+    "machine": "NULL",
+    "arm": "''",
+    "math": "''",
+    "xla": "0",
+    "gpu_memory_peak_bytes": "NULL",
+    "startup_seconds": "NULL",
+    "wall_seconds": "NULL",
+}
 _OUTBOX_ADDED = {"sending": "NULL"}
 _RESOURCES_ADDED = {"tf_gpu_bytes": "NULL"}
 # A model run stored before schema 6 ran TensorFlow's default math: float32 on a CPU, and on a GPU whatever
@@ -127,8 +137,10 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreError(f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
-                             f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}")  # fmt: skip
+            raise StoreError(
+                f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
+                f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}"
+            )
         if version < SCHEMA_VERSION:
             cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
             if cols and not set(_RUN_COLUMNS) - set(_ADDED) <= cols:
@@ -138,8 +150,11 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            for table, added, had in (("runs", _ADDED, cols), ("outbox", _OUTBOX_ADDED, outbox_cols),
-                                      ("resources", _RESOURCES_ADDED, resource_cols)):  # fmt: skip
+            for table, added, had in (
+                ("runs", _ADDED, cols),
+                ("outbox", _OUTBOX_ADDED, outbox_cols),
+                ("resources", _RESOURCES_ADDED, resource_cols),
+            ):
                 for col, default in added.items():
                     if had and col not in had:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} DEFAULT {default}")
@@ -195,15 +210,22 @@ class Store:
         can change it there, and SQLite then needs no -shm file beside it)."""
         flags = "mode=ro&immutable=1" if "read-only filesystem" in why else "mode=ro"
         try:
-            conn = sqlite3.connect(f"file:{quote(str(p.resolve()))}?{flags}", uri=True, timeout=30,
-                                   isolation_level=None, check_same_thread=False)  # fmt: skip
+            conn = sqlite3.connect(
+                f"file:{quote(str(p.resolve()))}?{flags}",
+                uri=True,
+                timeout=30,
+                isolation_level=None,
+                check_same_thread=False,
+            )
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
         if version != SCHEMA_VERSION:
             conn.close()
-            raise StoreError(f"results store {str(p)!r} has schema {version}, this dltestbed reads {SCHEMA_VERSION}, "
-                             f"and it cannot be upgraded where it is ({why}): copy it somewhere writable")  # fmt: skip
+            raise StoreError(
+                f"results store {str(p)!r} has schema {version}, this dltestbed reads {SCHEMA_VERSION}, "
+                f"and it cannot be upgraded where it is ({why}): copy it somewhere writable"
+            )
         conn.row_factory = sqlite3.Row
         return cls(p, conn)
 
@@ -286,10 +308,14 @@ class Store:
 
     def measures(self, run_id: str) -> list[MeasureEvent]:
         """A microbenchmark run's measures, in the order they were made."""
-        rows = self._query('SELECT probe, "case", idx, phase, value, unit, seconds, t FROM measures WHERE run_id = ? '
-                           "ORDER BY t, idx", (run_id,))  # fmt: skip
-        return [MeasureEvent(probe=r[0], case=r[1], index=r[2], phase=r[3], value=r[4], unit=r[5], seconds=r[6],
-                             t=r[7]) for r in rows]  # fmt: skip
+        rows = self._query(
+            'SELECT probe, "case", idx, phase, value, unit, seconds, t FROM measures WHERE run_id = ? ORDER BY t, idx',
+            (run_id,),
+        )
+        return [
+            MeasureEvent(probe=r[0], case=r[1], index=r[2], phase=r[3], value=r[4], unit=r[5], seconds=r[6], t=r[7])
+            for r in rows
+        ]
 
     def skips(self, run_id: str) -> list[SkipEvent]:
         """A microbenchmark run's skipped probes and cases, with their reasons."""
@@ -340,16 +366,23 @@ class Store:
             "SELECT idx, phase, images, seconds, images_per_sec, t FROM steps WHERE run_id = ? ORDER BY idx",
             (run_id,),
         )
-        return [StepEvent(index=r[0], phase=r[1], images=r[2], seconds=r[3], images_per_sec=r[4], t=r[5])
-                for r in rows]  # fmt: skip
+        return [StepEvent(index=r[0], phase=r[1], images=r[2], seconds=r[3], images_per_sec=r[4], t=r[5]) for r in rows]
 
     def resources(self, run_id: str) -> list[ResourceEvent]:
         """A run's resource samples in time order."""
         rows = self._query(
             "SELECT t, rss_bytes, cpu_percent, gpus, tf_gpu_bytes FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
         )
-        return [ResourceEvent(t=r[0], rss_bytes=r[1], cpu_percent=r[2], gpus=json.loads(r[3]),
-                              tf_gpu_bytes=json.loads(r[4]) if r[4] else None) for r in rows]  # fmt: skip
+        return [
+            ResourceEvent(
+                t=r[0],
+                rss_bytes=r[1],
+                cpu_percent=r[2],
+                gpus=json.loads(r[3]),
+                tf_gpu_bytes=json.loads(r[4]) if r[4] else None,
+            )
+            for r in rows
+        ]
 
     # -- outbox: points for a time-series server, kept until the server has acknowledged them
 
@@ -357,8 +390,10 @@ class Store:
         """Keep points for `dest` (committed before they are sent); their ids, in order."""
         with self._write() as db:
             db.execute("BEGIN")
-            return [db.execute("INSERT INTO outbox (dest, line) VALUES (?, ?)", (dest, line)).lastrowid or 0
-                    for line in lines]  # fmt: skip
+            return [
+                db.execute("INSERT INTO outbox (dest, line) VALUES (?, ?)", (dest, line)).lastrowid or 0
+                for line in lines
+            ]
 
     def outbox_delete(self, ids: Iterable[int]) -> None:
         """Forget points the server has acknowledged."""
@@ -383,8 +418,10 @@ class Store:
         return them. The caller holds the destination's send lock (results/influx.py)."""
         with self._write() as db:
             db.execute("BEGIN")
-            rows = db.execute("SELECT id, dest, line FROM outbox WHERE dest = ? AND sending IS NULL ORDER BY id "
-                              "LIMIT ?", (dest, limit)).fetchall()  # fmt: skip
+            rows = db.execute(
+                "SELECT id, dest, line FROM outbox WHERE dest = ? AND sending IS NULL ORDER BY id LIMIT ?",
+                (dest, limit),
+            ).fetchall()
             db.executemany("UPDATE outbox SET sending = julianday('now') WHERE id = ?", [(r[0],) for r in rows])
         return [(r[0], r[1], r[2]) for r in rows]
 
@@ -394,8 +431,9 @@ class Store:
         with self._write() as db:
             db.execute("BEGIN")
             if ids is None:
-                return db.execute("UPDATE outbox SET sending = NULL WHERE dest = ? AND sending IS NOT NULL",
-                                  (dest,)).rowcount  # fmt: skip
+                return db.execute(
+                    "UPDATE outbox SET sending = NULL WHERE dest = ? AND sending IS NOT NULL", (dest,)
+                ).rowcount
             return sum(db.execute("UPDATE outbox SET sending = NULL WHERE id = ?", (i,)).rowcount for i in ids)
 
     def outbox_dests(self) -> list[str]:

@@ -21,8 +21,18 @@ from dltestbed.scenarios.shared import COTENANTS, contention_label, cotenant_spe
 from dltestbed.targets import VM_KINDS, Site, make
 from dltestbed.targets.base import Target
 
-__all__ = ["COTENANTS", "INTERRUPTED", "SCENARIOS", "Options", "check", "contention_label", "cotenant_spec", "run",
-           "split_cpus", "worker_count"]  # fmt: skip
+__all__ = [
+    "COTENANTS",
+    "INTERRUPTED",
+    "SCENARIOS",
+    "Options",
+    "check",
+    "contention_label",
+    "cotenant_spec",
+    "run",
+    "split_cpus",
+    "worker_count",
+]
 
 SCENARIOS = {
     "single": "each target runs alone",
@@ -36,8 +46,10 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
     if options.scenario not in SCENARIOS:
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
     if options.scenario == "shared" and len(plan.models) < len(plan.specs):
-        raise ConfigError("--suite micro and full run with --scenario single (probes on each target) or "
-                          "distributed (net and allreduce between workers), not shared")  # fmt: skip
+        raise ConfigError(
+            "--suite micro and full run with --scenario single (probes on each target) or "
+            "distributed (net and allreduce between workers), not shared"
+        )
     if options.scenario != "single" and (plan.aa or plan.precision is not None):
         raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
     if options.scenario == "distributed":
@@ -48,9 +60,11 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
         if any(s.mode == "infer" for s in plan.specs):
             raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
         if VM_KINDS & set(kinds) and len(hosts) > 1:
-            raise ConfigError("scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
-                              "so workers in VMs on different hosts cannot reach each other; use one host "
-                              "(--limit HOST --workers N: the workers share its VM) or bm/cbm")  # fmt: skip
+            raise ConfigError(
+                "scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
+                "so workers in VMs on different hosts cannot reach each other; use one host "
+                "(--limit HOST --workers N: the workers share its VM) or bm/cbm"
+            )
     elif options.workers is not None:
         raise ConfigError("--workers is only for --scenario distributed")
     if options.scenario == "shared":
@@ -86,16 +100,20 @@ def run(
         return shared.run(plan, sites[0], kinds, store, observer, options, sinks)
     machines = machines or [[make(k, s) for k in kinds] for s in sites]
     if plan.precision is None:
-        return bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel,
-                                 sinks=sinks)  # fmt: skip
+        return bench_mod.run_all(
+            plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks
+        )
     records: list[RunRecord] = []
     for rep in range(1, plan.repeat + 1):  # --repeat auto: one interleaved repetition at a time
-        records += bench_mod.run_all(plan, machines, store, observer, timeout=options.timeout,
-                                     parallel=options.parallel, sinks=sinks, reps=[rep])  # fmt: skip
+        records += bench_mod.run_all(
+            plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks, reps=[rep]
+        )
         widest = widest_half_width(records)
         if rep >= MIN_N and widest is not None and widest <= plan.precision:
-            plan.notes.append(f"--repeat auto: stopped after {rep} repetitions: every overhead's 95 % interval is "
-                              f"within ±{plan.precision:g} % (widest ±{widest:.2f} %)")  # fmt: skip
+            plan.notes.append(
+                f"--repeat auto: stopped after {rep} repetitions: every overhead's 95 % interval is "
+                f"within ±{plan.precision:g} % (widest ±{widest:.2f} %)"
+            )
             return records
     why = "no overhead could be computed" if widest is None else f"the widest interval is still ±{widest:.2f} %"
     plan.notes.append(f"--repeat auto: stopped at --max-repeat {plan.repeat} before ±{plan.precision:g} %: {why}")

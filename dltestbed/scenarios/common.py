@@ -38,5 +38,7 @@ def probe(target: Target, code: str, *, inside: bool = False) -> str:
 
 FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
 CPUS = "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0)))))"
-HAS_GPU = "import shutil, subprocess; print(int(bool(shutil.which('nvidia-smi')) and " \
-           "subprocess.run(['nvidia-smi', '-L'], capture_output=True).returncode == 0))"  # fmt: skip
+HAS_GPU = (
+    "import shutil, subprocess; print(int(bool(shutil.which('nvidia-smi')) and "
+    "subprocess.run(['nvidia-smi', '-L'], capture_output=True).returncode == 0))"
+)

@@ -26,9 +26,14 @@ def worker_count(options: Options, hosts: Sequence[object]) -> int:
 
 
 def run(
-    plan: bench_mod.Plan, sites: Sequence[Site], kinds: Sequence[str], store: Store, observer: Observer,
-    options: Options, sinks: Sequence[Sink],
-) -> list[RunRecord]:  # fmt: skip
+    plan: bench_mod.Plan,
+    sites: Sequence[Site],
+    kinds: Sequence[str],
+    store: Store,
+    observer: Observer,
+    options: Options,
+    sinks: Sequence[Sink],
+) -> list[RunRecord]:
     """Per repetition, workload and kind: (a single worker alone, then) one job over N workers."""
     n = worker_count(options, [s.host for s in sites])
     placement = [sites[i % len(sites)] for i in range(n)]
@@ -38,16 +43,25 @@ def run(
             job = new_id("j")
             if options.baseline and spec.mode != "probe":  # a worker alone has no peer to measure against
                 ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=1)
-                records.append(execute(make(kind, placement[0]), spec, store, ctx, observer,
-                                       timeout=options.timeout, sinks=sinks))  # fmt: skip
+                records.append(
+                    execute(make(kind, placement[0]), spec, store, ctx, observer, timeout=options.timeout, sinks=sinks)
+                )
             records += _job(plan, rep, job, spec, kind, placement, store, observer, options, sinks)
     return records
 
 
 def _job(
-    plan: bench_mod.Plan, rep: int, job: str, spec: Spec, kind: str, placement: Sequence[Site],
-    store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
-) -> list[RunRecord]:  # fmt: skip
+    plan: bench_mod.Plan,
+    rep: int,
+    job: str,
+    spec: Spec,
+    kind: str,
+    placement: Sequence[Site],
+    store: Store,
+    observer: Observer,
+    options: Options,
+    sinks: Sequence[Sink],
+) -> list[RunRecord]:
     """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all."""
     targets = [make(kind, s) for s in placement]
     addresses = _worker_addresses(targets)
@@ -63,8 +77,9 @@ def _job(
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=len(targets), worker_index=i)
         env = {"TF_CONFIG": tf_config(addresses, i)}
-        rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks,
-                      stop=stops[i])  # fmt: skip
+        rec = execute(
+            targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks, stop=stops[i]
+        )
         results[i] = rec
         if rec.status != "ok" and not stops[i].requested:
             stop_others(i, f"stopped: worker {i} ({targets[i].host}) failed: {rec.reason}")

@@ -28,9 +28,14 @@ COTENANT_MARGIN = 120.0  # seconds a co-tenant may outlive the foreground's own 
 
 
 def run(
-    plan: bench_mod.Plan, site: Site, kinds: Sequence[str], store: Store, observer: Observer, options: Options,
+    plan: bench_mod.Plan,
+    site: Site,
+    kinds: Sequence[str],
+    store: Store,
+    observer: Observer,
+    options: Options,
     sinks: Sequence[Sink],
-) -> list[RunRecord]:  # fmt: skip
+) -> list[RunRecord]:
     """Per repetition, workload and kind: the foreground alone, then with the co-tenant running."""
     probe_target = make("bm", site)
     batch = options.cotenant_batch or (512 if probe(probe_target, HAS_GPU) == "1" else 64)
@@ -43,14 +48,15 @@ def run(
     records: list[RunRecord] = []
     for round_ in plan.rounds(kinds):
         for rep, spec, kind in round_:
+            if not isinstance(spec, WorkloadSpec):  # scenarios.check refuses the micro suite before this
+                raise ConfigError("--scenario shared runs models, not the micro suite")
             fg_cpus, co_cpus = halves[kind]
             job = new_id("j")
             fg = spec.model_copy(update={"cpus": fg_cpus})
             co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
             alone = "none" + (f", cpus {fg_cpus}" if fg_cpus else "")
             ctx = RunContext(plan.bench_id, "shared", rep, contention=alone, job_id=job)
-            records.append(execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout,
-                                   sinks=sinks))  # fmt: skip
+            records.append(execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks))
             label = contention_label(options.cotenant, batch, fg_cpus, co_cpus)
             records += _with_cotenant(plan, rep, job, kind, site, fg, co, label, store, observer, options, sinks)
     return records
@@ -75,23 +81,50 @@ def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) 
     """The co-tenant's workload: AlexNet training at the foreground's size, math and GPU memory rule (growth, or
     the same slice), until it is stopped."""
     size = max(fg.size, MODELS["alexnet"].min_size)
-    values: dict[str, Any] = dict(model="alexnet", mode="train", batch_size=batch, image_size=size, warmup=1,
-                                  steps=10**9, device="auto", cpus=cpus, seed=fg.seed + 1, math=fg.math, xla=fg.xla,
-                                  gpu_memory_mib=fg.gpu_memory_mib)  # fmt: skip
+    values: dict[str, Any] = dict(
+        model="alexnet",
+        mode="train",
+        batch_size=batch,
+        image_size=size,
+        warmup=1,
+        steps=10**9,
+        device="auto",
+        cpus=cpus,
+        seed=fg.seed + 1,
+        math=fg.math,
+        xla=fg.xla,
+        gpu_memory_mib=fg.gpu_memory_mib,
+    )
     if variant == "cpu":
         values.update(device="cpu", math="float32" if fg.math == "tf32" else fg.math)
     elif variant == "gpu":
         values["device"] = "gpu"
     elif variant == "io":
-        values.update(data="real", data_dir=fg.data_dir, classes=fg.classes, data_digest=fg.data_digest,
-                      data_files=fg.data_files, data_bytes=fg.data_bytes)  # fmt: skip
+        values.update(
+            data="real",
+            data_dir=fg.data_dir,
+            classes=fg.classes,
+            data_digest=fg.data_digest,
+            data_files=fg.data_files,
+            data_bytes=fg.data_bytes,
+        )
     return workload_spec(**values)
 
 
 def _with_cotenant(
-    plan: bench_mod.Plan, rep: int, job: str, kind: str, site: Site, fg: WorkloadSpec, co: WorkloadSpec,
-    label: str, store: Store, observer: Observer, options: Options, sinks: Sequence[Sink],
-) -> list[RunRecord]:  # fmt: skip
+    plan: bench_mod.Plan,
+    rep: int,
+    job: str,
+    kind: str,
+    site: Site,
+    fg: WorkloadSpec,
+    co: WorkloadSpec,
+    label: str,
+    store: Store,
+    observer: Observer,
+    options: Options,
+    sinks: Sequence[Sink],
+) -> list[RunRecord]:
     """Start the co-tenant, wait for its first timed step, time the foreground, stop the co-tenant."""
     co_target = make(kind, site)
     stop, started = Stop(), threading.Event()
@@ -102,8 +135,9 @@ def _with_cotenant(
     bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
 
     def cotenant() -> None:
-        co_record.append(execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, stop=stop,
-                                 on_start=started))  # fmt: skip
+        co_record.append(
+            execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, stop=stop, on_start=started)
+        )
 
     thread = threading.Thread(target=cotenant, name="dltestbed-cotenant")
     thread.start()
@@ -120,8 +154,10 @@ def _with_cotenant(
         if not thread.is_alive() or not started.is_set():
             end_cotenant("the co-tenant did not reach its first timed step in time")
             why = co_record[0].reason if co_record else f"no timed step within {COTENANT_START_TIMEOUT:.0f} s"
-            raise WorkloadError(f"the co-tenant ({label}) could not start on {co_target.host}: {why} "
-                                f"(log: {co_record[0].log_path if co_record else '-'})")  # fmt: skip
+            raise WorkloadError(
+                f"the co-tenant ({label}) could not start on {co_target.host}: {why} "
+                f"(log: {co_record[0].log_path if co_record else '-'})"
+            )
         ctx = RunContext(plan.bench_id, "shared", rep, contention=label, job_id=job)
         fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks)
         if not thread.is_alive() and co_record and co_record[0].status != "ok":

@@ -48,8 +48,12 @@ class Node:
 def salloc_argv(req: Request) -> list[str]:
     """The salloc command line for a request (unset options are left to Slurm and $SALLOC_*)."""
     argv = ["salloc", f"--nodes={req.nodes}", "--exclusive", f"--job-name={req.job_name}"]
-    for flag, value in (("--partition", req.partition), ("--account", req.account), ("--time", req.time),
-                        ("--comment", req.comment)):  # fmt: skip
+    for flag, value in (
+        ("--partition", req.partition),
+        ("--account", req.account),
+        ("--time", req.time),
+        ("--comment", req.comment),
+    ):
         if value:
             argv.append(f"{flag}={value}")
     return [*argv, "--", "sh", "-c", HOLDER]
@@ -58,14 +62,24 @@ def salloc_argv(req: Request) -> list[str]:
 def slurm(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """Run one of Slurm's client commands here; a SlurmError line when it is missing or hangs."""
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                              env=command_env(os.environ), stdin=subprocess.DEVNULL)  # fmt: skip
+        return subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=command_env(os.environ),
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
-        raise SlurmError(f"--launcher slurm: {argv[0]} is not installed here (this machine must be a Slurm "
-                         "submit host: apt-get install slurm-client)") from None  # fmt: skip
+        raise SlurmError(
+            f"--launcher slurm: {argv[0]} is not installed here (this machine must be a Slurm "
+            "submit host: apt-get install slurm-client)"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"--launcher slurm: `{' '.join(argv[:3])}` got no answer in {timeout:.0f} s "
-                         "(is slurmctld up? is $SLURM_CONF right?)") from None  # fmt: skip
+        raise SlurmError(
+            f"--launcher slurm: `{' '.join(argv[:3])}` got no answer in {timeout:.0f} s "
+            "(is slurmctld up? is $SLURM_CONF right?)"
+        ) from None
 
 
 def check_cluster() -> str:
@@ -85,8 +99,10 @@ def check_request(req: Request) -> None:
     nodes, default = parse.partitions(done.stdout) if done.returncode == 0 else ({}, None)
     name = req.partition or default
     if name in nodes and req.nodes > len(nodes[name]):
-        raise SlurmError(f"--launcher slurm: {req.nodes} node(s) asked for; partition {name} has "
-                         f"{len(nodes[name])} ({', '.join(sorted(nodes[name]))})")  # fmt: skip
+        raise SlurmError(
+            f"--launcher slurm: {req.nodes} node(s) asked for; partition {name} has "
+            f"{len(nodes[name])} ({', '.join(sorted(nodes[name]))})"
+        )
 
 
 class Allocation:
@@ -105,9 +121,15 @@ class Allocation:
         """Ask for the nodes and wait until Slurm grants them (salloc's own lines go to on_notice).
         A refusal is a SlurmError with salloc's line; Ctrl-C while it waits revokes the request."""
         try:
-            proc = subprocess.Popen(salloc_argv(req), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=command_env(os.environ),
-                                    start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                salloc_argv(req),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=command_env(os.environ),
+                start_new_session=True,
+            )
         except FileNotFoundError:
             raise SlurmError("--launcher slurm: salloc is not installed here (apt-get install slurm-client)") from None
         said: deque[str] = deque(maxlen=20)
@@ -144,8 +166,18 @@ class Allocation:
     def srun_argv(self, node: str, argv: Sequence[str]) -> list[str]:
         """A step of one task on `node`, sharing the node with the bench's other steps (a co-tenant,
         a probe); its stdout and stdin are the workload's, streamed through srun."""
-        return ["srun", f"--jobid={self.job_id}", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "--overlap",
-                "--kill-on-bad-exit=1", "--quiet", "--", *argv]  # fmt: skip
+        return [
+            "srun",
+            f"--jobid={self.job_id}",
+            f"--nodelist={node}",
+            "--nodes=1",
+            "--ntasks=1",
+            "--overlap",
+            "--kill-on-bad-exit=1",
+            "--quiet",
+            "--",
+            *argv,
+        ]
 
     def job(self) -> dict[str, str]:
         """The job's `scontrol show job` record ({} once Slurm has forgotten it)."""

@@ -6,12 +6,27 @@ import re
 from collections.abc import Iterable
 
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z][\w/:.]*)=")
-_CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
-                        r"(?: DUE TO ([A-Z][A-Z _]*?))?(?: \*\*\*|$)")
+_CANCELLED = re.compile(
+    r"\*\*\* (?:JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
+    r"(?: DUE TO ([A-Z][A-Z _]*?))?(?: \*\*\*|$)"
+)
 _JOB_ID = re.compile(r"job allocation (\d+)")
 # job states that end a job, as `scontrol show job` names them
-ENDED_STATES = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-                          "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"})  # fmt: skip
+ENDED_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
 
 
 def fields(line: str) -> dict[str, str]:
@@ -21,7 +36,7 @@ def fields(line: str) -> dict[str, str]:
     marks = list(_FIELD.finditer(line))
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
-        out[m.group(1)] = line[m.end():end].strip()
+        out[m.group(1)] = line[m.end() : end].strip()
     return out
 
 

@@ -134,8 +134,9 @@ def _cbm(site: Site) -> Target:
     c = site.container
     if c is None:
         raise _missing("cbm", site, "the container image")
-    return ContainerTarget(_bm(site), c.runtime, c.tag, c.digest, c.options, runtime_env=c.runtime_env,
-                           data_source=site.data.host)  # fmt: skip
+    return ContainerTarget(
+        _bm(site), c.runtime, c.tag, c.digest, c.options, runtime_env=c.runtime_env, data_source=site.data.host
+    )
 
 
 @register("vm")
@@ -152,10 +153,25 @@ def _cvm(site: Site) -> Target:
         raise _missing("cvm", site, "the VM")
     if not rec.container_tag:  # a user's image: the bench's checks refuse this first
         raise userimage.refuse_cvm(site.host.name if site.host else None, rec.image_name)
-    return ContainerTarget(_vm(site), "podman", rec.container_tag, rec.container_digest, kind="cvm",
-                           data_source=site.data.vm)  # fmt: skip
+    return ContainerTarget(
+        _vm(site), "podman", rec.container_tag, rec.container_digest, kind="cvm", data_source=site.data.vm
+    )
 
 
-__all__ = ["GUEST_IMAGE_KINDS", "KINDS", "STORE_IMAGE_KINDS", "VM_KINDS", "CommandResult", "ContainerImage",
-           "DataPlace", "Site", "SlurmPlace", "Target", "check_kind", "factory", "machine_under", "make",
-           "register"]  # fmt: skip
+__all__ = [
+    "GUEST_IMAGE_KINDS",
+    "KINDS",
+    "STORE_IMAGE_KINDS",
+    "VM_KINDS",
+    "CommandResult",
+    "ContainerImage",
+    "DataPlace",
+    "Site",
+    "SlurmPlace",
+    "Target",
+    "check_kind",
+    "factory",
+    "machine_under",
+    "make",
+    "register",
+]

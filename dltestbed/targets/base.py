@@ -32,7 +32,10 @@ class Target(Protocol):
     machine: str
     python: str  # interpreter on the target that has dltestbed installed
     remote: bool
-    inner: Target | None
+
+    @property
+    def inner(self) -> Target | None: ...
+
     peer_address: str
     data_dir: str | None
 

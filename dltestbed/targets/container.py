@@ -49,13 +49,20 @@ MEMORY_RE = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
 
 def limits(opts: ContainerOptions) -> str:
     """The container's resource limits in words ("" when none): part of what a run's result depends on."""
-    parts = [f"cpuset {opts.cpuset}" if opts.cpuset else "", f"memory {opts.memory}" if opts.memory else "",
-             f"NUMA node {opts.numa_node}" if opts.numa_node is not None else ""]  # fmt: skip
+    parts = [
+        f"cpuset {opts.cpuset}" if opts.cpuset else "",
+        f"memory {opts.memory}" if opts.memory else "",
+        f"NUMA node {opts.numa_node}" if opts.numa_node is not None else "",
+    ]
     return ", ".join(p for p in parts if p)
 
 
-def check_limits(cpuset: str | None, memory: str | None, cpus: set[int] | None = None,
-                 names: tuple[str, str] = ("--container-cpuset", "--container-memory")) -> None:  # fmt: skip
+def check_limits(
+    cpuset: str | None,
+    memory: str | None,
+    cpus: set[int] | None = None,
+    names: tuple[str, str] = ("--container-cpuset", "--container-memory"),
+) -> None:
     """A ConfigError line for a CPU set or memory limit the runtimes would refuse; `cpus`: the CPUs the
     machine has, when known (this machine); `names`: the option or variable each came from."""
     if cpuset is not None:
@@ -97,8 +104,17 @@ def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: Con
             out = [*pin, *out]
         return out
     # -i: the CLI's stdin (dltestbed's pipe or SSH session) is the workload's, closed when dltestbed is gone
-    out = [runtime, "run", "--rm", "--interactive", "--name", name, f"--network={opts.network}",
-           f"--user={CONTAINER_USER}", "--pull=never"]  # fmt: skip
+    out = [
+        runtime,
+        "run",
+        "--rm",
+        "--interactive",
+        "--name",
+        name,
+        f"--network={opts.network}",
+        f"--user={CONTAINER_USER}",
+        "--pull=never",
+    ]
     out += [f"--label={k}={v}" for k, v in opts.labels]
     if runtime == "podman":
         out.append("--log-driver=none")  # stdout is streamed to us; no second copy in a journal
@@ -155,11 +171,16 @@ def options_from_vars(v: Mapping[str, object]) -> ContainerOptions:
         raise ConfigError(f"dltestbed_container_privileged: true or false (got {privileged!r})")
     check_limits(text("cpuset"), text("memory"), names=("dltestbed_container_cpuset", "dltestbed_container_memory"))
     return ContainerOptions(
-        gpus=None if gpus == "none" else gpus, cpuset=text("cpuset"), memory=text("memory"),
-        network=text("network") or "host", numa_node=int(numa) if numa is not None else None,
+        gpus=None if gpus == "none" else gpus,
+        cpuset=text("cpuset"),
+        memory=text("memory"),
+        network=text("network") or "host",
+        numa_node=int(numa) if numa is not None else None,
         privileged=privileged in _TRUE,
-        cap_add=items("cap_add"), volumes=items("volumes"), extra=items("args"),
-    )  # fmt: skip
+        cap_add=items("cap_add"),
+        volumes=items("volumes"),
+        extra=items("args"),
+    )
 
 
 def remove_argv(runtime: str, name: str) -> list[str] | None:
@@ -172,10 +193,17 @@ def remove_argv(runtime: str, name: str) -> list[str] | None:
 class ContainerTarget:
     """A container on the machine of `inner` (kind cbm on bare metal, cvm in a VM)."""
 
-
-    def __init__(self, inner: Target, runtime: str, image: str, digest: str, opts: ContainerOptions | None = None,
-                 kind: str = "cbm", runtime_env: Mapping[str, str] | None = None,
-                 data_source: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        inner: Target,
+        runtime: str,
+        image: str,
+        digest: str,
+        opts: ContainerOptions | None = None,
+        kind: str = "cbm",
+        runtime_env: Mapping[str, str] | None = None,
+        data_source: str | None = None,
+    ) -> None:
         if runtime not in RUNTIMES:
             raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
         self.inner = inner
@@ -197,9 +225,14 @@ class ContainerTarget:
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: which runtime, which image (by digest), its limits, on which machine."""
         lim = limits(self.opts)
-        return {**self.inner.fingerprint(), "target_kind": self.kind, "container_runtime": self.runtime,
-                "container_image_tag": self.image, "container_image_digest": self.digest,
-                **({"container_limits": lim} if lim else {})}  # fmt: skip
+        return {
+            **self.inner.fingerprint(),
+            "target_kind": self.kind,
+            "container_runtime": self.runtime,
+            "container_image_tag": self.image,
+            "container_image_digest": self.digest,
+            **({"container_limits": lim} if lim else {}),
+        }
 
     def abort(self) -> None:
         """Stop the run in progress (its inner command); `run` then removes the container by name."""
@@ -244,14 +277,24 @@ class ContainerTarget:
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
         mounts = (f"{self.data_source}:{CONTAINER_DATA}:ro",) if self.data_source else ()
         ids = {k: v for k, v in (env or {}).items() if k in ("DLTESTBED_BENCH_ID", "DLTESTBED_RUN_ID")}
-        labels = ((OWNER_LABEL, installation_id()), (BENCH_LABEL, ids.get("DLTESTBED_BENCH_ID", "-")),
-                  (RUN_LABEL, ids.get("DLTESTBED_RUN_ID", "-")))  # fmt: skip
-        opts = ContainerOptions(**{**opts.__dict__, "env": (*opts.env, *extra_env), "labels": (*opts.labels, *labels),
-                                   "volumes": (*opts.volumes, *mounts)})  # fmt: skip
+        labels = (
+            (OWNER_LABEL, installation_id()),
+            (BENCH_LABEL, ids.get("DLTESTBED_BENCH_ID", "-")),
+            (RUN_LABEL, ids.get("DLTESTBED_RUN_ID", "-")),
+        )
+        opts = ContainerOptions(
+            **{
+                **opts.__dict__,
+                "env": (*opts.env, *extra_env),
+                "labels": (*opts.labels, *labels),
+                "volumes": (*opts.volumes, *mounts),
+            }
+        )
         command = run_argv(self.runtime, self.image, name, argv, opts)
         try:
-            return self.inner.run(command, env=self.runtime_env, timeout=timeout, on_line=on_line,
-                                  stderr_log=stderr_log)  # fmt: skip
+            return self.inner.run(
+                command, env=self.runtime_env, timeout=timeout, on_line=on_line, stderr_log=stderr_log
+            )
         finally:
             rm = remove_argv(self.runtime, name)
             if rm:  # a second Ctrl-C waits for the removal

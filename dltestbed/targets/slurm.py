@@ -49,6 +49,11 @@ class SlurmTarget:
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal, placed by Slurm."""
-        return {"target_kind": self.kind, "target_host": self.name, "target_address": self.node.address,
-                "transport": "slurm", "slurm_job_id": self.alloc.job_id,
-                "slurm_partition": self.alloc.partition}  # fmt: skip
+        return {
+            "target_kind": self.kind,
+            "target_host": self.name,
+            "target_address": self.node.address,
+            "transport": "slurm",
+            "slurm_job_id": self.alloc.job_id,
+            "slurm_partition": self.alloc.partition,
+        }

@@ -28,5 +28,9 @@ class SSHTarget(OnTransport):
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal, reached over SSH."""
-        return {"target_kind": self.kind, "target_host": self.name, "target_address": self.spec.address,
-                "transport": "ssh"}  # fmt: skip
+        return {
+            "target_kind": self.kind,
+            "target_host": self.name,
+            "target_address": self.spec.address,
+            "transport": "ssh",
+        }

@@ -21,8 +21,9 @@ class VMTarget(OnTransport):
     inner: Target | None = None
     peer_address = "127.0.0.1"  # a job's workers share their host's one VM (distributed on vm: one host)
 
-    def __init__(self, record: VMRecord, connect_timeout: float = 15.0, via: Host | None = None,
-                 data_dir: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, record: VMRecord, connect_timeout: float = 15.0, via: Host | None = None, data_dir: str | None = None
+    ) -> None:
         self.record = record
         self.data_dir = data_dir
         self.via = via  # the hypervisor host to jump through (the VM's bridge is private to it)
@@ -36,9 +37,18 @@ class VMTarget(OnTransport):
         """The layer facts: a VM, how it is virtualised, on which hypervisor, from which image (vm_image:
         its key; vm_image_name: the file, for a user's own image)."""
         r = self.record
-        return {"target_kind": self.kind, "target_host": r.name, "target_address": r.address, "transport": "ssh",
-                "vm_virt_type": r.virt_type, "vm_vcpus": str(r.vcpus), "vm_memory_mib": str(r.memory_mib),
-                "vm_image": r.image_key, "vm_hypervisor": r.host or "local", "vm_libvirt_uri": r.uri.split("?")[0],
-                **({"vm_image_name": r.image_name} if r.image_name else {}),
-                **({"vm_vcpu_pins": ",".join(r.vcpu_pins)} if r.vcpu_pins else {}),
-                **({"vm_numa_node": str(r.numa_node)} if r.numa_node is not None else {})}  # fmt: skip
+        return {
+            "target_kind": self.kind,
+            "target_host": r.name,
+            "target_address": r.address,
+            "transport": "ssh",
+            "vm_virt_type": r.virt_type,
+            "vm_vcpus": str(r.vcpus),
+            "vm_memory_mib": str(r.memory_mib),
+            "vm_image": r.image_key,
+            "vm_hypervisor": r.host or "local",
+            "vm_libvirt_uri": r.uri.split("?")[0],
+            **({"vm_image_name": r.image_name} if r.image_name else {}),
+            **({"vm_vcpu_pins": ",".join(r.vcpu_pins)} if r.vcpu_pins else {}),
+            **({"vm_numa_node": str(r.numa_node)} if r.numa_node is not None else {}),
+        }

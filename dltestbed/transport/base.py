@@ -47,8 +47,15 @@ class CommandResult:
 class Transport(Protocol):
     """Runs one command at a time on a machine; `abort` stops it from any thread, even while it starts."""
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None,
-            on_line: Callable[[str], None] | None = None, stderr_log: Path | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        on_line: Callable[[str], None] | None = None,
+        stderr_log: Path | None = None,
+    ) -> CommandResult:
         """Run argv; stdout lines to on_line as they come, stderr to stderr_log and a tail."""
         ...
 

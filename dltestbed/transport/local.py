@@ -62,9 +62,15 @@ class LocalProcess:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, bufsize=1, env=full_env, start_new_session=True,
-            )  # fmt: skip
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+                env=full_env,
+                start_new_session=True,
+            )
         except OSError as exc:
             if self._abort.detach():
                 raise KeyboardInterrupt from None
@@ -112,6 +118,9 @@ class LocalProcess:
         if aborted:
             raise KeyboardInterrupt
         return CommandResult(
-            argv=list(argv), returncode=proc.returncode, duration=time.monotonic() - start,
-            stderr_tail=list(tail), timed_out=timed_out.is_set(),
-        )  # fmt: skip
+            argv=list(argv),
+            returncode=proc.returncode,
+            duration=time.monotonic() - start,
+            stderr_tail=list(tail),
+            timed_out=timed_out.is_set(),
+        )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import functools
 import logging
 import os
 import select
@@ -86,8 +87,12 @@ def _notice_a_dead_peer(transport: Any) -> None:
     if not isinstance(sock, socket.socket):  # a channel through a jump host: its own transport is set
         return
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 4),
-                        ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000)):  # fmt: skip
+    for name, value in (
+        ("TCP_KEEPIDLE", 10),
+        ("TCP_KEEPINTVL", 5),
+        ("TCP_KEEPCNT", 4),
+        ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000),
+    ):
         if hasattr(socket, name):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
@@ -226,8 +231,8 @@ def _add_host_keys(client: Any, files: Sequence[Path], address: str, port: int) 
     have = client.get_host_keys()
     for f in files:
         keys = _parsed(Path(f))
-        found = keys.lookup(name) if keys is not None else None
-        for keytype in list(found or {}):
+        found = (keys.lookup(name) if keys is not None else None) or {}
+        for keytype in list(found):
             if keytype not in (have.lookup(name) or {}):
                 have.add(name, keytype, found[keytype])
 
@@ -244,8 +249,14 @@ class SSH:
     """SSH to `host`, through `via` when given; host keys from `known_hosts` (default: the host's
     recorded ones, see known_hosts_files). One command at a time; `abort` closes its session."""
 
-    def __init__(self, host: Host, *, via: Host | None = None, known_hosts: Sequence[Path] | None = None,
-                 connect_timeout: float = 15.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        host: Host,
+        *,
+        via: Host | None = None,
+        known_hosts: Sequence[Path] | None = None,
+        connect_timeout: float = 15.0,
+    ) -> None:
         self.host = host
         self.via = via
         self.known_hosts = list(known_hosts) if known_hosts is not None else None
@@ -261,8 +272,17 @@ class SSH:
         """What a kept connection must match to be reused: the same host, reached the same way."""
         h = self.host
         files = tuple(self.known_hosts) if self.known_hosts is not None else None
-        return (h.name, h.address, h.port, h.user, h.key_file, h.proxy_command, h.jump and h.jump.name,
-                self.via and self.via.name, files)  # fmt: skip
+        return (
+            h.name,
+            h.address,
+            h.port,
+            h.user,
+            h.key_file,
+            h.proxy_command,
+            h.jump and h.jump.name,
+            self.via and self.via.name,
+            files,
+        )
 
     def connect(self) -> Any:
         """An open fabric Connection; a TargetError line when the host cannot be reached or its key is wrong."""
@@ -286,8 +306,14 @@ class SSH:
             from fabric import Config
 
             extra["config"] = Config(runtime_ssh_path=h.ssh_config)
-        conn = Connection(h.address, user=h.user or None, port=h.port, connect_timeout=int(self.connect_timeout),
-                          connect_kwargs=kwargs, **extra)  # fmt: skip
+        conn = Connection(
+            h.address,
+            user=h.user or None,
+            port=h.port,
+            connect_timeout=int(self.connect_timeout),
+            connect_kwargs=kwargs,
+            **extra,
+        )
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         where = f"host {h.name} ({h.address}:{h.port}" + (f" via {hop.name}" if hop else "") + ")"
         if conn.gateway is None:  # no jump (ours or the ssh config's): our own socket, so an abort can cut it
@@ -307,8 +333,10 @@ class SSH:
                     sock is not None and sock.close()
                 raise
         except paramiko.BadHostKeyException:
-            raise HostKeyError(f"{where}: its host key changed since it was recorded; check the host, then "
-                              f"remove the old key from {', '.join(map(str, files))}") from None  # fmt: skip
+            raise HostKeyError(
+                f"{where}: its host key changed since it was recorded; check the host, then "
+                f"remove the old key from {', '.join(map(str, files))}"
+            ) from None
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
                 raise HostKeyError(f"{where}: host key not recorded; run `dltestbed provision` for it first") from None
@@ -344,7 +372,7 @@ class SSH:
                     code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if code == 0:
                 sock.setblocking(True)
-                self._abort.attach(lambda s=sock: _cut(s))
+                self._abort.attach(functools.partial(_cut, sock))
                 return sock
             sock.close()
             error = OSError(code, os.strerror(code))
@@ -412,13 +440,20 @@ class SSH:
             # probes every few seconds disturb what a lab machine's hosts measure (seen in tests/lab/test_fleet.py)
             behind = self.via is not None or self.host.jump is not None or bool(self.host.proxy_command)
             with _Liveness(transport if behind else None, lambda: _close(conn)) as alive:
-                result = conn.run(command, hide=True, warn=True, pty=False, in_stream=False, out_stream=out,
-                                  err_stream=err, timeout=timeout)  # fmt: skip
+                result = conn.run(
+                    command,
+                    hide=True,
+                    warn=True,
+                    pty=False,
+                    in_stream=False,
+                    out_stream=out,
+                    err_stream=err,
+                    timeout=timeout,
+                )
             code = result.exited
             if code == -1 and not (transport and transport.is_active()) and not self._abort.requested:
                 why = getattr(transport, "saved_exception", None)
-                raise _Lost(lost + (silent if alive.dead else f" ({why})" if why else "")
-                            + " before the command ended")  # fmt: skip
+                raise _Lost(lost + (silent if alive.dead else f" ({why})" if why else "") + " before the command ended")
             clean = code >= 0 and not alive.dead
         except CommandTimedOut:
             timed_out, code = True, 124

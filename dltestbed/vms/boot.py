@@ -26,11 +26,12 @@ def stalled_early(console_tail: str) -> bool:
     """Whether a console's last line is the kernel's own from its first seconds, with no panic: the
     boot stopped there (a kernel that panics, e.g. on a missing root disk, is not restarted)."""
     m = _KERNEL_LINE.match(console_tail.strip())
-    return bool(m) and int(m.group(1)) < EARLY_SECONDS and "panic" not in console_tail.lower()
+    return m is not None and int(m.group(1)) < EARLY_SECONDS and "panic" not in console_tail.lower()
 
 
-def wait_booted(rec: VMRecord, hv: Hypervisor, timeout: float = SSH_TIMEOUT,
-                on_notice: Callable[[str], None] | None = None) -> None:  # fmt: skip
+def wait_booted(
+    rec: VMRecord, hv: Hypervisor, timeout: float = SSH_TIMEOUT, on_notice: Callable[[str], None] | None = None
+) -> None:
     """wait_ssh; when the boot stalled early (see stalled_early), restart the domain and wait again,
     at most STALL_RESTARTS times; a VMError naming the console log otherwise."""
     for attempt in range(STALL_RESTARTS + 1):
@@ -73,8 +74,10 @@ def wait_ssh(rec: VMRecord, timeout: float = SSH_TIMEOUT, via: Host | None = Non
         time.sleep(1 if via is None else 3)
     where = f"{rec.console_log}" + (f" on {rec.host}" if rec.host else "")
     tail = hypervisor_of(rec, via).console_tail(rec.console_log)
-    raise VMError(f"VM {rec.name} did not answer SSH at {rec.address} within {timeout:.0f} s; its console log: "
-                  f"{where} (last line: {tail})")  # fmt: skip
+    raise VMError(
+        f"VM {rec.name} did not answer SSH at {rec.address} within {timeout:.0f} s; its console log: "
+        f"{where} (last line: {tail})"
+    )
 
 
 def _port_open(address: str, port: int) -> bool:

@@ -12,6 +12,8 @@ from dltestbed.errors import ConfigError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _MAC = re.compile(r"^52:54:00(:[0-9a-f]{2}){3}$")
 
+VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
+
 
 @dataclass(frozen=True)
 class PciAddress:
@@ -39,7 +41,7 @@ class DomainSpec:
     """Everything a benchmark VM's definition depends on."""
 
     name: str
-    virt_type: Literal["kvm", "qemu"]
+    virt_type: VirtType
     vcpus: int
     memory_mib: int
     disk: str  # the VM's copy-on-write overlay (qcow2)
@@ -60,8 +62,9 @@ class DomainSpec:
         if not _NAME.match(self.name):
             raise ConfigError(f"VM name {self.name!r}: letters, digits, '.', '_' and '-' only (max 63)")
         if self.vcpus < 1 or self.memory_mib < 256:
-            raise ConfigError(f"VM {self.name}: needs at least 1 vCPU and 256 MiB "
-                              f"(got {self.vcpus}, {self.memory_mib})")
+            raise ConfigError(
+                f"VM {self.name}: needs at least 1 vCPU and 256 MiB (got {self.vcpus}, {self.memory_mib})"
+            )
         if self.vcpu_pins and len(self.vcpu_pins) != self.vcpus:
             raise ConfigError(f"VM {self.name}: {len(self.vcpu_pins)} vCPU pin(s) for {self.vcpus} vCPU(s)")
         if not _MAC.match(self.mac):
@@ -132,8 +135,14 @@ def domain_xml(spec: DomainSpec) -> str:
     _sub(serial, "target", port="0")
     for addr in spec.hostdevs:
         hd = _sub(dev, "hostdev", mode="subsystem", type_="pci", managed="yes")
-        _sub(_sub(hd, "source"), "address", domain=f"0x{addr.domain:04x}", bus=f"0x{addr.bus:02x}",
-             slot=f"0x{addr.slot:02x}", function=f"0x{addr.function:x}")  # fmt: skip
+        _sub(
+            _sub(hd, "source"),
+            "address",
+            domain=f"0x{addr.domain:04x}",
+            bus=f"0x{addr.bus:02x}",
+            slot=f"0x{addr.slot:02x}",
+            function=f"0x{addr.function:x}",
+        )
     rng = _sub(dev, "rng", model="virtio")
     _sub(rng, "backend", "/dev/urandom", model="random")  # sshd starts without waiting for entropy
     _sub(dev, "memballoon", model="none")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from dltestbed.config import parse_cpu_list
 from dltestbed.errors import ConfigError
-from dltestbed.vms.domain import PciAddress
+from dltestbed.vms.domain import PciAddress, VirtType
 
 GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
 
@@ -25,7 +25,7 @@ class HostFacts:
     numa_cpus: dict[int, str]  # NUMA node → its CPU list (/sys/devices/system/node/node*/cpulist)
 
 
-def virt_type(facts: HostFacts, forced: str | None = None) -> tuple[str, str | None]:
+def virt_type(facts: HostFacts, forced: str | None = None) -> tuple[VirtType, str | None]:
     """("kvm" | "qemu", a notice when it is qemu). Detected, not assumed: libvirt lists kvm wherever
     /dev/kvm opens, even where no guest can boot under it (kvm_pvm)."""
     root = ET.fromstring(facts.capabilities)
@@ -34,9 +34,12 @@ def virt_type(facts: HostFacts, forced: str | None = None) -> tuple[str, str | N
         if forced not in ("kvm", "qemu"):
             raise ConfigError(f"dltestbed_vm_virt_type: {forced!r} is not kvm or qemu")
         if forced not in types:
-            raise ConfigError(f"dltestbed_vm_virt_type: {forced}, but libvirt on this host offers only "
-                              f"{', '.join(sorted(t for t in types if t)) or 'nothing'} for x86_64")  # fmt: skip
-        return forced, ("VMs run under TCG emulation (forced): much slower than KVM" if forced == "qemu" else None)
+            raise ConfigError(
+                f"dltestbed_vm_virt_type: {forced}, but libvirt on this host offers only "
+                f"{', '.join(sorted(t for t in types if t)) or 'nothing'} for x86_64"
+            )
+        chosen: VirtType = "kvm" if forced == "kvm" else "qemu"
+        return chosen, ("VMs run under TCG emulation (forced): much slower than KVM" if forced == "qemu" else None)
     why = None
     if "kvm" not in types or not facts.dev_kvm:
         why = "KVM is not available on this host"
@@ -75,17 +78,23 @@ def gpus(nodedev_xmls: list[str]) -> list[Gpu]:
             continue
         addr = PciAddress(*(int(cap.findtext(k) or "0") for k in ("domain", "bus", "slot", "function")))
         group = cap.find("iommuGroup")
-        members = tuple(PciAddress(*(int(a.get(k) or "0", 16) for k in ("domain", "bus", "slot", "function")))
-                        for a in (group.iterfind("address") if group is not None else []))  # fmt: skip
+        members = tuple(
+            PciAddress(*(int(a.get(k) or "0", 16) for k in ("domain", "bus", "slot", "function")))
+            for a in (group.iterfind("address") if group is not None else [])
+        )
         numa = cap.find("numa")
         product = cap.find("product")
-        out.append(Gpu(
-            address=addr, vendor=GPU_VENDORS[vendor_id],
-            product=(product.text or product.get("id") or "?") if product is not None else "?",
-            driver=dev.findtext("./driver/name"),
-            iommu_group=int(group.get("number", "-1")) if group is not None else None,
-            group_members=members, numa_node=int(numa.get("node", "-1")) if numa is not None else None,
-        ))  # fmt: skip
+        out.append(
+            Gpu(
+                address=addr,
+                vendor=GPU_VENDORS[vendor_id],
+                product=(product.text or product.get("id") or "?") if product is not None else "?",
+                driver=dev.findtext("./driver/name"),
+                iommu_group=int(group.get("number", "-1")) if group is not None else None,
+                group_members=members,
+                numa_node=int(numa.get("node", "-1")) if numa is not None else None,
+            )
+        )
     return sorted(out, key=lambda g: str(g.address))
 
 
@@ -98,11 +107,14 @@ def passthrough_preflight(vm: str, wanted: str, facts: HostFacts, found: list[Gp
     ConfigError line saying why this host cannot — before anything is created."""
     head = f"GPU passthrough to VM {vm}"
     if facts.iommu_groups == 0:
-        raise ConfigError(f"{head}: this host has no IOMMU (/sys/kernel/iommu_groups is empty; enable VT-d or "
-                          "AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on); nothing was created")
+        raise ConfigError(
+            f"{head}: this host has no IOMMU (/sys/kernel/iommu_groups is empty; enable VT-d or "
+            "AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on); nothing was created"
+        )
     if not facts.vfio:
-        raise ConfigError(f"{head}: vfio-pci is not available (no /dev/vfio; load it with `modprobe vfio-pci`); "
-                          "nothing was created")  # fmt: skip
+        raise ConfigError(
+            f"{head}: vfio-pci is not available (no /dev/vfio; load it with `modprobe vfio-pci`); nothing was created"
+        )
     if not found:
         raise ConfigError(f"{head}: libvirt sees no GPU on this host; nothing was created")
     if wanted == "all":
@@ -123,15 +135,19 @@ def passthrough_preflight(vm: str, wanted: str, facts: HostFacts, found: list[Gp
     for g in chosen:
         others = [m for m in g.group_members if (m.domain, m.bus, m.slot) not in chosen_slots]
         if others:
-            raise ConfigError(f"{head}: GPU {g.address} shares IOMMU group {g.iommu_group} with "
-                              f"{', '.join(map(str, others))}, which would have to be passed too")  # fmt: skip
+            raise ConfigError(
+                f"{head}: GPU {g.address} shares IOMMU group {g.iommu_group} with "
+                f"{', '.join(map(str, others))}, which would have to be passed too"
+            )
     pinned_cpus = set().union(*(_cpus(p) for p in pinned)) if pinned else set()
     for g in chosen:
         if g.numa_node is None or g.numa_node < 0 or not pinned_cpus:
             continue
         node_cpus = _cpus(facts.numa_cpus.get(g.numa_node, "")) if facts.numa_cpus.get(g.numa_node) else set()
         if node_cpus and not pinned_cpus <= node_cpus:
-            raise ConfigError(f"{head}: GPU {g.address} is on NUMA node {g.numa_node} (CPUs "
-                              f"{facts.numa_cpus[g.numa_node]}) but the vCPUs are pinned to CPUs outside it; pin "
-                              f"them there (dltestbed_vm_numa_node: {g.numa_node})")  # fmt: skip
+            raise ConfigError(
+                f"{head}: GPU {g.address} is on NUMA node {g.numa_node} (CPUs "
+                f"{facts.numa_cpus[g.numa_node]}) but the vCPUs are pinned to CPUs outside it; pin "
+                f"them there (dltestbed_vm_numa_node: {g.numa_node})"
+            )
     return chosen

@@ -64,10 +64,13 @@ def parse_facts(script_output: str, capabilities: str) -> hostcheck.HostFacts:
     values = dict(line.split("=", 1) for line in script_output.splitlines() if "=" in line)
     numa = {int(k[4:]): v.strip() for k, v in values.items() if k.startswith("node") and k[4:].isdigit()}
     return hostcheck.HostFacts(
-        capabilities=capabilities, kvm_pvm=values.get("kvm_pvm") == "1", dev_kvm=values.get("dev_kvm") == "1",
-        iommu_groups=int(values.get("iommu_groups", "0").strip() or 0), vfio=values.get("vfio") == "1",
+        capabilities=capabilities,
+        kvm_pvm=values.get("kvm_pvm") == "1",
+        dev_kvm=values.get("dev_kvm") == "1",
+        iommu_groups=int(values.get("iommu_groups", "0").strip() or 0),
+        vfio=values.get("vfio") == "1",
         numa_cpus=numa,
-    )  # fmt: skip
+    )
 
 
 def ssh_command(host: Host) -> Path:
@@ -79,7 +82,7 @@ def ssh_command(host: Host) -> Path:
     known = " ".join('"' + str(f).replace('"', "") + '"' for f in files)
     opts = ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}", "-o", "ConnectTimeout=15"]
     safe = re.sub(r"[^A-Za-z0-9.-]", "-", host.name)
-    text = f"#!/bin/sh\n# written by dltestbed: libvirt's qemu+ssh to {safe}\nexec ssh {shlex.join(opts)} \"$@\"\n"
+    text = f'#!/bin/sh\n# written by dltestbed: libvirt\'s qemu+ssh to {safe}\nexec ssh {shlex.join(opts)} "$@"\n'
     path = paths.state_dir() / "libvirt-ssh" / f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.sh"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,8 +201,10 @@ def ensure_network(conn: Any) -> None:
         return
     except libvirt.libvirtError:
         pass
-    xml = (f"<network><name>{NETWORK}</name><forward mode='open'/><bridge name='{BRIDGE}' stp='off'/>"
-           f"<dns enable='no'/><ip address='{SUBNET}.1' netmask='255.255.255.0'/></network>")  # fmt: skip
+    xml = (
+        f"<network><name>{NETWORK}</name><forward mode='open'/><bridge name='{BRIDGE}' stp='off'/>"
+        f"<dns enable='no'/><ip address='{SUBNET}.1' netmask='255.255.255.0'/></network>"
+    )
     try:
         conn.networkCreateXML(xml)
     except libvirt.libvirtError as exc:

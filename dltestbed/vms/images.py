@@ -10,12 +10,18 @@ from typing import Protocol
 class BaseImage(Protocol):
     """A VM's base image: uploaded once per host into the pool under `prefix` + `key`."""
 
-    key: str
-    format: str  # qcow2 | raw
-    prefix: str  # its volumes in a pool: <prefix><key>.<suffix>
-    container_tag: str  # the workload image in the guest's Podman ("" when none: no cvm)
-    container_digest: str
-    size_bytes: int  # bytes an upload sends
+    @property
+    def key(self) -> str: ...
+    @property
+    def format(self) -> str: ...  # qcow2 | raw
+    @property
+    def prefix(self) -> str: ...  # its volumes in a pool: <prefix><key>.<suffix>
+    @property
+    def container_tag(self) -> str: ...  # the workload image in the guest's Podman ("" when none: no cvm)
+    @property
+    def container_digest(self) -> str: ...
+    @property
+    def size_bytes(self) -> int: ...  # bytes an upload sends
 
     @property
     def describe(self) -> str: ...

@@ -34,8 +34,19 @@ from dltestbed.vms.settings import VMSettings
 
 LOCAL_VM = "local"  # the VM the embedded default creates on this machine (`dltestbed teardown` removes it)
 
-__all__ = ["LOCAL_URI", "VMError", "VMRecord", "create", "delete", "ensure", "hypervisor_of", "record", "records",
-           "teardown", "wait_ssh"]
+__all__ = [
+    "LOCAL_URI",
+    "VMError",
+    "VMRecord",
+    "create",
+    "delete",
+    "ensure",
+    "hypervisor_of",
+    "record",
+    "records",
+    "teardown",
+    "wait_ssh",
+]
 
 
 def placement(host: Host | None, overrides: dict[str, Any] | None = None) -> tuple[Hypervisor, str, VMSettings]:
@@ -83,8 +94,10 @@ def _make_keys(rec: VMRecord) -> Path:
     private half, which the seed disk carries and create() deletes once uploaded."""
     ssh = rec.folder / "ssh"
     ssh.mkdir(mode=0o700)
-    run_tool(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"dltestbed@{rec.name}", "-f", str(rec.key_file)],
-         "ssh-keygen")  # fmt: skip
+    run_tool(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"dltestbed@{rec.name}", "-f", str(rec.key_file)],
+        "ssh-keygen",
+    )
     host_key = ssh / "ssh_host_ed25519_key"
     run_tool(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", rec.name, "-f", str(host_key)], "ssh-keygen")
     kind, key = host_key.with_suffix(".pub").read_text().split(" ", 2)[:2]
@@ -121,12 +134,30 @@ def create(
         hostdevs = tuple(g.address for g in chosen)
     if notice and on_notice:
         on_notice(f"VM {name}: {notice}")
-    rec = reserve(name, lambda address: VMRecord(
-        name=name, uri=hv.uri, address=address, mac=mac(name), bridge=BRIDGE, virt_type=chosen_type, vcpus=vcpus,
-        memory_mib=memory_mib, image_key=image.key, container_tag=image.container_tag,
-        container_digest=image.container_digest, created_at=time.time(), gpus=gpus,
-        host=hv.host.name if hv.host else None, pool_dir=hv.pool_dir, vcpu_pins=tuple(vcpu_pins), numa_node=numa_node,
-        disk_gib=disk_gib, image_name=image.recorded_name))  # fmt: skip
+    rec = reserve(
+        name,
+        lambda address: VMRecord(
+            name=name,
+            uri=hv.uri,
+            address=address,
+            mac=mac(name),
+            bridge=BRIDGE,
+            virt_type=chosen_type,
+            vcpus=vcpus,
+            memory_mib=memory_mib,
+            image_key=image.key,
+            container_tag=image.container_tag,
+            container_digest=image.container_digest,
+            created_at=time.time(),
+            gpus=gpus,
+            host=hv.host.name if hv.host else None,
+            pool_dir=hv.pool_dir,
+            vcpu_pins=tuple(vcpu_pins),
+            numa_node=numa_node,
+            disk_gib=disk_gib,
+            image_name=image.recorded_name,
+        ),
+    )
     try:
         host_key = _make_keys(rec)
         with hv.connect() as conn:
@@ -134,19 +165,34 @@ def create(
             in_use = {r.image_key for r in records() if r.uri == hv.uri and r.name != name}
             staged = pool_mod.stage_image(conn, pool, hv, image, in_use, on_notice)
             with tempfile.TemporaryDirectory() as tmp:
-                seed_file = seed_disk(Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(),
-                                      host_key)  # fmt: skip
+                seed_file = seed_disk(
+                    Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key
+                )
                 seed = pool_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
             host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
             floor = disk_gib if disk_gib is not None else image.min_disk_gib
-            disk = pool_mod.overlay(pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3),
-                                  staged.format)  # fmt: skip
+            disk = pool_mod.overlay(
+                pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3), staged.format
+            )
             hv_mod.ensure_network(conn)
-            spec = DomainSpec(name=rec.domain, virt_type=chosen_type, vcpus=vcpus, memory_mib=memory_mib,  # type: ignore[arg-type]
-                              disk=disk, console_log=rec.console_log, bridge=BRIDGE, mac=rec.mac, seed=seed,
-                              kernel=staged.kernel, initrd=staged.initrd,
-                              cmdline=(cmdline or image.cmdline) if staged.kernel else None, vcpu_pins=tuple(vcpu_pins),
-                              numa_node=numa_node, hostdevs=hostdevs, owner=installation_id())  # fmt: skip
+            spec = DomainSpec(
+                name=rec.domain,
+                virt_type=chosen_type,
+                vcpus=vcpus,
+                memory_mib=memory_mib,
+                disk=disk,
+                console_log=rec.console_log,
+                bridge=BRIDGE,
+                mac=rec.mac,
+                seed=seed,
+                kernel=staged.kernel,
+                initrd=staged.initrd,
+                cmdline=(cmdline or image.cmdline) if staged.kernel else None,
+                vcpu_pins=tuple(vcpu_pins),
+                numa_node=numa_node,
+                hostdevs=hostdevs,
+                owner=installation_id(),
+            )
             started = time.monotonic()
             _define_and_start(conn, domain_xml(spec))
         wait_booted(rec, hv, ssh_timeout, on_notice)
@@ -161,15 +207,24 @@ def create(
     return rec
 
 
-def ensure(name: str, image: BaseImage, settings: VMSettings, hv: Hypervisor | None = None,
-           on_notice: Callable[[str], None] | None = None) -> tuple[VMRecord, bool]:  # fmt: skip
+def ensure(
+    name: str,
+    image: BaseImage,
+    settings: VMSettings,
+    hv: Hypervisor | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> tuple[VMRecord, bool]:
     """The VM `name` on hv with this base image and these settings: the one there when it matches and
     answers, else a new one (a stale one is deleted first). (record, created)."""
     hv = hv or hv_mod.local()
     rec = record(name)
-    same = rec is not None and rec.uri == hv.uri and rec.image_key == image.key and (
-        rec.vcpus, rec.memory_mib, rec.gpus, tuple(rec.vcpu_pins), rec.numa_node, rec.disk_gib
-    ) == (settings.vcpus, settings.memory_mib, settings.gpus, settings.pins(), settings.numa_node, settings.disk_gib)
+    same = (
+        rec is not None
+        and rec.uri == hv.uri
+        and rec.image_key == image.key
+        and (rec.vcpus, rec.memory_mib, rec.gpus, tuple(rec.vcpu_pins), rec.numa_node, rec.disk_gib)
+        == (settings.vcpus, settings.memory_mib, settings.gpus, settings.pins(), settings.numa_node, settings.disk_gib)
+    )
     if rec is not None and same:
         try:
             wait_ssh(rec, timeout=120, via=hv.host)  # made earlier by a bench or provision: still there?
@@ -177,9 +232,19 @@ def ensure(name: str, image: BaseImage, settings: VMSettings, hv: Hypervisor | N
         except VMError:
             pass
     delete(name, hv if rec is None or rec.uri == hv.uri else None)
-    made = create(name, image, vcpus=settings.vcpus, memory_mib=settings.memory_mib, virt_type=settings.virt_type,
-                  gpus=settings.gpus, vcpu_pins=settings.pins(), numa_node=settings.numa_node,
-                  disk_gib=settings.disk_gib, hv=hv, on_notice=on_notice)  # fmt: skip
+    made = create(
+        name,
+        image,
+        vcpus=settings.vcpus,
+        memory_mib=settings.memory_mib,
+        virt_type=settings.virt_type,
+        gpus=settings.gpus,
+        vcpu_pins=settings.pins(),
+        numa_node=settings.numa_node,
+        disk_gib=settings.disk_gib,
+        hv=hv,
+        on_notice=on_notice,
+    )
     return made, True
 
 
@@ -223,9 +288,11 @@ def delete(name: str, hv: Hypervisor | None = None, *, any_owner: bool = False) 
             other = owner_of(dom) if dom is not None and not any_owner else None
             if other is not None and other != installation_id():
                 where = f" on {hv.host.name}" if hv.host else ""
-                raise ForeignVMError(f"VM {DOMAIN_PREFIX}{name}{where} belongs to another dltestbed installation "
-                                     f"({other}): left as it is; its owner's `dltestbed teardown` removes it (or "
-                                     "yours with --all-owners)")  # fmt: skip
+                raise ForeignVMError(
+                    f"VM {DOMAIN_PREFIX}{name}{where} belongs to another dltestbed installation "
+                    f"({other}): left as it is; its owner's `dltestbed teardown` removes it (or "
+                    "yours with --all-owners)"
+                )
             if dom is not None:
                 found = True
                 with contextlib.suppress(libvirt.libvirtError):
@@ -257,8 +324,11 @@ def owners(hv: Hypervisor | None = None) -> dict[str, str | None]:
     """dltestbed's domains there (names without the prefix), each with the installation that made it."""
     try:
         with (hv or hv_mod.local()).connect() as conn:
-            return {d.name()[len(DOMAIN_PREFIX):]: owner_of(d) for d in conn.listAllDomains()
-                    if d.name().startswith(DOMAIN_PREFIX)}  # fmt: skip
+            return {
+                d.name()[len(DOMAIN_PREFIX) :]: owner_of(d)
+                for d in conn.listAllDomains()
+                if d.name().startswith(DOMAIN_PREFIX)
+            }
     except VMError:
         return {}
 

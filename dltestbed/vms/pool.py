@@ -29,8 +29,10 @@ def pool(conn: Any, hv: Hypervisor) -> Any:
         if not p.isActive():
             p.create()
     except libvirt.libvirtError:
-        xml = (f"<pool type='dir'><name>{hv.pool_name}</name><target><path>{_xml_text(hv.pool_dir)}</path>"
-               "<permissions><mode>0711</mode></permissions></target></pool>")  # fmt: skip
+        xml = (
+            f"<pool type='dir'><name>{hv.pool_name}</name><target><path>{_xml_text(hv.pool_dir)}</path>"
+            "<permissions><mode>0711</mode></permissions></target></pool>"
+        )
         try:
             p = conn.storagePoolDefineXML(xml, 0)
             p.build(0)  # makes the folder (with its mode) when missing
@@ -59,8 +61,11 @@ def upload(conn: Any, p: Any, name: str, path: Path) -> str:
     if old is not None:
         old.delete(0)
     size = path.stat().st_size
-    vol = p.createXML(f"<volume><name>{_xml_text(name)}</name><capacity unit='bytes'>{size}</capacity>"
-                      "<allocation>0</allocation><target><format type='raw'/></target></volume>", 0)  # fmt: skip
+    vol = p.createXML(
+        f"<volume><name>{_xml_text(name)}</name><capacity unit='bytes'>{size}</capacity>"
+        "<allocation>0</allocation><target><format type='raw'/></target></volume>",
+        0,
+    )
     stream = conn.newStream(0)
     try:
         vol.upload(stream, 0, size, 0)
@@ -81,10 +86,12 @@ def upload(conn: Any, p: Any, name: str, path: Path) -> str:
 def overlay(p: Any, name: str, base: str, capacity: int, base_format: str = "qcow2") -> str:
     """A qcow2 copy-on-write overlay of `base` (qcow2 or raw) as volume `name`; its path."""
     libvirt = libvirt_module()
-    xml = (f"<volume><name>{_xml_text(name)}</name><capacity unit='bytes'>{capacity}</capacity>"
-           "<target><format type='qcow2'/></target>"
-           f"<backingStore><path>{_xml_text(base)}</path><format type='{_xml_text(base_format)}'/></backingStore>"
-           "</volume>")  # fmt: skip
+    xml = (
+        f"<volume><name>{_xml_text(name)}</name><capacity unit='bytes'>{capacity}</capacity>"
+        "<target><format type='qcow2'/></target>"
+        f"<backingStore><path>{_xml_text(base)}</path><format type='{_xml_text(base_format)}'/></backingStore>"
+        "</volume>"
+    )
     try:
         return str(p.createXML(xml, 0).path())
     except libvirt.libvirtError as exc:
@@ -102,21 +109,26 @@ class StagedImage:
     initrd: str | None = None
 
 
-def stage_image(conn: Any, p: Any, hv: Hypervisor, image: BaseImage, in_use: set[str],
-                on_notice: Callable[[str], None] | None = None) -> StagedImage:  # fmt: skip
+def stage_image(
+    conn: Any,
+    p: Any,
+    hv: Hypervisor,
+    image: BaseImage,
+    in_use: set[str],
+    on_notice: Callable[[str], None] | None = None,
+) -> StagedImage:
     """The base image on the host. This machine uses dltestbed's guest image from its cache in place;
     anything else (a remote host, a user's image, which may sit where qemu cannot read it) is uploaded
     into the pool once (a marker volume says the upload finished). Other images' volumes there are
     removed unless a VM in `in_use` (image keys) still runs on them."""
     if hv.local and image.kernel is not None:
-        return StagedImage(str(image.disk), image.format, image.virtual_size, str(image.kernel),
-                           str(image.initrd))  # fmt: skip
+        return StagedImage(str(image.disk), image.format, image.virtual_size, str(image.kernel), str(image.initrd))
     capacity = image.virtual_size
     prefix = f"{image.prefix}{image.key}"
     vols = volumes(p)
     for name, vol in vols.items():
         family = next((f for f in IMAGE_PREFIXES if name.startswith(f)), None)
-        key = name[len(family):].split(".", 1)[0] if family else None
+        key = name[len(family) :].split(".", 1)[0] if family else None
         if family and key != image.key and key not in in_use:
             vol.delete(0)
     files = {f".{image.format}": image.disk}

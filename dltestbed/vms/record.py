@@ -96,8 +96,16 @@ def hypervisor_of(rec: VMRecord, host: Host | None = None) -> Hypervisor:
 
 def guest_host(rec: VMRecord) -> Host:
     """The VM as an SSH host: root, with the key and host key dltestbed made for it."""
-    return Host(name=rec.name, address=rec.address, port=22, user="root", key_file=str(rec.key_file),
-                known_hosts_files=(str(rec.known_hosts),), groups=(), vars={"dltestbed_venv": GUEST_VENV})  # fmt: skip
+    return Host(
+        name=rec.name,
+        address=rec.address,
+        port=22,
+        user="root",
+        key_file=str(rec.key_file),
+        known_hosts_files=(str(rec.known_hosts),),
+        groups=(),
+        vars={"dltestbed_venv": GUEST_VENV},
+    )
 
 
 def guest_ssh(rec: VMRecord, via: Host | None = None, connect_timeout: float = 15.0) -> SSH:

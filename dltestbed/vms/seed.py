@@ -49,7 +49,7 @@ def seed_disk(folder: Path, name: str, address: str, pubkey: str, host_key: Path
             "ssh_genkeytypes: [ed25519]\n"  # none: the one below (given), which the controller knows
             f"ssh_keys:\n  ed25519_private: |\n{indented}\n"
             f"  ed25519_public: {host_key.with_suffix('.pub').read_text().strip()}\n"
-        )  # fmt: skip
+        )
         # Version 1, with the gateway on the subnet: every cloud-init renders that with the distribution's
         # own tools (ifupdown's `gateway`, netplan, networkd). A v2 route is rendered for ifupdown as
         # `route add` (net-tools, absent from Debian 12's cloud images), and cloud-init 22 has no `to: default`.
@@ -57,7 +57,7 @@ def seed_disk(folder: Path, name: str, address: str, pubkey: str, host_key: Path
             f"version: 1\nconfig:\n  - type: physical\n    name: eth0\n    mac_address: '{mac(name)}'\n"
             f"    subnets:\n      - type: static\n        address: {address}\n        netmask: 255.255.255.0\n"
             f"        gateway: {gateway}\n"
-        )  # fmt: skip
+        )
         seed = folder / "seed.img"
         run_tool(["mkfs.vfat", "-n", "CIDATA", "-C", str(seed), "2048"], "mkfs.vfat for the seed disk")
         for entry in sorted(d.iterdir()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -50,7 +51,9 @@ class VMSettings:
     # DEFAULT_USER_DISK_GIB for a user's image (a cloud image is small, and the workload takes ~3 GB)
 
     @classmethod
-    def from_vars(cls, host_vars: dict[str, Any], host: str, overrides: dict[str, Any] | None = None) -> VMSettings:
+    def from_vars(
+        cls, host_vars: Mapping[str, Any], host: str, overrides: Mapping[str, Any] | None = None
+    ) -> VMSettings:
         """The inventory host's dltestbed_vm_* variables, then the overrides; checked."""
         raw: dict[str, Any] = {}
         for f in fields(cls):

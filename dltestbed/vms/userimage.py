@@ -63,8 +63,10 @@ def parse_info(text: str, path: str) -> tuple[str, int]:
     if fmt not in FORMATS:
         raise ConfigError(f"VM image {path}: format {fmt}; use qcow2 or raw (qemu-img convert -O qcow2 …)")
     if info.get("backing-filename"):
-        raise ConfigError(f"VM image {path}: it is an overlay of {info['backing-filename']}; give one self-contained "
-                          "image (qemu-img convert -O qcow2 flattens it)")  # fmt: skip
+        raise ConfigError(
+            f"VM image {path}: it is an overlay of {info['backing-filename']}; give one self-contained "
+            "image (qemu-img convert -O qcow2 flattens it)"
+        )
     if info.get("encrypted"):
         raise ConfigError(f"VM image {path}: it is encrypted; dltestbed cannot give qemu its secret")
     return fmt, size
@@ -90,8 +92,9 @@ def corruption(check_json: str, rc: int) -> str | None:
 
 
 def _check_qcow2(p: Path, path: str) -> None:
-    proc = subprocess.run(["qemu-img", "check", "--output=json", "--force-share", str(p)], capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        ["qemu-img", "check", "--output=json", "--force-share", str(p)], capture_output=True, text=True, timeout=300
+    )
     if why := corruption(proc.stdout, proc.returncode):
         raise ConfigError(f"VM image {path}: {why}")
 
@@ -104,8 +107,9 @@ def inspect(path: str) -> UserImage:
         raise ConfigError(f"VM image {path}: no such file")
     if not os.access(p, os.R_OK):
         raise ConfigError(f"VM image {path}: not readable")
-    proc = subprocess.run(["qemu-img", "info", "--output=json", "--force-share", str(p)], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["qemu-img", "info", "--output=json", "--force-share", str(p)], capture_output=True, text=True, timeout=60
+    )
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise ConfigError(f"VM image {path}: qemu-img cannot read it: {why}")
@@ -122,5 +126,7 @@ def inspect(path: str) -> UserImage:
 def refuse_cvm(host_name: str | None, image_name: str) -> ConfigError:
     """The one line for cvm asked of a VM that runs a user's image (it has no dltestbed container image)."""
     on = f" on {host_name}" if host_name else ""
-    return ConfigError(f"cvm{on}: the VM would run your image {image_name}, which has no dltestbed container image; "
-                       "cvm needs dltestbed's guest image (run vm alone with your image)")  # fmt: skip
+    return ConfigError(
+        f"cvm{on}: the VM would run your image {image_name}, which has no dltestbed container image; "
+        "cvm needs dltestbed's guest image (run vm alone with your image)"
+    )

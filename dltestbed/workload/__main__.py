@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
+import importlib
 import itertools
 import os
 import signal
@@ -52,25 +53,37 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", type=int, default=1000, help="with real data: the folder's classes")
     p.add_argument("--sample-interval", type=float, default=1.0, help="seconds between resource samples")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--distributed", action="store_true",
-                   help="one worker of a MultiWorkerMirroredStrategy job; the cluster and this worker's "
-                   "index come from TF_CONFIG; --batch-size is per worker")  # fmt: skip
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one worker of a MultiWorkerMirroredStrategy job; the cluster and this worker's "
+        "index come from TF_CONFIG; --batch-size is per worker",
+    )
     p.add_argument("--cpus", help="run only on these CPUs, e.g. 0-3,8 (before TensorFlow starts its threads)")
-    p.add_argument("--math", help="float32 (TF32 off), tf32, mixed_bfloat16, mixed_float16 (loss-scaled) or mixed "
-                   "(bfloat16 where the device has it, else float16); default float32")  # fmt: skip
+    p.add_argument(
+        "--math",
+        help="float32 (TF32 off), tf32, mixed_bfloat16, mixed_float16 (loss-scaled) or mixed "
+        "(bfloat16 where the device has it, else float16); default float32",
+    )
     p.add_argument("--xla", action="store_true", help="compile the step with XLA")
     p.add_argument("--gpu-memory-mib", type=int, help="a fixed GPU memory limit per GPU (default: grow as needed)")
-    p.add_argument("--watch-stdin", action="store_true",
-                   help="stop (as if interrupted) when stdin closes: for runs over SSH, so a lost "
-                   "controller never leaves a workload behind")  # fmt: skip
+    p.add_argument(
+        "--watch-stdin",
+        action="store_true",
+        help="stop (as if interrupted) when stdin closes: for runs over SSH, so a lost "
+        "controller never leaves a workload behind",
+    )
     return p
 
 
 def micro_parser() -> argparse.ArgumentParser:
     """The arguments of `micro` (the controller builds them with ProbeSpec.to_argv)."""
     p = _Parser(prog="python -m dltestbed.workload micro", description="microbenchmarks: " + ", ".join(PROBES))
-    p.add_argument("--probes", help="comma-separated, of: " + ", ".join(PROBES) + " (default: all that run on one "
-                   "target, or with --distributed all that run between workers)")
+    p.add_argument(
+        "--probes",
+        help="comma-separated, of: " + ", ".join(PROBES) + " (default: all that run on one "
+        "target, or with --distributed all that run between workers)",
+    )
     p.add_argument("--scale", default="small", help="small (seconds per probe) or full (the models' shapes)")
     for name in ("--data", "--data-dir", "--data-digest", "--device", "--cpus"):
         p.add_argument(name)
@@ -148,8 +161,10 @@ def _check_copy(spec: WorkloadSpec | ProbeSpec, index: dataset.DatasetIndex) -> 
     (another file count or size: a partial or stale copy)."""
     files, nbytes = dataset.shape(index)
     if spec.data_digest is not None and (files, nbytes) != (spec.data_files, spec.data_bytes):
-        raise DataError(f"data dir {spec.data_dir!r} is not dataset {spec.data_digest[:12]}: {files} files, "
-                        f"{nbytes} bytes here; {spec.data_files} files, {spec.data_bytes} bytes expected")  # fmt: skip
+        raise DataError(
+            f"data dir {spec.data_dir!r} is not dataset {spec.data_digest[:12]}: {files} files, "
+            f"{nbytes} bytes here; {spec.data_files} files, {spec.data_bytes} bytes expected"
+        )
     return {"dataset_digest": spec.data_digest, "dataset_files": files, "dataset_bytes": nbytes}
 
 
@@ -177,7 +192,7 @@ def _prepare(spec: WorkloadSpec | ProbeSpec, ns: argparse.Namespace, min_classes
     --device cpu. The index, the dataset facts to record, and the cluster."""
     if ns.watch_stdin:
         _watch_stdin()
-    index = dataset.scan(spec.data_dir) if spec.data == "real" else None
+    index = dataset.scan(spec.data_dir) if spec.data == "real" and spec.data_dir else None
     if index is not None and len(index.classes) < min_classes:
         raise ConfigError(f"data dir {spec.data_dir!r} has 1 class; at least 2 are needed")
     data_facts = _check_copy(spec, index) if index is not None else {}
@@ -204,10 +219,11 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     nvml = Nvml.open()
     gpus = nvml.devices() if nvml else []
     fp = fingerprint.base()
-    tf, visible, strategy = None, [], None
+    tf: Any = None
+    visible: list[Any] = []
+    strategy: Any = None
     if set(spec.probes) & probes.NEED_TF:  # membw and disk alone start in a second, even in an emulated VM
-        # TensorFlow takes seconds to import: only the modes that need it load it
-        import tensorflow as tf
+        tf = importlib.import_module("tensorflow")  # seconds to import: only the probes that need it load it
 
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
         from dltestbed.workload import tfgpu
@@ -222,8 +238,16 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(data_facts)
     names = tuple(str(g.get("name", "GPU")) for g in gpus[: len(visible)]) or ("GPU",) * len(visible)
-    where = probes.Where(tf, names, spec.scale, tuple(index.files) if index else (), spec.seed, strategy,
-                         cluster.size if cluster else 1, tuple(gpus[: len(visible)]))  # fmt: skip
+    where = probes.Where(
+        tf,
+        names,
+        spec.scale,
+        tuple(index.files) if index else (),
+        spec.seed,
+        strategy,
+        cluster.size if cluster else 1,
+        tuple(gpus[: len(visible)]),
+    )
     cases: list[probes.Case] = []
     skips: list[SkipEvent] = []
     try:
@@ -252,8 +276,18 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
             for c in cases:
                 for i, phase, values, dt in probes.timed(c, spec.scale, spec.warmup, spec.steps, where.agree):
                     for name, unit, value in values:
-                        emitter.emit(MeasureEvent(probe=c.probe, case=name, index=i, phase=phase, value=value,
-                                                  unit=unit, seconds=dt, t=time.time()))  # fmt: skip
+                        emitter.emit(
+                            MeasureEvent(
+                                probe=c.probe,
+                                case=name,
+                                index=i,
+                                phase=phase,
+                                value=value,
+                                unit=unit,
+                                seconds=dt,
+                                t=time.time(),
+                            )
+                        )
                         measures += phase == "timed"
         finally:
             sampler.stop()
@@ -317,7 +351,9 @@ def run(argv: list[str], emitter: Emitter) -> None:
         if strategy is not None:
             with strategy.scope():
                 model = models.build(spec.model, spec.size, classes)
-                step = loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * cluster.size, **how)
+                step = loop.make_step(
+                    tf, keras, model, spec.mode, strategy, spec.batch_size * (cluster.size if cluster else 1), **how
+                )
         else:
             model = models.build(spec.model, spec.size, classes)
             step = loop.make_step(tf, keras, model, spec.mode, **how)
@@ -326,11 +362,19 @@ def run(argv: list[str], emitter: Emitter) -> None:
         else:
             batches = data.synthetic(tf, spec.batch_size, spec.size, classes, seed)
         startup = time.time() - _process_start()
-        summary = loop.run(step, batches, spec.batch_size, spec.warmup, spec.steps, emitter.emit,
-                           require_gpu=spec.device == "gpu" and not cluster,
-                           libraries=fingerprint.loaded_cuda if gpu_count else None)  # fmt: skip
-        summary = dataclasses.replace(summary, startup_seconds=startup,
-                                      gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None)
+        summary = loop.run(
+            step,
+            batches,
+            spec.batch_size,
+            spec.warmup,
+            spec.steps,
+            emitter.emit,
+            require_gpu=spec.device == "gpu" and not cluster,
+            libraries=fingerprint.loaded_cuda if gpu_count else None,
+        )
+        summary = dataclasses.replace(
+            summary, startup_seconds=startup, gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None
+        )
     finally:
         sampler.stop()
         if nvml:

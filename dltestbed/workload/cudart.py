@@ -90,8 +90,9 @@ class Copies:
         self.rt = rt = runtime()
         self.size, self.cpus, self.pinned = size, cpus, pinned
         call(rt, "cudaSetDevice", device)
-        self.kind = rt.cudaMemcpyKind.cudaMemcpyHostToDevice if direction == "h2d" else \
-            rt.cudaMemcpyKind.cudaMemcpyDeviceToHost  # fmt: skip
+        self.kind = (
+            rt.cudaMemcpyKind.cudaMemcpyHostToDevice if direction == "h2d" else rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        )
         self._free: list[Callable[[], None]] = []
         try:
             self.dev = call(rt, "cudaMalloc", size)
@@ -115,8 +116,11 @@ class Copies:
 
     def __call__(self, reps: int) -> None:
         """reps copies, then wait for them (pinned: asynchronous on a stream, as bandwidthTest does)."""
-        dst, src = (self.dev, self.host) if self.kind == self.rt.cudaMemcpyKind.cudaMemcpyHostToDevice else \
-            (self.host, self.dev)  # fmt: skip
+        dst, src = (
+            (self.dev, self.host)
+            if self.kind == self.rt.cudaMemcpyKind.cudaMemcpyHostToDevice
+            else (self.host, self.dev)
+        )
         with on_cpus(self.cpus):
             for _ in range(reps):
                 if self.pinned:

@@ -123,8 +123,17 @@ class Unparsed:
     event: str = field(default="unparsed", init=False)
 
 
-Event = (StartEvent | StepEvent | ResourceEvent | SummaryEvent | MeasureEvent | SkipEvent | ProbesDoneEvent
-         | ErrorEvent | Unparsed)  # fmt: skip
+Event = (
+    StartEvent
+    | StepEvent
+    | ResourceEvent
+    | SummaryEvent
+    | MeasureEvent
+    | SkipEvent
+    | ProbesDoneEvent
+    | ErrorEvent
+    | Unparsed
+)
 
 _KINDS: dict[str, type] = {
     "start": StartEvent,
@@ -141,18 +150,32 @@ _KINDS: dict[str, type] = {
 _NUM = (int, float)
 _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
     "start": {"spec": (dict,), "fingerprint": (dict,), "t": _NUM},
-    "step": {"index": (int,), "phase": (str,), "images": (int,), "seconds": _NUM,
-             "images_per_sec": _NUM, "t": _NUM},
+    "step": {"index": (int,), "phase": (str,), "images": (int,), "seconds": _NUM, "images_per_sec": _NUM, "t": _NUM},
     "resource": {"t": _NUM, "rss_bytes": (int,), "cpu_percent": _NUM, "gpus": (list,)},
-    "summary": {"timed_steps": (int,), "images": (int,), "timed_seconds": _NUM,
-                "mean_images_per_sec": _NUM, "images_per_sec": _NUM, "elapsed_seconds": _NUM,
-                "first_step_seconds": _NUM, "warmup_seconds": _NUM},
-    "measure": {"probe": (str,), "case": (str,), "index": (int,), "phase": (str,), "value": _NUM, "unit": (str,),
-                "seconds": _NUM, "t": _NUM},
+    "summary": {
+        "timed_steps": (int,),
+        "images": (int,),
+        "timed_seconds": _NUM,
+        "mean_images_per_sec": _NUM,
+        "images_per_sec": _NUM,
+        "elapsed_seconds": _NUM,
+        "first_step_seconds": _NUM,
+        "warmup_seconds": _NUM,
+    },
+    "measure": {
+        "probe": (str,),
+        "case": (str,),
+        "index": (int,),
+        "phase": (str,),
+        "value": _NUM,
+        "unit": (str,),
+        "seconds": _NUM,
+        "t": _NUM,
+    },
     "skip": {"probe": (str,), "case": (str,), "reason": (str,)},
     "probes_done": {"measures": (int,), "skips": (int,)},
     "error": {"kind": (str,), "message": (str,)},
-}  # fmt: skip
+}
 # Fields an event may leave out (older workloads, or nothing to say): absent or null is None.
 _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
     "step": {"device": (str,), "libraries": (dict,)},
@@ -198,9 +221,9 @@ def parse_line(line: str) -> Event:
     if obj.get("v") != SCHEMA_VERSION:
         return Unparsed(line, f"schema version {obj.get('v')!r}, expected {SCHEMA_VERSION}")
     kind = obj.get("event")
-    cls = _KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
+    if not isinstance(kind, str) or kind not in _KINDS:
         return Unparsed(line, f"unknown event {kind!r}")
+    cls = _KINDS[kind]
     types = _TYPES[kind]
     values: dict[str, Any] = {}
     for name, accepted in types.items():

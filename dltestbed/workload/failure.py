@@ -16,8 +16,11 @@ _NOISE = re.compile(r"^\s*(\[\[\{\{node .*\}\}\]\]|\[Op:[^\]]*\]|Hint: .*|Stack 
 _OP_TAIL = re.compile(r"\s*\[Op:[^\]]*\](\s*name:\s*\S*)?\s*$")  # an eager op's " [Op:Name] name: " at the end
 _TRACE = re.compile(r"^Detected at node .* \(most recent call last\):$")
 # How TensorFlow, XLA, cuDNN and the CUDA runtime say a device ran out of memory.
-_OOM = re.compile(r"OOM when allocating|RESOURCE_EXHAUSTED|Out of memory|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
-                  r"failed to allocate", re.IGNORECASE)  # fmt: skip
+_OOM = re.compile(
+    r"OOM when allocating|RESOURCE_EXHAUSTED|Out of memory|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    r"failed to allocate",
+    re.IGNORECASE,
+)
 
 
 def error_line(text: str) -> str:
@@ -67,8 +70,12 @@ def holders(devices: Sequence[dict[str, Any]], processes: Sequence[dict[str, Any
             parts.append(f"GPU {dev['index']} ({dev.get('name', '?')}): no other process holds memory there")
             continue
         held = sum(p.get("used_bytes") or 0 for p in others)
-        who = ", ".join(f"pid {p['pid']}" + (f" {p['command']}" if p.get("command") else " (not visible from here)")
-                        + (f" {_gib(p['used_bytes'])}" if p.get("used_bytes") else "") for p in others)  # fmt: skip
+        who = ", ".join(
+            f"pid {p['pid']}"
+            + (f" {p['command']}" if p.get("command") else " (not visible from here)")
+            + (f" {_gib(p['used_bytes'])}" if p.get("used_bytes") else "")
+            for p in others
+        )
         parts.append(f"GPU {dev['index']} ({dev.get('name', '?')}): {_gib(held)} of {_gib(total)} held by {who}")
     return "; ".join(parts)
 

@@ -79,29 +79,31 @@ class Nvml:
             bus = self._text(n.nvmlDeviceGetPciInfo(h).busId)
             power = t(n.nvmlDeviceGetEnforcedPowerLimit, h)
             cc = t(n.nvmlDeviceGetCudaComputeCapability, h)
-            out.append({
-                "index": i,
-                "name": self._text(n.nvmlDeviceGetName(h)),
-                "driver": driver,
-                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-                "memory_total_bytes": int(mem.total),
-                "pci_bus_id": bus,
-                "uuid": self._opt_text(t(n.nvmlDeviceGetUUID, h)),
-                "vbios": self._opt_text(t(n.nvmlDeviceGetVbiosVersion, h)),
-                "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-                "pcie_gen": t(n.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                "pcie_gen_max": t(n.nvmlDeviceGetMaxPcieLinkGeneration, h),
-                "pcie_width": t(n.nvmlDeviceGetCurrPcieLinkWidth, h),
-                "pcie_width_max": t(n.nvmlDeviceGetMaxPcieLinkWidth, h),
-                "power_limit_watts": power / 1000 if power is not None else None,
-                "ecc": _mode(t(n.nvmlDeviceGetEccMode, h)),
-                "mig": _mode(t(n.nvmlDeviceGetMigMode, h)),
-                "sm_clock_app_mhz": t(n.nvmlDeviceGetApplicationsClock, h, CLOCK_SM),
-                "mem_clock_app_mhz": t(n.nvmlDeviceGetApplicationsClock, h, CLOCK_MEM),
-                "sm_clock_max_mhz": t(n.nvmlDeviceGetMaxClockInfo, h, CLOCK_SM),
-                "mem_clock_max_mhz": t(n.nvmlDeviceGetMaxClockInfo, h, CLOCK_MEM),
-                "numa_node": numa_node(bus),
-            })  # fmt: skip
+            out.append(
+                {
+                    "index": i,
+                    "name": self._text(n.nvmlDeviceGetName(h)),
+                    "driver": driver,
+                    "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+                    "memory_total_bytes": int(mem.total),
+                    "pci_bus_id": bus,
+                    "uuid": self._opt_text(t(n.nvmlDeviceGetUUID, h)),
+                    "vbios": self._opt_text(t(n.nvmlDeviceGetVbiosVersion, h)),
+                    "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+                    "pcie_gen": t(n.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                    "pcie_gen_max": t(n.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                    "pcie_width": t(n.nvmlDeviceGetCurrPcieLinkWidth, h),
+                    "pcie_width_max": t(n.nvmlDeviceGetMaxPcieLinkWidth, h),
+                    "power_limit_watts": power / 1000 if power is not None else None,
+                    "ecc": _mode(t(n.nvmlDeviceGetEccMode, h)),
+                    "mig": _mode(t(n.nvmlDeviceGetMigMode, h)),
+                    "sm_clock_app_mhz": t(n.nvmlDeviceGetApplicationsClock, h, CLOCK_SM),
+                    "mem_clock_app_mhz": t(n.nvmlDeviceGetApplicationsClock, h, CLOCK_MEM),
+                    "sm_clock_max_mhz": t(n.nvmlDeviceGetMaxClockInfo, h, CLOCK_SM),
+                    "mem_clock_max_mhz": t(n.nvmlDeviceGetMaxClockInfo, h, CLOCK_MEM),
+                    "numa_node": numa_node(bus),
+                }
+            )
         return out
 
     def _opt_text(self, v: Any) -> str | None:
@@ -114,8 +116,14 @@ class Nvml:
         for i, h in enumerate(self._handles):
             for proc in self._try(self._n.nvmlDeviceGetComputeRunningProcesses, h) or []:
                 used = proc.usedGpuMemory
-                out.append({"index": i, "pid": int(proc.pid), "used_bytes": int(used) if used is not None else None,
-                            "command": _command(int(proc.pid))})  # fmt: skip
+                out.append(
+                    {
+                        "index": i,
+                        "pid": int(proc.pid),
+                        "used_bytes": int(used) if used is not None else None,
+                        "command": _command(int(proc.pid)),
+                    }
+                )
         return out
 
     def sample(self, pid: int | None = None) -> list[dict[str, Any]]:
@@ -129,12 +137,14 @@ class Nvml:
             for proc in self._n.nvmlDeviceGetComputeRunningProcesses(h):
                 if proc.pid == pid and proc.usedGpuMemory is not None:
                     mine += int(proc.usedGpuMemory)
-            out.append({
-                "index": i,
-                "memory_used_bytes": int(mem.used),
-                "process_memory_bytes": mine,
-                "util_percent": float(util.gpu),
-            })  # fmt: skip
+            out.append(
+                {
+                    "index": i,
+                    "memory_used_bytes": int(mem.used),
+                    "process_memory_bytes": mine,
+                    "util_percent": float(util.gpu),
+                }
+            )
         return out
 
 

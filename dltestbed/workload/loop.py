@@ -24,8 +24,15 @@ class StepError(Exception):
 
 
 def make_step(
-    tf: Any, keras: Any, model: Any, mode: str, strategy: Any = None, global_batch: int | None = None, *,
-    loss_scale: bool = False, xla: bool = False,
+    tf: Any,
+    keras: Any,
+    model: Any,
+    mode: str,
+    strategy: Any = None,
+    global_batch: int | None = None,
+    *,
+    loss_scale: bool = False,
+    xla: bool = False,
 ) -> Callable[[Any, Any], Any]:
     """A compiled step returning a float32 scalar that depends on the whole computation.
 
@@ -41,7 +48,7 @@ def make_step(
         def infer_step(images: Any, labels: Any) -> Any:
             return tf.reduce_sum(tf.cast(model(images, training=False), tf.float32))
 
-        return infer_step  # type: ignore[no-any-return]
+        return infer_step
 
     optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
     if loss_scale:
@@ -59,11 +66,12 @@ def make_step(
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    return train_step  # type: ignore[no-any-return]
+    return train_step
 
 
-def _distributed_train_step(tf: Any, keras: Any, model: Any, optimizer: Any, strategy: Any, global_batch: int,
-                            loss_scale: bool, xla: bool) -> Any:  # fmt: skip
+def _distributed_train_step(
+    tf: Any, keras: Any, model: Any, optimizer: Any, strategy: Any, global_batch: int, loss_scale: bool, xla: bool
+) -> Any:
     """The replica's forward and backward pass compiled with XLA when asked; the all-reduce and the update
     stay outside it, in the strategy's own step."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
@@ -127,8 +135,18 @@ def run(
             timed.append(dt)
         else:
             warm_total += dt
-        emit(StepEvent(index=i, phase=phase, images=batch_size, seconds=dt,
-                       images_per_sec=batch_size / dt, t=time.time(), device=device, libraries=libs))  # fmt: skip
+        emit(
+            StepEvent(
+                index=i,
+                phase=phase,
+                images=batch_size,
+                seconds=dt,
+                images_per_sec=batch_size / dt,
+                t=time.time(),
+                device=device,
+                libraries=libs,
+            )
+        )
         if i == 0 and require_gpu and not on_gpu(device):
             raise ConfigError(f"--device gpu: the first step ran on {device or 'an unknown device'}, not a GPU")
     elapsed = time.perf_counter() - start

@@ -20,12 +20,13 @@ def resolve(math: str, capabilities: list[tuple[int, int]]) -> str:
     if math == "mixed":
         return "mixed_float16" if old else "mixed_bfloat16"
     if math == "tf32" and not capabilities:
-        raise ConfigError("--math tf32 needs a GPU with tensor cores (Ampere or later); this run has none: "
-                          "use float32")  # fmt: skip
+        raise ConfigError("--math tf32 needs a GPU with tensor cores (Ampere or later); this run has none: use float32")
     if math in ("tf32", "mixed_bfloat16") and old:
         cc = ".".join(map(str, old[0]))
-        raise ConfigError(f"--math {math}: this GPU (compute capability {cc}) has no {math.removeprefix('mixed_')} "
-                          "tensor cores (Ampere, 8.0, or later): use float32 or mixed_float16")  # fmt: skip
+        raise ConfigError(
+            f"--math {math}: this GPU (compute capability {cc}) has no {math.removeprefix('mixed_')} "
+            "tensor cores (Ampere, 8.0, or later): use float32 or mixed_float16"
+        )
     return math
 
 

@@ -27,7 +27,7 @@ class Peak:
 
     def of(self, math: str) -> float | None:
         """The dense TFLOP/s of one math."""
-        return getattr(self, math)  # type: ignore[no-any-return]
+        return getattr(self, math)
 
 
 # Most specific first: the first row whose substrings are all in the GPU's name wins.
@@ -48,7 +48,7 @@ TABLE: tuple[Peak, ...] = (
     Peak(("V100", "PCIE"), "V100 PCIe", 14.0, None, None, 112.0, "NVIDIA V100 datasheet, PCIe"),
     Peak(("V100",), "V100 SXM2", 15.7, None, None, 125.0, "NVIDIA V100 datasheet, SXM2"),
     Peak(("T4",), "T4", 8.1, None, None, 65.0, "NVIDIA T4 datasheet"),
-)  # fmt: skip
+)
 
 
 def board(name: str) -> Peak | None:

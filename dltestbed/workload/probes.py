@@ -39,6 +39,8 @@ CONVS = (
     ("resnet50 conv2_x 3x3 64-64", 56, 56, 64, 64, 3, 1),
     ("inception3 stem 3x3 32-64", 147, 147, 32, 64, 3, 1),
 )
+
+
 class Skip(Exception):
     """This probe (or its `case`) cannot run on this target; the message says why. A probe raises it
     for the whole probe, or lists it among its cases for one case."""
@@ -70,18 +72,29 @@ class Case:
 
     def describe(self) -> list[dict[str, Any]]:
         """What the run's start event records of the case (and of each case derived from its calls)."""
-        main = {"probe": self.probe, "case": self.name, "unit": self.unit, "headline": self.headline,
-                "limit": self.limit, "limit_source": self.limit_source, "note": self.note,
-                "math": self.math}  # fmt: skip
-        return [main, *[main | {"case": name, "headline": False, "limit": None, "limit_source": ""}
-                         for name, _ in self.derived]]  # fmt: skip
+        main = {
+            "probe": self.probe,
+            "case": self.name,
+            "unit": self.unit,
+            "headline": self.headline,
+            "limit": self.limit,
+            "limit_source": self.limit_source,
+            "note": self.note,
+            "math": self.math,
+        }
+        return [
+            main,
+            *[main | {"case": name, "headline": False, "limit": None, "limit_source": ""} for name, _ in self.derived],
+        ]
 
     def values(self, reps: int, seconds: float) -> list[tuple[str, str, float]]:
         """(case, unit, value) of one call of `reps` that took `seconds`."""
         if self.unit == "s":
             return [(self.name, "s", seconds / reps)]
-        return [(self.name, self.unit, self.work * reps / seconds),
-                *[(name, self.unit, work * reps / seconds) for name, work in self.derived]]
+        return [
+            (self.name, self.unit, self.work * reps / seconds),
+            *[(name, self.unit, work * reps / seconds) for name, work in self.derived],
+        ]
 
 
 Agree = Callable[[float], float]  # the largest of a value over a job's workers (the same answer on each)
@@ -106,8 +119,9 @@ def calibrate(call: Callable[[int], None], seconds: float, agree: Agree = _alone
     return reps
 
 
-def timed(case: Case, scale: str, warmup: int, steps: int,
-          agree: Agree = _alone) -> Iterator[tuple[int, str, list[tuple[str, str, float]], float]]:  # fmt: skip
+def timed(
+    case: Case, scale: str, warmup: int, steps: int, agree: Agree = _alone
+) -> Iterator[tuple[int, str, list[tuple[str, str, float]], float]]:
     """(index, phase, [(case, unit, value)], seconds) for each call: warm-up first."""
     reps = calibrate(case.call, CALL_SECONDS[scale], agree) if case.calibrate else 1
     for i in range(warmup + steps):
@@ -171,8 +185,14 @@ def pcie_rate(gen: int | None, width: int | None) -> tuple[float | None, str]:
     """A PCIe link's payload rate per direction in B/s (transfer rate x lanes x line-code efficiency), and in
     words; None where the generation or width is not known. Packet headers take a few % more: a copy
     reaches ~85-90 % of it."""
-    gts = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130), 5: (32.0, 128 / 130),
-           6: (64.0, 242 / 256)}  # fmt: skip
+    gts = {
+        1: (2.5, 8 / 10),
+        2: (5.0, 8 / 10),
+        3: (8.0, 128 / 130),
+        4: (16.0, 128 / 130),
+        5: (32.0, 128 / 130),
+        6: (64.0, 242 / 256),
+    }
     if not gen or not width or gen not in gts:
         return None, "PCIe link not reported"
     rate, code = gts[gen]
@@ -259,8 +279,17 @@ def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
         limit, src = peaks.gpu_peak(w.gpu_names[0], math)
     else:
         limit, src = cpu_peak(len(os.sched_getaffinity(0)))
-    return Case("gemm", f"{math} n={n}", "FLOP/s", 2.0 * n**3, call, headline=(math == "float32" and
-                n == GEMM_N[w.scale][-1]), limit=limit, limit_source=src, math=math)  # fmt: skip
+    return Case(
+        "gemm",
+        f"{math} n={n}",
+        "FLOP/s",
+        2.0 * n**3,
+        call,
+        headline=(math == "float32" and n == GEMM_N[w.scale][-1]),
+        limit=limit,
+        limit_source=src,
+        math=math,
+    )
 
 
 def conv(w: Where) -> list[Case | Skip]:
@@ -289,8 +318,18 @@ def conv(w: Where) -> list[Case | Skip]:
 
         ho, wo = -(-h // stride), -(-wd // stride)
         flop = 2.0 * ho * wo * k * k * cin * cout
-        cases.append(Case("conv", f"{name} at {h}x{wd}", "FLOP/s", flop, call, headline=(i == 0), math="float32",
-                          note="float32, TF32 off"))  # fmt: skip
+        cases.append(
+            Case(
+                "conv",
+                f"{name} at {h}x{wd}",
+                "FLOP/s",
+                flop,
+                call,
+                headline=(i == 0),
+                math="float32",
+                note="float32, TF32 off",
+            )
+        )
     return cases
 
 
@@ -310,7 +349,6 @@ def membw(w: Where) -> list[Case | Skip]:
         for _ in range(reps):
             np.copyto(dst, src)
 
-
     pool = ThreadPoolExecutor(cpus, thread_name_prefix="dltestbed-membw")
     bounds = [(i * len(src) // cpus, (i + 1) * len(src) // cpus) for i in range(cpus)]
 
@@ -322,9 +360,19 @@ def membw(w: Where) -> list[Case | Skip]:
         for f in [pool.submit(part, lo, hi, reps) for lo, hi in bounds]:
             f.result()
 
-    return [Case("membw", f"copy {size >> 20} MiB, 1 thread", "B/s", 2.0 * size, one),
-            Case("membw", f"copy {size >> 20} MiB, all CPUs", "B/s", 2.0 * size, many, headline=True,
-                 note=f"{cpus} thread(s): one per CPU this process may use", cleanup=pool.shutdown)]  # fmt: skip
+    return [
+        Case("membw", f"copy {size >> 20} MiB, 1 thread", "B/s", 2.0 * size, one),
+        Case(
+            "membw",
+            f"copy {size >> 20} MiB, all CPUs",
+            "B/s",
+            2.0 * size,
+            many,
+            headline=True,
+            note=f"{cpus} thread(s): one per CPU this process may use",
+            cleanup=pool.shutdown,
+        ),
+    ]
 
 
 def _first_gpu(w: Where) -> dict[str, Any]:
@@ -337,24 +385,33 @@ def _first_gpu(w: Where) -> dict[str, Any]:
 def near_node(facts: dict[str, Any]) -> str:
     """Which NUMA node the kernel says is near a GPU, in words (never a guess)."""
     node = facts.get("numa_node")
-    return f"the GPU's NUMA node is {node}" if node is not None else \
-        "the kernel does not report the GPU's NUMA node (-1): which socket is near is unknown"  # fmt: skip
+    return (
+        f"the GPU's NUMA node is {node}"
+        if node is not None
+        else "the kernel does not report the GPU's NUMA node (-1): which socket is near is unknown"
+    )
 
 
 def copy_cases(probe: str, size: int, nodes: dict[int, list[int]]) -> list[tuple[str, bool, list[int] | None]]:
     """(case, pinned, CPUs to place the host buffer on) of a copy probe: pinned (the first: the headline) and
     pageable, and from each NUMA node's memory where there are several. Pure."""
     per_node = [(f" from node {n}", cpus) for n, cpus in nodes.items()] if len(nodes) > 1 else [("", None)]
-    return [(f"{kind} {_size(size)}{where}", kind == "pinned", cpus) for kind in ("pinned", "pageable")
-            for where, cpus in per_node]  # fmt: skip
+    return [
+        (f"{kind} {_size(size)}{where}", kind == "pinned", cpus)
+        for kind in ("pinned", "pageable")
+        for where, cpus in per_node
+    ]
 
 
 def _copies(w: Where, probe: str) -> list[Case | Skip]:
     facts = _first_gpu(w)
     size = COPY_BYTES[w.scale]
     limit, src = pcie_rate(facts.get("pcie_gen_max"), facts.get("pcie_width_max"))
-    now = f"; the link runs at Gen{facts.get('pcie_gen')} x{facts.get('pcie_width')} now" \
-        if facts.get("pcie_gen") is not None else ""  # fmt: skip
+    now = (
+        f"; the link runs at Gen{facts.get('pcie_gen')} x{facts.get('pcie_width')} now"
+        if facts.get("pcie_gen") is not None
+        else ""
+    )
     cases: list[Case | Skip] = []
     for i, (name, pinned, cpus) in enumerate(copy_cases(probe, size, cudart.numa_nodes())):
         try:
@@ -362,9 +419,20 @@ def _copies(w: Where, probe: str) -> list[Case | Skip]:
         except cudart.CudaError as exc:
             cases.append(Skip(str(exc), name))
             continue
-        cases.append(Case(probe, name, "B/s", float(size), copies, headline=i == 0, limit=limit,
-                          limit_source=src + now, note=f"CUDA runtime, as bandwidthTest; {near_node(facts)}",
-                          cleanup=copies.close))  # fmt: skip
+        cases.append(
+            Case(
+                probe,
+                name,
+                "B/s",
+                float(size),
+                copies,
+                headline=i == 0,
+                limit=limit,
+                limit_source=src + now,
+                note=f"CUDA runtime, as bandwidthTest; {near_node(facts)}",
+                cleanup=copies.close,
+            )
+        )
     return cases
 
 
@@ -390,8 +458,18 @@ def launch(w: Where) -> list[Case | Skip]:
         except cudart.CudaError as exc:
             out.append(Skip(str(exc), name))
             continue
-        out.append(Case("launch", name, "s", 1.0, runs, headline=not sync, cleanup=runs.close,
-                        note="1 block of 1 thread; CUDA driver API through cuda-bindings"))  # fmt: skip
+        out.append(
+            Case(
+                "launch",
+                name,
+                "s",
+                1.0,
+                runs,
+                headline=not sync,
+                cleanup=runs.close,
+                note="1 block of 1 thread; CUDA driver API through cuda-bindings",
+            )
+        )
     return out
 
 
@@ -453,15 +531,21 @@ def disk(w: Where) -> list[Case | Skip]:
         raise Skip("the dataset's files are empty")
     point, fstype = mount_of(os.path.realpath(files[0]), _read("/proc/self/mounts") or "")
     memory = " — in memory, not on a disk" if fstype in ("tmpfs", "ramfs") else ""
-    where = ("dataset" if w.data_files else f"scratch file in {os.path.dirname(files[0])}") + \
-        f" on {fstype} ({point}){memory}"  # fmt: skip
+    where = (
+        "dataset" if w.data_files else f"scratch file in {os.path.dirname(files[0])}"
+    ) + f" on {fstype} ({point}){memory}"
     why = drop_cache(files)
-    note = f"{where}; page cache dropped per file before each pass (posix_fadvise DONTNEED)" if why is None else \
-        f"{where}; page cache NOT dropped ({why}): cached reads"  # fmt: skip
+    note = (
+        f"{where}; page cache dropped per file before each pass (posix_fadvise DONTNEED)"
+        if why is None
+        else f"{where}; page cache NOT dropped ({why}): cached reads"
+    )
     rnd = random.Random(w.seed)
     reads = RANDOM_READS[w.scale]
-    picks = [(i, rnd.randrange(0, max(1, sizes[i] // BLOCK)) * BLOCK)
-             for i in rnd.choices(range(len(files)), weights=[max(s, 1) for s in sizes], k=reads)]  # fmt: skip
+    picks = [
+        (i, rnd.randrange(0, max(1, sizes[i] // BLOCK)) * BLOCK)
+        for i in rnd.choices(range(len(files)), weights=[max(s, 1) for s in sizes], k=reads)
+    ]
 
     def seq(reps: int) -> None:
         drop_cache(files)
@@ -521,9 +605,18 @@ def allreduce(w: Where) -> list[Case | Skip]:
     for size in sizes:
         x = tf.ones([size // 4], tf.float32)
         call = _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), x)
-        cases.append(Case("allreduce", f"{_size(size)} algbw", "B/s", float(size), call,
-                          derived=((f"{_size(size)} busbw", size * 2 * (n - 1) / n),), headline=size == sizes[-1],
-                          note=f"{n} workers; busbw = algbw x 2(n-1)/n (nccl-tests)"))  # fmt: skip
+        cases.append(
+            Case(
+                "allreduce",
+                f"{_size(size)} algbw",
+                "B/s",
+                float(size),
+                call,
+                derived=((f"{_size(size)} busbw", size * 2 * (n - 1) / n),),
+                headline=size == sizes[-1],
+                note=f"{n} workers; busbw = algbw x 2(n-1)/n (nccl-tests)",
+            )
+        )
     return cases
 
 
@@ -538,16 +631,36 @@ def net(w: Where) -> list[Case | Skip]:
     part = tf.ones([size // 4], tf.float32)
     via = f"{n} workers, TensorFlow gRPC collectives"
     return [
-        Case("net", "latency: 4 B all-reduce", "s", 1.0,
-             _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), one), note=via),
-        Case("net", f"all-gather {_size(size)} a worker: received", "B/s", float(size * (n - 1)),
-             _collective(w, lambda ctx: lambda t: ctx.all_gather(t, axis=0), part), headline=True, note=via),
-    ]  # fmt: skip
+        Case(
+            "net",
+            "latency: 4 B all-reduce",
+            "s",
+            1.0,
+            _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), one),
+            note=via,
+        ),
+        Case(
+            "net",
+            f"all-gather {_size(size)} a worker: received",
+            "B/s",
+            float(size * (n - 1)),
+            _collective(w, lambda ctx: lambda t: ctx.all_gather(t, axis=0), part),
+            headline=True,
+            note=via,
+        ),
+    ]
 
 
 # The probes that need TensorFlow: it says which GPUs a target's workload sees, the copies and launches included.
 NEED_TF = {"gemm", "conv", "h2d", "d2h", "launch", "net", "allreduce"}
 PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
-    "gemm": gemm, "conv": conv, "membw": membw, "h2d": h2d, "d2h": d2h, "launch": launch, "disk": disk, "net": net,
+    "gemm": gemm,
+    "conv": conv,
+    "membw": membw,
+    "h2d": h2d,
+    "d2h": d2h,
+    "launch": launch,
+    "disk": disk,
+    "net": net,
     "allreduce": allreduce,
-}  # fmt: skip
+}

@@ -16,8 +16,13 @@ from dltestbed.workload.gpu import Nvml
 class Sampler:
     """Emits a ResourceEvent every `interval` seconds from a daemon thread until stopped."""
 
-    def __init__(self, emit: Callable[[ResourceEvent], None], interval: float, nvml: Nvml | None,
-                 tf_bytes: Callable[[], list[int]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        emit: Callable[[ResourceEvent], None],
+        interval: float,
+        nvml: Nvml | None,
+        tf_bytes: Callable[[], list[int]] | None = None,
+    ) -> None:
         self._emit = emit
         self._interval = interval
         self._nvml = nvml
@@ -33,8 +38,9 @@ class Sampler:
             cpu = self._proc.cpu_percent(interval=None)
         gpus = self._nvml.sample() if self._nvml else []
         tf_bytes = self._tf_bytes() if self._tf_bytes else None
-        return ResourceEvent(t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus,
-                             tf_gpu_bytes=tf_bytes or None)  # fmt: skip
+        return ResourceEvent(
+            t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus, tf_gpu_bytes=tf_bytes or None
+        )
 
     def start(self) -> None:
         """Prime the CPU counter, emit a first sample now (so even a run shorter than the interval has its

@@ -43,8 +43,19 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a command on a lab host with the lab's key and recorded host keys (strict checking)."""
     h = next(x for x in state.hosts if x.name == host)
-    argv = ["ssh", "-i", str(state.key), "-o", f"UserKnownHostsFile={state.known_hosts}",
-            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{h.ip}", command]  # fmt: skip
+    argv = [
+        "ssh",
+        "-i",
+        str(state.key),
+        "-o",
+        f"UserKnownHostsFile={state.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        f"root@{h.ip}",
+        command,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
@@ -69,11 +80,17 @@ def leftovers(name: str) -> list[str]:
     with open("/proc/mounts") as f:
         out += [f"mount {line.split()[1]}" for line in f if f"/{name}/hosts/" in line]
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
-    out += [f"process {line}" for line in ps.splitlines()
-            if "dltestbed_sshd_config" in line and f"/{name}/hosts/" in line and not line.startswith("Z")]  # fmt: skip
+    out += [
+        f"process {line}"
+        for line in ps.splitlines()
+        if "dltestbed_sshd_config" in line and f"/{name}/hosts/" in line and not line.startswith("Z")
+    ]
     slurm_marks = (f"dltestbed-munge-{name}/", f"/{name}/slurm/")  # a Slurm controller's (lab up --slurm)
-    out += [f"process {line}" for line in ps.splitlines()
-            if any(m in line for m in slurm_marks) and not line.startswith("Z")]  # fmt: skip
+    out += [
+        f"process {line}"
+        for line in ps.splitlines()
+        if any(m in line for m in slurm_marks) and not line.startswith("Z")
+    ]
     return out
 
 

@@ -17,8 +17,20 @@ from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli
 from tests.lab.conftest import leftovers
 
-BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1",
-         "--repeat", "1"]  # fmt: skip
+BENCH = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+    "--steps",
+    "3",
+    "--warmup",
+    "1",
+    "--repeat",
+    "1",
+]
 NET = "10.213.85"
 
 
@@ -68,16 +80,19 @@ ansible_python_interpreter=/usr/bin/python3
 
 def _proxy_command_inventory(behind: LabState, tmp_path: Path) -> Path:
     """The site's inventory reaching its hosts by a ProxyCommand through the bastion (address from hostvars)."""
-    hop = (f"ssh -i {behind.key} -o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes "
-           "-o BatchMode=yes -W %h:%p root@{{ hostvars.jumphost.ansible_host }}")  # fmt: skip
+    hop = (
+        f"ssh -i {behind.key} -o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes "
+        "-o BatchMode=yes -W %h:%p root@{{ hostvars.jumphost.ansible_host }}"
+    )
     args = f'-o UserKnownHostsFile={behind.known_hosts} -o StrictHostKeyChecking=yes -o ProxyCommand="{hop}"'
     inv = tmp_path / "site.ini"
     inv.write_text(_users_ini(behind, args, 'dltestbed_groups={"bare_metal": "compute"}\n'))
     return inv
 
 
-def test_provision_and_bench_through_a_proxy_command(behind: LabState, env: dict[str, str], tmp_path: Path,
-                                                     results: Path) -> None:  # fmt: skip
+def test_provision_and_bench_through_a_proxy_command(
+    behind: LabState, env: dict[str, str], tmp_path: Path, results: Path
+) -> None:
     """ProxyCommand with the bastion's address templated from hostvars; the roles from dltestbed_groups."""
     for h in behind.hosts:
         assert lab_host.ssh_banner(h.ip, timeout=2) is None, f"{h.name} should not answer this machine directly"
@@ -91,7 +106,9 @@ def test_provision_and_bench_through_a_proxy_command(behind: LabState, env: dict
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(json.loads(proc.stdout), key=lambda r: r["host"])
     assert [(r["host"], r["fingerprint"]["host"], r["status"]) for r in runs] == [
-        ("tb-h1", "tb-h1", "ok"), ("tb-h2", "tb-h2", "ok")]  # fmt: skip
+        ("tb-h1", "tb-h1", "ok"),
+        ("tb-h2", "tb-h2", "ok"),
+    ]
     assert all(r["images_per_sec"] > 0 for r in runs)
 
 
@@ -103,22 +120,37 @@ def test_bench_through_proxy_jump_with_an_ssh_config_and_group_options(
     bare_metal. Needs the previous test's provisioning."""
     assert behind.bastion is not None
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host {behind.bastion.ip}\n  User root\n  IdentityFile {behind.key}\n  UserKnownHostsFile "
-                   f"{behind.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")  # fmt: skip
+    cfg.write_text(
+        f"Host {behind.bastion.ip}\n  User root\n  IdentityFile {behind.key}\n  UserKnownHostsFile "
+        f"{behind.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+    )
     args = f"-F {cfg} -o UserKnownHostsFile={behind.known_hosts} -o ProxyJump=root@{behind.bastion.ip}"
     inv = tmp_path / "site.ini"
     inv.write_text(_users_ini(behind, args))
     # without a mapping there is no bare_metal group: one line that says how to name one
     line = one_error_line(run_cli("bench", "--inventory", str(inv), *BENCH, "--results", str(results), env=env))
     assert "has no hosts in group bare_metal; --group bare_metal=GROUP names yours" in line
-    line = one_error_line(run_cli("bench", "--inventory", str(inv), "--group", "bare_metl=dgx", *BENCH,
-                                  "--results", str(results), env=env))  # fmt: skip
+    line = one_error_line(
+        run_cli(
+            "bench", "--inventory", str(inv), "--group", "bare_metl=dgx", *BENCH, "--results", str(results), env=env
+        )
+    )
     assert "--group bare_metl=dgx: 'bare_metl' is not a role; roles: bare_metal, container_hosts, libvirt_hosts" in line
     proc = run_cli("provision", "--layout", "single", "--inventory", str(inv), "--group", "bare_metal=dgx", env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "1 host(s) provisioned; nothing changed" in proc.stderr and "tb-h2" in proc.stderr
-    proc = run_cli("bench", "--inventory", str(inv), "--group", "bare_metal=dgx", *BENCH, "--json", "--results",
-                   str(results), env=env)  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--inventory",
+        str(inv),
+        "--group",
+        "bare_metal=dgx",
+        *BENCH,
+        "--json",
+        "--results",
+        str(results),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = json.loads(proc.stdout)
     assert (run["host"], run["fingerprint"]["host"], run["status"]) == ("tb-h2", "tb-h2", "ok")
@@ -127,8 +159,9 @@ def test_bench_through_proxy_jump_with_an_ssh_config_and_group_options(
     assert "tb-h" not in proc.stderr, proc.stderr  # both hosts reached through the jump (errors name the host)
 
 
-def test_a_host_lost_behind_the_bastion_is_noticed(behind: LabState, env: dict[str, str], tmp_path: Path,
-                                                  results: Path) -> None:  # fmt: skip
+def test_a_host_lost_behind_the_bastion_is_noticed(
+    behind: LabState, env: dict[str, str], tmp_path: Path, results: Path
+) -> None:
     """tb-h2's network is cut mid-bench. This machine's connection is to the bastion, which stays up, so
     TCP never tells: the SSH keep-alives that want an answer do. tb-h1 finishes; tb-h2's run is stored
     failed with its steps and why; the bench exits 1 in bounded time. Needs the first test's provisioning."""
@@ -143,8 +176,13 @@ def test_a_host_lost_behind_the_bastion_is_noticed(behind: LabState, env: dict[s
 
     inv = _proxy_command_inventory(behind, tmp_path)
     argv = ["bench", "--inventory", str(inv), *BENCH, "--steps", "400", "--json", "--results", str(results)]
-    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", *argv], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", *argv],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lost = behind.hosts[1]
     try:
         assert wait_for_steps(results, 4, runs=2), "both hosts should be measuring"

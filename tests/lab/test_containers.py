@@ -22,8 +22,20 @@ from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_fo
 from tests.htmlcheck import look
 from tests.secretwatch import SecretWatch, new_token
 
-QUICK = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3",
-         "--repeat", "1"]
+QUICK = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+    "--warmup",
+    "1",
+    "--steps",
+    "3",
+    "--repeat",
+    "1",
+]
 
 
 def _docker_up() -> bool:
@@ -39,8 +51,9 @@ def dockerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     started = None
     if not _docker_up():
         log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
-        started = subprocess.Popen(["dockerd", "--iptables=false"], stdout=log.open("w"), stderr=subprocess.STDOUT,
-                                   start_new_session=True)  # fmt: skip
+        started = subprocess.Popen(
+            ["dockerd", "--iptables=false"], stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + 60
         while not _docker_up():
             assert time.monotonic() < deadline and started.poll() is None, log.read_text()[-2000:]
@@ -53,8 +66,13 @@ def dockerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 def containers(runtime: str) -> list[str]:
     """Names of dltestbed's containers, running or not."""
-    out = subprocess.run([runtime, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
-                         env=runtime_env(runtime), check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [runtime, "ps", "-a", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        env=runtime_env(runtime),
+        check=True,
+    ).stdout
     return [n for n in out.split() if n.startswith("dltestbed-")]
 
 
@@ -66,14 +84,17 @@ def test_image_build_is_cached(runtime: str) -> None:
     assert tag.startswith("dltestbed-workload:")
     again = run_cli("image", "build", "--runtime", runtime, "--vm", "no")
     assert again.returncode == 0 and again.stdout.strip() == tag and "up to date" in again.stderr
-    user = subprocess.run([runtime, "run", "--rm", tag, "id", "-u"], capture_output=True, text=True,
-                          env=runtime_env(runtime))  # fmt: skip
+    user = subprocess.run(
+        [runtime, "run", "--rm", tag, "id", "-u"], capture_output=True, text=True, env=runtime_env(runtime)
+    )
     assert user.stdout.strip() == "10001"  # not root inside
+
     # builds do not pile up in the store (each source change is a new 1.7 GB image): three older tags,
     # pruned down to the current one and the one before; at most one install stage is left untagged
     def listed(*args: str) -> list[str]:
-        return subprocess.run([runtime, "images", *args], capture_output=True, text=True, env=runtime_env(runtime),
-                              check=True).stdout.split()  # fmt: skip
+        return subprocess.run(
+            [runtime, "images", *args], capture_output=True, text=True, env=runtime_env(runtime), check=True
+        ).stdout.split()
 
     for n in range(3):
         subprocess.run([runtime, "tag", tag, f"{REPO}:old{n}"], check=True, env=runtime_env(runtime))
@@ -90,8 +111,20 @@ def test_bm_and_cbm_interleaved_with_docker(results: Path, tmp_path: Path) -> No
     page = tmp_path / "report.html"
     token = new_token()  # exported, as for streaming: the docker CLI and the container must not get it
     with SecretWatch(token) as watch:
-        proc = run_cli("bench", "--runtime", "docker", *QUICK, "--repeat", "2", "--json", "--results", str(results),
-                       "--report", str(page), env={"INFLUXDB_V2_TOKEN": token})  # fmt: skip
+        proc = run_cli(
+            "bench",
+            "--runtime",
+            "docker",
+            *QUICK,
+            "--repeat",
+            "2",
+            "--json",
+            "--results",
+            str(results),
+            "--report",
+            str(page),
+            env={"INFLUXDB_V2_TOKEN": token},
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not watch.leaks and "docker" in watch.seen, (watch.leaks, sorted(watch.seen))
     assert not watch.files([tmp_path, paths.cache_dir(), paths.state_dir()])  # the store, logs, the report
@@ -126,9 +159,25 @@ def _digest(folder: Path) -> str:
 
 def test_cbm_with_podman_limits_and_real_data(results: Path, dataset_dir: Path) -> None:
     """Podman, limited, reading the real dataset mounted read-only: the same digest the controller computed."""
-    proc = run_cli("bench", "--targets", "cbm", "--runtime", "podman", "--container-cpuset", "0",
-                   "--container-memory", "3g", *QUICK, "--data", "real", "--data-dir", str(dataset_dir), "--json",
-                   "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--targets",
+        "cbm",
+        "--runtime",
+        "podman",
+        "--container-cpuset",
+        "0",
+        "--container-memory",
+        "3g",
+        *QUICK,
+        "--data",
+        "real",
+        "--data-dir",
+        str(dataset_dir),
+        "--json",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = json.loads(proc.stdout)
     fp = run["fingerprint"]
@@ -145,13 +194,31 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
     --suite full: the microbenchmarks run beside the model on both kinds (disk reads the dataset through the
     container's mount) and the report's decomposition puts them beside the model's overhead.
     A folder the container's user cannot read is refused before anything runs."""
-    proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--data", "real", "--data-dir",
-                   str(dataset_dir), "--repeat", "2", "--suite", "full", "--json", "--results",
-                   str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--targets",
+        "bm,cbm",
+        "--runtime",
+        "docker",
+        *QUICK,
+        "--data",
+        "real",
+        "--data-dir",
+        str(dataset_dir),
+        "--repeat",
+        "2",
+        "--suite",
+        "full",
+        "--json",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
-    assert sorted((r["target_kind"], r["model"]) for r in runs) == [("bm", "alexnet")] * 2 + [("bm", "micro")] * 2 \
-        + [("cbm", "alexnet")] * 2 + [("cbm", "micro")] * 2  # fmt: skip
+    assert (
+        sorted((r["target_kind"], r["model"]) for r in runs)
+        == [("bm", "alexnet")] * 2 + [("bm", "micro")] * 2 + [("cbm", "alexnet")] * 2 + [("cbm", "micro")] * 2
+    )
     assert all(r["status"] == "ok" for r in runs)
     assert {r["fingerprint"]["dataset_digest"] for r in runs} == {_digest(dataset_dir)}
     report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
@@ -162,8 +229,11 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
         mine = [c for c in cases if c["key"]["target_kind"] == kind]
         assert {c["key"]["probe"] for c in mine} == {"gemm", "conv", "membw", "disk"}
         assert all(c["runs"] == 2 and c["value"]["mean"] > 0 for c in mine)
-        assert all(c["note"].startswith("dataset on ") and "; page cache dropped" in c["note"]
-                   for c in mine if c["key"]["probe"] == "disk")  # fmt: skip
+        assert all(
+            c["note"].startswith("dataset on ") and "; page cache dropped" in c["note"]
+            for c in mine
+            if c["key"]["probe"] == "disk"
+        )
     assert all(c["effect"] is not None for c in cases if c["key"]["target_kind"] == "cbm")
     skipped = {(s["target_kind"], s["probe"]) for s in report["micro"]["skipped"]}
     assert {("bm", "h2d"), ("bm", "d2h"), ("cbm", "h2d"), ("cbm", "d2h")} <= skipped
@@ -174,22 +244,51 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
     private = tmp_path / "private"
     shutil.copytree(dataset_dir, private)
     (private / "class_1").chmod(0o700)
-    line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--data", "real",
-                                  "--data-dir", str(private), "--results", str(results)))  # fmt: skip
-    assert line == (f"error: cbm reads the dataset as the container's unprivileged user (10001:10001) and "
-                    f"'{private}/class_1' is not readable by others; `chmod -R a+rX {private}`")
+    line = one_error_line(
+        run_cli(
+            "bench",
+            "--targets",
+            "cbm",
+            "--runtime",
+            "docker",
+            *QUICK,
+            "--data",
+            "real",
+            "--data-dir",
+            str(private),
+            "--results",
+            str(results),
+        )
+    )
+    assert line == (
+        f"error: cbm reads the dataset as the container's unprivileged user (10001:10001) and "
+        f"'{private}/class_1' is not readable by others; `chmod -R a+rX {private}`"
+    )
     assert not containers("docker")
 
 
 def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) -> None:
     """--device gpu on a machine without one: bm and cbm each fail with one line; nothing is stored as ok."""
-    proc = run_cli("bench", "--targets", "bm,cbm", "--runtime", "docker", *QUICK, "--device", "gpu",
-                   "--json", "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--targets",
+        "bm,cbm",
+        "--runtime",
+        "docker",
+        *QUICK,
+        "--device",
+        "gpu",
+        "--json",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 1
     runs = json.loads(proc.stdout)
     assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
-    assert all(r["status"] == "failed" and r["reason"].startswith("config: --device gpu: no GPU is visible to "
-                                                                  "TensorFlow on ") for r in runs), runs  # fmt: skip
+    assert all(
+        r["status"] == "failed" and r["reason"].startswith("config: --device gpu: no GPU is visible to TensorFlow on ")
+        for r in runs
+    ), runs
     assert "2 of 2 run(s) failed" in one_error_line(proc)
     assert not containers("docker")
 
@@ -215,8 +314,9 @@ def test_ctrl_c_removes_the_container(results: Path) -> None:
 
 def test_a_daemon_that_is_not_running_is_one_line(results: Path, tmp_path: Path) -> None:
     env = {"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"}
-    line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--results",
-                                  str(results), env=env))  # fmt: skip
+    line = one_error_line(
+        run_cli("bench", "--targets", "cbm", "--runtime", "docker", *QUICK, "--results", str(results), env=env)
+    )
     assert "cbm: the docker daemon is not running or not reachable" in line
 
 
@@ -224,8 +324,9 @@ def test_a_missing_image_is_one_line(results: Path, tmp_path: Path) -> None:
     storage = tmp_path / "storage.conf"
     storage.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/graph"\nrunroot = "{tmp_path}/run"\n')
     env = {"CONTAINERS_STORAGE_CONF": str(storage)}
-    line = one_error_line(run_cli("bench", "--targets", "cbm", "--runtime", "podman", *QUICK, "--results",
-                                  str(results), env=env))  # fmt: skip
+    line = one_error_line(
+        run_cli("bench", "--targets", "cbm", "--runtime", "podman", *QUICK, "--results", str(results), env=env)
+    )
     assert "cbm: no podman image for this dltestbed build; run `dltestbed image build --runtime podman`" in line
 
 
@@ -235,8 +336,9 @@ def test_unknown_target_kind(results: Path) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["podman", "docker"])
-def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, tmp_path: Path,
-                                    dataset_dir: Path) -> None:  # fmt: skip
+def test_cbm_on_a_lab_host_over_ssh(
+    runtime: str, results: Path, lab_dir: Path, tmp_path: Path, dataset_dir: Path
+) -> None:
     """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there on real
     data: copied to the host once per digest (the container mounts the copy), or read from a shared path.
     The host is also a Slurm node (lab up --slurm): cbm through srun runs the same image there."""
@@ -249,8 +351,7 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
     token = new_token()  # exported as a user streaming to InfluxDB would: it must reach no child and no file
     env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state"), "INFLUXDB_V2_TOKEN": token}
     lab.down("tk")
-    state = lab.up("tk", 1, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)],
-                   with_slurm=True)  # fmt: skip
+    state = lab.up("tk", 1, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)], with_slurm=True)
     watch = SecretWatch(token).__enter__()
     try:
         doc = yaml.safe_load(state.inventory.read_text())
@@ -264,8 +365,19 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
         again = run_cli("provision", "--layout", "single", "--inventory", inv, env=env)
         assert again.returncode == 0 and "nothing changed" in again.stderr
         real = ["--data", "real", "--data-dir", str(dataset_dir)]
-        proc = run_cli("bench", "--inventory", inv, "--targets", "bm,cbm", *QUICK, *real, "--json", "--results",
-                       str(results), env=env)  # fmt: skip
+        proc = run_cli(
+            "bench",
+            "--inventory",
+            inv,
+            "--targets",
+            "bm,cbm",
+            *QUICK,
+            *real,
+            "--json",
+            "--results",
+            str(results),
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs = json.loads(proc.stdout)
         assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
@@ -279,23 +391,62 @@ def test_cbm_on_a_lab_host_over_ssh(runtime: str, results: Path, lab_dir: Path, 
         listed = ssh(state, "tk-h1", f"find /var/lib/dltestbed/datasets/{digest} -name '*.jpg' | wc -l")
         assert listed.stdout.strip() == "24"
         if runtime == "podman":  # the copy is kept: the next bench copies nothing; a shared path is read there
-            again = run_cli("bench", "--inventory", inv, "--targets", "cbm", *QUICK, *real, "--json", "--results",
-                            str(results), env=env)  # fmt: skip
+            again = run_cli(
+                "bench",
+                "--inventory",
+                inv,
+                "--targets",
+                "cbm",
+                *QUICK,
+                *real,
+                "--json",
+                "--results",
+                str(results),
+                env=env,
+            )
             assert again.returncode == 0 and "copying" not in again.stderr, again.stderr[-3000:]
-            shared = run_cli("bench", "--inventory", inv, "--targets", "bm", *QUICK, *real, "--data-shared",
-                             "--json", "--results", str(results), env=env)  # fmt: skip
+            shared = run_cli(
+                "bench",
+                "--inventory",
+                inv,
+                "--targets",
+                "bm",
+                *QUICK,
+                *real,
+                "--data-shared",
+                "--json",
+                "--results",
+                str(results),
+                env=env,
+            )
             assert shared.returncode == 0, shared.stderr[-3000:]
             (run,) = json.loads(shared.stdout)
             assert run["spec"]["data_dir"] == str(dataset_dir) and run["fingerprint"]["dataset_digest"] == digest
         slurm_env = {**env, "SLURM_CONF": str(conf_path(state))}  # the runtime's command inside srun
-        sl = run_cli("bench", "--launcher", "slurm", "--inventory", inv, "--targets", "cbm", *QUICK, "--json",
-                     "--results", str(results), env=slurm_env)  # fmt: skip
+        sl = run_cli(
+            "bench",
+            "--launcher",
+            "slurm",
+            "--inventory",
+            inv,
+            "--targets",
+            "cbm",
+            *QUICK,
+            "--json",
+            "--results",
+            str(results),
+            env=slurm_env,
+        )
         assert sl.returncode == 0, sl.stderr[-3000:]
         (run,) = json.loads(sl.stdout)
         fp = run["fingerprint"]
         assert run["target_kind"] == "cbm" and run["host"] == "tk-h1" and fp["transport"] == "slurm"
-        job = subprocess.run(["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])], capture_output=True,
-                             text=True, env={**os.environ, **slurm_env}).stdout  # fmt: skip
+        job = subprocess.run(
+            ["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **slurm_env},
+        ).stdout
         assert "TimeLimit=00:07:00" in job, job
         loaded = cbm["fingerprint"]["container_image_digest"]  # the image provision loaded
         assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded
@@ -354,11 +505,29 @@ def test_teardown_leaves_another_operators_containers(results: Path, tmp_path: P
     label) and not the other's; --all-owners removes both."""
     from dltestbed.owner import OWNER_LABEL, installation_id
 
-    image = subprocess.run(["docker", "images", "dltestbed-workload", "--format", "{{.Repository}}:{{.Tag}}"],
-                           capture_output=True, text=True, check=True).stdout.split()[0]  # fmt: skip
+    image = subprocess.run(
+        ["docker", "images", "dltestbed-workload", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[0]
     for name, owner in (("dltestbed-mine", installation_id()), ("dltestbed-theirs", "them@h-0000")):
-        subprocess.run(["docker", "run", "-d", "--name", name, f"--label={OWNER_LABEL}={owner}", "--entrypoint",
-                        "sleep", image, "600"], capture_output=True, check=True)  # fmt: skip
+        subprocess.run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                name,
+                f"--label={OWNER_LABEL}={owner}",
+                "--entrypoint",
+                "sleep",
+                image,
+                "600",
+            ],
+            capture_output=True,
+            check=True,
+        )
     try:
         proc = run_cli("teardown")
         assert proc.returncode == 0 and "docker container dltestbed-mine" in proc.stderr, proc.stderr

@@ -17,8 +17,21 @@ from dltestbed.lab.state import LabState
 from tests.conftest import run_cli
 from tests.lab.conftest import leftovers, ssh, this_checkout
 
-BENCH = ["--model", "alexnet", "--image-size", "128", "--batch-size", "8", "--warmup", "2", "--steps", "15",
-         "--repeat", "2", "--sequential"]  # fmt: skip
+BENCH = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "128",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "2",
+    "--steps",
+    "15",
+    "--repeat",
+    "2",
+    "--sequential",
+]
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,24 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "fleet_scale.py"
 
 def test_the_fleet_script_at_16_hosts(lab_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "fleet.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--hosts", "8,16", "--name", "tfs", "--subnet",
-                           "10.213.88.0/24", "--json", str(out)], capture_output=True, text=True, timeout=1200,
-                          env={**os.environ, "DLTESTBED_LAB_DIR": str(lab_dir)})  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--hosts",
+            "8,16",
+            "--name",
+            "tfs",
+            "--subnet",
+            "10.213.88.0/24",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "DLTESTBED_LAB_DIR": str(lab_dir)},
+    )
     print(proc.stdout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     measured = json.loads(out.read_text())

@@ -20,8 +20,17 @@ from tests.lab.conftest import leftovers, ssh
 
 
 def test_up_gives_separate_ssh_hosts_and_down_removes_everything(fresh_lab: str, lab_dir) -> None:
-    proc = run_cli("lab", "up", "--hosts", "3", "--name", fresh_lab, "--subnet", "10.213.91.0/24",
-                   env={"DLTESTBED_LAB_DIR": str(lab_dir)})  # fmt: skip
+    proc = run_cli(
+        "lab",
+        "up",
+        "--hosts",
+        "3",
+        "--name",
+        fresh_lab,
+        "--subnet",
+        "10.213.91.0/24",
+        env={"DLTESTBED_LAB_DIR": str(lab_dir)},
+    )
     assert proc.returncode == 0, proc.stderr
     inventory = proc.stdout.strip().splitlines()[-1]
     state = LabState.load(fresh_lab)
@@ -33,8 +42,12 @@ def test_up_gives_separate_ssh_hosts_and_down_removes_everything(fresh_lab: str,
     assert "StrictHostKeyChecking=yes" in inv["all"]["vars"]["ansible_ssh_common_args"]
 
     for h in state.hosts:
-        out = ssh(state, h.name, "hostname; cat /etc/hostname; echo mine > /etc/dlt-test; echo t > /tmp/dlt-t; "
-                                 f"ls {lab_dir} | wc -l; getent hosts {state.hosts[0].name}")  # fmt: skip
+        out = ssh(
+            state,
+            h.name,
+            "hostname; cat /etc/hostname; echo mine > /etc/dlt-test; echo t > /tmp/dlt-t; "
+            f"ls {lab_dir} | wc -l; getent hosts {state.hosts[0].name}",
+        )
         assert out.returncode == 0, out.stderr
         lines = out.stdout.split()
         assert lines[0] == lines[1] == h.name  # own hostname
@@ -63,15 +76,38 @@ def test_a_wrong_key_or_host_key_is_refused(fresh_lab: str, tmp_path) -> None:
     h = state.hosts[0]
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
-    argv = ["ssh", "-i", str(other), "-o", f"UserKnownHostsFile={state.known_hosts}", "-o", "BatchMode=yes",
-            f"root@{h.ip}", "true"]  # fmt: skip
+    argv = [
+        "ssh",
+        "-i",
+        str(other),
+        "-o",
+        f"UserKnownHostsFile={state.known_hosts}",
+        "-o",
+        "BatchMode=yes",
+        f"root@{h.ip}",
+        "true",
+    ]
     wrong_key = subprocess.run(argv, capture_output=True, text=True)
     assert wrong_key.returncode == 255 and "Permission denied" in wrong_key.stderr
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    unknown = subprocess.run(["ssh", "-i", str(state.key), "-o", f"UserKnownHostsFile={empty}",
-                              "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{h.ip}", "true"],
-                             capture_output=True, text=True)  # fmt: skip
+    unknown = subprocess.run(
+        [
+            "ssh",
+            "-i",
+            str(state.key),
+            "-o",
+            f"UserKnownHostsFile={empty}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            f"root@{h.ip}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert unknown.returncode == 255 and "Host key verification failed" in unknown.stderr
 
 
@@ -117,9 +153,22 @@ def test_down_kills_no_process_that_reused_a_hosts_pid(fresh_lab: str, lab_dir) 
 def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
     state = lab.up(fresh_lab, 1, "10.213.95.0/24")
     h = state.hosts[0]
-    subprocess.run(["ssh", "-f", "-i", str(state.key), "-o", f"UserKnownHostsFile={state.known_hosts}",
-                    "-o", "BatchMode=yes", f"root@{h.ip}", "nohup sleep 300 >/dev/null 2>&1 &"], check=True,
-                   timeout=30)  # fmt: skip
+    subprocess.run(
+        [
+            "ssh",
+            "-f",
+            "-i",
+            str(state.key),
+            "-o",
+            f"UserKnownHostsFile={state.known_hosts}",
+            "-o",
+            "BatchMode=yes",
+            f"root@{h.ip}",
+            "nohup sleep 300 >/dev/null 2>&1 &",
+        ],
+        check=True,
+        timeout=30,
+    )
     from dltestbed.lab import net
 
     deadline = time.monotonic() + 10
@@ -138,8 +187,9 @@ def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
     gone = time.monotonic() + 5  # killed: gone once the kernel has reaped it
     while (ps := subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)).stdout.strip():
         if time.monotonic() > gone:
-            seen = subprocess.run(["ps", "-o", "pid,ppid,stat,etimes,args", "-p", ps.stdout.split()[0]],
-                                  capture_output=True, text=True).stdout  # fmt: skip
+            seen = subprocess.run(
+                ["ps", "-o", "pid,ppid,stat,etimes,args", "-p", ps.stdout.split()[0]], capture_output=True, text=True
+            ).stdout
             raise AssertionError(f"still running 5 s after lab down:\n{seen}")
         time.sleep(0.1)
 
@@ -164,7 +214,6 @@ def test_bad_lab_input_is_one_line(lab_dir) -> None:
 def test_the_inventory_reads_in_ansible(fresh_lab: str) -> None:
     state = lab.up(fresh_lab, 2, "10.213.96.0/24")
     tool = str(Path(sys.executable).parent / "ansible-inventory")
-    out = subprocess.run([tool, "-i", str(state.inventory), "--list"], capture_output=True,
-                         text=True, check=True)  # fmt: skip
+    out = subprocess.run([tool, "-i", str(state.inventory), "--list"], capture_output=True, text=True, check=True)
     listed = json.loads(out.stdout)
     assert sorted(listed["bare_metal"]["hosts"]) == sorted(h.name for h in state.hosts)

@@ -20,8 +20,20 @@ from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.lab.conftest import leftovers, ssh
 
-BENCH = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup", "1",
-         "--repeat", "1"]
+BENCH = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+    "--steps",
+    "3",
+    "--warmup",
+    "1",
+    "--repeat",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +58,13 @@ def cluster(env: dict[str, str]) -> Iterator[LabState]:
 def test_the_workload_is_installed_on_every_host(cluster: LabState, env: dict[str, str]) -> None:
     tf = md.version("tensorflow-cpu")
     for h in cluster.hosts:
-        out = ssh(cluster, h.name, "/opt/dltestbed/venv/bin/python -c "
-                  "'import tensorflow as tf, dltestbed.workload.loop; print(tf.__version__)'; "
-                  "cat /opt/dltestbed/venv/dltestbed-manifest.txt; ls /opt/dltestbed")  # fmt: skip
+        out = ssh(
+            cluster,
+            h.name,
+            "/opt/dltestbed/venv/bin/python -c "
+            "'import tensorflow as tf, dltestbed.workload.loop; print(tf.__version__)'; "
+            "cat /opt/dltestbed/venv/dltestbed-manifest.txt; ls /opt/dltestbed",
+        )
         assert out.returncode == 0, out.stderr
         version, manifest, *listing = out.stdout.split()
         assert version == tf and len(manifest) == 64
@@ -75,8 +91,7 @@ def test_single_layout_uses_one_host(cluster: LabState, env: dict[str, str]) -> 
 
 
 def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, str], results: Path) -> None:
-    proc = run_cli("bench", "--inventory", str(cluster.inventory), *BENCH, "--json", "--results", str(results),
-                   env=env)  # fmt: skip
+    proc = run_cli("bench", "--inventory", str(cluster.inventory), *BENCH, "--json", "--results", str(results), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     assert sorted(r["host"] for r in runs) == ["tp-h1", "tp-h2"]
@@ -86,23 +101,38 @@ def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, 
         assert r["fingerprint"]["transport"] == "ssh"
 
 
-def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[str, str], results: Path,
-                                                 tsdb) -> None:  # fmt: skip
+def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[str, str], results: Path, tsdb) -> None:
     """One real MultiWorkerMirroredStrategy job with a worker on each host, then (--suite full) the probes
     between them, net and allreduce; every point counted back, the probes' measures included."""
     from tests.tsdb import expected
 
-    proc = run_cli("bench", "--inventory", str(cluster.inventory), "--scenario", "distributed", *BENCH, "--suite",
-                   "full", "--json", "--results", str(results), env={**env, **tsdb.env()})  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--inventory",
+        str(cluster.inventory),
+        "--scenario",
+        "distributed",
+        *BENCH,
+        "--suite",
+        "full",
+        "--json",
+        "--results",
+        str(results),
+        env={**env, **tsdb.env()},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     probes = sorted((r for r in runs if r["model"] == "micro"), key=lambda r: r["worker_index"])
     assert [(p["host"], p["status"], p["spec"]["probes"]) for p in probes] == [
-        ("tp-h1", "ok", ["net", "allreduce"]), ("tp-h2", "ok", ["net", "allreduce"])]  # fmt: skip
+        ("tp-h1", "ok", ["net", "allreduce"]),
+        ("tp-h2", "ok", ["net", "allreduce"]),
+    ]
     runs = [r for r in runs if r["model"] != "micro"]
     workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
     assert [(w["host"], w["fingerprint"]["host"], w["status"]) for w in workers] == [
-        ("tp-h1", "tp-h1", "ok"), ("tp-h2", "tp-h2", "ok")]  # fmt: skip
+        ("tp-h1", "tp-h1", "ok"),
+        ("tp-h2", "tp-h2", "ok"),
+    ]
     assert all(w["fingerprint"]["workers"] == 2 and w["images_per_sec"] > 0 for w in workers)
     report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
     (dist,) = report["distributed"]
@@ -121,8 +151,11 @@ def test_layouts_that_do_not_fit(cluster: LabState, env: dict[str, str]) -> None
     assert "layout shared needs a host that can hold several target kinds" in line
     line = one_error_line(run_cli("provision", "--layout", "mesh", "--inventory", str(cluster.inventory), env=env))
     assert "Invalid value for '--layout'" in line
-    line = one_error_line(run_cli("provision", "--layout", "distributed", "--inventory", str(cluster.inventory),
-                                  "--limit", "tp-h1", env=env))  # fmt: skip
+    line = one_error_line(
+        run_cli(
+            "provision", "--layout", "distributed", "--inventory", str(cluster.inventory), "--limit", "tp-h1", env=env
+        )
+    )
     assert "layout distributed needs at least 2 hosts in group bare_metal" in line
 
 
@@ -177,8 +210,11 @@ def test_a_host_key_not_recorded_or_changed_stops_the_bench_before_it_runs(
     proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=fresh_state)
     line = one_error_line(proc)
     assert proc.returncode == 2 and f"host tp-h2 ({h2.ip}:22)" in line
-    assert (f"its host key changed since it was recorded; check the host, then remove the old key from {known}"
-            if key.startswith("changed") else "host key not recorded; run `dltestbed provision` for it first") in line
+    assert (
+        f"its host key changed since it was recorded; check the host, then remove the old key from {known}"
+        if key.startswith("changed")
+        else "host key not recorded; run `dltestbed provision` for it first"
+    ) in line
     assert proc.stdout == "" and "bench b-" not in proc.stderr  # nothing announced, nothing run
     if results.exists():
         with sqlite3.connect(results) as db:
@@ -223,8 +259,9 @@ def _none_left_within(cluster: LabState, seconds: float) -> float | None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_a_stop_while_a_host_is_being_connected_to(cluster: LabState, env: dict[str, str], results: Path,
-                                                   sig: signal.Signals) -> None:  # fmt: skip
+def test_a_stop_while_a_host_is_being_connected_to(
+    cluster: LabState, env: dict[str, str], results: Path, sig: signal.Signals
+) -> None:
     """tp-h2's sshd is frozen: the kernel accepts its connection, but the SSH handshake never comes (the
     wait for it would last 15 s). tp-h1 is measuring. Ctrl-C then ends the bench at once and stores
     tp-h2's run interrupted (not failed by the handshake's timeout); a SIGKILLed controller leaves nothing
@@ -245,8 +282,10 @@ def test_a_stop_while_a_host_is_being_connected_to(cluster: LabState, env: dict[
         rows = dict(db.execute("SELECT host, status || ': ' || coalesce(reason, '') FROM runs").fetchall())
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err[-2000:]
-        assert rows == {"tp-h1": "failed: interrupted (Ctrl-C or a stop signal)",
-                        "tp-h2": "failed: interrupted (Ctrl-C or a stop signal)"}, rows  # fmt: skip
+        assert rows == {
+            "tp-h1": "failed: interrupted (Ctrl-C or a stop signal)",
+            "tp-h2": "failed: interrupted (Ctrl-C or a stop signal)",
+        }, rows
         assert took < 10, f"Ctrl-C took {took:.1f} s"
     else:
         assert rows["tp-h1"] == "running: " and rows.get("tp-h2", "running: ") == "running: "
@@ -266,10 +305,24 @@ def test_a_host_lost_mid_bench(how: str, cluster: LabState, env: dict[str, str],
 
     from dltestbed.transport.ssh import DEAD_PEER_SECONDS
 
-    argv = ["bench", "--inventory", str(cluster.inventory), *BENCH, "--steps", "400", "--json", "--results",
-            str(results)]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "dltestbed", *argv], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    argv = [
+        "bench",
+        "--inventory",
+        str(cluster.inventory),
+        *BENCH,
+        "--steps",
+        "400",
+        "--json",
+        "--results",
+        str(results),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dltestbed", *argv],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lost = cluster.hosts[1]
     try:
         assert wait_for_steps(results, 4, runs=2), "both hosts should be measuring"

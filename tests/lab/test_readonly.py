@@ -26,8 +26,23 @@ def mount(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_store_on_a_read_only_filesystem(mount: Path) -> None:
-    bench = ["bench", "--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--steps", "2", "--warmup",
-             "1", "--repeat", "1", "--targets", "bm"]  # fmt: skip
+    bench = [
+        "bench",
+        "--model",
+        "alexnet",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--repeat",
+        "1",
+        "--targets",
+        "bm",
+    ]
     made = run_cli(*bench, "--results", str(mount / "results.sqlite"), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     (run,) = json.loads(made.stdout)

@@ -43,8 +43,12 @@ def slurm(env: dict[str, str], *argv: str) -> str:
 def ours_running() -> list[str]:
     """srun steps, salloc holders and workloads of a bench, still alive on this machine or in a lab host."""
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
-    return [p for p in ps if not p.startswith("Z") and any(
-        m in p for m in ("srun --jobid", "--job-name=dltestbed-", "-m dltestbed.workload"))]  # fmt: skip
+    return [
+        p
+        for p in ps
+        if not p.startswith("Z")
+        and any(m in p for m in ("srun --jobid", "--job-name=dltestbed-", "-m dltestbed.workload"))
+    ]
 
 
 def nothing_left(env: dict[str, str], within: float) -> float:
@@ -58,8 +62,9 @@ def nothing_left(env: dict[str, str], within: float) -> float:
 
 
 def bench(env: dict[str, str], results: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("bench", "--launcher", "slurm", "--venv", sys.prefix, *args, "--json", "--results", str(results),
-                   env=env)  # fmt: skip
+    return run_cli(
+        "bench", "--launcher", "slurm", "--venv", sys.prefix, *args, "--json", "--results", str(results), env=env
+    )
 
 
 def test_the_lab_cluster(cluster: tuple[LabState, dict[str, str]]) -> None:
@@ -72,11 +77,24 @@ def test_the_lab_cluster(cluster: tuple[LabState, dict[str, str]]) -> None:
     assert sorted(ran) == [f"{NAME}-h1", f"{NAME}-h2"]  # each slurmd runs its steps inside its own host
 
 
-def test_a_distributed_job_through_srun_is_stored_under_the_nodes(cluster: tuple[LabState, dict[str, str]],
-                                                                  results: Path) -> None:  # fmt: skip
+def test_a_distributed_job_through_srun_is_stored_under_the_nodes(
+    cluster: tuple[LabState, dict[str, str]], results: Path
+) -> None:
     _, env = cluster
-    out = bench(env, results, "--scenario", "distributed", "--model", "alexnet", "--image-size", "64", "--steps", "3",
-                "--repeat", "1")  # fmt: skip
+    out = bench(
+        env,
+        results,
+        "--scenario",
+        "distributed",
+        "--model",
+        "alexnet",
+        "--image-size",
+        "64",
+        "--steps",
+        "3",
+        "--repeat",
+        "1",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     runs = json.loads(out.stdout)
     workers = sorted((r["worker_index"], r["host"], r["fingerprint"]["host"]) for r in runs if r["workers"] == 2)
@@ -89,12 +107,28 @@ def test_a_distributed_job_through_srun_is_stored_under_the_nodes(cluster: tuple
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_a_stop_mid_job_leaves_nothing_queued_or_running(cluster: tuple[LabState, dict[str, str]], results: Path,
-                                                         tmp_path: Path, sig: signal.Signals) -> None:  # fmt: skip
+def test_a_stop_mid_job_leaves_nothing_queued_or_running(
+    cluster: tuple[LabState, dict[str, str]], results: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
     _, env = cluster
     err = (tmp_path / "stderr").open("w")
-    argv = [sys.executable, "-m", "dltestbed", "bench", "--launcher", "slurm", "--venv", sys.prefix, "--nodes", "2",
-            *TINY, "--steps", "100000", "--results", str(results)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "dltestbed",
+        "bench",
+        "--launcher",
+        "slurm",
+        "--venv",
+        sys.prefix,
+        "--nodes",
+        "2",
+        *TINY,
+        "--steps",
+        "100000",
+        "--results",
+        str(results),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **env})
     try:
         deadline = time.monotonic() + 120
@@ -113,12 +147,15 @@ def test_a_stop_mid_job_leaves_nothing_queued_or_running(cluster: tuple[LabState
         assert code == 130
         with sqlite3.connect(results) as db:
             rows = db.execute("select host, status, reason from runs").fetchall()
-        assert sorted(rows) == [(f"{NAME}-h1", "failed", "interrupted (Ctrl-C or a stop signal)"),
-                                (f"{NAME}-h2", "failed", "interrupted (Ctrl-C or a stop signal)")]  # fmt: skip
+        assert sorted(rows) == [
+            (f"{NAME}-h1", "failed", "interrupted (Ctrl-C or a stop signal)"),
+            (f"{NAME}-h2", "failed", "interrupted (Ctrl-C or a stop signal)"),
+        ]
 
 
-def test_a_job_killed_at_its_time_limit_is_stored_failed_with_its_steps(cluster: tuple[LabState, dict[str, str]],
-                                                                        results: Path) -> None:  # fmt: skip
+def test_a_job_killed_at_its_time_limit_is_stored_failed_with_its_steps(
+    cluster: tuple[LabState, dict[str, str]], results: Path
+) -> None:
     _, env = cluster
     out = bench(env, results, *TINY, "--steps", "1000000", "--time", "1")
     assert out.returncode == 1, out.stderr[-3000:]

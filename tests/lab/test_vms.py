@@ -18,8 +18,20 @@ from tests.secretwatch import SecretWatch, new_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
 
-TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "1",
-        "--repeat", "1"]
+TINY = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "2",
+    "--warmup",
+    "1",
+    "--steps",
+    "1",
+    "--repeat",
+    "1",
+]
 
 
 def _qemus() -> list[str]:
@@ -63,17 +75,34 @@ def guest_image(vm_env: dict[str, str]) -> Path:
     return path
 
 
-def test_passthrough_fails_before_anything_is_created(vm_env: dict[str, str], guest_image: Path, cloud_image: Path,
-                                                     results: Path) -> None:  # fmt: skip
+def test_passthrough_fails_before_anything_is_created(
+    vm_env: dict[str, str], guest_image: Path, cloud_image: Path, results: Path
+) -> None:
     """dltestbed's guest image is the CPU flavour: GPUs passed to it are refused; a user's image with GPUs
     gets the host checks (no IOMMU here). Either way nothing is created."""
-    line = one_error_line(run_cli("bench", "--targets", "vm", "--vm-gpus", "all", *TINY, "--results", str(results),
-                                  env=vm_env))  # fmt: skip
-    assert line.startswith("error: VM local: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA "
-                           "build; dltestbed's guest image is the CPU flavour")  # fmt: skip
+    line = one_error_line(
+        run_cli("bench", "--targets", "vm", "--vm-gpus", "all", *TINY, "--results", str(results), env=vm_env)
+    )
+    assert line.startswith(
+        "error: VM local: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA "
+        "build; dltestbed's guest image is the CPU flavour"
+    )
     assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
-    line = one_error_line(run_cli("bench", "--targets", "vm", "--vm-gpus", "all", "--vm-image", str(cloud_image),
-                                  *TINY, "--results", str(results), env=vm_env))  # fmt: skip
+    line = one_error_line(
+        run_cli(
+            "bench",
+            "--targets",
+            "vm",
+            "--vm-gpus",
+            "all",
+            "--vm-image",
+            str(cloud_image),
+            *TINY,
+            "--results",
+            str(results),
+            env=vm_env,
+        )
+    )
     assert line == (
         "error: GPU passthrough to VM local: this host has no IOMMU (/sys/kernel/iommu_groups is empty; enable "
         "VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on); nothing was created"
@@ -81,31 +110,50 @@ def test_passthrough_fails_before_anything_is_created(vm_env: dict[str, str], gu
     assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
 
 
-def test_a_bad_stream_is_refused_before_any_vm_is_made(vm_env: dict[str, str], guest_image: Path,
-                                                       results: Path) -> None:
-    env = {**vm_env, "INFLUXDB_V2_URL": "http://127.0.0.1:9", "INFLUXDB_V2_ORG": "lab", "INFLUXDB_V2_BUCKET": "b",
-           "INFLUXDB_V2_TOKEN": "dltestbed:secret"}  # fmt: skip
+def test_a_bad_stream_is_refused_before_any_vm_is_made(
+    vm_env: dict[str, str], guest_image: Path, results: Path
+) -> None:
+    env = {
+        **vm_env,
+        "INFLUXDB_V2_URL": "http://127.0.0.1:9",
+        "INFLUXDB_V2_ORG": "lab",
+        "INFLUXDB_V2_BUCKET": "b",
+        "INFLUXDB_V2_TOKEN": "dltestbed:secret",
+    }
     line = one_error_line(run_cli("bench", "--targets", "vm", *TINY, "--results", str(results), env=env))
     assert line.startswith("error: InfluxDB at http://127.0.0.1:9 (org lab, bucket b): unreachable (")
     assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())  # checked first, nothing made
 
 
-def test_another_installations_vm_is_left_alone(vm_env: dict[str, str], guest_image: Path, results: Path,
-                                                tmp_path: Path) -> None:  # fmt: skip
+def test_another_installations_vm_is_left_alone(
+    vm_env: dict[str, str], guest_image: Path, results: Path, tmp_path: Path
+) -> None:
     """Two operators on one libvirt host: a domain another installation made (its owner in the domain's
     metadata; defined, not started) under the name our VM would have. bench refuses to replace it and
     teardown leaves it, each saying so; teardown --all-owners removes it."""
     from dltestbed.vms.domain import DomainSpec, domain_xml
 
-    xml = domain_xml(DomainSpec(name="dltestbed-local", virt_type="qemu", vcpus=1, memory_mib=256,
-                                disk=str(tmp_path / "none.qcow2"), console_log=str(tmp_path / "console.log"),
-                                bridge="dltb-nobr", mac="52:54:00:0a:0b:0c", owner="someone@else-0bad"))  # fmt: skip
-    subprocess.run(["virsh", "-c", "qemu:///system", "define", "/dev/stdin"], input=xml, text=True, check=True,
-                   capture_output=True)  # fmt: skip
+    xml = domain_xml(
+        DomainSpec(
+            name="dltestbed-local",
+            virt_type="qemu",
+            vcpus=1,
+            memory_mib=256,
+            disk=str(tmp_path / "none.qcow2"),
+            console_log=str(tmp_path / "console.log"),
+            bridge="dltb-nobr",
+            mac="52:54:00:0a:0b:0c",
+            owner="someone@else-0bad",
+        )
+    )
+    subprocess.run(
+        ["virsh", "-c", "qemu:///system", "define", "/dev/stdin"], input=xml, text=True, check=True, capture_output=True
+    )
     try:
         line = one_error_line(run_cli("bench", "--targets", "vm", *TINY, "--results", str(results), env=vm_env))
-        assert ("VM dltestbed-local belongs to another dltestbed installation (someone@else-0bad): left as it "
-                "is") in line, line  # fmt: skip
+        assert (
+            "VM dltestbed-local belongs to another dltestbed installation (someone@else-0bad): left as it is"
+        ) in line, line
         assert _domains() == ["dltestbed-local"]
         proc = run_cli("teardown", env=vm_env)
         assert proc.returncode == 0 and _domains() == ["dltestbed-local"], proc.stderr
@@ -121,13 +169,26 @@ def _digest(folder: Path) -> str:
     return dataset.identify(dataset.scan(folder)).digest
 
 
-def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path, results: Path,
-                                      dataset_dir: Path) -> None:  # fmt: skip
+def test_vm_and_cvm_runs_and_teardown(
+    vm_env: dict[str, str], guest_image: Path, results: Path, dataset_dir: Path
+) -> None:
     """All four kinds on real data — bm reads the folder, cbm mounts it, the VM gets a copy (once per digest)
     that cvm mounts — then, in the same VM: --isolate pins within the VM's CPUs, --device gpu is one line."""
     real = ["--data", "real", "--data-dir", str(dataset_dir)]
-    proc = run_cli("bench", "--targets", "bm,cbm,vm,cvm", "--runtime", "podman", *TINY, *real, "--json",
-                   "--results", str(results), env=vm_env, timeout=1800)  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--targets",
+        "bm,cbm,vm,cvm",
+        "--runtime",
+        "podman",
+        *TINY,
+        *real,
+        "--json",
+        "--results",
+        str(results),
+        env=vm_env,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
     assert sorted(runs) == ["bm", "cbm", "cvm", "vm"]
@@ -136,12 +197,18 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     assert {r["fingerprint"]["dataset_digest"] for r in runs.values()} == {digest}
     assert "copying to VM local (once" in proc.stderr
     reads = {k: r["spec"]["data_dir"] for k, r in runs.items()}
-    assert reads == {"bm": str(dataset_dir), "cbm": "/mnt/dltestbed-data", "cvm": "/mnt/dltestbed-data",
-                     "vm": f"/var/lib/dltestbed/datasets/{digest}"}  # fmt: skip
+    assert reads == {
+        "bm": str(dataset_dir),
+        "cbm": "/mnt/dltestbed-data",
+        "cvm": "/mnt/dltestbed-data",
+        "vm": f"/var/lib/dltestbed/datasets/{digest}",
+    }
     vm, cvm = runs["vm"], runs["cvm"]
     assert vm["fingerprint"]["host"] == "local" and vm["fingerprint"]["vm_virt_type"] == "qemu"  # TCG here
-    assert "notice: VM local: KVM here is the nested kvm_pvm variant" in proc.stderr or \
-        "notice: VM local: KVM is not available" in proc.stderr  # fmt: skip
+    assert (
+        "notice: VM local: KVM here is the nested kvm_pvm variant" in proc.stderr
+        or "notice: VM local: KVM is not available" in proc.stderr
+    )
     meta = json.loads((guest_image / "image.json").read_text())
     assert cvm["fingerprint"]["container_image_digest"] == meta["container_digest"]
     assert cvm["fingerprint"]["container_image"] == meta["container_digest"]  # seen from inside the container
@@ -152,8 +219,23 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     assert (vm["host"], vm["machine"], cvm["machine"], runs["bm"]["machine"]) == ("local", here, here, here)
     assert len(_domains()) == 1 and _qemus()
     # the same VM: the copy is kept; the co-tenant and the foreground get disjoint halves of the VM's own CPUs
-    shared = run_cli("bench", "--scenario", "shared", "--isolate", "--targets", "vm", "--cotenant-batch", "2", *TINY,
-                     *real, "--json", "--results", str(results), env=vm_env, timeout=1800)  # fmt: skip
+    shared = run_cli(
+        "bench",
+        "--scenario",
+        "shared",
+        "--isolate",
+        "--targets",
+        "vm",
+        "--cotenant-batch",
+        "2",
+        *TINY,
+        *real,
+        "--json",
+        "--results",
+        str(results),
+        env=vm_env,
+        timeout=1800,
+    )
     assert shared.returncode == 0, shared.stderr[-4000:]
     assert "copying" not in shared.stderr
     sruns = json.loads(shared.stdout)
@@ -162,9 +244,29 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     assert "isolated (cpus 0 / co-tenant 1)" in co["contention"]
     assert all(r["fingerprint"]["cpu_affinity"] == 1 and r["host"] == "local" for r in sruns)  # inside the VM
     # the microbenchmarks without TensorFlow (seconds in an emulated VM): disk reads the VM's copy, and cvm its mount
-    micro = run_cli("bench", "--suite", "micro", "--probes", "disk,membw", "--targets", "bm,vm,cvm", "--runtime",
-                    "podman", "--warmup", "0", "--steps", "2", "--repeat", "1", *real, "--json", "--results",
-                    str(results), env=vm_env, timeout=1800)  # fmt: skip
+    micro = run_cli(
+        "bench",
+        "--suite",
+        "micro",
+        "--probes",
+        "disk,membw",
+        "--targets",
+        "bm,vm,cvm",
+        "--runtime",
+        "podman",
+        "--warmup",
+        "0",
+        "--steps",
+        "2",
+        "--repeat",
+        "1",
+        *real,
+        "--json",
+        "--results",
+        str(results),
+        env=vm_env,
+        timeout=1800,
+    )
     assert micro.returncode == 0, micro.stderr[-4000:]
     assert "copying" not in micro.stderr
     mruns = {r["target_kind"]: r for r in json.loads(micro.stdout)}
@@ -174,12 +276,26 @@ def test_vm_and_cvm_runs_and_teardown(vm_env: dict[str, str], guest_image: Path,
     cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
     got = {(c["key"]["target_kind"], c["key"]["probe"]) for c in cases}
     assert got == {(k, p) for k in ("bm", "vm", "cvm") for p in ("disk", "membw")}
-    assert all(c["note"].startswith("dataset on ") and "; page cache dropped" in c["note"]
-               for c in cases if c["key"]["probe"] == "disk")  # fmt: skip
+    assert all(
+        c["note"].startswith("dataset on ") and "; page cache dropped" in c["note"]
+        for c in cases
+        if c["key"]["probe"] == "disk"
+    )
     # --device gpu where there is none: each run fails with one line, nothing stored as ok
     # (bm and cbm: test_containers; cvm runs the same workload in a container in this VM)
-    gpu = run_cli("bench", "--targets", "vm", "--device", "gpu", *TINY, "--json", "--results", str(results),
-                  env=vm_env, timeout=1800)  # fmt: skip
+    gpu = run_cli(
+        "bench",
+        "--targets",
+        "vm",
+        "--device",
+        "gpu",
+        *TINY,
+        "--json",
+        "--results",
+        str(results),
+        env=vm_env,
+        timeout=1800,
+    )
     assert gpu.returncode == 1
     failed = json.loads(gpu.stdout)
     assert [r["status"] for r in failed] == ["failed"]
@@ -230,8 +346,9 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     assert runs["vm"]["fingerprint"]["vm_image_name"] == cloud_image.name
     assert runs["vm"]["fingerprint"]["kernel"] != runs["bm"]["fingerprint"]["kernel"]
 
-    xml = subprocess.run(["virsh", "-c", "qemu:///system", "dumpxml", "dltestbed-local"], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    xml = subprocess.run(
+        ["virsh", "-c", "qemu:///system", "dumpxml", "dltestbed-local"], capture_output=True, text=True, check=True
+    ).stdout
     assert "<boot dev='hd'/>" in xml and "<kernel>" not in xml  # its own boot loader
     console = (Path(vm_env["DLTESTBED_VM_DIR"]) / "pool" / "local.console.log").read_text(errors="replace")
     assert "Datasource DataSourceNoCloud [seed=/dev/vdb]" in console  # cloud-init read our seed
@@ -239,9 +356,22 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     assert "resized filesystem" in console  # growpart + resize_rootfs: the overlay's 20 GiB are usable
 
     d = Path(vm_env["DLTESTBED_VM_DIR"]) / "local" / "ssh"
-    route = subprocess.run(["ssh", "-i", str(d / "id_ed25519"), "-o", f"UserKnownHostsFile={d / 'known_hosts'}",
-                            "-o", "BatchMode=yes", f"root@{runs['vm']['fingerprint']['target_address']}",
-                            "ip route show default"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    route = subprocess.run(
+        [
+            "ssh",
+            "-i",
+            str(d / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={d / 'known_hosts'}",
+            "-o",
+            "BatchMode=yes",
+            f"root@{runs['vm']['fingerprint']['target_address']}",
+            "ip route show default",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert route.stdout.startswith("default via 10.213.90.1 dev eth0"), route  # reachable from off the bridge too
 
     report = run_cli("report", "--results", str(results), "--bench", "last", env=vm_env)
@@ -264,8 +394,9 @@ def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], g
     os.environ["DLTESTBED_VM_DIR"] = vm_env["DLTESTBED_VM_DIR"]
     try:
         with pytest.raises(lifecycle.VMError) as err:
-            lifecycle.create("broken", img, memory_mib=512, cmdline="root=/dev/nonexistent console=ttyS0 panic=0",
-                             ssh_timeout=45)  # fmt: skip
+            lifecycle.create(
+                "broken", img, memory_mib=512, cmdline="root=/dev/nonexistent console=ttyS0 panic=0", ssh_timeout=45
+            )
     finally:
         del os.environ["DLTESTBED_VM_DIR"]
     text = str(err.value)
@@ -317,9 +448,13 @@ def _remove_pool(path: Path) -> None:
         conn.close()
 
 
-def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: Path, results: Path,
-                                          tmp_path_factory: pytest.TempPathFactory,
-                                          dataset_dir: Path) -> None:  # fmt: skip
+def test_vms_on_an_inventory_libvirt_host(
+    vm_env: dict[str, str],
+    guest_image: Path,
+    results: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    dataset_dir: Path,
+) -> None:
     """A lab host in libvirt_hosts (it reaches this machine's libvirtd through its socket): provision
     makes its VM over qemu+ssh, uploading the guest image into the host's pool; bench reaches the VM
     through the host (jump); teardown --inventory leaves only the uploaded guest image."""
@@ -353,9 +488,23 @@ def test_vms_on_an_inventory_libvirt_host(vm_env: dict[str, str], guest_image: P
         assert {"on-tv-h1.overlay.qcow2", "on-tv-h1.seed.img", "on-tv-h1.console.log"} <= set(_pool_files(pool))
 
         # real data: the host's copy for bm, the VM's for vm and cvm (cbm on a lab host: test_containers)
-        bench = run_cli("bench", "--inventory", str(inv), "--targets", "bm,vm,cvm", *TINY, "--data", "real",
-                        "--data-dir", str(dataset_dir), "--results", str(results), "--json", env=env,
-                        timeout=1800)  # fmt: skip
+        bench = run_cli(
+            "bench",
+            "--inventory",
+            str(inv),
+            "--targets",
+            "bm,vm,cvm",
+            *TINY,
+            "--data",
+            "real",
+            "--data-dir",
+            str(dataset_dir),
+            "--results",
+            str(results),
+            "--json",
+            env=env,
+            timeout=1800,
+        )
         assert bench.returncode == 0, bench.stderr[-4000:]
         assert "uploading" not in bench.stderr  # the VM provision made is reused
         assert "copying to tv-h1, VM on-tv-h1 (once" in bench.stderr  # the host's copy, the VM's copy

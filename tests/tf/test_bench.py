@@ -24,8 +24,23 @@ QUICK = ["--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm"
 
 def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
     out = tmp_path / "reports" / "bench.md"
-    proc = run_cli("bench", "-m", "alexnet", "-m", "resnet50", "--image-size", "64", *QUICK, "--repeat", "2",
-                   "--json", "--results", str(results), "--report", str(out))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "-m",
+        "alexnet",
+        "-m",
+        "resnet50",
+        "--image-size",
+        "64",
+        *QUICK,
+        "--repeat",
+        "2",
+        "--json",
+        "--results",
+        str(results),
+        "--report",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = json.loads(proc.stdout)  # stdout is the JSON and nothing else
     # --report: this bench's Markdown with its figures beside it, and the line that says where
@@ -45,8 +60,9 @@ def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
     # the math asked and used (the quick preset's float32), and the elapsed time from launch (CLOSER'18): the
     # workload's own start-up (TensorFlow's import, the model's build) and its steps are inside it
     assert all(r["math"] == "float32" and r["fingerprint"]["math"] == "float32" and not r["xla"] for r in printed)
-    assert all(r["startup_seconds"] > 0 and r["startup_seconds"] + r["elapsed_seconds"] < r["wall_seconds"]
-               for r in printed)  # fmt: skip
+    assert all(
+        r["startup_seconds"] > 0 and r["startup_seconds"] + r["elapsed_seconds"] < r["wall_seconds"] for r in printed
+    )
     assert all(r["gpu_memory_peak_bytes"] is None for r in printed)  # no GPU here
     assert "bench b-" in proc.stderr and "4 run(s) on bm:local" in proc.stderr
 
@@ -78,8 +94,23 @@ def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
 
 
 def test_bench_real_data_inference(results: Path, dataset_dir: Path) -> None:
-    proc = run_cli("bench", "-m", "inception3", "--image-size", "75", "--data", "real", "--data-dir",
-                   str(dataset_dir), "--mode", "infer", *QUICK, "--json", "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "-m",
+        "inception3",
+        "--image-size",
+        "75",
+        "--data",
+        "real",
+        "--data-dir",
+        str(dataset_dir),
+        "--mode",
+        "infer",
+        *QUICK,
+        "--json",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (r,) = json.loads(proc.stdout)
     assert (r["data"], r["mode"], r["spec"]["classes"], r["status"]) == ("real", "infer", 3, "ok")
@@ -90,8 +121,20 @@ def test_a_crashing_workload_is_stored_failed_and_the_bench_says_so(results: Pat
         (tmp_path / cls).mkdir()
         for i in range(4):
             (tmp_path / cls / f"{i}.jpg").write_bytes(b"\xff\xd8 not a jpeg \xff\xd9")  # whole, but garbage
-    proc = run_cli("bench", "-m", "alexnet", "--image-size", "32", "--data", "real", "--data-dir", str(tmp_path),
-                   *QUICK, "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "-m",
+        "alexnet",
+        "--image-size",
+        "32",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path),
+        *QUICK,
+        "--results",
+        str(results),
+    )
     line = one_error_line(proc)
     assert proc.returncode == 1
     assert "1 of 1 run(s) failed" in line and "step 0: Unknown image file format" in line and "(log: " in line

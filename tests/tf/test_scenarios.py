@@ -58,17 +58,44 @@ def test_distributed_job_sums_its_workers(results: Path) -> None:
 def test_probes_between_two_workers(results: Path) -> None:
     """--suite micro with --scenario distributed: net and allreduce in one job of 2 real workers; no lone
     worker (it has no peer); the report lists every case with the method that compares them."""
-    proc = run_cli("bench", "--scenario", "distributed", "--suite", "micro", "--warmup", "0", "--steps", "2",
-                   "--repeat", "1", "--json", "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--scenario",
+        "distributed",
+        "--suite",
+        "micro",
+        "--warmup",
+        "0",
+        "--steps",
+        "2",
+        "--repeat",
+        "1",
+        "--json",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     assert sorted(r["worker_index"] for r in runs) == [0, 1] and len({r["job_id"] for r in runs}) == 1
-    assert all(r["status"] == "ok" and r["model"] == "micro" and r["spec"]["probes"] == ["net", "allreduce"]
-               and r["fingerprint"]["workers"] == 2 for r in runs)  # fmt: skip
+    assert all(
+        r["status"] == "ok"
+        and r["model"] == "micro"
+        and r["spec"]["probes"] == ["net", "allreduce"]
+        and r["fingerprint"]["workers"] == 2
+        for r in runs
+    )
     cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
     names = [c["key"]["case"] for c in cases]
-    assert names == ["latency: 4 B all-reduce", "all-gather 4 MiB a worker: received", "4 KiB algbw", "4 KiB busbw",
-                     "256 KiB algbw", "256 KiB busbw", "4 MiB algbw", "4 MiB busbw"]  # fmt: skip
+    assert names == [
+        "latency: 4 B all-reduce",
+        "all-gather 4 MiB a worker: received",
+        "4 KiB algbw",
+        "4 KiB busbw",
+        "256 KiB algbw",
+        "256 KiB busbw",
+        "4 MiB algbw",
+        "4 MiB busbw",
+    ]
     assert all(c["runs"] == 2 and c["key"]["workers"] == 2 for c in cases)  # one run per worker
     by = {c["key"]["case"]: c["value"]["mean"] for c in cases}
     assert by["4 MiB busbw"] == pytest.approx(by["4 MiB algbw"])  # 2(n-1)/n = 1 for two workers
@@ -82,10 +109,24 @@ def test_a_worker_that_dies_ends_the_job(results: Path) -> None:
     import sys
 
     bench = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", "--scenario", "distributed", "--no-baseline", *TINY,
-         "--steps", "100000", "--results", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dltestbed",
+            "bench",
+            "--scenario",
+            "distributed",
+            "--no-baseline",
+            *TINY,
+            "--steps",
+            "100000",
+            "--results",
+            str(results),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 180
     victim = None
     while victim is None and time.monotonic() < deadline:
@@ -124,19 +165,38 @@ def _steps(results: Path) -> int:
 
 
 def test_distributed_needs_two_workers(results: Path) -> None:
-    line = one_error_line(run_cli("bench", "--scenario", "distributed", "--workers", "1", *TINY, "--steps", "2",
-                                  "--results", str(results)))  # fmt: skip
+    line = one_error_line(
+        run_cli(
+            "bench", "--scenario", "distributed", "--workers", "1", *TINY, "--steps", "2", "--results", str(results)
+        )
+    )
     assert line == "error: scenario distributed needs at least 2 workers; got 1"
-    line = one_error_line(run_cli("bench", "--scenario", "distributed", "--mode", "infer", *TINY, "--steps", "2",
-                                  "--results", str(results)))  # fmt: skip
+    line = one_error_line(
+        run_cli(
+            "bench", "--scenario", "distributed", "--mode", "infer", *TINY, "--steps", "2", "--results", str(results)
+        )
+    )
     assert "distributed trains" in line
     assert not results.exists()  # nothing ran
 
 
 def test_shared_measures_the_co_tenant_effect(results: Path, tmp_path: Path) -> None:
     page = tmp_path / "shared.html"
-    proc = run_cli("bench", "--scenario", "shared", *TINY, "--steps", "6", "--cotenant-batch", "32", "--json",
-                   "--results", str(results), "--report", str(page))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--scenario",
+        "shared",
+        *TINY,
+        "--steps",
+        "6",
+        "--cotenant-batch",
+        "32",
+        "--json",
+        "--results",
+        str(results),
+        "--report",
+        str(page),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"report written to {page} (" in proc.stderr
     html = page.read_text()
@@ -164,8 +224,20 @@ def test_shared_measures_the_co_tenant_effect(results: Path, tmp_path: Path) -> 
 def test_isolated_shared_pins_each_side(results: Path) -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs")
-    proc = run_cli("bench", "--scenario", "shared", "--isolate", *TINY, "--steps", "3", "--cotenant-batch", "16",
-                   "--json", "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--scenario",
+        "shared",
+        "--isolate",
+        *TINY,
+        "--steps",
+        "3",
+        "--cotenant-batch",
+        "16",
+        "--json",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     co = next(r for r in runs if r["role"] == "cotenant")
@@ -177,8 +249,9 @@ def test_isolated_shared_pins_each_side(results: Path) -> None:
 
 def test_a_co_tenant_that_cannot_start(results: Path) -> None:
     """No GPU here: the gpu co-tenant fails; one line, and the foreground measured alone is kept."""
-    line = one_error_line(run_cli("bench", "--scenario", "shared", "--cotenant", "gpu", *TINY, "--steps", "2",
-                                  "--results", str(results)))  # fmt: skip
+    line = one_error_line(
+        run_cli("bench", "--scenario", "shared", "--cotenant", "gpu", *TINY, "--steps", "2", "--results", str(results))
+    )
     assert "the co-tenant (gpu b64) could not start on" in line
     assert "no GPU is visible to TensorFlow" in line
     runs = Store.open(results).runs()
@@ -238,10 +311,24 @@ def test_a_stop_during_the_rendezvous_leaves_nothing_running(results: Path, sig:
     import sys
 
     bench = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", "--scenario", "distributed", "--no-baseline", *TINY,
-         "--steps", "100000", "--results", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dltestbed",
+            "bench",
+            "--scenario",
+            "distributed",
+            "--no-baseline",
+            *TINY,
+            "--steps",
+            "100000",
+            "--results",
+            str(results),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     frozen = waiting = None
     deadline = time.monotonic() + 180
     while (frozen is None or waiting is None) and time.monotonic() < deadline:
@@ -282,10 +369,25 @@ def test_a_stop_during_the_co_tenant_warm_up_leaves_nothing_running(results: Pat
     import sys
 
     bench = subprocess.Popen(
-        [sys.executable, "-m", "dltestbed", "bench", "--scenario", "shared", *TINY, "--steps", "3",
-         "--cotenant-batch", "512", "--results", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dltestbed",
+            "bench",
+            "--scenario",
+            "shared",
+            *TINY,
+            "--steps",
+            "3",
+            "--cotenant-batch",
+            "512",
+            "--results",
+            str(results),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def cotenant_rows() -> list[tuple[str, str]]:
         if not results.exists():
@@ -310,8 +412,9 @@ def test_a_stop_during_the_co_tenant_warm_up_leaves_nothing_running(results: Pat
     else:
         bench.wait(timeout=30)
     with sqlite3.connect(results) as db:
-        timed = db.execute("SELECT count(*) FROM steps JOIN runs ON runs.id = steps.run_id "
-                           "WHERE phase = 'timed' AND role = 'cotenant'").fetchone()[0]
+        timed = db.execute(
+            "SELECT count(*) FROM steps JOIN runs ON runs.id = steps.run_id WHERE phase = 'timed' AND role = 'cotenant'"
+        ).fetchone()[0]
     assert timed == 0, "the signal came after the warm-up: the test did not test the warm-up"
     took = _gone_within(40)
     assert took is not None, [p.cmdline() for p in _workloads()]

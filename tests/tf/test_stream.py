@@ -18,8 +18,20 @@ from tests.tsdb import PASSWORD, TOKEN, VictoriaMetrics, expected
 
 pytestmark = pytest.mark.tf
 
-TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1", "--targets", "bm",
-        "--repeat", "1"]
+TINY = [
+    "--model",
+    "alexnet",
+    "--image-size",
+    "64",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "1",
+    "--targets",
+    "bm",
+    "--repeat",
+    "1",
+]
 
 
 def _bench_id(results: Path) -> str:
@@ -37,13 +49,30 @@ def _no_secret(results: Path, *texts: str) -> None:
 
 def test_every_point_arrives(tsdb: VictoriaMetrics, results: Path) -> None:
     """A model and the microbenchmarks (--suite full, membw alone: no TensorFlow start) stream every point."""
-    proc = run_cli("bench", *TINY, "--steps", "5", "--repeat", "2", "--suite", "full", "--probes", "membw",
-                   "--results", str(results), env=tsdb.env())  # fmt: skip
+    proc = run_cli(
+        "bench",
+        *TINY,
+        "--steps",
+        "5",
+        "--repeat",
+        "2",
+        "--suite",
+        "full",
+        "--probes",
+        "membw",
+        "--results",
+        str(results),
+        env=tsdb.env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     bench = _bench_id(results)
     want = expected(results, bench)
-    assert want == {"dltestbed_step": 12, "dltestbed_run": 4, "dltestbed_resource": want["dltestbed_resource"],
-                    "dltestbed_measure": 2 * 2 * (1 + 5)}  # 2 reps x 2 copies x (1 warm-up + 5 timed calls)
+    assert want == {
+        "dltestbed_step": 12,
+        "dltestbed_run": 4,
+        "dltestbed_resource": want["dltestbed_resource"],
+        "dltestbed_measure": 2 * 2 * (1 + 5),
+    }  # 2 reps x 2 copies x (1 warm-up + 5 timed calls)
     assert tsdb.count(bench, want) == want
     assert f"InfluxDB: {sum(want.values())} point(s) sent to {tsdb.url}" in proc.stderr
     labels = tsdb.series_labels(bench)
@@ -154,8 +183,12 @@ def test_push_a_bench_that_was_not_streamed(tsdb: VictoriaMetrics, results: Path
 
 
 def test_an_unreachable_server_at_start(results: Path) -> None:
-    env = {"INFLUXDB_V2_URL": "http://127.0.0.1:9", "INFLUXDB_V2_ORG": "lab", "INFLUXDB_V2_BUCKET": "bench",
-           "INFLUXDB_V2_TOKEN": TOKEN}  # fmt: skip
+    env = {
+        "INFLUXDB_V2_URL": "http://127.0.0.1:9",
+        "INFLUXDB_V2_ORG": "lab",
+        "INFLUXDB_V2_BUCKET": "bench",
+        "INFLUXDB_V2_TOKEN": TOKEN,
+    }
     line = one_error_line(run_cli("bench", *TINY, "--steps", "2", "--results", str(results), env=env))
     assert line.startswith("error: InfluxDB at http://127.0.0.1:9 (org lab, bucket bench): unreachable (")
     assert "nothing was run" in line
@@ -166,8 +199,9 @@ def test_a_wrong_token(tsdb: VictoriaMetrics, results: Path, tmp_path: Path) -> 
     token_file = tmp_path / "token"
     token_file.write_text("dltestbed:wrong-password\n")
     env = {k: v for k, v in tsdb.env().items() if k != "INFLUXDB_V2_TOKEN"}
-    proc = run_cli("bench", *TINY, "--steps", "2", "--influx-token-file", str(token_file), "--results",
-                   str(results), env=env)  # fmt: skip
+    proc = run_cli(
+        "bench", *TINY, "--steps", "2", "--influx-token-file", str(token_file), "--results", str(results), env=env
+    )
     line = one_error_line(proc)
     assert "HTTP 401 Unauthorized: the token was refused" in line
     assert "wrong-password" not in proc.stderr + proc.stdout
@@ -196,8 +230,11 @@ def _start_bench(results: Path, server: VictoriaMetrics, steps: int) -> subproce
     """`dltestbed bench` streaming to `server`, in the background."""
     return subprocess.Popen(
         [sys.executable, "-m", "dltestbed", "bench", *TINY, "--steps", str(steps), "--results", str(results)],
-        env={**_environ(), **server.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env={**_environ(), **server.env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_more_steps(results: Path, more: int, timeout: float = 120) -> None:

@@ -24,8 +24,9 @@ SIZES = {"alexnet": 64, "resnet50": 32, "inception3": 75}
 
 
 def workload(*args: str) -> tuple[subprocess.CompletedProcess[str], list]:
-    proc = subprocess.run([sys.executable, "-m", "dltestbed.workload", *args], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "dltestbed.workload", *args], capture_output=True, text=True, timeout=300
+    )
     return proc, [parse_line(line) for line in proc.stdout.splitlines()]
 
 
@@ -33,8 +34,24 @@ def workload(*args: str) -> tuple[subprocess.CompletedProcess[str], list]:
 @pytest.mark.parametrize("data", ["synthetic", "real"])
 @pytest.mark.parametrize("model", ["alexnet", "resnet50", "inception3"])
 def test_schema_of_a_real_run(model: str, data: str, mode: str, dataset_dir: Path) -> None:
-    args = ["--model", model, "--data", data, "--mode", mode, "--batch-size", "4", "--image-size",
-            str(SIZES[model]), "--warmup", "1", "--steps", "3", "--sample-interval", "0.2"]  # fmt: skip
+    args = [
+        "--model",
+        model,
+        "--data",
+        data,
+        "--mode",
+        mode,
+        "--batch-size",
+        "4",
+        "--image-size",
+        str(SIZES[model]),
+        "--warmup",
+        "1",
+        "--steps",
+        "3",
+        "--sample-interval",
+        "0.2",
+    ]
     if data == "real":
         args += ["--data-dir", str(dataset_dir)]
     proc, events = workload(*args)
@@ -58,8 +75,22 @@ def test_schema_of_a_real_run(model: str, data: str, mode: str, dataset_dir: Pat
 
 
 def test_cpu_device_hides_gpus() -> None:
-    proc, events = workload("--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
-                            "--steps", "1", "--device", "cpu", "--mode", "infer")  # fmt: skip
+    proc, events = workload(
+        "--model",
+        "alexnet",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--mode",
+        "infer",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     fp = events[0].fingerprint
     assert fp["cuda_visible_devices"] == "" and fp["gpus_visible_to_tf"] == 0
@@ -76,8 +107,22 @@ def test_corrupt_images_fail_at_the_step_with_a_message(tmp_path: Path) -> None:
         (tmp_path / cls).mkdir()
         for i in range(4):
             (tmp_path / cls / f"{i}.jpg").write_bytes(b"not a jpeg")
-    proc, events = workload("--model", "alexnet", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
-                            "--steps", "2", "--data", "real", "--data-dir", str(tmp_path))  # fmt: skip
+    proc, events = workload(
+        "--model",
+        "alexnet",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--warmup",
+        "0",
+        "--steps",
+        "2",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path),
+    )
     assert proc.returncode == 1
     err = events[-1]
     assert isinstance(err, ErrorEvent) and err.message.startswith("step 0: Unknown image file format")
@@ -87,8 +132,21 @@ def test_corrupt_images_fail_at_the_step_with_a_message(tmp_path: Path) -> None:
 def test_mixed_precision_with_xla_runs_and_says_what_it_used() -> None:
     """`mixed` becomes bfloat16 on a CPU (oneDNN computes it), the step compiles with XLA, and the start event
     says the math the run used."""
-    proc, events = workload("--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1",
-                            "--steps", "2", "--math", "mixed", "--xla")  # fmt: skip
+    proc, events = workload(
+        "--model",
+        "alexnet",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--math",
+        "mixed",
+        "--xla",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     start, summary = events[0], events[-1]
     assert isinstance(start, StartEvent) and start.spec["math"] == "mixed_bfloat16" and start.spec["xla"] is True
@@ -103,9 +161,27 @@ def test_out_of_memory_is_said_in_tensorflows_own_line() -> None:
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 
-    proc = subprocess.run([sys.executable, "-m", "dltestbed.workload", "--model", "alexnet", "--image-size", "224",
-                           "--batch-size", "65536", "--warmup", "0", "--steps", "1"], capture_output=True, text=True,
-                          timeout=300, preexec_fn=cap)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dltestbed.workload",
+            "--model",
+            "alexnet",
+            "--image-size",
+            "224",
+            "--batch-size",
+            "65536",
+            "--warmup",
+            "0",
+            "--steps",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=cap,
+    )
     events = [parse_line(line) for line in proc.stdout.splitlines()]
     err = events[-1]
     assert proc.returncode == 1 and isinstance(err, ErrorEvent), proc.stderr[-3000:]

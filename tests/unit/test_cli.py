@@ -11,8 +11,7 @@ import pytest
 
 from tests.conftest import one_error_line, run_cli
 
-QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm",
-         "--repeat", "1"]
+QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm", "--repeat", "1"]
 
 
 @pytest.mark.parametrize(
@@ -53,8 +52,9 @@ def test_bad_input_is_one_line(args: list[str], message: str, results: Path) -> 
 
 def test_empty_data_dir(tmp_path: Path, results: Path) -> None:
     (tmp_path / "data" / "cls").mkdir(parents=True)
-    proc = run_cli("bench", "--model", "alexnet", "--data", "real", "--data-dir", str(tmp_path / "data"),
-                   "--results", str(results))  # fmt: skip
+    proc = run_cli(
+        "bench", "--model", "alexnet", "--data", "real", "--data-dir", str(tmp_path / "data"), "--results", str(results)
+    )
     assert "has no JPEG images in class subfolders" in one_error_line(proc)
 
 
@@ -78,8 +78,9 @@ def test_data_make_refuses_a_non_empty_folder(tmp_path: Path) -> None:
 
 
 def test_data_make_writes_a_dataset(tmp_path: Path) -> None:
-    proc = run_cli("data", "make", "--out", str(tmp_path / "d"), "--classes", "2", "--images-per-class", "3",
-                   "--size", "16")  # fmt: skip
+    proc = run_cli(
+        "data", "make", "--out", str(tmp_path / "d"), "--classes", "2", "--images-per-class", "3", "--size", "16"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "wrote 6 JPEGs" in proc.stdout and "in 2 classes" in proc.stdout
     assert len(list((tmp_path / "d").glob("*/*.jpg"))) == 6
@@ -126,8 +127,10 @@ def test_internal_errors_go_to_the_debug_log(
     ],
 )
 def test_commands_that_run_no_model_do_not_import_tensorflow(args: list[str], results: Path) -> None:
-    code = ("import sys; from dltestbed.cli import main; rc = main(sys.argv[1:]); "
-            "sys.exit(100 if 'tensorflow' in sys.modules or 'keras' in sys.modules else 0)")  # fmt: skip
+    code = (
+        "import sys; from dltestbed.cli import main; rc = main(sys.argv[1:]); "
+        "sys.exit(100 if 'tensorflow' in sys.modules or 'keras' in sys.modules else 0)"
+    )
     extra = [] if "--help" in args else ["--results", str(results)]
     proc = subprocess.run([sys.executable, "-c", code, *args, *extra], capture_output=True, text=True)
     assert proc.returncode != 100, "TensorFlow was imported"

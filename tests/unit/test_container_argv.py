@@ -13,16 +13,36 @@ IMG = "dltestbed-workload:abc"
 
 def test_docker_defaults_are_unprivileged_host_network_and_removed() -> None:
     assert run_argv("docker", IMG, "c1", ARGV, ContainerOptions(labels=(("dltestbed.owner", "me@h-1"),))) == [
-        "docker", "run", "--rm", "--interactive", "--name", "c1", "--network=host", "--user=10001:10001",
-        "--pull=never", "--label=dltestbed.owner=me@h-1", IMG, *ARGV]  # fmt: skip
+        "docker",
+        "run",
+        "--rm",
+        "--interactive",
+        "--name",
+        "c1",
+        "--network=host",
+        "--user=10001:10001",
+        "--pull=never",
+        "--label=dltestbed.owner=me@h-1",
+        IMG,
+        *ARGV,
+    ]
 
 
 def test_podman_gpus_use_cdi_and_no_log_copy() -> None:
     out = run_argv("podman", IMG, "c1", ARGV, ContainerOptions(gpus="0,2", cpuset="0-7", memory="16g"))
-    assert out[:10] == ["podman", "run", "--rm", "--interactive", "--name", "c1", "--network=host",
-                        "--user=10001:10001", "--pull=never", "--log-driver=none"]  # fmt: skip
-    assert out[10:14] == ["--device=nvidia.com/gpu=0", "--device=nvidia.com/gpu=2", "--cpuset-cpus=0-7",
-                         "--memory=16g"]  # fmt: skip
+    assert out[:10] == [
+        "podman",
+        "run",
+        "--rm",
+        "--interactive",
+        "--name",
+        "c1",
+        "--network=host",
+        "--user=10001:10001",
+        "--pull=never",
+        "--log-driver=none",
+    ]
+    assert out[10:14] == ["--device=nvidia.com/gpu=0", "--device=nvidia.com/gpu=2", "--cpuset-cpus=0-7", "--memory=16g"]
     assert "--privileged" not in out and not any(a.startswith("--cap-add") for a in out)
 
 
@@ -52,8 +72,9 @@ def test_env_volumes_and_user_flags_keep_their_order_before_the_image() -> None:
 
 
 def test_apptainer_exec_with_nv_and_numactl() -> None:
-    out = run_argv("apptainer", "/images/dlt.sif", "ignored", ARGV,
-                   ContainerOptions(gpus="0", numa_node=0, numa_cpus="0-15"))  # fmt: skip
+    out = run_argv(
+        "apptainer", "/images/dlt.sif", "ignored", ARGV, ContainerOptions(gpus="0", numa_node=0, numa_cpus="0-15")
+    )
     assert out[:3] == ["numactl", "--physcpubind=0-15", "--membind=0"]
     assert out[3:8] == ["apptainer", "exec", "--containall", "--cleanenv", "--no-home"]
     assert "--nv" in out and "--env=APPTAINERENV_CUDA_VISIBLE_DEVICES=0" in out
@@ -75,15 +96,30 @@ def test_options_from_inventory_variables() -> None:
     from dltestbed.targets.container import options_from_vars
 
     assert options_from_vars({}) == ContainerOptions(gpus="auto")
-    opts = options_from_vars({
-        "dltestbed_container_gpus": "none", "dltestbed_container_cpuset": "0-3", "dltestbed_container_memory": "8g",
-        "dltestbed_container_network": "bridge", "dltestbed_container_numa_node": 1,
-        "dltestbed_container_privileged": True, "dltestbed_container_cap_add": ["SYS_NICE"],
-        "dltestbed_container_volumes": "/data:/data:ro", "dltestbed_container_args": ["--shm-size=2g"],
-    })  # fmt: skip
-    assert opts == ContainerOptions(gpus=None, cpuset="0-3", memory="8g", network="bridge", numa_node=1,
-                                    privileged=True, cap_add=("SYS_NICE",), volumes=("/data:/data:ro",),
-                                    extra=("--shm-size=2g",))  # fmt: skip
+    opts = options_from_vars(
+        {
+            "dltestbed_container_gpus": "none",
+            "dltestbed_container_cpuset": "0-3",
+            "dltestbed_container_memory": "8g",
+            "dltestbed_container_network": "bridge",
+            "dltestbed_container_numa_node": 1,
+            "dltestbed_container_privileged": True,
+            "dltestbed_container_cap_add": ["SYS_NICE"],
+            "dltestbed_container_volumes": "/data:/data:ro",
+            "dltestbed_container_args": ["--shm-size=2g"],
+        }
+    )
+    assert opts == ContainerOptions(
+        gpus=None,
+        cpuset="0-3",
+        memory="8g",
+        network="bridge",
+        numa_node=1,
+        privileged=True,
+        cap_add=("SYS_NICE",),
+        volumes=("/data:/data:ro",),
+        extra=("--shm-size=2g",),
+    )
     with pytest.raises(ConfigError, match="dltestbed_container_numa_node must be a node number"):
         options_from_vars({"dltestbed_container_numa_node": "gpu0"})
     with pytest.raises(ConfigError, match="gpus 'auto' must be resolved"):
@@ -112,8 +148,10 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
 
         def run(self, argv, *, env=None, timeout=None, on_line=None, stderr_log=None) -> CommandResult:
             self.commands.append(list(argv))
-            replies = {"nvidia-smi": ["GPU 0: NVIDIA H100 (UUID: GPU-1)", "GPU 1: NVIDIA H100 (UUID: GPU-2)"],
-                       "cat": ["16-31"]}  # fmt: skip
+            replies = {
+                "nvidia-smi": ["GPU 0: NVIDIA H100 (UUID: GPU-1)", "GPU 1: NVIDIA H100 (UUID: GPU-2)"],
+                "cat": ["16-31"],
+            }
             if argv[0] in replies:
                 for line in replies[argv[0]]:
                     on_line and on_line(line)

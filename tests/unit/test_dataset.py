@@ -72,8 +72,12 @@ def test_the_digest_is_of_paths_sizes_and_contents(tmp_path: Path) -> None:
     assert dataset.identify(same) == ident
     # one byte changed, a file moved to another class (its label), a file more: each another dataset
     assert dataset.identify(_tree(tmp_path / "z1", {**files, "b/1.jpg": _jpeg(b"threE")})).digest != ident.digest
-    assert dataset.identify(_tree(tmp_path / "z2", {"a/1.jpg": _jpeg(b"one"), "b/2.jpg": _jpeg(b"two!"),
-                                                    "b/1.jpg": _jpeg(b"three")})).digest != ident.digest  # fmt: skip
+    assert (
+        dataset.identify(
+            _tree(tmp_path / "z2", {"a/1.jpg": _jpeg(b"one"), "b/2.jpg": _jpeg(b"two!"), "b/1.jpg": _jpeg(b"three")})
+        ).digest
+        != ident.digest
+    )
     assert dataset.identify(_tree(tmp_path / "z3", {**files, "b/2.jpg": _jpeg(b"")})).files == 4
 
 
@@ -120,9 +124,24 @@ def test_a_truncated_dataset_stops_the_bench_before_it_runs(tmp_path: Path) -> N
     made = dataset.make(tmp_path / "d", classes=2, images_per_class=2, size=16)
     Path(made.files[0]).write_bytes(Path(made.files[0]).read_bytes()[:100])
     results = tmp_path / "results.sqlite"
-    proc = run_cli("bench", "--model", "alexnet", "--image-size", "32", "--steps", "2", "--targets", "bm", "--data",
-                   "real", "--data-dir", str(tmp_path / "d"), "--results", str(results),
-                   env={"XDG_CACHE_HOME": str(tmp_path / "cache")})  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--model",
+        "alexnet",
+        "--image-size",
+        "32",
+        "--steps",
+        "2",
+        "--targets",
+        "bm",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--results",
+        str(results),
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
     line = one_error_line(proc)
     assert proc.returncode == 2 and "1 of 4 image(s) cannot be used; first: class_0/" in line and "truncated" in line
     assert not results.exists() or not sqlite3.connect(results).execute("SELECT count(*) FROM runs").fetchone()[0]
@@ -144,19 +163,33 @@ def test_a_target_refuses_a_copy_that_is_not_the_dataset(tmp_path: Path) -> None
 
     index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     ident = dataset.identify(index)
-    spec = workload_spec(model="alexnet", data="real", data_dir=str(index.root), classes=2, data_digest=ident.digest,
-                         data_files=ident.files, data_bytes=ident.bytes)  # fmt: skip
+    spec = workload_spec(
+        model="alexnet",
+        data="real",
+        data_dir=str(index.root),
+        classes=2,
+        data_digest=ident.digest,
+        data_files=ident.files,
+        data_bytes=ident.bytes,
+    )
     assert _check_copy(spec, index) == {"dataset_digest": ident.digest, "dataset_files": 2, "dataset_bytes": 14}
     (tmp_path / "d" / "b" / "1.jpg").write_bytes(_jpeg(b"tw"))  # a partial copy
     with pytest.raises(DataError) as err:
         _check_copy(spec, dataset.scan(index.root))
-    assert str(err.value) == (f"data dir {str(index.root)!r} is not dataset {ident.short}: 2 files, 13 bytes here; "
-                              "2 files, 14 bytes expected")  # fmt: skip
+    assert str(err.value) == (
+        f"data dir {str(index.root)!r} is not dataset {ident.short}: 2 files, 13 bytes here; 2 files, 14 bytes expected"
+    )
     with pytest.raises(ConfigError, match="--data-digest goes with --data real, --data-files and --data-bytes"):
         workload_spec(model="alexnet", data="real", data_dir="/d", data_digest=ident.digest)
     argv = spec.to_argv()
-    assert argv[argv.index("--data-digest"):][:6] == ["--data-digest", ident.digest, "--data-files", "2",
-                                                      "--data-bytes", "14"]  # fmt: skip
+    assert argv[argv.index("--data-digest") :][:6] == [
+        "--data-digest",
+        ident.digest,
+        "--data-files",
+        "2",
+        "--data-bytes",
+        "14",
+    ]
 
 
 def test_each_target_reads_its_own_copy(tmp_path: Path) -> None:
@@ -186,8 +219,15 @@ def test_the_plan_refuses_a_kind_that_cannot_read_the_data(tmp_path: Path) -> No
 
     index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     ident = dataset.identify(index)
-    spec = workload_spec(model="alexnet", data="real", data_dir=str(index.root), classes=2, data_digest=ident.digest,
-                         data_files=ident.files, data_bytes=ident.bytes)  # fmt: skip
+    spec = workload_spec(
+        model="alexnet",
+        data="real",
+        data_dir=str(index.root),
+        classes=2,
+        data_digest=ident.digest,
+        data_files=ident.files,
+        data_bytes=ident.bytes,
+    )
     ds = Dataset.of(spec)
     assert ds is not None and ds.ident == ident and ds.source == index.root
     assert Dataset.of(workload_spec(model="alexnet")) is None

@@ -24,8 +24,10 @@ def _runs() -> list:
     """bm 100/110/105 and cbm 90/99/94.5 (10 % slower, paired by repetition)."""
     out = []
     for rep, (b, c) in enumerate(((100.0, 90.0), (110.0, 99.0), (105.0, 94.5)), start=1):
-        out += [make_run(target_kind="bm", images_per_sec=b, repetition=rep, status="ok"),
-                make_run(target_kind="cbm", images_per_sec=c, repetition=rep, status="ok")]  # fmt: skip
+        out += [
+            make_run(target_kind="bm", images_per_sec=b, repetition=rep, status="ok"),
+            make_run(target_kind="cbm", images_per_sec=c, repetition=rep, status="ok"),
+        ]
     return out
 
 
@@ -78,8 +80,10 @@ def test_overhead_points_and_lines_are_the_effects() -> None:
 
 
 def test_overhead_row_without_interval_says_why() -> None:
-    runs = [make_run(target_kind="bm", images_per_sec=100.0, status="ok"),
-            make_run(target_kind="vm", images_per_sec=80.0, status="ok")]  # fmt: skip
+    runs = [
+        make_run(target_kind="bm", images_per_sec=100.0, status="ok"),
+        make_run(target_kind="vm", images_per_sec=80.0, status="ok"),
+    ]
     fig = figures.overheads(stats.summarise(runs))
     assert any("too few runs for an interval" in t for t in _texts(fig))
     assert not [line for line in fig.axes[0].lines if line.get_marker() == "o"]
@@ -89,8 +93,11 @@ def _steps(ips: list[float], warmup: int) -> list[StepEvent]:
     t, out = 0.0, []
     for i, v in enumerate(ips):
         t += 8 / v
-        out.append(StepEvent(index=i, phase="warmup" if i < warmup else "timed", images=8, seconds=8 / v,
-                             images_per_sec=v, t=t))  # fmt: skip
+        out.append(
+            StepEvent(
+                index=i, phase="warmup" if i < warmup else "timed", images=8, seconds=8 / v, images_per_sec=v, t=t
+            )
+        )
     return out
 
 
@@ -114,9 +121,13 @@ def test_steps_are_drawn_as_measured_with_warmup_shaded_and_flags_marked() -> No
 
 def test_memory_profile_mean_and_band_across_repetitions() -> None:
     a, b = make_run(repetition=1), make_run(repetition=2)
-    res = {a.id: [ResourceEvent(t=100.0 + i, rss_bytes=1 * GiB, cpu_percent=100.0) for i in range(11)],
-           b.id: [ResourceEvent(t=500.0 + i, rss_bytes=3 * GiB, cpu_percent=100.0,
-                                gpus=[{"memory_used_bytes": 2 * GiB}]) for i in range(6)]}  # fmt: skip
+    res = {
+        a.id: [ResourceEvent(t=100.0 + i, rss_bytes=1 * GiB, cpu_percent=100.0) for i in range(11)],
+        b.id: [
+            ResourceEvent(t=500.0 + i, rss_bytes=3 * GiB, cpu_percent=100.0, gpus=[{"memory_used_bytes": 2 * GiB}])
+            for i in range(6)
+        ],
+    }
     ((label, fig),) = figures.memory([a, b], res, {})
     (host, gpu) = fig.axes
     (mean,) = [line for line in host.lines if line.get_label() == "mean"]
@@ -132,32 +143,39 @@ def test_memory_profile_mean_and_band_across_repetitions() -> None:
 
 def test_memory_has_no_gpu_row_without_gpu_samples() -> None:
     a = make_run()
-    ((_, fig),) = figures.memory([a], {a.id: [ResourceEvent(t=float(i), rss_bytes=GiB, cpu_percent=1.0)
-                                               for i in range(3)]}, {})  # fmt: skip
+    ((_, fig),) = figures.memory(
+        [a], {a.id: [ResourceEvent(t=float(i), rss_bytes=GiB, cpu_percent=1.0) for i in range(3)]}, {}
+    )
     assert len(fig.axes) == 1 and "host memory" in fig.axes[0].get_ylabel()
 
 
 def test_distributed_and_shared_figures() -> None:
-    runs = [make_run(scenario="distributed", job_id="j", workers=2, worker_index=i, images_per_sec=40.0, status="ok")
-            for i in (0, 1)] + [make_run(scenario="distributed", job_id="j", workers=2, images_per_sec=50.0,
-                                         status="ok")]  # fmt: skip
+    runs = [
+        make_run(scenario="distributed", job_id="j", workers=2, worker_index=i, images_per_sec=40.0, status="ok")
+        for i in (0, 1)
+    ] + [make_run(scenario="distributed", job_id="j", workers=2, images_per_sec=50.0, status="ok")]
     (ax_t, ax_e) = figures.distributed(jobs.distributed(runs)).axes
     assert [r.get_height() for r in ax_t.patches] == [80.0] and [r.get_height() for r in ax_e.patches] == [80.0]
     assert any(list(line.get_ydata()) == [100.0, 100.0] for line in ax_t.lines)  # 2 × one alone
     assert ax_t.get_ylim()[0] == 0 and ax_e.get_ylim()[0] == 0 and "%" in ax_e.get_ylabel()
-    pair = [make_run(scenario="shared", job_id="s", contention="none", images_per_sec=100.0, status="ok"),
-            make_run(scenario="shared", job_id="s", contention="alexnet b64", images_per_sec=75.0, status="ok"),
-            make_run(scenario="shared", job_id="s", contention="alexnet b64", role="cotenant", images_per_sec=20.0,
-                     status="ok")]  # fmt: skip
+    pair = [
+        make_run(scenario="shared", job_id="s", contention="none", images_per_sec=100.0, status="ok"),
+        make_run(scenario="shared", job_id="s", contention="alexnet b64", images_per_sec=75.0, status="ok"),
+        make_run(
+            scenario="shared", job_id="s", contention="alexnet b64", role="cotenant", images_per_sec=20.0, status="ok"
+        ),
+    ]
     (ax,) = figures.shared(jobs.shared(pair)).axes
     assert sorted(r.get_height() for r in ax.patches) == [75.0, 100.0]
     assert "drop 25.0 %\n(n=1 pair)" in _texts(figures.shared(jobs.shared(pair)))
 
 
 def test_fleet_marks_the_slow_host() -> None:
-    runs = [make_run(host=h, machine=h, images_per_sec=v, repetition=rep, status="ok")
-            for h, base in (("n1", 100.0), ("n2", 101.0), ("n3", 99.0), ("n4", 50.0))
-            for rep, v in ((1, base), (2, base + 1))]  # fmt: skip
+    runs = [
+        make_run(host=h, machine=h, images_per_sec=v, repetition=rep, status="ok")
+        for h, base in (("n1", 100.0), ("n2", 101.0), ("n3", 99.0), ("n4", 50.0))
+        for rep, v in ((1, base), (2, base + 1))
+    ]
     groups = stats.summarise(runs, by_host=True)
     flags, _ = fleet(groups)
     fig = figures.fleet(groups, flags)
@@ -186,8 +204,16 @@ def test_svg_is_self_contained_and_repeatable() -> None:
 
 
 def test_html_page_embeds_figures_escapes_text_and_loads_nothing() -> None:
-    runs = [*_runs(), make_run(target_kind="bm", host="<script>alert(1)</script>", images_per_sec=1.0,
-                               status="failed", reason="<img src=x onerror=alert(1)>")]  # fmt: skip
+    runs = [
+        *_runs(),
+        make_run(
+            target_kind="bm",
+            host="<script>alert(1)</script>",
+            images_per_sec=1.0,
+            status="failed",
+            reason="<img src=x onerror=alert(1)>",
+        ),
+    ]
     groups = stats.summarise(runs)
     plots = figures.build(groups, runs, {}, {})
     refs = {p.section: [render.FigureRef(p.title, p.caption, f"figure:{p.name}")] for p in plots}
@@ -229,8 +255,9 @@ def test_decomposition_draws_each_layers_change_with_its_interval() -> None:
     assert xs == pytest.approx([-35.0, -10.0])
     assert [t.get_text() for t in ax.get_yticklabels()] == ["disk: seq", "alexnet train img/s"]
     assert "%" in ax.get_xlabel() and [t.get_text() for t in ax.get_legend().get_texts()] == ["cbm (n=3)"]
-    wide = micro.CaseStats(dict(cases[-1].key), 2, cases[-1].value, None, True, None, "", "",
-                           paired([100.0, 100.0], [90.0, 300.0]))  # fmt: skip
+    wide = micro.CaseStats(
+        dict(cases[-1].key), 2, cases[-1].value, None, True, None, "", "", paired([100.0, 100.0], [90.0, 300.0])
+    )
     fig = figures.decomposition([wide], [])
     (ax,) = fig.axes
     assert ax.get_xlim()[1] <= figures.CHANGE_AXIS_MAX * 1.2

@@ -22,13 +22,28 @@ def test_devices_and_samples_from_the_captured_h100(monkeypatch: pytest.MonkeyPa
     assert nvml is not None
     (dev,) = nvml.devices()
     assert dev == {
-        "index": 0, "name": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "cuda_driver": "13.0",
-        "memory_total_bytes": 81559 << 20, "pci_bus_id": "00000000:00:06.0",
-        "uuid": "GPU-00000000-1111-2222-3333-444444444444", "vbios": "96.00.DA.00.0C", "compute_capability": "9.0",
-        "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16, "power_limit_watts": 700.0,
-        "ecc": "enabled", "mig": "disabled", "sm_clock_app_mhz": 1980, "mem_clock_app_mhz": 2619,
-        "sm_clock_max_mhz": 1980, "mem_clock_max_mhz": 2619, "numa_node": gpu.numa_node("00000000:00:06.0"),
-    }  # fmt: skip
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "driver": "580.159.04",
+        "cuda_driver": "13.0",
+        "memory_total_bytes": 81559 << 20,
+        "pci_bus_id": "00000000:00:06.0",
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+        "vbios": "96.00.DA.00.0C",
+        "compute_capability": "9.0",
+        "pcie_gen": 5,
+        "pcie_gen_max": 5,
+        "pcie_width": 16,
+        "pcie_width_max": 16,
+        "power_limit_watts": 700.0,
+        "ecc": "enabled",
+        "mig": "disabled",
+        "sm_clock_app_mhz": 1980,
+        "mem_clock_app_mhz": 2619,
+        "sm_clock_max_mhz": 1980,
+        "mem_clock_max_mhz": 2619,
+        "numa_node": gpu.numa_node("00000000:00:06.0"),
+    }
     (s,) = nvml.sample(pid=4242)
     assert s == {"index": 0, "memory_used_bytes": 0, "process_memory_bytes": 3 << 30, "util_percent": 87.0}
     assert [(p["pid"], p["used_bytes"]) for p in nvml.processes()] == [(4242, 3 << 30), (4243, 1 << 30)]
@@ -38,8 +53,10 @@ def test_devices_and_samples_from_the_captured_h100(monkeypatch: pytest.MonkeyPa
 def test_a_fact_the_gpu_does_not_report_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     """N/A in nvidia-smi is NVMLError_NotSupported in NVML: the fact is None, the others stay."""
     text = (fakenvml.H100 / "nvidia-smi-q.txt").read_text()
-    text = text.replace("Current Power Limit                            : 700.00 W",
-                        "Current Power Limit                            : N/A")  # fmt: skip
+    text = text.replace(
+        "Current Power Limit                            : 700.00 W",
+        "Current Power Limit                            : N/A",
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fakenvml.FakeNvml(text))
     nvml = Nvml.open()
     assert nvml is not None
@@ -83,12 +100,17 @@ class FakeResult:
     [
         ("/job:localhost/replica:0/task:0/device:GPU:0", True, 3, None),
         ("/job:localhost/replica:0/task:0/device:CPU:0", False, 3, None),
-        ("/job:localhost/replica:0/task:0/device:CPU:0", True, 1,
-         "--device gpu: the first step ran on /job:localhost/replica:0/task:0/device:CPU:0, not a GPU"),
+        (
+            "/job:localhost/replica:0/task:0/device:CPU:0",
+            True,
+            1,
+            "--device gpu: the first step ran on /job:localhost/replica:0/task:0/device:CPU:0, not a GPU",
+        ),
     ],
-)  # fmt: skip
-def test_the_first_step_says_its_device_and_device_gpu_needs_one(device: str, require_gpu: bool, steps_run: int,
-                                                                 error: str | None) -> None:  # fmt: skip
+)
+def test_the_first_step_says_its_device_and_device_gpu_needs_one(
+    device: str, require_gpu: bool, steps_run: int, error: str | None
+) -> None:
     """The GPU run path up to where a real GPU is needed: the first step's event carries the device its result
     is on (what the report calls the effective device); --device gpu ends the run after a step not on a GPU."""
     from dltestbed.errors import ConfigError

@@ -15,33 +15,52 @@ H100_DATA = Path(__file__).parents[1] / "data" / "gpu" / "h100"
 ERRORS = json.loads((Path(__file__).parents[1] / "data" / "tf_errors" / "captured.json").read_text())
 # The shape of TensorFlow's GPU allocation failures (the H100's foreground beside a co-tenant holding the GPU
 # failed with these kinds; the texts follow TensorFlow 2.21's format, as the CPU captures above show it).
-GPU_OOM = ("Graph execution error:\n\nDetected at node resnet50_1/conv1_conv_1/convolution defined at (most recent "
-           "call last):\n  File \"<frozen runpy>\", line 198, in _run_module_as_main\n\n  File \"/x/loop.py\", line "
-           "51, in train_step\n\nOOM when allocating tensor with shape[32,64,112,112] and type float on "
-           "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n\t [[{{node resnet50_1/conv1_conv_1/"
-           "convolution}}]]\nHint: If you want to see a list of allocated tensors when OOM happens, add "
-           "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n [Op:__inference_train_"
-           "step_9876]")  # fmt: skip
-CUDNN_OOM = ("Graph execution error:\n\nDetected at node resnet50_1/conv1_conv_1/convolution defined at (most recent "
-             "call last):\n  File \"/x/loop.py\", line 51, in train_step\n\nNo algorithm worked!  Error messages:\n  "
-             "Profiling failure on CUDNN engine eng0{}: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
-             "4563402752 bytes.\n\t [[{{node resnet50_1/conv1_conv_1/convolution}}]] [Op:__inference_train_step_"
-             "9876]")  # fmt: skip
+GPU_OOM = (
+    "Graph execution error:\n\nDetected at node resnet50_1/conv1_conv_1/convolution defined at (most recent "
+    'call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n\n  File "/x/loop.py", line '
+    "51, in train_step\n\nOOM when allocating tensor with shape[32,64,112,112] and type float on "
+    "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n\t [[{{node resnet50_1/conv1_conv_1/"
+    "convolution}}]]\nHint: If you want to see a list of allocated tensors when OOM happens, add "
+    "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n [Op:__inference_train_"
+    "step_9876]"
+)
+CUDNN_OOM = (
+    "Graph execution error:\n\nDetected at node resnet50_1/conv1_conv_1/convolution defined at (most recent "
+    'call last):\n  File "/x/loop.py", line 51, in train_step\n\nNo algorithm worked!  Error messages:\n  '
+    "Profiling failure on CUDNN engine eng0{}: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+    "4563402752 bytes.\n\t [[{{node resnet50_1/conv1_conv_1/convolution}}]] [Op:__inference_train_step_"
+    "9876]"
+)
 
 
-@pytest.mark.parametrize(("text", "line"), [
-    (ERRORS["invalid_argument_gather"][1], "indices[0] = 10 is not in [0, 3)"),
-    (ERRORS["oom_cpu"][1], "OOM when allocating tensor with shape[2147483648,2] and type float on "
-                           "/job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu"),
-    (GPU_OOM, "OOM when allocating tensor with shape[32,64,112,112] and type float on "
-              "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"),
-    (CUDNN_OOM, "No algorithm worked! Error messages: Profiling failure on CUDNN engine eng0{}: RESOURCE_EXHAUSTED: "
-                "Out of memory while trying to allocate 4563402752 bytes."),
-    ("plain message\nsecond line", "plain message"),
-    ("OOM when allocating tensor with shape[65536,224,224,3] and type float on /job:localhost/replica:0/task:0/device"
-     ":CPU:0 by allocator mklcpu [Op:StatelessRandomUniformV2] name: ", "OOM when allocating tensor with shape[65536,"
-     "224,224,3] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (ERRORS["invalid_argument_gather"][1], "indices[0] = 10 is not in [0, 3)"),
+        (
+            ERRORS["oom_cpu"][1],
+            "OOM when allocating tensor with shape[2147483648,2] and type float on "
+            "/job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu",
+        ),
+        (
+            GPU_OOM,
+            "OOM when allocating tensor with shape[32,64,112,112] and type float on "
+            "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+        ),
+        (
+            CUDNN_OOM,
+            "No algorithm worked! Error messages: Profiling failure on CUDNN engine eng0{}: RESOURCE_EXHAUSTED: "
+            "Out of memory while trying to allocate 4563402752 bytes.",
+        ),
+        ("plain message\nsecond line", "plain message"),
+        (
+            "OOM when allocating tensor with shape[65536,224,224,3] and type float on /job:localhost/replica:0/task:0"
+            "/device:CPU:0 by allocator mklcpu [Op:StatelessRandomUniformV2] name: ",
+            "OOM when allocating tensor with shape[65536,"
+            "224,224,3] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu",
+        ),
+    ],
+)
 def test_the_stored_reason_is_the_line_that_says_what_went_wrong(text: str, line: str) -> None:
     """Not "Graph execution error:" (what the H100's failed runs stored), nor the traceback or the hint."""
     assert failure.error_line(text) == line
@@ -55,16 +74,21 @@ def test_out_of_memory_is_told_from_other_errors_and_the_gpus_from_the_host() ->
 
 
 def test_who_held_the_gpu_is_named_with_what_it_held() -> None:
-    devices = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 << 30},
-               {"index": 1, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 << 30}]  # fmt: skip
+    devices = [
+        {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 << 30},
+        {"index": 1, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 << 30},
+    ]
     cmd = "python3 -m dltestbed.workload --model alexnet"
-    procs = [{"index": 0, "pid": 10, "used_bytes": 77 << 30, "command": cmd},
-             {"index": 0, "pid": 11, "used_bytes": 1 << 30, "command": None},
-             {"index": 0, "pid": 99, "used_bytes": 2 << 30, "command": "me"}]  # fmt: skip
+    procs = [
+        {"index": 0, "pid": 10, "used_bytes": 77 << 30, "command": cmd},
+        {"index": 0, "pid": 11, "used_bytes": 1 << 30, "command": None},
+        {"index": 0, "pid": 99, "used_bytes": 2 << 30, "command": "me"},
+    ]
     assert failure.holders(devices, procs, me=99) == (
         "GPU 0 (NVIDIA H100 80GB HBM3): 78.0 GiB of 80.0 GiB held by pid 10 python3 -m dltestbed.workload --model "
         "alexnet 77.0 GiB, pid 11 (not visible from here) 1.0 GiB; GPU 1 (NVIDIA H100 80GB HBM3): no other process "
-        "holds memory there")  # fmt: skip
+        "holds memory there"
+    )
 
 
 def test_an_out_of_memory_reason_names_the_other_process_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,28 +102,42 @@ def test_an_out_of_memory_reason_names_the_other_process_through_nvml(monkeypatc
     fake = fakenvml.h100(processes=((0, other, 70 << 30), (0, os.getpid(), 1 << 30)))
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     text = describe(RuntimeError(GPU_OOM), limit_mib=4096)
-    assert text.startswith("out of GPU memory (this run's limit: 4096 MiB, --gpu-memory-mib): OOM when allocating "
-                           "tensor with shape[32,64,112,112]")  # fmt: skip
+    assert text.startswith(
+        "out of GPU memory (this run's limit: 4096 MiB, --gpu-memory-mib): OOM when allocating "
+        "tensor with shape[32,64,112,112]"
+    )
     assert f"70.0 GiB of 79.6 GiB held by pid {other} " in text and "\n" not in text
     assert describe(RuntimeError(ERRORS["invalid_argument_gather"][1]), None) == "indices[0] = 10 is not in [0, 3)"
 
 
-@pytest.mark.parametrize(("asked", "ccs", "used"), [
-    ("mixed", [(9, 0)], "mixed_bfloat16"), ("mixed", [(7, 0)], "mixed_float16"), ("mixed", [], "mixed_bfloat16"),
-    ("mixed", [(9, 0), (7, 5)], "mixed_float16"), ("tf32", [(8, 0)], "tf32"), ("float32", [], "float32"),
-    ("mixed_float16", [(7, 0)], "mixed_float16"), ("mixed_bfloat16", [], "mixed_bfloat16"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("asked", "ccs", "used"),
+    [
+        ("mixed", [(9, 0)], "mixed_bfloat16"),
+        ("mixed", [(7, 0)], "mixed_float16"),
+        ("mixed", [], "mixed_bfloat16"),
+        ("mixed", [(9, 0), (7, 5)], "mixed_float16"),
+        ("tf32", [(8, 0)], "tf32"),
+        ("float32", [], "float32"),
+        ("mixed_float16", [(7, 0)], "mixed_float16"),
+        ("mixed_bfloat16", [], "mixed_bfloat16"),
+    ],
+)
 def test_the_math_a_run_uses(asked: str, ccs: list[tuple[int, int]], used: str) -> None:
     assert mathmode.resolve(asked, ccs) == used
 
 
-@pytest.mark.parametrize(("asked", "ccs", "message"), [
-    ("tf32", [], "--math tf32 needs a GPU with tensor cores (Ampere or later); this run has none: use float32"),
-    ("tf32", [(7, 0)], "--math tf32: this GPU (compute capability 7.0) has no tf32 tensor cores"),
-    ("mixed_bfloat16", [(7, 5)], "--math mixed_bfloat16: this GPU (compute capability 7.5) has no bfloat16 tensor"),
-])  # fmt: skip
-def test_a_math_the_device_lacks_is_refused_not_silently_replaced(asked: str, ccs: list[tuple[int, int]],
-                                                                    message: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("asked", "ccs", "message"),
+    [
+        ("tf32", [], "--math tf32 needs a GPU with tensor cores (Ampere or later); this run has none: use float32"),
+        ("tf32", [(7, 0)], "--math tf32: this GPU (compute capability 7.0) has no tf32 tensor cores"),
+        ("mixed_bfloat16", [(7, 5)], "--math mixed_bfloat16: this GPU (compute capability 7.5) has no bfloat16 tensor"),
+    ],
+)
+def test_a_math_the_device_lacks_is_refused_not_silently_replaced(
+    asked: str, ccs: list[tuple[int, int]], message: str
+) -> None:
     with pytest.raises(ConfigError) as err:
         mathmode.resolve(asked, ccs)
     assert str(err.value).startswith(message)
@@ -116,15 +154,25 @@ MAPS = """7f2a00000000-7f2a00200000 r-xp 00000000 08:01 131 /opt/v/nvidia/cuda_r
 
 
 def test_the_loaded_cuda_libraries_are_found_in_the_process_map() -> None:
-    assert fingerprint.loaded_paths(MAPS) == {"cuda_runtime": "/opt/v/nvidia/cuda_runtime/lib/libcudart.so.12",
-                                              "cublas": "/opt/v/nvidia/cublas/lib/libcublas.so.12",
-                                              "cudnn": "/opt/v/nvidia/cudnn/lib/libcudnn.so.9"}  # fmt: skip
+    assert fingerprint.loaded_paths(MAPS) == {
+        "cuda_runtime": "/opt/v/nvidia/cuda_runtime/lib/libcudart.so.12",
+        "cublas": "/opt/v/nvidia/cublas/lib/libcublas.so.12",
+        "cudnn": "/opt/v/nvidia/cudnn/lib/libcudnn.so.9",
+    }
 
 
-@pytest.mark.parametrize(("key", "number", "text"), [
-    ("cuda_runtime", 12090, "12.9"), ("cuda_runtime", 12050, "12.5"), ("cuda_runtime", 13000, "13.0"),
-    ("cudnn", 92800, "9.28.0"), ("cudnn", 90100, "9.1.0"), ("cudnn", 8907, "8.9.7"), ("cudnn", 8600, "8.6.0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("key", "number", "text"),
+    [
+        ("cuda_runtime", 12090, "12.9"),
+        ("cuda_runtime", 12050, "12.5"),
+        ("cuda_runtime", 13000, "13.0"),
+        ("cudnn", 92800, "9.28.0"),
+        ("cudnn", 90100, "9.1.0"),
+        ("cudnn", 8907, "8.9.7"),
+        ("cudnn", 8600, "8.6.0"),
+    ],
+)
 def test_cuda_version_numbers_read_as_their_vendor_writes_them(key: str, number: int, text: str) -> None:
     assert fingerprint.version_text(key, number) == text
 
@@ -139,8 +187,10 @@ def test_the_preset_follows_this_machines_gpus() -> None:
     from dltestbed.provision.facts import parse_nvidia_smi
 
     names = [g.name for g in parse_nvidia_smi((H100_DATA / "query.csv").read_text().splitlines())]
-    assert bench.auto_preset(names) == ("gpu",
-                                        "--preset auto: gpu, for this machine's NVIDIA H100 80GB HBM3 (1 GPU(s))")
+    assert bench.auto_preset(names) == (
+        "gpu",
+        "--preset auto: gpu, for this machine's NVIDIA H100 80GB HBM3 (1 GPU(s))",
+    )
     assert bench.auto_preset([]) == ("quick", "--preset auto: quick (this machine has no GPU TensorFlow can use)")
     assert bench.auto_preset(None) == ("quick", "--preset auto: quick (not on this machine)")
 
@@ -150,8 +200,11 @@ def test_the_gpu_preset_is_what_a_gpu_owner_runs() -> None:
 
     plan = bench.plan(preset_name="gpu")
     got = {s.model: (s.size, s.batch_size, s.math, s.xla, s.warmup, s.steps) for s in plan.specs}  # type: ignore[union-attr]
-    assert got == {"alexnet": (224, 512, "mixed", True, 50, 200), "resnet50": (224, 256, "mixed", True, 50, 200),
-                   "inception3": (299, 256, "mixed", True, 50, 200)}  # fmt: skip
+    assert got == {
+        "alexnet": (224, 512, "mixed", True, 50, 200),
+        "resnet50": (224, 256, "mixed", True, 50, 200),
+        "inception3": (299, 256, "mixed", True, 50, 200),
+    }
     study = bench.plan(preset_name="study", math="tf32", xla=False, batch_size=64)
     assert {(s.math, s.xla, s.batch_size) for s in study.specs} == {("tf32", False, 64)}  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match="--math and --xla go with --suite study or full"):

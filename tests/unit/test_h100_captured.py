@@ -35,9 +35,11 @@ def test_old_runs_get_the_math_they_used(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite"
     shutil.copy(CAPTURED, path)
     db = sqlite3.connect(path)
-    db.execute("INSERT INTO runs (id, bench_id, mode, device, role, status, fingerprint) SELECT 'r-cpu', bench_id, "
-               "'infer', 'cpu', 'foreground', 'ok', json_set(fingerprint, '$.step_device', "
-               "'/job:localhost/replica:0/task:0/device:CPU:0') FROM runs WHERE mode = 'train' LIMIT 1")  # fmt: skip
+    db.execute(
+        "INSERT INTO runs (id, bench_id, mode, device, role, status, fingerprint) SELECT 'r-cpu', bench_id, "
+        "'infer', 'cpu', 'foreground', 'ok', json_set(fingerprint, '$.step_device', "
+        "'/job:localhost/replica:0/task:0/device:CPU:0') FROM runs WHERE mode = 'train' LIMIT 1"
+    )
     db.commit()
     db.close()
     store = Store.open(path)
@@ -57,11 +59,15 @@ def test_the_captured_gemm_above_its_limit_is_said(h100: Path) -> None:
     store.close()
     proc = run_cli("report", "--results", str(h100), "--bench", bench)
     assert proc.returncode == 0, proc.stderr
-    assert "| gemm | float32 n=4096 | bm | 2 | 250 TFLOP/s | 249 TFLOP/s | 251 TFLOP/s | 373 % (above its limit!) |" \
-        in proc.stdout  # fmt: skip
+    assert (
+        "| gemm | float32 n=4096 | bm | 2 | 250 TFLOP/s | 249 TFLOP/s | 251 TFLOP/s | 373 % (above its limit!) |"
+        in proc.stdout
+    )
     assert "Above its limit:" in proc.stdout and "gemm float32 n=4096 on bm 373 %" in proc.stdout
-    assert "bfloat16 n=4096 | bm | 2 | 386 TFLOP/s" in proc.stdout and "(above its limit!)" not in proc.stdout.split(
-        "bfloat16 n=4096")[1].splitlines()[0]  # fmt: skip
+    assert (
+        "bfloat16 n=4096 | bm | 2 | 386 TFLOP/s" in proc.stdout
+        and "(above its limit!)" not in proc.stdout.split("bfloat16 n=4096")[1].splitlines()[0]
+    )
 
 
 def test_a_layer_is_never_compared_across_math() -> None:
@@ -69,11 +75,14 @@ def test_a_layer_is_never_compared_across_math() -> None:
     as runs on different devices are."""
     fp = {"tensorflow": "2.21.0", "step_device": "/job:localhost/replica:0/task:0/device:GPU:0"}
     bm = [make_run(math="mixed", xla=True, fingerprint={**fp, "math": "mixed_bfloat16"}) for _ in range(2)]
-    cbm = [make_run(target_kind="cbm", math="mixed", xla=True, fingerprint={**fp, "math": "mixed_float16"})
-           for _ in range(2)]  # fmt: skip
+    cbm = [
+        make_run(target_kind="cbm", math="mixed", xla=True, fingerprint={**fp, "math": "mixed_float16"})
+        for _ in range(2)
+    ]
     assert effective_math(bm[0]) == "mixed_bfloat16 + XLA"
-    assert unlike(bm, cbm, "bm", "cbm") == ("refused: bm computed in mixed_bfloat16 + XLA, cbm in mixed_float16 + "
-                                            "XLA; no overhead across math modes")  # fmt: skip
+    assert unlike(bm, cbm, "bm", "cbm") == (
+        "refused: bm computed in mixed_bfloat16 + XLA, cbm in mixed_float16 + XLA; no overhead across math modes"
+    )
     assert unlike(bm, bm, "bm", "bm") is None
 
 

@@ -35,8 +35,10 @@ def test_welch_interval_by_hand() -> None:
 
     half = stats.t.ppf(0.975, df) * se
     assert e.overhead_pct == pytest.approx((1 - math.exp(2)) * 100)
-    assert (e.lo_pct, e.hi_pct) == (pytest.approx((1 - math.exp(2 + half)) * 100),
-                                    pytest.approx((1 - math.exp(2 - half)) * 100))  # fmt: skip
+    assert (e.lo_pct, e.hi_pct) == (
+        pytest.approx((1 - math.exp(2 + half)) * 100),
+        pytest.approx((1 - math.exp(2 - half)) * 100),
+    )
 
 
 def test_sign_test_interval_of_the_median() -> None:
@@ -67,8 +69,9 @@ def test_verdicts_in_words() -> None:
     faster = inf.paired([90.0, 91.0, 89.0, 90.0], [100.0] * 4)
     assert inf.verdict(faster).startswith("faster by 11.1 % [")
     same = inf.paired([100.0, 101.0, 99.0, 100.0], [100.5, 100.0, 99.5, 100.2])
-    assert inf.verdict(same).startswith("no difference detectable (smallest detectable: ") and "at n = 4)" in \
-        inf.verdict(same)  # fmt: skip
+    assert inf.verdict(same).startswith(
+        "no difference detectable (smallest detectable: "
+    ) and "at n = 4)" in inf.verdict(same)
 
 
 def test_a_a_on_identical_inputs_contains_zero() -> None:

@@ -93,8 +93,11 @@ def test_layout_needs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="layout shared needs a host that can hold several target kinds"):
         layout.resolve("shared", inv)
     (tmp_path / "none.yml").write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        a:\n")
-    with pytest.raises(ConfigError, match=r"needs hosts in group bare_metal; .* has none \(groups: gpu_nodes; "
-                       r"--group bare_metal=GROUP names yours\)"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"needs hosts in group bare_metal; .* has none \(groups: gpu_nodes; "
+        r"--group bare_metal=GROUP names yours\)",
+    ):
         layout.resolve("single", inventory.load(tmp_path / "none.yml"))
 
 
@@ -108,7 +111,9 @@ def test_ssh_options() -> None:
     opts = ssh_options("-o UserKnownHostsFile=/a -oStrictHostKeyChecking=yes -o 'ProxyJump=bastion' -C")
     assert opts == {"userknownhostsfile": "/a", "stricthostkeychecking": "yes", "proxyjump": "bastion"}
     assert ssh_options("-J ops@gw:2200 -o 'ProxyCommand ssh -W %h:%p gw'") == {
-        "proxyjump": "ops@gw:2200", "proxycommand": "ssh -W %h:%p gw"}
+        "proxyjump": "ops@gw:2200",
+        "proxycommand": "ssh -W %h:%p gw",
+    }
     assert ssh_options("-o ProxyJump=a -o ProxyJump=b")["proxyjump"] == "a"  # ssh: the first one wins
 
 
@@ -152,8 +157,9 @@ def test_templated_variables_and_a_proxy_command(tmp_path: Path) -> None:
 
 
 def test_proxy_jump_through_an_inventory_host_takes_its_user_and_key(tmp_path: Path) -> None:
-    text = USER_INI.replace("""-o ProxyCommand="ssh -i /keys/gw -W %h:%p jump@{{ hostvars.gw.ansible_host }}" """,
-                            "-o ProxyJump=gw ")
+    text = USER_INI.replace(
+        """-o ProxyCommand="ssh -i /keys/gw -W %h:%p jump@{{ hostvars.gw.ansible_host }}" """, "-o ProxyJump=gw "
+    )
     (tmp_path / "hosts.ini").write_text(text)
     n1 = inventory.load(tmp_path / "hosts.ini").hosts["node1"]
     assert n1.proxy_command is None and n1.jump is not None
@@ -167,8 +173,9 @@ def test_proxy_jump_through_an_inventory_host_takes_its_user_and_key(tmp_path: P
 
 
 def test_roles_from_the_inventory_variable_and_from_group_options(tmp_path: Path) -> None:
-    (tmp_path / "hosts.ini").write_text(USER_INI + 'dltestbed_groups={"bare_metal": "gpu_nodes", '
-                                        '"container_hosts": ["dgx", "gpu_nodes"]}\n')
+    (tmp_path / "hosts.ini").write_text(
+        USER_INI + 'dltestbed_groups={"bare_metal": "gpu_nodes", "container_hosts": ["dgx", "gpu_nodes"]}\n'
+    )
     inv = inventory.load(tmp_path / "hosts.ini")
     assert [h.name for h in inv.in_role("bare_metal")] == ["node1", "node2"]
     assert inv.hosts["node1"].kinds() == ("bm", "cbm") and inv.hosts["node3"].kinds() == ("cbm",)
@@ -177,8 +184,12 @@ def test_roles_from_the_inventory_variable_and_from_group_options(tmp_path: Path
     inv = inventory.load(tmp_path / "hosts.ini", groups=inventory.parse_group_options(["bare_metal=dgx"]))
     assert [h.name for h in inv.in_role("bare_metal")] == ["node3"]
     assert [h.name for h in inv.in_role("container_hosts")] == ["node1", "node2", "node3"]
-    assert [p.host.name for p in layout.resolve("distributed", inventory.load(
-        tmp_path / "hosts.ini", groups={"bare_metal": ["dgx", "gpu_nodes"]}))] == ["node1", "node2", "node3"]
+    assert [
+        p.host.name
+        for p in layout.resolve(
+            "distributed", inventory.load(tmp_path / "hosts.ini", groups={"bare_metal": ["dgx", "gpu_nodes"]})
+        )
+    ] == ["node1", "node2", "node3"]
 
 
 @pytest.mark.parametrize(
@@ -193,8 +204,9 @@ def test_roles_from_the_inventory_variable_and_from_group_options(tmp_path: Path
         ([], "[gpu_nodes:vars]\nansible_host={{ undefined_thing }}\n", r"host node1: ansible_host: .*undefined_thing"),
     ],
 )
-def test_bad_group_options_and_variables_are_one_line(tmp_path: Path, options: list[str], extra: str,
-                                                      message: str) -> None:  # fmt: skip
+def test_bad_group_options_and_variables_are_one_line(
+    tmp_path: Path, options: list[str], extra: str, message: str
+) -> None:
     (tmp_path / "hosts.ini").write_text(USER_INI + extra)
     with pytest.raises(ConfigError, match=message) as err:
         inventory.load(tmp_path / "hosts.ini", groups=inventory.parse_group_options(options))

@@ -36,8 +36,18 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "results": ("errors", "locks", "paths", "secretenv", "workload"),
     "report": ("__init__", "config", "errors", "results", "workload"),
     "vms": ("config", "errors", "inventory", "locks", "owner", "paths", "shield", "transport"),
-    "provision": ("__init__", "errors", "inventory", "layout", "locks", "paths", "results", "secretenv",
-                  "transport", "vms"),  # fmt: skip
+    "provision": (
+        "__init__",
+        "errors",
+        "inventory",
+        "layout",
+        "locks",
+        "paths",
+        "results",
+        "secretenv",
+        "transport",
+        "vms",
+    ),
     "targets": ("config", "errors", "inventory", "owner", "results", "shield", "slurm", "transport", "vms"),
     "runner": ("config", "errors", "results", "shield", "targets", "workload"),
     "bench": ("catalog", "config", "dataset", "errors", "paths", "results", "runner", "targets"),
@@ -45,9 +55,29 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "prepare": ("dataplace", "errors", "inventory", "provision", "targets", "transport", "vms"),
     "scenarios": ("bench", "catalog", "config", "errors", "report", "results", "runner", "targets", "workload"),
     "lab": ("config", "errors", "paths"),
-    "cli": ("__init__", "bench", "dataplace", "dataset", "errors", "inventory", "lab", "owner", "paths", "prepare",
-            "provision", "report", "results", "scenarios", "secretenv", "shield", "slurm", "targets", "transport",
-            "vms", "workload"),  # fmt: skip
+    "cli": (
+        "__init__",
+        "bench",
+        "dataplace",
+        "dataset",
+        "errors",
+        "inventory",
+        "lab",
+        "owner",
+        "paths",
+        "prepare",
+        "provision",
+        "report",
+        "results",
+        "scenarios",
+        "secretenv",
+        "shield",
+        "slurm",
+        "targets",
+        "transport",
+        "vms",
+        "workload",
+    ),
     "__main__": ("cli",),
 }
 
@@ -91,8 +121,10 @@ def _imports(tree: ast.AST, pkg: str, root: Path) -> Iterator[tuple[int, str]]:
                 anchor = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
             if base.split(".")[0] == "dltestbed":  # from a.b import c: the module a.b.c where c is one
-                yield from ((node.lineno, f"{base}.{a.name}" if _is_module(root, f"{base}.{a.name}") else base)
-                            for a in node.names)  # fmt: skip
+                yield from (
+                    (node.lineno, f"{base}.{a.name}" if _is_module(root, f"{base}.{a.name}") else base)
+                    for a in node.names
+                )
         elif isinstance(node, ast.Call) and _dynamic(node):
             arg = node.args[0] if node.args else None
             if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
@@ -186,7 +218,9 @@ def test_every_unit_exists(unit: str) -> None:
 
 
 def test_every_unit_is_in_the_graph() -> None:
-    units = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    units = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()
+    }
     assert units == set(ALLOWED)
 
 
@@ -203,16 +237,31 @@ def _plant(tmp_path: Path, files: Mapping[str, str]) -> Path:
     return pkg
 
 
-PLANT_GRAPH = {"__init__": (), "errors": (), "workload": ("errors",), "results": ("workload",), "vms": ("errors",),
-               "targets": ("vms",)}  # fmt: skip
+PLANT_GRAPH = {
+    "__init__": (),
+    "errors": (),
+    "workload": ("errors",),
+    "results": ("workload",),
+    "vms": ("errors",),
+    "targets": ("vms",),
+}
 
 
 def test_the_rule_catches_an_edge_the_graph_lacks_even_inside_a_function(tmp_path: Path) -> None:
-    pkg = _plant(tmp_path, {"vms/__init__.py": "", "targets/__init__.py": "", "targets/vm.py": "",
-                            "vms/lifecycle.py": "def f():\n    from dltestbed.targets.vm import VMTarget\n",
-                            "vms/ok.py": "from dltestbed import errors\nfrom . import lifecycle\n", "errors.py": "",
-                            "results/__init__.py": "", "workload/__init__.py": "",
-                            "workload/x.py": "from ..results import store\nfrom ..errors import E\n"})  # fmt: skip
+    pkg = _plant(
+        tmp_path,
+        {
+            "vms/__init__.py": "",
+            "targets/__init__.py": "",
+            "targets/vm.py": "",
+            "vms/lifecycle.py": "def f():\n    from dltestbed.targets.vm import VMTarget\n",
+            "vms/ok.py": "from dltestbed import errors\nfrom . import lifecycle\n",
+            "errors.py": "",
+            "results/__init__.py": "",
+            "workload/__init__.py": "",
+            "workload/x.py": "from ..results import store\nfrom ..errors import E\n",
+        },
+    )
     assert violations(pkg, PLANT_GRAPH) == [
         "dltestbed/vms/lifecycle.py:2: vms imports targets (dltestbed.targets.vm)",
         "dltestbed/workload/x.py:1: workload imports results (dltestbed.results)",
@@ -220,10 +269,17 @@ def test_the_rule_catches_an_edge_the_graph_lacks_even_inside_a_function(tmp_pat
 
 
 def test_the_rule_catches_importlib_upward_and_a_name_it_cannot_read(tmp_path: Path) -> None:
-    pkg = _plant(tmp_path, {"errors.py": "", "results/__init__.py": "", "workload/__init__.py": "",
-                            "workload/a.py": "import importlib\nm = importlib.import_module('dltestbed.results')\n",
-                            "workload/b.py": "def f(n):\n    return __import__(n)\n",
-                            "workload/c.py": "from importlib import import_module\nimport_module('dltestbed.errors')\n"})  # fmt: skip
+    pkg = _plant(
+        tmp_path,
+        {
+            "errors.py": "",
+            "results/__init__.py": "",
+            "workload/__init__.py": "",
+            "workload/a.py": "import importlib\nm = importlib.import_module('dltestbed.results')\n",
+            "workload/b.py": "def f(n):\n    return __import__(n)\n",
+            "workload/c.py": "from importlib import import_module\nimport_module('dltestbed.errors')\n",
+        },
+    )
     assert violations(pkg, PLANT_GRAPH) == [
         "dltestbed/workload/a.py:2: workload imports results (dltestbed.results)",
         f"dltestbed/workload/b.py:2: workload imports {DYNAMIC}",
@@ -231,10 +287,16 @@ def test_the_rule_catches_importlib_upward_and_a_name_it_cannot_read(tmp_path: P
 
 
 def test_the_rule_catches_a_circle_inside_a_unit(tmp_path: Path) -> None:
-    pkg = _plant(tmp_path, {"vms/__init__.py": "from dltestbed.vms.a import x\n",
-                            "vms/a.py": "def f():\n    from dltestbed.vms import b\n",
-                            "vms/b.py": "from . import c\n", "vms/c.py": "from dltestbed.vms.a import f\n",
-                            "vms/d.py": "from dltestbed.vms import a\n"})  # fmt: skip
+    pkg = _plant(
+        tmp_path,
+        {
+            "vms/__init__.py": "from dltestbed.vms.a import x\n",
+            "vms/a.py": "def f():\n    from dltestbed.vms import b\n",
+            "vms/b.py": "from . import c\n",
+            "vms/c.py": "from dltestbed.vms.a import f\n",
+            "vms/d.py": "from dltestbed.vms import a\n",
+        },
+    )
     assert circles(pkg) == [["dltestbed.vms.a", "dltestbed.vms.b", "dltestbed.vms.c"]]
 
 
@@ -267,8 +329,14 @@ def test_an_import_inside_a_function_outside_cli_says_why() -> None:
 
 
 def test_the_lazy_rule_catches_a_silent_import(tmp_path: Path) -> None:
-    pkg = _plant(tmp_path, {"vms/__init__.py": "", "cli/__init__.py": "def f():\n    import json\n",
-                            "vms/a.py": "def f():\n    import re\n    import os\n\n\ndef g():\n"
-                                        "    import libvirt  # only the commands that need libvirt load it\n"
-                                        "    # tensorflow: seconds to import\n    import tensorflow\n"})  # fmt: skip
+    pkg = _plant(
+        tmp_path,
+        {
+            "vms/__init__.py": "",
+            "cli/__init__.py": "def f():\n    import json\n",
+            "vms/a.py": "def f():\n    import re\n    import os\n\n\ndef g():\n"
+            "    import libvirt  # only the commands that need libvirt load it\n"
+            "    # tensorflow: seconds to import\n    import tensorflow\n",
+        },
+    )
     assert unexplained_lazy_imports(pkg) == ["dltestbed/vms/a.py:2"]

@@ -83,8 +83,15 @@ def test_a_vm_on_a_host_outside_libvirt_hosts_is_one_line() -> None:
     from dltestbed import prepare
     from dltestbed.inventory import Host
 
-    host = Host(name="n1", address="192.0.2.1", port=22, user="root", key_file=None, known_hosts_files=(),
-                groups=("bare_metal", "container_hosts"))  # fmt: skip
+    host = Host(
+        name="n1",
+        address="192.0.2.1",
+        port=22,
+        user="root",
+        key_file=None,
+        known_hosts_files=(),
+        groups=("bare_metal", "container_hosts"),
+    )
     for kind in ("vm", "cvm"):
         with pytest.raises(ConfigError, match=r"^vm on n1: the host is not in group libvirt_hosts of the inventory$"):
             prepare.check(prepare.Setup((kind,), (host,)))

@@ -34,8 +34,10 @@ def _smi(bin_dir: Path, lines: list[str], rc: int = 0, err: str = "") -> None:
     script = bin_dir / "nvidia-smi"
     query = " ".join(localfacts.NVIDIA_SMI[1:])
     body = "\n".join(f"echo {shlex.quote(line)}" for line in lines)
-    script.write_text(f'#!/bin/sh\nif [ "$*" != "{query}" ]; then echo "fake nvidia-smi: unknown: $*" >&2; exit 99\n'
-                      f"fi\n{body}\necho {shlex.quote(err)} >&2\nexit {rc}\n")  # fmt: skip
+    script.write_text(
+        f'#!/bin/sh\nif [ "$*" != "{query}" ]; then echo "fake nvidia-smi: unknown: $*" >&2; exit 99\n'
+        f"fi\n{body}\necho {shlex.quote(err)} >&2\nexit {rc}\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
 
@@ -64,8 +66,11 @@ def test_gpus_without_a_working_driver_are_one_line(tmp_path: Path, monkeypatch)
     _smi(tmp_path / "bin", [], rc=9, err=NO_DRIVER)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     root = _pci(tmp_path / "pci", GPU_BUS)
-    with pytest.raises(ConfigError, match=r"^this machine: 1 NVIDIA GPU\(s\) on the PCI bus but nvidia-smi fails: "
-                       "NVIDIA-SMI has failed because it couldn't communicate"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"^this machine: 1 NVIDIA GPU\(s\) on the PCI bus but nvidia-smi fails: "
+        "NVIDIA-SMI has failed because it couldn't communicate",
+    ):
         localfacts.flavor(root)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     with pytest.raises(ConfigError, match="no nvidia-smi: is the NVIDIA driver installed"):

@@ -24,8 +24,19 @@ def _reserve(vm_dir: str, i: int, barrier: object) -> list[str]:
 
     def make(name: str) -> object:
         return lambda address: VMRecord(
-            name=name, uri="qemu:///system", address=address, mac="52:54:00:00:00:01", bridge="br", virt_type="qemu",
-            vcpus=1, memory_mib=512, image_key="k", container_tag="t", container_digest="d", created_at=0.0)
+            name=name,
+            uri="qemu:///system",
+            address=address,
+            mac="52:54:00:00:00:01",
+            bridge="br",
+            virt_type="qemu",
+            vcpus=1,
+            memory_mib=512,
+            image_key="k",
+            container_tag="t",
+            container_digest="d",
+            created_at=0.0,
+        )
 
     barrier.wait()  # type: ignore[attr-defined]
     return [reserve(f"vm{i}-{j}", make(f"vm{i}-{j}")).address for j in range(VMS)]  # type: ignore[arg-type]

@@ -62,23 +62,34 @@ def test_a_captured_micro_run_parses_completely() -> None:
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        ('{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"timed","value":-1.0,"unit":"FLOP/s",'
-         '"seconds":0.1,"t":1}', "positive"),
-        ('{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"cold","value":1.0,"unit":"FLOP/s",'
-         '"seconds":0.1,"t":1}', "unknown phase"),
-        ('{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"timed","value":1.0,"seconds":0.1,"t":1}',
-         "without 'unit'"),
+        (
+            '{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"timed","value":-1.0,"unit":"FLOP/s",'
+            '"seconds":0.1,"t":1}',
+            "positive",
+        ),
+        (
+            '{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"cold","value":1.0,"unit":"FLOP/s",'
+            '"seconds":0.1,"t":1}',
+            "unknown phase",
+        ),
+        (
+            '{"v":1,"event":"measure","probe":"gemm","case":"x","index":0,"phase":"timed","value":1.0,"seconds":0.1,"t":1}',
+            "without 'unit'",
+        ),
         ('{"v":1,"event":"skip","probe":"h2d","reason":"no GPU"}', "without 'case'"),
     ],
-)  # fmt: skip
+)
 def test_malformed_micro_lines_are_unparsed_with_the_reason(line: str, why: str) -> None:
     ev = parse_line(line)
     assert isinstance(ev, Unparsed) and why in ev.reason
 
 
 def test_micro_events_round_trip() -> None:
-    for ev in (MeasureEvent("disk", "random 4 KiB reads x256", 3, "timed", 5e7, "B/s", 0.02, 12.5),
-               SkipEvent("h2d", "", "no GPU is visible"), ProbesDoneEvent(12, 4)):  # fmt: skip
+    for ev in (
+        MeasureEvent("disk", "random 4 KiB reads x256", 3, "timed", 5e7, "B/s", 0.02, 12.5),
+        SkipEvent("h2d", "", "no GPU is visible"),
+        ProbesDoneEvent(12, 4),
+    ):
         assert parse_line(encode(ev)) == ev
 
 
@@ -86,8 +97,18 @@ def test_micro_events_round_trip() -> None:
 
 
 def test_a_probe_spec_round_trips_through_the_workloads_parser() -> None:
-    spec = probe_spec(probes=("disk", "gemm"), scale="full", data="real", data_dir="/d", data_digest="ab" * 32,
-                      data_files=3, data_bytes=99, warmup=0, steps=2, cpus="0")  # fmt: skip
+    spec = probe_spec(
+        probes=("disk", "gemm"),
+        scale="full",
+        data="real",
+        data_dir="/d",
+        data_digest="ab" * 32,
+        data_files=3,
+        data_bytes=99,
+        warmup=0,
+        steps=2,
+        cpus="0",
+    )
     assert spec.probes == ("gemm", "disk")  # in the catalogue's order
     argv = spec.to_argv()
     assert argv[0] == "micro"
@@ -146,8 +167,12 @@ def test_each_scenario_gets_its_probes() -> None:
     assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk") and not alone.distributed
     (pair,) = bench.plan(suite="micro", scenario="distributed").specs
     assert pair.probes == ("net", "allreduce") and pair.distributed and "--distributed" in pair.to_argv()
-    scenarios.check(scenarios.Options(scenario="distributed"), [None, None], bench.plan(suite="full",
-                    scenario="distributed"), ["bm"])  # fmt: skip
+    scenarios.check(
+        scenarios.Options(scenario="distributed"),
+        [None, None],
+        bench.plan(suite="full", scenario="distributed"),
+        ["bm"],
+    )
     with pytest.raises(ConfigError, match="net runs between the workers of a job: --scenario distributed"):
         bench.plan(suite="micro", probes=["gemm", "net"])
     with pytest.raises(ConfigError, match=r"gemm runs on one target \(--scenario single\); between workers: net"):
@@ -197,23 +222,32 @@ def test_flops_per_cycle_follow_the_widest_vector_unit(flags: set[str], per_cycl
     assert probes.cpu_flops_per_cycle(flags)[0] == per_cycle
 
 
-@pytest.mark.parametrize(("name", "math", "tflops", "board"), [
-    ("NVIDIA H100 80GB HBM3", "float32", 67.0, "H100 SXM"),  # the captured H100: its name says SXM by saying nothing
-    ("NVIDIA H100 80GB HBM3", "tf32", 494.5, "H100 SXM"),
-    ("NVIDIA H100 80GB HBM3", "bfloat16", 989.5, "H100 SXM"),
-    ("NVIDIA H100 PCIe", "bfloat16", 756.0, "H100 PCIe"),
-    ("NVIDIA H100 NVL", "float16", 835.5, "H100 NVL"),
-    ("NVIDIA H200", "tf32", 494.5, "H200 SXM"),
-    ("NVIDIA H200 NVL", "bfloat16", 835.5, "H200 NVL"),
-    ("NVIDIA GH200 480GB", "bfloat16", 989.0, "GH200 (Grace Hopper)"),
-    ("NVIDIA B200", "bfloat16", 2250.0, "B200 (HGX)"),
-    ("NVIDIA L40S", "tf32", 183.0, "L40S"),
-    ("NVIDIA A100-SXM4-80GB", "tf32", 156.0, "A100 SXM"),
-    ("NVIDIA A100 80GB PCIe", "float32", 19.5, "A100 PCIe"),
-    ("Tesla V100-PCIE-16GB", "float16", 112.0, "V100 PCIe"),
-])  # fmt: skip
-def test_gpu_peaks_come_from_the_table_by_name_form_factor_and_math(name: str, math: str, tflops: float,
-                                                                    board: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "math", "tflops", "board"),
+    [
+        (
+            "NVIDIA H100 80GB HBM3",
+            "float32",
+            67.0,
+            "H100 SXM",
+        ),  # the captured H100: its name says SXM by saying nothing
+        ("NVIDIA H100 80GB HBM3", "tf32", 494.5, "H100 SXM"),
+        ("NVIDIA H100 80GB HBM3", "bfloat16", 989.5, "H100 SXM"),
+        ("NVIDIA H100 PCIe", "bfloat16", 756.0, "H100 PCIe"),
+        ("NVIDIA H100 NVL", "float16", 835.5, "H100 NVL"),
+        ("NVIDIA H200", "tf32", 494.5, "H200 SXM"),
+        ("NVIDIA H200 NVL", "bfloat16", 835.5, "H200 NVL"),
+        ("NVIDIA GH200 480GB", "bfloat16", 989.0, "GH200 (Grace Hopper)"),
+        ("NVIDIA B200", "bfloat16", 2250.0, "B200 (HGX)"),
+        ("NVIDIA L40S", "tf32", 183.0, "L40S"),
+        ("NVIDIA A100-SXM4-80GB", "tf32", 156.0, "A100 SXM"),
+        ("NVIDIA A100 80GB PCIe", "float32", 19.5, "A100 PCIe"),
+        ("Tesla V100-PCIE-16GB", "float16", 112.0, "V100 PCIe"),
+    ],
+)
+def test_gpu_peaks_come_from_the_table_by_name_form_factor_and_math(
+    name: str, math: str, tflops: float, board: str
+) -> None:
     value, why = peaks.gpu_peak(name, math)
     assert value == tflops * 1e12 and why.endswith(f"dense {math} {tflops:g} TFLOP/s ({board})")
 
@@ -231,15 +265,20 @@ def test_the_captured_h100_gemm_was_tf32_not_float32() -> None:
     import statistics
 
     db = sqlite3.connect(Path(__file__).parents[1] / "data" / "gpu" / "h100" / "results.sqlite")
-    values = [v for (v,) in db.execute("SELECT value FROM measures WHERE probe = 'gemm' AND \"case\" = "
-                                      "'float32 n=4096' AND phase = 'timed'")]  # fmt: skip
+    values = [
+        v
+        for (v,) in db.execute(
+            "SELECT value FROM measures WHERE probe = 'gemm' AND \"case\" = 'float32 n=4096' AND phase = 'timed'"
+        )
+    ]
     measured = statistics.median(values)
     assert measured > peaks.gpu_peak("NVIDIA H100 80GB HBM3", "float32")[0]  # type: ignore[operator]
     assert measured < peaks.gpu_peak("NVIDIA H100 80GB HBM3", "tf32")[0]  # type: ignore[operator]
 
 
-@pytest.mark.parametrize(("gen", "width", "gbs"), [(5, 16, 63.0), (4, 16, 31.5), (4, 8, 15.75), (3, 16, 15.75),
-                                                   (2, 16, 8.0), (6, 16, 121.0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("gen", "width", "gbs"), [(5, 16, 63.0), (4, 16, 31.5), (4, 8, 15.75), (3, 16, 15.75), (2, 16, 8.0), (6, 16, 121.0)]
+)
 def test_a_pcie_links_payload_rate(gen: int, width: int, gbs: float) -> None:
     """Known answers: Gen5 x16 carries 63.0 GB/s a direction; the H100's pinned copies moved 55.1 (87 %)."""
     rate, _ = probes.pcie_rate(gen, width)
@@ -254,10 +293,15 @@ def test_copies_come_from_each_numa_nodes_memory_where_there_are_several(tmp_pat
     nodes = cudart.numa_nodes(tmp_path)
     assert nodes == {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}
     assert probes.copy_cases("h2d", 256 << 20, nodes) == [
-        ("pinned 256 MiB from node 0", True, [0, 1, 2, 3]), ("pinned 256 MiB from node 1", True, [4, 5, 6, 7]),
-        ("pageable 256 MiB from node 0", False, [0, 1, 2, 3]), ("pageable 256 MiB from node 1", False, [4, 5, 6, 7])]
-    assert probes.copy_cases("d2h", 64 << 20, {0: [0, 1]}) == [("pinned 64 MiB", True, None),
-                                                              ("pageable 64 MiB", False, None)]  # fmt: skip
+        ("pinned 256 MiB from node 0", True, [0, 1, 2, 3]),
+        ("pinned 256 MiB from node 1", True, [4, 5, 6, 7]),
+        ("pageable 256 MiB from node 0", False, [0, 1, 2, 3]),
+        ("pageable 256 MiB from node 1", False, [4, 5, 6, 7]),
+    ]
+    assert probes.copy_cases("d2h", 64 << 20, {0: [0, 1]}) == [
+        ("pinned 64 MiB", True, None),
+        ("pageable 64 MiB", False, None),
+    ]
 
 
 def test_where_the_kernel_does_not_say_the_gpus_node_it_is_unknown() -> None:
@@ -268,8 +312,14 @@ def test_where_the_kernel_does_not_say_the_gpus_node_it_is_unknown() -> None:
 def test_without_a_driver_the_cuda_probes_skip_with_cudas_own_words() -> None:
     """The real cuda-bindings on a machine with no NVIDIA driver: every copy and launch case is a skip that
     says why, nothing is measured (a GPU named by a fake NVML does not make one)."""
-    where = probes.Where(None, ("NVIDIA H100 80GB HBM3",), "small", (), 0,
-                         gpu_facts=({"pcie_gen_max": 5, "pcie_width_max": 16, "numa_node": None},))  # fmt: skip
+    where = probes.Where(
+        None,
+        ("NVIDIA H100 80GB HBM3",),
+        "small",
+        (),
+        0,
+        gpu_facts=({"pcie_gen_max": 5, "pcie_width_max": 16, "numa_node": None},),
+    )
     for probe in ("h2d", "d2h", "launch"):
         cases = probes.PROBES[probe](where)
         assert cases and all(isinstance(c, probes.Skip) for c in cases), cases
@@ -336,9 +386,15 @@ overlay /var/lib/docker/overlay2/abc/merged overlay rw,lowerdir=/a:/b 0 0
 
 @pytest.mark.parametrize(
     ("path", "mount"),
-    [("/home/x", ("/", "ext4")), ("/tmp/dltestbed-disk-1", ("/tmp", "tmpfs")), ("/tmp/disk/f", ("/tmp/disk", "ext4")),
-     ("/tmpfoo/x", ("/", "ext4")), ("/mnt/my data/c/1.jpg", ("/mnt/my data", "xfs")), ("/tmp", ("/tmp", "tmpfs"))],
-)  # fmt: skip
+    [
+        ("/home/x", ("/", "ext4")),
+        ("/tmp/dltestbed-disk-1", ("/tmp", "tmpfs")),
+        ("/tmp/disk/f", ("/tmp/disk", "ext4")),
+        ("/tmpfoo/x", ("/", "ext4")),
+        ("/mnt/my data/c/1.jpg", ("/mnt/my data", "xfs")),
+        ("/tmp", ("/tmp", "tmpfs")),
+    ],
+)
 def test_a_files_filesystem_is_the_longest_mount_holding_it(path: str, mount: tuple[str, str]) -> None:
     assert probes.mount_of(path, MOUNTS) == mount
     assert probes.mount_of(path, "") == ("", "unknown")
@@ -394,8 +450,12 @@ def test_a_replayed_micro_run_is_stored_whole(replay_micro) -> None:
     run, store = replay_micro(CAPTURED / "micro_cpu_ok.jsonl")
     assert run.status == "ok" and run.is_probe and run.images_per_sec is None
     assert len(store.measures(run.id)) == run.steps_done == store.runs()[0].steps_done == 27
-    assert {(s.probe, s.case) for s in store.skips(run.id)} == {("gemm", "bfloat16"), ("gemm", "float16"),
-                                                                 ("h2d", ""), ("d2h", "")}  # fmt: skip
+    assert {(s.probe, s.case) for s in store.skips(run.id)} == {
+        ("gemm", "bfloat16"),
+        ("gemm", "float16"),
+        ("h2d", ""),
+        ("d2h", ""),
+    }
     assert run.spec["cases"] and run.fingerprint["tensorflow"]
 
 
@@ -412,12 +472,37 @@ def test_a_micro_run_cut_short_is_failed_and_keeps_its_measures(replay_micro, tm
 
 
 def _probe_run(kind: str, rep: int, values: dict[tuple[str, str], float], arm: str = "") -> tuple:
-    run = make_run(target_kind=kind, repetition=rep, model="micro", mode="probe", batch_size=0, image_size=0,
-                   status="ok", arm=arm, spec={"scale": "small", "cases": [
-                       {"probe": "gemm", "case": "float32 n=512", "headline": True, "limit": 2e11,
-                        "limit_source": "2 CPUs x ...", "note": ""},
-                       {"probe": "disk", "case": "seq", "headline": True, "limit": None, "limit_source": "",
-                        "note": "dataset; page cache dropped"}]})  # fmt: skip
+    run = make_run(
+        target_kind=kind,
+        repetition=rep,
+        model="micro",
+        mode="probe",
+        batch_size=0,
+        image_size=0,
+        status="ok",
+        arm=arm,
+        spec={
+            "scale": "small",
+            "cases": [
+                {
+                    "probe": "gemm",
+                    "case": "float32 n=512",
+                    "headline": True,
+                    "limit": 2e11,
+                    "limit_source": "2 CPUs x ...",
+                    "note": "",
+                },
+                {
+                    "probe": "disk",
+                    "case": "seq",
+                    "headline": True,
+                    "limit": None,
+                    "limit_source": "",
+                    "note": "dataset; page cache dropped",
+                },
+            ],
+        },
+    )
     ms = []
     for (probe, case), v in values.items():
         unit = "FLOP/s" if probe == "gemm" else "B/s"
@@ -429,8 +514,9 @@ def _probe_run(kind: str, rep: int, values: dict[tuple[str, str], float], arm: s
 
 def test_probe_changes_against_bare_metal_have_known_answers() -> None:
     runs, measures = [], {}
-    for rep, (g_bm, g_vm, d_bm, d_vm) in enumerate([(100, 99, 1000, 650), (110, 108.9, 1100, 715),
-                                                      (90, 89.1, 900, 585)], 1):  # fmt: skip
+    for rep, (g_bm, g_vm, d_bm, d_vm) in enumerate(
+        [(100, 99, 1000, 650), (110, 108.9, 1100, 715), (90, 89.1, 900, 585)], 1
+    ):
         for kind, g, d in (("bm", g_bm, d_bm), ("vm", g_vm, d_vm)):
             r, ms = _probe_run(kind, rep, {("gemm", "float32 n=512"): g * 1e9, ("disk", "seq"): d * 1e6})
             runs.append(r)
@@ -459,12 +545,18 @@ def test_memory_copies_are_measured_against_bare_metals_best_copy() -> None:
     for kind, one, every in (("bm", 10e9, 20e9), ("cbm", 9e9, 10e9)):
         r, _ = _probe_run(kind, 1, {})
         runs.append(r)
-        measures[r.id] = [MeasureEvent("membw", case, 1, "timed", v, "B/s", 0.1, 1.0)
-                          for case, v in (("copy 64 MiB, 1 thread", one), ("copy 64 MiB, all CPUs", every))]
+        measures[r.id] = [
+            MeasureEvent("membw", case, 1, "timed", v, "B/s", 0.1, 1.0)
+            for case, v in (("copy 64 MiB, 1 thread", one), ("copy 64 MiB, all CPUs", every))
+        ]
     cases, _ = micro.summarise(runs, measures, {})
     fractions = {(c.key["target_kind"], c.key["case"]): c.fraction for c in cases}
-    assert fractions == {("bm", "copy 64 MiB, 1 thread"): 0.5, ("bm", "copy 64 MiB, all CPUs"): 1.0,
-                         ("cbm", "copy 64 MiB, 1 thread"): 0.45, ("cbm", "copy 64 MiB, all CPUs"): 0.5}  # fmt: skip
+    assert fractions == {
+        ("bm", "copy 64 MiB, 1 thread"): 0.5,
+        ("bm", "copy 64 MiB, all CPUs"): 1.0,
+        ("cbm", "copy 64 MiB, 1 thread"): 0.45,
+        ("cbm", "copy 64 MiB, all CPUs"): 0.5,
+    }
     assert {c.limit_source for c in cases} == {"the best copy bare metal measured (a measured ceiling)"}
 
 
@@ -472,8 +564,14 @@ def test_a_latency_is_compared_as_a_rate() -> None:
     runs, measures = [], {}
     for rep in (1, 2, 3):  # vm's latency is twice bare metal's: half the rate, a change of -50 %
         for kind, seconds in (("bm", 1e-3 * rep), ("vm", 2e-3 * rep)):
-            r = make_run(target_kind=kind, repetition=rep, model="micro", mode="probe", status="ok",
-                         spec={"scale": "small", "cases": []})  # fmt: skip
+            r = make_run(
+                target_kind=kind,
+                repetition=rep,
+                model="micro",
+                mode="probe",
+                status="ok",
+                spec={"scale": "small", "cases": []},
+            )
             runs.append(r)
             measures[r.id] = [MeasureEvent("net", "latency", 1, "timed", seconds, "s", 0.1, 1.0)]
     cases, _ = micro.summarise(runs, measures, {})
@@ -485,10 +583,18 @@ def test_a_latency_is_compared_as_a_rate() -> None:
 
 @pytest.mark.parametrize(
     ("value", "unit", "shown"),
-    [(3.12e7, "B/s", "31.2 MB/s"), (2.2e10, "B/s", "22 GB/s"), (5e5, "B/s", "500 kB/s"),
-     (9.2e10, "FLOP/s", "92 GFLOP/s"), (6.7e13, "FLOP/s", "67 TFLOP/s"), (3.06e-3, "s", "3.06 ms"),
-     (4.2e-5, "s", "42 µs"), (2.0, "s", "2 s"), (7.0, "items", "7 items")],
-)  # fmt: skip
+    [
+        (3.12e7, "B/s", "31.2 MB/s"),
+        (2.2e10, "B/s", "22 GB/s"),
+        (5e5, "B/s", "500 kB/s"),
+        (9.2e10, "FLOP/s", "92 GFLOP/s"),
+        (6.7e13, "FLOP/s", "67 TFLOP/s"),
+        (3.06e-3, "s", "3.06 ms"),
+        (4.2e-5, "s", "42 µs"),
+        (2.0, "s", "2 s"),
+        (7.0, "items", "7 items"),
+    ],
+)
 def test_values_are_shown_in_the_largest_unit_they_reach(value: float, unit: str, shown: str) -> None:
     assert micro.show(value, unit) == shown
 

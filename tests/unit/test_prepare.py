@@ -19,13 +19,16 @@ def test_auto_without_a_container_runtime_is_bare_metal_twice(tmp_path: Path, mo
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker, no podman
     auto = prepare.auto_kinds("single", [None])
     assert auto.kinds == ("bm",) and auto.aa
-    assert auto.why == ("--targets auto: bm twice, as A and A′ (no container: no container runtime works here: "
-                        "docker is not installed; podman is not installed)")  # fmt: skip
+    assert auto.why == (
+        "--targets auto: bm twice, as A and A′ (no container: no container runtime works here: "
+        "docker is not installed; podman is not installed)"
+    )
 
 
 def test_auto_on_an_inventory_or_another_scenario_is_bare_metal() -> None:
     assert prepare.auto_kinds("single", [HOST]) == prepare.AutoKinds(
-        ("bm",), False, "--targets auto: bm on the inventory's hosts")
+        ("bm",), False, "--targets auto: bm on the inventory's hosts"
+    )
     for scenario in ("distributed", "shared"):
         auto = prepare.auto_kinds(scenario, [None])
         assert auto.kinds == ("bm",) and not auto.aa and scenario in auto.why
@@ -33,8 +36,9 @@ def test_auto_on_an_inventory_or_another_scenario_is_bare_metal() -> None:
 
 def test_auto_is_announced_before_the_checks(tmp_path: Path, results: Path) -> None:
     # no runtime on PATH: bare metal twice; the bad CPU set then fails the bench before anything runs
-    proc = run_cli("bench", "-m", "alexnet", "--container-cpuset", "9999", "--results", str(results),
-                   env={"PATH": str(tmp_path)})  # fmt: skip
+    proc = run_cli(
+        "bench", "-m", "alexnet", "--container-cpuset", "9999", "--results", str(results), env={"PATH": str(tmp_path)}
+    )
     assert "--container-cpuset 9999: CPU 9999 is not one of this machine's" in one_error_line(proc)
     assert "--targets auto: bm twice, as A and A′ (no container: no container runtime works here" in proc.stderr
     assert not results.exists()
@@ -69,8 +73,9 @@ def test_good_limits_pass() -> None:
 
 
 def test_a_bad_cpuset_fails_before_anything_runs(results: Path) -> None:
-    proc = run_cli("bench", "--targets", "bm,cbm", "--container-cpuset", "9999", "-m", "alexnet", "--results",
-                   str(results))  # fmt: skip
+    proc = run_cli(
+        "bench", "--targets", "bm,cbm", "--container-cpuset", "9999", "-m", "alexnet", "--results", str(results)
+    )
     assert "--container-cpuset 9999: CPU 9999 is not one of this machine's" in one_error_line(proc)
 
 
@@ -86,8 +91,9 @@ def test_cbm_on_a_host_looks_up_the_image_of_the_hosts_flavour(monkeypatch) -> N
     with pytest.raises(ConfigError) as err:
         prepare._container(host, "podman", built)
     assert asked == [("podman", "gpu")]
-    assert str(err.value) == ("cbm on g1: no podman image of the gpu flavour for this dltestbed build here; run "
-                              "`dltestbed provision`")  # fmt: skip
+    assert str(err.value) == (
+        "cbm on g1: no podman image of the gpu flavour for this dltestbed build here; run `dltestbed provision`"
+    )
 
 
 def test_provision_keys_container_images_by_runtime_and_flavour(monkeypatch) -> None:
@@ -137,12 +143,19 @@ def test_provision_keys_container_images_by_runtime_and_flavour(monkeypatch) -> 
 def test_every_inventory_value_is_checked_before_a_host_is_contacted(var: str, value: str, message: str) -> None:
     """Known answers: each bad value is one line naming the host, the variable and what is allowed; the
     host (192.0.2.1, TEST-NET) is never contacted: the check returns before any SSH."""
-    host = Host("g1", "192.0.2.1", 22, None, None, (), ("bare_metal", "container_hosts", "libvirt_hosts"),
-                {var: value})  # fmt: skip
+    host = Host("g1", "192.0.2.1", 22, None, None, (), ("bare_metal", "container_hosts", "libvirt_hosts"), {var: value})
     setup = prepare.Setup(("bm", "cbm", "vm"), (host,), None, {}, {}, None, None)
     with pytest.raises(ConfigError) as err:
         prepare.check_host_values(host, setup)
     assert message in str(err.value) and "g1" in str(err.value) and "\n" not in str(err.value)
-    good = Host("g1", "192.0.2.1", 22, None, None, (), host.groups, {"dltestbed_container_gpus": "0,1",
-                "dltestbed_container_privileged": "no", "dltestbed_vm_virt_type": "qemu"})  # fmt: skip
+    good = Host(
+        "g1",
+        "192.0.2.1",
+        22,
+        None,
+        None,
+        (),
+        host.groups,
+        {"dltestbed_container_gpus": "0,1", "dltestbed_container_privileged": "no", "dltestbed_vm_virt_type": "qemu"},
+    )
     prepare.check_host_values(good, setup)

@@ -83,8 +83,10 @@ SMI = [
 
 def test_nvidia_smi_rows() -> None:
     gpus = parse_nvidia_smi(SMI)
-    assert gpus == [Gpu(0, "NVIDIA H100 80GB HBM3", "550.54.15", "81559 MiB", "00000000:1B:00.0"),
-                    Gpu(1, "NVIDIA H100 80GB HBM3", "550.54.15", "81559 MiB", "00000000:43:00.0")]  # fmt: skip
+    assert gpus == [
+        Gpu(0, "NVIDIA H100 80GB HBM3", "550.54.15", "81559 MiB", "00000000:1B:00.0"),
+        Gpu(1, "NVIDIA H100 80GB HBM3", "550.54.15", "81559 MiB", "00000000:43:00.0"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -127,19 +129,32 @@ def test_python_mismatch() -> None:
         # captured on this machine (no GPU, no driver)
         (["err sh: 4: nvidia-smi: not found", "rc 127"], "cpu", None),
         # an H100 host with its driver (nvidia-smi's csv rows, tagged by the probe)
-        (["pci 0000:17:00.0", "smi 0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 00000000:17:00.0", "rc 0"],
-         "gpu", None),
+        (
+            ["pci 0000:17:00.0", "smi 0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 00000000:17:00.0", "rc 0"],
+            "gpu",
+            None,
+        ),
         # the GPU is there, the driver is not loaded
-        (["pci 0000:17:00.0", "err NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
-          "rc 9"], None,
-         "1 NVIDIA GPU(s) on the PCI bus but nvidia-smi fails: NVIDIA-SMI has failed because it couldn't communicate "
-         "with the NVIDIA driver."),
-        (["pci 0000:17:00.0", "pci 0000:65:00.0", "err sh: 4: nvidia-smi: not found", "rc 127"], None,
-         "2 NVIDIA GPU(s) on the PCI bus but no nvidia-smi: is the NVIDIA driver installed?"),
+        (
+            [
+                "pci 0000:17:00.0",
+                "err NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+                "rc 9",
+            ],
+            None,
+            "1 NVIDIA GPU(s) on the PCI bus but nvidia-smi fails: NVIDIA-SMI has failed because it couldn't "
+            "communicate with the NVIDIA driver.",
+        ),
+        (
+            ["pci 0000:17:00.0", "pci 0000:65:00.0", "err sh: 4: nvidia-smi: not found", "rc 127"],
+            None,
+            "2 NVIDIA GPU(s) on the PCI bus but no nvidia-smi: is the NVIDIA driver installed?",
+        ),
     ],
-)  # fmt: skip
-def test_a_hosts_gpu_probe_gives_the_flavour_the_facts_role_would(output: list[str], flavor: str | None,
-                                                                  problem: str | None) -> None:  # fmt: skip
+)
+def test_a_hosts_gpu_probe_gives_the_flavour_the_facts_role_would(
+    output: list[str], flavor: str | None, problem: str | None
+) -> None:
     """bench reads an inventory host's flavour over SSH with the facts role's probes, and the same rule."""
     from dltestbed.provision.facts import choose_flavor, parse_gpu_probe
 

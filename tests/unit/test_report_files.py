@@ -53,8 +53,9 @@ def test_html_to_stdout_and_json_carries_the_new_fields(store: Path) -> None:
     page = run_cli("report", "--results", str(store), "--format", "html")
     assert page.returncode == 0 and page.stdout.startswith("<!DOCTYPE html>")
     groups = json.loads(run_cli("report", "--results", str(store), "--format", "json").stdout)["groups"]
-    bm = next(g for g in groups if g["key"]["target_kind"] == "bm" and g["key"]["model"] == "resnet50"
-              and not g["key"]["arm"])  # fmt: skip
+    bm = next(
+        g for g in groups if g["key"]["target_kind"] == "bm" and g["key"]["model"] == "resnet50" and not g["key"]["arm"]
+    )
     lo, hi = bm["images_per_sec_ci"]
     assert lo < bm["images_per_sec"]["mean"] < hi and bm["environment"]["tensorflow"] == "2.21.0"
 
@@ -63,8 +64,11 @@ def test_fleet_check_runs_without_by_host_on_three_machines(store: Path) -> None
     report = json.loads(run_cli("report", "--results", str(store), "--format", "json").stdout)
     assert [f["host"] for f in report["fleet"]] == ["node4"]  # half as fast as node2 and node3
     assert not any("host" in g["key"] for g in report["groups"])  # the table keeps a row per kind
-    assert report["fleet_rule"] == {"method": "leave-one-out modified z-score (peers' median and MAD)",
-                                    "z_below": -3.5, "min_slowdown_pct": 5.0}  # fmt: skip
+    assert report["fleet_rule"] == {
+        "method": "leave-one-out modified z-score (peers' median and MAD)",
+        "z_below": -3.5,
+        "min_slowdown_pct": 5.0,
+    }
     (flag,) = report["fleet"]
     below = (1 - flag["images_per_sec"] / flag["peers_median"]) * 100
     strict = run_cli("report", "--results", str(store), "--fleet-slowdown", f"{below + 1:.1f}")

@@ -123,8 +123,9 @@ def _hanging(monkeypatch: pytest.MonkeyPatch, results: Path):
 
     def go() -> None:
         try:
-            out.append(execute(target, spec, store, RunContext(bench_id="b", role="cotenant"), stop=stop,
-                               on_start=started))  # fmt: skip
+            out.append(
+                execute(target, spec, store, RunContext(bench_id="b", role="cotenant"), stop=stop, on_start=started)
+            )
         except KeyboardInterrupt:
             out.append("raised")
 

@@ -17,8 +17,9 @@ def _plan(**kw: object) -> bench_mod.Plan:
     return bench_mod.plan(models=["alexnet", "resnet50"], image_size=64, steps=2, warmup=1, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("text", "cpus"), [("0", [0]), ("0-3", [0, 1, 2, 3]), ("3,1-2, 8", [1, 2, 3, 8]),
-                                             ("0-0", [0])])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "cpus"), [("0", [0]), ("0-3", [0, 1, 2, 3]), ("3,1-2, 8", [1, 2, 3, 8]), ("0-0", [0])]
+)
 def test_cpu_lists(text: str, cpus: list[int]) -> None:
     assert parse_cpu_list(text) == cpus
     assert parse_cpu_list(format_cpu_list(cpus)) == cpus
@@ -57,13 +58,16 @@ def test_tf_config_round_trip() -> None:
     assert (c.workers, c.index, c.size) == (("10.0.0.1:2222", "10.0.0.2:2222"), 1, 2)
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    (None, "--distributed needs TF_CONFIG"),
-    ("{", "TF_CONFIG is not"),
-    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}', "at least 2 workers"),
-    ('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}}', "task index 2"),
-    ('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}}', "only 'worker'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "--distributed needs TF_CONFIG"),
+        ("{", "TF_CONFIG is not"),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}', "at least 2 workers"),
+        ('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}}', "task index 2"),
+        ('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}}', "only 'worker'"),
+    ],
+)
 def test_bad_tf_config(value: str | None, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         cluster_from_env(value)
@@ -76,25 +80,37 @@ def test_random_order_is_seeded_and_complete() -> None:
     assert rounds != _plan(repeat=3, order="random", seed=8).rounds(["bm", "cbm"])
     for rep, round_ in enumerate(rounds, 1):
         assert sorted((s.model, k) for _, s, k in round_) == sorted(
-            (m, k) for m in ("alexnet", "resnet50") for k in ("bm", "cbm"))  # every pair once per repetition
+            (m, k) for m in ("alexnet", "resnet50") for k in ("bm", "cbm")
+        )  # every pair once per repetition
         assert {r for r, _, _ in round_} == {rep}
     inter = _plan(repeat=1).rounds(["bm", "cbm"])[0]
-    assert [(s.model, k) for _, s, k in inter] == [("alexnet", "bm"), ("alexnet", "cbm"), ("resnet50", "bm"),
-                                                   ("resnet50", "cbm")]  # fmt: skip
+    assert [(s.model, k) for _, s, k in inter] == [
+        ("alexnet", "bm"),
+        ("alexnet", "cbm"),
+        ("resnet50", "bm"),
+        ("resnet50", "cbm"),
+    ]
     with pytest.raises(ConfigError, match="unknown order 'sorted'"):
         _plan(order="sorted")
 
 
-@pytest.mark.parametrize(("options", "hosts", "message"), [
-    (scenarios.Options("distributed", workers=1), [None], "needs at least 2 workers; got 1"),
-    (scenarios.Options("distributed"), ["h1"], "got 1 (one per host; --workers N puts several on a host)"),
-    (scenarios.Options("single", workers=2), [None], "--workers is only for --scenario distributed"),
-    (scenarios.Options("shared"), ["h1", "h2"], "scenario shared runs on one host; 2 given"),
-    (scenarios.Options("shared", cotenant="io"), [None], "--cotenant io reads real data"),
-    (scenarios.Options("shared", cotenant="disk"), [None], "unknown co-tenant 'disk'"),
-    (scenarios.Options("mesh"), [None], "unknown scenario 'mesh'; known: single, distributed, shared"),
-    (scenarios.Options("distributed"), ["h1", "h2", "vm"], "workers in VMs on different hosts cannot reach each other"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "hosts", "message"),
+    [
+        (scenarios.Options("distributed", workers=1), [None], "needs at least 2 workers; got 1"),
+        (scenarios.Options("distributed"), ["h1"], "got 1 (one per host; --workers N puts several on a host)"),
+        (scenarios.Options("single", workers=2), [None], "--workers is only for --scenario distributed"),
+        (scenarios.Options("shared"), ["h1", "h2"], "scenario shared runs on one host; 2 given"),
+        (scenarios.Options("shared", cotenant="io"), [None], "--cotenant io reads real data"),
+        (scenarios.Options("shared", cotenant="disk"), [None], "unknown co-tenant 'disk'"),
+        (scenarios.Options("mesh"), [None], "unknown scenario 'mesh'; known: single, distributed, shared"),
+        (
+            scenarios.Options("distributed"),
+            ["h1", "h2", "vm"],
+            "workers in VMs on different hosts cannot reach each other",
+        ),
+    ],
+)
 def test_scenario_checks(options: scenarios.Options, hosts: list, message: str) -> None:
     kinds = ["bm", hosts.pop()] if hosts[-1] == "vm" else ["bm"]
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -122,8 +138,14 @@ def test_cpu_split_for_isolation() -> None:
 def test_co_tenant_specs() -> None:
     fg = workload_spec(model="resnet50", image_size=64, batch_size=8, data="real", data_dir="/d", classes=3)
     co = scenarios.cotenant_spec("alexnet", 512, fg, None)
-    assert (co.model, co.mode, co.batch_size, co.size, co.data, co.device) == ("alexnet", "train", 512, 64,
-                                                                             "synthetic", "auto")  # fmt: skip
+    assert (co.model, co.mode, co.batch_size, co.size, co.data, co.device) == (
+        "alexnet",
+        "train",
+        512,
+        64,
+        "synthetic",
+        "auto",
+    )
     assert co.steps >= 10**9  # runs until it is stopped
     assert scenarios.cotenant_spec("cpu", 64, fg, "1").device == "cpu"
     assert scenarios.cotenant_spec("cpu", 64, fg, "1").cpus == "1"

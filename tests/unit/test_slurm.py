@@ -26,18 +26,29 @@ def test_a_job_record_is_read_whole_and_its_end_told() -> None:
     assert parse.ended(job) == "TIMEOUT (TimeLimit)"
 
 
-@pytest.mark.parametrize(("state", "reason", "told"), [
-    ("RUNNING", "None", None), ("PENDING", "Resources", None), ("COMPLETING", "TimeLimit", "TimeLimit"),
-    ("COMPLETING", "None", None), ("NODE_FAIL", "NodeDown", "NODE_FAIL (NodeDown)"), ("CANCELLED", "None", "CANCELLED"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("state", "reason", "told"),
+    [
+        ("RUNNING", "None", None),
+        ("PENDING", "Resources", None),
+        ("COMPLETING", "TimeLimit", "TimeLimit"),
+        ("COMPLETING", "None", None),
+        ("NODE_FAIL", "NodeDown", "NODE_FAIL (NodeDown)"),
+        ("CANCELLED", "None", "CANCELLED"),
+    ],
+)
 def test_how_a_job_ended(state: str, reason: str, told: str | None) -> None:
     assert parse.ended({"JobState": state, "Reason": reason}) == told
 
 
 def test_values_with_spaces_stay_whole() -> None:
     rec = parse.fields("JobId=9 JobName=my bench Comment=dltestbed bench b-1 of installation x UserId=root(0)")
-    assert rec == {"JobId": "9", "JobName": "my bench", "Comment": "dltestbed bench b-1 of installation x",
-                   "UserId": "root(0)"}  # fmt: skip
+    assert rec == {
+        "JobId": "9",
+        "JobName": "my bench",
+        "Comment": "dltestbed bench b-1 of installation x",
+        "UserId": "root(0)",
+    }
 
 
 def test_nodes_and_their_addresses() -> None:
@@ -50,8 +61,10 @@ def test_nodes_and_their_addresses() -> None:
 def test_the_step_cancelled_line_and_salloc_job_id() -> None:
     lines = (DATA / "srun-time-limit.txt").read_text().splitlines()
     assert parse.cancelled(lines) == "cancelled at 2026-11-24T05:05:09 due to time limit"
-    assert parse.cancelled(["slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***"]) == \
-        "cancelled at 2026-01-01T00:00:00"
+    assert (
+        parse.cancelled(["slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***"])
+        == "cancelled at 2026-01-01T00:00:00"
+    )
     assert parse.cancelled(["srun: error: n1: task 0: Exited with exit code 1"]) is None
     said = (DATA / "salloc-time-limit.txt").read_text().splitlines()
     assert parse.job_id_in(said) == "7"
@@ -76,32 +89,59 @@ def test_the_commands() -> None:
     alloc.job_id = "7"
     step = alloc.srun_argv("n1", ["/opt/v/bin/python", "-m", "dltestbed.workload", "--x", "a b"])
     assert step[:3] == ["srun", "--jobid=7", "--nodelist=n1"] and "--ntasks=1" in step and "--overlap" in step
-    assert step[step.index("--") + 1:] == ["/opt/v/bin/python", "-m", "dltestbed.workload", "--x", "a b"]
+    assert step[step.index("--") + 1 :] == ["/opt/v/bin/python", "-m", "dltestbed.workload", "--x", "a b"]
 
 
-@pytest.mark.parametrize(("kw", "wanted"), [
-    ({}, 1), ({"scenario": "distributed"}, 2), ({"scenario": "distributed", "workers": 3}, 3),
-    ({"opts": SlurmOptions(nodes=4)}, 4), ({"slurm": False}, None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "wanted"),
+    [
+        ({}, 1),
+        ({"scenario": "distributed"}, 2),
+        ({"scenario": "distributed", "workers": 3}, 3),
+        ({"opts": SlurmOptions(nodes=4)}, 4),
+        ({"slurm": False}, None),
+    ],
+)
 def test_the_node_count(kw: dict, wanted: int | None) -> None:
-    args = {"opts": SlurmOptions(), "slurm": True, "scenario": "single", "workers": None, "kinds": ["auto"],
-            "data_real": False, "data_shared": False, "limit": None, **kw}  # fmt: skip
+    args = {
+        "opts": SlurmOptions(),
+        "slurm": True,
+        "scenario": "single",
+        "workers": None,
+        "kinds": ["auto"],
+        "data_real": False,
+        "data_shared": False,
+        "limit": None,
+        **kw,
+    }
     assert check(**args) == wanted
 
 
-@pytest.mark.parametrize(("kw", "line"), [
-    ({"slurm": False, "opts": SlurmOptions(partition="p")}, "--partition goes with --launcher slurm"),
-    ({"opts": SlurmOptions(nodes=0)}, "--nodes: at least 1"),
-    ({"opts": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
-    ({"kinds": ["bm", "vm"]}, "not vm"),
-    ({"kinds": ["bm", "cbm"]}, "come from --inventory"),
-    ({"data_real": True}, "give --data-shared"),
-    ({"scenario": "shared", "opts": SlurmOptions(nodes=2)}, "scenario shared runs on one node"),
-    ({"limit": "h1"}, "--limit picks inventory hosts"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "line"),
+    [
+        ({"slurm": False, "opts": SlurmOptions(partition="p")}, "--partition goes with --launcher slurm"),
+        ({"opts": SlurmOptions(nodes=0)}, "--nodes: at least 1"),
+        ({"opts": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
+        ({"kinds": ["bm", "vm"]}, "not vm"),
+        ({"kinds": ["bm", "cbm"]}, "come from --inventory"),
+        ({"data_real": True}, "give --data-shared"),
+        ({"scenario": "shared", "opts": SlurmOptions(nodes=2)}, "scenario shared runs on one node"),
+        ({"limit": "h1"}, "--limit picks inventory hosts"),
+    ],
+)
 def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
-    args = {"opts": SlurmOptions(), "slurm": True, "scenario": "single", "workers": None, "kinds": ["auto"],
-            "data_real": False, "data_shared": False, "limit": None, **kw}  # fmt: skip
+    args = {
+        "opts": SlurmOptions(),
+        "slurm": True,
+        "scenario": "single",
+        "workers": None,
+        "kinds": ["auto"],
+        "data_real": False,
+        "data_shared": False,
+        "limit": None,
+        **kw,
+    }
     with pytest.raises(ConfigError, match=line):
         check(**args)
 
@@ -111,12 +151,16 @@ def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: P
     from dltestbed import inventory
 
     inv = tmp_path / "inventory.yml"
-    inv.write_text("all:\n  vars:\n    dltestbed_slurm_partition: gpu\n    dltestbed_slurm_time: '30'\n"
-                   "    dltestbed_slurm_account: ops\n  hosts:\n    n1:\n    n2:\n")  # fmt: skip
+    inv.write_text(
+        "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n    dltestbed_slurm_time: '30'\n"
+        "    dltestbed_slurm_account: ops\n  hosts:\n    n1:\n    n2:\n"
+    )
     opts = from_inventory(SlurmOptions(account="mine", venv="/v"), inventory.load(inv))
     assert opts == SlurmOptions(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
-    inv.write_text("all:\n  vars:\n    dltestbed_slurm_partition: gpu\n  hosts:\n    n1:\n    n2:\n"
-                   "      dltestbed_slurm_partition: debug\n")  # fmt: skip
+    inv.write_text(
+        "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n  hosts:\n    n1:\n    n2:\n"
+        "      dltestbed_slurm_partition: debug\n"
+    )
     with pytest.raises(ConfigError, match=r"dltestbed_slurm_partition differs between hosts \(debug, gpu\)"):
         from_inventory(SlurmOptions(), inventory.load(inv))
     assert from_inventory(SlurmOptions(partition="x"), inventory.load(inv)).partition == "x"
@@ -124,10 +168,25 @@ def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: P
 
 def test_the_cli_says_a_missing_controller_in_one_line(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"  # a cluster whose controller is nowhere: TEST-NET, never answered
-    conf.write_text("ClusterName=none\nSlurmctldHost=nowhere(192.0.2.1)\nSlurmctldTimeout=2\nMessageTimeout=2\n"
-                    "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n")  # fmt: skip
-    out = run_cli("bench", "--launcher", "slurm", "--model", "alexnet", "--steps", "1", "--repeat", "1",
-                  "--results", str(tmp_path / "r.sqlite"), env={"SLURM_CONF": str(conf)}, timeout=120)  # fmt: skip
+    conf.write_text(
+        "ClusterName=none\nSlurmctldHost=nowhere(192.0.2.1)\nSlurmctldTimeout=2\nMessageTimeout=2\n"
+        "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n"
+    )
+    out = run_cli(
+        "bench",
+        "--launcher",
+        "slurm",
+        "--model",
+        "alexnet",
+        "--steps",
+        "1",
+        "--repeat",
+        "1",
+        "--results",
+        str(tmp_path / "r.sqlite"),
+        env={"SLURM_CONF": str(conf)},
+        timeout=120,
+    )
     line = one_error_line(out)
     assert "--launcher slurm:" in line, line
     assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())

@@ -93,8 +93,12 @@ def test_markdown_table_shape() -> None:
 
 
 def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
-    runs = [rec("bm", 100.0, host="n1"), rec("bm", 50.0, host="n2"), rec("cbm", 90.0, host="n1"),
-            rec("cbm", 45.0, host="n2")]  # fmt: skip
+    runs = [
+        rec("bm", 100.0, host="n1"),
+        rec("bm", 50.0, host="n2"),
+        rec("cbm", 90.0, host="n1"),
+        rec("cbm", 45.0, host="n2"),
+    ]
     (bm,) = [g for g in summarise(runs) if g.key["target_kind"] == "bm"]
     assert bm.images_per_sec.mean == 75.0 and "host" not in bm.key  # type: ignore[union-attr]
     per_host = summarise(runs, by_host=True)
@@ -110,11 +114,19 @@ def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
 
 
 def test_by_host_puts_a_vm_beside_the_machine_it_runs_on() -> None:
-    runs = [rec("bm", 100.0, host="n1"), rec("vm", 80.0, host="on-n1", machine="n1"),
-            rec("bm", 50.0, host="n2"), rec("vm", 25.0, host="on-n2", machine="n2")]  # fmt: skip
+    runs = [
+        rec("bm", 100.0, host="n1"),
+        rec("vm", 80.0, host="on-n1", machine="n1"),
+        rec("bm", 50.0, host="n2"),
+        rec("vm", 25.0, host="on-n2", machine="n2"),
+    ]
     per_host = {(g.key["host"], g.key["target_kind"]): g.overhead_percent for g in summarise(runs, by_host=True)}
-    assert per_host == {("n1", "bm"): 0.0, ("n1", "vm"): pytest.approx(20.0), ("n2", "bm"): 0.0,
-                        ("n2", "vm"): pytest.approx(50.0)}  # fmt: skip
+    assert per_host == {
+        ("n1", "bm"): 0.0,
+        ("n1", "vm"): pytest.approx(20.0),
+        ("n2", "bm"): 0.0,
+        ("n2", "vm"): pytest.approx(50.0),
+    }
     assert rec("bm", 1.0, host="n3").machine == "n3"  # a run stored before schema 3 sits on its host
 
 
@@ -146,8 +158,9 @@ def test_shared_drop_is_per_pair_and_co_tenants_are_not_rows() -> None:
     for job, (alone, under, co) in {"j1": (100.0, 70.0, 50.0), "j2": (110.0, 88.0, 55.0)}.items():
         runs.append(rec("cbm", alone, scenario="shared", job_id=job, contention="none"))
         runs.append(rec("cbm", under, scenario="shared", job_id=job, contention="alexnet b64"))
-        runs.append(rec("cbm", co, scenario="shared", job_id=job, contention="alexnet b64", role="cotenant",
-                        batch_size=64))  # fmt: skip
+        runs.append(
+            rec("cbm", co, scenario="shared", job_id=job, contention="alexnet b64", role="cotenant", batch_size=64)
+        )
     (s,) = shared(runs)
     assert (s.contention, s.pairs, s.failed_pairs) == ("alexnet b64", 2, 0)
     assert s.drop_percent is not None and s.drop_percent.mean == pytest.approx((30.0 + 20.0) / 2)
@@ -273,8 +286,10 @@ def test_compare_two_benches_with_the_environment_that_changed() -> None:
     from dltestbed.report.compare import compare
 
     def runs(bench: str, values: list[float], tf: str) -> list[RunRecord]:
-        return [rec("bm", v, bench_id=bench, repetition=i, fingerprint={"tensorflow": tf, "gpus_visible_to_tf": 0})
-                for i, v in enumerate(values, 1)]  # fmt: skip
+        return [
+            rec("bm", v, bench_id=bench, repetition=i, fingerprint={"tensorflow": tf, "gpus_visible_to_tf": 0})
+            for i, v in enumerate(values, 1)
+        ]
 
     before, after = runs("b-1", [100.0, 101.0, 99.0, 100.5], "2.20.0"), runs("b-2", [80.0, 81.0, 79.5, 80.5], "2.21.0")
     (c,) = compare(before, after)
@@ -288,8 +303,12 @@ def test_compare_two_benches_with_the_environment_that_changed() -> None:
 def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
     gpu = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 1}
     cpu = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 0}
-    runs = [rec("bm", 900.0, repetition=1, fingerprint=gpu), rec("bm", 910.0, repetition=2, fingerprint=gpu),
-            rec("cbm", 90.0, repetition=1, fingerprint=cpu), rec("cbm", 91.0, repetition=2, fingerprint=cpu)]
+    runs = [
+        rec("bm", 900.0, repetition=1, fingerprint=gpu),
+        rec("bm", 910.0, repetition=2, fingerprint=gpu),
+        rec("cbm", 90.0, repetition=1, fingerprint=cpu),
+        rec("cbm", 91.0, repetition=2, fingerprint=cpu),
+    ]
     (cbm,) = [g for g in summarise(runs) if g.key["target_kind"] == "cbm"]
     assert cbm.effect is None and cbm.overhead_percent is None
     assert cbm.verdict == "refused: bm ran on gpu, cbm on cpu; no overhead across devices"
@@ -301,23 +320,34 @@ def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
 @pytest.mark.parametrize(
     ("cbm_fp", "words"),
     [
-        ({"tensorflow": "2.21.0", "tensorflow_cuda_build": False},
-         "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.21.0 (CPU build); no overhead across "
-         "TensorFlow builds"),
-        ({"tensorflow": "2.20.0", "tensorflow_cuda_build": True},
-         "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.20.0 (CUDA build); no overhead across "
-         "TensorFlow builds"),
+        (
+            {"tensorflow": "2.21.0", "tensorflow_cuda_build": False},
+            "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.21.0 (CPU build); no overhead across "
+            "TensorFlow builds",
+        ),
+        (
+            {"tensorflow": "2.20.0", "tensorflow_cuda_build": True},
+            "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.20.0 (CUDA build); no overhead across "
+            "TensorFlow builds",
+        ),
     ],
-)  # fmt: skip
+)
 def test_another_tensorflow_build_is_no_layer_overhead(cbm_fp: dict, words: str) -> None:
     bm_fp = {"tensorflow": "2.21.0", "tensorflow_cuda_build": True, "gpus_visible_to_tf": 0}
-    runs = [rec("bm", 100.0, repetition=1, fingerprint=bm_fp), rec("bm", 101.0, repetition=2, fingerprint=bm_fp),
-            rec("cbm", 90.0, repetition=1, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0}),
-            rec("cbm", 91.0, repetition=2, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0})]  # fmt: skip
+    runs = [
+        rec("bm", 100.0, repetition=1, fingerprint=bm_fp),
+        rec("bm", 101.0, repetition=2, fingerprint=bm_fp),
+        rec("cbm", 90.0, repetition=1, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0}),
+        rec("cbm", 91.0, repetition=2, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0}),
+    ]
     (cbm,) = [g for g in summarise(runs) if g.key["target_kind"] == "cbm"]
     assert cbm.effect is None and cbm.overhead_percent is None and cbm.verdict == words
-    same = [rec("bm", 100.0, repetition=1, fingerprint=bm_fp), rec("bm", 101.0, repetition=2, fingerprint=bm_fp),
-            rec("cbm", 90.0, repetition=1, fingerprint=bm_fp), rec("cbm", 91.0, repetition=2, fingerprint=bm_fp)]
+    same = [
+        rec("bm", 100.0, repetition=1, fingerprint=bm_fp),
+        rec("bm", 101.0, repetition=2, fingerprint=bm_fp),
+        rec("cbm", 90.0, repetition=1, fingerprint=bm_fp),
+        rec("cbm", 91.0, repetition=2, fingerprint=bm_fp),
+    ]
     (ok,) = [g for g in summarise(same) if g.key["target_kind"] == "cbm"]
     assert ok.effect is not None and ok.verdict.startswith("slower by")  # type: ignore[union-attr]
 
@@ -328,15 +358,17 @@ def test_runs_on_another_dataset_are_no_layer_overhead() -> None:
     a, b = "3f2a9c01d4e5" + "0" * 52, "9c1d00aa7b21" + "1" * 52
 
     def runs(digest_cbm: str) -> list[RunRecord]:
-        return [rec("bm", 100.0, repetition=1, data="real", fingerprint={**fp, "dataset_digest": a}),
-                rec("bm", 101.0, repetition=2, data="real", fingerprint={**fp, "dataset_digest": a}),
-                rec("cbm", 90.0, repetition=1, data="real", fingerprint={**fp, "dataset_digest": digest_cbm}),
-                rec("cbm", 91.0, repetition=2, data="real",
-                    fingerprint={**fp, "dataset_digest": digest_cbm})]  # fmt: skip
+        return [
+            rec("bm", 100.0, repetition=1, data="real", fingerprint={**fp, "dataset_digest": a}),
+            rec("bm", 101.0, repetition=2, data="real", fingerprint={**fp, "dataset_digest": a}),
+            rec("cbm", 90.0, repetition=1, data="real", fingerprint={**fp, "dataset_digest": digest_cbm}),
+            rec("cbm", 91.0, repetition=2, data="real", fingerprint={**fp, "dataset_digest": digest_cbm}),
+        ]
 
     (cbm,) = [g for g in summarise(runs(b)) if g.key["target_kind"] == "cbm"]
     assert cbm.effect is None and cbm.verdict == (
-        "refused: bm read dataset 3f2a9c01d4e5, cbm dataset 9c1d00aa7b21; no overhead across datasets")
+        "refused: bm read dataset 3f2a9c01d4e5, cbm dataset 9c1d00aa7b21; no overhead across datasets"
+    )
     assert f"dataset_digest: {a} (bm) / {b} (cbm)" in cbm.env
     (same,) = [g for g in summarise(runs(a)) if g.key["target_kind"] == "cbm"]
     assert same.effect is not None and same.overhead_percent is not None
@@ -348,6 +380,10 @@ def test_the_step_device_decides_the_effective_device() -> None:
 
     seen = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 1}
     assert effective_device(rec("bm", 1.0, fingerprint=seen)) == "gpu"
-    assert effective_device(rec("bm", 1.0, fingerprint={**seen, "step_device": "/job:localhost/replica:0/task:0/"
-                                                        "device:CPU:0"})) == "cpu"  # fmt: skip
+    assert (
+        effective_device(
+            rec("bm", 1.0, fingerprint={**seen, "step_device": "/job:localhost/replica:0/task:0/device:CPU:0"})
+        )
+        == "cpu"
+    )
     assert effective_device(rec("bm", 1.0, fingerprint={**seen, "step_device": "/device:GPU:1"})) == "gpu"

@@ -133,9 +133,11 @@ def test_two_processes_opening_an_old_store_at_once_migrate_it_once(results: Pat
     import multiprocessing
 
     with sqlite3.connect(results) as db:  # a schema-4 store, as dltestbed 0.1 wrote it: no outbox.sending
-        db.executescript("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, "
-                         "line TEXT NOT NULL); INSERT INTO outbox (dest, line) VALUES ('d', 'old 1'); "
-                         "PRAGMA user_version=4;")  # fmt: skip
+        db.executescript(
+            "CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, "
+            "line TEXT NOT NULL); INSERT INTO outbox (dest, line) VALUES ('d', 'old 1'); "
+            "PRAGMA user_version=4;"
+        )
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Manager().Barrier(4)
     with ctx.Pool(4) as pool:

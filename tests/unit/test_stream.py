@@ -12,14 +12,19 @@ from dltestbed.results.store import Store
 from dltestbed.workload.events import ResourceEvent, StepEvent
 from tests.conftest import make_run
 
-ENV = {"INFLUXDB_V2_URL": "http://tsdb:8086", "INFLUXDB_V2_ORG": "ops", "INFLUXDB_V2_BUCKET": "dl",
-       "INFLUXDB_V2_TOKEN": "tok-123"}  # fmt: skip
+ENV = {
+    "INFLUXDB_V2_URL": "http://tsdb:8086",
+    "INFLUXDB_V2_ORG": "ops",
+    "INFLUXDB_V2_BUCKET": "dl",
+    "INFLUXDB_V2_TOKEN": "tok-123",
+}
 
 
 def test_a_step_line_escapes_tags() -> None:
     run = make_run(id="r-1", bench_id="b-1", host="rack 1,node=3", contention="alexnet b64 isolated (cpus 0 / 1)")
-    line = points.step_line(run, StepEvent(index=4, phase="timed", images=8, seconds=0.25, images_per_sec=32.0,
-                                           t=1700000000.5))  # fmt: skip
+    line = points.step_line(
+        run, StepEvent(index=4, phase="timed", images=8, seconds=0.25, images_per_sec=32.0, t=1700000000.5)
+    )
     measurement_tags, fields, ts = line.rsplit(" ", 2)
     assert measurement_tags.startswith("dltestbed_step,")
     assert r"host=rack\ 1\,node\=3" in measurement_tags
@@ -38,9 +43,12 @@ def test_escaping_matches_the_client_library() -> None:
     run = make_run(id="r-2", host=odd, target_name=odd, contention="")
     ev = StepEvent(index=1, phase="warmup", images=4, seconds=0.5, images_per_sec=8.0, t=12.25)
     p = Point("dltestbed_step").time(round(ev.t * 1e9), WritePrecision.NS).tag("phase", ev.phase)
-    for k, v in {**{t: "-" for t in points.RUN_TAGS}, **{t: str(getattr(run, t)) for t in points.RUN_TAGS
-                                                          if getattr(run, t, None) not in (None, "")},
-                 "run_id": "r-2", "contention": "-"}.items():  # fmt: skip
+    for k, v in {
+        **{t: "-" for t in points.RUN_TAGS},
+        **{t: str(getattr(run, t)) for t in points.RUN_TAGS if getattr(run, t, None) not in (None, "")},
+        "run_id": "r-2",
+        "contention": "-",
+    }.items():
         p.tag(k, v)
     p.field("images", 4).field("images_per_sec", 8.0).field("index", 1).field("seconds", 0.5)
     ours, theirs = points.step_line(run, ev), p.to_line_protocol()
@@ -55,13 +63,26 @@ def test_escaping_matches_the_client_library() -> None:
 
 
 def test_resource_and_run_lines() -> None:
-    run = make_run(status="ok", images_per_sec=12.5, elapsed_seconds=3.0, finished_at="2026-01-01T00:00:10+00:00",
-                   steps_done=4)  # fmt: skip
-    res = points.resource_line(run, ResourceEvent(t=10.0, rss_bytes=2048, cpu_percent=150.0, gpus=[
-        {"index": 0, "memory_used_bytes": 1024, "process_memory_bytes": 512, "util_percent": 97.0}]))  # fmt: skip
+    run = make_run(
+        status="ok", images_per_sec=12.5, elapsed_seconds=3.0, finished_at="2026-01-01T00:00:10+00:00", steps_done=4
+    )
+    res = points.resource_line(
+        run,
+        ResourceEvent(
+            t=10.0,
+            rss_bytes=2048,
+            cpu_percent=150.0,
+            gpus=[{"index": 0, "memory_used_bytes": 1024, "process_memory_bytes": 512, "util_percent": 97.0}],
+        ),
+    )
     fields = res.rsplit(" ", 2)[1].split(",")
-    assert sorted(fields) == ["cpu_percent=150.0", "gpu0_memory_used_bytes=1024.0", "gpu0_process_memory_bytes=512.0",
-                              "gpu0_util_percent=97.0", "rss_bytes=2048i"]  # floats: no `i` suffix
+    assert sorted(fields) == [
+        "cpu_percent=150.0",
+        "gpu0_memory_used_bytes=1024.0",
+        "gpu0_process_memory_bytes=512.0",
+        "gpu0_util_percent=97.0",
+        "rss_bytes=2048i",
+    ]  # floats: no `i` suffix
     held = points.resource_line(run, ResourceEvent(t=10.0, rss_bytes=2048, cpu_percent=1.0, tf_gpu_bytes=[3 << 30, 7]))
     assert sorted(held.rsplit(" ", 2)[1].split(","))[-2:] == [f"tf_gpu0_bytes={3 << 30}i", "tf_gpu1_bytes=7i"]
     line = points.run_line(run)
@@ -71,24 +92,37 @@ def test_resource_and_run_lines() -> None:
 
 def test_settings_from_the_environment_and_options(tmp_path: Path) -> None:
     s = influx.settings(env=ENV)
-    assert s is not None and (s.url, s.org, s.bucket, s.token, s.auth_basic) == ("http://tsdb:8086", "ops", "dl",
-                                                                                "tok-123", False)  # fmt: skip
+    assert s is not None and (s.url, s.org, s.bucket, s.token, s.auth_basic) == (
+        "http://tsdb:8086",
+        "ops",
+        "dl",
+        "tok-123",
+        False,
+    )
     assert "tok-123" not in repr(s) and "tok-123" not in s.dest and "tok-123" not in s.describe()
     token = tmp_path / "token"
     token.write_text("from-file\n")
     s = influx.settings("https://other/", "o2", "b2", token, env={**ENV, "INFLUXDB_V2_AUTH_BASIC": "true"})
-    assert s is not None and (s.url, s.org, s.bucket, s.token, s.auth_basic) == ("https://other", "o2", "b2",
-                                                                                "from-file", True)  # fmt: skip
+    assert s is not None and (s.url, s.org, s.bucket, s.token, s.auth_basic) == (
+        "https://other",
+        "o2",
+        "b2",
+        "from-file",
+        True,
+    )
     assert influx.settings(env={}) is None  # no URL anywhere: no streaming
 
 
-@pytest.mark.parametrize(("args", "env", "message"), [
-    (("ftp://x",), ENV, "is not an http:// or https:// URL"),
-    ((), {"INFLUXDB_V2_URL": "http://x"}, "needs --influx-org"),
-    ((), {"INFLUXDB_V2_URL": "http://x", "INFLUXDB_V2_ORG": "o"}, "needs --influx-bucket"),
-    ((None, "o"), {}, "need --influx-url"),
-    ((None, None, None, Path("/nonexistent/token")), ENV, "token file '/nonexistent/token' cannot be read"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("ftp://x",), ENV, "is not an http:// or https:// URL"),
+        ((), {"INFLUXDB_V2_URL": "http://x"}, "needs --influx-org"),
+        ((), {"INFLUXDB_V2_URL": "http://x", "INFLUXDB_V2_ORG": "o"}, "needs --influx-bucket"),
+        ((None, "o"), {}, "need --influx-url"),
+        ((None, None, None, Path("/nonexistent/token")), ENV, "token file '/nonexistent/token' cannot be read"),
+    ],
+)
 def test_bad_settings(args: tuple, env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         influx.settings(*args, env=env)
@@ -128,8 +162,10 @@ def test_a_schema_1_store_is_upgraded_in_place(results: Path) -> None:
     old_cols = [c for c in _RUN_COLUMNS if c not in _ADDED]
     with sqlite3.connect(results) as db:
         db.execute(f"CREATE TABLE runs ({', '.join(c + (' TEXT PRIMARY KEY' if c == 'id' else '') for c in old_cols)})")
-        db.execute("INSERT INTO runs (id, bench_id, started_at, scenario, status, steps_done, fingerprint, spec) "
-                   "VALUES ('r-old', 'b', '2025', 'single', 'ok', 3, '{}', '{}')")  # fmt: skip
+        db.execute(
+            "INSERT INTO runs (id, bench_id, started_at, scenario, status, steps_done, fingerprint, spec) "
+            "VALUES ('r-old', 'b', '2025', 'single', 'ok', 3, '{}', '{}')"
+        )
         db.execute("PRAGMA user_version=1")
     store = Store.open(results)
     (run,) = store.runs()

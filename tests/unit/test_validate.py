@@ -22,8 +22,16 @@ def bench(bench_id: str, bm: list[float], cbm: list[float], day: str) -> list:
     runs = []
     for kind, values in (("bm", bm), ("cbm", cbm)):
         for rep, ips in enumerate(values, 1):
-            runs.append(make_run(target_kind=kind, bench_id=bench_id, repetition=rep, images_per_sec=ips, status="ok",
-                                 started_at=f"2026-01-{day}T00:00:{rep:02d}+00:00"))  # fmt: skip
+            runs.append(
+                make_run(
+                    target_kind=kind,
+                    bench_id=bench_id,
+                    repetition=rep,
+                    images_per_sec=ips,
+                    status="ok",
+                    started_at=f"2026-01-{day}T00:00:{rep:02d}+00:00",
+                )
+            )
     return runs
 
 
@@ -37,8 +45,11 @@ def test_a_reference_from_a_trusted_bench_passes_it_and_fails_a_slower_one() -> 
     ok = v.judge(ref, TRUSTED, summarise(TRUSTED))
     assert [j.status for j in ok] == ["pass", "pass", "pass"]
     bad = v.judge(ref, SLOWER, summarise(SLOWER))
-    assert [(j.what, j.status) for j in bad] == [("images_per_sec", "pass"), ("images_per_sec", "fail"),
-                                                 ("max_overhead_percent", "fail")]  # fmt: skip
+    assert [(j.what, j.status) for j in bad] == [
+        ("images_per_sec", "pass"),
+        ("images_per_sec", "fail"),
+        ("max_overhead_percent", "fail"),
+    ]
     suite = ET.fromstring(v.junit_xml(bad))
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "0")
     failing = [c.get("name") for c in suite if c.find("failure") is not None]
@@ -46,28 +57,48 @@ def test_a_reference_from_a_trusted_bench_passes_it_and_fails_a_slower_one() -> 
 
 
 def test_what_cannot_be_judged_is_its_own_status() -> None:
-    ref = v.Reference.model_validate({"checks": [
-        {"name": "one run only", "match": {"kind": "bm", **KEY}, "images_per_sec": 100},
-        {"name": "no baseline", "match": {"kind": "vm", **KEY}, "max_overhead_percent": 5},
-        {"name": "straddles", "match": {"kind": "cbm", **KEY}, "images_per_sec": 100, "lower_tolerance_percent": 1},
-    ]})  # fmt: skip
-    runs = [make_run(target_kind="bm", images_per_sec=100.0, status="ok"),
-            *[make_run(target_kind="cbm", repetition=i, images_per_sec=x, status="ok")
-              for i, x in enumerate([90.0, 110.0, 95.0], 1)]]  # fmt: skip
+    ref = v.Reference.model_validate(
+        {
+            "checks": [
+                {"name": "one run only", "match": {"kind": "bm", **KEY}, "images_per_sec": 100},
+                {"name": "no baseline", "match": {"kind": "vm", **KEY}, "max_overhead_percent": 5},
+                {
+                    "name": "straddles",
+                    "match": {"kind": "cbm", **KEY},
+                    "images_per_sec": 100,
+                    "lower_tolerance_percent": 1,
+                },
+            ]
+        }
+    )
+    runs = [
+        make_run(target_kind="bm", images_per_sec=100.0, status="ok"),
+        *[
+            make_run(target_kind="cbm", repetition=i, images_per_sec=x, status="ok")
+            for i, x in enumerate([90.0, 110.0, 95.0], 1)
+        ],
+    ]
     out = v.judge(ref, runs, summarise(runs))
     assert [j.status for j in out] == ["cannot judge"] * 3
     assert out[0].evidence == "1 ok run(s) match; 2 are needed for an interval"
     assert ET.fromstring(v.junit_xml(out)).get("errors") == "3"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("checks: []", "reference r.yml: checks: List should have at least 1 item after validation, not 0"),
-    ("checks: [{name: a, match: {kind: bm, model: alexnet}}]",
-     "reference r.yml: checks.0: Value error, give images_per_sec and/or max_overhead_percent"),
-    ("checks: [{name: a, match: {kind: bm, model: alexnet}, images_per_sec: 1, eval: x}]",
-     "reference r.yml: checks.0.eval: Extra inputs are not permitted"),
-    ("checks: [", "reference r.yml: not YAML ("),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("checks: []", "reference r.yml: checks: List should have at least 1 item after validation, not 0"),
+        (
+            "checks: [{name: a, match: {kind: bm, model: alexnet}}]",
+            "reference r.yml: checks.0: Value error, give images_per_sec and/or max_overhead_percent",
+        ),
+        (
+            "checks: [{name: a, match: {kind: bm, model: alexnet}, images_per_sec: 1, eval: x}]",
+            "reference r.yml: checks.0.eval: Extra inputs are not permitted",
+        ),
+        ("checks: [", "reference r.yml: not YAML ("),
+    ],
+)
 def test_bad_references_are_one_line(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         v.parse_reference(text, "r.yml")

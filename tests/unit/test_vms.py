@@ -23,17 +23,27 @@ CAPS = (LIBVIRT / "caps_tcg_host.xml").read_text()
 
 def _spec(**kw: object) -> DomainSpec:
     values: dict[str, object] = dict(
-        name="dltestbed-t1", virt_type="qemu", vcpus=2, memory_mib=2048, disk="/var/lib/x/overlay.qcow2",
-        console_log="/var/lib/x/console.log", bridge="dltvm0", mac="52:54:00:aa:bb:cc", seed="/var/lib/x/seed.img",
-        kernel="/i/vmlinuz", initrd="/i/initrd.img", cmdline="root=/dev/vda rw console=ttyS0",
-    )  # fmt: skip
+        name="dltestbed-t1",
+        virt_type="qemu",
+        vcpus=2,
+        memory_mib=2048,
+        disk="/var/lib/x/overlay.qcow2",
+        console_log="/var/lib/x/console.log",
+        bridge="dltvm0",
+        mac="52:54:00:aa:bb:cc",
+        seed="/var/lib/x/seed.img",
+        kernel="/i/vmlinuz",
+        initrd="/i/initrd.img",
+        cmdline="root=/dev/vda rw console=ttyS0",
+    )
     values.update(kw)
     return DomainSpec(**values)  # type: ignore[arg-type]
 
 
 def _facts(**kw: object) -> hostcheck.HostFacts:
-    values: dict[str, object] = dict(capabilities=CAPS, kvm_pvm=False, dev_kvm=True, iommu_groups=40, vfio=True,
-                                     numa_cpus={0: "0-15", 1: "16-31"})  # fmt: skip
+    values: dict[str, object] = dict(
+        capabilities=CAPS, kvm_pvm=False, dev_kvm=True, iommu_groups=40, vfio=True, numa_cpus={0: "0-15", 1: "16-31"}
+    )
     values.update(kw)
     return hostcheck.HostFacts(**values)  # type: ignore[arg-type]
 
@@ -58,14 +68,27 @@ def test_pinning_numa_and_hostdev() -> None:
     assert root.find("numatune/memory").attrib == {"mode": "strict", "nodeset": "1"}  # type: ignore[union-attr]
     hd = root.find("devices/hostdev")
     assert hd is not None and hd.attrib == {"mode": "subsystem", "type": "pci", "managed": "yes"}
-    assert hd.find("source/address").attrib == {"domain": "0x0000", "bus": "0x3b", "slot": "0x00",  # type: ignore[union-attr]
-                                                "function": "0x0"}  # fmt: skip
+    assert hd.find("source/address").attrib == {
+        "domain": "0x0000",
+        "bus": "0x3b",
+        "slot": "0x00",  # type: ignore[union-attr]
+        "function": "0x0",
+    }
 
 
 @pytest.mark.skipif(not shutil.which("virt-xml-validate"), reason="libxml2-utils/libvirt-clients not installed")
 def test_the_xml_validates_against_libvirts_schema(tmp_path: Path) -> None:
-    for spec in (_spec(), _spec(virt_type="kvm", kernel=None, seed=None, vcpu_pins=("2", "3"), numa_node=0,
-                                hostdevs=(PciAddress.parse("3b:00.0"), PciAddress.parse("0000:af:00.1")))):  # fmt: skip
+    for spec in (
+        _spec(),
+        _spec(
+            virt_type="kvm",
+            kernel=None,
+            seed=None,
+            vcpu_pins=("2", "3"),
+            numa_node=0,
+            hostdevs=(PciAddress.parse("3b:00.0"), PciAddress.parse("0000:af:00.1")),
+        ),
+    ):
         f = tmp_path / "d.xml"
         f.write_text(domain_xml(spec))
         proc = subprocess.run(["virt-xml-validate", str(f), "domain"], capture_output=True, text=True)
@@ -83,12 +106,15 @@ def test_passthrough_domain_defines_on_libvirts_test_driver_with_validation() ->
     dom.undefine()
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    ({"name": "bad name"}, "letters, digits"),
-    ({"vcpus": 0}, "at least 1 vCPU"),
-    ({"vcpu_pins": ("1",)}, "1 vCPU pin(s) for 2 vCPU(s)"),
-    ({"mac": "00:11:22:33:44:55"}, "is not a locally administered"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"name": "bad name"}, "letters, digits"),
+        ({"vcpus": 0}, "at least 1 vCPU"),
+        ({"vcpu_pins": ("1",)}, "1 vCPU pin(s) for 2 vCPU(s)"),
+        ({"mac": "00:11:22:33:44:55"}, "is not a locally administered"),
+    ],
+)
 def test_bad_domain_settings(kw: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         domain_xml(_spec(**kw))
@@ -126,15 +152,18 @@ def test_passthrough_preflight_on_a_host_that_can() -> None:
     assert hostcheck.passthrough_preflight("v", "0000:3b:00.0", _facts(), found, []) == found
 
 
-@pytest.mark.parametrize(("kw", "files", "wanted", "pins", "message"), [
-    ({"iommu_groups": 0}, ["nodedev_gpu_a100.xml"], "all", [], "this host has no IOMMU"),
-    ({"vfio": False}, ["nodedev_gpu_a100.xml"], "all", [], "vfio-pci is not available"),
-    ({}, [], "all", [], "libvirt sees no GPU on this host"),
-    ({}, ["nodedev_gpu_a100.xml"], "2", [], "2 GPU(s) asked, the host has 1"),
-    ({}, ["nodedev_gpu_a100.xml"], "0000:af:00.0", [], "no GPU at 0000:af:00.0; GPUs here: 0000:3b:00.0"),
-    ({}, ["nodedev_gpu_a100.xml"], "all", ["0-1"], "is on NUMA node 1 (CPUs 16-31) but the vCPUs are pinned"),
-    ({}, ["nodedev_gpu_shared_group.xml"], "all", [], "shares IOMMU group 7 with 0000:66:00.0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "files", "wanted", "pins", "message"),
+    [
+        ({"iommu_groups": 0}, ["nodedev_gpu_a100.xml"], "all", [], "this host has no IOMMU"),
+        ({"vfio": False}, ["nodedev_gpu_a100.xml"], "all", [], "vfio-pci is not available"),
+        ({}, [], "all", [], "libvirt sees no GPU on this host"),
+        ({}, ["nodedev_gpu_a100.xml"], "2", [], "2 GPU(s) asked, the host has 1"),
+        ({}, ["nodedev_gpu_a100.xml"], "0000:af:00.0", [], "no GPU at 0000:af:00.0; GPUs here: 0000:3b:00.0"),
+        ({}, ["nodedev_gpu_a100.xml"], "all", ["0-1"], "is on NUMA node 1 (CPUs 16-31) but the vCPUs are pinned"),
+        ({}, ["nodedev_gpu_shared_group.xml"], "all", [], "shares IOMMU group 7 with 0000:66:00.0"),
+    ],
+)
 def test_passthrough_preflight_failures(kw: dict, files: list[str], wanted: str, pins: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         hostcheck.passthrough_preflight("v", wanted, _facts(**kw), _gpus(*files), pins)
@@ -161,8 +190,13 @@ def test_host_facts_from_the_facts_script() -> None:
     from dltestbed.vms.hypervisor import parse_facts
 
     here = parse_facts((LIBVIRT / "facts_this_machine.txt").read_text(), CAPS)  # captured on this machine
-    assert (here.kvm_pvm, here.dev_kvm, here.iommu_groups, here.vfio, here.numa_cpus) == (True, True, 0, False,
-                                                                                           {0: "0-1"})  # fmt: skip
+    assert (here.kvm_pvm, here.dev_kvm, here.iommu_groups, here.vfio, here.numa_cpus) == (
+        True,
+        True,
+        0,
+        False,
+        {0: "0-1"},
+    )
     assert hostcheck.virt_type(here)[0] == "qemu"
     big = parse_facts((LIBVIRT / "facts_two_socket_gpu_host.txt").read_text(), CAPS)
     assert (big.kvm_pvm, big.iommu_groups, big.vfio, big.numa_cpus[1]) == (False, 187, True, "28-55,84-111")
@@ -172,8 +206,12 @@ def test_host_facts_from_the_facts_script() -> None:
 def test_vm_settings_from_inventory_variables_and_options() -> None:
     from dltestbed.vms.settings import VMSettings
 
-    host_vars = {"dltestbed_vm_vcpus": 4, "dltestbed_vm_memory_mib": "8192", "dltestbed_vm_cpus": "4-7",
-                 "dltestbed_vm_numa_node": 1}  # fmt: skip
+    host_vars = {
+        "dltestbed_vm_vcpus": 4,
+        "dltestbed_vm_memory_mib": "8192",
+        "dltestbed_vm_cpus": "4-7",
+        "dltestbed_vm_numa_node": 1,
+    }
     s = VMSettings.from_vars(host_vars, "h1")
     assert (s.vcpus, s.memory_mib, s.numa_node, s.pins()) == (4, 8192, 1, ("4", "5", "6", "7"))
     wider = VMSettings.from_vars(host_vars, "h1", {"vcpus": 2, "memory_mib": None})  # None: not given
@@ -190,9 +228,16 @@ def _host(tmp_path: Path, **kw: object) -> object:
 
     known = tmp_path / "known hosts"
     known.write_text("10.0.0.5 ssh-ed25519 AAAA\n")
-    values: dict[str, object] = dict(name="gpu01.example.com", address="10.0.0.5", port=2222, user="ops",
-                                     key_file=str(tmp_path / "id key"), known_hosts_files=(str(known),),
-                                     groups=("bare_metal", "libvirt_hosts"), vars={})  # fmt: skip
+    values: dict[str, object] = dict(
+        name="gpu01.example.com",
+        address="10.0.0.5",
+        port=2222,
+        user="ops",
+        key_file=str(tmp_path / "id key"),
+        known_hosts_files=(str(known),),
+        groups=("bare_metal", "libvirt_hosts"),
+        vars={},
+    )
     values.update(kw)
     return Host(**values)  # type: ignore[arg-type]
 
@@ -216,8 +261,15 @@ def test_remote_uri_checks_host_keys_with_the_files_bench_uses(tmp_path: Path, m
     assert f'UserKnownHostsFile="{tmp_path}/known hosts"' in text  # one argument, a quoted path inside
     assert hv.pool_dir == "/var/lib/dltestbed/pool" and hv.host is host and not hv.local
     assert hypervisor.for_host(host).uri == hv.uri  # same wrapper, not a new file each time  # type: ignore[arg-type]
-    own = hypervisor.for_host(_host(tmp_path, vars={"dltestbed_libvirt_uri": "qemu+tls://h/system",  # type: ignore[arg-type]
-                                                    "dltestbed_libvirt_pool": "/srv/vms"}))  # fmt: skip
+    own = hypervisor.for_host(
+        _host(
+            tmp_path,
+            vars={
+                "dltestbed_libvirt_uri": "qemu+tls://h/system",  # type: ignore[arg-type]
+                "dltestbed_libvirt_pool": "/srv/vms",
+            },
+        )
+    )
     assert (own.uri, own.pool_dir) == ("qemu+tls://h/system", "/srv/vms")
     with pytest.raises(hypervisor.VMError, match=r"^libvirt on gpu01.example.com: its host key is not recorded; run"):
         hypervisor.for_host(_host(tmp_path, known_hosts_files=()))  # type: ignore[arg-type]
@@ -255,11 +307,17 @@ def test_pool_network_and_overlay_on_libvirts_test_driver() -> None:
         assert h.remove_network(conn) is True and h.remove_network(conn) is False
 
 
-@pytest.mark.parametrize(("capture", "message"), [
-    ("overlay", r"^VM image x: it is an overlay of debian-12-genericcloud-amd64.qcow2; give one self-contained image"),
-    ("vmdk", r"^VM image x: format vmdk; use qcow2 or raw \(qemu-img convert -O qcow2 …\)$"),
-    ("encrypted", r"^VM image x: it is encrypted; dltestbed cannot give qemu its secret$"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("capture", "message"),
+    [
+        (
+            "overlay",
+            r"^VM image x: it is an overlay of debian-12-genericcloud-amd64.qcow2; give one self-contained image",
+        ),
+        ("vmdk", r"^VM image x: format vmdk; use qcow2 or raw \(qemu-img convert -O qcow2 …\)$"),
+        ("encrypted", r"^VM image x: it is encrypted; dltestbed cannot give qemu its secret$"),
+    ],
+)
 def test_user_images_dltestbed_cannot_boot_are_refused(capture: str, message: str) -> None:
     from dltestbed.vms.userimage import parse_info
 
@@ -276,8 +334,13 @@ def test_user_image_inspected_on_disk(tmp_path: Path) -> None:
     disk = tmp_path / "cloud.qcow2"
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "3G"], check=True)
     img = userimage.inspect(str(disk))
-    assert (img.format, img.virtual_size, img.name, img.kernel, img.container_tag) == ("qcow2", 3 * 1024**3,
-                                                                                       "cloud.qcow2", None, "")
+    assert (img.format, img.virtual_size, img.name, img.kernel, img.container_tag) == (
+        "qcow2",
+        3 * 1024**3,
+        "cloud.qcow2",
+        None,
+        "",
+    )
     assert userimage.inspect(str(disk)).key == img.key  # same file, same key: uploaded once per host
     subprocess.run(["qemu-img", "resize", "-q", str(disk), "4G"], check=True)
     assert userimage.inspect(str(disk)).key != img.key  # changed: a new image
@@ -304,8 +367,20 @@ def test_a_damaged_user_image_is_one_line_before_anything_runs(tmp_path: Path) -
         userimage.inspect(str(disk))
     assert userimage.corruption('{"leaks": 3, "corruptions": 0}', 3) is None
     results = tmp_path / "results.sqlite"
-    proc = run_cli("bench", "--targets", "vm", "--vm-image", str(disk), "--model", "alexnet", "--steps", "2",
-                   "--results", str(results), env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
+    proc = run_cli(
+        "bench",
+        "--targets",
+        "vm",
+        "--vm-image",
+        str(disk),
+        "--model",
+        "alexnet",
+        "--steps",
+        "2",
+        "--results",
+        str(results),
+        env={"XDG_STATE_HOME": str(tmp_path / "state")},
+    )
     line = one_error_line(proc)
     assert proc.returncode == 2 and "cloud.qcow2: qemu-img check finds it damaged" in line
     assert not results.exists() or not sqlite3.connect(results).execute("SELECT count(*) FROM runs").fetchone()[0]
@@ -352,8 +427,9 @@ def test_the_seed_gives_cloud_init_root_login_one_host_key_and_a_static_address(
     assert net["version"] == 1 and len(net["config"]) == 1
     eth = net["config"][0]
     assert (eth["type"], eth["name"], eth["mac_address"]) == ("physical", "eth0", _mac("vm1"))  # renamed by MAC
-    assert eth["subnets"] == [{"type": "static", "address": "10.213.90.11", "netmask": "255.255.255.0",
-                               "gateway": "10.213.90.1"}]  # the default route: the host's end of the bridge
+    assert eth["subnets"] == [
+        {"type": "static", "address": "10.213.90.11", "netmask": "255.255.255.0", "gateway": "10.213.90.1"}
+    ]  # the default route: the host's end of the bridge
     assert yaml.safe_load((out / "meta-data").read_text()) == {"instance-id": "vm1", "local-hostname": "vm1"}
 
 
@@ -370,15 +446,34 @@ def test_the_workload_check_and_the_vms_ansible_inventory(tmp_path: Path, monkey
     monkeypatch.setenv("DLTESTBED_VM_DIR", str(tmp_path / "vms"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("HOME", str(tmp_path))
-    rec = VMRecord(name="on-h1", uri="qemu+ssh://h1/system", address="10.213.90.12", mac="52:54:00:01:02:03",
-                   bridge="dltvm0", virt_type="qemu", vcpus=2, memory_mib=3072, image_key="k", container_tag="",
-                   container_digest="", created_at=0.0, image_name="debian-12.qcow2")  # fmt: skip
+    rec = VMRecord(
+        name="on-h1",
+        uri="qemu+ssh://h1/system",
+        address="10.213.90.12",
+        mac="52:54:00:01:02:03",
+        bridge="dltvm0",
+        virt_type="qemu",
+        vcpus=2,
+        memory_mib=3072,
+        image_key="k",
+        container_tag="",
+        container_digest="",
+        created_at=0.0,
+        image_name="debian-12.qcow2",
+    )
     local = yaml.safe_load(guest.inventory_text(rec, None))["all"]["hosts"]["on-h1"]
-    assert (local["ansible_host"], local["ansible_user"], local["dltestbed_venv"]) == ("10.213.90.12", "root",
-                                                                                       "/opt/dltestbed/venv")
+    assert (local["ansible_host"], local["ansible_user"], local["dltestbed_venv"]) == (
+        "10.213.90.12",
+        "root",
+        "/opt/dltestbed/venv",
+    )
     assert local["ansible_ssh_private_key_file"] == str(rec.key_file)
     assert shlex.split(local["ansible_ssh_common_args"]) == [
-        "-o", f"UserKnownHostsFile={rec.known_hosts}", "-o", "StrictHostKeyChecking=yes"]  # fmt: skip
+        "-o",
+        f"UserKnownHostsFile={rec.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+    ]
     remote = yaml.safe_load(guest.inventory_text(rec, _host(tmp_path)))["all"]["hosts"]["on-h1"]  # type: ignore[arg-type]
     args = shlex.split(remote["ansible_ssh_common_args"])
     proxy = shlex.split(args[-1].removeprefix("ProxyCommand="))
@@ -396,22 +491,31 @@ def test_bench_checks_a_users_image_before_anything_is_made(tmp_path: Path, resu
     env = {"DLTESTBED_VM_DIR": str(tmp_path / "vms")}
     tiny = ["--model", "alexnet", "--steps", "1", "--warmup", "1", "--repeat", "1", "--results", str(results)]
     line = one_error_line(run_cli("bench", "--targets", "vm,cvm", "--vm-image", str(disk), *tiny, env=env))
-    assert line == ("error: cvm: the VM would run your image cloud.qcow2, which has no dltestbed container image; "
-                    "cvm needs dltestbed's guest image (run vm alone with your image)")  # fmt: skip
-    line = one_error_line(run_cli("bench", "--targets", "vm", "--vm-image", str(tmp_path / "nope.qcow2"), *tiny,
-                                  env=env))  # fmt: skip
+    assert line == (
+        "error: cvm: the VM would run your image cloud.qcow2, which has no dltestbed container image; "
+        "cvm needs dltestbed's guest image (run vm alone with your image)"
+    )
+    line = one_error_line(
+        run_cli("bench", "--targets", "vm", "--vm-image", str(tmp_path / "nope.qcow2"), *tiny, env=env)
+    )
     assert line == f"error: VM image {tmp_path}/nope.qcow2: no such file"
     assert not (tmp_path / "vms").exists() and not results.exists()  # nothing made, nothing stored
 
 
-@pytest.mark.parametrize(("tail", "stalled"), [
-    ("[    1.996175] pnp: PnP ACPI: found 5 devices", True),  # captured: a TCG boot that never went on
-    ("[    2.512345] ---[ end Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0) ]---",
-     False),
-    ("[   40.821527] powernow_k8: Power state transitions not supported", False),  # late: userspace is up
-    ("[  OK  ] Finished dltestbed-seed.service", False),
-    ("(empty)", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("tail", "stalled"),
+    [
+        ("[    1.996175] pnp: PnP ACPI: found 5 devices", True),  # captured: a TCG boot that never went on
+        (
+            "[    2.512345] ---[ end Kernel panic - not syncing: VFS: Unable to mount root fs"
+            " on unknown-block(0,0) ]---",
+            False,
+        ),
+        ("[   40.821527] powernow_k8: Power state transitions not supported", False),  # late: userspace is up
+        ("[  OK  ] Finished dltestbed-seed.service", False),
+        ("(empty)", False),
+    ],
+)
 def test_an_early_boot_stall_is_told_from_a_panic_and_a_slow_boot(tail: str, stalled: bool) -> None:
     from dltestbed.vms.boot import stalled_early
 
@@ -423,8 +527,17 @@ def test_the_domain_records_its_owner() -> None:
     libvirt hands back for that namespace reads as that owner, anything else as none."""
     from dltestbed.vms.domain import METADATA_NS, owner_in
 
-    spec = DomainSpec(name="dltestbed-x", virt_type="qemu", vcpus=1, memory_mib=512, disk="/d.qcow2",
-                      console_log="/c.log", bridge="br0", mac="52:54:00:00:00:01", owner="ops@node-1a2b")  # fmt: skip
+    spec = DomainSpec(
+        name="dltestbed-x",
+        virt_type="qemu",
+        vcpus=1,
+        memory_mib=512,
+        disk="/d.qcow2",
+        console_log="/c.log",
+        bridge="br0",
+        mac="52:54:00:00:00:01",
+        owner="ops@node-1a2b",
+    )
     root = ET.fromstring(domain_xml(spec))
     (el,) = root.find("metadata") or []
     assert (el.tag, el.get("owner")) == (f"{{{METADATA_NS}}}vm", "ops@node-1a2b")
