@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Install dltestbed with its test tools, then run every test tier (unit, tf) and the linter.
+# Install dltestbed with its test tools, then the linter, the formatter's check, the type checker, and every
+# test tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
-.venv/bin/ruff check dltestbed tests bench
+.venv/bin/ruff check dltestbed tests bench scripts
+.venv/bin/ruff format --check dltestbed tests bench scripts
+.venv/bin/mypy  # the package, as pyproject.toml's [tool.mypy] says
 # the container and VM tiers build images and guest disks: say up front when the disk is short of them
 free_gb=$(df --output=avail -BG /var/lib | tail -1 | tr -dc 0-9)
 echo "disk: ${free_gb} GB free under /var/lib (the tests need about 25 GB)"

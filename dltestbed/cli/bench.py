@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # annotations only: the command imports these when it runs (C
 
     from dltestbed.bench import Plan
     from dltestbed.cli.slurmlaunch import SlurmOptions
-    from dltestbed.inventory import Inventory
+    from dltestbed.inventory import Host, Inventory
     from dltestbed.results.influx import Settings as InfluxSettings
     from dltestbed.results.records import RunRecord
     from dltestbed.results.store import Store
@@ -444,7 +444,7 @@ def bench(
                 f"No models given: running the [bold]{p.name}[/] preset — {p.summary}. "
                 "See `dltestbed bench --help` for the options."
             )
-        records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)  # type: ignore[arg-type]
+        records = _runs(plan, options, sites, kinds, machines, Store.open(results), stream, console)
     finally:
         if alloc is not None:
             from dltestbed.shield import shielded
@@ -544,7 +544,7 @@ def _report(bench_id: str, out: Path, results: Path | None) -> str:
         store.close()
 
 
-def _hosts(inventory: Path | None, limit: str | None, group: list[str]) -> list:
+def _hosts(inventory: Path | None, limit: str | None, group: list[str]) -> list[Host | None]:
     """The inventory's bare_metal hosts (--limit and --group applied), or [None]: this machine."""
     from dltestbed.errors import ConfigError
 
@@ -562,7 +562,7 @@ def _hosts(inventory: Path | None, limit: str | None, group: list[str]) -> list:
             + (f" matching --limit {limit!r}" if limit else "")
             + ("" if group else "; --group bare_metal=GROUP names yours")
         )
-    return hosts  # type: ignore[return-value]
+    return list(hosts)
 
 
 def _runs(
@@ -608,23 +608,25 @@ def _runs(
             store.close()
 
 
-def _stream_settings(url: str | None, org: str | None, bucket: str | None, token_file: Path | None) -> object:
+def _stream_settings(
+    url: str | None, org: str | None, bucket: str | None, token_file: Path | None
+) -> InfluxSettings | None:
     """InfluxDB settings from options and environment, or None (no streaming); imports nothing heavy."""
     from dltestbed.results import influx
 
     return influx.settings(url, org, bucket, token_file)
 
 
-def _announce(plan: object, options: object, machines: list, sites: list) -> str:
+def _announce(plan: Plan, options: Options, machines: list[list[Target]], sites: list[Site]) -> str:
     """One line: what the bench will run, where, how."""
     from dltestbed import scenarios
 
     assert isinstance(options, scenarios.Options)
     targets = [t for m in machines for t in m]
     where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
-    head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "  # type: ignore[attr-defined]
-    reps = f"up to {plan.repeat} (auto, ±{plan.precision:g} %)" if plan.precision else str(plan.repeat)  # type: ignore[attr-defined]
-    aa = " (bm twice: A and A′)" if plan.aa else ""  # type: ignore[attr-defined]
+    head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "
+    reps = f"up to {plan.repeat} (auto, ±{plan.precision:g} %)" if plan.precision else str(plan.repeat)
+    aa = " (bm twice: A and A′)" if plan.aa else ""
     head += f"{reps} repetition(s) × {len(machines[0])} kind(s){aa}"
     if options.scenario == "distributed":
         n = scenarios.worker_count(options, [s.host for s in sites])
@@ -634,11 +636,11 @@ def _announce(plan: object, options: object, machines: list, sites: list) -> str
         iso = ", isolated CPUs" if options.isolate else ""
         return head + f", each alone and with a {options.cotenant} co-tenant{iso}, on {where}"
     mode = ("hosts at once" if options.parallel else "hosts one after another") if len(sites) > 1 else ""
-    total = len(plan.runs()) * len(targets)  # type: ignore[attr-defined]
+    total = len(plan.runs()) * len(targets)
     return (head + f" = {total} run(s) on {where} {mode}").rstrip()
 
 
-def _close_stream(sink: object, console: object) -> None:
+def _close_stream(sink: object, console: Console) -> None:
     """Flush the stream and say what reached the server, and what waits for `dltestbed results push`."""
     from dltestbed.results import influx
 
@@ -646,12 +648,12 @@ def _close_stream(sink: object, console: object) -> None:
     left = sink.close()
     s = sink.settings
     if sink.in_doubt:
-        console.print(f"[yellow]InfluxDB[/]: {influx.doubt_note(sink.in_doubt)}")  # type: ignore[attr-defined]
+        console.print(f"[yellow]InfluxDB[/]: {influx.doubt_note(sink.in_doubt)}")
     if left:
         why = f" ({sink.errors[-1]})" if sink.errors else ""
         console.print(
-            f"[yellow]InfluxDB[/]: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "  # type: ignore[attr-defined]
+            f"[yellow]InfluxDB[/]: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "
             f"the results store; `dltestbed results push` sends them"
         )
     else:
-        console.print(f"InfluxDB: {sink.sent} point(s) sent to {s.describe()}, none waiting")  # type: ignore[attr-defined]
+        console.print(f"InfluxDB: {sink.sent} point(s) sent to {s.describe()}, none waiting")
