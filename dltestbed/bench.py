@@ -102,9 +102,10 @@ def auto_preset(gpus: Sequence[str] | None) -> tuple[str, str]:
     return "quick", f"--preset auto: quick ({where})"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """The runs of a bench, in order: repetitions outermost, so drift hits every model alike."""
+    """The runs of a bench, in order: repetitions outermost, so drift hits every model alike. Immutable: a
+    change is a new plan (dataclasses.replace)."""
 
     bench_id: str
     specs: list[Spec]
@@ -112,9 +113,9 @@ class Plan:
     scenario: str = "single"
     order: str = "interleaved"  # or random: each repetition's runs shuffled, seeded
     seed: int = 0
-    notes: list[str] = field(default_factory=list)
     precision: float | None = None  # --repeat auto: add repetitions until every overhead is within ±precision %
     aa: bool = False  # the baseline kind runs twice per repetition, as A and A′ (the noise floor)
+    preset: str = "quick"  # the preset its defaults came from
 
     def runs(self) -> list[tuple[int, Spec]]:
         """(repetition, spec) pairs in execution order."""
@@ -244,6 +245,8 @@ def plan(
         seed=seed,
         precision=precision if auto else None,
         aa=aa,
+        scenario=scenario,
+        preset=p.name,
     )
 
 

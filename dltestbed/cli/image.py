@@ -48,9 +48,15 @@ def build(
     import shutil
     import time
 
+    from dltestbed.cli.runs import check_folder
     from dltestbed.errors import ConfigError
     from dltestbed.provision import image, localfacts, wheelhouse
 
+    want_vm = vm == VmOpt.yes or (vm == VmOpt.auto and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
+    if out is not None and not want_vm:
+        raise ConfigError("--out is for the VM guest image; it needs --vm yes (or qemu-img and podman installed)")
+    if out is not None:
+        check_folder(out, "--out")  # before minutes of building: a folder it cannot write is one line now
     t0 = time.monotonic()
     rt = image.usable_runtime(runtime)
     chosen = localfacts.flavor() if flavor == FlavorOpt.auto else flavor.value
@@ -60,9 +66,6 @@ def build(
     what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
     typer.echo(f"{rt} image {built.tag} ({chosen} flavour, {what}): {built.digest}", err=True)
     typer.echo(built.tag)
-    want_vm = vm == VmOpt.yes or (vm == VmOpt.auto and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
-    if out is not None and not want_vm:
-        raise ConfigError("--out is for the VM guest image; it needs --vm yes (or qemu-img and podman installed)")
     if not want_vm:
         return
     from dltestbed.provision import guestimage as guest

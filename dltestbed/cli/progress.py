@@ -47,14 +47,20 @@ class RichObserver:
         self._tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> RichObserver:
-        self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.progress.live.is_started:
+            self.progress.stop()
+
+    def say(self, line: str) -> None:
+        """A line of what the bench chose or did, above the bars."""
+        self.console.print(escape(line), highlight=False, soft_wrap=True)
 
     def begin(self, run: RunRecord) -> None:
-        """A bar for the run, sized warm-up + timed steps."""
+        """A bar for the run, sized warm-up + timed steps (the bars start with the first run)."""
+        if not self.progress.live.is_started:
+            self.progress.start()
         self._tasks[run.id] = self.progress.add_task(
             escape(label(run)),
             total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,

@@ -216,6 +216,23 @@ def check_out(out: Path, option: str = "--report") -> None:
         raise ConfigError(f"{option} {str(out)!r}: cannot write there ({exc.strerror or exc})") from None
 
 
+def check_folder(folder: Path, option: str) -> None:
+    """Refuse, before anything runs, a folder that cannot be written: it is made, and a temporary file
+    written and removed there."""
+    import tempfile
+
+    from dltestbed.errors import ConfigError
+
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{option} {str(folder)!r}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dltestbed-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{option} {str(folder)!r}: cannot write there ({exc.strerror or exc})") from None
+
+
 def write_report(
     store: object, records: list, scope: str, opts: object, out: Path | None, option: str = "--out"
 ) -> tuple[str, str]:

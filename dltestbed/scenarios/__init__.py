@@ -4,7 +4,8 @@ which co-tenants, in which order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dltestbed import bench as bench_mod
@@ -87,13 +88,14 @@ def run(
     options: Options,
     sinks: Sequence[Sink] = (),
     machines: Sequence[Sequence[Target]] | None = None,
+    on_note: Callable[[str], None] = lambda line: None,
 ) -> list[RunRecord]:
     """Run the plan as the scenario says on prepared sites (one per machine); every run is stored as
     it goes. single runs on `machines` (a target per site and kind; made here when not given);
     distributed and shared make a target per worker and co-tenant from the sites (nothing is built
-    or booted here)."""
+    or booted here). A line the bench ends with (--repeat auto's stop) goes to on_note."""
     check(options, [s.host for s in sites], plan, kinds)
-    plan.scenario = options.scenario
+    plan = dataclasses.replace(plan, scenario=options.scenario)
     if options.scenario == "distributed":
         return distributed.run(plan, sites, kinds, store, observer, options, sinks)
     if options.scenario == "shared":
@@ -110,13 +112,13 @@ def run(
         )
         widest = widest_half_width(records)
         if rep >= MIN_N and widest is not None and widest <= plan.precision:
-            plan.notes.append(
+            on_note(
                 f"--repeat auto: stopped after {rep} repetitions: every overhead's 95 % interval is "
                 f"within ±{plan.precision:g} % (widest ±{widest:.2f} %)"
             )
             return records
     why = "no overhead could be computed" if widest is None else f"the widest interval is still ±{widest:.2f} %"
-    plan.notes.append(f"--repeat auto: stopped at --max-repeat {plan.repeat} before ±{plan.precision:g} %: {why}")
+    on_note(f"--repeat auto: stopped at --max-repeat {plan.repeat} before ±{plan.precision:g} %: {why}")
     return records
 
 

@@ -139,3 +139,10 @@ def test_commands_that_run_no_model_do_not_import_tensorflow(args: list[str], re
 def test_version() -> None:
     proc = run_cli("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("dltestbed ")
+
+
+def test_image_build_refuses_an_out_folder_it_cannot_write_before_building() -> None:
+    """The folder is checked first, before the container runtime is looked for or anything is built."""
+    proc = run_cli("image", "build", "--vm", "yes", "--out", "/proc/dltestbed-x")
+    assert proc.returncode == 2
+    assert one_error_line(proc) == "error: --out '/proc/dltestbed-x': cannot write there (No such file or directory)"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.cli.slurmlaunch import SlurmOptions, check, from_inventory
 from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
+from dltestbed.orchestrate.slurmlaunch import SlurmOptions, check, from_inventory
 from dltestbed.slurm import parse
 from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
 from tests.conftest import one_error_line, run_cli

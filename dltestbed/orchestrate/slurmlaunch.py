@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dltestbed import inventory as inventory_mod
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 
@@ -81,8 +82,6 @@ def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
     """The --inventory that describes the nodes (--group applied), read once for the bench; None without one."""
     if inventory is None:
         return None
-    from dltestbed import inventory as inventory_mod
-
     return inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
 
 

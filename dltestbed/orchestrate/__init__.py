@@ -1,0 +1,136 @@
+"""The library call under `dltestbed bench`: a frozen request in, an outcome out, progress to an observer.
+It owns choosing the kinds (auto, A/A), the one check of the whole request, the launcher's preparation,
+the runs and the one store they go to."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata as md
+import resource
+
+from dltestbed import bench as bench_mod
+from dltestbed import prepare, scenarios
+from dltestbed.bench import Plan
+from dltestbed.dataplace import Dataset
+from dltestbed.errors import ConfigError
+from dltestbed.orchestrate.launchers import Launcher, launcher_for
+from dltestbed.orchestrate.request import (
+    BenchInterrupted,
+    BenchObserver,
+    BenchOutcome,
+    BenchRequest,
+    Machines,
+    Repetitions,
+    Workloads,
+)
+from dltestbed.orchestrate.running import run_on
+from dltestbed.provision import facts, localfacts
+from dltestbed.results import influx
+from dltestbed.results.store import Store
+from dltestbed.targets import KINDS
+
+__all__ = ["BenchInterrupted", "BenchObserver", "BenchOutcome", "BenchRequest", "Machines", "Repetitions",
+           "Workloads", "run_bench"]  # fmt: skip
+
+
+def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
+    """Check the whole request (cheap: options, inventory, scenario, images, the stream, the store), prepare
+    the machines (VMs, an allocation), run every workload on every kind as the scenario says, and store each
+    run as it goes. Bad input is one DltestbedError before anything runs; Ctrl-C is BenchInterrupted, with
+    the run under way stored failed and everything taken given back."""
+    _raise_fd_limit()
+    w, m = request.workloads, request.machines
+    plan = _plan(request, observer)
+    launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
+    plan, kinds, runtime = _kinds(plan, launcher, request, observer)
+    hosts = launcher.hosts()
+    scenarios.check(request.scenario, hosts, plan, kinds)
+    if w.data_shared and w.data != "real":
+        raise ConfigError("--data-shared goes with --data real --data-dir DIR")
+    limits = {"cpuset": m.container_cpuset, "memory": m.container_memory}
+    dataset = Dataset.of(plan.specs[0], w.data_shared)
+    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory)
+    launcher.check(setup)
+    if request.stream is not None:
+        influx.check(request.stream)
+    store = Store.open(request.results)  # a store that cannot be written: one line before any VM or run
+    try:
+        records, notes = run_on(launcher, plan, kinds, store, request, observer)
+    finally:
+        store.close()
+    return BenchOutcome(plan.bench_id, tuple(kinds), tuple(records), tuple(notes), store.path)
+
+
+def _plan(request: BenchRequest, observer: BenchObserver) -> Plan:
+    """The bench's plan: every workload spec, validated; the preset auto chose, said on the first line."""
+    w, r, m = request.workloads, request.repetitions, request.machines
+    preset = w.preset
+    if preset == bench_mod.AUTO_PRESET:
+        here = m.inventory is None and m.launcher == "direct"
+        gpus = ([] if w.device == "cpu" else local_tf_gpus()) if here else None
+        preset, why = bench_mod.auto_preset(gpus)
+        observer.say(why)
+    return bench_mod.plan(
+        models=list(w.models) or None,
+        preset_name=preset,
+        repeat=r.repeat,
+        math=w.math,
+        xla=w.xla,
+        gpu_memory_mib=w.gpu_memory_mib,
+        image_size=w.image_size,
+        batch_size=w.batch_size,
+        warmup=w.warmup,
+        steps=w.steps,
+        data_dir=str(w.data_dir) if w.data_dir else None,
+        data=w.data,
+        mode=w.mode,
+        device=w.device,
+        classes=w.classes,
+        order=r.order,
+        seed=r.seed,
+        precision=r.precision,
+        max_repeat=r.max_repeat,
+        aa=r.aa,
+        suite=w.suite,
+        probe_scale=w.probe_scale,
+        scenario=request.scenario.scenario,
+        probes=list(w.probes) if w.probes is not None else None,
+    )
+
+
+def _kinds(
+    plan: Plan, launcher: Launcher, request: BenchRequest, observer: BenchObserver
+) -> tuple[Plan, list[str], str | None]:
+    """The target kinds and container runtime: the request's, or what `auto` finds where the launcher runs
+    (which may turn A/A on); with A/A, bare metal first and its A′ last in every repetition."""
+    kinds, runtime = list(request.machines.targets), request.machines.runtime
+    if kinds == ["auto"]:
+        auto = launcher.auto_kinds(request.scenario.scenario, runtime, observer.say)
+        kinds, runtime = list(auto.kinds), runtime or auto.runtime
+        plan = dataclasses.replace(plan, aa=plan.aa or auto.aa)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: auto, {', '.join(KINDS)}")
+    if plan.aa:
+        kinds = ["bm", *[k for k in kinds if k != "bm"], "bm"]  # A first, its A′ last in every repetition
+    return plan, kinds, runtime
+
+
+def local_tf_gpus() -> list[str]:
+    """The GPUs this machine's TensorFlow would use: what NVIDIA's driver lists, where TensorFlow is its CUDA
+    build (not tensorflow-cpu); [] otherwise. Reads nvidia-smi, not TensorFlow (seconds to import)."""
+    try:
+        md.version("tensorflow")
+    except md.PackageNotFoundError:
+        return []
+    found = localfacts.gpu_facts()
+    return [g.name for g in facts.parse_nvidia_smi(found["nvidia_smi"])] if found["nvidia_smi_rc"] == 0 else []
+
+
+def _raise_fd_limit() -> None:
+    """Open files up to the hard limit: a bench holds a few per host at once (its connection, the run's
+    log), and the usual soft limit of 1024 would cap a fleet at a few hundred hosts."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))

@@ -1,0 +1,182 @@
+"""Launchers: how a bench reaches its machines. Each checks what is cheap first, then holds what it took
+(VMs made or reused; Slurm's allocation) in a context that gives it back whatever happens. The next one
+(Kubernetes, PBS) is a new class here, not new branches in the bench."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from dltestbed import inventory as inventory_mod
+from dltestbed import prepare, slurm
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import Host, Inventory
+from dltestbed.orchestrate import slurmlaunch
+from dltestbed.orchestrate.request import Machines
+from dltestbed.owner import installation_id
+from dltestbed.shield import shielded
+from dltestbed.targets import ContainerImage, Site, SlurmPlace
+
+Say = Callable[[str], None]
+
+
+class Launcher(Protocol):
+    """How a bench reaches its machines."""
+
+    def hosts(self) -> list[Host | None]:
+        """The machines the bench plans for (None: this machine, or a node not given yet)."""
+        ...
+
+    def auto_kinds(self, scenario: str, runtime: str | None, say: Say) -> prepare.AutoKinds:
+        """`--targets auto` where this launcher runs."""
+        ...
+
+    def check(self, setup: prepare.Setup) -> None:
+        """Everything cheap about the machines, before anything is made or allocated."""
+        ...
+
+    def sites(self, bench_id: str, say: Say) -> AbstractContextManager[list[Site]]:
+        """A context: the prepared sites, held until it ends (then given back, Ctrl-C included)."""
+        ...
+
+    @property
+    def waiting_for(self) -> str:
+        """What a Ctrl-C during `sites` interrupted, in words."""
+        ...
+
+
+@dataclass
+class Direct:
+    """This machine, or an inventory's bare_metal hosts over SSH; VMs made or reused and kept."""
+
+    machines: Machines
+    _checked: prepare.Checked | None = None
+    _hosts: list[Host | None] | None = None
+
+    def hosts(self) -> list[Host | None]:
+        if self._hosts is None:
+            self._hosts = bare_metal_hosts(self.machines.inventory, self.machines.limit, self.machines.groups)
+        return self._hosts
+
+    def auto_kinds(self, scenario: str, runtime: str | None, say: Say) -> prepare.AutoKinds:
+        auto = prepare.auto_kinds(scenario, self.hosts(), runtime)
+        say(auto.why)
+        return auto
+
+    def check(self, setup: prepare.Setup) -> None:
+        self._checked = prepare.check(setup)
+
+    @contextmanager
+    def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
+        assert self._checked is not None, "check() comes first"
+        if self._checked.setup.uses_vms:
+            where = "each host's" if self.machines.inventory is not None else "this machine's"
+            say(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)")
+        yield prepare.ready(self._checked, lambda line: say(f"notice: {line}"))
+
+    @property
+    def waiting_for(self) -> str:
+        return "preparing the targets: nothing was run; a VM being created was removed"
+
+
+@dataclass
+class Slurm:
+    """This machine is a Slurm submit host: one allocation of whole nodes for the bench, a site per node."""
+
+    machines: Machines
+    count: int
+    _opts: slurmlaunch.SlurmOptions = field(default_factory=slurmlaunch.SlurmOptions)
+    _inventory: Inventory | None = None
+    _images: dict[str, ContainerImage | None] = field(default_factory=dict)
+
+    def hosts(self) -> list[Host | None]:
+        return [None] * self.count
+
+    def auto_kinds(self, scenario: str, runtime: str | None, say: Say) -> prepare.AutoKinds:
+        say("--launcher slurm: bare metal (bm) on the nodes Slurm gives")
+        return prepare.AutoKinds(("bm",), False, "")
+
+    def check(self, setup: prepare.Setup) -> None:
+        inv = slurmlaunch.load(self.machines.inventory, self.machines.groups)
+        self._inventory = inv
+        self._opts = slurmlaunch.from_inventory(self.machines.slurm, inv) if inv is not None else self.machines.slurm
+        if inv is not None and "cbm" in setup.kinds:  # each container host's image, by name
+            hosts = tuple(slurmlaunch.container_hosts(inv))
+            ready = prepare.check(
+                prepare.Setup(("cbm",), hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory)
+            )
+            self._images = {s.host.name: s.container for s in ready.sites if s.host is not None}
+
+    @contextmanager
+    def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
+        alloc, sites = self._allocate(bench_id, say)
+        try:
+            yield sites
+        finally:
+            with shielded():  # a second Ctrl-C does not keep the nodes
+                alloc.release()
+
+    @property
+    def waiting_for(self) -> str:
+        return "waiting for Slurm's allocation: the request was revoked"
+
+    def _allocate(self, bench_id: str, say: Say) -> tuple[slurm.Allocation, list[Site]]:
+        """Hold the allocation (salloc's own lines said as it waits); a site per node, with its container
+        image when cbm runs (a node that is no container host is one line)."""
+        python = slurmlaunch.interpreters(self._opts, self._inventory)
+        cluster = slurm.check_cluster()
+        opts = self._opts
+        req = slurm.Request(
+            self.count,
+            opts.partition,
+            opts.account,
+            opts.time,
+            job_name=f"dltestbed-{bench_id}",
+            comment=f"dltestbed bench {bench_id} of installation {installation_id()}",
+        )
+        slurm.check_request(req)
+        alloc = slurm.Allocation.get(req, say)
+        say(
+            f"Slurm job {alloc.job_id} on cluster {cluster or '?'}, partition {alloc.partition or '?'}: "
+            f"{', '.join(n.name for n in alloc.nodes)} (given back when the bench ends)"
+        )
+        images = self._images
+        missing = [n.name for n in alloc.nodes if images and images.get(n.name) is None]
+        if missing:
+            alloc.release()
+            raise ConfigError(
+                f"cbm on Slurm node {missing[0]}: not a container host of --inventory (container_hosts, "
+                "where `provision` loads the image)"
+            )
+        places = [SlurmPlace(alloc, n, python(n.name)) for n in alloc.nodes]
+        return alloc, [Site(slurm=p, container=images.get(p.node.name)) for p in places]
+
+
+def launcher_for(m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Launcher:
+    """The request's launcher, its options checked (one line for a bad combination)."""
+    count = slurmlaunch.check(
+        m.slurm, m.launcher == "slurm", scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory
+    )
+    if count is None:
+        return Direct(m)
+    return Slurm(m, count)
+
+
+def bare_metal_hosts(inventory: Path | None, limit: str | None, groups: tuple[str, ...]) -> list[Host | None]:
+    """The inventory's bare_metal hosts (--limit and --group applied), or [None]: this machine."""
+    if inventory is None:
+        if limit or groups:
+            raise ConfigError(f"{'--limit' if limit else '--group'} needs --inventory")
+        return [None]
+    inv = inventory_mod.load(inventory, limit, inventory_mod.parse_group_options(list(groups)))
+    hosts = inv.in_role("bare_metal")
+    if not hosts:
+        raise ConfigError(
+            f"inventory {str(inventory)!r} has no hosts in {inv.role_help('bare_metal')}"
+            + (f" matching --limit {limit!r}" if limit else "")
+            + ("" if groups else "; --group bare_metal=GROUP names yours")
+        )
+    return list(hosts)

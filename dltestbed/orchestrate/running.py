@@ -1,0 +1,100 @@
+"""A prepared bench's runs: a target per site and kind, made once; the scenario run with the stream's sink;
+Ctrl-C stops the run under way (stored failed, with its steps); the stream flushed whatever happens."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from dltestbed import bench as bench_mod
+from dltestbed import scenarios
+from dltestbed.bench import Plan
+from dltestbed.orchestrate.launchers import Launcher
+from dltestbed.orchestrate.request import BenchInterrupted, BenchObserver, BenchRequest
+from dltestbed.results import influx
+from dltestbed.results.records import RunRecord
+from dltestbed.results.store import Store
+from dltestbed.shield import shielded
+from dltestbed.targets import Site, make
+from dltestbed.targets.base import Target
+
+
+def run_on(
+    launcher: Launcher, plan: Plan, kinds: list[str], store: Store, request: BenchRequest, observer: BenchObserver
+) -> tuple[list[RunRecord], list[str]]:
+    """Prepare the launcher's sites and run the plan on them: the records and the notes the bench ends with."""
+    with ExitStack() as held:
+        try:
+            sites = held.enter_context(launcher.sites(plan.bench_id, observer.say))
+        except KeyboardInterrupt:
+            raise BenchInterrupted(f"interrupted while {launcher.waiting_for}") from None
+        return _runs(plan, kinds, sites, store, request, observer)
+
+
+def _runs(
+    plan: Plan, kinds: list[str], sites: list[Site], store: Store, request: BenchRequest, observer: BenchObserver
+) -> tuple[list[RunRecord], list[str]]:
+    machines = [[make(k, s) for k in kinds] for s in sites]
+    w = request.workloads
+    if w.suite != "micro" and not w.models and w.image_size is None and w.steps is None:
+        p = bench_mod.PRESETS[plan.preset]
+        observer.say(
+            f"No models given: running the {p.name} preset — {p.summary}. See `dltestbed bench --help` for the options."
+        )
+    stream = request.stream
+    observer.say(
+        announce(plan, request.scenario, machines, sites)
+        + f"; results → {store.path}"
+        + (f"; streaming to InfluxDB at {stream.describe()}" if stream else "")
+    )
+    sinks: list[influx.InfluxSink] = []
+    notes: list[str] = []
+    try:
+        if stream is not None:
+            sinks.append(influx.InfluxSink(store, stream))
+        records = scenarios.run(plan, sites, kinds, store, observer, request.scenario, sinks, machines, notes.append)
+    except KeyboardInterrupt:
+        raise BenchInterrupted(
+            "interrupted: the current run is stored as failed with its steps; see "
+            f"`dltestbed runs --bench {plan.bench_id}`"
+        ) from None
+    finally:
+        with shielded():  # a second Ctrl-C does not cut the stream's last send short
+            for sink in sinks:
+                observer.say(stream_closed(sink))
+    return records, notes
+
+
+def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]], sites: list[Site]) -> str:
+    """One line: what the bench will run, where, how."""
+    targets = [t for m in machines for t in m]
+    where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
+    head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "
+    reps = f"up to {plan.repeat} (auto, ±{plan.precision:g} %)" if plan.precision else str(plan.repeat)
+    aa = " (bm twice: A and A′)" if plan.aa else ""
+    head += f"{reps} repetition(s) × {len(machines[0])} kind(s){aa}"
+    if options.scenario == "distributed":
+        n = scenarios.worker_count(options, [s.host for s in sites])
+        extra = " + 1 worker alone" if options.baseline else ""
+        return head + f", each a job of {n} workers{extra}, on {where}"
+    if options.scenario == "shared":
+        iso = ", isolated CPUs" if options.isolate else ""
+        return head + f", each alone and with a {options.cotenant} co-tenant{iso}, on {where}"
+    mode = ("hosts at once" if options.parallel else "hosts one after another") if len(sites) > 1 else ""
+    total = len(plan.runs()) * len(targets)
+    return (head + f" = {total} run(s) on {where} {mode}").rstrip()
+
+
+def stream_closed(sink: influx.InfluxSink) -> str:
+    """Flush the stream; the line that says what reached the server, and what waits for `results push`."""
+    left = sink.close()
+    s = sink.settings
+    lines = [f"InfluxDB: {influx.doubt_note(sink.in_doubt)}"] if sink.in_doubt else []
+    if left:
+        why = f" ({sink.errors[-1]})" if sink.errors else ""
+        lines.append(
+            f"InfluxDB: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "
+            f"the results store; `dltestbed results push` sends them"
+        )
+    else:
+        lines.append(f"InfluxDB: {sink.sent} point(s) sent to {s.describe()}, none waiting")
+    return "\n".join(lines)
