@@ -173,31 +173,65 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
     stream = influx.settings(o["influx_url"], o["influx_org"], o["influx_bucket"], o["influx_token_file"])
     if o["report"] is not None:
         check_out(o["report"])
-    value = {k: v.value if hasattr(v, "value") else v for k, v in o.items()}  # enums as their values
     workloads = orch.Workloads(
-        **{k: value[k] for k in ("preset", "suite", "probe_scale", "data", "data_dir", "data_shared", "mode")},
-        **{k: value[k] for k in ("device", "math", "xla", "gpu_memory_mib", "batch_size", "image_size", "classes")},
-        **{k: value[k] for k in ("warmup", "steps")},
         models=tuple(o["model"] or ()),
+        preset=o["preset"].value,
+        suite=o["suite"],
         probes=_listed(o["probes"]),
+        probe_scale=o["probe_scale"],
+        data=o["data"].value,
+        data_dir=o["data_dir"],
+        data_shared=o["data_shared"],
+        mode=o["mode"].value,
+        device=o["device"].value,
+        math=o["math"].value if o["math"] else None,
+        xla=o["xla"],
+        gpu_memory_mib=o["gpu_memory_mib"],
+        batch_size=o["batch_size"],
+        image_size=o["image_size"],
+        warmup=o["warmup"],
+        steps=o["steps"],
+        classes=o["classes"],
     )
-    reps = orch.Repetitions(*(value[k] for k in ("repeat", "precision", "max_repeat", "aa", "order", "seed")))
+    reps = orch.Repetitions(
+        repeat=o["repeat"],
+        precision=o["precision"],
+        max_repeat=o["max_repeat"],
+        aa=o["aa"],
+        order=o["order"].value,
+        seed=o["seed"],
+    )
     scenario = Options(
-        *(value[k] for k in ("scenario", "workers", "baseline", "cotenant", "cotenant_batch", "isolate")),
-        *(value[k] for k in ("parallel", "timeout")),
+        scenario=o["scenario"].value,
+        workers=o["workers"],
+        baseline=o["baseline"],
+        cotenant=o["cotenant"].value,
+        cotenant_batch=o["cotenant_batch"],
+        isolate=o["isolate"],
+        parallel=o["parallel"],
+        timeout=o["timeout"],
     )
-    vm = {k: o[f"vm_{k}"] for k in ("vcpus", "gpus", "cpus", "numa_node", "virt_type", "image")}
+    vm = {
+        "vcpus": o["vm_vcpus"],
+        "memory_mib": o["vm_memory"],
+        "gpus": o["vm_gpus"],
+        "cpus": o["vm_cpus"],
+        "numa_node": o["vm_numa_node"],
+        "virt_type": o["vm_virt_type"],
+        "image": o["vm_image"],
+        "disk_gib": o["vm_disk"],
+    }
     machines = orch.Machines(
         targets=_listed(o["targets_opt"]) or (),
         inventory=o["inventory"],
         limit=o["limit"],
         groups=tuple(o["group"] or ()),
-        launcher=value["launcher"],
+        launcher=o["launcher"].value,
         slurm=SlurmOptions(o["partition"], o["nodes"], o["account"], o["time_limit"], o["venv"]),
         runtime=o["runtime"],
         container_cpuset=o["container_cpuset"],
         container_memory=o["container_memory"],
-        vm={**vm, "memory_mib": o["vm_memory"], "disk_gib": o["vm_disk"]},
+        vm=vm,
     )
     return orch.BenchRequest(workloads, reps, scenario, machines, o["results"], stream)
 

@@ -202,35 +202,35 @@ def report(
 def check_out(out: Path, option: str = "--report") -> None:
     """Refuse, before anything runs, a report path that cannot be written: its folder is made and a
     temporary file written and removed there (permission bits say yes to root where writes then fail)."""
-    import tempfile
-
     from dltestbed.errors import ConfigError
 
     if out.is_dir():
         raise ConfigError(f"{option} {str(out)!r}: cannot write there (it is a folder)")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".dltestbed-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"{option} {str(out)!r}: cannot write there ({exc.strerror or exc})") from None
+    _try_writing(out.parent, option, out)
 
 
 def check_folder(folder: Path, option: str) -> None:
     """Refuse, before anything runs, a folder that cannot be written: it is made, and a temporary file
     written and removed there."""
-    import tempfile
-
     from dltestbed.errors import ConfigError
 
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{option} {str(folder)!r}: not a folder")
+    _try_writing(folder, option, folder)
+
+
+def _try_writing(folder: Path, option: str, named: Path) -> None:
+    """Make `folder` and write and remove a temporary file there; a ConfigError naming `named` if not."""
+    import tempfile
+
+    from dltestbed.errors import ConfigError
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".dltestbed-"):
             pass
     except OSError as exc:
-        raise ConfigError(f"{option} {str(folder)!r}: cannot write there ({exc.strerror or exc})") from None
+        raise ConfigError(f"{option} {str(named)!r}: cannot write there ({exc.strerror or exc})") from None
 
 
 def write_report(

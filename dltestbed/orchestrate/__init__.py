@@ -29,8 +29,16 @@ from dltestbed.results import influx
 from dltestbed.results.store import Store
 from dltestbed.targets import KINDS
 
-__all__ = ["BenchInterrupted", "BenchObserver", "BenchOutcome", "BenchRequest", "Machines", "Repetitions",
-           "Workloads", "run_bench"]  # fmt: skip
+__all__ = [
+    "BenchInterrupted",
+    "BenchObserver",
+    "BenchOutcome",
+    "BenchRequest",
+    "Machines",
+    "Repetitions",
+    "Workloads",
+    "run_bench",
+]
 
 
 def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
@@ -105,7 +113,8 @@ def _kinds(
     (which may turn A/A on); with A/A, bare metal first and its A′ last in every repetition."""
     kinds, runtime = list(request.machines.targets), request.machines.runtime
     if kinds == ["auto"]:
-        auto = launcher.auto_kinds(request.scenario.scenario, runtime, observer.say)
+        auto = launcher.auto_kinds(request.scenario.scenario, runtime)
+        observer.say(auto.why)
         kinds, runtime = list(auto.kinds), runtime or auto.runtime
         plan = dataclasses.replace(plan, aa=plan.aa or auto.aa)
     unknown = [k for k in kinds if k not in KINDS]

@@ -30,8 +30,8 @@ class Launcher(Protocol):
         """The machines the bench plans for (None: this machine, or a node not given yet)."""
         ...
 
-    def auto_kinds(self, scenario: str, runtime: str | None, say: Say) -> prepare.AutoKinds:
-        """`--targets auto` where this launcher runs."""
+    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
+        """`--targets auto` where this launcher runs, with the line that says why."""
         ...
 
     def check(self, setup: prepare.Setup) -> None:
@@ -61,10 +61,8 @@ class Direct:
             self._hosts = bare_metal_hosts(self.machines.inventory, self.machines.limit, self.machines.groups)
         return self._hosts
 
-    def auto_kinds(self, scenario: str, runtime: str | None, say: Say) -> prepare.AutoKinds:
-        auto = prepare.auto_kinds(scenario, self.hosts(), runtime)
-        say(auto.why)
-        return auto
+    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
+        return prepare.auto_kinds(scenario, self.hosts(), runtime)
 
     def check(self, setup: prepare.Setup) -> None:
         self._checked = prepare.check(setup)
@@ -95,9 +93,8 @@ class Slurm:
     def hosts(self) -> list[Host | None]:
         return [None] * self.count
 
-    def auto_kinds(self, scenario: str, runtime: str | None, say: Say) -> prepare.AutoKinds:
-        say("--launcher slurm: bare metal (bm) on the nodes Slurm gives")
-        return prepare.AutoKinds(("bm",), False, "")
+    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
+        return prepare.AutoKinds(("bm",), False, "--launcher slurm: bare metal (bm) on the nodes Slurm gives")
 
     def check(self, setup: prepare.Setup) -> None:
         inv = slurmlaunch.load(self.machines.inventory, self.machines.groups)
