@@ -8,12 +8,11 @@ import dataclasses
 import importlib.metadata as md
 import resource
 
-from dltestbed import bench as bench_mod
-from dltestbed import prepare, scenarios
-from dltestbed.bench import Plan
-from dltestbed.dataplace import Dataset
 from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import planning, prepare, scenarios
+from dltestbed.orchestrate.dataplace import Dataset
 from dltestbed.orchestrate.launchers import Launcher, launcher_for
+from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.request import (
     BenchInterrupted,
     BenchObserver,
@@ -73,12 +72,12 @@ def _plan(request: BenchRequest, observer: BenchObserver) -> Plan:
     """The bench's plan: every workload spec, validated; the preset auto chose, said on the first line."""
     w, r, m = request.workloads, request.repetitions, request.machines
     preset = w.preset
-    if preset == bench_mod.AUTO_PRESET:
+    if preset == planning.AUTO_PRESET:
         here = m.inventory is None and m.launcher == "direct"
         gpus = ([] if w.device == "cpu" else local_tf_gpus()) if here else None
-        preset, why = bench_mod.auto_preset(gpus)
+        preset, why = planning.auto_preset(gpus)
         observer.say(why)
-    return bench_mod.plan(
+    return planning.plan(
         models=list(w.models) or None,
         preset_name=preset,
         repeat=r.repeat,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Protocol
 
 from dltestbed import inventory as inventory_mod
-from dltestbed import prepare, slurm
+from dltestbed import slurm
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
-from dltestbed.orchestrate import slurmlaunch
+from dltestbed.orchestrate import prepare, slurmlaunch
 from dltestbed.orchestrate.request import Machines
 from dltestbed.owner import installation_id
 from dltestbed.shield import shielded

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dltestbed.errors import DltestbedError
+from dltestbed.orchestrate.scenarios import Options
 from dltestbed.orchestrate.slurmlaunch import SlurmOptions
 from dltestbed.runner import Observer
-from dltestbed.scenarios import Options
 
 if TYPE_CHECKING:
     from dltestbed.results.influx import Settings as StreamSettings

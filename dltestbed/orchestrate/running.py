@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from dltestbed import bench as bench_mod
-from dltestbed import scenarios
-from dltestbed.bench import Plan
+from dltestbed.orchestrate import planning, scenarios
 from dltestbed.orchestrate.launchers import Launcher
+from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.request import BenchInterrupted, BenchObserver, BenchRequest
 from dltestbed.results import influx
 from dltestbed.results.records import RunRecord
@@ -36,7 +35,7 @@ def _runs(
     machines = [[make(k, s) for k in kinds] for s in sites]
     w = request.workloads
     if w.suite != "micro" and not w.models and w.image_size is None and w.steps is None:
-        p = bench_mod.PRESETS[plan.preset]
+        p = planning.PRESETS[plan.preset]
         observer.say(
             f"No models given: running the {p.name} preset — {p.summary}. See `dltestbed bench --help` for the options."
         )

@@ -36,6 +36,9 @@ def ansible_env() -> dict[str, str]:
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_TIMEOUT": "15",
+        # a connection reset mid-task (sshd of a guest under TCG drops one now and then) is retried
+        # by the ssh plugin (exit 255 only); a command that ran and failed is never re-run
+        "ANSIBLE_SSH_RETRIES": "2",
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s -o BatchMode=yes",

@@ -64,6 +64,18 @@ def vm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     shutil.rmtree(vms, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_vm_left_for_the_next_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that failed half-way must not hand its VM to the next one: teardown, then virsh."""
+    yield
+    if "vm_env" not in request.fixturenames or not _domains():
+        return
+    run_cli("teardown", "--all-owners", env=request.getfixturevalue("vm_env"))
+    for name in _domains():
+        for verb in (["destroy"], ["undefine", "--remove-all-storage"]):
+            subprocess.run(["virsh", "-c", "qemu:///system", *verb, name], capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def guest_image(vm_env: dict[str, str]) -> Path:
     proc = run_cli("image", "build", "--runtime", "podman", "--vm", "yes", env=vm_env, timeout=3000)

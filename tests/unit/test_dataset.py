@@ -214,8 +214,8 @@ def test_the_plan_refuses_a_kind_that_cannot_read_the_data(tmp_path: Path) -> No
     """Before anything is made: cbm here needs a folder its unprivileged user can read and mount; a shared
     path is for inventory hosts."""
     from dltestbed.config import workload_spec
-    from dltestbed.dataplace import Dataset, check
     from dltestbed.inventory import Host
+    from dltestbed.orchestrate.dataplace import Dataset, check
 
     index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     ident = dataset.identify(index)

@@ -183,31 +183,31 @@ def test_this_cpu_process_has_no_cuda_loaded() -> None:
 
 def test_the_preset_follows_this_machines_gpus() -> None:
     """The captured H100's nvidia-smi query, parsed as bench parses it, makes --preset auto choose gpu."""
-    from dltestbed import bench
+    from dltestbed.orchestrate import planning
     from dltestbed.provision.facts import parse_nvidia_smi
 
     names = [g.name for g in parse_nvidia_smi((H100_DATA / "query.csv").read_text().splitlines())]
-    assert bench.auto_preset(names) == (
+    assert planning.auto_preset(names) == (
         "gpu",
         "--preset auto: gpu, for this machine's NVIDIA H100 80GB HBM3 (1 GPU(s))",
     )
-    assert bench.auto_preset([]) == ("quick", "--preset auto: quick (this machine has no GPU TensorFlow can use)")
-    assert bench.auto_preset(None) == ("quick", "--preset auto: quick (not on this machine)")
+    assert planning.auto_preset([]) == ("quick", "--preset auto: quick (this machine has no GPU TensorFlow can use)")
+    assert planning.auto_preset(None) == ("quick", "--preset auto: quick (not on this machine)")
 
 
 def test_the_gpu_preset_is_what_a_gpu_owner_runs() -> None:
-    from dltestbed import bench
+    from dltestbed.orchestrate import planning
 
-    plan = bench.plan(preset_name="gpu")
+    plan = planning.plan(preset_name="gpu")
     got = {s.model: (s.size, s.batch_size, s.math, s.xla, s.warmup, s.steps) for s in plan.specs}  # type: ignore[union-attr]
     assert got == {
         "alexnet": (224, 512, "mixed", True, 50, 200),
         "resnet50": (224, 256, "mixed", True, 50, 200),
         "inception3": (299, 256, "mixed", True, 50, 200),
     }
-    study = bench.plan(preset_name="study", math="tf32", xla=False, batch_size=64)
+    study = planning.plan(preset_name="study", math="tf32", xla=False, batch_size=64)
     assert {(s.math, s.xla, s.batch_size) for s in study.specs} == {("tf32", False, 64)}  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match="--math and --xla go with --suite study or full"):
-        bench.plan(suite="micro", math="tf32")
+        planning.plan(suite="micro", math="tf32")
     with pytest.raises(ConfigError, match="--math tf32 is a GPU's"):
-        bench.plan(preset_name="quick", math="tf32", device="cpu")
+        planning.plan(preset_name="quick", math="tf32", device="cpu")

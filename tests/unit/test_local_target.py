@@ -80,8 +80,8 @@ def test_a_target_is_made_only_from_a_prepared_site(kind: str) -> None:
 
 
 def test_a_vm_on_a_host_outside_libvirt_hosts_is_one_line() -> None:
-    from dltestbed import prepare
     from dltestbed.inventory import Host
+    from dltestbed.orchestrate import prepare
 
     host = Host(
         name="n1",

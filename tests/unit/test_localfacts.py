@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed import prepare
 from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import prepare
 from dltestbed.provision import localfacts, wheelhouse
 
 H100 = ["0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 00000000:1B:00.0"]

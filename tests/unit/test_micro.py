@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed import bench
 from dltestbed.config import ALONE_PROBES, PROBES, probe_spec
 from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import planning
 from dltestbed.report import micro
 from dltestbed.report.inference import PAIRED_T, WELCH_T
 from dltestbed.results import points
@@ -134,13 +134,13 @@ def test_bad_probe_specs_are_one_line(values: dict, message: str) -> None:
 
 
 def test_suites_make_the_specs_they_say() -> None:
-    study = bench.plan(suite="study")
+    study = planning.plan(suite="study")
     assert [s.model for s in study.specs] == ["alexnet", "resnet50"] and study.models == study.specs
-    only = bench.plan(suite="micro", probes=["membw"])
+    only = planning.plan(suite="micro", probes=["membw"])
     (spec,) = only.specs
-    assert spec.probes == ("membw",) and (spec.warmup, spec.steps) == (bench.PROBE_WARMUP, bench.PROBE_STEPS)
+    assert spec.probes == ("membw",) and (spec.warmup, spec.steps) == (planning.PROBE_WARMUP, planning.PROBE_STEPS)
     assert only.models == []
-    full = bench.plan(suite="full", steps=4)
+    full = planning.plan(suite="full", steps=4)
     assert [s.model for s in full.specs] == ["alexnet", "resnet50", "micro"]
     assert full.specs[-1].probes == ALONE_PROBES and full.specs[-1].steps == 4
 
@@ -156,29 +156,29 @@ def test_suites_make_the_specs_they_say() -> None:
 )
 def test_bad_suites_are_one_line(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        bench.plan(**kwargs)
+        planning.plan(**kwargs)
     assert str(err.value).startswith(message)
 
 
 def test_each_scenario_gets_its_probes() -> None:
-    from dltestbed import scenarios
+    from dltestbed.orchestrate import scenarios
 
-    (alone,) = bench.plan(suite="micro").specs
+    (alone,) = planning.plan(suite="micro").specs
     assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk") and not alone.distributed
-    (pair,) = bench.plan(suite="micro", scenario="distributed").specs
+    (pair,) = planning.plan(suite="micro", scenario="distributed").specs
     assert pair.probes == ("net", "allreduce") and pair.distributed and "--distributed" in pair.to_argv()
     scenarios.check(
         scenarios.Options(scenario="distributed"),
         [None, None],
-        bench.plan(suite="full", scenario="distributed"),
+        planning.plan(suite="full", scenario="distributed"),
         ["bm"],
     )
     with pytest.raises(ConfigError, match="net runs between the workers of a job: --scenario distributed"):
-        bench.plan(suite="micro", probes=["gemm", "net"])
+        planning.plan(suite="micro", probes=["gemm", "net"])
     with pytest.raises(ConfigError, match=r"gemm runs on one target \(--scenario single\); between workers: net"):
-        bench.plan(suite="micro", probes=["gemm"], scenario="distributed")
+        planning.plan(suite="micro", probes=["gemm"], scenario="distributed")
     with pytest.raises(ConfigError, match="not shared"):
-        scenarios.check(scenarios.Options(scenario="shared"), [None], bench.plan(suite="micro"), ["bm"])
+        scenarios.check(scenarios.Options(scenario="shared"), [None], planning.plan(suite="micro"), ["bm"])
 
 
 def test_a_captured_worker_of_a_probe_job_parses() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed import prepare
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
+from dltestbed.orchestrate import prepare
 from dltestbed.targets.container import ContainerOptions, check_limits, limits, run_argv
 from tests.conftest import one_error_line, run_cli
 

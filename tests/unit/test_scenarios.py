@@ -6,15 +6,14 @@ import json
 
 import pytest
 
-from dltestbed import bench as bench_mod
-from dltestbed import scenarios
 from dltestbed.config import format_cpu_list, parse_cpu_list, workload_spec
 from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import planning, scenarios
 from dltestbed.workload.distributed import cluster_from_env, tf_config
 
 
-def _plan(**kw: object) -> bench_mod.Plan:
-    return bench_mod.plan(models=["alexnet", "resnet50"], image_size=64, steps=2, warmup=1, **kw)  # type: ignore[arg-type]
+def _plan(**kw: object) -> planning.Plan:
+    return planning.plan(models=["alexnet", "resnet50"], image_size=64, steps=2, warmup=1, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

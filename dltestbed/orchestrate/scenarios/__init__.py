@@ -8,17 +8,17 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dltestbed import bench as bench_mod
 from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import planning
+from dltestbed.orchestrate.scenarios import distributed, shared
+from dltestbed.orchestrate.scenarios.common import INTERRUPTED, Options
+from dltestbed.orchestrate.scenarios.distributed import worker_count
+from dltestbed.orchestrate.scenarios.shared import COTENANTS, contention_label, cotenant_spec, split_cpus
 from dltestbed.report.inference import MIN_N
 from dltestbed.report.stats import BASELINE_KIND, summarise
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, Sink
-from dltestbed.scenarios import distributed, shared
-from dltestbed.scenarios.common import INTERRUPTED, Options
-from dltestbed.scenarios.distributed import worker_count
-from dltestbed.scenarios.shared import COTENANTS, contention_label, cotenant_spec, split_cpus
 from dltestbed.targets import VM_KINDS, Site, make
 from dltestbed.targets.base import Target
 
@@ -42,7 +42,7 @@ SCENARIOS = {
 }
 
 
-def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: Sequence[str] = ()) -> None:
+def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Sequence[str] = ()) -> None:
     """Bad combinations fail before anything runs, with one line."""
     if options.scenario not in SCENARIOS:
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
@@ -80,7 +80,7 @@ def check(options: Options, hosts: Sequence[Any], plan: bench_mod.Plan, kinds: S
 
 
 def run(
-    plan: bench_mod.Plan,
+    plan: planning.Plan,
     sites: Sequence[Site],
     kinds: Sequence[str],
     store: Store,
@@ -102,12 +102,12 @@ def run(
         return shared.run(plan, sites[0], kinds, store, observer, options, sinks)
     machines = machines or [[make(k, s) for k in kinds] for s in sites]
     if plan.precision is None:
-        return bench_mod.run_all(
+        return planning.run_all(
             plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks
         )
     records: list[RunRecord] = []
     for rep in range(1, plan.repeat + 1):  # --repeat auto: one interleaved repetition at a time
-        records += bench_mod.run_all(
+        records += planning.run_all(
             plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks, reps=[rep]
         )
         widest = widest_half_width(records)

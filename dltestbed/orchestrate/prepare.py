@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dltestbed import dataplace
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
+from dltestbed.orchestrate import dataplace
 from dltestbed.provision import facts, image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind, make

@@ -6,13 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from dltestbed import bench as bench_mod
 from dltestbed.config import Spec
 from dltestbed.errors import TargetError
+from dltestbed.orchestrate import planning
+from dltestbed.orchestrate.scenarios.common import FREE_PORT, INTERRUPTED, Options, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
-from dltestbed.scenarios.common import FREE_PORT, INTERRUPTED, Options, probe
 from dltestbed.targets import Site, make
 from dltestbed.targets.base import Target
 from dltestbed.workload.distributed import tf_config
@@ -26,7 +26,7 @@ def worker_count(options: Options, hosts: Sequence[object]) -> int:
 
 
 def run(
-    plan: bench_mod.Plan,
+    plan: planning.Plan,
     sites: Sequence[Site],
     kinds: Sequence[str],
     store: Store,
@@ -51,7 +51,7 @@ def run(
 
 
 def _job(
-    plan: bench_mod.Plan,
+    plan: planning.Plan,
     rep: int,
     job: str,
     spec: Spec,

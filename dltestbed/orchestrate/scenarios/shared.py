@@ -7,14 +7,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from dltestbed import bench as bench_mod
 from dltestbed.catalog import MODELS
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, WorkloadError
+from dltestbed.orchestrate import planning
+from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, INTERRUPTED, Options, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
-from dltestbed.scenarios.common import CPUS, HAS_GPU, INTERRUPTED, Options, probe
 from dltestbed.targets import Site, make
 
 COTENANTS = {
@@ -28,7 +28,7 @@ COTENANT_MARGIN = 120.0  # seconds a co-tenant may outlive the foreground's own 
 
 
 def run(
-    plan: bench_mod.Plan,
+    plan: planning.Plan,
     site: Site,
     kinds: Sequence[str],
     store: Store,
@@ -112,7 +112,7 @@ def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) 
 
 
 def _with_cotenant(
-    plan: bench_mod.Plan,
+    plan: planning.Plan,
     rep: int,
     job: str,
     kind: str,
