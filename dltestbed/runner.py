@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from dltestbed.config import Spec, WorkloadSpec
@@ -223,26 +224,9 @@ def _workload_reason(result: CommandResult | None, col: _Collector) -> str | Non
     return f"workload {result.describe()}" + (f": {last.strip()[:300]}" if last else "")
 
 
-def execute(
-    target: Target,
-    spec: Spec,
-    store: Store,
-    ctx: RunContext,
-    observer: Observer | None = None,
-    timeout: float | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    sinks: Sequence[Sink] = (),
-    stop: Stop | None = None,
-    on_start: threading.Event | None = None,
-) -> RunRecord:
-    """Run spec on target and return its stored record (status ok or failed, never raising for a
-    failed workload). Ctrl-C stores the run as failed, keeps its steps, and re-raises; a `stop`
-    requested by another thread ends the run as that request says, without raising.
-    on_start is set once the first timed step has arrived (or the run ended)."""
-    observer = observer or NullObserver()
-    spec = for_target(spec, target)
-    run = RunRecord(
+def _new_record(target: Target, spec: Spec, ctx: RunContext) -> RunRecord:
+    """The run as it starts: what runs where, in which context of the bench."""
+    return RunRecord(
         id=new_id("r"),
         bench_id=ctx.bench_id,
         started_at=now_iso(),
@@ -271,6 +255,28 @@ def execute(
         math=spec.math if isinstance(spec, WorkloadSpec) else "",
         xla=isinstance(spec, WorkloadSpec) and spec.xla,
     )
+
+
+def execute(
+    target: Target,
+    spec: Spec,
+    store: Store,
+    ctx: RunContext,
+    observer: Observer | None = None,
+    timeout: float | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    sinks: Sequence[Sink] = (),
+    stop: Stop | None = None,
+    on_start: threading.Event | None = None,
+) -> RunRecord:
+    """Run spec on target and return its stored record (status ok or failed, never raising for a
+    failed workload). Ctrl-C stores the run as failed, keeps its steps, and re-raises; a `stop`
+    requested by another thread ends the run as that request says, without raising.
+    on_start is set once the first timed step has arrived (or the run ended)."""
+    observer = observer or NullObserver()
+    spec = for_target(spec, target)
+    run = _new_record(target, spec, ctx)
     log = store.log_dir / f"{run.id}.log"
     run.log_path = str(log)
     store.save_run(run)
@@ -310,13 +316,18 @@ def execute(
         if on_start is not None:
             on_start.set()
 
-    if col.unparsed:
-        with log.open("a", encoding="utf-8") as f:
-            for u in col.unparsed:
-                f.write(f"[dltestbed] stdout line not an event ({u.reason}): {u.line}\n")
+    _log_unparsed(log, col.unparsed)
     _finish(run, store, col, reason, sinks)
     observer.end(run)
     return run
+
+
+def _log_unparsed(log: Path, unparsed: Sequence[Unparsed]) -> None:
+    """Lines of the workload's stdout that were not events go to its log, each with why."""
+    if unparsed:
+        with log.open("a", encoding="utf-8") as f:
+            for u in unparsed:
+                f.write(f"[dltestbed] stdout line not an event ({u.reason}): {u.line}\n")
 
 
 def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, sinks: Sequence[Sink]) -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from dltestbed.cli.options import LayoutOpt, group_opt
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dltestbed.provision import ProvisionReport
 
 
 def provision(
@@ -24,76 +29,87 @@ def provision(
 
     Exits 2 when a host could not be provisioned; the summary says which were and which were not.
     """
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from dltestbed.errors import DltestbedError
+    from dltestbed.inventory import parse_group_options
     from dltestbed.provision import provision as run
 
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    state: dict[str, str] = {}
-
-    def on_phase(phase: str) -> None:
-        label = {
-            "facts": "gathering facts",
-            "wheelhouse": "building the wheelhouse",
-            "image": "building the container image",
-            "install": "installing the workload",
-            "vms": "making the VMs (the guest image is built first when missing)",
-        }[phase]
-        console.print(f"[bold]{label}[/]")
-
-    def on_event(kind: str, outcome: Any, event: dict[str, Any]) -> None:
-        if kind == "playbook_on_task_start":
-            state["task"] = (event.get("event_data") or {}).get("task", "")
-        if outcome is None or kind == "runner_on_skipped":
-            return
-        mark = {
-            "runner_on_ok": "[yellow]changed[/]"
-            if (event.get("event_data") or {}).get("res", {}).get("changed")
-            else "[green]ok[/]",
-            "runner_on_failed": "[red]failed[/]",
-            "runner_on_unreachable": "[red]unreachable[/]",
-        }.get(kind)
-        if mark:
-            task = escape(state.get("task", ""))
-            extra = f": {escape(outcome.message)}" if kind != "runner_on_ok" and outcome.message else ""
-            console.print(f"  {outcome.name:<16} {mark:<22} {task}{extra}")
-
-    def on_notice(line: str) -> None:
-        console.print(f"  notice: {escape(line)}")
-
-    from dltestbed.inventory import parse_group_options
-
+    shown = _Shown()
     report = run(
         inventory,
         layout.value,
         limit,
         check,
-        on_event=on_event,
-        on_phase=on_phase,
-        on_notice=on_notice,
+        on_event=shown.event,
+        on_phase=shown.phase,
+        on_notice=shown.notice,
         groups=parse_group_options(group or []),
     )
+    _summary(report, shown.console, check)
+
+
+PHASES = {
+    "facts": "gathering facts",
+    "wheelhouse": "building the wheelhouse",
+    "image": "building the container image",
+    "install": "installing the workload",
+    "vms": "making the VMs (the guest image is built first when missing)",
+}
+MARKS = {"runner_on_failed": "[red]failed[/]", "runner_on_unreachable": "[red]unreachable[/]"}
+
+
+class _Shown:
+    """Provisioning as it goes: a line per phase, per host and task, per notice."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.task = ""
+
+    def phase(self, phase: str) -> None:
+        self.console.print(f"[bold]{PHASES[phase]}[/]")
+
+    def event(self, kind: str, outcome: Any, event: dict[str, Any]) -> None:
+        from rich.markup import escape
+
+        data = event.get("event_data") or {}
+        if kind == "playbook_on_task_start":
+            self.task = data.get("task", "")
+        if outcome is None or kind == "runner_on_skipped":
+            return
+        if kind == "runner_on_ok":
+            mark = "[yellow]changed[/]" if data.get("res", {}).get("changed") else "[green]ok[/]"
+        elif (mark := MARKS.get(kind, "")) == "":
+            return
+        extra = f": {escape(outcome.message)}" if kind != "runner_on_ok" and outcome.message else ""
+        self.console.print(f"  {outcome.name:<16} {mark:<22} {escape(self.task)}{extra}")
+
+    def notice(self, line: str) -> None:
+        from rich.markup import escape
+
+        self.console.print(f"  notice: {escape(line)}")
+
+
+def _summary(report: ProvisionReport, console: Console, check: bool) -> None:
+    """The table of hosts, their VMs and artifacts; exit 2 (DltestbedError) when a host was not provisioned."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from dltestbed.errors import DltestbedError
+
     table = Table(title=f"provision {report.id}: layout {report.layout}" + (" (check mode)" if check else ""))
     for col in ("host", "address", "kinds", "python", "os", "TF build", "GPUs", "ok", "changed", "result"):
         table.add_column(col)
+    good = {"provisioned", "unchanged", "checked"}
     for h in report.hosts:
-        result = {
-            "provisioned": "[green]provisioned[/]",
-            "unchanged": "[green]unchanged[/]",
-            "checked": "[green]checked[/]",
-        }.get(h.status, f"[red]{h.status}[/]")
-        if h.reason:
-            result += f": {escape(h.reason)}"
+        result = f"[green]{h.status}[/]" if h.status in good else f"[red]{h.status}[/]"
+        result += f": {escape(h.reason)}" if h.reason else ""
+        cells = (h.python, h.os, h.flavor)
         table.add_row(
             h.name,
             h.address,
             ",".join(h.kinds),
-            h.python or "—",
-            h.os or "—",
-            h.flavor or "—",
+            *(c or "—" for c in cells),
             str(len(h.gpus)),
             str(h.ok),
             str(h.changed),

@@ -6,6 +6,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -107,48 +108,67 @@ def runs(
             console.print(f"[red]{r.id}[/]: {escape(r.reason or '')}")
 
 
-def report(
-    run_ids: list[str] | None = typer.Argument(None, help="Runs to include (default: the latest bench's)."),
-    fmt: FormatOpt | None = typer.Option(
-        None,
+RunIdsArg = Annotated[list[str] | None, typer.Argument(help="Runs to include (default: the latest bench's).")]
+FormatOption = Annotated[
+    FormatOpt | None,
+    typer.Option(
         "--format",
-        help="md (Markdown tables), json, or html (one "
-        "self-contained page with the figures). Default: from --out's suffix "
-        "(.html, .json), else md.",
+        help="md (Markdown tables), json, or html (one self-contained page with the figures). Default: from "
+        "--out's suffix (.html, .json), else md.",
     ),
-    bench: str | None = typer.Option(None, help="Only this bench's runs (default and 'last': the latest bench)."),
-    all_runs: bool = typer.Option(False, "--all", help="Every stored run, of every bench."),
-    equivalence: float | None = typer.Option(
-        None, help="Also judge each layer equivalent to bare metal within ±this % (two one-sided tests), e.g. 2."
-    ),
-    compare: tuple[str, str] | None = typer.Option(
-        None,
+]
+BenchOption = Annotated[str | None, typer.Option(help="Only this bench's runs (default and 'last': the latest bench).")]
+AllOption = Annotated[bool, typer.Option("--all", help="Every stored run, of every bench.")]
+EquivalenceOption = Annotated[
+    float | None,
+    typer.Option(help="Also judge each layer equivalent to bare metal within ±this % (two one-sided tests), e.g. 2."),
+]
+CompareOption = Annotated[
+    tuple[str, str] | None,
+    typer.Option(
         "--compare",
         metavar="A B",
-        help="Bench B against bench A "
-        "(ids, 'last', 'prev'): per group, the change with its interval "
-        "and verdict, and what changed in the environment.",
+        help="Bench B against bench A (ids, 'last', 'prev'): per group, the change with its interval and "
+        "verdict, and what changed in the environment.",
     ),
-    out: Path | None = typer.Option(
-        None,
-        help="Write the report to this file (e.g. reports/x.html). Markdown "
-        "is also printed, and its figures are written as SVG files into x_files/ "
-        "beside it; HTML and JSON are only written, and the path is printed.",
+]
+ReportOutOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Write the report to this file (e.g. reports/x.html). Markdown is also printed, and its figures "
+        "are written as SVG files into x_files/ beside it; HTML and JSON are only written, and the path is printed."
     ),
-    by_host: bool = typer.Option(
-        False,
+]
+ByHostOption = Annotated[
+    bool,
+    typer.Option(
         "--by-host",
-        help="A row per host too: find the node slower than its peers "
-        "(VMs and containers count on the machine under them).",
+        help="A row per host too: find the node slower than its peers (VMs and containers count on the machine "
+        "under them).",
     ),
-    fleet_slowdown: float = typer.Option(
-        FLEET_MIN_SLOWDOWN,
+]
+FleetSlowdownOption = Annotated[
+    float,
+    typer.Option(
         metavar="PCT",
-        help="The fleet check flags a host "
-        "below its peers' median beyond their spread (leave-one-out median and "
-        f"MAD, modified z < -{ROBUST_Z:g}) and by at least this %.",
+        help="The fleet check flags a host below its peers' median beyond their spread (leave-one-out median "
+        f"and MAD, modified z < -{ROBUST_Z:g}) and by at least this %.",
     ),
-    results: Path | None = typer.Option(None, help=RESULTS_HELP),
+]
+ResultsOption = Annotated[Path | None, typer.Option(help=RESULTS_HELP)]
+
+
+def report(
+    run_ids: RunIdsArg = None,
+    fmt: FormatOption = None,
+    bench: BenchOption = None,
+    all_runs: AllOption = False,
+    equivalence: EquivalenceOption = None,
+    compare: CompareOption = None,
+    out: ReportOutOption = None,
+    by_host: ByHostOption = False,
+    fleet_slowdown: FleetSlowdownOption = FLEET_MIN_SLOWDOWN,
+    results: ResultsOption = None,
 ) -> None:
     """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
 
@@ -182,21 +202,24 @@ def report(
     try:
         scope_bench = None if all_runs or run_ids else (bench or "last")
         records = _select(store, run_ids, scope_bench)
-        if run_ids:
-            scope = f"{len(records)} chosen run(s)"
-        elif scope_bench is None:
-            scope = f"every stored run ({len({r.bench_id for r in records})} bench(es))"
-        else:
-            latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
-            scope = f"bench {records[0].bench_id}{latest}"
         opts = Options(kind, by_host, equivalence, fleet_slowdown=fleet_slowdown)
-        text, line = write_report(store, records, scope, opts, out)
+        text, line = write_report(store, records, _scope(records, run_ids, scope_bench), opts, out)
         if out is None or kind == "md":  # Markdown is printed as well as written
             print(text, end="")
         if line:
             print(line, file=sys.stderr if kind == "md" else sys.stdout)
     finally:
         store.close()
+
+
+def _scope(records: list, run_ids: list[str] | None, scope_bench: str | None) -> str:
+    """What the report covers, for its title."""
+    if run_ids:
+        return f"{len(records)} chosen run(s)"
+    if scope_bench is None:
+        return f"every stored run ({len({r.bench_id for r in records})} bench(es))"
+    latest = " (the latest; --all for every bench)" if scope_bench == "last" else ""
+    return f"bench {records[0].bench_id}{latest}"
 
 
 def check_out(out: Path, option: str = "--report") -> None:

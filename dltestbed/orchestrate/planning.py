@@ -172,48 +172,20 @@ def plan(
     suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
     the probes by default: those that run on one target, or with scenario distributed those between workers."""
     p = preset(preset_name)
-    if suite not in SUITES:
-        raise ConfigError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
-    if probes and suite == "study":
-        raise ConfigError("--probes goes with --suite micro or full")
-    if suite == "micro" and models:
-        raise ConfigError("--model goes with --suite study or full (micro runs no model)")
-    if suite == "micro" and (math is not None or xla is not None):
-        raise ConfigError("--math and --xla go with --suite study or full (the gemm probe measures every math)")
-    auto = repeat == "auto"
-    if auto:
-        if not 0 < precision < 100:
-            raise ConfigError(f"--precision: a half-width in % between 0 and 100 (got {precision})")
-        if max_repeat < 2:
-            raise ConfigError(f"--max-repeat: at least 2 for an interval (got {max_repeat})")
-        repeat = max_repeat
-    elif not str(repeat).isdigit():
-        raise ConfigError(f"--repeat: a number of repetitions or 'auto' (got {repeat!r})")
-    repeat = int(repeat)
-    if repeat < 1:
-        raise ConfigError(f"--repeat: must be at least 1 (got {repeat})")
+    _check_suite(suite, probes, models, math, xla)
+    count, auto = _repetitions(repeat, precision, max_repeat)
     if order not in ORDERS:
         raise ConfigError(f"--order: unknown order {order!r}; known: {', '.join(ORDERS)}")
-    names = list(dict.fromkeys(models)) if models else list(p.models)
     if data_dir is not None:
         data_dir = str(resolve_path(data_dir))
     if common.get("data") == "real":
-        if not data_dir:
-            raise ConfigError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
-        index = dataset.scan(data_dir)
-        if len(index.classes) < 2:
-            raise ConfigError(f"data dir {data_dir!r} has 1 class; at least 2 are needed")
-        ident = dataset.identify(index, paths.cache_dir() / "dataset-digests.json")  # content read once per change
-        common.update(
-            classes=len(index.classes), data_digest=ident.digest, data_files=ident.files, data_bytes=ident.bytes
-        )
+        common.update(_real_data(data_dir))
     specs: list[Spec] = []
-    for name in names if suite != "micro" else ():
-        size = image_size if image_size is not None else p.sizes.get(name)
+    for name in (list(dict.fromkeys(models)) if models else list(p.models)) if suite != "micro" else ():
         specs.append(
             workload_spec(
                 model=name,
-                image_size=size,
+                image_size=image_size if image_size is not None else p.sizes.get(name),
                 data_dir=data_dir,
                 batch_size=batch_size if batch_size is not None else p.batches.get(name, p.batch_size),
                 warmup=warmup if warmup is not None else p.warmup,
@@ -224,23 +196,21 @@ def plan(
             )
         )
     if suite != "study":
-        keep = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
         pair = scenario == "distributed"
-        chosen = tuple(probes) if probes else PAIR_PROBES if pair else ALONE_PROBES
         specs.append(
             probe_spec(
-                probes=chosen,
+                probes=tuple(probes) if probes else PAIR_PROBES if pair else ALONE_PROBES,
                 scale=probe_scale,
                 distributed=pair,
                 warmup=warmup if warmup is not None else PROBE_WARMUP,
                 steps=steps if steps is not None else PROBE_STEPS,
-                **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in keep},
+                **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in PROBE_KEEPS},
             )
         )
     return Plan(
         bench_id=new_id("b"),
         specs=specs,
-        repeat=repeat,
+        repeat=count,
         order=order,
         seed=seed,
         precision=precision if auto else None,
@@ -248,6 +218,54 @@ def plan(
         scenario=scenario,
         preset=p.name,
     )
+
+
+PROBE_KEEPS = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
+
+
+def _check_suite(
+    suite: str, probes: Sequence[str] | None, models: Sequence[str] | None, math: str | None, xla: bool | None
+) -> None:
+    """The suite is known and the options given go with it."""
+    if suite not in SUITES:
+        raise ConfigError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
+    if probes and suite == "study":
+        raise ConfigError("--probes goes with --suite micro or full")
+    if suite == "micro" and models:
+        raise ConfigError("--model goes with --suite study or full (micro runs no model)")
+    if suite == "micro" and (math is not None or xla is not None):
+        raise ConfigError("--math and --xla go with --suite study or full (the gemm probe measures every math)")
+
+
+def _repetitions(repeat: int | str, precision: float, max_repeat: int) -> tuple[int, bool]:
+    """How many repetitions at most, and whether --repeat auto stops earlier."""
+    if repeat == "auto":
+        if not 0 < precision < 100:
+            raise ConfigError(f"--precision: a half-width in % between 0 and 100 (got {precision})")
+        if max_repeat < 2:
+            raise ConfigError(f"--max-repeat: at least 2 for an interval (got {max_repeat})")
+        return max_repeat, True
+    if not str(repeat).isdigit():
+        raise ConfigError(f"--repeat: a number of repetitions or 'auto' (got {repeat!r})")
+    if int(repeat) < 1:
+        raise ConfigError(f"--repeat: must be at least 1 (got {repeat})")
+    return int(repeat), False
+
+
+def _real_data(data_dir: str | None) -> dict[str, Any]:
+    """The dataset's classes and identity, read once per change of its content."""
+    if not data_dir:
+        raise ConfigError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
+    index = dataset.scan(data_dir)
+    if len(index.classes) < 2:
+        raise ConfigError(f"data dir {data_dir!r} has 1 class; at least 2 are needed")
+    ident = dataset.identify(index, paths.cache_dir() / "dataset-digests.json")
+    return {
+        "classes": len(index.classes),
+        "data_digest": ident.digest,
+        "data_files": ident.files,
+        "data_bytes": ident.bytes,
+    }
 
 
 def run(

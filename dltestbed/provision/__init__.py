@@ -117,9 +117,22 @@ def provision(
     if on_phase:
         on_phase("facts")
     facts_run = run_playbook(root / "playbooks", "facts.yml", inv.path, private, "facts", common, on_event, forks)
+    reported, flavors = _read_facts(report.hosts, facts_run)
+    _record_host_keys(inv, reported)
+
+    targets = [h for h in report.hosts if h.status != "failed"]
+    if targets:
+        report.wheelhouses = _install(inv, targets, flavors, check, on_event, on_phase, on_notice, private, forks)
+    (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
+    return report
+
+
+def _read_facts(hosts: list[HostReport], facts_run: PlaybookResult) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each host's facts onto its report (a host without them, or with no TensorFlow flavour to run,
+    failed with why); the facts reported and each good host's flavour."""
     reported: dict[str, dict[str, Any]] = {}
     flavors: dict[str, str] = {}
-    for h in report.hosts:
+    for h in hosts:
         out = facts_run.hosts.get(h.name)
         facts = (out.reported.get("dltestbed_facts") if out else None) or {}
         if not out or not out.succeeded or not facts:
@@ -145,34 +158,43 @@ def provision(
         h.flavor = flavor
         flavors[h.name] = flavor
         _note(h, out)
-    _record_host_keys(inv, reported)
+    return reported, flavors
 
-    targets = [h for h in report.hosts if h.status != "failed"]
-    if targets:
-        houses = {}
-        if on_phase:
-            on_phase("wheelhouse")
-        for flavor in sorted({h.flavor for h in targets if h.flavor}):
-            houses[flavor] = wheelhouse.build(flavor)
-        report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
-        containers = _container_images(inv, targets, houses, on_phase)
-        libvirt_hosts = [h for h in targets if {"vm", "cvm"} & set(h.kinds)]
-        extravars = {
-            **site_vars([h.name for h in targets], flavors, houses),
-            **containers,
-            "dltestbed_libvirt_targets": ",".join(h.name for h in libvirt_hosts),
-        }
-        if on_phase:
-            on_phase("install")
-        site = run_playbook(
-            root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event, forks, check
-        )
-        _finish(targets, site, check)
-        ready = [h for h in libvirt_hosts if h.status != "failed"]
-        if ready and not check:
-            _vms(inv, ready, on_phase, on_notice)
-    (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
-    return report
+
+def _install(
+    inv: inventory_mod.Inventory,
+    targets: list[HostReport],
+    flavors: dict[str, str],
+    check: bool,
+    on_event: EventHook | None,
+    on_phase: Callable[[str], None] | None,
+    on_notice: Callable[[str], None] | None,
+    private: Path,
+    forks: int,
+) -> dict[str, str]:
+    """The wheelhouses and container images built, the site playbook run, then the VMs made on the
+    libvirt hosts that took it; the wheelhouse of each flavour."""
+    houses: dict[str, wheelhouse.Wheelhouse] = {}
+    if on_phase:
+        on_phase("wheelhouse")
+    for flavor in sorted({h.flavor for h in targets if h.flavor}):
+        houses[flavor] = wheelhouse.build(flavor)
+    containers = _container_images(inv, targets, houses, on_phase)
+    libvirt_hosts = [h for h in targets if {"vm", "cvm"} & set(h.kinds)]
+    extravars = {
+        **site_vars([h.name for h in targets], flavors, houses),
+        **containers,
+        "dltestbed_libvirt_targets": ",".join(h.name for h in libvirt_hosts),
+    }
+    if on_phase:
+        on_phase("install")
+    root = wheelhouse.source_root()
+    site = run_playbook(root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event, forks, check)
+    _finish(targets, site, check)
+    ready = [h for h in libvirt_hosts if h.status != "failed"]
+    if ready and not check:
+        _vms(inv, ready, on_phase, on_notice)
+    return {f: str(w.path) for f, w in houses.items()}
 
 
 def image_key(runtime: str, flavor: str) -> str:

@@ -660,6 +660,28 @@ def svg(fig: Figure) -> str:
     return buf.getvalue()
 
 
+CAPTIONS = {  # under each figure: what it shows and the method of each interval
+    "throughput": f"Bars: mean images/sec over each group's ok runs (n above each bar); error bars: {CONFIDENCE:.0%} "
+    f"{MEAN_T} (none below 2 runs). Above each layer's bar: its verdict against bare metal.",
+    "overhead": f"Points: each layer's overhead against bare metal; lines: its {CONFIDENCE:.0%} interval (paired t on "
+    "log ratios, or Welch t where runs do not pair). A difference is called real only when the line misses 0.",
+    "decomposition": "Each layer's change against bare metal for each model's images/sec and each probe's headline "
+    f"case; lines: {CONFIDENCE:.0%} intervals (paired t on log ratios, or Welch where runs do not pair); n: the pairs "
+    "or the smaller group. Left of 0: the layer gives less of that resource.",
+    "steps": "Every step of {n_runs} run(s) as measured, no smoothing: filled markers timed, hollow warm-up (shaded, "
+    "untimed). Dashed, markers edged red: runs the steady-state check flagged (see Steady state).",
+    "memory": "{label}: the workload process's resident memory (and GPU memory in use, where there are GPUs) "
+    "sampled during each run; line: mean across repetitions, band: min–max, each run linear between its samples "
+    "and never beyond its last.",
+    "distributed": "Total: the sum of the workers' own measured images/sec per job; dashed: workers × one worker "
+    "alone (linear scaling). Efficiency: total ÷ that. Whiskers: min–max over jobs; n: jobs.",
+    "shared": "The foreground's images/sec alone and beside its co-tenant in the same repetition; drop: mean over "
+    "pairs. Whiskers: min–max.",
+    "fleet": f"Each host's mean images/sec with its {CONFIDENCE:.0%} {MEAN_T}; dashed: the hosts' median. Red: "
+    "flagged, because {rule}.",
+}
+
+
 def build(
     groups: Sequence[GroupStats],
     runs: Sequence[RunRecord],
@@ -685,64 +707,14 @@ def build(
         plots.append(Plot(name, section, title, caption, svg(fig)))
 
     with rc_context(SVG_RC):
-        add(
-            "throughput",
-            "throughput",
-            throughput(groups),
-            f"Bars: mean images/sec over each group's ok runs (n above each bar); error bars: {CONFIDENCE:.0%} "
-            f"{MEAN_T} (none below 2 runs). Above each layer's bar: its verdict against bare metal.",
-        )
-        add(
-            "overhead",
-            "overhead",
-            overheads(groups),
-            f"Points: each layer's overhead against bare metal; lines: its {CONFIDENCE:.0%} interval (paired t on "
-            "log ratios, or Welch t where runs do not pair). A difference is called real only when the line "
-            "misses 0.",
-        )
-        add(
-            "decomposition",
-            "decomposition",
-            decomposition(cases, groups),
-            f"Each layer's change against bare metal for each model's images/sec and each probe's headline case; "
-            f"lines: {CONFIDENCE:.0%} intervals (paired t on log ratios, or Welch where runs do not pair); n: the "
-            "pairs or the smaller group. Left of 0: the layer gives less of that resource.",
-        )
-        add(
-            "steps",
-            "steps",
-            steps(runs, steps_by_run, flagged),
-            f"Every step of {n_runs} run(s) as measured, no smoothing: filled markers timed, hollow warm-up (shaded, "
-            "untimed). Dashed, markers edged red: runs the steady-state check flagged (see Steady state).",
-        )
+        add("throughput", "throughput", throughput(groups), CAPTIONS["throughput"])
+        add("overhead", "overhead", overheads(groups), CAPTIONS["overhead"])
+        add("decomposition", "decomposition", decomposition(cases, groups), CAPTIONS["decomposition"])
+        add("steps", "steps", steps(runs, steps_by_run, flagged), CAPTIONS["steps"].format(n_runs=n_runs))
         for i, (label, fig) in enumerate(memory(runs, resources_by_run, steps_by_run)):
-            add(
-                f"memory-{i + 1}",
-                "memory",
-                fig,
-                f"{label}: the workload process's resident memory (and GPU memory in use, where there are GPUs) "
-                "sampled during each run; line: mean across repetitions, band: min–max, each run linear between "
-                "its samples and never beyond its last.",
-            )
-        add(
-            "distributed",
-            "distributed",
-            distributed(dist),
-            "Total: the sum of the workers' own measured images/sec per job; dashed: workers × one worker alone "
-            "(linear scaling). Efficiency: total ÷ that. Whiskers: min–max over jobs; n: jobs.",
-        )
-        add(
-            "shared",
-            "shared",
-            shared(pairs),
-            "The foreground's images/sec alone and beside its co-tenant in the same repetition; drop: mean over "
-            "pairs. Whiskers: min–max.",
-        )
-        add(
-            "fleet",
-            "fleet",
-            fleet(host_groups, fleet_flags),
-            f"Each host's mean images/sec with its {CONFIDENCE:.0%} {MEAN_T}; dashed: the hosts' median. Red: "
-            f"flagged, because {fleet_rule(fleet_slowdown)}.",
-        )
+            add(f"memory-{i + 1}", "memory", fig, CAPTIONS["memory"].format(label=label))
+        add("distributed", "distributed", distributed(dist), CAPTIONS["distributed"])
+        add("shared", "shared", shared(pairs), CAPTIONS["shared"])
+        caption = CAPTIONS["fleet"].format(rule=fleet_rule(fleet_slowdown))
+        add("fleet", "fleet", fleet(host_groups, fleet_flags), caption)
     return plots

@@ -216,41 +216,54 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
     if not cases and not skipped:
         return []
     lines = ["", "## Layer decomposition: which resource each layer costs", ""]
-    layers = list(dict.fromkeys(layer_label(c.key) for c in cases if against_baseline(c.key)))
-    heads = [c for c in cases if c.headline]
-    probes = list(dict.fromkeys(c.key["probe"] for c in heads))
-    model_cols = list(dict.fromkeys(f"{g.key['model']} {g.key['mode']}" for g in models if g.effect is not None))
-    if layers:
-        cols = [*[f"{m} img/s" for m in model_cols], *[f"{p}: {_headline_case(heads, p)}" for p in probes]]
-        lines += ["| layer | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
-        for layer in layers:
-            cells = []
-            for m in model_cols:
-                g = next(
-                    (
-                        g
-                        for g in models
-                        if layer_label(g.key) == layer
-                        and g.effect is not None
-                        and f"{g.key['model']} {g.key['mode']}" == m
-                    ),
-                    None,
-                )
-                cells.append(change(g.effect) if g and g.effect else "—")
-            for p in probes:
-                c = next((c for c in heads if layer_label(c.key) == layer and c.key["probe"] == p), None)
-                cells.append(change(c.effect) if c and c.effect else (c.why_none if c else "—"))
-            lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines += _decomposition(cases, models)
+    lines += _probes_table(cases)
+    lines += _said(cases)
+    if skipped:
         lines += [
             "",
-            "Change against bare metal in % with its 95 % interval (negative: less throughput, FLOP/s or "
-            "bandwidth than bare metal; n.s.: the interval contains 0). Models: images/sec; probes: the median "
-            "of each run's timed calls, repetitions compared with bare metal's by paired t on log ratios "
-            "(Welch when the runs do not pair up).",
+            "### Skipped probes and failed runs: no number",
+            "",
+            "| layer | probe | case | why |",
+            "|---|---|---|---|",
         ]
-    else:
-        lines.append("Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm).")
-    lines += [
+        lines += [f"| {s.target_kind} | {s.probe} | {s.case or 'all'} | {'; '.join(s.reasons)} |" for s in skipped]
+    return lines
+
+
+def _decomposition(cases: Sequence[CaseStats], models: Sequence[GroupStats]) -> list[str]:
+    """A row per layer: each model's overhead and each probe's headline change against bare metal."""
+    layers = list(dict.fromkeys(layer_label(c.key) for c in cases if against_baseline(c.key)))
+    if not layers:
+        return ["Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm)."]
+    heads = [c for c in cases if c.headline]
+    probes = list(dict.fromkeys(c.key["probe"] for c in heads))
+    effects: dict[tuple[str, str], Effect] = {}  # the first group of a layer and model, as the table has it
+    for g in models:
+        if g.effect is not None:
+            effects.setdefault((layer_label(g.key), f"{g.key['model']} {g.key['mode']}"), g.effect)
+    model_cols = list(dict.fromkeys(m for _, m in effects))
+    cols = [*[f"{m} img/s" for m in model_cols], *[f"{p}: {_headline_case(heads, p)}" for p in probes]]
+    lines = ["| layer | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for layer in layers:
+        cells = [change(e) if (e := effects.get((layer, m))) else "—" for m in model_cols]
+        for p in probes:
+            c = next((c for c in heads if layer_label(c.key) == layer and c.key["probe"] == p), None)
+            cells.append(change(c.effect) if c and c.effect else (c.why_none if c else "—"))
+        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return [
+        *lines,
+        "Change against bare metal in % with its 95 % interval (negative: less throughput, FLOP/s or "
+        "bandwidth than bare metal; n.s.: the interval contains 0). Models: images/sec; probes: the median "
+        "of each run's timed calls, repetitions compared with bare metal's by paired t on log ratios "
+        "(Welch when the runs do not pair up).",
+    ]
+
+
+def _probes_table(cases: Sequence[CaseStats]) -> list[str]:
+    """Each case per layer: its values, the fraction of its limit, its change against bare metal."""
+    lines = [
         "",
         "### Probes",
         "",
@@ -281,6 +294,12 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
             )
             + ".",
         ]
+    return lines
+
+
+def _said(cases: Sequence[CaseStats]) -> list[str]:
+    """The limits' sources and the probes' notes, each once with the layers it was said on."""
+    lines: list[str] = []
     for head, attr in (("Limits", "limit_source"), ("Notes", "note")):
         said: dict[tuple[str, str], list[str]] = {}  # (probe, text) → layers
         for c in cases:
@@ -290,16 +309,6 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
                     layers_of.append(layer_label(c.key))
         if said:
             lines += ["", f"{head}:", *[f"- {p} on {', '.join(ls)}: {text}" for (p, text), ls in said.items()]]
-    if skipped:
-        lines += [
-            "",
-            "### Skipped probes and failed runs: no number",
-            "",
-            "| layer | probe | case | why |",
-            "|---|---|---|---|",
-        ]
-        for s in skipped:
-            lines.append(f"| {s.target_kind} | {s.probe} | {s.case or 'all'} | {'; '.join(s.reasons)} |")
     return lines
 
 

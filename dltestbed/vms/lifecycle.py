@@ -25,7 +25,7 @@ from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms import pool as pool_mod
 from dltestbed.vms.boot import SSH_TIMEOUT, wait_booted, wait_ssh
-from dltestbed.vms.domain import METADATA_NS, DomainSpec, domain_xml, owner_in
+from dltestbed.vms.domain import METADATA_NS, DomainSpec, PciAddress, VirtType, domain_xml, owner_in
 from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError
 from dltestbed.vms.images import BaseImage
 from dltestbed.vms.record import DOMAIN_PREFIX, VMRecord, hypervisor_of, record, records
@@ -105,6 +105,56 @@ def _make_keys(rec: VMRecord) -> Path:
     return host_key
 
 
+def _stage_and_start(
+    rec: VMRecord,
+    hv: Hypervisor,
+    image: BaseImage,
+    virt_type: VirtType,
+    hostdevs: tuple[PciAddress, ...],
+    cmdline: str | None,
+    on_notice: Callable[[str], None] | None,
+) -> float:
+    """Its keys, the image staged in the hypervisor's pool, its seed and overlay disk, then its domain
+    defined and started; returns when it started (monotonic)."""
+    host_key = _make_keys(rec)
+    with hv.connect() as conn:
+        pool = pool_mod.pool(conn, hv)
+        in_use = {r.image_key for r in records() if r.uri == hv.uri and r.name != rec.name}
+        staged = pool_mod.stage_image(conn, pool, hv, image, in_use, on_notice)
+        with tempfile.TemporaryDirectory() as tmp:
+            seed_file = seed_disk(
+                Path(tmp), rec.name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key
+            )
+            seed = pool_mod.upload(conn, pool, f"{rec.name}.seed.img", seed_file)
+        host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
+        floor = rec.disk_gib if rec.disk_gib is not None else image.min_disk_gib
+        disk = pool_mod.overlay(
+            pool, f"{rec.name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3), staged.format
+        )
+        hv_mod.ensure_network(conn)
+        spec = DomainSpec(
+            name=rec.domain,
+            virt_type=virt_type,
+            vcpus=rec.vcpus,
+            memory_mib=rec.memory_mib,
+            disk=disk,
+            console_log=rec.console_log,
+            bridge=BRIDGE,
+            mac=rec.mac,
+            seed=seed,
+            kernel=staged.kernel,
+            initrd=staged.initrd,
+            cmdline=(cmdline or image.cmdline) if staged.kernel else None,
+            vcpu_pins=tuple(rec.vcpu_pins),
+            numa_node=rec.numa_node,
+            hostdevs=hostdevs,
+            owner=installation_id(),
+        )
+        started = time.monotonic()
+        _define_and_start(conn, domain_xml(spec))
+    return started
+
+
 def create(
     name: str,
     image: BaseImage,
@@ -128,7 +178,7 @@ def create(
         raise VMError(f"VM {name} exists already (dltestbed teardown removes it)")
     facts = hv.facts()
     chosen_type, notice = hostcheck.virt_type(facts, virt_type)
-    hostdevs: tuple = ()
+    hostdevs: tuple[PciAddress, ...] = ()
     if gpus and gpus != "0":
         chosen = hostcheck.passthrough_preflight(name, gpus, facts, hv.gpus(), list(vcpu_pins))
         hostdevs = tuple(g.address for g in chosen)
@@ -159,42 +209,7 @@ def create(
         ),
     )
     try:
-        host_key = _make_keys(rec)
-        with hv.connect() as conn:
-            pool = pool_mod.pool(conn, hv)
-            in_use = {r.image_key for r in records() if r.uri == hv.uri and r.name != name}
-            staged = pool_mod.stage_image(conn, pool, hv, image, in_use, on_notice)
-            with tempfile.TemporaryDirectory() as tmp:
-                seed_file = seed_disk(
-                    Path(tmp), name, rec.address, rec.key_file.with_suffix(".pub").read_text(), host_key
-                )
-                seed = pool_mod.upload(conn, pool, f"{name}.seed.img", seed_file)
-            host_key.unlink()  # the VM has it now; only its public half is kept (known_hosts)
-            floor = disk_gib if disk_gib is not None else image.min_disk_gib
-            disk = pool_mod.overlay(
-                pool, f"{name}.overlay.qcow2", staged.disk, max(staged.capacity, floor * 1024**3), staged.format
-            )
-            hv_mod.ensure_network(conn)
-            spec = DomainSpec(
-                name=rec.domain,
-                virt_type=chosen_type,
-                vcpus=vcpus,
-                memory_mib=memory_mib,
-                disk=disk,
-                console_log=rec.console_log,
-                bridge=BRIDGE,
-                mac=rec.mac,
-                seed=seed,
-                kernel=staged.kernel,
-                initrd=staged.initrd,
-                cmdline=(cmdline or image.cmdline) if staged.kernel else None,
-                vcpu_pins=tuple(vcpu_pins),
-                numa_node=numa_node,
-                hostdevs=hostdevs,
-                owner=installation_id(),
-            )
-            started = time.monotonic()
-            _define_and_start(conn, domain_xml(spec))
+        started = _stage_and_start(rec, hv, image, chosen_type, hostdevs, cmdline, on_notice)
         wait_booted(rec, hv, ssh_timeout, on_notice)
         rec.ready_seconds = round(time.monotonic() - started, 1)
         rec.save()

@@ -18,7 +18,8 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dltestbed import dataset
 from dltestbed.catalog import model_names
@@ -28,6 +29,9 @@ from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent, MeasureEvent, ProbesDoneEvent, SkipEvent, StartEvent
 from dltestbed.workload.loop import StepError
+
+if TYPE_CHECKING:
+    from dltestbed.workload.probes import Case, Where
 
 
 class _Parser(argparse.ArgumentParser):
@@ -205,6 +209,44 @@ def _prepare(spec: WorkloadSpec | ProbeSpec, ns: argparse.Namespace, min_classes
     return index, data_facts, cluster
 
 
+def _plan_cases(names: Sequence[str], where: Where, cases: list[Case]) -> list[SkipEvent]:
+    """Each probe's cases on this target, appended to `cases` (so that cleanup reaches every case
+    planned, even when a later probe fails); the skips, each with its reason."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
+    from dltestbed.workload import probes
+
+    skips: list[SkipEvent] = []
+    for name in names:
+        try:
+            planned = probes.PROBES[name](where)
+        except probes.Skip as why:
+            skips.append(SkipEvent(probe=name, case="", reason=str(why)))
+            continue
+        for c in planned:
+            if isinstance(c, probes.Skip):
+                skips.append(SkipEvent(probe=name, case=c.case, reason=str(c)))
+            else:
+                cases.append(c)
+    return skips
+
+
+def _time_cases(cases: Sequence[Case], spec: ProbeSpec, where: Where, emitter: Emitter) -> int:
+    """Time every case, a measure event per value per call; the number of timed measures sent."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
+    from dltestbed.workload import probes
+
+    measures = 0
+    for c in cases:
+        for i, phase, values, dt in probes.timed(c, spec.scale, spec.warmup, spec.steps, where.agree):
+            for name, unit, value in values:
+                event = MeasureEvent(
+                    probe=c.probe, case=name, index=i, phase=phase, value=value, unit=unit, seconds=dt, t=time.time()
+                )
+                emitter.emit(event)
+                measures += phase == "timed"
+    return measures
+
+
 def run_micro(argv: list[str], emitter: Emitter) -> None:
     """Plan every probe's cases on this target, say so in the start event (with each skip), then time
     each case and emit a measure per call, then probes_done. Scratch files are removed whatever happens."""
@@ -249,19 +291,8 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         tuple(gpus[: len(visible)]),
     )
     cases: list[probes.Case] = []
-    skips: list[SkipEvent] = []
     try:
-        for name in spec.probes:
-            try:
-                planned = probes.PROBES[name](where)
-            except probes.Skip as why:
-                skips.append(SkipEvent(probe=name, case="", reason=str(why)))
-                continue
-            for c in planned:
-                if isinstance(c, probes.Skip):
-                    skips.append(SkipEvent(probe=name, case=c.case, reason=str(c)))
-                else:
-                    cases.append(c)
+        skips = _plan_cases(spec.probes, where, cases)
         resolved = spec.model_dump() | {"cases": [d for c in cases for d in c.describe()]}
         emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
         for skip in skips:
@@ -271,24 +302,8 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
 
         sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
         sampler.start()
-        measures = 0
         try:
-            for c in cases:
-                for i, phase, values, dt in probes.timed(c, spec.scale, spec.warmup, spec.steps, where.agree):
-                    for name, unit, value in values:
-                        emitter.emit(
-                            MeasureEvent(
-                                probe=c.probe,
-                                case=name,
-                                index=i,
-                                phase=phase,
-                                value=value,
-                                unit=unit,
-                                seconds=dt,
-                                t=time.time(),
-                            )
-                        )
-                        measures += phase == "timed"
+            measures = _time_cases(cases, spec, where, emitter)
         finally:
             sampler.stop()
         emitter.emit(ProbesDoneEvent(measures=measures, skips=len(skips)))
@@ -324,7 +339,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     import tensorflow as tf
 
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
-    from dltestbed.workload import data, loop, mathmode, models, tfgpu
+    from dltestbed.workload import data, loop, mathmode, tfgpu
 
     gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
     strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
@@ -347,16 +362,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
         mathmode.apply(tf, keras, math)
         keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
         seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
-        how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
-        if strategy is not None:
-            with strategy.scope():
-                model = models.build(spec.model, spec.size, classes)
-                step = loop.make_step(
-                    tf, keras, model, spec.mode, strategy, spec.batch_size * (cluster.size if cluster else 1), **how
-                )
-        else:
-            model = models.build(spec.model, spec.size, classes)
-            step = loop.make_step(tf, keras, model, spec.mode, **how)
+        step = _step(tf, keras, spec, classes, math, strategy, cluster.size if cluster else 1)
         if index is not None:
             batches = data.real(tf, index, spec.batch_size, spec.size, seed)
         else:
@@ -380,6 +386,19 @@ def run(argv: list[str], emitter: Emitter) -> None:
         if nvml:
             nvml.close()
     emitter.emit(summary)
+
+
+def _step(tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any, workers: int) -> Any:
+    """The model built and its step compiled, under the strategy's scope when the run is distributed."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
+    from dltestbed.workload import loop, mathmode, models
+
+    how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
+    if strategy is None:
+        return loop.make_step(tf, keras, models.build(spec.model, spec.size, classes), spec.mode, **how)
+    with strategy.scope():
+        model = models.build(spec.model, spec.size, classes)
+        return loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * workers, **how)
 
 
 def _process_start() -> float:
