@@ -32,6 +32,7 @@ def teardown(
     on those hosts, recorded here or not. Another operator's VMs and containers on a shared host are left
     alone (--all-owners: removed too). A remote host keeps the
     uploaded guest image for its next VM. Safe to run again."""
+    import os
     import shutil
     import subprocess
 
@@ -54,21 +55,16 @@ def teardown(
     failed: list[str] = []
     removed += _remote_vms(inv, failed, all_owners)
     mine = _filters(all_owners)
-    for rt in ("docker", "podman"):
-        if not shutil.which(rt):
-            continue
-        from dltestbed.provision.image import runtime_env
+    from dltestbed.runtimes import RUNTIMES
 
-        ps = subprocess.run(
-            [rt, "ps", "-a", *mine, "--format", "{{.Names}}"],
-            capture_output=True,
-            text=True,
-            env=runtime_env(rt),
-            timeout=60,
-        )
+    for rt in RUNTIMES.values():
+        if not shutil.which(rt.name):
+            continue
+        env = rt.cli_env(os.environ)
+        ps = subprocess.run(rt.list_argv(mine), capture_output=True, text=True, env=env, timeout=60)
         for name in ps.stdout.split() if ps.returncode == 0 else []:
-            subprocess.run([rt, "rm", "--force", name], capture_output=True, env=runtime_env(rt), timeout=120)
-            removed.append(f"{rt} container {name}")
+            subprocess.run(rt.remove_argv(name), capture_output=True, env=env, timeout=120)
+            removed.append(f"{rt.name} container {name}")
     if inv is not None:
         removed += _remote_containers(inv, mine)
     typer.echo(f"removed: {', '.join(removed)}" if removed else "nothing to remove", err=True)
@@ -116,19 +112,20 @@ def _remote_containers(inventory: Inventory, mine: list[str]) -> list[str]:
     import shlex
 
     from dltestbed.errors import TargetError
+    from dltestbed.runtimes import RUNTIMES
     from dltestbed.transport.ssh import SSH
 
     out = []
     for host in inventory.in_role("container_hosts"):
         target = SSH(host)
-        for rt in ("docker", "podman"):
+        for rt in RUNTIMES.values():
             names: list[str] = []
-            script = f"command -v {rt} >/dev/null && {rt} ps -a {shlex.join(mine)} --format '{{{{.Names}}}}' || true"
+            script = f"command -v {rt.name} >/dev/null && {shlex.join(rt.list_argv(mine))} || true"
             try:
                 target.run(["sh", "-c", script], timeout=60, on_line=names.append)
                 for name in (n.strip() for n in names if n.strip()):
-                    target.run([rt, "rm", "--force", name], timeout=120)
-                    out.append(f"{rt} container {name} on {host.name}")
+                    target.run(rt.remove_argv(name), timeout=120)
+                    out.append(f"{rt.name} container {name} on {host.name}")
             except TargetError as exc:
                 typer.echo(f"{host.name}: {exc}", err=True)
     return out

@@ -24,9 +24,9 @@ from dltestbed.provision.ansible import run_playbook
 from dltestbed.provision.guest import inventory_text
 from dltestbed.provision.wheelhouse import source_root
 from dltestbed.results.records import new_id
+from dltestbed.runtimes import CONTAINER_USER
 from dltestbed.targets import VM_KINDS, DataPlace, Site, make
 from dltestbed.targets.base import Target
-from dltestbed.targets.container import CONTAINER_USER
 from dltestbed.vms.record import VMRecord
 
 DATA_ROOT = "/var/lib/dltestbed/datasets"  # on inventory hosts (dltestbed_data_root overrides it) and in VMs

@@ -19,8 +19,9 @@ from dltestbed.inventory import Host
 from dltestbed.orchestrate import dataplace
 from dltestbed.provision import facts, image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
+from dltestbed.runtimes import HOST_RUNTIME, RUNTIMES, ContainerOptions
 from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind, make
-from dltestbed.targets.container import ContainerOptions, check_limits, options_from_vars
+from dltestbed.targets.container import check_limits, options_from_vars
 from dltestbed.transport.ssh import SSH
 from dltestbed.vms.settings import VMSettings
 
@@ -99,9 +100,6 @@ def check(setup: Setup) -> Checked:
     return Checked(setup, sites, vms)
 
 
-REMOTE_RUNTIMES = ("podman", "docker")
-
-
 def check_host_values(host: Host, setup: Setup) -> None:
     """The inventory values a bench reads of a host, checked without contacting it: a ConfigError line
     naming the host, the variable and what is allowed."""
@@ -115,9 +113,10 @@ def check_host_values(host: Host, setup: Setup) -> None:
     if setup.dataset is not None:
         need_absolute("dltestbed_data_root")
     if STORE_IMAGE_KINDS & set(setup.kinds) and host.plays("container_hosts"):
-        runtime = setup.runtime or str(host.vars.get("dltestbed_container_runtime") or "podman")
-        if runtime not in REMOTE_RUNTIMES:
-            raise ConfigError(f"host {host.name}: dltestbed_container_runtime: podman or docker (got {runtime!r})")
+        runtime = setup.runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
+        if runtime not in RUNTIMES:
+            choices = " or ".join([HOST_RUNTIME, *(r for r in RUNTIMES if r != HOST_RUNTIME)])  # the default first
+            raise ConfigError(f"host {host.name}: dltestbed_container_runtime: {choices} (got {runtime!r})")
         try:
             options_from_vars(host.vars)
         except ConfigError as exc:
@@ -230,7 +229,7 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
     opts = options_from_vars(host.vars)
     if not host.plays("container_hosts"):
         raise ConfigError(f"cbm on {host.name}: the host is not in group container_hosts of the inventory")
-    rt = runtime or str(host.vars.get("dltestbed_container_runtime") or "podman")
+    rt = runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
     flavor = host_flavor(host)
     img = built(rt, flavor)
     if img is None:

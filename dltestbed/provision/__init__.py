@@ -19,6 +19,7 @@ from dltestbed.provision.ansible import PlaybookResult, run_playbook, site_vars
 from dltestbed.provision.events import HostOutcome
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.results.records import new_id
+from dltestbed.runtimes import HOST_RUNTIME
 
 EventHook = Callable[[str, HostOutcome | None, dict[str, Any]], None]
 
@@ -219,7 +220,7 @@ def _container_images(
     runtimes: dict[str, str] = {}
     images: dict[str, dict[str, str]] = {}
     for h in hosts:
-        rt = str(inv.hosts[h.name].vars.get("dltestbed_container_runtime") or "podman")
+        rt = str(inv.hosts[h.name].vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
         key = image_key(rt, h.flavor or "cpu")
         if key not in images:
             img = image.build(rt, houses[h.flavor or "cpu"])

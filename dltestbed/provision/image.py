@@ -16,11 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dltestbed import locks, paths
+from dltestbed import locks, paths, runtimes
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision.cache import KEEP, prune
 from dltestbed.provision.wheelhouse import Wheelhouse
-from dltestbed.secretenv import scrub
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -59,18 +58,8 @@ class ImageError(DltestbedError):
 
 
 def runtime_env(runtime: str) -> dict[str, str]:
-    """Environment for a runtime's CLI: podman gets dltestbed's containers.conf (runc, cgroupfs,
-    no default ulimits) unless the user set CONTAINERS_CONF."""
-    env = scrub(os.environ)
-    if runtime == "podman" and "CONTAINERS_CONF" not in env:
-        conf = paths.cache_dir() / "containers.conf"
-        conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text(
-            '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
-            'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-        )
-        env["CONTAINERS_CONF"] = str(conf)
-    return env
+    """Environment for a runtime's CLI on this machine (podman: dltestbed's containers.conf)."""
+    return runtimes.runtime(runtime).cli_env(os.environ)
 
 
 def _run(argv: list[str], runtime: str, what: str, timeout: float = 1800) -> str:
@@ -110,16 +99,15 @@ def usable_runtime(runtime: str | None = None) -> str:
 
 def check_runtime(runtime: str) -> str:
     """The runtime's server version, or an ImageError saying it is missing or not running."""
-    if runtime == "docker":
-        try:
-            return _run(["docker", "version", "--format", "{{.Server.Version}}"], runtime, "docker", timeout=30)
-        except ImageError as exc:
-            if "not installed" in str(exc):
-                raise
-            raise ImageError(f"the docker daemon is not running or not reachable ({exc}); start dockerd") from None
-    if runtime == "podman":
-        return _run(["podman", "version", "--format", "{{.Version}}"], runtime, "podman", timeout=30)
-    raise ConfigError(f"building images for {runtime!r} is not supported; use docker or podman")
+    if runtime not in runtimes.RUNTIMES:
+        raise ConfigError(f"building images for {runtime!r} is not supported; use {' or '.join(runtimes.RUNTIMES)}")
+    rt = runtimes.RUNTIMES[runtime]
+    try:
+        return _run(rt.version_argv(), runtime, runtime, timeout=30)
+    except ImageError as exc:
+        if "not installed" in str(exc):
+            raise
+        raise ImageError(rt.not_answering.format(why=exc)) from None
 
 
 def _recipe(packages: tuple[str, ...] = PACKAGES) -> str:
@@ -216,10 +204,8 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         (ctx / "Containerfile").write_text(
             CONTAINERFILE.format(base=base_ref, wheel=house.wheel, inputs=tag.split(":", 1)[1], stage_label=STAGE_LABEL)
         )
-        argv = [runtime, "build", "--tag", tag, "--file", str(ctx / "Containerfile")]
-        if runtime == "podman":
-            argv += ["--pull=never", "--layers"]
-        _run([*argv, str(ctx)], runtime, f"{runtime} build", timeout=3600)
+        argv = runtimes.runtime(runtime).build_argv(tag, ctx / "Containerfile", ctx)
+        _run(argv, runtime, f"{runtime} build", timeout=3600)
     digest = _image_id(runtime, tag)
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
@@ -275,8 +261,8 @@ def archive(img: Image) -> Path:
 def _save(img: Image, path: Path) -> Path:
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
-    fmt = ["--format", "oci-archive"] if img.runtime == "podman" else []
-    _run([img.runtime, "save", *fmt, "-o", str(partial), img.tag], img.runtime, f"{img.runtime} save", timeout=1800)
+    argv = runtimes.runtime(img.runtime).save_argv(img.tag, partial)
+    _run(argv, img.runtime, f"{img.runtime} save", timeout=1800)
     partial.rename(path)
     prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
     return path

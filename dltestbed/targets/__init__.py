@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
+from dltestbed.runtimes import RUNTIMES, ContainerOptions, runtime
 from dltestbed.slurm.alloc import Allocation, Node
 from dltestbed.targets.base import CommandResult, Target, machine_under
-from dltestbed.targets.container import ContainerOptions, ContainerTarget
+from dltestbed.targets.container import ContainerTarget
 from dltestbed.targets.local import LocalTarget
 from dltestbed.targets.slurm import SlurmTarget
 from dltestbed.targets.ssh import SSHTarget
@@ -29,6 +30,7 @@ KINDS: dict[str, str] = {
 }
 VM_KINDS = frozenset({"vm", "cvm"})  # run in the host's benchmark VM (made before the bench runs)
 STORE_IMAGE_KINDS = frozenset({"cbm"})  # run the workload image from the controller's container store
+PODMAN = RUNTIMES["podman"]  # what dltestbed's guest image carries (cvm)
 GUEST_IMAGE_KINDS = frozenset({"cvm"})  # need dltestbed's guest image in the VM (its Podman holds the workload image)
 
 
@@ -135,7 +137,13 @@ def _cbm(site: Site) -> Target:
     if c is None:
         raise _missing("cbm", site, "the container image")
     return ContainerTarget(
-        _bm(site), c.runtime, c.tag, c.digest, c.options, runtime_env=c.runtime_env, data_source=site.data.host
+        _bm(site),
+        runtime(c.runtime),
+        c.tag,
+        c.digest,
+        c.options,
+        runtime_env=c.runtime_env,
+        data_source=site.data.host,
     )
 
 
@@ -154,7 +162,7 @@ def _cvm(site: Site) -> Target:
     if not rec.container_tag:  # a user's image: the bench's checks refuse this first
         raise userimage.refuse_cvm(site.host.name if site.host else None, rec.image_name)
     return ContainerTarget(
-        _vm(site), "podman", rec.container_tag, rec.container_digest, kind="cvm", data_source=site.data.vm
+        _vm(site), PODMAN, rec.container_tag, rec.container_digest, kind="cvm", data_source=site.data.vm
     )
 
 

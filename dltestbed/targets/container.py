@@ -1,8 +1,8 @@
 """Containers as targets: a container target wraps the target it runs on (bare metal here or over
 SSH; a VM later), so "container on VM" is composition, not another code path.
 
-Command construction is pure (`run_argv`) and tested on captured cases; the runtime is the
-host's own CLI (docker, podman, apptainer), run through the wrapped target.
+The command lines are the runtime's (`dltestbed.runtimes`: docker, podman); they run through the
+wrapped target, on the host's own CLI.
 """
 
 from __future__ import annotations
@@ -10,38 +10,18 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from dltestbed.config import missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError, TargetError
 from dltestbed.owner import BENCH_LABEL, OWNER_LABEL, RUN_LABEL, installation_id
 from dltestbed.results.records import new_id
+from dltestbed.runtimes import ContainerOptions, Runtime
 from dltestbed.shield import shielded
 from dltestbed.targets.base import CommandResult, Target
 
-RUNTIMES = ("docker", "podman", "apptainer")
-CONTAINER_USER = "10001:10001"  # the image's unprivileged `dltestbed` user
 VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
 CONTAINER_DATA = "/mnt/dltestbed-data"  # where the bench's dataset is mounted, read-only
-
-
-@dataclass(frozen=True)
-class ContainerOptions:
-    """How a container is run, from the layout and inventory. Nothing privileged unless asked."""
-
-    gpus: str | None = None  # None: no GPU; "all", a comma list of indices, or "auto" (all the host has)
-    cpuset: str | None = None  # e.g. "0-7"
-    memory: str | None = None  # e.g. "16g"
-    network: str = "host"  # host networking: no overlay between workers, as distributed runs need
-    numa_node: int | None = None  # pin CPUs and memory to this node (the GPU's socket)
-    numa_cpus: str | None = None  # the node's CPUs, when numa_node is set (from the host's facts)
-    privileged: bool = False
-    cap_add: tuple[str, ...] = ()
-    volumes: tuple[str, ...] = ()  # "host:container[:ro]"
-    env: tuple[tuple[str, str], ...] = ()
-    labels: tuple[tuple[str, str], ...] = ()  # who made it, for which bench and run (teardown's filter)
-    extra: tuple[str, ...] = field(default=())  # the user's own flags, appended as given
 
 
 MEMORY_RE = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
@@ -75,69 +55,6 @@ def check_limits(
             raise ConfigError(f"{names[0]} {cpuset}: {why}")
     if memory is not None and not MEMORY_RE.match(memory):
         raise ConfigError(f"{names[1]}: a size like 4g or 512m (got {memory!r})")
-
-
-def run_argv(runtime: str, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
-    """The runtime command that runs argv in a fresh container named `name`, removed on exit."""
-    if runtime not in RUNTIMES:
-        raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
-    if opts.numa_node is not None and not (opts.numa_cpus or opts.cpuset):
-        raise ConfigError("NUMA pinning needs the node's CPUs (numa_cpus) or an explicit cpuset")
-    if opts.gpus == "auto":
-        raise ConfigError("gpus 'auto' must be resolved on the host before the command is built")
-    cpus = opts.cpuset or (opts.numa_cpus if opts.numa_node is not None else None)
-    env = [*opts.env]
-    if runtime == "apptainer":
-        out = ["apptainer", "exec", "--containall", "--cleanenv", "--no-home"]
-        if opts.gpus is not None:
-            out.append("--nv")
-            if opts.gpus != "all":
-                env.append(("APPTAINERENV_CUDA_VISIBLE_DEVICES", opts.gpus))
-        out += [f"--bind={v}" for v in opts.volumes]
-        for k, v in env:
-            out.append(f"--env={k}={v}")
-        out += [*opts.extra, image, *argv]
-        if cpus or opts.numa_node is not None:
-            pin = ["numactl", f"--physcpubind={cpus}"] if cpus else ["numactl"]
-            if opts.numa_node is not None:
-                pin.append(f"--membind={opts.numa_node}")
-            out = [*pin, *out]
-        return out
-    # -i: the CLI's stdin (dltestbed's pipe or SSH session) is the workload's, closed when dltestbed is gone
-    out = [
-        runtime,
-        "run",
-        "--rm",
-        "--interactive",
-        "--name",
-        name,
-        f"--network={opts.network}",
-        f"--user={CONTAINER_USER}",
-        "--pull=never",
-    ]
-    out += [f"--label={k}={v}" for k, v in opts.labels]
-    if runtime == "podman":
-        out.append("--log-driver=none")  # stdout is streamed to us; no second copy in a journal
-    if opts.privileged:
-        out.append("--privileged")
-    out += [f"--cap-add={c}" for c in opts.cap_add]
-    if opts.gpus is not None:
-        if runtime == "docker":
-            out.append(f"--gpus={opts.gpus}" if opts.gpus == "all" else f'--gpus="device={opts.gpus}"')
-        else:  # podman: CDI devices
-            ids = ["all"] if opts.gpus == "all" else opts.gpus.split(",")
-            out += [f"--device=nvidia.com/gpu={i}" for i in ids]
-    if cpus:
-        out.append(f"--cpuset-cpus={cpus}")
-    if opts.numa_node is not None:
-        out.append(f"--cpuset-mems={opts.numa_node}")
-    if opts.memory:
-        out.append(f"--memory={opts.memory}")
-    out += [f"--volume={v}" for v in opts.volumes]
-    for k, v in env:
-        out.append(f"--env={k}={v}")
-    out += [*opts.extra, image, *argv]
-    return out
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -183,20 +100,13 @@ def options_from_vars(v: Mapping[str, object]) -> ContainerOptions:
     )
 
 
-def remove_argv(runtime: str, name: str) -> list[str] | None:
-    """The command that removes a container by name (None for apptainer: nothing to remove)."""
-    if runtime == "apptainer":
-        return None
-    return [runtime, "rm", "--force", "--ignore", name] if runtime == "podman" else [runtime, "rm", "--force", name]
-
-
 class ContainerTarget:
     """A container on the machine of `inner` (kind cbm on bare metal, cvm in a VM)."""
 
     def __init__(
         self,
         inner: Target,
-        runtime: str,
+        runtime: Runtime,
         image: str,
         digest: str,
         opts: ContainerOptions | None = None,
@@ -204,8 +114,6 @@ class ContainerTarget:
         runtime_env: Mapping[str, str] | None = None,
         data_source: str | None = None,
     ) -> None:
-        if runtime not in RUNTIMES:
-            raise ConfigError(f"unknown container runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
         self.inner = inner
         self.runtime = runtime
         self.image = image
@@ -213,7 +121,7 @@ class ContainerTarget:
         self.opts = opts or ContainerOptions(gpus="auto")
         self.kind = kind
         self.runtime_env = dict(runtime_env or {})  # for the runtime's CLI on the host (e.g. CONTAINERS_CONF)
-        self.name = f"{inner.name}/{runtime}"
+        self.name = f"{inner.name}/{runtime.name}"
         self.host = inner.host
         self.machine = inner.machine
         self.remote = inner.remote
@@ -228,7 +136,7 @@ class ContainerTarget:
         return {
             **self.inner.fingerprint(),
             "target_kind": self.kind,
-            "container_runtime": self.runtime,
+            "container_runtime": self.runtime.name,
             "container_image_tag": self.image,
             "container_image_digest": self.digest,
             **({"container_limits": lim} if lim else {}),
@@ -290,13 +198,12 @@ class ContainerTarget:
                 "volumes": (*opts.volumes, *mounts),
             }
         )
-        command = run_argv(self.runtime, self.image, name, argv, opts)
+        command = self.runtime.run_argv(self.image, name, argv, opts)
         try:
             return self.inner.run(
                 command, env=self.runtime_env, timeout=timeout, on_line=on_line, stderr_log=stderr_log
             )
         finally:
-            rm = remove_argv(self.runtime, name)
-            if rm:  # a second Ctrl-C waits for the removal
-                with shielded(), contextlib.suppress(TargetError):  # a host that is gone: nothing more to do
-                    self.inner.run(rm, env=self.runtime_env, timeout=60)
+            # a second Ctrl-C waits for the removal; a host that is gone: nothing more to do
+            with shielded(), contextlib.suppress(TargetError):
+                self.inner.run(self.runtime.remove_argv(name), env=self.runtime_env, timeout=60)

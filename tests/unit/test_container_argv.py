@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from dltestbed.errors import ConfigError
-from dltestbed.targets.container import ContainerOptions, remove_argv, run_argv
+from dltestbed.runtimes import ContainerOptions, runtime
 
 ARGV = ["/opt/dltestbed/venv/bin/python", "-m", "dltestbed.workload", "--model", "alexnet"]
 IMG = "dltestbed-workload:abc"
 
 
 def test_docker_defaults_are_unprivileged_host_network_and_removed() -> None:
-    assert run_argv("docker", IMG, "c1", ARGV, ContainerOptions(labels=(("dltestbed.owner", "me@h-1"),))) == [
+    assert runtime("docker").run_argv(IMG, "c1", ARGV, ContainerOptions(labels=(("dltestbed.owner", "me@h-1"),))) == [
         "docker",
         "run",
         "--rm",
@@ -29,7 +29,7 @@ def test_docker_defaults_are_unprivileged_host_network_and_removed() -> None:
 
 
 def test_podman_gpus_use_cdi_and_no_log_copy() -> None:
-    out = run_argv("podman", IMG, "c1", ARGV, ContainerOptions(gpus="0,2", cpuset="0-7", memory="16g"))
+    out = runtime("podman").run_argv(IMG, "c1", ARGV, ContainerOptions(gpus="0,2", cpuset="0-7", memory="16g"))
     assert out[:10] == [
         "podman",
         "run",
@@ -48,48 +48,37 @@ def test_podman_gpus_use_cdi_and_no_log_copy() -> None:
 
 @pytest.mark.parametrize(("gpus", "flag"), [("all", "--gpus=all"), ("1,3", '--gpus="device=1,3"')])
 def test_docker_gpus(gpus: str, flag: str) -> None:
-    assert flag in run_argv("docker", IMG, "c", ARGV, ContainerOptions(gpus=gpus))
+    assert flag in runtime("docker").run_argv(IMG, "c", ARGV, ContainerOptions(gpus=gpus))
 
 
 def test_numa_pinning_binds_cpus_and_memory_to_the_gpu_node() -> None:
-    out = run_argv("docker", IMG, "c", ARGV, ContainerOptions(numa_node=1, numa_cpus="16-31"))
+    out = runtime("docker").run_argv(IMG, "c", ARGV, ContainerOptions(numa_node=1, numa_cpus="16-31"))
     assert "--cpuset-cpus=16-31" in out and "--cpuset-mems=1" in out
     with pytest.raises(ConfigError, match="NUMA pinning needs the node's CPUs"):
-        run_argv("docker", IMG, "c", ARGV, ContainerOptions(numa_node=1))
+        runtime("docker").run_argv(IMG, "c", ARGV, ContainerOptions(numa_node=1))
 
 
 def test_privilege_only_when_asked() -> None:
-    out = run_argv("docker", IMG, "c", ARGV, ContainerOptions(privileged=True, cap_add=("SYS_NICE",)))
+    out = runtime("docker").run_argv(IMG, "c", ARGV, ContainerOptions(privileged=True, cap_add=("SYS_NICE",)))
     assert "--privileged" in out and "--cap-add=SYS_NICE" in out
 
 
 def test_env_volumes_and_user_flags_keep_their_order_before_the_image() -> None:
     opts = ContainerOptions(env=(("A", "x y"),), volumes=("/data:/data:ro",), extra=("--shm-size=1g",))
-    out = run_argv("docker", IMG, "c", ARGV, opts)
+    out = runtime("docker").run_argv(IMG, "c", ARGV, opts)
     i = out.index(IMG)
     assert out[i - 3 : i] == ["--volume=/data:/data:ro", "--env=A=x y", "--shm-size=1g"]
     assert out[i + 1 :] == ARGV
 
 
-def test_apptainer_exec_with_nv_and_numactl() -> None:
-    out = run_argv(
-        "apptainer", "/images/dlt.sif", "ignored", ARGV, ContainerOptions(gpus="0", numa_node=0, numa_cpus="0-15")
-    )
-    assert out[:3] == ["numactl", "--physcpubind=0-15", "--membind=0"]
-    assert out[3:8] == ["apptainer", "exec", "--containall", "--cleanenv", "--no-home"]
-    assert "--nv" in out and "--env=APPTAINERENV_CUDA_VISIBLE_DEVICES=0" in out
-    assert out[-len(ARGV) - 1 :] == ["/images/dlt.sif", *ARGV]
-
-
 def test_removal_commands() -> None:
-    assert remove_argv("docker", "c1") == ["docker", "rm", "--force", "c1"]
-    assert remove_argv("podman", "c1") == ["podman", "rm", "--force", "--ignore", "c1"]
-    assert remove_argv("apptainer", "c1") is None
+    assert runtime("docker").remove_argv("c1") == ["docker", "rm", "--force", "c1"]
+    assert runtime("podman").remove_argv("c1") == ["podman", "rm", "--force", "--ignore", "c1"]
 
 
 def test_unknown_runtime() -> None:
-    with pytest.raises(ConfigError, match="unknown container runtime 'lxc'; known: docker, podman, apptainer"):
-        run_argv("lxc", IMG, "c", ARGV, ContainerOptions())
+    with pytest.raises(ConfigError, match=r"unknown container runtime 'lxc'; known: docker, podman$"):
+        runtime("lxc")
 
 
 def test_options_from_inventory_variables() -> None:
@@ -123,7 +112,7 @@ def test_options_from_inventory_variables() -> None:
     with pytest.raises(ConfigError, match="dltestbed_container_numa_node must be a node number"):
         options_from_vars({"dltestbed_container_numa_node": "gpu0"})
     with pytest.raises(ConfigError, match="gpus 'auto' must be resolved"):
-        run_argv("docker", IMG, "c", ARGV, ContainerOptions(gpus="auto"))
+        runtime("docker").run_argv(IMG, "c", ARGV, ContainerOptions(gpus="auto"))
 
 
 def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
@@ -161,7 +150,7 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
             raise AssertionError(f"fake host does not know {argv}")
 
     host = Host()
-    t = ContainerTarget(host, "docker", IMG, "sha256:x", ContainerOptions(gpus="auto", numa_node=1))
+    t = ContainerTarget(host, runtime("docker"), IMG, "sha256:x", ContainerOptions(gpus="auto", numa_node=1))
     t.run(ARGV)
     run = next(c for c in host.commands if c[:2] == ["docker", "run"])
     assert "--gpus=all" in run and "--cpuset-cpus=16-31" in run and "--cpuset-mems=1" in run
@@ -169,7 +158,9 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
     t.run(ARGV)
     assert sum(1 for c in host.commands if c[0] == "nvidia-smi") == 1  # resolved once
     assert not any(a.startswith("--volume") for a in run)
-    data = ContainerTarget(host, "docker", IMG, "sha256:x", ContainerOptions(gpus="auto"), data_source="/srv/d 1")
+    data = ContainerTarget(
+        host, runtime("docker"), IMG, "sha256:x", ContainerOptions(gpus="auto"), data_source="/srv/d 1"
+    )
     data.run(ARGV)
     run = [c for c in host.commands if c[:2] == ["docker", "run"]][-1]
     assert "--volume=/srv/d 1:/mnt/dltestbed-data:ro" in run and data.data_dir == "/mnt/dltestbed-data"

@@ -9,7 +9,8 @@ import pytest
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
 from dltestbed.orchestrate import prepare
-from dltestbed.targets.container import ContainerOptions, check_limits, limits, run_argv
+from dltestbed.runtimes import ContainerOptions, runtime
+from dltestbed.targets.container import check_limits, limits
 from tests.conftest import one_error_line, run_cli
 
 HOST = Host("n1", "10.0.0.1", 22, "root", None, (), ("bare_metal",))
@@ -48,7 +49,7 @@ def test_limits_in_words_and_in_the_runtime_command() -> None:
     opts = ContainerOptions(cpuset="0-1", memory="4g")
     assert limits(opts) == "cpuset 0-1, memory 4g"
     assert limits(ContainerOptions()) == ""
-    argv = run_argv("docker", "img", "c1", ["python"], opts)
+    argv = runtime("docker").run_argv("img", "c1", ["python"], opts)
     assert "--cpuset-cpus=0-1" in argv and "--memory=4g" in argv
 
 
