@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
+from dltestbed.kinds import kinds_where
 
 LAYOUTS = {
     "single": "one host of bare_metal, with one target of each kind it can hold",
@@ -40,7 +41,7 @@ def resolve(layout: str, inventory: Inventory) -> list[Placement]:
     if layout == "distributed":
         if len(workers) < 2:
             raise ConfigError(f"layout distributed needs at least 2 hosts in {in_bm}; {where} has 1")
-        return [Placement(h, tuple(k for k in h.kinds() if k in ("bm", "cbm"))) for h in workers]
+        return [Placement(h, kinds_where(h.kinds(), lambda k: not k.in_vm)) for h in workers]
     shared = [h for h in workers if len(h.kinds()) > 1]
     if not shared:
         raise ConfigError(

@@ -9,6 +9,7 @@ import importlib.metadata as md
 import resource
 
 from dltestbed.errors import ConfigError
+from dltestbed.kinds import BASELINE, KINDS
 from dltestbed.orchestrate import planning, prepare, scenarios
 from dltestbed.orchestrate.dataplace import Dataset
 from dltestbed.orchestrate.launchers import Launcher, launcher_for
@@ -26,7 +27,6 @@ from dltestbed.orchestrate.running import run_on
 from dltestbed.provision import facts, localfacts
 from dltestbed.results import influx
 from dltestbed.results.store import Store
-from dltestbed.targets import KINDS
 
 __all__ = [
     "BenchInterrupted",
@@ -120,7 +120,7 @@ def _kinds(
     if unknown or not kinds:
         raise ConfigError(f"--targets: unknown kind {(unknown or [''])[0]!r}; known: auto, {', '.join(KINDS)}")
     if plan.aa:
-        kinds = ["bm", *[k for k in kinds if k != "bm"], "bm"]  # A first, its A′ last in every repetition
+        kinds = [BASELINE, *[k for k in kinds if k != BASELINE], BASELINE]  # A first, its A′ last in each repetition
     return plan, kinds, runtime
 
 

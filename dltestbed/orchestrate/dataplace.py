@@ -20,18 +20,18 @@ from dltestbed import dataset, paths
 from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, DataError, TargetError
 from dltestbed.inventory import Host
+from dltestbed.kinds import any_kind
 from dltestbed.provision.ansible import run_playbook
 from dltestbed.provision.guest import inventory_text
 from dltestbed.provision.wheelhouse import source_root
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import CONTAINER_USER
-from dltestbed.targets import VM_KINDS, DataPlace, Site, make
+from dltestbed.targets import DataPlace, Site, make
 from dltestbed.targets.base import Target
 from dltestbed.vms.record import VMRecord
 
 DATA_ROOT = "/var/lib/dltestbed/datasets"  # on inventory hosts (dltestbed_data_root overrides it) and in VMs
 MARKER = ".dltestbed-dataset"  # written last, before the copy gets its final name
-HOST_KINDS = frozenset({"bm", "cbm"})  # read the host's copy (VMs get their own)
 Notice = Callable[[str], None]
 
 
@@ -69,7 +69,7 @@ def check(ds: Dataset, kinds: Sequence[str], hosts: Sequence[Host | None]) -> No
         raise ConfigError(
             "--data-shared is for --inventory hosts that mount the same path (this machine reads --data-dir as it is)"
         )
-    if local and "cbm" in kinds:
+    if local and any_kind(kinds, lambda k: k.in_container and k.reads_host_data):
         if ":" in str(ds.source):
             raise ConfigError(f"cbm: --data-dir {str(ds.source)!r} has a ':', which a container's volume cannot mount")
         bad = dataset.unreadable_by_others(ds.source)
@@ -88,8 +88,8 @@ def place(
     run for the hosts, one for the VMs), a shared path checked on each host. Raises DataError naming
     the machine that could not get it."""
     say = on_notice or (lambda line: None)
-    host_sites = [(s, s.host) for s in sites if s.host is not None and HOST_KINDS & set(kinds)]
-    vm_sites = [(s, s.vm) for s in sites if s.vm is not None and VM_KINDS & set(kinds)]
+    host_sites = [(s, s.host) for s in sites if s.host is not None and any_kind(kinds, lambda k: k.reads_host_data)]
+    vm_sites = [(s, s.vm) for s in sites if s.vm is not None and any_kind(kinds, lambda k: k.in_vm)]
     if ds.shared:
         for s, _ in host_sites:
             _check_shared(make("bm", s), ds)

@@ -16,11 +16,12 @@ from typing import Any
 
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
+from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import dataplace
 from dltestbed.provision import facts, image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.runtimes import HOST_RUNTIME, RUNTIMES, ContainerOptions
-from dltestbed.targets import GUEST_IMAGE_KINDS, STORE_IMAGE_KINDS, VM_KINDS, ContainerImage, Site, check_kind, make
+from dltestbed.targets import ContainerImage, Site, check_kind, make
 from dltestbed.targets.container import check_limits, options_from_vars
 from dltestbed.transport.ssh import SSH
 from dltestbed.vms.settings import VMSettings
@@ -45,7 +46,7 @@ class Setup:
     @property
     def uses_vms(self) -> bool:
         """Whether any kind runs in a VM."""
-        return bool(VM_KINDS & set(self.kinds))
+        return any_kind(self.kinds, lambda k: k.in_vm)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def check(setup: Setup) -> Checked:
     guest: list[GuestImage] = []
     sites, vms = [], []
     for host in setup.hosts:
-        container = _container(host, setup.runtime, built) if STORE_IMAGE_KINDS & set(setup.kinds) else None
+        container = _container(host, setup.runtime, built) if any_kind(setup.kinds, lambda k: k.store_image) else None
         if container is not None and limits:
             container = dataclasses.replace(container, options=dataclasses.replace(container.options, **limits))
         vm = None
@@ -89,7 +90,7 @@ def check(setup: Setup) -> Checked:
             vm = vmready.plan(
                 host,
                 setup.vm_overrides,
-                cvm=bool(GUEST_IMAGE_KINDS & set(setup.kinds)),
+                cvm=any_kind(setup.kinds, lambda k: k.guest_image),
                 guest=guest[0] if guest else None,
             )
             if not vm.settings.image and not guest:
@@ -112,7 +113,7 @@ def check_host_values(host: Host, setup: Setup) -> None:
     need_absolute("dltestbed_venv")
     if setup.dataset is not None:
         need_absolute("dltestbed_data_root")
-    if STORE_IMAGE_KINDS & set(setup.kinds) and host.plays("container_hosts"):
+    if any_kind(setup.kinds, lambda k: k.store_image) and host.plays("container_hosts"):
         runtime = setup.runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
         if runtime not in RUNTIMES:
             choices = " or ".join([HOST_RUNTIME, *(r for r in RUNTIMES if r != HOST_RUNTIME)])  # the default first

@@ -10,6 +10,7 @@ from typing import Any
 from dltestbed import inventory as inventory_mod
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
+from dltestbed.kinds import any_kind, kinds_where
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,11 @@ def check(
         raise ConfigError(
             "--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes (--nodes, --partition)"
         )
-    other = [k for k in kinds if k not in ("auto", "bm", "cbm")]
+    on_nodes = kinds_where(kinds, lambda k: not k.in_vm)  # VMs are not Slurm's
+    other = [k for k in kinds if k != "auto" and k not in on_nodes]
     if other:
         raise ConfigError(f"--launcher slurm runs bm and cbm on the nodes (VMs are not Slurm's), not {other[0]}")
-    if "cbm" in kinds and inventory is None:
+    if any_kind(kinds, lambda k: k.in_container) and inventory is None:
         raise ConfigError(
             "--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
             "from --inventory (its container_hosts, where `provision` loaded the image)"

@@ -13,6 +13,7 @@ from dltestbed import inventory as inventory_mod
 from dltestbed import layout as layout_mod
 from dltestbed import locks, paths
 from dltestbed.errors import DltestbedError
+from dltestbed.kinds import any_kind
 from dltestbed.provision import facts as facts_mod
 from dltestbed.provision import image, vmready, wheelhouse
 from dltestbed.provision.ansible import PlaybookResult, run_playbook, site_vars
@@ -181,7 +182,7 @@ def _install(
     for flavor in sorted({h.flavor for h in targets if h.flavor}):
         houses[flavor] = wheelhouse.build(flavor)
     containers = _container_images(inv, targets, houses, on_phase)
-    libvirt_hosts = [h for h in targets if {"vm", "cvm"} & set(h.kinds)]
+    libvirt_hosts = [h for h in targets if any_kind(h.kinds, lambda k: k.in_vm)]
     extravars = {
         **site_vars([h.name for h in targets], flavors, houses),
         **containers,
@@ -212,7 +213,7 @@ def _container_images(
     """Build (or find) the workload image for each (runtime, flavour) the container hosts use, saved as
     an archive to load on them; the extravars the container_host role reads (images keyed
     "runtime/flavour": a GPU host gets the image with TensorFlow's CUDA build, a CPU host the CPU one)."""
-    hosts = [h for h in targets if "cbm" in h.kinds]
+    hosts = [h for h in targets if any_kind(h.kinds, lambda k: k.store_image)]
     if not hosts:
         return {"dltestbed_container_targets": ""}
     if on_phase:

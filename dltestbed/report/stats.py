@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dltestbed.kinds import BASELINE
 from dltestbed.report.environment import env_diff, shared_environment, unlike
 from dltestbed.report.inference import (
     Effect,
@@ -19,7 +20,7 @@ from dltestbed.report.inference import (
 )
 from dltestbed.results.records import RunRecord
 
-BASELINE_KIND = "bm"
+BASELINE_KIND = BASELINE
 NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
 
 # A group holds runs that measured the same thing on the same kind of target. Runs that differ in

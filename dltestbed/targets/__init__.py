@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
+from dltestbed.kinds import KINDS
 from dltestbed.runtimes import RUNTIMES, ContainerOptions, runtime
 from dltestbed.slurm.alloc import Allocation, Node
 from dltestbed.targets.base import CommandResult, Target, machine_under
@@ -22,16 +23,7 @@ from dltestbed.targets.vm import VMTarget
 from dltestbed.vms import userimage
 from dltestbed.vms.record import VMRecord
 
-KINDS: dict[str, str] = {
-    "bm": "bare metal: the workload runs directly on the host",
-    "vm": "a libvirt VM on the host",
-    "cbm": "a container on bare metal",
-    "cvm": "a container in a VM",
-}
-VM_KINDS = frozenset({"vm", "cvm"})  # run in the host's benchmark VM (made before the bench runs)
-STORE_IMAGE_KINDS = frozenset({"cbm"})  # run the workload image from the controller's container store
 PODMAN = RUNTIMES["podman"]  # what dltestbed's guest image carries (cvm)
-GUEST_IMAGE_KINDS = frozenset({"cvm"})  # need dltestbed's guest image in the VM (its Podman holds the workload image)
 
 
 @dataclass(frozen=True)
@@ -167,10 +159,7 @@ def _cvm(site: Site) -> Target:
 
 
 __all__ = [
-    "GUEST_IMAGE_KINDS",
     "KINDS",
-    "STORE_IMAGE_KINDS",
-    "VM_KINDS",
     "CommandResult",
     "ContainerImage",
     "DataPlace",

@@ -1,5 +1,6 @@
 """The Target protocol: one abstraction for bare metal, VMs and containers, declaring everything
-callers use — nothing is looked up with getattr or decided by kind outside the registry."""
+callers use — nothing is looked up with getattr; what depends on the kind asks its capabilities
+(`dltestbed.kinds`), and only the registry maps a kind's name to how its target is made."""
 
 from __future__ import annotations
 

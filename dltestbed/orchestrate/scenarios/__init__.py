@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dltestbed.errors import ConfigError
+from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios import distributed, shared
 from dltestbed.orchestrate.scenarios.common import INTERRUPTED, Options
@@ -19,7 +20,7 @@ from dltestbed.report.stats import BASELINE_KIND, summarise
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, Sink
-from dltestbed.targets import VM_KINDS, Site, make
+from dltestbed.targets import Site, make
 from dltestbed.targets.base import Target
 
 __all__ = [
@@ -60,7 +61,7 @@ def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Se
             raise ConfigError(f"scenario distributed needs at least 2 workers; got {n}{hint}")
         if any(s.mode == "infer" for s in plan.specs):
             raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
-        if VM_KINDS & set(kinds) and len(hosts) > 1:
+        if any_kind(kinds, lambda k: k.in_vm) and len(hosts) > 1:
             raise ConfigError(
                 "scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
                 "so workers in VMs on different hosts cannot reach each other; use one host "
