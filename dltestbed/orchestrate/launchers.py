@@ -14,6 +14,7 @@ from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
+from dltestbed.kinds import BASELINE, kinds_where
 from dltestbed.orchestrate import prepare, slurmlaunch
 from dltestbed.orchestrate.request import Machines
 from dltestbed.owner import installation_id
@@ -94,16 +95,17 @@ class Slurm:
         return [None] * self.count
 
     def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
-        return prepare.AutoKinds(("bm",), False, "--launcher slurm: bare metal (bm) on the nodes Slurm gives")
+        return prepare.AutoKinds((BASELINE,), False, "--launcher slurm: bare metal (bm) on the nodes Slurm gives")
 
     def check(self, setup: prepare.Setup) -> None:
         inv = slurmlaunch.load(self.machines.inventory, self.machines.groups)
         self._inventory = inv
         self._opts = slurmlaunch.from_inventory(self.machines.slurm, inv) if inv is not None else self.machines.slurm
-        if inv is not None and "cbm" in setup.kinds:  # each container host's image, by name
+        store = kinds_where(setup.kinds, lambda k: k.store_image)
+        if inv is not None and store:  # each container host's image, by name
             hosts = tuple(slurmlaunch.container_hosts(inv))
             ready = prepare.check(
-                prepare.Setup(("cbm",), hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory)
+                prepare.Setup(store, hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory)
             )
             self._images = {s.host.name: s.container for s in ready.sites if s.host is not None}
 
