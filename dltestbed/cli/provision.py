@@ -78,7 +78,9 @@ class _Shown:
             return
         if kind == "runner_on_ok":
             mark = "[yellow]changed[/]" if data.get("res", {}).get("changed") else "[green]ok[/]"
-        elif (mark := MARKS.get(kind, "")) == "":
+        else:
+            mark = MARKS.get(kind, "")
+        if not mark:
             return
         extra = f": {escape(outcome.message)}" if kind != "runner_on_ok" and outcome.message else ""
         self.console.print(f"  {outcome.name:<16} {mark:<22} {escape(self.task)}{extra}")

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dltestbed.config import PROBES
+from dltestbed.kinds import KINDS
 from dltestbed.report.inference import Effect, mean_interval, paired, welch
 from dltestbed.report.stats import GroupStats, Spread, against_baseline, layer_label, samples
 from dltestbed.results.records import RunRecord
@@ -137,7 +138,7 @@ def summarise(
                 why,
             )
         )
-    kinds = ["bm", "vm", "cbm", "cvm"]
+    kinds = list(KINDS)
     order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
     out.sort(
         key=lambda c: (

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dltestbed.kinds import BASELINE
+from dltestbed.kinds import BASELINE, KINDS
 from dltestbed.report.environment import env_diff, shared_environment, unlike
 from dltestbed.report.inference import (
     Effect,
@@ -20,7 +20,6 @@ from dltestbed.report.inference import (
 )
 from dltestbed.results.records import RunRecord
 
-BASELINE_KIND = BASELINE
 NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
 
 # A group holds runs that measured the same thing on the same kind of target. Runs that differ in
@@ -107,7 +106,7 @@ def layer_label(key: dict[str, Any]) -> str:
 
 def against_baseline(key: dict[str, Any]) -> bool:
     """Whether a group is measured against bare metal: another kind, or bare metal's own A′ arm."""
-    return key["target_kind"] != BASELINE_KIND or bool(key.get("arm"))
+    return key["target_kind"] != BASELINE or bool(key.get("arm"))
 
 
 def group_key(run: RunRecord, fields: tuple[str, ...] = GROUP_FIELDS) -> tuple[Any, ...]:
@@ -231,7 +230,7 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
                 spread([r.gpu_memory_peak_bytes for r in ok]),
             )
         )
-    kinds = ["bm", "vm", "cbm", "cvm"]
+    kinds = list(KINDS)
     out.sort(
         key=lambda g: (
             tuple(g.key[f] for f in compare),

@@ -158,3 +158,25 @@ def test_co_tenant_specs() -> None:
 def test_contention_labels() -> None:
     assert scenarios.contention_label("alexnet", 512, None, None) == "alexnet b512"
     assert scenarios.contention_label("cpu", 64, "0-3", "4-7") == "cpu b64 isolated (cpus 0-3 / co-tenant 4-7)"
+
+
+def test_repeat_auto_reads_the_widest_interval_of_the_compared_groups() -> None:
+    """--repeat auto stops on the widest half-width of every group measured against bare metal; None
+    while a compared group has no interval yet (one run a side), or when nothing is compared."""
+    from dltestbed.report.stats import summarise
+    from tests.conftest import make_run
+
+    def runs(kind: str, values: list[float]) -> list:
+        return [
+            make_run(target_kind=kind, status="ok", images_per_sec=v, repetition=i + 1) for i, v in enumerate(values)
+        ]
+
+    bm = runs("bm", [100.0, 104.0, 98.0])
+    assert scenarios.widest_half_width(bm) is None  # nothing compared
+    assert scenarios.widest_half_width(bm + runs("cbm", [90.0])) is None  # cbm has no interval yet
+    both = bm + runs("cbm", [90.0, 95.0, 91.0]) + runs("vm", [70.0, 88.0, 60.0])
+    halves = {
+        g.key["target_kind"]: (g.effect.hi_pct - g.effect.lo_pct) / 2 for g in summarise(both) if g.effect is not None
+    }
+    assert set(halves) == {"cbm", "vm"} and halves["vm"] > halves["cbm"] > 0
+    assert scenarios.widest_half_width(both) == pytest.approx(halves["vm"])
