@@ -31,7 +31,7 @@ def validate(
     """
     from dltestbed.cli.runs import _select
     from dltestbed.errors import ConfigError
-    from dltestbed.report import stats
+    from dltestbed.report import analysis
     from dltestbed.report import validate as v
     from dltestbed.results.store import Store
 
@@ -49,15 +49,15 @@ def validate(
     store = Store.open(results, read_only=True)
     try:
         runs = _select(store, None, bench)
+        a = analysis.read(store, runs, scope=f"bench {runs[0].bench_id}")
     finally:
         store.close()
-    groups = stats.summarise(runs)
     if init:
         assert out is not None
-        _write_reference(v.init_reference(runs, groups), runs[0].bench_id, out)
+        _write_reference(v.init_reference(a), runs[0].bench_id, out)
         return
     assert ref is not None
-    judged = v.judge(ref, runs, groups)
+    judged = v.judge(ref, a)
     if junit is not None:
         try:
             junit.parent.mkdir(parents=True, exist_ok=True)

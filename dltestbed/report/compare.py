@@ -8,7 +8,8 @@ from typing import Any
 
 from dltestbed.report.environment import DEVICE_AND_MATH, env_diff, unlike
 from dltestbed.report.inference import Effect, verdict, welch
-from dltestbed.report.stats import GROUP_FIELDS, Spread, group_key
+from dltestbed.report.keys import GroupKey
+from dltestbed.report.stats import Spread
 from dltestbed.results.records import RunRecord
 
 
@@ -16,7 +17,7 @@ from dltestbed.results.records import RunRecord
 class Change:
     """One group of runs in bench B against the same group in bench A (before/after)."""
 
-    key: dict[str, Any]
+    key: GroupKey
     a_images_per_sec: Spread | None
     b_images_per_sec: Spread | None
     effect: Effect | None  # B against A: Welch t on log throughput (two benches are not paired)
@@ -25,7 +26,7 @@ class Change:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return asdict(self)
+        return asdict(self) | {"key": self.key.to_dict()}
 
 
 def _speeds(runs: Iterable[RunRecord]) -> list[float]:
@@ -37,11 +38,11 @@ def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Ch
     """Per group present in both benches: B's throughput against A's, with its interval and verdict,
     and the environment facts that changed (e.g. a driver update). Across effective devices or math: refused."""
 
-    def grouped(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord]]:
-        out: dict[tuple[Any, ...], list[RunRecord]] = {}
+    def grouped(runs: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord]]:
+        out: dict[GroupKey, list[RunRecord]] = {}
         for r in runs:
             if r.role != "cotenant" and r.status == "ok" and r.images_per_sec is not None:
-                out.setdefault(group_key(r), []).append(r)
+                out.setdefault(GroupKey.of(r), []).append(r)
         return out
 
     ga, gb = grouped(a_runs), grouped(b_runs)
@@ -55,7 +56,7 @@ def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Ch
         words = refused or (verdict(eff) if eff else "too few runs for an interval (2 per bench)")
         out.append(
             Change(
-                dict(zip(GROUP_FIELDS, key, strict=True)),
+                key,
                 Spread.of(_speeds(a)),
                 Spread.of(_speeds(b)),
                 eff,

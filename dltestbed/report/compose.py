@@ -1,4 +1,4 @@
-"""Stored runs into a report, in one place for `report` and `bench --report`: the statistics once, then
+"""Stored runs into a report, in one place for `report` and `bench --report`: the analysis once, then
 Markdown (with its figures as SVG files beside it when written to a file), JSON, or one HTML page."""
 
 from __future__ import annotations
@@ -9,14 +9,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from dltestbed import __version__
-from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, html, jobs, micro, render, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, analysis, html, render
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported by reports that draw
     from dltestbed.report.figures import Plot
-
-FLEET_MIN_HOSTS = 3  # the fleet check needs 3 machines; with them it runs in every report
 
 
 @dataclass(frozen=True)
@@ -41,65 +39,29 @@ class Report:
 
 def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options) -> Report:
     """The report of `records` (read from `store`: steps for the steady-state check, samples for figures)."""
-    draw = opts.fmt == "html" or (opts.fmt == "md" and opts.figures_dir is not None)
-    probes = [r for r in records if r.is_probe]
-    records = [r for r in records if not r.is_probe]
-    cases, skipped = micro.summarise(
-        probes, {r.id: store.measures(r.id) for r in probes}, {r.id: store.skips(r.id) for r in probes}
-    )
-    steps = {r.id: store.steps(r.id) for r in records}
-    timed = {rid: [s.images_per_sec for s in ss if s.phase == "timed"] for rid, ss in steps.items()}
-    groups = stats.summarise(records, by_host=opts.by_host, equivalence=opts.equivalence)
-    many = len({r.machine for r in records if r.role != "cotenant"}) >= FLEET_MIN_HOSTS
-    host_groups = groups if opts.by_host else (stats.summarise(records, by_host=True) if many else [])
-    flags, compared = fleet.fleet(host_groups, min_slowdown=opts.fleet_slowdown) if host_groups else ([], 0)
-    dist, shared = jobs.distributed(records), jobs.shared(records)
-    steady = fleet.steady(records, timed)
-    if opts.fmt == "json":
-        text = (
-            render.as_json(
-                groups,
-                dist,
-                shared,
-                scope=scope,
-                fleet=flags,
-                steady=[{"run": r.id, "flags": w} for r, w in steady],
-                micro={"cases": [c.to_dict() for c in cases], "skipped": [s.__dict__ for s in skipped]},
-                fleet_slowdown=opts.fleet_slowdown,
-            )
-            + "\n"
-        )
-        return Report(text)
-    title = f"dltestbed report: {scope}"
-    plots: list[Plot] = []
-    if draw:
-        from dltestbed.report import figures  # matplotlib: only for reports that draw
-
-        resources = {r.id: store.resources(r.id) for r in records}
-        plots = figures.build(
-            groups, records, steps, resources, steady, dist, shared, host_groups, flags, cases, opts.fleet_slowdown
-        )
-    args = dict(
-        title=title,
-        dist=dist,
-        shared=shared,
+    a = analysis.read(
+        store,
+        records,
+        scope=scope,
+        by_host=opts.by_host,
         equivalence=opts.equivalence,
-        fleet_flags=flags,
-        fleet_compared=compared,
         fleet_slowdown=opts.fleet_slowdown,
-        steady_flags=steady,
-        micro_lines=micro.markdown(cases, skipped, groups),
     )
+    if opts.fmt == "json":
+        return Report(render.as_json(a) + "\n")
+    title = f"dltestbed report: {scope}"
+    if opts.fmt != "html" and opts.figures_dir is None:
+        return Report(render.markdown(a, title))
+    from dltestbed.report import figures  # matplotlib: only for reports that draw
+
+    plots = figures.build(a, {r.id: store.resources(r.id) for r in a.runs})
     if opts.fmt == "html":
-        refs = _refs(plots, lambda p: f"{html.FIGURE_SRC}{p.name}")
-        md = render.markdown(groups, figures=refs, captions=False, **args)  # type: ignore[arg-type]
+        md = render.markdown(a, title, _refs(plots, lambda p: f"{html.FIGURE_SRC}{p.name}"), captions=False)
         made = f"{len(records)} run(s); made {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by dltestbed {__version__}"
         return Report(html.document(md, {p.name: p for p in plots}, title, made), figures=len(plots))
-    if opts.figures_dir is None:
-        return Report(render.markdown(groups, **args))  # type: ignore[arg-type]
     refs = _refs(plots, lambda p: f"{opts.figures_dir}/{p.name}.svg")
     files = {f"{opts.figures_dir}/{p.name}.svg": p.svg for p in plots}
-    return Report(render.markdown(groups, figures=refs, **args), files, len(plots))  # type: ignore[arg-type]
+    return Report(render.markdown(a, title, refs), files, len(plots))
 
 
 def _refs(plots: Sequence[Plot], src: Callable[[Plot], str]) -> dict[str, list[render.FigureRef]]:

@@ -21,13 +21,14 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN
+from dltestbed.report.analysis import Analysis
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.inference import CONFIDENCE, MEAN_T, Effect
 from dltestbed.report.jobs import DistributedStats, SharedStats
+from dltestbed.report.keys import GroupKey, JobKey
 from dltestbed.report.micro import CaseStats
-from dltestbed.report.stats import COMPARE_FIELDS, NO_INTERVAL, GroupStats, against_baseline, group_key, layer_label
+from dltestbed.report.stats import NO_INTERVAL, GroupStats
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import ResourceEvent, StepEvent
 
@@ -66,15 +67,17 @@ class Plot:
 # -- labels and colours
 
 
-def workload_label(key: Mapping[str, Any], vary: Iterable[str] = ("model", "batch_size", "image_size")) -> str:
+def workload_label(key: GroupKey | JobKey, vary: Iterable[str] = ("model", "batch_size", "image_size")) -> str:
     """A group's workload in a few words, naming only the fields in `vary` (those that differ between groups);
     a default (one worker; no co-tenant, which only the shared scenario calls "alone") is left unsaid."""
     words = []
     for f in WORKLOAD_FIELDS:
-        if f not in vary or f not in key:
+        if f not in vary or not hasattr(key, f):
             continue
-        v = key[f]
-        if (f == "workers" and v == 1) or (f == "contention" and v == "none" and key.get("scenario") != "shared"):
+        v = getattr(key, f)
+        if (f == "workers" and v == 1) or (
+            f == "contention" and v == "none" and getattr(key, "scenario", "") != "shared"
+        ):
             continue
         words.append(
             {
@@ -89,9 +92,12 @@ def workload_label(key: Mapping[str, Any], vary: Iterable[str] = ("model", "batc
     return " ".join(words)
 
 
-def varying(keys: Sequence[Mapping[str, Any]]) -> list[str]:
+def varying(keys: Sequence[GroupKey | JobKey]) -> list[str]:
     """The workload fields whose values differ between keys; the model always."""
-    return ["model", *[f for f in WORKLOAD_FIELDS if f != "model" and len({str(k.get(f)) for k in keys}) > 1]]
+    return [
+        "model",
+        *[f for f in WORKLOAD_FIELDS if f != "model" and len({str(getattr(k, f, None)) for k in keys}) > 1],
+    ]
 
 
 def colour(layer: str, order: list[str]) -> str:
@@ -115,16 +121,16 @@ def throughput(groups: Sequence[GroupStats]) -> Figure | None:
     """Mean images/sec per layer and workload (scenario single: distributed and shared runs have figures
     of their own), with the 95 % t-interval of the mean as error bars, the number of runs and (for each
     layer against bare metal) the verdict, abbreviated, above each bar."""
-    fg = [g for g in groups if g.key.get("scenario", "single") == "single" and g.runs]
+    fg = [g for g in groups if g.key.scenario == "single" and g.runs]
     if not fg:
         return None
-    workloads: list[tuple[Any, ...]] = []
+    named: dict[tuple[Any, ...], GroupKey] = {}  # each workload once, in order, with a key that names it
     layers: list[str] = []
     for grp in fg:
-        w = tuple(grp.key[f] for f in COMPARE_FIELDS)
-        workloads += [w] if w not in workloads else []
-        layers += [layer_label(grp.key)] if layer_label(grp.key) not in layers else []
-    vary = varying([dict(zip(COMPARE_FIELDS, w, strict=True)) for w in workloads])
+        named.setdefault(grp.key.workload, grp.key)
+        layers += [grp.key.layer] if grp.key.layer not in layers else []
+    workloads = list(named)
+    vary = varying(list(named.values()))
     fig = _figure(3.2 + 0.15 * len(layers))
     ax = fig.add_subplot()
     width = 0.8 / len(layers)
@@ -133,9 +139,7 @@ def throughput(groups: Sequence[GroupStats]) -> Figure | None:
     for li, layer in enumerate(layers):
         xs, ys, lo, hi, notes = [], [], [], [], []
         for wi, w in enumerate(workloads):
-            one = next(
-                (c for c in fg if layer_label(c.key) == layer and tuple(c.key[f] for f in COMPARE_FIELDS) == w), None
-            )
+            one = next((c for c in fg if c.key.layer == layer and c.key.workload == w), None)
             if one is None:
                 continue
             x = wi - 0.4 + width * (li + 0.5)
@@ -157,9 +161,7 @@ def throughput(groups: Sequence[GroupStats]) -> Figure | None:
             ax.annotate(note, (x, y), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=7)
             top = max(top, y)
     ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels(
-        [_wrap(workload_label(dict(zip(COMPARE_FIELDS, w, strict=True)), vary), 14) for w in workloads], fontsize=8
-    )
+    ax.set_xticklabels([_wrap(workload_label(named[w], vary), 14) for w in workloads], fontsize=8)
     ax.set_ylim(0, top * 1.25 if top > 0 else 1)
     ax.set_ylabel("images/sec (timed steps)")
     ax.set_xlabel("workload")
@@ -173,7 +175,7 @@ def _bar_note(g: GroupStats) -> str:
     """n and, against bare metal, the verdict in a word or two."""
     n = g.images_per_sec.n if g.images_per_sec else 0
     note = f"n={n}"
-    if not against_baseline(g.key):
+    if not g.key.against_baseline:
         return note
     words = g.verdict or ""
     if words.startswith(("slower", "faster")) and g.effect is not None:
@@ -188,7 +190,7 @@ def _bar_note(g: GroupStats) -> str:
 def overheads(groups: Sequence[GroupStats]) -> Figure | None:
     """Each layer's overhead against bare metal with its 95 % interval (the report's paired t on log
     ratios, or Welch), and the verdict in words above it; rows without an interval say why."""
-    rows = [g for g in groups if against_baseline(g.key) and g.runs]
+    rows = [g for g in groups if g.key.against_baseline and g.runs]
     if not rows:
         return None
     vary = varying([g.key for g in rows])
@@ -199,7 +201,7 @@ def overheads(groups: Sequence[GroupStats]) -> Figure | None:
     for i, g in enumerate(rows):
         y = len(rows) - 1 - i
         e = g.effect
-        layer = layer_label(g.key)
+        layer = g.key.layer
         n = e.n if e else (g.images_per_sec.n if g.images_per_sec else 0)
         ax.text(
             0.01,
@@ -246,11 +248,11 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
         return None  # without a probe it is the overhead figure again
     by_row: dict[str, list[tuple[str, Effect]]] = {}  # resource → (layer, its change), in first-seen order
     for g in groups:
-        if against_baseline(g.key) and g.effect is not None:
-            by_row.setdefault(f"{g.key['model']} {g.key['mode']} img/s", []).append((layer_label(g.key), g.effect))
+        if g.key.against_baseline and g.effect is not None:
+            by_row.setdefault(f"{g.key.model} {g.key.mode} img/s", []).append((g.key.layer, g.effect))
     for c in cases:
         if c.headline and c.effect is not None:
-            by_row.setdefault(f"{c.key['probe']}: {c.key['case']}", []).append((layer_label(c.key), c.effect))
+            by_row.setdefault(f"{c.key.probe}: {c.key.case}", []).append((c.key.layer, c.effect))
     rows = list(by_row.items())
     layers = list(dict.fromkeys(lay for _, pts in rows for lay, _ in pts))
     fig = _figure(1.0 + 0.5 * len(rows) * max(1, len(layers)) ** 0.5)
@@ -327,23 +329,17 @@ def _wrap(text: str, width: int) -> str:
 # -- steps and memory over time
 
 
-def _by_group(runs: Iterable[RunRecord]) -> dict[tuple[Any, ...], list[RunRecord]]:
+def _by_group(runs: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord]]:
     """Foreground runs by the report's group key (co-tenants are the load, not a measurement)."""
-    out: dict[tuple[Any, ...], list[RunRecord]] = {}
+    out: dict[GroupKey, list[RunRecord]] = {}
     for r in runs:
         if r.role != "cotenant":
-            out.setdefault(group_key(r), []).append(r)
+            out.setdefault(GroupKey.of(r), []).append(r)
     return out
 
 
-def _group_title(r: RunRecord, vary: Sequence[str], n: int) -> str:
-    key = {
-        "target_kind": r.target_kind,
-        "vm_image": r.vm_image,
-        "arm": r.arm,
-        **{f: getattr(r, f) for f in WORKLOAD_FIELDS},
-    }
-    return f"{layer_label(key)} · {workload_label(key, vary)} ({n} run{'s' if n != 1 else ''})"
+def _group_title(key: GroupKey, vary: Sequence[str], n: int) -> str:
+    return f"{key.layer} · {workload_label(key, vary)} ({n} run{'s' if n != 1 else ''})"
 
 
 def _grid(panels: int, height: float) -> tuple[Figure, list[Any]]:
@@ -366,9 +362,9 @@ def steps(
     groups = [(k, rs) for k, rs in groups if rs]
     if not groups:
         return None
-    vary = varying([{f: getattr(rs[0], f) for f in WORKLOAD_FIELDS} for _, rs in groups])
+    vary = varying([k for k, _ in groups])
     fig, axes = _grid(len(groups), 2.3)
-    for ax, (_, rs) in zip(axes, groups, strict=True):
+    for ax, (key, rs) in zip(axes, groups, strict=True):
         warm_end = 0.0
         for r in sorted(rs, key=lambda r: r.repetition):
             ss = steps_by_run[r.id]
@@ -396,7 +392,7 @@ def steps(
         ax.set_ylim(bottom=0)
         ax.set_xlim(left=0.5)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(_group_title(rs[0], vary, len(rs)), fontsize=8)
+        ax.set_title(_group_title(key, vary, len(rs)), fontsize=8)
         ax.set_xlabel("step (in the order run)")
         ax.set_ylabel("images/sec per step")
         ax.legend(fontsize=6, loc="lower right")
@@ -449,13 +445,15 @@ def memory(
     line and min–max band across repetitions; a second row with GPU memory in use where samples hold
     GPUs (the HPEC'19 profiles). [(workload in words, figure)]."""
     by_workload: dict[tuple[Any, ...], dict[str, list[RunRecord]]] = {}
+    named: dict[tuple[Any, ...], GroupKey] = {}  # a key that names each workload
     for r in runs:
         if r.role == "cotenant" or len(resources_by_run.get(r.id, ())) < 2:
             continue
-        w = tuple(getattr(r, f) for f in WORKLOAD_FIELDS)
-        layer = layer_label({"target_kind": r.target_kind, "vm_image": r.vm_image, "arm": r.arm})
-        by_workload.setdefault(w, {}).setdefault(layer, []).append(r)
-    vary = varying([dict(zip(WORKLOAD_FIELDS, w, strict=True)) for w in by_workload])
+        key = GroupKey.of(r)
+        w = tuple(getattr(key, f) for f in WORKLOAD_FIELDS)
+        named.setdefault(w, key)
+        by_workload.setdefault(w, {}).setdefault(key.layer, []).append(r)
+    vary = varying(list(named.values()))
     out = []
     for w, layers in sorted(by_workload.items(), key=lambda item: tuple(map(str, item[0]))):
         samples_of = [s for rs in layers.values() for r in rs for s in resources_by_run[r.id]]
@@ -492,7 +490,7 @@ def memory(
                     ax.set_ylabel(ylabel)
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=6, loc="lower right")
-        label = workload_label(dict(zip(WORKLOAD_FIELDS, w, strict=True)), vary)
+        label = workload_label(named[w], vary)
         fig.suptitle(f"Memory over time: {label}")
         out.append((label, fig))
     return out
@@ -509,11 +507,11 @@ def distributed(dist: Sequence[DistributedStats]) -> Figure | None:
     fig = _figure(3.0)
     ax_t, ax_e = fig.subplots(1, 2)
     vary = varying([d.key for d in dist])
-    labels = [f"{d.key['target_kind']} · {workload_label(d.key, vary)}\n{d.workers} workers" for d in dist]
+    labels = [f"{d.key.target_kind} · {workload_label(d.key, vary)}\n{d.workers} workers" for d in dist]
     palette: list[str] = []
     xs = np.arange(len(dist))
     for x, d in zip(xs, dist, strict=True):
-        c = colour(d.key["target_kind"], palette)
+        c = colour(d.key.target_kind, palette)
         t, e, one = d.total_images_per_sec, d.efficiency_percent, d.single_images_per_sec
         if t is not None:
             ax_t.bar(x, t.mean, 0.6, color=c, zorder=2)
@@ -587,7 +585,7 @@ def shared(pairs: Sequence[SharedStats]) -> Figure | None:
             )
     ax.set_xticks(range(len(pairs)))
     ax.set_xticklabels(
-        [f"{s.key['target_kind']} · {workload_label(s.key, vary)}\nco-tenant {s.contention}" for s in pairs], fontsize=7
+        [f"{s.key.target_kind} · {workload_label(s.key, vary)}\nco-tenant {s.contention}" for s in pairs], fontsize=7
     )
     ax.set_ylim(0, top * 1.3 if top else 1)
     ax.set_ylabel("foreground images/sec (timed steps)")
@@ -600,23 +598,22 @@ def shared(pairs: Sequence[SharedStats]) -> Figure | None:
 def fleet(host_groups: Sequence[GroupStats], flags: Sequence[FleetFlag]) -> Figure | None:
     """Per kind and workload with 3 or more hosts: each host's mean images/sec with its 95 % interval,
     the hosts' median, and the hosts the fleet check flagged in red with their modified z."""
-    comparisons: dict[tuple[Any, ...], list[GroupStats]] = {}
+    comparisons: dict[GroupKey, list[GroupStats]] = {}
     for g in host_groups:
-        if "host" in g.key and g.images_per_sec is not None:
-            rest = tuple(v for f, v in g.key.items() if f != "host")
-            comparisons.setdefault(rest, []).append(g)
+        if g.key.host is not None and g.images_per_sec is not None:
+            comparisons.setdefault(g.key.without_host(), []).append(g)
     panels = [gs for gs in comparisons.values() if len(gs) >= 3]
     if not panels:
         return None
-    flagged = {(f.host, tuple(f.key.values())): f for f in flags}
+    flagged = {(f.host, f.key): f for f in flags}
     vary = varying([gs[0].key for gs in panels])
     fig, axes = _grid(len(panels), 2.6)
     for ax, gs in zip(axes, panels, strict=True):
-        gs = sorted(gs, key=lambda g: str(g.key["host"]))
-        rest = tuple(v for f, v in gs[0].key.items() if f != "host")
-        ys = [g.images_per_sec.mean for g in gs]  # type: ignore[union-attr]
+        gs = sorted(gs, key=lambda g: str(g.key.host))
+        rest = gs[0].key.without_host()
+        ys = [g.images_per_sec.mean for g in gs if g.images_per_sec is not None]
         for x, g in enumerate(gs):
-            f = flagged.get((str(g.key["host"]), rest))
+            f = flagged.get((str(g.key.host), rest))
             c = FLAG_COLOUR if f else "#1f77b4"
             ips = g.images_per_sec
             if ips is None:
@@ -638,11 +635,11 @@ def fleet(host_groups: Sequence[GroupStats], flags: Sequence[FleetFlag]) -> Figu
             )
         ax.axhline(float(np.median(ys)), color="black", linestyle="--", linewidth=0.8, label="hosts' median")
         ax.set_xticks(range(len(gs)))
-        ax.set_xticklabels([str(g.key["host"]) for g in gs], rotation=45 if len(gs) > 6 else 0, fontsize=7)
+        ax.set_xticklabels([str(g.key.host) for g in gs], rotation=45 if len(gs) > 6 else 0, fontsize=7)
         ax.set_ylim(0, max((g.images_per_sec_ci or (0, 0))[1] for g in gs) * 1.3 or max(ys) * 1.3)
         ax.set_xlabel("host")
         ax.set_ylabel("images/sec (timed steps)")
-        ax.set_title(f"{layer_label(gs[0].key)} · {workload_label(gs[0].key, vary)}", fontsize=8)
+        ax.set_title(f"{gs[0].key.layer} · {workload_label(gs[0].key, vary)}", fontsize=8)
         ax.legend(fontsize=6, loc="lower right")
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Fleet: each host against its peers")
@@ -682,21 +679,10 @@ CAPTIONS = {  # under each figure: what it shows and the method of each interval
 }
 
 
-def build(
-    groups: Sequence[GroupStats],
-    runs: Sequence[RunRecord],
-    steps_by_run: Mapping[str, Sequence[StepEvent]],
-    resources_by_run: Mapping[str, Sequence[ResourceEvent]],
-    steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
-    dist: Sequence[DistributedStats] = (),
-    pairs: Sequence[SharedStats] = (),
-    host_groups: Sequence[GroupStats] = (),
-    fleet_flags: Sequence[FleetFlag] = (),
-    cases: Sequence[CaseStats] = (),
-    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
-) -> list[Plot]:
-    """Every figure the runs have something for, rendered, in report order."""
-    flagged = {r.id: w for r, w in steady_flags}
+def build(a: Analysis, resources_by_run: Mapping[str, Sequence[ResourceEvent]]) -> list[Plot]:
+    """Every figure the analysis has something for, rendered, in report order."""
+    flagged = {r.id: w for r, w in a.steady}
+    runs, steps_by_run = a.runs, a.steps
     n_runs = sum(1 for r in runs if r.role != "cotenant")
     plots: list[Plot] = []
 
@@ -707,14 +693,14 @@ def build(
         plots.append(Plot(name, section, title, caption, svg(fig)))
 
     with rc_context(SVG_RC):
-        add("throughput", "throughput", throughput(groups), CAPTIONS["throughput"])
-        add("overhead", "overhead", overheads(groups), CAPTIONS["overhead"])
-        add("decomposition", "decomposition", decomposition(cases, groups), CAPTIONS["decomposition"])
+        add("throughput", "throughput", throughput(a.groups), CAPTIONS["throughput"])
+        add("overhead", "overhead", overheads(a.groups), CAPTIONS["overhead"])
+        add("decomposition", "decomposition", decomposition(a.cases, a.groups), CAPTIONS["decomposition"])
         add("steps", "steps", steps(runs, steps_by_run, flagged), CAPTIONS["steps"].format(n_runs=n_runs))
         for i, (label, fig) in enumerate(memory(runs, resources_by_run, steps_by_run)):
             add(f"memory-{i + 1}", "memory", fig, CAPTIONS["memory"].format(label=label))
-        add("distributed", "distributed", distributed(dist), CAPTIONS["distributed"])
-        add("shared", "shared", shared(pairs), CAPTIONS["shared"])
-        caption = CAPTIONS["fleet"].format(rule=fleet_rule(fleet_slowdown))
-        add("fleet", "fleet", fleet(host_groups, fleet_flags), caption)
+        add("distributed", "distributed", distributed(a.distributed), CAPTIONS["distributed"])
+        add("shared", "shared", shared(a.shared), CAPTIONS["shared"])
+        caption = CAPTIONS["fleet"].format(rule=fleet_rule(a.fleet_slowdown))
+        add("fleet", "fleet", fleet(a.host_groups, a.fleet), caption)
     return plots

@@ -9,6 +9,7 @@ from typing import Any
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.inference import slow_outliers, steady_state
+from dltestbed.report.keys import GroupKey
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 
@@ -18,7 +19,7 @@ class FleetFlag:
     """A host slower than its peers (the other hosts of the same kind and workload), beyond their spread
     (median and MAD) and by at least the minimum slowdown."""
 
-    key: dict[str, Any]  # the group's fields, host excluded
+    key: GroupKey  # the group, host excluded
     host: str
     images_per_sec: float
     peers_median: float  # of the other hosts
@@ -27,7 +28,7 @@ class FleetFlag:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return asdict(self)
+        return asdict(self) | {"key": self.key.to_dict()}
 
 
 def rule(min_slowdown: float = FLEET_MIN_SLOWDOWN) -> str:
@@ -46,22 +47,18 @@ def fleet(
     its peers' median and MAD (every other host's); the hosts whose modified z-score is below −threshold
     and that are at least `min_slowdown` % below the peers' median (3 or more hosts needed).
     (flags, how many comparisons of 3+ hosts were made)."""
-    by_key: dict[tuple[Any, ...], dict[str, float]] = {}
-    keys: dict[tuple[Any, ...], dict[str, Any]] = {}
+    by_key: dict[GroupKey, dict[str, float]] = {}
     for g in groups:
-        if "host" not in g.key or g.images_per_sec is None:
+        if g.key.host is None or g.images_per_sec is None:
             continue
-        rest = {f: v for f, v in g.key.items() if f != "host"}
-        k = tuple(rest.values())
-        by_key.setdefault(k, {})[str(g.key["host"])] = g.images_per_sec.mean
-        keys[k] = rest
+        by_key.setdefault(g.key.without_host(), {})[g.key.host] = g.images_per_sec.mean
     flags, compared = [], 0
     for k, hosts in by_key.items():
         if len(hosts) < 3:
             continue
         compared += 1
         for host, sc in slow_outliers(hosts, threshold, min_slowdown).items():
-            flags.append(FleetFlag(keys[k], host, hosts[host], sc.median, sc.z, len(hosts)))
+            flags.append(FleetFlag(k, host, hosts[host], sc.median, sc.z, len(hosts)))
     return flags, compared
 
 

@@ -7,17 +7,16 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report.stats import Spread, group_key, overhead_percent
+from dltestbed.report.keys import JobKey
+from dltestbed.report.stats import Spread, overhead_percent
 from dltestbed.results.records import RunRecord
-
-SPEC_FIELDS = ("target_kind", "model", "data", "mode", "device", "math", "xla", "batch_size", "image_size")
 
 
 @dataclass(frozen=True)
 class DistributedStats:
     """Distributed jobs of one kind and workload: total throughput and scaling efficiency."""
 
-    key: dict[str, Any]
+    key: JobKey
     workers: int
     jobs: int  # jobs whose every worker finished ok
     failed_jobs: int
@@ -28,7 +27,7 @@ class DistributedStats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return asdict(self)
+        return asdict(self) | {"key": self.key.to_dict()}
 
 
 def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
@@ -38,12 +37,12 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
     for r in runs:
         if r.scenario == "distributed" and r.job_id:
             jobs.setdefault(r.job_id, []).append(r)
-    groups: dict[tuple[Any, ...], list[tuple[list[RunRecord], RunRecord | None]]] = {}
+    groups: dict[tuple[JobKey, int], list[tuple[list[RunRecord], RunRecord | None]]] = {}
     for members in jobs.values():
         workers = [r for r in members if r.worker_index is not None]
         alone = next((r for r in members if r.worker_index is None), None)
         if workers:
-            key = (*group_key(workers[0], SPEC_FIELDS), workers[0].workers)
+            key = (JobKey.of(workers[0]), workers[0].workers)
             groups.setdefault(key, []).append((workers, alone))
     out = []
     for key, items in groups.items():
@@ -54,32 +53,32 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             if len(workers) != n or any(w.status != "ok" or w.images_per_sec is None for w in workers):
                 failed += 1
                 continue
-            total = sum(w.images_per_sec for w in workers)  # type: ignore[misc]
+            speeds = [w.images_per_sec for w in workers if w.images_per_sec is not None]
+            total = sum(speeds)
             totals.append(total)
-            each += [w.images_per_sec for w in workers]
+            each += speeds
             if alone is not None and alone.status == "ok" and alone.images_per_sec:
                 singles.append(alone.images_per_sec)
                 eff.append(total / (n * alone.images_per_sec) * 100.0)
         out.append(
             DistributedStats(
-                dict(zip(SPEC_FIELDS, key[:-1], strict=True)),
-                key[-1],
+                *key,
                 len(totals),
                 failed,
                 Spread.of(totals) if totals else None,
-                Spread.of(each) if each else None,  # type: ignore[arg-type]
+                Spread.of(each) if each else None,
                 Spread.of(singles) if singles else None,
                 Spread.of(eff) if eff else None,
             )
         )
-    return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.workers))
+    return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.to_dict().values()), d.workers))
 
 
 @dataclass(frozen=True)
 class SharedStats:
     """The foreground alone and with a co-tenant, paired by job: what the co-tenant cost it."""
 
-    key: dict[str, Any]
+    key: JobKey
     contention: str
     pairs: int  # pairs where both runs finished ok
     failed_pairs: int
@@ -90,7 +89,7 @@ class SharedStats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return asdict(self)
+        return asdict(self) | {"key": self.key.to_dict()}
 
 
 def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
@@ -99,7 +98,7 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
     for r in runs:
         if r.scenario == "shared" and r.job_id:
             jobs.setdefault(r.job_id, []).append(r)
-    groups: dict[tuple[Any, ...], list[tuple[RunRecord | None, RunRecord | None, RunRecord | None]]] = {}
+    groups: dict[tuple[JobKey, str], list[tuple[RunRecord | None, RunRecord | None, RunRecord | None]]] = {}
     for members in jobs.values():
         fg = [r for r in members if r.role != "cotenant"]
         alone = next((r for r in fg if r.contention.startswith("none")), None)
@@ -108,7 +107,7 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
         ref = under or alone
         if ref is None:
             continue
-        key = (*group_key(ref, SPEC_FIELDS), under.contention if under else "?")
+        key = (JobKey.of(ref), under.contention if under else "?")
         groups.setdefault(key, []).append((alone, under, co))
     out = []
     for key, items in groups.items():
@@ -131,8 +130,7 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
             drops.append(overhead_percent(alone.images_per_sec, under.images_per_sec))
         out.append(
             SharedStats(
-                dict(zip(SPEC_FIELDS, key[:-1], strict=True)),
-                key[-1],
+                *key,
                 len(drops),
                 failed,
                 Spread.of(a_list) if a_list else None,
@@ -141,4 +139,4 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
                 Spread.of(co_list) if co_list else None,
             )
         )
-    return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.values()), d.contention))
+    return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.to_dict().values()), d.contention))

@@ -12,20 +12,19 @@ every change reads the same way: negative is worse than bare metal.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dltestbed.config import PROBES
 from dltestbed.kinds import KINDS
 from dltestbed.report.inference import Effect, mean_interval, paired, welch
-from dltestbed.report.stats import GroupStats, Spread, against_baseline, layer_label, samples
+from dltestbed.report.keys import CaseKey
+from dltestbed.report.stats import GroupStats, Spread, samples
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, SkipEvent
 
-LAYER = ("target_kind", "vm_image", "arm")
 ABOVE_LIMIT = 1.05  # a fraction of the limit beyond the clock's and the datasheet's rounding: the limit is wrong
-KEY = (*LAYER, "scenario", "workers", "device", "scale", "probe", "case", "unit")
 # How tables show a unit: the largest scale the value reaches (a latency: the smallest unit it reaches).
 SCALES = {
     "FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")),
@@ -38,12 +37,12 @@ SCALES = {
 class CaseStats:
     """One probe case on one layer over its repetitions."""
 
-    key: dict[str, Any]
+    key: CaseKey
     runs: int  # runs that measured it
-    value: Spread  # over runs: each run's median timed measure, in key["unit"]
+    value: Spread  # over runs: each run's median timed measure, in key.unit
     ci: tuple[float, float] | None  # t-interval of the mean over runs
     headline: bool  # the case the decomposition shows for its probe
-    limit: float | None  # the physical limit in key["unit"], where the target could read it
+    limit: float | None  # the physical limit in key.unit, where the target could read it
     limit_source: str
     note: str
     effect: Effect | None  # against bare metal: overhead_pct > 0 means less than bare metal
@@ -86,38 +85,32 @@ def summarise(
     case; and what each layer skipped. Only ok micro runs count."""
     ok = [r for r in runs if r.is_probe and r.status == "ok"]
     values = {r.id: run_values(measures.get(r.id, ())) for r in ok}
-    groups: dict[tuple[Any, ...], list[RunRecord]] = {}
+    groups: dict[CaseKey, list[RunRecord]] = {}
     for r in ok:
         for probe, name, unit in values[r.id]:
-            fields = {
-                "target_kind": r.target_kind,
-                "vm_image": r.vm_image,
-                "arm": r.arm,
-                "scenario": r.scenario,
-                "workers": r.workers,
-                "device": r.device,
-                "scale": r.spec.get("scale", ""),
-                "probe": probe,
-                "case": name,
-                "unit": unit,
-            }
-            groups.setdefault(tuple(fields[f] for f in KEY), []).append(r)
-    compare = [f for f in KEY if f not in LAYER]
-    base = {
-        tuple(k[KEY.index(f)] for f in compare): members
-        for k, members in groups.items()
-        if not against_baseline(dict(zip(KEY, k, strict=True)))
-    }
+            key = CaseKey(
+                target_kind=r.target_kind,
+                vm_image=r.vm_image,
+                arm=r.arm,
+                scenario=r.scenario,
+                workers=r.workers,
+                device=r.device,
+                scale=r.spec.get("scale", ""),
+                probe=probe,
+                case=name,
+                unit=unit,
+            )
+            groups.setdefault(key, []).append(r)
+    base = {k.workload: members for k, members in groups.items() if not k.against_baseline}
     out = []
-    for k, members in groups.items():
-        key = dict(zip(KEY, k, strict=True))
-        case = (key["probe"], key["case"], key["unit"])
+    for key, members in groups.items():
+        case = (key.probe, key.case, key.unit)
         vals = [values[r.id][case] for r in members]
-        info = _case_info(members[0], key["probe"], key["case"])
+        info = _case_info(members[0], key.probe, key.case)
         eff, why = None, ""
-        if against_baseline(key):
-            b = base.get(tuple(key[f] for f in compare), [])
-            s = samples(b, members, value=lambda r, c=case: _rate(values[r.id][c], c[2])) if b else None  # type: ignore[misc]
+        if key.against_baseline:
+            b = base.get(key.workload, [])
+            s = samples(b, members, value=_rate_of(values, case)) if b else None
             if not b:
                 why = "no bare-metal run of this case"
             elif s is None:
@@ -142,11 +135,11 @@ def summarise(
     order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
     out.sort(
         key=lambda c: (
-            PROBES.index(c.key["probe"]) if c.key["probe"] in PROBES else len(PROBES),
-            order.get((c.key["probe"], c.key["case"]), 1 << 30),
-            c.key["case"],
-            kinds.index(c.key["target_kind"]) if c.key["target_kind"] in kinds else 9,
-            c.key["arm"],
+            PROBES.index(c.key.probe) if c.key.probe in PROBES else len(PROBES),
+            order.get((c.key.probe, c.key.case), 1 << 30),
+            c.key.case,
+            kinds.index(c.key.target_kind) if c.key.target_kind in kinds else 9,
+            c.key.arm,
         )
     )
     out = _copy_ceiling(out)
@@ -161,18 +154,25 @@ def summarise(
 def _copy_ceiling(cases: list[CaseStats]) -> list[CaseStats]:
     """Memory copies have no datasheet limit here: their limit is the best copy bare metal measured (of the
     same size), so each layer's fraction says how much of the machine's memory bandwidth it reaches."""
-    best: dict[tuple[Any, ...], float] = {}
+    best: dict[tuple[str, str], float] = {}
     for c in cases:
-        if c.key["probe"] == "membw" and not against_baseline(c.key):
-            k = (c.key["scale"], c.key["device"])
+        if c.key.probe == "membw" and not c.key.against_baseline:
+            k = (c.key.scale, c.key.device)
             best[k] = max(best.get(k, 0.0), c.value.mean)
     out = []
     for c in cases:
-        ceiling = best.get((c.key["scale"], c.key["device"]))
-        if c.key["probe"] == "membw" and c.limit is None and ceiling:
+        ceiling = best.get((c.key.scale, c.key.device))
+        if c.key.probe == "membw" and c.limit is None and ceiling:
             c = replace(c, limit=ceiling, limit_source="the best copy bare metal measured (a measured ceiling)")
         out.append(c)
     return out
+
+
+def _rate_of(
+    values: Mapping[str, Mapping[tuple[str, str, str], float]], case: tuple[str, str, str]
+) -> Callable[[RunRecord], float]:
+    """A run's rate for one case (what `samples` compares)."""
+    return lambda r: _rate(values[r.id][case], case[2])
 
 
 def _rate(value: float, unit: str) -> float:
@@ -234,22 +234,22 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
 
 def _decomposition(cases: Sequence[CaseStats], models: Sequence[GroupStats]) -> list[str]:
     """A row per layer: each model's overhead and each probe's headline change against bare metal."""
-    layers = list(dict.fromkeys(layer_label(c.key) for c in cases if against_baseline(c.key)))
+    layers = list(dict.fromkeys(c.key.layer for c in cases if c.key.against_baseline))
     if not layers:
         return ["Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm)."]
     heads = [c for c in cases if c.headline]
-    probes = list(dict.fromkeys(c.key["probe"] for c in heads))
+    probes = list(dict.fromkeys(c.key.probe for c in heads))
     effects: dict[tuple[str, str], Effect] = {}  # the first group of a layer and model, as the table has it
     for g in models:
         if g.effect is not None:
-            effects.setdefault((layer_label(g.key), f"{g.key['model']} {g.key['mode']}"), g.effect)
+            effects.setdefault((g.key.layer, f"{g.key.model} {g.key.mode}"), g.effect)
     model_cols = list(dict.fromkeys(m for _, m in effects))
     cols = [*[f"{m} img/s" for m in model_cols], *[f"{p}: {_headline_case(heads, p)}" for p in probes]]
     lines = ["| layer | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for layer in layers:
         cells = [change(e) if (e := effects.get((layer, m))) else "—" for m in model_cols]
         for p in probes:
-            c = next((c for c in heads if layer_label(c.key) == layer and c.key["probe"] == p), None)
+            c = next((c for c in heads if c.key.layer == layer and c.key.probe == p), None)
             cells.append(change(c.effect) if c and c.effect else (c.why_none if c else "—"))
         lines.append(f"| {layer} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -273,12 +273,12 @@ def _probes_table(cases: Sequence[CaseStats]) -> list[str]:
     ]
     above = [c for c in cases if c.fraction is not None and c.fraction > ABOVE_LIMIT]
     for c in cases:
-        u = c.key["unit"]
+        u = c.key.unit
         frac = f"{c.fraction * 100:.0f} %" if c.fraction is not None else "—"
         frac += " (above its limit!)" if c in above else ""
         eff = change(c.effect) if c.effect else (c.why_none or "baseline")
         lines.append(
-            f"| {c.key['probe']} | {c.key['case']} | {layer_label(c.key)} | {c.runs} | "
+            f"| {c.key.probe} | {c.key.case} | {c.key.layer} | {c.runs} | "
             f"{show(c.value.mean, u)} | {show(c.value.min, u)} | {show(c.value.max, u)} | {frac} | {eff} | "
             f"{c.effect.method if c.effect else '—'} |"
         )
@@ -289,7 +289,7 @@ def _probes_table(cases: Sequence[CaseStats]) -> list[str]:
             "(before dltestbed named each GEMM's math, a GPU's float32 case ran as TF32, TensorFlow's default on "
             "Ampere and later) or the device is not the one the table names: "
             + "; ".join(
-                f"{c.key['probe']} {c.key['case']} on {layer_label(c.key)} {c.fraction * 100:.0f} %"
+                f"{c.key.probe} {c.key.case} on {c.key.layer} {c.fraction * 100:.0f} %"
                 for c in above
                 if c.fraction is not None
             )
@@ -305,13 +305,13 @@ def _said(cases: Sequence[CaseStats]) -> list[str]:
         said: dict[tuple[str, str], list[str]] = {}  # (probe, text) → layers
         for c in cases:
             if getattr(c, attr):
-                layers_of = said.setdefault((c.key["probe"], getattr(c, attr)), [])
-                if layer_label(c.key) not in layers_of:
-                    layers_of.append(layer_label(c.key))
+                layers_of = said.setdefault((c.key.probe, getattr(c, attr)), [])
+                if c.key.layer not in layers_of:
+                    layers_of.append(c.key.layer)
         if said:
             lines += ["", f"{head}:", *[f"- {p} on {', '.join(ls)}: {text}" for (p, text), ls in said.items()]]
     return lines
 
 
 def _headline_case(heads: Sequence[CaseStats], probe: str) -> str:
-    return next(c.key["case"] for c in heads if c.key["probe"] == probe)
+    return next(c.key.case for c in heads if c.key.probe == probe)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, micro
+from dltestbed.report.analysis import Analysis, SteadyFlag
 from dltestbed.report.compare import Change
 from dltestbed.report.environment import math_words
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.jobs import DistributedStats, SharedStats
-from dltestbed.report.stats import NO_INTERVAL, GroupStats, Spread, against_baseline, layer_label
-from dltestbed.results.records import RunRecord
+from dltestbed.report.keys import GroupKey
+from dltestbed.report.stats import NO_INTERVAL, GroupStats, Spread
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _spread_cells(s: Spread | None, digits: int) -> list[str]:
 def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
     """The A/A table (--aa): bare metal against itself in the same repetitions, whose interval must
     contain 0; the run-to-run variation per kind; what these repetitions can detect."""
-    rows = [g for g in groups if g.key.get("arm") and g.effect is not None]
+    rows = [g for g in groups if g.key.arm and g.effect is not None]
     if not rows:
         return []
     lines = [
@@ -64,22 +64,16 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
     for g in rows:
         e, k = g.effect, g.key
         assert e is not None and e.sd_log is not None
-        same = [
-            o
-            for o in groups
-            if all(
-                o.key[f] == k[f] for f in ("model", "batch_size", "image_size", "scenario", "mode", "data", "device")
-            )
-        ]
-        cvs = ", ".join(f"{layer_label(o.key)} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
+        same = [o for o in groups if _same_workload(o.key, k)]
+        cvs = ", ".join(f"{o.key.layer} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
         need = [repetitions_needed(e.sd_log, pct) for pct in (1.0, 2.0, 5.0)]
         lines.append(
             "| "
             + " | ".join(
                 [
-                    k["model"],
-                    str(k["batch_size"]),
-                    str(k["image_size"]),
+                    k.model,
+                    str(k.batch_size),
+                    str(k.image_size),
                     str(e.n),
                     f"{e.overhead_pct:.2f} [{e.lo_pct:.2f}, {e.hi_pct:.2f}]",
                     "no" if e.excludes_zero else "yes",
@@ -98,6 +92,19 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
         "95 % confidence, 80 % power.",
     ]
     return lines
+
+
+def _same_workload(a: GroupKey, b: GroupKey) -> bool:
+    """Whether two groups ran the same model, sizes, scenario, mode, data and device (the noise floor's peers)."""
+    return (a.model, a.batch_size, a.image_size, a.scenario, a.mode, a.data, a.device) == (
+        b.model,
+        b.batch_size,
+        b.image_size,
+        b.scenario,
+        b.mode,
+        b.data,
+        b.device,
+    )
 
 
 def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MIN_SLOWDOWN) -> list[str]:
@@ -120,10 +127,10 @@ def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MI
             "| "
             + " | ".join(
                 [
-                    layer_label(k),
-                    k["model"],
-                    str(k["batch_size"]),
-                    str(k["image_size"]),
+                    k.layer,
+                    k.model,
+                    str(k.batch_size),
+                    str(k.image_size),
                     f.host,
                     f"{f.images_per_sec:.1f}",
                     f"{f.peers_median:.1f}",
@@ -137,7 +144,7 @@ def _fleet(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MI
     return [*lines, "", f"A host is flagged when {fleet_rule(slowdown)}."]
 
 
-def _steady(flags: Sequence[tuple[RunRecord, list[str]]]) -> list[str]:
+def _steady(flags: Sequence[SteadyFlag]) -> list[str]:
     if not flags:
         return []
     lines = ["", "## Steady state: runs to look at", ""]
@@ -152,57 +159,48 @@ def _steady(flags: Sequence[tuple[RunRecord, list[str]]]) -> list[str]:
 
 
 def markdown(
-    groups: Sequence[GroupStats],
-    title: str = "dltestbed report",
-    dist: Sequence[DistributedStats] = (),
-    shared: Sequence[SharedStats] = (),
-    equivalence: float | None = None,
-    fleet_flags: Sequence[FleetFlag] = (),
-    fleet_compared: int = 0,
-    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
-    steady_flags: Sequence[tuple[RunRecord, list[str]]] = (),
-    figures: Figures | None = None,
-    captions: bool = True,
-    micro_lines: Sequence[str] = (),
+    a: Analysis, title: str = "dltestbed report", figures: Figures | None = None, captions: bool = True
 ) -> str:
     """The report in Markdown: each layer's verdict in a line, the groups' table, each layer's overhead
-    with its interval and verdict, the environment of each group and its differences, the noise floor,
-    fleet outliers, steady-state flags, distributed jobs and shared pairs — each section only when the
-    runs have it — with each figure in its section (captions: a line under each)."""
+    with its interval and verdict, the probes, the environment of each group and its differences, the
+    noise floor, fleet outliers, steady-state flags, distributed jobs and shared pairs — each section only
+    when the runs have it — with each figure in its section (captions: a line under each)."""
     figs = figures or {}
+    groups = a.groups
+    micro_lines = micro.markdown(a.cases, a.skipped, groups)
     lines = [f"# {title}", *_summary(groups)]
     lines += _groups_table(groups) if groups or not micro_lines else []
     lines += _figures(figs, "throughput", captions)
-    lines += _overheads(groups, equivalence)
+    lines += _overheads(groups, a.equivalence)
     lines += _figures(figs, "overhead", captions)
     lines += micro_lines
     lines += _figures(figs, "decomposition", captions)
     lines += _environments(groups)
     lines += _environment(groups)
     lines += noise_floor(groups)
-    lines += _fleet(fleet_flags, fleet_compared, fleet_slowdown)
+    lines += _fleet(a.fleet, a.fleet_compared, a.fleet_slowdown)
     lines += _figures(figs, "fleet", captions)
-    lines += _steady(steady_flags)
+    lines += _steady(a.steady)
     for section, heading in (("steps", "Steps, run by run"), ("memory", "Memory over time")):
         if figs.get(section):
             lines += ["", f"## {heading}", *_figures(figs, section, captions)]
-    lines += _distributed(dist)
+    lines += _distributed(a.distributed)
     lines += _figures(figs, "distributed", captions)
-    lines += _shared(shared)
+    lines += _shared(a.shared)
     lines += _figures(figs, "shared", captions)
     return "\n".join(lines) + "\n"
 
 
 def _summary(groups: Sequence[GroupStats]) -> list[str]:
     """Each layer's verdict against bare metal, one line each: the answer before the evidence."""
-    rows = [g for g in groups if against_baseline(g.key) and g.runs]
+    rows = [g for g in groups if g.key.against_baseline and g.runs]
     if not rows:
         return []
     lines = ["", "Each layer against bare metal (the tables and figures below give the evidence):", ""]
     for g in rows:
         k = g.key
-        what = f"{layer_label(k)}, {k['model']} b{k['batch_size']} {k['image_size']} px"
-        host = f" on {k['host']}" if "host" in k else ""
+        what = f"{k.layer}, {k.model} b{k.batch_size} {k.image_size} px"
+        host = f" on {k.host}" if k.host is not None else ""
         lines.append(f"- **{what}**{host}: {g.verdict or NO_INTERVAL}")
     return lines
 
@@ -218,33 +216,33 @@ def _environments(groups: Sequence[GroupStats]) -> list[str]:
     lines = ["", "## Environment of each group", ""]
     lines += [f"- {f}: {envs[0][1].get(f, '—')}" for f in common]
     if differ:
-        extra = [f for f in ("scenario", "contention") if len({g.key[f] for g, _ in envs}) > 1]
+        extra = [f for f in ("scenario", "contention") if len({getattr(g.key, f) for g, _ in envs}) > 1]
         head = ["kind", *extra, "model", "batch", "size", *differ]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for g, e in envs:
             k = g.key
             cells = [
-                layer_label(k),
-                *[str(k[f]) for f in extra],
-                k["model"],
-                str(k["batch_size"]),
-                str(k["image_size"]),
+                k.layer,
+                *[str(getattr(k, f)) for f in extra],
+                k.model,
+                str(k.batch_size),
+                str(k.image_size),
                 *[e.get(f, "—").replace("|", "\\|") for f in differ],
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def math_label(key: dict[str, Any]) -> str:
+def math_label(key: GroupKey) -> str:
     """A group's math in a table cell: "mixed_bfloat16 + XLA", "float32"; "—" where no math was recorded."""
-    return math_words(str(key.get("math") or "—"), bool(key.get("xla")))
+    return math_words(key.math or "—", key.xla)
 
 
 def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     """One row per group: spreads over repetitions, overhead against bare metal in the last column."""
-    show_contention = any(g.key["contention"] != "none" for g in groups)
-    show_host = any("host" in g.key for g in groups)
-    show_scenario = any(g.key["scenario"] != "single" for g in groups)
+    show_contention = any(g.key.contention != "none" for g in groups)
+    show_host = any(g.key.host is not None for g in groups)
+    show_scenario = any(g.key.scenario != "single" for g in groups)
     show_wall = any(g.wall_seconds for g in groups)
     show_memory = any(g.gpu_memory_peak_bytes for g in groups)
     head = [
@@ -277,20 +275,20 @@ def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
     lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        kind = layer_label(k)
+        kind = k.layer
         row = [
             kind,
-            *([str(k["host"])] if show_host else []),
-            *([k["scenario"], str(k["workers"])] if show_scenario else []),
-            k["model"],
-            k["data"],
-            k["mode"],
-            k["device"],
+            *([str(k.host)] if show_host else []),
+            *([k.scenario, str(k.workers)] if show_scenario else []),
+            k.model,
+            k.data,
+            k.mode,
+            k.device,
             math_label(k),
-            str(k["batch_size"]),
-            str(k["image_size"]),
+            str(k.batch_size),
+            str(k.image_size),
         ]
-        row += [k["contention"]] if show_contention else []
+        row += [k.contention] if show_contention else []
         runs = f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else "")
         row += [runs, *_spread_cells(g.images_per_sec, 1), *_spread_cells(g.elapsed_seconds, 2)]
         row += [_num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
@@ -321,9 +319,9 @@ def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
 
 def _overheads(groups: Sequence[GroupStats], equivalence: float | None) -> list[str]:
     """Each layer's overhead against bare metal with its interval, method and verdict (and TOST)."""
-    show_host = any("host" in g.key for g in groups)
+    show_host = any(g.key.host is not None for g in groups)
     lines: list[str] = []
-    effects = [g for g in groups if g.effect is not None or (g.key["target_kind"] != "bm" and g.runs)]
+    effects = [g for g in groups if g.effect is not None or (g.key.target_kind != "bm" and g.runs)]
     if effects:
         equiv = any(g.equivalence for g in effects)
         lines += [
@@ -336,17 +334,17 @@ def _overheads(groups: Sequence[GroupStats], equivalence: float | None) -> list[
         ]
         for g in effects:
             k, e = g.key, g.effect
-            kind = layer_label(k)
+            kind = k.layer
             cell = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
             lines.append(
                 "| "
                 + " | ".join(
                     [
                         kind,
-                        *([str(k["host"])] if show_host else []),
-                        k["model"],
-                        str(k["batch_size"]),
-                        str(k["image_size"]),
+                        *([str(k.host)] if show_host else []),
+                        k.model,
+                        str(k.batch_size),
+                        str(k.image_size),
                         str(e.n if e else g.runs - g.failed),
                         e.method if e else "—",
                         cell,
@@ -378,7 +376,7 @@ def _environment(groups: Sequence[GroupStats]) -> list[str]:
     diffs = [(g, line) for g in groups for line in g.env]
     if diffs:
         lines += ["", "## Environment differences against bare metal", ""]
-        lines += [f"- {layer_label(g.key)}, {g.key['model']}: {line}" for g, line in diffs]
+        lines += [f"- {g.key.layer}, {g.key.model}: {line}" for g, line in diffs]
     return lines
 
 
@@ -402,10 +400,10 @@ def _distributed(dist: Sequence[DistributedStats]) -> list[str]:
                 "| "
                 + " | ".join(
                     [
-                        k["target_kind"],
-                        k["model"],
-                        str(k["batch_size"]),
-                        str(k["image_size"]),
+                        k.target_kind,
+                        k.model,
+                        str(k.batch_size),
+                        str(k.image_size),
                         str(d.workers),
                         jobs,
                         _num(t.mean if t else None),
@@ -446,10 +444,10 @@ def _shared(shared: Sequence[SharedStats]) -> list[str]:
                 "| "
                 + " | ".join(
                     [
-                        k["target_kind"],
-                        k["model"],
-                        str(k["batch_size"]),
-                        str(k["image_size"]),
+                        k.target_kind,
+                        k.model,
+                        str(k.batch_size),
+                        str(k.image_size),
                         sh.contention,
                         pairs,
                         _num(sh.alone_images_per_sec.mean if sh.alone_images_per_sec else None),
@@ -492,10 +490,10 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
             "| "
             + " | ".join(
                 [
-                    layer_label(k),
-                    k["model"],
-                    str(k["batch_size"]),
-                    str(k["image_size"]),
+                    k.layer,
+                    k.model,
+                    str(k.batch_size),
+                    str(k.image_size),
                     str(sa.n if sa else 0),
                     _num(sa.mean if sa else None),
                     str(sb.n if sb else 0),
@@ -514,36 +512,27 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
     diffs = [(c, line) for c in changes for line in c.env]
     if diffs:
         lines += ["", "## What changed in the environment", ""]
-        lines += [f"- {layer_label(c.key)}, {c.key['model']}: {line}" for c, line in diffs]
+        lines += [f"- {c.key.layer}, {c.key.model}: {line}" for c, line in diffs]
     return "\n".join(lines) + "\n"
 
 
-def as_json(
-    groups: Sequence[GroupStats],
-    dist: Sequence[DistributedStats] = (),
-    shared: Sequence[SharedStats] = (),
-    scope: str = "",
-    fleet: Sequence[FleetFlag] = (),
-    steady: Sequence[dict] = (),
-    micro: dict | None = None,
-    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
-) -> str:
+def as_json(a: Analysis) -> str:
     """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
-        "min_slowdown_pct": fleet_slowdown,
+        "min_slowdown_pct": a.fleet_slowdown,
     }
     return json.dumps(
         {
-            "scope": scope,
-            "groups": [g.to_dict() for g in groups],
-            "distributed": [d.to_dict() for d in dist],
-            "shared": [s.to_dict() for s in shared],
-            "fleet": [f.to_dict() for f in fleet],
+            "scope": a.scope,
+            "groups": [g.to_dict() for g in a.groups],
+            "distributed": [d.to_dict() for d in a.distributed],
+            "shared": [s.to_dict() for s in a.shared],
+            "fleet": [f.to_dict() for f in a.fleet],
             "fleet_rule": rule,
-            "steady": list(steady),
-            "micro": micro or {"cases": [], "skipped": []},
+            "steady": [{"run": r.id, "flags": w} for r, w in a.steady],
+            "micro": {"cases": [c.to_dict() for c in a.cases], "skipped": [s.__dict__ for s in a.skipped]},
         },
         indent=2,
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dltestbed.kinds import BASELINE, KINDS
+from dltestbed.kinds import KINDS
 from dltestbed.report.environment import env_diff, shared_environment, unlike
 from dltestbed.report.inference import (
     Effect,
@@ -18,34 +18,10 @@ from dltestbed.report.inference import (
     verdict,
     welch,
 )
+from dltestbed.report.keys import GroupKey
 from dltestbed.results.records import RunRecord
 
 NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
-
-# A group holds runs that measured the same thing on the same kind of target. Runs that differ in
-# batch size, image size, device or math (XLA included) are never averaged together.
-# vm_image: a VM booted from a user's own image is a layer of its own, beside dltestbed's guest image.
-# arm: "A′", the baseline kind's second run per repetition (--aa), compared with the first: the noise floor.
-GROUP_FIELDS = (
-    "target_kind",
-    "vm_image",
-    "arm",
-    "scenario",
-    "workers",
-    "model",
-    "data",
-    "mode",
-    "device",
-    "math",
-    "xla",
-    "batch_size",
-    "image_size",
-    "warmup",
-    "steps",
-    "contention",
-)
-LAYER_FIELDS = ("target_kind", "vm_image", "arm")  # what is compared; the rest must match for an overhead
-COMPARE_FIELDS = tuple(f for f in GROUP_FIELDS if f not in LAYER_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -71,7 +47,7 @@ class Spread:
 class GroupStats:
     """One line of the report."""
 
-    key: dict[str, Any]
+    key: GroupKey
     runs: int  # stored runs in the group, failed ones included
     failed: int
     images_per_sec: Spread | None  # over ok runs: total timed images / timed seconds
@@ -89,29 +65,13 @@ class GroupStats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return asdict(self)
+        return asdict(self) | {"key": self.key.to_dict()}
 
 
 def spread(values: Sequence[float | None]) -> Spread | None:
     """The Spread of the values that are there, or None when none is."""
     have = [v for v in values if v is not None]
     return Spread.of(have) if have else None
-
-
-def layer_label(key: dict[str, Any]) -> str:
-    """A group's layer as tables and figures name it: kind, a user's VM image, the A′ arm."""
-    image = f" ({key['vm_image']})" if key.get("vm_image") else ""
-    return str(key["target_kind"]) + image + (f" {key['arm']}" if key.get("arm") else "")
-
-
-def against_baseline(key: dict[str, Any]) -> bool:
-    """Whether a group is measured against bare metal: another kind, or bare metal's own A′ arm."""
-    return key["target_kind"] != BASELINE or bool(key.get("arm"))
-
-
-def group_key(run: RunRecord, fields: tuple[str, ...] = GROUP_FIELDS) -> tuple[Any, ...]:
-    """The values of the grouping fields for a run."""
-    return tuple(getattr(run, f) for f in fields)
 
 
 def pair_key(run: RunRecord, by_host: bool = False) -> tuple[Any, ...]:
@@ -121,8 +81,10 @@ def pair_key(run: RunRecord, by_host: bool = False) -> tuple[Any, ...]:
 
 
 def images_per_sec(run: RunRecord) -> float:
-    """A model run's throughput (what `samples` compares by default)."""
-    return run.images_per_sec  # type: ignore[return-value]
+    """A model run's throughput (what `samples` compares by default; only ok runs, which have one)."""
+    if run.images_per_sec is None:
+        raise ValueError(f"run {run.id} has no images/sec")
+    return run.images_per_sec
 
 
 Samples = tuple[list[float], list[float], bool]
@@ -171,70 +133,62 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
     containers sit beside the host they run on.
     equivalence: a margin in %: each layer is also judged equivalent to bare metal within ±margin (TOST).
     """
-    fields = (*GROUP_FIELDS, "machine") if by_host else GROUP_FIELDS
-    names = tuple("host" if f == "machine" else f for f in fields)
-    compare = tuple(f for f in names if f not in LAYER_FIELDS)
-    groups: dict[tuple[Any, ...], list[RunRecord]] = {}
+    groups: dict[GroupKey, list[RunRecord]] = {}
     for r in runs:
         if r.role == "cotenant" or r.is_probe:
             continue  # a co-tenant is the load, not a measurement: see `shared`; probes: see micro.py
-        groups.setdefault(group_key(r, fields), []).append(r)
-    partial: list[tuple[dict[str, Any], list[RunRecord], Spread | None, Spread | None]] = []
-    baselines: dict[tuple[Any, ...], float] = {}
-    base_runs: dict[tuple[Any, ...], list[RunRecord]] = {}
-    for key, members in groups.items():
-        ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
-        ips = Spread.of([r.images_per_sec for r in ok]) if ok else None  # type: ignore[misc]
-        el = spread([r.elapsed_seconds for r in ok])
-        k = dict(zip(names, key, strict=True))
-        partial.append((k, members, ips, el))
-        if not against_baseline(k) and ips is not None:
-            baselines[tuple(k[f] for f in compare)] = ips.mean
-            base_runs[tuple(k[f] for f in compare)] = ok
-    out = []
-    for k, members, ips, el in partial:
-        base = baselines.get(tuple(k[f] for f in compare))
-        over = overhead_percent(base, ips.mean) if base and ips is not None else None
-        failed = sum(1 for r in members if r.status != "ok")
-        ok = [r for r in members if r.status == "ok" and r.images_per_sec is not None]
-        eff, equiv, words = None, None, None
-        env: tuple[str, ...] = ()
-        if against_baseline(k):
-            base_ok = base_runs.get(tuple(k[f] for f in compare), [])
-            env = tuple(env_diff(base_ok, ok, "bm", k["target_kind"])) if base_ok and ok else ()
-            words = unlike(base_ok, ok, "bm", k["target_kind"])
-            s = samples(base_ok, ok, by_host) if words is None else None
-            if words is not None:
-                over = None  # a GPU run against a CPU run, or another TensorFlow, is no layer's overhead
-            elif s is not None:
-                eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
-                equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
-                words = verdict(eff)
-        values = [r.images_per_sec for r in ok if r.images_per_sec is not None]
-        out.append(
-            GroupStats(
-                k,
-                len(members),
-                failed,
-                ips,
-                el,
-                over,
-                eff,
-                words,
-                equiv,
-                cv(values),
-                env,
-                mean_interval(values),
-                shared_environment(ok or members),
-                spread([r.wall_seconds for r in ok]),
-                spread([r.gpu_memory_peak_bytes for r in ok]),
-            )
-        )
+        groups.setdefault(GroupKey.of(r, by_host), []).append(r)
+    ok = {k: [r for r in members if r.status == "ok" and r.images_per_sec is not None] for k, members in groups.items()}
+    base_runs = {k.workload: ok[k] for k in groups if not k.against_baseline and ok[k]}
+    out = [
+        _group(k, members, ok[k], base_runs.get(k.workload, []), by_host, equivalence) for k, members in groups.items()
+    ]
     kinds = list(KINDS)
     out.sort(
-        key=lambda g: (
-            tuple(g.key[f] for f in compare),
-            kinds.index(g.key["target_kind"]) if g.key["target_kind"] in kinds else len(kinds),
-        )
+        key=lambda g: (g.key.workload, kinds.index(g.key.target_kind) if g.key.target_kind in kinds else len(kinds))
     )
     return out
+
+
+def _group(
+    k: GroupKey,
+    members: Sequence[RunRecord],
+    ok: Sequence[RunRecord],
+    base_ok: Sequence[RunRecord],
+    by_host: bool,
+    equivalence: float | None,
+) -> GroupStats:
+    """One group's row: its spreads, and against the baseline's ok runs its overhead, interval and verdict."""
+    values = [r.images_per_sec for r in ok if r.images_per_sec is not None]
+    ips = Spread.of(values) if values else None
+    base = statistics.fmean([r.images_per_sec for r in base_ok if r.images_per_sec is not None]) if base_ok else None
+    over = overhead_percent(base, ips.mean) if base and ips is not None else None
+    eff, equiv, words = None, None, None
+    env: tuple[str, ...] = ()
+    if k.against_baseline:
+        env = tuple(env_diff(base_ok, ok, "bm", k.target_kind)) if base_ok and ok else ()
+        words = unlike(base_ok, ok, "bm", k.target_kind)
+        s = samples(base_ok, ok, by_host) if words is None else None
+        if words is not None:
+            over = None  # a GPU run against a CPU run, or another TensorFlow, is no layer's overhead
+        elif s is not None:
+            eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+            equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
+            words = verdict(eff)
+    return GroupStats(
+        k,
+        len(members),
+        sum(1 for r in members if r.status != "ok"),
+        ips,
+        spread([r.elapsed_seconds for r in ok]),
+        over,
+        eff,
+        words,
+        equiv,
+        cv(values),
+        env,
+        mean_interval(values),
+        shared_environment(ok or members),
+        spread([r.wall_seconds for r in ok]),
+        spread([r.gpu_memory_peak_bytes for r in ok]),
+    )

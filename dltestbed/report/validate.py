@@ -35,6 +35,7 @@ from scipy import stats as st
 
 from dltestbed.config import Math
 from dltestbed.errors import ConfigError
+from dltestbed.report.analysis import Analysis
 from dltestbed.report.environment import environment
 from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
 from dltestbed.report.stats import GroupStats
@@ -167,11 +168,11 @@ def _three_way(lo: float, hi: float, limit: float, higher_is_better: bool) -> st
     return PASS if hi <= limit else FAIL if lo > limit else UNDECIDED
 
 
-def judge(reference: Reference, runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> list[Judgement]:
-    """Every check of the reference against a bench's runs and its report groups."""
+def judge(reference: Reference, a: Analysis) -> list[Judgement]:
+    """Every check of the reference against a bench's analysis (its runs and its report groups)."""
     out = []
     for check in reference.checks:
-        mine = [r for r in _selected(check, runs) if r.status == "ok" and r.images_per_sec]
+        mine = [r for r in _selected(check, a.runs) if r.status == "ok" and r.images_per_sec]
         if check.images_per_sec is not None:
             limit = check.images_per_sec * (1 - check.lower_tolerance_percent / 100)
             if len(mine) < MIN_N:
@@ -184,7 +185,7 @@ def judge(reference: Reference, runs: Sequence[RunRecord], groups: Sequence[Grou
                     )
                 )
             else:
-                g, lo, hi = _log_interval([r.images_per_sec for r in mine])  # type: ignore[misc]
+                g, lo, hi = _log_interval([r.images_per_sec for r in mine if r.images_per_sec is not None])
                 status = _three_way(lo, hi, limit, higher_is_better=True)
                 out.append(
                     Judgement(
@@ -197,7 +198,7 @@ def judge(reference: Reference, runs: Sequence[RunRecord], groups: Sequence[Grou
                     )
                 )
         if check.max_overhead_percent is not None:
-            out.append(_overhead(check, groups))
+            out.append(_overhead(check, a.groups))
     return out
 
 
@@ -207,10 +208,10 @@ def _overhead(check: Check, groups: Sequence[GroupStats]) -> Judgement:
     found = [
         g
         for g in groups
-        if g.key["target_kind"] == m.kind
-        and not g.key.get("arm")
-        and not g.key.get("vm_image")
-        and all(getattr(m, k) is None or g.key.get(f) == getattr(m, k) for k, f in MATCH_FIELDS.items())
+        if g.key.target_kind == m.kind
+        and not g.key.arm
+        and not g.key.vm_image
+        and all(getattr(m, k) is None or getattr(g.key, f) == getattr(m, k) for k, f in MATCH_FIELDS.items())
     ]
     effects = [g for g in found if g.effect is not None]
     if len(effects) != 1:
@@ -236,31 +237,31 @@ def _overhead(check: Check, groups: Sequence[GroupStats]) -> Judgement:
     )
 
 
-def init_reference(runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> dict[str, Any]:
+def init_reference(a: Analysis) -> dict[str, Any]:
     """A reference made from a bench the team trusts: expected throughput per group with a tolerance
     from its measured spread, and for each layer a maximum overhead from its measured bound."""
     checks: list[dict[str, Any]] = []
-    for g in groups:
+    for g in a.groups:
         k = g.key
-        if k.get("arm") or k.get("vm_image") or g.images_per_sec is None or g.images_per_sec.n < MIN_N:
+        if k.arm or k.vm_image or g.images_per_sec is None or g.images_per_sec.n < MIN_N:
             continue
         match = {
-            "kind": k["target_kind"],
-            "model": k["model"],
-            "mode": k["mode"],
-            "data": k["data"],
-            "batch_size": k["batch_size"],
-            "image_size": k["image_size"],
-            "device": k["device"],
-            "math": k["math"] or None,
-            "xla": k["xla"],
-            "scenario": k["scenario"],
-            "contention": k["contention"],
+            "kind": k.target_kind,
+            "model": k.model,
+            "mode": k.mode,
+            "data": k.data,
+            "batch_size": k.batch_size,
+            "image_size": k.image_size,
+            "device": k.device,
+            "math": k.math or None,
+            "xla": k.xla,
+            "scenario": k.scenario,
+            "contention": k.contention,
         }
         match = {f: v for f, v in match.items() if v is not None}  # a micro or pre-math run: no math to match
         values = [
             r.images_per_sec
-            for r in runs
+            for r in a.runs
             if r.status == "ok"
             and r.images_per_sec
             and r.role != "cotenant"
@@ -270,7 +271,7 @@ def init_reference(runs: Sequence[RunRecord], groups: Sequence[GroupStats]) -> d
         spread = cv(values) or 0.0
         tol = round(max(INIT_MIN_TOLERANCE, INIT_SPREADS * spread * 100), 1)
         check: dict[str, Any] = {
-            "name": f"{k['target_kind']} {k['model']} {k['mode']} {k['data']} b{k['batch_size']} {k['image_size']}px",
+            "name": f"{k.target_kind} {k.model} {k.mode} {k.data} b{k.batch_size} {k.image_size}px",
             "match": match,
             "images_per_sec": round(g.images_per_sec.mean, 2),
             "lower_tolerance_percent": tol,

@@ -12,6 +12,7 @@ from matplotlib.container import BarContainer
 from matplotlib.patches import Rectangle
 
 from dltestbed.report import figures, html, jobs, render, stats
+from dltestbed.report.analysis import Analysis
 from dltestbed.report.fleet import fleet
 from dltestbed.report.inference import mean_interval
 from dltestbed.workload.events import ResourceEvent, StepEvent
@@ -51,7 +52,7 @@ def test_throughput_bars_are_the_group_means_with_their_intervals() -> None:
     heights = {b.get_label(): [r.get_height() for r in b] for b in bars}
     assert heights == {"bm": [pytest.approx(105.0)], "cbm": [pytest.approx(94.5)]}
     assert ax.get_ylim()[0] == 0 and "images/sec" in ax.get_ylabel()
-    (bm,) = [g for g in groups if g.key["target_kind"] == "bm"]
+    (bm,) = [g for g in groups if g.key.target_kind == "bm"]
     whiskers = [c for c in ax.collections if isinstance(c, LineCollection)]
     ends = sorted(float(y) for seg in whiskers[0].get_segments() for y in seg[:, 1])
     assert ends == pytest.approx(sorted(bm.images_per_sec_ci))  # the interval drawn is the one computed
@@ -68,7 +69,7 @@ def test_throughput_draws_failed_groups_as_words_not_bars() -> None:
 
 def test_overhead_points_and_lines_are_the_effects() -> None:
     groups = stats.summarise(_runs())
-    (cbm,) = [g for g in groups if g.key["target_kind"] == "cbm"]
+    (cbm,) = [g for g in groups if g.key.target_kind == "cbm"]
     fig = figures.overheads(groups)
     (ax,) = fig.axes
     (point,) = [line for line in ax.lines if line.get_marker() == "o"]
@@ -214,10 +215,10 @@ def test_html_page_embeds_figures_escapes_text_and_loads_nothing() -> None:
             reason="<img src=x onerror=alert(1)>",
         ),
     ]
-    groups = stats.summarise(runs)
-    plots = figures.build(groups, runs, {}, {})
+    a = Analysis(runs=tuple(runs), groups=tuple(stats.summarise(runs)))
+    plots = figures.build(a, {})
     refs = {p.section: [render.FigureRef(p.title, p.caption, f"figure:{p.name}")] for p in plots}
-    md = render.markdown(groups, title="t <b>x</b>", figures=refs, captions=False)
+    md = render.markdown(a, title="t <b>x</b>", figures=refs, captions=False)
     page = html.document(md, {p.name: p for p in plots}, "t <b>x</b>", "made now")
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
     assert "<script" not in page and "onerror" not in page.replace("&lt;", "<").split("<main>")[0]
@@ -256,7 +257,7 @@ def test_decomposition_draws_each_layers_change_with_its_interval() -> None:
     assert [t.get_text() for t in ax.get_yticklabels()] == ["disk: seq", "alexnet train img/s"]
     assert "%" in ax.get_xlabel() and [t.get_text() for t in ax.get_legend().get_texts()] == ["cbm (n=3)"]
     wide = micro.CaseStats(
-        dict(cases[-1].key), 2, cases[-1].value, None, True, None, "", "", paired([100.0, 100.0], [90.0, 300.0])
+        cases[-1].key, 2, cases[-1].value, None, True, None, "", "", paired([100.0, 100.0], [90.0, 300.0])
     )
     fig = figures.decomposition([wide], [])
     (ax,) = fig.axes

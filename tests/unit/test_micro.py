@@ -523,7 +523,7 @@ def test_probe_changes_against_bare_metal_have_known_answers() -> None:
             measures[r.id] = ms
     failed = make_run(target_kind="cbm", model="micro", mode="probe", status="failed", reason="workload exit 1")
     cases, skipped = micro.summarise([*runs, failed], measures, {runs[0].id: [SkipEvent("h2d", "", "no GPU")]})
-    by = {(c.key["probe"], c.key["target_kind"]): c for c in cases}
+    by = {(c.key.probe, c.key.target_kind): c for c in cases}
     gemm_vm, disk_vm = by["gemm", "vm"], by["disk", "vm"]
     # every vm repetition is exactly 1 % (gemm) and 35 % (disk) below its bm partner: zero spread, exact answers
     assert gemm_vm.effect is not None and gemm_vm.effect.method == PAIRED_T
@@ -550,7 +550,7 @@ def test_memory_copies_are_measured_against_bare_metals_best_copy() -> None:
             for case, v in (("copy 64 MiB, 1 thread", one), ("copy 64 MiB, all CPUs", every))
         ]
     cases, _ = micro.summarise(runs, measures, {})
-    fractions = {(c.key["target_kind"], c.key["case"]): c.fraction for c in cases}
+    fractions = {(c.key.target_kind, c.key.case): c.fraction for c in cases}
     assert fractions == {
         ("bm", "copy 64 MiB, 1 thread"): 0.5,
         ("bm", "copy 64 MiB, all CPUs"): 1.0,
@@ -575,7 +575,7 @@ def test_a_latency_is_compared_as_a_rate() -> None:
             runs.append(r)
             measures[r.id] = [MeasureEvent("net", "latency", 1, "timed", seconds, "s", 0.1, 1.0)]
     cases, _ = micro.summarise(runs, measures, {})
-    (vm,) = [c for c in cases if c.key["target_kind"] == "vm"]
+    (vm,) = [c for c in cases if c.key.target_kind == "vm"]
     assert vm.effect is not None and vm.effect.overhead_pct == pytest.approx(50.0)
     assert micro.change(vm.effect) == "-50.0 [-50.0, -50.0]"
     assert vm.value.mean == pytest.approx(4e-3)  # shown as measured: seconds
@@ -607,10 +607,10 @@ def test_unpaired_probe_runs_use_welch_and_one_run_a_side_says_so() -> None:
             runs.append(r)
             measures[r.id] = ms
     cases, _ = micro.summarise(runs, measures, {})
-    (cbm,) = [c for c in cases if c.key["target_kind"] == "cbm"]
+    (cbm,) = [c for c in cases if c.key.target_kind == "cbm"]
     assert cbm.effect is not None and cbm.effect.method == WELCH_T
     single, ms = _probe_run("vm", 1, {("disk", "seq"): 1e8})
     cases, _ = micro.summarise([*runs, single], {**measures, single.id: ms}, {})
-    (vm,) = [c for c in cases if c.key["target_kind"] == "vm"]
+    (vm,) = [c for c in cases if c.key.target_kind == "vm"]
     assert vm.effect is None and vm.why_none == "too few runs for an interval (2 per side)"
     assert math.isclose(vm.value.mean, 1e8)

@@ -176,7 +176,7 @@ def test_repeat_auto_reads_the_widest_interval_of_the_compared_groups() -> None:
     assert scenarios.widest_half_width(bm + runs("cbm", [90.0])) is None  # cbm has no interval yet
     both = bm + runs("cbm", [90.0, 95.0, 91.0]) + runs("vm", [70.0, 88.0, 60.0])
     halves = {
-        g.key["target_kind"]: (g.effect.hi_pct - g.effect.lo_pct) / 2 for g in summarise(both) if g.effect is not None
+        g.key.target_kind: (g.effect.hi_pct - g.effect.lo_pct) / 2 for g in summarise(both) if g.effect is not None
     }
     assert set(halves) == {"cbm", "vm"} and halves["vm"] > halves["cbm"] > 0
     assert scenarios.widest_half_width(both) == pytest.approx(halves["vm"])

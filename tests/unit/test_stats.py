@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed.report import render
+from dltestbed.report.analysis import Analysis
 from dltestbed.report.stats import Spread, overhead_percent, summarise
 from dltestbed.results.records import RunRecord
 from tests.conftest import make_run
@@ -28,7 +29,7 @@ def test_spread_matches_statistics_module() -> None:
 
 def test_overhead_against_matching_bare_metal() -> None:
     runs = [rec("bm", 100.0, 10.0), rec("bm", 110.0, 12.0), rec("cbm", 84.0, 14.0), rec("cbm", 84.0, 16.0)]
-    groups = {g.key["target_kind"]: g for g in summarise(runs)}
+    groups = {g.key.target_kind: g for g in summarise(runs)}
     assert groups["bm"].overhead_percent == 0.0
     assert groups["bm"].images_per_sec.mean == 105.0  # type: ignore[union-attr]
     assert groups["cbm"].overhead_percent == pytest.approx((105.0 - 84.0) / 105.0 * 100)
@@ -46,20 +47,20 @@ def test_runs_of_other_sizes_or_modes_are_never_mixed() -> None:
     ]
     groups = summarise(runs)
     assert len(groups) == 4
-    vm16 = next(g for g in groups if g.key["target_kind"] == "vm" and g.key["batch_size"] == 16)
+    vm16 = next(g for g in groups if g.key.target_kind == "vm" and g.key.batch_size == 16)
     assert vm16.overhead_percent == pytest.approx(20.0)
-    vm_infer = next(g for g in groups if g.key["mode"] == "infer")
+    vm_infer = next(g for g in groups if g.key.mode == "infer")
     assert vm_infer.overhead_percent is None  # no bm run in infer mode
 
 
 def test_vms_on_a_users_image_are_a_layer_of_their_own() -> None:
     own = {"vm_image_name": "debian-12-genericcloud-amd64.qcow2"}
     runs = [rec("bm", 100.0), rec("vm", 80.0), rec("vm", 60.0, fingerprint=own), rec("vm", 62.0, fingerprint=own)]
-    groups = {(g.key["target_kind"], g.key["vm_image"]): g for g in summarise(runs)}
+    groups = {(g.key.target_kind, g.key.vm_image): g for g in summarise(runs)}
     assert sorted(groups) == [("bm", ""), ("vm", ""), ("vm", "debian-12-genericcloud-amd64.qcow2")]
     assert groups[("vm", "")].overhead_percent == pytest.approx(20.0)  # not averaged with the other image
     assert groups[("vm", "debian-12-genericcloud-amd64.qcow2")].overhead_percent == pytest.approx(39.0)
-    table = render.markdown(summarise(runs), "t")
+    table = render.markdown(Analysis(groups=tuple(summarise(runs))), "t")
     assert "| vm (debian-12-genericcloud-amd64.qcow2) | alexnet |" in table and "| vm | alexnet |" in table
 
 
@@ -73,13 +74,13 @@ def test_failed_runs_are_counted_not_averaged() -> None:
 def test_group_with_only_failures_has_no_numbers() -> None:
     (g,) = summarise([rec("vm", None, status="failed")])
     assert g.images_per_sec is None and g.overhead_percent is None
-    table = render.markdown([g])
+    table = render.markdown(Analysis(groups=(g,)))
     assert "| vm | alexnet |" in table and "0 (+1 failed)" in table
 
 
 def test_markdown_table_shape() -> None:
     groups = summarise([rec("bm", 100.0), rec("bm", 90.0), rec("cvm", 45.0)])
-    text = render.markdown(groups)
+    text = render.markdown(Analysis(groups=tuple(groups)))
     first_table = next(b for b in text.split("\n\n") if b.startswith("| kind |"))  # the groups' table
     assert text.index(first_table) < text.index("## Overhead")  # it comes first, after the one-line verdicts
     assert "- **cvm, alexnet b8 64 px**: too few runs for an interval (2 per side)" in text
@@ -99,17 +100,17 @@ def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
         rec("cbm", 90.0, host="n1"),
         rec("cbm", 45.0, host="n2"),
     ]
-    (bm,) = [g for g in summarise(runs) if g.key["target_kind"] == "bm"]
-    assert bm.images_per_sec.mean == 75.0 and "host" not in bm.key  # type: ignore[union-attr]
+    (bm,) = [g for g in summarise(runs) if g.key.target_kind == "bm"]
+    assert bm.images_per_sec.mean == 75.0 and bm.key.host is None  # type: ignore[union-attr]
     per_host = summarise(runs, by_host=True)
     assert len(per_host) == 4
-    assert {(g.key["host"], g.key["target_kind"]): g.overhead_percent for g in per_host} == {
+    assert {(g.key.host, g.key.target_kind): g.overhead_percent for g in per_host} == {
         ("n1", "bm"): 0.0,
         ("n2", "bm"): 0.0,
         ("n1", "cbm"): pytest.approx(10.0),
         ("n2", "cbm"): pytest.approx(10.0),
     }
-    table = render.markdown(per_host)
+    table = render.markdown(Analysis(groups=tuple(per_host)))
     assert "| kind | host | model |" in table and "| cbm | n2 | alexnet |" in table
 
 
@@ -120,7 +121,7 @@ def test_by_host_puts_a_vm_beside_the_machine_it_runs_on() -> None:
         rec("bm", 50.0, host="n2"),
         rec("vm", 25.0, host="on-n2", machine="n2"),
     ]
-    per_host = {(g.key["host"], g.key["target_kind"]): g.overhead_percent for g in summarise(runs, by_host=True)}
+    per_host = {(g.key.host, g.key.target_kind): g.overhead_percent for g in summarise(runs, by_host=True)}
     assert per_host == {
         ("n1", "bm"): 0.0,
         ("n1", "vm"): pytest.approx(20.0),
@@ -147,7 +148,7 @@ def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_bas
     assert d.total_images_per_sec is not None and d.total_images_per_sec.mean == pytest.approx((85 + 99) / 2)
     assert d.efficiency_percent is not None
     assert d.efficiency_percent.mean == pytest.approx((85 / 200 * 100 + 99 / 180 * 100) / 2)
-    md = render.markdown(summarise(runs), dist=[d])
+    md = render.markdown(Analysis(groups=tuple(summarise(runs)), distributed=(d,)))
     assert "## Distributed" in md and "| bm | alexnet | 8 | 64 | 2 | 2 (+1 failed) | 92.0 |" in md
 
 
@@ -166,32 +167,34 @@ def test_shared_drop_is_per_pair_and_co_tenants_are_not_rows() -> None:
     assert s.drop_percent is not None and s.drop_percent.mean == pytest.approx((30.0 + 20.0) / 2)
     assert s.cotenant_images_per_sec is not None and s.cotenant_images_per_sec.mean == pytest.approx(52.5)
     groups = summarise(runs)
-    assert {g.key["contention"] for g in groups} == {"none", "alexnet b64"}
-    assert all(g.key["batch_size"] == 8 for g in groups)  # the co-tenant (batch 64) is not a row
-    assert "| cbm | alexnet | 8 | 64 | alexnet b64 | 2 | 105.0 | 79.0 | 25.0 |" in render.markdown(groups, shared=[s])
+    assert {g.key.contention for g in groups} == {"none", "alexnet b64"}
+    assert all(g.key.batch_size == 8 for g in groups)  # the co-tenant (batch 64) is not a row
+    assert "| cbm | alexnet | 8 | 64 | alexnet b64 | 2 | 105.0 | 79.0 | 25.0 |" in render.markdown(
+        Analysis(groups=tuple(groups), shared=(s,))
+    )
 
 
 def test_overheads_are_paired_by_repetition_and_said_in_words() -> None:
     base = [rec("bm", ips, repetition=i) for i, ips in enumerate([100.0, 104.0, 96.0, 101.0], 1)]
     layer = [rec("cbm", ips, repetition=i) for i, ips in enumerate([90.0, 93.5, 86.5, 91.0], 1)]  # ~10 % slower
-    groups = {g.key["target_kind"]: g for g in summarise([*base, *layer])}
+    groups = {g.key.target_kind: g for g in summarise([*base, *layer])}
     e = groups["cbm"].effect
     assert groups["bm"].effect is None and e is not None
     assert e.method == "paired t on log ratios" and e.n == 4 and e.excludes_zero
     assert groups["cbm"].verdict.startswith("slower by 10.0 % [")  # type: ignore[union-attr]
     # the same numbers unpaired (another bench): Welch, whose interval is wider
     shuffled = [rec("cbm", ips, repetition=i, bench_id="other") for i, ips in enumerate([90.0, 93.5, 86.5, 91.0], 1)]
-    w = {g.key["target_kind"]: g for g in summarise([*base, *shuffled])}["cbm"].effect
+    w = {g.key.target_kind: g for g in summarise([*base, *shuffled])}["cbm"].effect
     assert w is not None and w.method == "Welch t on log throughput" and (w.hi_pct - w.lo_pct) > (e.hi_pct - e.lo_pct)
-    table = render.markdown(list(groups.values()))
+    table = render.markdown(Analysis(groups=tuple(groups.values())))
     assert "## Overhead against bare metal, 95% intervals" in table
     assert "| cbm | alexnet | 8 | 64 | 4 | paired t on log ratios | 10.0 [" in table
 
 
 def test_one_run_a_side_gives_no_interval() -> None:
-    groups = {g.key["target_kind"]: g for g in summarise([rec("bm", 100.0), rec("vm", 50.0)])}
+    groups = {g.key.target_kind: g for g in summarise([rec("bm", 100.0), rec("vm", 50.0)])}
     assert groups["vm"].effect is None and groups["vm"].overhead_percent == 50.0
-    assert "too few runs for an interval (2 per side)" in render.markdown(list(groups.values()))
+    assert "too few runs for an interval (2 per side)" in render.markdown(Analysis(groups=tuple(groups.values())))
 
 
 def test_report_scope_is_the_latest_bench_unless_told(results: Path) -> None:
@@ -219,8 +222,8 @@ def test_report_scope_is_the_latest_bench_unless_told(results: Path) -> None:
 
 def test_runs_with_other_steps_are_never_pooled() -> None:
     groups = summarise([rec("bm", 100.0, steps=30), rec("bm", 50.0, steps=100), rec("cbm", 90.0, steps=30)])
-    assert len([g for g in groups if g.key["target_kind"] == "bm"]) == 2
-    (cbm,) = [g for g in groups if g.key["target_kind"] == "cbm"]
+    assert len([g for g in groups if g.key.target_kind == "bm"]) == 2
+    (cbm,) = [g for g in groups if g.key.target_kind == "cbm"]
     assert cbm.overhead_percent == pytest.approx(10.0)  # against the bm run with the same steps only
 
 
@@ -228,11 +231,11 @@ def test_a_a_noise_floor_table() -> None:
     a = [rec("bm", ips, repetition=i) for i, ips in enumerate([100.0, 103.0, 98.0, 101.0, 99.0], 1)]
     a2 = [rec("bm", ips, repetition=i, arm="A′") for i, ips in enumerate([100.5, 102.0, 98.5, 101.5, 98.0], 1)]
     groups = summarise([*a, *a2])
-    (aa,) = [g for g in groups if g.key["arm"] == "A′"]
+    (aa,) = [g for g in groups if g.key.arm == "A′"]
     assert aa.effect is not None and not aa.effect.excludes_zero  # the same kind twice: no difference
-    (base,) = [g for g in groups if not g.key["arm"]]
+    (base,) = [g for g in groups if not g.key.arm]
     assert base.effect is None and base.cv == pytest.approx(statistics.stdev([100, 103, 98, 101, 99]) / 100.2)
-    text = render.markdown(groups)
+    text = render.markdown(Analysis(groups=tuple(groups)))
     assert "## Noise floor: A/A (bare metal twice per repetition), 95% intervals" in text
     row = next(line for line in text.splitlines() if line.startswith("| alexnet | 8 | 64 | 5 |"))
     assert "| yes |" in row and "bm 1.92 %" in row and "bm A′" in row
@@ -248,7 +251,9 @@ def test_fleet_flags_the_slow_host_and_only_it() -> None:
     flags, compared = fleet(summarise(runs, by_host=True))
     assert compared == 1 and [f.host for f in flags] == ["n4"]
     assert flags[0].peers_median == pytest.approx(100.0) and flags[0].robust_z == pytest.approx(0.6745 * -30 / 1)
-    text = render.markdown(summarise(runs, by_host=True), fleet_flags=flags, fleet_compared=compared)
+    text = render.markdown(
+        Analysis(groups=tuple(summarise(runs, by_host=True)), fleet=tuple(flags), fleet_compared=compared)
+    )
     assert "## Fleet: hosts slower than their peers" in text
     assert "| bm | alexnet | 8 | 64 | n4 | 70.0 | 100.0 | 30.0 |" in text
     assert "by at least 5 %" in text
@@ -260,9 +265,9 @@ def test_fleet_flags_the_slow_host_and_only_it() -> None:
 def test_equivalence_is_judged_with_two_one_sided_tests() -> None:
     base = [rec("bm", ips, repetition=i) for i, ips in enumerate([100.0, 101.0, 99.0, 100.0, 100.5], 1)]
     near = [rec("cbm", ips, repetition=i) for i, ips in enumerate([99.8, 100.6, 99.1, 99.7, 100.4], 1)]
-    (g,) = [g for g in summarise([*base, *near], equivalence=2.0) if g.key["target_kind"] == "cbm"]
+    (g,) = [g for g in summarise([*base, *near], equivalence=2.0) if g.key.target_kind == "cbm"]
     assert g.equivalence == "equivalent"
-    text = render.markdown([g], equivalence=2.0)
+    text = render.markdown(Analysis(groups=(g,), equivalence=2.0))
     assert "| within ±2 % (TOST) |" in text and text.count("| equivalent |") == 1
 
 
@@ -309,11 +314,11 @@ def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
         rec("cbm", 90.0, repetition=1, fingerprint=cpu),
         rec("cbm", 91.0, repetition=2, fingerprint=cpu),
     ]
-    (cbm,) = [g for g in summarise(runs) if g.key["target_kind"] == "cbm"]
+    (cbm,) = [g for g in summarise(runs) if g.key.target_kind == "cbm"]
     assert cbm.effect is None and cbm.overhead_percent is None
     assert cbm.verdict == "refused: bm ran on gpu, cbm on cpu; no overhead across devices"
     assert "effective_device: gpu (bm) / cpu (cbm)" in cbm.env
-    text = render.markdown([*summarise(runs)])
+    text = render.markdown(Analysis(groups=tuple(summarise(runs))))
     assert "refused: bm ran on gpu, cbm on cpu" in text and "## Environment differences against bare metal" in text
 
 
@@ -340,7 +345,7 @@ def test_another_tensorflow_build_is_no_layer_overhead(cbm_fp: dict, words: str)
         rec("cbm", 90.0, repetition=1, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0}),
         rec("cbm", 91.0, repetition=2, fingerprint={**cbm_fp, "gpus_visible_to_tf": 0}),
     ]
-    (cbm,) = [g for g in summarise(runs) if g.key["target_kind"] == "cbm"]
+    (cbm,) = [g for g in summarise(runs) if g.key.target_kind == "cbm"]
     assert cbm.effect is None and cbm.overhead_percent is None and cbm.verdict == words
     same = [
         rec("bm", 100.0, repetition=1, fingerprint=bm_fp),
@@ -348,7 +353,7 @@ def test_another_tensorflow_build_is_no_layer_overhead(cbm_fp: dict, words: str)
         rec("cbm", 90.0, repetition=1, fingerprint=bm_fp),
         rec("cbm", 91.0, repetition=2, fingerprint=bm_fp),
     ]
-    (ok,) = [g for g in summarise(same) if g.key["target_kind"] == "cbm"]
+    (ok,) = [g for g in summarise(same) if g.key.target_kind == "cbm"]
     assert ok.effect is not None and ok.verdict.startswith("slower by")  # type: ignore[union-attr]
 
 
@@ -365,12 +370,12 @@ def test_runs_on_another_dataset_are_no_layer_overhead() -> None:
             rec("cbm", 91.0, repetition=2, data="real", fingerprint={**fp, "dataset_digest": digest_cbm}),
         ]
 
-    (cbm,) = [g for g in summarise(runs(b)) if g.key["target_kind"] == "cbm"]
+    (cbm,) = [g for g in summarise(runs(b)) if g.key.target_kind == "cbm"]
     assert cbm.effect is None and cbm.verdict == (
         "refused: bm read dataset 3f2a9c01d4e5, cbm dataset 9c1d00aa7b21; no overhead across datasets"
     )
     assert f"dataset_digest: {a} (bm) / {b} (cbm)" in cbm.env
-    (same,) = [g for g in summarise(runs(a)) if g.key["target_kind"] == "cbm"]
+    (same,) = [g for g in summarise(runs(a)) if g.key.target_kind == "cbm"]
     assert same.effect is not None and same.overhead_percent is not None
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from dltestbed.errors import ConfigError
 from dltestbed.report import validate as v
-from dltestbed.report.stats import summarise
+from dltestbed.report.analysis import analyse
 from dltestbed.results.store import Store
 from tests.conftest import make_run, one_error_line, run_cli
 
@@ -40,11 +40,11 @@ SLOWER = bench("b-slower", [100.0, 101.0, 99.0, 100.5, 99.5], [60.0, 61.0, 59.5,
 
 
 def test_a_reference_from_a_trusted_bench_passes_it_and_fails_a_slower_one() -> None:
-    ref = v.Reference.model_validate(v.init_reference(TRUSTED, summarise(TRUSTED)))
+    ref = v.Reference.model_validate(v.init_reference(analyse(TRUSTED)))
     assert [c.match.kind for c in ref.checks] == ["bm", "cbm"] and ref.checks[1].max_overhead_percent is not None
-    ok = v.judge(ref, TRUSTED, summarise(TRUSTED))
+    ok = v.judge(ref, analyse(TRUSTED))
     assert [j.status for j in ok] == ["pass", "pass", "pass"]
-    bad = v.judge(ref, SLOWER, summarise(SLOWER))
+    bad = v.judge(ref, analyse(SLOWER))
     assert [(j.what, j.status) for j in bad] == [
         ("images_per_sec", "pass"),
         ("images_per_sec", "fail"),
@@ -78,7 +78,7 @@ def test_what_cannot_be_judged_is_its_own_status() -> None:
             for i, x in enumerate([90.0, 110.0, 95.0], 1)
         ],
     ]
-    out = v.judge(ref, runs, summarise(runs))
+    out = v.judge(ref, analyse(runs))
     assert [j.status for j in out] == ["cannot judge"] * 3
     assert out[0].evidence == "1 ok run(s) match; 2 are needed for an interval"
     assert ET.fromstring(v.junit_xml(out)).get("errors") == "3"

@@ -16,7 +16,7 @@ from dltestbed.orchestrate.scenarios.common import INTERRUPTED, Options
 from dltestbed.orchestrate.scenarios.distributed import worker_count
 from dltestbed.orchestrate.scenarios.shared import COTENANTS, contention_label, cotenant_spec, split_cpus
 from dltestbed.report.inference import MIN_N
-from dltestbed.report.stats import against_baseline, summarise
+from dltestbed.report.stats import summarise
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, Sink
@@ -126,7 +126,7 @@ def run(
 def widest_half_width(records: Sequence[RunRecord]) -> float | None:
     """The widest 95 % half-width, in %, of the overheads these runs give (A′ against A included);
     None while any compared group has no interval yet (fewer than 2 ok runs a side)."""
-    groups = [g for g in summarise(records) if against_baseline(g.key)]
+    groups = [g for g in summarise(records) if g.key.against_baseline]
     effects = [g.effect for g in groups if g.effect is not None]
     if not groups or len(effects) < len(groups):
         return None

@@ -1,0 +1,104 @@
+"""One analysis under every report: what the stored runs say, computed once (the groups and their
+overheads, the hosts and the fleet check, steady state, distributed jobs, shared pairs, the probes).
+Markdown, HTML, JSON, the figures and `validate` read it; none of them computes a statistic of its own.
+`analyse` is pure; `read` gathers its inputs from a store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, jobs, micro, stats
+from dltestbed.report.fleet import FleetFlag
+from dltestbed.report.jobs import DistributedStats, SharedStats
+from dltestbed.report.micro import CaseStats, Skipped
+from dltestbed.report.stats import GroupStats
+from dltestbed.results.records import RunRecord
+from dltestbed.results.store import Store
+from dltestbed.workload.events import MeasureEvent, SkipEvent, StepEvent
+
+FLEET_MIN_HOSTS = 3  # the fleet check needs 3 machines; with them it runs in every report
+
+SteadyFlag = tuple[RunRecord, list[str]]  # a run whose timed steps are not steady, and what was seen
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything a report says about a set of runs, and the settings it was computed with."""
+
+    scope: str = ""  # what the runs are: "bench 1a2b", "all runs"
+    runs: tuple[RunRecord, ...] = ()  # the model runs (probes are in `cases`)
+    groups: tuple[GroupStats, ...] = ()  # a row per group (per host too when asked: `by_host`)
+    host_groups: tuple[GroupStats, ...] = ()  # a row per group and host: what the fleet check compared
+    fleet: tuple[FleetFlag, ...] = ()  # hosts slower than their peers
+    fleet_compared: int = 0  # comparisons of 3 or more hosts made
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN
+    equivalence: float | None = None  # the TOST margin in %, when one was asked
+    steady: tuple[SteadyFlag, ...] = ()
+    distributed: tuple[DistributedStats, ...] = ()
+    shared: tuple[SharedStats, ...] = ()
+    cases: tuple[CaseStats, ...] = ()  # the probes' cases per layer
+    skipped: tuple[Skipped, ...] = ()  # what the probes could not run
+    steps: Mapping[str, Sequence[StepEvent]] = field(default_factory=dict)  # run id → its steps (figures)
+
+
+def analyse(
+    records: Sequence[RunRecord],
+    steps: Mapping[str, Sequence[StepEvent]] | None = None,
+    measures: Mapping[str, Sequence[MeasureEvent]] | None = None,
+    skips: Mapping[str, Sequence[SkipEvent]] | None = None,
+    *,
+    scope: str = "",
+    by_host: bool = False,
+    equivalence: float | None = None,
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
+) -> Analysis:
+    """The analysis of stored runs: models and probes apart; the fleet check whenever 3 or more machines ran."""
+    steps = steps or {}
+    probes = [r for r in records if r.is_probe]
+    runs = [r for r in records if not r.is_probe]
+    cases, skipped = micro.summarise(probes, measures or {}, skips or {})
+    groups = stats.summarise(runs, by_host=by_host, equivalence=equivalence)
+    many = len({r.machine for r in runs if r.role != "cotenant"}) >= FLEET_MIN_HOSTS
+    host_groups = groups if by_host else (stats.summarise(runs, by_host=True) if many else [])
+    flags, compared = fleet.fleet(host_groups, min_slowdown=fleet_slowdown) if host_groups else ([], 0)
+    timed = {r.id: [s.images_per_sec for s in steps.get(r.id, ()) if s.phase == "timed"] for r in runs}
+    return Analysis(
+        scope=scope,
+        runs=tuple(runs),
+        groups=tuple(groups),
+        host_groups=tuple(host_groups),
+        fleet=tuple(flags),
+        fleet_compared=compared,
+        fleet_slowdown=fleet_slowdown,
+        equivalence=equivalence,
+        steady=tuple(fleet.steady(runs, timed)),
+        distributed=tuple(jobs.distributed(runs)),
+        shared=tuple(jobs.shared(runs)),
+        cases=tuple(cases),
+        skipped=tuple(skipped),
+        steps={r.id: steps.get(r.id, []) for r in runs},
+    )
+
+
+def read(
+    store: Store,
+    records: Sequence[RunRecord],
+    *,
+    scope: str = "",
+    by_host: bool = False,
+    equivalence: float | None = None,
+    fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
+) -> Analysis:
+    """The analysis of `records`, with their steps, measures and skips read from `store`."""
+    probes = [r for r in records if r.is_probe]
+    return analyse(
+        records,
+        {r.id: store.steps(r.id) for r in records if not r.is_probe},
+        {r.id: store.measures(r.id) for r in probes},
+        {r.id: store.skips(r.id) for r in probes},
+        scope=scope,
+        by_host=by_host,
+        equivalence=equivalence,
+        fleet_slowdown=fleet_slowdown,
+    )
