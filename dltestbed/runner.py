@@ -14,7 +14,7 @@ from dltestbed.errors import DltestbedError
 from dltestbed.results.records import RunRecord, new_id, now_iso
 from dltestbed.results.store import Store
 from dltestbed.shield import shielded
-from dltestbed.targets.base import CommandResult, Target
+from dltestbed.targets.base import INTERRUPT, Aborted, CommandResult, Target
 from dltestbed.workload.events import (
     ErrorEvent,
     Event,
@@ -82,30 +82,6 @@ class RunContext:
     workers: int = 1
     worker_index: int | None = None
     arm: str = ""  # "A′": the baseline kind's second run in a repetition (--aa)
-
-
-class Stop:
-    """A request, from another thread, to end a run early: `request` it, then abort the target.
-
-    reason None ends the run as ok, measured on the steps it made (a co-tenant that is no longer
-    needed); a reason ends it as failed with that reason (a distributed peer whose job broke)."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason: str | None = None
-
-    def request(self, reason: str | None = None) -> bool:
-        """Ask once; False when it was already asked (the first reason stays)."""
-        if self._event.is_set():
-            return False
-        self.reason = reason
-        self._event.set()
-        return True
-
-    @property
-    def requested(self) -> bool:
-        """Whether a stop was requested."""
-        return self._event.is_set()
 
 
 def for_target(spec: Spec, target: Target) -> Spec:
@@ -267,12 +243,11 @@ def execute(
     *,
     env: Mapping[str, str] | None = None,
     sinks: Sequence[Sink] = (),
-    stop: Stop | None = None,
     on_start: threading.Event | None = None,
 ) -> RunRecord:
     """Run spec on target and return its stored record (status ok or failed, never raising for a
-    failed workload). Ctrl-C stores the run as failed, keeps its steps, and re-raises; a `stop`
-    requested by another thread ends the run as that request says, without raising.
+    failed workload). Ctrl-C, here or passed on by another thread (`abort()`), stores the run as failed,
+    keeps its steps, and is raised again; any other abort ends the run as its reason says, without raising.
     on_start is set once the first timed step has arrived (or the run ended)."""
     observer = observer or NullObserver()
     spec = for_target(spec, target)
@@ -298,13 +273,14 @@ def execute(
             workload_argv(target, spec), env={**(env or {}), **ids}, timeout=timeout, on_line=on_line, stderr_log=log
         )
         reason = _failure_reason(result, col)
-    except KeyboardInterrupt:
-        if stop is None or not stop.requested:
+    except (KeyboardInterrupt, Aborted) as exc:
+        why = exc.why if isinstance(exc, Aborted) else INTERRUPT
+        if why.interrupted:
             with shielded():  # a second Ctrl-C still stores the run's end
-                _finish(run, store, col, "interrupted (Ctrl-C or a stop signal)", sinks)
+                _finish(run, store, col, why.failure, sinks)
             observer.end(run)
             raise
-        reason = stop.reason
+        reason = why.failure
         if reason is None:
             col.summary = col.partial_summary()
             col.error = None

@@ -8,9 +8,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
-from dltestbed.transport.base import STDERR_TAIL_LINES, CommandResult, Transport, command_env
+from dltestbed.transport.base import (
+    INTERRUPT,
+    INTERRUPTED,
+    NOT_NEEDED,
+    STDERR_TAIL_LINES,
+    Abort,
+    Aborted,
+    CommandResult,
+    Transport,
+    command_env,
+)
 
-__all__ = ["STDERR_TAIL_LINES", "CommandResult", "OnTransport", "Target", "command_env", "machine_under"]
+__all__ = [
+    "INTERRUPT",
+    "INTERRUPTED",
+    "NOT_NEEDED",
+    "STDERR_TAIL_LINES",
+    "Abort",
+    "Aborted",
+    "CommandResult",
+    "OnTransport",
+    "Target",
+    "command_env",
+    "machine_under",
+]
 
 
 @runtime_checkable
@@ -50,12 +72,13 @@ class Target(Protocol):
         stderr_log: Path | None = None,
     ) -> CommandResult:
         """Run argv, call on_line for each stdout line as it arrives, write stderr to stderr_log.
-        Raises KeyboardInterrupt when the run was aborted."""
+        Raises Aborted, with the abort's reason, when the run was aborted."""
         ...
 
-    def abort(self) -> None:
+    def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the run in progress from any thread, at any moment of it: while its process starts or
-        its connection opens too (the run then stops as soon as it has begun)."""
+        its connection opens too (the run then stops as soon as it has begun). `why` travels with the
+        abort: `run` raises Aborted(why), and the runner stores the run as it says."""
         ...
 
     def fingerprint(self) -> Mapping[str, str]:
@@ -79,12 +102,12 @@ class OnTransport:
     _transport: Transport
 
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
-        """Run argv through the transport, streaming stdout lines; KeyboardInterrupt when aborted."""
+        """Run argv through the transport, streaming stdout lines; Aborted when aborted."""
         return self._transport.run(argv, **options)
 
-    def abort(self) -> None:
+    def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the command in progress, or the one being started (from any thread)."""
-        self._transport.abort()
+        self._transport.abort(why)
 
 
 def machine_under(target: Target) -> Target:

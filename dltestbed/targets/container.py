@@ -18,7 +18,7 @@ from dltestbed.owner import BENCH_LABEL, OWNER_LABEL, RUN_LABEL, installation_id
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import ContainerOptions, Runtime
 from dltestbed.shield import shielded
-from dltestbed.targets.base import CommandResult, Target
+from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, Target
 
 VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
 CONTAINER_DATA = "/mnt/dltestbed-data"  # where the bench's dataset is mounted, read-only
@@ -142,9 +142,9 @@ class ContainerTarget:
             **({"container_limits": lim} if lim else {}),
         }
 
-    def abort(self) -> None:
+    def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the run in progress (its inner command); `run` then removes the container by name."""
-        self.inner.abort()
+        self.inner.abort(why)
 
     def _probe(self, argv: list[str]) -> tuple[int, list[str]]:
         lines: list[str] = []

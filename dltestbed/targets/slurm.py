@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Unpack
 
 from dltestbed.slurm.alloc import Allocation, Node
-from dltestbed.targets.base import CommandResult, RunOptions, Target
+from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
 from dltestbed.transport.local import LocalProcess
 
 
@@ -43,9 +43,9 @@ class SlurmTarget:
                 f.write(f"[dltestbed] {why}\n")
         return dataclasses.replace(result, ended_by=why)
 
-    def abort(self) -> None:
+    def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the step in progress (srun forwards the SIGTERM to the task), or the one being started."""
-        self._srun.abort()
+        self._srun.abort(why)
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal, placed by Slurm."""

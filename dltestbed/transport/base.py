@@ -1,5 +1,5 @@
 """What every transport shares: a command's result, the environment it gets, and an abort that is
-never lost."""
+never lost and says why it came."""
 
 from __future__ import annotations
 
@@ -12,6 +12,29 @@ from typing import Protocol
 from dltestbed.secretenv import scrub
 
 STDERR_TAIL_LINES = 40  # stderr lines a CommandResult keeps (the whole stream goes to the run's log)
+INTERRUPTED = "interrupted (Ctrl-C or a stop signal)"
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Why a command is stopped from outside it. `failure`: the reason its run is stored failed with; None
+    ends the run as ok, measured on the steps it made (a co-tenant no longer needed). `interrupted`: the
+    user's stop, which also ends whatever comes next (the run is stored, then `Aborted` is raised on)."""
+
+    failure: str | None
+    interrupted: bool = False
+
+
+INTERRUPT = Abort(INTERRUPTED, interrupted=True)  # the user's Ctrl-C or stop signal, passed to other threads
+NOT_NEEDED = Abort(None)  # the command's work is done (a co-tenant after its foreground's run)
+
+
+class Aborted(Exception):
+    """A command stopped by `abort(why)`: no failure of the command itself but a decision made elsewhere."""
+
+    def __init__(self, why: Abort) -> None:
+        super().__init__(why.failure or "stopped: no longer needed")
+        self.why = why
 
 
 def command_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -59,8 +82,8 @@ class Transport(Protocol):
         """Run argv; stdout lines to on_line as they come, stderr to stderr_log and a tail."""
         ...
 
-    def abort(self) -> None:
-        """Stop the command in progress, or the next one as soon as it starts."""
+    def abort(self, why: Abort = INTERRUPT) -> None:
+        """Stop the command in progress, or the next one as soon as it starts; its `run` raises Aborted(why)."""
         ...
 
 
@@ -71,13 +94,14 @@ class AbortLatch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._requested = False
+        self._why: Abort | None = None
         self._stop: Callable[[], None] | None = None
 
-    def request(self) -> None:
-        """Stop the command in progress now, or the next one as soon as it starts (any thread)."""
+    def request(self, why: Abort = INTERRUPT) -> None:
+        """Stop the command in progress now, or the next one as soon as it starts (any thread); a second
+        request before the first is consumed keeps the first's reason."""
         with self._lock:
-            self._requested = True
+            self._why = self._why or why
             stop = self._stop
         if stop is not None:
             stop()
@@ -86,7 +110,7 @@ class AbortLatch:
         """The command has started; `stop` ends it. Called at once when an abort came first."""
         with self._lock:
             self._stop = stop
-            requested = self._requested
+            requested = self._why is not None
         if requested:
             stop()
 
@@ -94,11 +118,11 @@ class AbortLatch:
     def requested(self) -> bool:
         """Whether an abort was asked for (not consumed)."""
         with self._lock:
-            return self._requested
+            return self._why is not None
 
-    def detach(self) -> bool:
-        """The command is over: whether it was aborted (the request is then consumed)."""
+    def detach(self) -> Abort | None:
+        """The command is over: why it was aborted, or None when it was not (the request is then consumed)."""
         with self._lock:
             self._stop = None
-            requested, self._requested = self._requested, False
-        return requested
+            why, self._why = self._why, None
+        return why

@@ -15,7 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from dltestbed.errors import TargetError
-from dltestbed.transport.base import STDERR_TAIL_LINES, AbortLatch, CommandResult, command_env
+from dltestbed.transport.base import (
+    INTERRUPT,
+    STDERR_TAIL_LINES,
+    Abort,
+    Aborted,
+    AbortLatch,
+    CommandResult,
+    command_env,
+)
 
 TERM_GRACE_SECONDS = 10.0
 
@@ -43,9 +51,9 @@ class LocalProcess:
         self.where = where  # for messages: this machine's name
         self._abort = AbortLatch()
 
-    def abort(self) -> None:
-        """Stop the command in progress, or the one being started."""
-        self._abort.request()
+    def abort(self, why: Abort = INTERRUPT) -> None:
+        """Stop the command in progress, or the one being started: its `run` raises Aborted(why)."""
+        self._abort.request(why)
 
     def run(
         self,
@@ -57,7 +65,7 @@ class LocalProcess:
         stderr_log: Path | None = None,
     ) -> CommandResult:
         """Run argv; stdout lines go to on_line as they come, stderr to the log and a tail.
-        KeyboardInterrupt when it was aborted."""
+        Aborted when it was aborted."""
         full_env = command_env(os.environ, env)
         start = time.monotonic()
         try:
@@ -72,8 +80,8 @@ class LocalProcess:
                 start_new_session=True,
             )
         except OSError as exc:
-            if self._abort.detach():
-                raise KeyboardInterrupt from None
+            if (first := self._abort.detach()) is not None:
+                raise Aborted(first) from None
             raise TargetError(f"cannot start {argv[0]!r} on {self.where}: {exc.strerror}") from None
         tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
@@ -97,7 +105,7 @@ class LocalProcess:
         if timer:
             timer.daemon = True
             timer.start()
-        aborted = False
+        why: Abort | None = None
         try:
             self._abort.attach(lambda: stop_process(proc))
             assert proc.stdout is not None
@@ -106,7 +114,7 @@ class LocalProcess:
                     on_line(line.rstrip("\n"))
             proc.wait()
         finally:
-            aborted = self._abort.detach()
+            why = self._abort.detach()
             if timer:
                 timer.cancel()
             stop_process(proc)
@@ -115,8 +123,8 @@ class LocalProcess:
             err_thread.join(5)
             if log:
                 log.close()
-        if aborted:
-            raise KeyboardInterrupt
+        if why is not None:
+            raise Aborted(why)
         return CommandResult(
             argv=list(argv),
             returncode=proc.returncode,

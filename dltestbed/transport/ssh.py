@@ -23,7 +23,7 @@ from typing import Any
 from dltestbed import paths
 from dltestbed.errors import HostKeyError, TargetError
 from dltestbed.inventory import Host
-from dltestbed.transport.base import STDERR_TAIL_LINES, AbortLatch, CommandResult
+from dltestbed.transport.base import INTERRUPT, STDERR_TAIL_LINES, Abort, Aborted, AbortLatch, CommandResult
 
 # paramiko logs refused jump channels ("Secsh channel 0 open FAILED") while a VM boots; failures
 # reach the user as TargetError lines, so its log records are not printed (Python's last-resort handler would).
@@ -263,9 +263,10 @@ class SSH:
         self.connect_timeout = connect_timeout
         self._abort = AbortLatch()
 
-    def abort(self) -> None:
-        """Stop the command in progress (or the connection being opened for one): its session is closed."""
-        self._abort.request()
+    def abort(self, why: Abort = INTERRUPT) -> None:
+        """Stop the command in progress (or the connection being opened for one): its session is closed,
+        and its `run` raises Aborted(why)."""
+        self._abort.request(why)
 
     @property
     def _key(self) -> tuple[Any, ...]:
@@ -411,7 +412,7 @@ class SSH:
         stderr_log: Path | None = None,
     ) -> CommandResult:
         """Run argv on the host, streaming stdout lines; closing the session ends the command.
-        KeyboardInterrupt when it was aborted."""
+        Aborted when it was aborted."""
         # SSH libraries load only where a command connects
         from invoke.exceptions import CommandTimedOut
 
@@ -423,13 +424,13 @@ class SSH:
         try:
             conn = _POOL.take(self._key) or self.connect()
         except TargetError:
-            if self._abort.detach():
-                raise KeyboardInterrupt from None
+            if (first := self._abort.detach()) is not None:
+                raise Aborted(first) from None
             raise
         clean = False  # the command ran to its end: its connection is kept for the next one
         log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
         out, err = LineStream(on_line), _ErrStream(log, tail)
-        aborted = False
+        why: Abort | None = None
         alive: _Liveness | None = None
         transport = conn.client.get_transport()
         lost = f"host {self.host.name}: the SSH connection was lost"
@@ -460,15 +461,15 @@ class SSH:
         except _Lost as exc:
             raise TargetError(str(exc)) from None
         except Exception as exc:
-            aborted = self._abort.detach()
-            if aborted:
-                raise KeyboardInterrupt from None
+            why = self._abort.detach()
+            if why is not None:
+                raise Aborted(why) from None
             if alive is not None and alive.dead:
                 raise TargetError(lost + silent + " before the command ended") from None
             raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
         finally:
-            aborted = self._abort.detach() or aborted
-            if clean and not aborted and _live(conn):
+            why = self._abort.detach() or why
+            if clean and why is None and _live(conn):
                 _POOL.put(self._key, conn)  # the command is over; its channel (the workload's stdin) is closed
             else:
                 _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
@@ -476,6 +477,6 @@ class SSH:
             err.close()
             if log:
                 log.close()
-        if aborted:
-            raise KeyboardInterrupt
+        if why is not None:
+            raise Aborted(why)
         return CommandResult(list(argv), code, time.monotonic() - start, list(tail), timed_out)

@@ -12,6 +12,7 @@ import pytest
 
 from dltestbed.errors import ConfigError
 from dltestbed.targets import KINDS, Site, factory, make
+from dltestbed.targets.base import INTERRUPT, Abort, Aborted
 from dltestbed.targets.local import LocalTarget
 
 
@@ -102,8 +103,9 @@ def test_an_abort_before_the_process_exists_is_not_lost() -> None:
     t = LocalTarget()
     t.abort()  # arrives while the run is still being started
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Aborted) as raised:
         t.run(py(f"import time; time.sleep(60)  # {marker}"))
+    assert raised.value.why is INTERRUPT
     assert time.monotonic() - started < 15 and _children_of_test_gone(marker)
     assert t.run(py("print('next')")).ok  # the abort was for that run only: a cleanup command still runs
 
@@ -112,12 +114,12 @@ def test_an_abort_from_another_thread_stops_the_run_at_once() -> None:
     import threading
 
     t = LocalTarget()
-    timer = threading.Timer(0.5, t.abort)
+    timer = threading.Timer(0.5, t.abort, [Abort("stopped: worker 1 (h2) failed")])
     timer.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Aborted, match=r"^stopped: worker 1 \(h2\) failed$") as raised:
         t.run(py("import time; time.sleep(60)"))
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 15 and not raised.value.why.interrupted  # the reason travels with it
 
 
 def test_stdin_stays_open_while_the_command_runs_and_closes_with_its_controller(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 from dltestbed.config import workload_spec
 from dltestbed.results.store import Store
 from dltestbed.runner import RunContext, execute
+from dltestbed.targets.base import NOT_NEEDED, Abort, Aborted
 from dltestbed.targets.local import LocalTarget
 from tests.conftest import CAPTURED, DATA
 
@@ -111,39 +112,35 @@ def _hanging(monkeypatch: pytest.MonkeyPatch, results: Path):
     """A replay that prints 19 steps (1 warm-up) and then waits to be stopped, run in a thread."""
     import threading
 
-    from dltestbed.runner import Stop
-
     monkeypatch.setenv("REPLAY_FILE", str(CAPTURED / "running.jsonl"))
     monkeypatch.setenv("REPLAY_HANG", "1")
     monkeypatch.setattr("dltestbed.runner.workload_argv", lambda t, s: [sys.executable, str(DATA / "replay.py")])
     target = LocalTarget(python=sys.executable)
     store = Store.open(results)
     spec = workload_spec(model="alexnet", image_size=64, batch_size=8, warmup=1, steps=100000)
-    stop, started, out = Stop(), threading.Event(), []
+    started, out = threading.Event(), []
 
     def go() -> None:
         try:
-            out.append(
-                execute(target, spec, store, RunContext(bench_id="b", role="cotenant"), stop=stop, on_start=started)
-            )
-        except KeyboardInterrupt:
-            out.append("raised")
+            out.append(execute(target, spec, store, RunContext(bench_id="b", role="cotenant"), on_start=started))
+        except Aborted as exc:
+            out.append(f"raised: {exc}")
 
     thread = threading.Thread(target=go)
     thread.start()
-    return target, store, stop, started, out, thread
+    return target, store, started, out, thread
 
 
-def test_a_stop_without_reason_ends_the_run_ok_on_its_steps(monkeypatch, results: Path) -> None:
-    target, store, stop, started, out, thread = _hanging(monkeypatch, results)
+def test_an_abort_without_a_failure_ends_the_run_ok_on_its_steps(monkeypatch, results: Path) -> None:
+    target, store, started, out, thread = _hanging(monkeypatch, results)
     assert started.wait(30)  # set at the first timed step
     import time
 
     deadline = time.monotonic() + 30
     while len(store.steps(store.runs()[0].id)) < 19 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert stop.request(None) and not stop.request("second")  # the first request stands
-    target.abort()
+    target.abort(NOT_NEEDED)
+    target.abort(Abort("second"))  # the first reason stands
     thread.join(30)
     (run,) = out
     assert run.status == "ok" and run.reason is None and run.role == "cotenant"
@@ -152,23 +149,23 @@ def test_a_stop_without_reason_ends_the_run_ok_on_its_steps(monkeypatch, results
     assert run.images_per_sec == pytest.approx(sum(s.images for s in steps) / sum(s.seconds for s in steps))
 
 
-def test_a_stop_with_a_reason_fails_the_run_and_keeps_its_steps(monkeypatch, results: Path) -> None:
-    target, _store, stop, started, out, thread = _hanging(monkeypatch, results)
+def test_an_abort_with_a_failure_fails_the_run_and_keeps_its_steps(monkeypatch, results: Path) -> None:
+    target, _store, started, out, thread = _hanging(monkeypatch, results)
     assert started.wait(30)
-    stop.request("stopped: worker 1 (h2) failed: killed by signal 9")
-    target.abort()
+    target.abort(Abort("stopped: worker 1 (h2) failed: killed by signal 9"))
     thread.join(30)
     (run,) = out
     assert run.status == "failed" and run.reason == "stopped: worker 1 (h2) failed: killed by signal 9"
     assert run.steps_done >= 2
 
 
-def test_ctrl_c_without_a_stop_request_still_raises(monkeypatch, results: Path) -> None:
-    """abort() with no Stop requested is Ctrl-C: stored as interrupted, raised again."""
-    target, store, _stop, started, out, thread = _hanging(monkeypatch, results)
+def test_an_interrupt_passed_on_is_stored_and_raised_again(monkeypatch, results: Path) -> None:
+    """abort() with no reason is the user's Ctrl-C passed on by another thread: stored as interrupted,
+    raised again (so that thread's next run never starts)."""
+    target, store, started, out, thread = _hanging(monkeypatch, results)
     assert started.wait(30)
     target.abort()
     thread.join(30)
-    assert out == ["raised"]
+    assert out == ["raised: interrupted (Ctrl-C or a stop signal)"]
     (run,) = store.runs()
     assert run.status == "failed" and run.reason == "interrupted (Ctrl-C or a stop signal)"

@@ -12,7 +12,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios import distributed, shared
-from dltestbed.orchestrate.scenarios.common import INTERRUPTED, Options
+from dltestbed.orchestrate.scenarios.common import Options
 from dltestbed.orchestrate.scenarios.distributed import worker_count
 from dltestbed.orchestrate.scenarios.shared import COTENANTS, contention_label, cotenant_spec, split_cpus
 from dltestbed.report.inference import MIN_N
@@ -25,7 +25,6 @@ from dltestbed.targets.base import Target
 
 __all__ = [
     "COTENANTS",
-    "INTERRUPTED",
     "SCENARIOS",
     "Options",
     "check",

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from dltestbed.errors import TargetError
 from dltestbed.targets.base import Target, machine_under
 
-INTERRUPTED = "interrupted (Ctrl-C or a stop signal)"
-
 
 @dataclass(frozen=True)
 class Options:

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from dltestbed.config import Spec
 from dltestbed.errors import TargetError
 from dltestbed.orchestrate import planning
-from dltestbed.orchestrate.scenarios.common import FREE_PORT, INTERRUPTED, Options, probe
+from dltestbed.orchestrate.scenarios.common import FREE_PORT, Options, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
+from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets import Site, make
-from dltestbed.targets.base import Target
+from dltestbed.targets.base import INTERRUPTED, Abort, Target
 from dltestbed.workload.distributed import tf_config
 
 
@@ -66,22 +66,24 @@ def _job(
     targets = [make(kind, s) for s in placement]
     addresses = _worker_addresses(targets)
     worker_spec = spec.model_copy(update={"distributed": True})
-    stops = [Stop() for _ in targets]
+    lock, ending = threading.Lock(), threading.Event()  # the first failure (or Ctrl-C) stops the job, once
     results: list[RunRecord | None] = [None] * len(targets)
 
     def stop_others(failed: int, reason: str) -> None:
+        with lock:
+            if ending.is_set():
+                return
+            ending.set()
         for j, t in enumerate(targets):
-            if j != failed and stops[j].request(reason):
-                t.abort()
+            if j != failed:
+                t.abort(Abort(reason))
 
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=len(targets), worker_index=i)
         env = {"TF_CONFIG": tf_config(addresses, i)}
-        rec = execute(
-            targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks, stop=stops[i]
-        )
+        rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks)
         results[i] = rec
-        if rec.status != "ok" and not stops[i].requested:
+        if rec.status != "ok":  # a worker stopped by another's failure changes nothing: the job is ending
             stop_others(i, f"stopped: worker {i} ({targets[i].host}) failed: {rec.reason}")
 
     threads = [threading.Thread(target=worker, args=(i,), name=f"dltestbed-worker-{i}") for i in range(len(targets))]

@@ -11,11 +11,12 @@ from dltestbed.catalog import MODELS
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, WorkloadError
 from dltestbed.orchestrate import planning
-from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, INTERRUPTED, Options, probe
+from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, Options, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, Sink, Stop, execute
+from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets import Site, make
+from dltestbed.targets.base import INTERRUPTED, NOT_NEEDED, Abort
 
 COTENANTS = {
     "alexnet": "AlexNet training, large batch (the study's co-tenant)",
@@ -127,7 +128,7 @@ def _with_cotenant(
 ) -> list[RunRecord]:
     """Start the co-tenant, wait for its first timed step, time the foreground, stop the co-tenant."""
     co_target = make(kind, site)
-    stop, started = Stop(), threading.Event()
+    started, ending = threading.Event(), threading.Event()
     co_record: list[RunRecord] = []
     co_ctx = RunContext(plan.bench_id, "shared", rep, contention=label, role="cotenant", job_id=job)
 
@@ -135,16 +136,15 @@ def _with_cotenant(
     bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
 
     def cotenant() -> None:
-        co_record.append(
-            execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, stop=stop, on_start=started)
-        )
+        co_record.append(execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, on_start=started))
 
     thread = threading.Thread(target=cotenant, name="dltestbed-cotenant")
     thread.start()
 
-    def end_cotenant(reason: str | None) -> None:
-        if stop.request(reason):
-            co_target.abort()
+    def end_cotenant(why: Abort) -> None:
+        if not ending.is_set():
+            ending.set()
+            co_target.abort(why)
         while thread.is_alive():
             thread.join(0.2)
 
@@ -152,7 +152,7 @@ def _with_cotenant(
         started.wait(COTENANT_START_TIMEOUT)
         thread.join(0.5)  # a co-tenant that failed before its first step is ending now
         if not thread.is_alive() or not started.is_set():
-            end_cotenant("the co-tenant did not reach its first timed step in time")
+            end_cotenant(Abort("the co-tenant did not reach its first timed step in time"))
             why = co_record[0].reason if co_record else f"no timed step within {COTENANT_START_TIMEOUT:.0f} s"
             raise WorkloadError(
                 f"the co-tenant ({label}) could not start on {co_target.host}: {why} "
@@ -164,7 +164,7 @@ def _with_cotenant(
             fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
             store.save_run(fg_record)
     except BaseException as exc:  # Ctrl-C, a failure to start, or anything unforeseen: never left running
-        end_cotenant(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"the bench stopped: {exc}")
+        end_cotenant(Abort(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"the bench stopped: {exc}"))
         raise
-    end_cotenant(None)
+    end_cotenant(NOT_NEEDED)
     return [fg_record, *co_record]
