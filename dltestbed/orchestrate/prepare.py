@@ -79,9 +79,17 @@ def check(setup: Setup) -> Checked:
     for host in setup.hosts:  # every host's values first: no host is contacted while another's are wrong
         if host is not None:
             check_host_values(host, setup)
+    down = check_host_keys(setup.hosts)  # before the first command on a host (its flavour, for cbm)
+    if down and len(down) == len(setup.hosts):
+        raise ConfigError(f"no host answers: {'; '.join(down.values())}")
     guest: list[GuestImage] = []
-    sites, vms = [], []
+    sites: list[Site] = []
+    vms: list[vmready.VMPlan | None] = []
     for host in setup.hosts:
+        if host is not None and host.name in down:
+            sites.append(Site(host=host, down=down[host.name]))
+            vms.append(None)
+            continue
         container = _container(host, setup.runtime, built) if any_kind(setup.kinds, lambda k: k.store_image) else None
         if container is not None and limits:
             container = dataclasses.replace(container, options=dataclasses.replace(container.options, **limits))
@@ -97,7 +105,6 @@ def check(setup: Setup) -> Checked:
                 guest.append(vm.image)  # type: ignore[arg-type]  # the guest image, found once
         sites.append(Site(host=host, container=container))
         vms.append(vm)
-    check_host_keys(setup.hosts)  # last: the values above cost no connection
     return Checked(setup, sites, vms)
 
 
@@ -122,27 +129,36 @@ def check_host_values(host: Host, setup: Setup) -> None:
             options_from_vars(host.vars)
         except ConfigError as exc:
             raise ConfigError(f"host {host.name}: {exc}") from None
-    if setup.uses_vms and host.plays("libvirt_hosts"):
+    if any_kind(setup.kinds, lambda k: k.store_image) and not host.plays("container_hosts"):
+        raise ConfigError(f"cbm on {host.name}: the host is not in group container_hosts of the inventory")
+    if setup.uses_vms:
+        if not host.plays("libvirt_hosts"):
+            raise ConfigError(f"vm on {host.name}: the host is not in group libvirt_hosts of the inventory")
         # its dltestbed_vm_* values, checked (not its hypervisor: that needs the host's recorded key)
         VMSettings.from_vars(host.vars, host.name, setup.vm_overrides)
 
 
-def check_host_keys(hosts: Sequence[Host | None]) -> None:
+def check_host_keys(hosts: Sequence[Host | None]) -> dict[str, str]:
     """Every inventory host's SSH key against the recorded ones (at most 16 at once), before anything runs:
-    a key that changed since provisioning (or was never recorded) is one line, not a run that fails later."""
+    a key that changed since provisioning (or was never recorded) is one line, not a run that fails later.
+    The hosts that do not answer, with why (host name → reason)."""
 
     remote = [h for h in hosts if h is not None]
     if not remote:
-        return
+        return {}
     checks = [SSH(h, connect_timeout=10) for h in remote]
+    down: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=min(16, len(remote))) as pool:
         try:
-            for done in [pool.submit(c.check_key) for c in checks]:
-                done.result()  # the first refused key, in inventory order
+            for host, done in zip(remote, [pool.submit(c.check_key) for c in checks], strict=True):
+                why = done.result()  # the first refused key, in inventory order
+                if why is not None:
+                    down[host.name] = why
         except BaseException:  # Ctrl-C, or a refused key: the connections still being opened are cut
             for c in checks:
                 c.abort()
             raise
+    return down
 
 
 @dataclass(frozen=True)
@@ -188,8 +204,11 @@ def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> l
             site = dataclasses.replace(site, vm=rec)
         out.append(site)
     setup = checked.setup
-    if setup.dataset is not None:
-        out = dataplace.place(setup.dataset, out, setup.kinds, setup.inventory, on_notice)
+    if setup.dataset is not None:  # placed on the hosts that answered; the others keep their place in the list
+        up = iter(
+            dataplace.place(setup.dataset, [s for s in out if s.down is None], setup.kinds, setup.inventory, on_notice)
+        )
+        out = [s if s.down is not None else next(up) for s in out]
     return out
 
 
@@ -227,9 +246,7 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
                 f"cbm: no {rt} image for this dltestbed build; run `dltestbed image build --runtime {rt}`"
             )
         return ContainerImage(rt, img.tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
-    opts = options_from_vars(host.vars)
-    if not host.plays("container_hosts"):
-        raise ConfigError(f"cbm on {host.name}: the host is not in group container_hosts of the inventory")
+    opts = options_from_vars(host.vars)  # a host outside container_hosts was refused by check_host_values
     rt = runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
     flavor = host_flavor(host)
     img = built(rt, flavor)

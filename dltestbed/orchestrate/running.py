@@ -32,6 +32,9 @@ def run_on(
 def _runs(
     plan: Plan, kinds: list[str], sites: list[Site], store: Store, request: BenchRequest, observer: BenchObserver
 ) -> tuple[list[RunRecord], list[str]]:
+    for s in sites:
+        if s.down is not None:
+            observer.say(f"{s.label} does not answer ({s.down}): its runs are stored failed with that reason")
     machines = [[make(k, s) for k in kinds] for s in sites]
     w = request.workloads
     if w.suite != "micro" and not w.models and w.image_size is None and w.steps is None:

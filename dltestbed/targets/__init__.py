@@ -19,6 +19,7 @@ from dltestbed.targets.container import ContainerTarget
 from dltestbed.targets.local import LocalTarget
 from dltestbed.targets.slurm import SlurmTarget
 from dltestbed.targets.ssh import SSHTarget
+from dltestbed.targets.unreachable import UnreachableTarget
 from dltestbed.targets.vm import VMTarget
 from dltestbed.vms import userimage
 from dltestbed.vms.record import VMRecord
@@ -65,6 +66,7 @@ class Site:
     vm: VMRecord | None = None
     data: DataPlace = field(default_factory=DataPlace)
     slurm: SlurmPlace | None = None
+    down: str | None = None  # why the machine did not answer when the bench began: its runs fail at once with it
 
     @property
     def label(self) -> str:
@@ -106,8 +108,13 @@ def factory(kind: str) -> Factory:
 
 
 def make(kind: str, site: Site | None = None) -> Target:
-    """A fresh target of `kind` on a site (default: this machine), ready to run; nothing is started."""
-    return factory(kind)(site or Site())
+    """A fresh target of `kind` on a site (default: this machine), ready to run; nothing is started.
+    On a site that was down when the bench began, a target whose every run fails at once with why."""
+    site = site or Site()
+    make_one = factory(kind)
+    if site.down is not None:
+        return UnreachableTarget(kind, site.label, site.host.address if site.host else "", site.down)
+    return make_one(site)
 
 
 def _missing(kind: str, site: Site, what: str) -> ConfigError:

@@ -390,17 +390,17 @@ class SSH:
         self._abort.attach(lambda: _cut(proxy))
         return proxy
 
-    def check_key(self) -> None:
-        """Connect: a HostKeyError when the host's key changed or was never recorded; a host that cannot
-        be reached now is left to the command that needs it. The connection is kept for the first
-        command to the host."""
+    def check_key(self) -> str | None:
+        """Connect: a HostKeyError when the host's key changed or was never recorded; why, when the host
+        cannot be reached now (None when it can). The connection is kept for the first command to the host."""
         try:
             conn = self.connect()
         except HostKeyError:
             raise
-        except TargetError:
-            return
+        except TargetError as exc:
+            return str(exc)
         _POOL.put(self._key, conn)
+        return None
 
     def run(
         self,

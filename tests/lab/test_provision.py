@@ -184,6 +184,8 @@ def test_bench_one_host_failing_does_not_hide_the_others(cluster: LabState, env,
     assert runs["tp-h1"]["status"] == runs["tp-h2"]["status"] == "ok"
     assert runs["ghost"]["status"] == "failed" and "unreachable" in runs["ghost"]["reason"]
     assert "1 of 3 run(s) failed" in one_error_line(proc)
+    assert proc.stderr.count("ghost does not answer (") == 1  # said once, when the bench began
+    assert runs["ghost"]["reason"].startswith("ghost did not answer when the bench began: ")
 
 
 @pytest.mark.parametrize("key", ["not recorded", "changed since it was recorded"])

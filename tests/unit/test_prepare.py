@@ -160,3 +160,37 @@ def test_every_inventory_value_is_checked_before_a_host_is_contacted(var: str, v
         {"dltestbed_container_gpus": "0,1", "dltestbed_container_privileged": "no", "dltestbed_vm_virt_type": "qemu"},
     )
     prepare.check_host_values(good, setup)
+
+
+def test_hosts_that_do_not_answer_are_named_and_a_bench_of_only_such_hosts_is_one_line() -> None:
+    """192.0.2.0/24 is TEST-NET: nothing answers there. Each host's reason is kept; none answering is refused."""
+    quiet = [Host(f"q{i}", f"192.0.2.{i}", 22, "root", None, (), ("bare_metal",)) for i in (1, 2)]
+    down = prepare.check_host_keys(quiet)
+    assert sorted(down) == ["q1", "q2"] and all("unreachable" in why for why in down.values())
+    with pytest.raises(ConfigError, match=r"^no host answers: host q1 .*unreachable.*; host q2 .*unreachable"):
+        prepare.check(prepare.Setup(("bm",), tuple(quiet)))
+
+
+def test_a_site_that_was_down_fails_each_run_at_once_with_its_reason(results: Path) -> None:
+    """No connection per run: the target of a down site refuses at once, and the run is stored failed with why."""
+    import time
+
+    from dltestbed.config import workload_spec
+    from dltestbed.results.store import Store
+    from dltestbed.runner import RunContext, execute
+    from dltestbed.targets import Site, make
+
+    site = Site(host=HOST, down="host n1 (10.0.0.1:22): unreachable: Connection refused")
+    store = Store.open(results)
+    started = time.monotonic()
+    for kind in ("bm", "cbm", "vm", "cvm"):  # no image or VM was prepared for it: none is needed
+        t = make(kind, site)
+        assert (t.kind, t.host, t.machine) == (kind, "n1", "n1")
+        run = execute(t, workload_spec(model="alexnet", image_size=32, batch_size=2), store, RunContext("b"))
+        assert run.status == "failed"
+        assert (
+            run.reason
+            == "n1 did not answer when the bench began: host n1 (10.0.0.1:22): unreachable: Connection refused"
+        )
+    assert time.monotonic() - started < 5
+    store.close()
