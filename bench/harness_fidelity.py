@@ -1,4 +1,5 @@
-"""Harness fidelity: images/sec through `dltestbed bench` ÷ a bare tf.function loop, interleaved.
+"""Harness fidelity: images/sec through `dltestbed bench` (its library call, `orchestrate.run_bench`) ÷ a
+bare tf.function loop, interleaved.
 
 The bare loop is the least a benchmark can do: same model builder, same synthetic batch, a compiled
 train step, warm-up, then the timed steps with the result synced once per step. No events, no
@@ -8,13 +9,13 @@ sampler, no controller. Goal: ratio >= 0.99.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
 
 BARE = r"""
 import sys, time
@@ -54,32 +55,19 @@ def bare(a: argparse.Namespace) -> float:
 
 
 def harness(a: argparse.Namespace, results: Path) -> float:
-    cli = [
-        sys.executable,
-        "-m",
-        "dltestbed",
-        "bench",
-        "--model",
-        a.model,
-        "--image-size",
-        str(a.image_size),
-        "--batch-size",
-        str(a.batch_size),
-        "--warmup",
-        str(a.warmup),
-        "--steps",
-        str(a.steps),
-        "--targets",
-        "bm",
-        "--repeat",
-        "1",
-        "--results",
-        str(results),
-        "--json",
-    ]
-    out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120"})
-    (run,) = json.loads(out.stdout)
-    return float(run["images_per_sec"])
+    """One bare-metal run through the library call under `dltestbed bench`: its images/sec."""
+    request = BenchRequest(
+        workloads=Workloads(
+            models=(a.model,), image_size=a.image_size, batch_size=a.batch_size, warmup=a.warmup, steps=a.steps
+        ),
+        repetitions=Repetitions(repeat="1"),
+        machines=Machines(targets=("bm",)),
+        results=results,
+    )
+    (run,) = run_bench(request, Silent()).records
+    if run.status != "ok" or run.images_per_sec is None:
+        sys.exit(f"the harness run failed: {run.reason} (log: {run.log_path})")
+    return run.images_per_sec
 
 
 def main() -> None:

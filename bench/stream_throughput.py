@@ -3,17 +3,15 @@
 1. points/s: N step points through the InfluxSink (the path every bench uses: line protocol, the
    client's batching writer, callbacks) into a VictoriaMetrics server started here; the clock stops
    when the server has acknowledged the last batch; then the points are counted back. Goal ≥ 50,000/s, 0 lost.
-2. images/sec with `--influx-url` ÷ without, interleaved pairs of `dltestbed bench`. Goal ≥ 0.99.
+2. images/sec with streaming ÷ without, interleaved pairs of benches (`orchestrate.run_bench`, the call under
+   `dltestbed bench`). Goal ≥ 0.99.
 Needs the `victoria-metrics` binary (scripts/install.sh --test).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
+from dltestbed.results import influx
 from tests.tsdb import VictoriaMetrics
 
 
@@ -56,10 +56,12 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
         StepEvent(index=i, phase="timed", images=32, seconds=0.1, images_per_sec=320.0 + i % 7, t=t0 + i / 1000)
         for i in range(n)
     ]
-    sink = InfluxSink(store, s, batch_size=5000, flush_ms=200)
+    store.save_run(run)
+    sink = InfluxSink(store, s, flush_every=0.2, batch=5000)
     start = time.perf_counter()
-    for ev in events:
-        sink.step(run, ev)
+    for ev in events:  # as the runner does: the step and its point stored together, the sender sends the outbox
+        line = sink.step(run, ev)
+        store.add_step(run.id, ev, [(sink.dest, line)] if line is not None else [])
     left = sink.close()
     elapsed = time.perf_counter() - start
     counted = server.count("b-stream-bench")["dltestbed_step"]
@@ -72,32 +74,19 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
 
 
 def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace) -> float:
-    cli = [
-        sys.executable,
-        "-m",
-        "dltestbed",
-        "bench",
-        "--model",
-        "alexnet",
-        "--image-size",
-        "64",
-        "--batch-size",
-        str(a.batch_size),
-        "--warmup",
-        "5",
-        "--steps",
-        str(a.steps),
-        "--results",
-        str(results),
-        "--targets",
-        "bm",
-        "--repeat",
-        "1",
-        "--json",
-    ]
-    out = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120", **env})
-    (run,) = json.loads(out.stdout)
-    return float(run["images_per_sec"])
+    """One bare-metal run through the library call under `dltestbed bench`, streaming when `env` names a
+    server (the client's INFLUXDB_V2_* variables, as the CLI reads them): its images/sec."""
+    request = BenchRequest(
+        workloads=Workloads(models=("alexnet",), image_size=64, batch_size=a.batch_size, warmup=5, steps=a.steps),
+        repetitions=Repetitions(repeat="1"),
+        machines=Machines(targets=("bm",)),
+        results=results,
+        stream=influx.settings(env=env),
+    )
+    (run,) = run_bench(request, Silent()).records
+    if run.status != "ok" or run.images_per_sec is None:
+        sys.exit(f"the bench run failed: {run.reason} (log: {run.log_path})")
+    return run.images_per_sec
 
 
 def main() -> None:

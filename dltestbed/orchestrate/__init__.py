@@ -21,6 +21,7 @@ from dltestbed.orchestrate.request import (
     BenchRequest,
     Machines,
     Repetitions,
+    Silent,
     Workloads,
 )
 from dltestbed.orchestrate.running import run_on
@@ -35,6 +36,7 @@ __all__ = [
     "BenchRequest",
     "Machines",
     "Repetitions",
+    "Silent",
     "Workloads",
     "run_bench",
 ]

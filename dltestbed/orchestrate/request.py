@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dltestbed.errors import DltestbedError
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.orchestrate.slurmlaunch import SlurmOptions
-from dltestbed.runner import Observer
+from dltestbed.runner import NullObserver, Observer
 
 if TYPE_CHECKING:
     from dltestbed.results.influx import Settings as StreamSettings
@@ -104,6 +104,13 @@ class BenchObserver(Observer, Protocol):
     """Progress: the runs' begin, steps and end, and each line of what the bench chose or did."""
 
     def say(self, line: str) -> None: ...
+
+
+class Silent(NullObserver):
+    """A BenchObserver that shows nothing: a program that reads the outcome (a script in bench/, a test)."""
+
+    def say(self, line: str) -> None:
+        """Nothing."""
 
 
 class BenchInterrupted(DltestbedError):
