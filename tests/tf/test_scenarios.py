@@ -32,9 +32,19 @@ def _workloads() -> list[psutil.Process]:
 
 
 def test_distributed_job_sums_its_workers(results: Path) -> None:
-    proc = run_cli("bench", "--scenario", "distributed", *TINY, "--steps", "3", "--json", "--results", str(results))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = json.loads(proc.stdout)
+    """Through the library call under `dltestbed bench` (a program's way in); the report through the CLI."""
+    from dltestbed import orchestrate as o
+    from dltestbed.orchestrate.scenarios import Options
+
+    request = o.BenchRequest(
+        workloads=o.Workloads(models=("alexnet",), image_size=64, batch_size=8, warmup=1, steps=3),
+        repetitions=o.Repetitions(repeat="1"),
+        scenario=Options(scenario="distributed"),
+        results=results,
+    )
+    outcome = o.run_bench(request, o.Silent())
+    assert outcome.kinds == ("bm",) and not outcome.failed and outcome.store == results
+    runs = [r.to_dict() for r in outcome.records]
     alone = [r for r in runs if r["worker_index"] is None]
     workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
     assert len(alone) == 1 and alone[0]["workers"] == 1 and alone[0]["spec"]["distributed"] is False
