@@ -272,7 +272,7 @@ def write_report(
     if out is None:
         return built.text, ""
     _write(built.text, out, built.files, option)
-    figs = f", {built.figures} figure(s)" + (f" in {out.parent / opts.figures_dir}" if built.files else "")  # type: ignore[operator]
+    figs = f", {built.figures} figure(s)" + (f" in {out.parent / str(opts.figures_dir)}" if built.files else "")
     return built.text, f"report written to {out} ({out.stat().st_size / 1024:.0f} KiB{figs if built.figures else ''})"
 
 

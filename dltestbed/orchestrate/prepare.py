@@ -101,8 +101,8 @@ def check(setup: Setup) -> Checked:
                 cvm=any_kind(setup.kinds, lambda k: k.guest_image),
                 guest=guest[0] if guest else None,
             )
-            if not vm.settings.image and not guest:
-                guest.append(vm.image)  # type: ignore[arg-type]  # the guest image, found once
+            if isinstance(vm.image, GuestImage) and not guest:
+                guest.append(vm.image)  # dltestbed's guest image (no user image), found once
         sites.append(Site(host=host, container=container))
         vms.append(vm)
     return Checked(setup, sites, vms)

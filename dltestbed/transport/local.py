@@ -119,7 +119,8 @@ class LocalProcess:
                 timer.cancel()
             stop_process(proc)
             with contextlib.suppress(OSError):
-                proc.stdin.close()  # type: ignore[union-attr]
+                if proc.stdin is not None:
+                    proc.stdin.close()
             err_thread.join(5)
             if log:
                 log.close()

@@ -12,7 +12,7 @@ from dltestbed.workload.events import StepEvent, SummaryEvent
 
 def on_gpu(device: str | None) -> bool:
     """Whether a TensorFlow device name is a GPU's ("/job:localhost/replica:0/task:0/device:GPU:0")."""
-    return bool(device) and ":GPU:" in device.upper()  # type: ignore[union-attr]
+    return device is not None and ":GPU:" in device.upper()
 
 
 class StepError(Exception):
