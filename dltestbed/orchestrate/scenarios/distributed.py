@@ -66,14 +66,12 @@ def _job(
     targets = [make(kind, s) for s in placement]
     addresses = _worker_addresses(targets)
     worker_spec = spec.model_copy(update={"distributed": True})
-    lock, ending = threading.Lock(), threading.Event()  # the first failure (or Ctrl-C) stops the job, once
+    ending = threading.Lock()  # held by the first failure (or Ctrl-C): it stops the job, once
     results: list[RunRecord | None] = [None] * len(targets)
 
     def stop_others(failed: int, reason: str) -> None:
-        with lock:
-            if ending.is_set():
-                return
-            ending.set()
+        if not ending.acquire(blocking=False):
+            return  # the job is already ending
         for j, t in enumerate(targets):
             if j != failed:
                 t.abort(Abort(reason))
