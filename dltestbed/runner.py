@@ -18,6 +18,7 @@ from dltestbed.targets.base import INTERRUPT, Aborted, CommandResult, Target
 from dltestbed.workload.events import (
     ErrorEvent,
     Event,
+    HealthEvent,
     MeasureEvent,
     ProbesDoneEvent,
     ResourceEvent,
@@ -134,6 +135,8 @@ class _Collector:
                 self.observer.step(self.run, ev)
             case ResourceEvent():
                 self.store.add_resource(self.run.id, ev, _points(self.sinks, lambda s: s.resource(self.run, ev)))
+            case HealthEvent():
+                self.store.add_health(self.run.id, ev)
             case StartEvent():
                 self.started = ev.t
                 # the math the target used (`mixed`: the one it chose) is part of the environment, as the device is

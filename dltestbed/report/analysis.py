@@ -8,14 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, jobs, micro, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, health, jobs, micro, stats
 from dltestbed.report.fleet import FleetFlag
+from dltestbed.report.health import Finding, GpuFlag, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats, Skipped
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
-from dltestbed.workload.events import MeasureEvent, SkipEvent, StepEvent
+from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 FLEET_MIN_HOSTS = 3  # the fleet check needs 3 machines; with them it runs in every report
 
@@ -40,6 +41,10 @@ class Analysis:
     cases: tuple[CaseStats, ...] = ()  # the probes' cases per layer
     skipped: tuple[Skipped, ...] = ()  # what the probes could not run
     steps: Mapping[str, Sequence[StepEvent]] = field(default_factory=dict)  # run id → its steps (figures)
+    samples: Mapping[str, Sequence[ResourceEvent]] = field(default_factory=dict)  # run id → its resource samples
+    findings: tuple[Finding, ...] = ()  # what went wrong with a GPU during a run (errors, then warnings)
+    gpus: tuple[GpuHealth, ...] = ()  # a row per host and GPU, those with findings first
+    gpu_flags: tuple[GpuFlag, ...] = ()  # GPUs whose clock or power under load lies below their peers'
 
 
 def analyse(
@@ -47,14 +52,17 @@ def analyse(
     steps: Mapping[str, Sequence[StepEvent]] | None = None,
     measures: Mapping[str, Sequence[MeasureEvent]] | None = None,
     skips: Mapping[str, Sequence[SkipEvent]] | None = None,
+    samples: Mapping[str, Sequence[ResourceEvent]] | None = None,
+    checks: Mapping[str, Sequence[HealthEvent]] | None = None,
     *,
     scope: str = "",
     by_host: bool = False,
     equivalence: float | None = None,
     fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> Analysis:
-    """The analysis of stored runs: models and probes apart; the fleet check whenever 3 or more machines ran."""
-    steps = steps or {}
+    """The analysis of stored runs: models and probes apart; the fleet check whenever 3 or more machines ran;
+    the GPUs' health from the runs' samples and checks (`checks`: each run's health events)."""
+    steps, samples, checks = steps or {}, samples or {}, checks or {}
     probes = [r for r in records if r.is_probe]
     runs = [r for r in records if not r.is_probe]
     cases, skipped = micro.summarise(probes, measures or {}, skips or {})
@@ -63,6 +71,9 @@ def analyse(
     host_groups = groups if by_host else (stats.summarise(runs, by_host=True) if many else [])
     flags, compared = fleet.fleet(host_groups, min_slowdown=fleet_slowdown) if host_groups else ([], 0)
     timed = {r.id: [s.images_per_sec for s in steps.get(r.id, ()) if s.phase == "timed"] for r in runs}
+    found = [f for r in records for f in health.findings(r, samples.get(r.id, ()), checks.get(r.id, ()))]
+    found.sort(key=lambda f: (f.severity != health.ERROR, f.host, f.gpu))
+    rows = health.gpus(records, samples, checks, found)
     return Analysis(
         scope=scope,
         runs=tuple(runs),
@@ -72,13 +83,32 @@ def analyse(
         fleet_compared=compared,
         fleet_slowdown=fleet_slowdown,
         equivalence=equivalence,
-        steady=tuple(fleet.steady(runs, timed)),
+        steady=tuple(_with_causes(fleet.steady(runs, timed), steps, samples)),
         distributed=tuple(jobs.distributed(runs)),
         shared=tuple(jobs.shared(runs)),
         cases=tuple(cases),
         skipped=tuple(skipped),
         steps={r.id: steps.get(r.id, []) for r in runs},
+        samples={r.id: samples.get(r.id, []) for r in runs},
+        findings=tuple(found),
+        gpus=tuple(rows),
+        gpu_flags=tuple(health.fleet(rows, fleet_slowdown)),
     )
+
+
+def _with_causes(
+    flags: Sequence[SteadyFlag],
+    steps: Mapping[str, Sequence[StepEvent]],
+    samples: Mapping[str, Sequence[ResourceEvent]],
+) -> list[SteadyFlag]:
+    """A run that slowed down, with its likely cause where its GPU samples over its timed steps show one."""
+    out = []
+    for r, words in flags:
+        timed = [s for s in steps.get(r.id, ()) if s.phase == "timed"]
+        start = timed[0].t - timed[0].seconds if timed else None
+        why = health.cause(samples.get(r.id, ()), start, timed[-1].t if timed else None)
+        out.append((r, [w.replace("(throttling?)", f"({why})") if why else w for w in words]))
+    return out
 
 
 def read(
@@ -90,13 +120,15 @@ def read(
     equivalence: float | None = None,
     fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> Analysis:
-    """The analysis of `records`, with their steps, measures and skips read from `store`."""
+    """The analysis of `records`, with their steps, measures, skips, samples and health checks read from `store`."""
     probes = [r for r in records if r.is_probe]
     return analyse(
         records,
         {r.id: store.steps(r.id) for r in records if not r.is_probe},
         {r.id: store.measures(r.id) for r in probes},
         {r.id: store.skips(r.id) for r in probes},
+        {r.id: store.resources(r.id) for r in records},
+        {r.id: store.health(r.id) for r in records},
         scope=scope,
         by_host=by_host,
         equivalence=equivalence,

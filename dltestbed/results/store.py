@@ -23,12 +23,13 @@ from urllib.parse import quote
 from dltestbed import paths
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.events import MeasureEvent, ResourceEvent, SkipEvent, StepEvent
+from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 6  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+SCHEMA_VERSION = 7  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
 # 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
+# 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 
@@ -61,6 +62,10 @@ CREATE TABLE IF NOT EXISTS measures (
 CREATE TABLE IF NOT EXISTS skips (
     run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (run_id, probe, "case")
+);
+CREATE TABLE IF NOT EXISTS health (
+    run_id TEXT NOT NULL REFERENCES runs(id), phase TEXT NOT NULL, t REAL NOT NULL, gpus TEXT NOT NULL,
+    xids TEXT NOT NULL, unseen TEXT NOT NULL, PRIMARY KEY (run_id, phase)
 );
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL, sending REAL
@@ -288,6 +293,15 @@ class Store:
             )
             self._outbox(db, outbox)
 
+    def add_health(self, run_id: str, ev: HealthEvent) -> None:
+        """Store a run's health counters before or after it (a second of the same phase replaces the first)."""
+        with self._write() as db:
+            db.execute("BEGIN")
+            db.execute(
+                "INSERT OR REPLACE INTO health VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, ev.phase, ev.t, json.dumps(ev.gpus), json.dumps(ev.xids), json.dumps(ev.unseen)),
+            )
+
     def add_measure(self, run_id: str, ev: MeasureEvent, outbox: Outbox = ()) -> bool:
         """Store one measure of a microbenchmark case and its points; False (nothing written) when the
         run has this case's index already."""
@@ -381,6 +395,16 @@ class Store:
                 gpus=json.loads(r[3]),
                 tf_gpu_bytes=json.loads(r[4]) if r[4] else None,
             )
+            for r in rows
+        ]
+
+    def health(self, run_id: str) -> list[HealthEvent]:
+        """A run's health counters: before, then after (either may be missing: no GPU, or a run cut short)."""
+        rows = self._query(
+            "SELECT phase, t, gpus, xids, unseen FROM health WHERE run_id = ? ORDER BY phase = 'after'", (run_id,)
+        )
+        return [
+            HealthEvent(phase=r[0], t=r[1], gpus=json.loads(r[2]), xids=json.loads(r[3]), unseen=json.loads(r[4]))
             for r in rows
         ]
 

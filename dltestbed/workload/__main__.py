@@ -298,14 +298,11 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         for skip in skips:
             emitter.emit(skip)
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
-        from dltestbed.workload.sampler import Sampler
+        from dltestbed.workload.sampler import Sampler, watched
 
         sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
-        sampler.start()
-        try:
+        with watched(nvml, emitter.emit), sampler.running():
             measures = _time_cases(cases, spec, where, emitter)
-        finally:
-            sampler.stop()
         emitter.emit(ProbesDoneEvent(measures=measures, skips=len(skips)))
     finally:
         for c in cases:
@@ -345,7 +342,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
     math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
-    from dltestbed.workload.sampler import Sampler
+    from dltestbed.workload.sampler import Sampler, watched
 
     if spec.device == "gpu" and not gpu_count:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
@@ -357,8 +354,11 @@ def run(argv: list[str], emitter: Emitter) -> None:
 
     tf.config.list_logical_devices()  # the runtime starts here, so the sampler may ask its allocator
     sampler = Sampler(emitter.emit, spec.sample_interval, nvml, lambda: tfgpu.in_use(tf, gpu_count))
-    sampler.start()
-    try:
+    with contextlib.ExitStack() as running:  # unwinds in reverse: sampler, health after, NVML closed
+        if nvml:
+            running.callback(nvml.close)
+        running.enter_context(watched(nvml, emitter.emit))
+        running.enter_context(sampler.running())
         mathmode.apply(tf, keras, math)
         keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
         seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
@@ -381,10 +381,6 @@ def run(argv: list[str], emitter: Emitter) -> None:
         summary = dataclasses.replace(
             summary, startup_seconds=startup, gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None
         )
-    finally:
-        sampler.stop()
-        if nvml:
-            nvml.close()
     emitter.emit(summary)
 
 

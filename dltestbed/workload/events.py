@@ -1,8 +1,9 @@
 """The workload's stdout protocol: one JSON object per line, versioned.
 
 Every line is `{"v": SCHEMA_VERSION, "event": <kind>, ...}` with kind one of start, step,
-resource, summary, error; a `micro` run (microbenchmarks) sends measure, skip and probes_done
-instead of step and summary. `encode` is used by the workload; `parse_line` (pure) by the controller.
+resource, health (on a GPU: before and after the run), summary, error; a `micro` run (microbenchmarks)
+sends measure, skip and probes_done instead of step and summary. `encode` is used by the workload;
+`parse_line` (pure) by the controller.
 """
 
 from __future__ import annotations
@@ -50,6 +51,19 @@ class ResourceEvent:
     gpus: list[dict[str, Any]] = field(default_factory=list)  # NVML's view of each GPU (the whole device)
     tf_gpu_bytes: list[int] | None = None  # bytes TensorFlow's allocator holds, per GPU it sees (None: no GPU)
     event: str = field(default="resource", init=False)
+
+
+@dataclass(frozen=True)
+class HealthEvent:
+    """Each GPU's health counters (gpu.Nvml.health) before or after the run; after it, also the XID errors
+    seen while it ran. `unseen`: what NVML could not say from where the workload runs, with why."""
+
+    phase: str  # before | after
+    t: float
+    gpus: list[dict[str, Any]]
+    xids: list[dict[str, Any]] = field(default_factory=list)  # {index, xid, t}, in order
+    unseen: list[str] = field(default_factory=list)
+    event: str = field(default="health", init=False)
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,7 @@ Event = (
     StartEvent
     | StepEvent
     | ResourceEvent
+    | HealthEvent
     | SummaryEvent
     | MeasureEvent
     | SkipEvent
@@ -139,6 +154,7 @@ _KINDS: dict[str, type] = {
     "start": StartEvent,
     "step": StepEvent,
     "resource": ResourceEvent,
+    "health": HealthEvent,
     "summary": SummaryEvent,
     "measure": MeasureEvent,
     "skip": SkipEvent,
@@ -152,6 +168,7 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
     "start": {"spec": (dict,), "fingerprint": (dict,), "t": _NUM},
     "step": {"index": (int,), "phase": (str,), "images": (int,), "seconds": _NUM, "images_per_sec": _NUM, "t": _NUM},
     "resource": {"t": _NUM, "rss_bytes": (int,), "cpu_percent": _NUM, "gpus": (list,)},
+    "health": {"phase": (str,), "t": _NUM, "gpus": (list,)},
     "summary": {
         "timed_steps": (int,),
         "images": (int,),
@@ -180,6 +197,7 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
 _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
     "step": {"device": (str,), "libraries": (dict,)},
     "resource": {"tf_gpu_bytes": (list,)},
+    "health": {"xids": (list,), "unseen": (list,)},
     "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
 }
 
@@ -238,6 +256,8 @@ def parse_line(line: str) -> Event:
         values[name] = value
     if kind in ("step", "measure") and values["phase"] not in ("warmup", "timed"):
         return Unparsed(line, f"{kind} event: unknown phase {values['phase']!r}")
+    if kind == "health" and values["phase"] not in ("before", "after"):
+        return Unparsed(line, f"health event: unknown phase {values['phase']!r}")
     if kind == "measure" and (values["value"] <= 0 or values["seconds"] <= 0):
         return Unparsed(line, "measure event: value and seconds must be positive")
     for name, accepted in _OPTIONAL.get(kind, {}).items():

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# NVML's clock domains (nvmlClockType_t)
-CLOCK_SM, CLOCK_MEM = 1, 2
+# NVML's enumerations, as nvml.h numbers them (pynvml's names in comments)
+CLOCK_SM, CLOCK_MEM = 1, 2  # NVML_CLOCK_SM, NVML_CLOCK_MEM
+TEMPERATURE_GPU = 0  # NVML_TEMPERATURE_GPU
+PCIE_TX, PCIE_RX = 0, 1  # NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES
+ECC_CORRECTED, ECC_UNCORRECTED = 0, 1  # NVML_MEMORY_ERROR_TYPE_*
+ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver loaded
+RETIRED_SBE, RETIRED_DBE = 0, 1  # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, _DOUBLE_BIT_ECC_ERROR
+EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
 
 
 def numa_node(pci_bus_id: str, sysfs: Path = Path("/sys/bus/pci/devices")) -> int | None:
@@ -127,25 +137,149 @@ class Nvml:
         return out
 
     def sample(self, pid: int | None = None) -> list[dict[str, Any]]:
-        """Per GPU: memory used (device and this process), utilisation %."""
+        """Per GPU: memory used (device and this process), utilisation % (SM and memory), and what explains a
+        slow GPU (SuperBench's monitor and DCGM read the same): SM and memory clocks, power draw against the
+        enforced limit, temperature, the clock-event (throttle) reasons as NVML's bit mask, the PCIe link's
+        current generation and width, PCIe TX/RX throughput. A value this GPU does not report is left out."""
         pid = os.getpid() if pid is None else pid
+        n, t = self._n, self._try
         out = []
         for i, h in enumerate(self._handles):
-            mem = self._n.nvmlDeviceGetMemoryInfo(h)
-            util = self._n.nvmlDeviceGetUtilizationRates(h)
+            mem = n.nvmlDeviceGetMemoryInfo(h)
+            util = n.nvmlDeviceGetUtilizationRates(h)
             mine = 0
-            for proc in self._n.nvmlDeviceGetComputeRunningProcesses(h):
+            for proc in n.nvmlDeviceGetComputeRunningProcesses(h):
                 if proc.pid == pid and proc.usedGpuMemory is not None:
                     mine += int(proc.usedGpuMemory)
-            out.append(
-                {
-                    "index": i,
-                    "memory_used_bytes": int(mem.used),
-                    "process_memory_bytes": mine,
-                    "util_percent": float(util.gpu),
-                }
-            )
+            power, limit = t(n.nvmlDeviceGetPowerUsage, h), t(n.nvmlDeviceGetEnforcedPowerLimit, h)
+            tx, rx = t(n.nvmlDeviceGetPcieThroughput, h, PCIE_TX), t(n.nvmlDeviceGetPcieThroughput, h, PCIE_RX)
+            seen = {
+                "index": i,
+                "memory_used_bytes": int(mem.used),
+                "process_memory_bytes": mine,
+                "util_percent": float(util.gpu),
+                "mem_util_percent": float(util.memory),
+                "sm_clock_mhz": t(n.nvmlDeviceGetClockInfo, h, CLOCK_SM),
+                "mem_clock_mhz": t(n.nvmlDeviceGetClockInfo, h, CLOCK_MEM),
+                "power_watts": power / 1000 if power is not None else None,
+                "power_limit_watts": limit / 1000 if limit is not None else None,
+                "temperature_c": t(n.nvmlDeviceGetTemperature, h, TEMPERATURE_GPU),
+                "clock_reasons": t(n.nvmlDeviceGetCurrentClocksEventReasons, h),
+                "pcie_gen": t(n.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                "pcie_width": t(n.nvmlDeviceGetCurrPcieLinkWidth, h),
+                "pcie_tx_bytes_per_s": tx * 1024 if tx is not None else None,  # NVML: KB/s over 20 ms
+                "pcie_rx_bytes_per_s": rx * 1024 if rx is not None else None,
+            }
+            out.append({k: v for k, v in seen.items() if v is not None})
         return out
+
+    def health(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """What a health check compares before and after a run, per GPU: volatile corrected and uncorrected
+        ECC counts, retired pages (single- and double-bit, pending), remapped rows (correctable,
+        uncorrectable, pending, failed), the PCIe link (current and max generation and width), PCIe replays,
+        the enforced power limit and the clock-event reasons now. And what NVML cannot say from here
+        ("ECC counts: Not Supported"): a GPU without ECC, or a counter a container or VM does not see."""
+        n = self._n
+        unseen: dict[str, str] = {}
+
+        def ask(what: str, call: Callable[..., Any], *args: Any) -> Any:
+            try:
+                return call(*args)
+            except n.NVMLError as exc:
+                unseen.setdefault(what, str(exc) or type(exc).__name__)
+                return None
+
+        out = []
+        for i, h in enumerate(self._handles):
+            rows = ask("remapped rows", n.nvmlDeviceGetRemappedRows, h)
+            limit = ask("power limit", n.nvmlDeviceGetEnforcedPowerLimit, h)
+            sbe = ask("retired pages", n.nvmlDeviceGetRetiredPages, h, RETIRED_SBE)
+            dbe = ask("retired pages", n.nvmlDeviceGetRetiredPages, h, RETIRED_DBE)
+            seen = {
+                "index": i,
+                "uuid": self._opt_text(ask("UUID", n.nvmlDeviceGetUUID, h)),
+                "ecc_corrected": ask("ECC counts", n.nvmlDeviceGetTotalEccErrors, h, ECC_CORRECTED, ECC_VOLATILE),
+                "ecc_uncorrected": ask("ECC counts", n.nvmlDeviceGetTotalEccErrors, h, ECC_UNCORRECTED, ECC_VOLATILE),
+                "retired_pages_sbe": len(sbe) if sbe is not None else None,
+                "retired_pages_dbe": len(dbe) if dbe is not None else None,
+                "retired_pages_pending": ask("retired pages", n.nvmlDeviceGetRetiredPagesPendingStatus, h),
+                "remapped_rows_correctable": rows[0] if rows else None,
+                "remapped_rows_uncorrectable": rows[1] if rows else None,
+                "remapped_rows_pending": rows[2] if rows else None,
+                "remapped_rows_failed": rows[3] if rows else None,
+                "pcie_gen": ask("PCIe link", n.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                "pcie_gen_max": ask("PCIe link", n.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                "pcie_width": ask("PCIe link", n.nvmlDeviceGetCurrPcieLinkWidth, h),
+                "pcie_width_max": ask("PCIe link", n.nvmlDeviceGetMaxPcieLinkWidth, h),
+                "pcie_replays": ask("PCIe replays", n.nvmlDeviceGetPcieReplayCounter, h),
+                "power_limit_watts": limit / 1000 if limit is not None else None,
+                "clock_reasons": ask("clock-event reasons", n.nvmlDeviceGetCurrentClocksEventReasons, h),
+            }
+            out.append({k: v for k, v in seen.items() if v is not None})
+        return out, [f"{what}: {why}" for what, why in unseen.items()]
+
+    def watch_xids(self) -> XidWatch:
+        """A watch on XID events (NVML's event API) of every GPU, started: `stop()` gives what it saw."""
+        return XidWatch(self._n, self._handles)
+
+
+class XidWatch:
+    """XID errors (the driver's critical GPU errors: 79 fallen off the bus, 48 double-bit ECC, 31 an MMU
+    fault…) as NVML's event API reports them while a run lasts, from a daemon thread that waits on NVML's
+    event set. Where events cannot be registered (not supported, or not allowed in a container or VM),
+    `why_not` says so and nothing is watched: an XID then cannot be ruled out, never reported as none."""
+
+    WAIT_MS = 200  # each wait on the event set; stop() takes at most this long
+
+    def __init__(self, nvml: Any, handles: list[Any]) -> None:
+        self._n = nvml
+        self._index = {_key(h): i for i, h in enumerate(handles)}
+        self.seen: list[dict[str, Any]] = []
+        self.why_not: str | None = None
+        self._stop = threading.Event()
+        self._set: Any = None
+        try:
+            self._set = nvml.nvmlEventSetCreate()
+            for h in handles:
+                nvml.nvmlDeviceRegisterEvents(h, EVENT_XID, self._set)
+        except nvml.NVMLError as exc:
+            self.why_not = f"XID events: {exc or type(exc).__name__}"
+            self._free()
+            return
+        self._thread = threading.Thread(target=self._loop, name="dltestbed-xid", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._n.nvmlEventSetWait_v2(self._set, self.WAIT_MS)
+            except self._n.NVMLError as exc:
+                if getattr(exc, "value", None) == self._n.NVML_ERROR_TIMEOUT:
+                    continue
+                self.why_not = f"XID events: the watch stopped ({exc or type(exc).__name__})"
+                return
+            index = self._index.get(_key(data.device))
+            self.seen.append({"index": index, "xid": int(data.eventData), "t": time.time()})
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stop watching; the XIDs seen, in order."""
+        self._stop.set()
+        if self._set is not None:
+            self._thread.join()
+            self._free()
+        return list(self.seen)
+
+    def _free(self) -> None:
+        if self._set is not None:
+            with contextlib.suppress(self._n.NVMLError):
+                self._n.nvmlEventSetFree(self._set)
+            self._set = None
+
+
+def _key(handle: Any) -> int | None:
+    """A device handle as a dict key: the address a ctypes handle points to (an event names its device by a
+    handle object of its own), or an int handle itself."""
+    return handle if isinstance(handle, int) else ctypes.cast(handle, ctypes.c_void_p).value
 
 
 def _command(pid: int, proc: Path = Path("/proc")) -> str | None:

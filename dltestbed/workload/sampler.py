@@ -1,15 +1,17 @@
-"""Background resource sampling at a fixed interval: process RSS and CPU %, GPU memory and use (NVML's
-view of each device, and what TensorFlow's own allocator holds)."""
+"""Background resource sampling at a fixed interval: process RSS and CPU %, GPU memory, use, clocks, power,
+temperature and throttle reasons (NVML's view of each device, and what TensorFlow's own allocator holds);
+and each GPU's health counters before and after the run, with the XIDs seen while it lasts."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import psutil
 
-from dltestbed.workload.events import ResourceEvent
+from dltestbed.workload.events import HealthEvent, ResourceEvent
 from dltestbed.workload.gpu import Nvml
 
 
@@ -56,6 +58,34 @@ class Sampler:
             self._thread.join()
         self._emit(self.sample())
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Sampling while the block runs: a sample at its start, each interval, and at its end."""
+        self.start()
+        try:
+            yield
+        finally:
+            self.stop()
+
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             self._emit(self.sample())
+
+
+@contextlib.contextmanager
+def watched(nvml: Nvml | None, emit: Callable[[HealthEvent], None]) -> Iterator[None]:
+    """The health counters of every GPU before the block, its XIDs watched while it runs, and the counters
+    after it, whatever ends it (a failed run's GPU is the one most worth checking). No GPU: nothing."""
+    if nvml is None:
+        yield
+        return
+    gpus, unseen = nvml.health()
+    emit(HealthEvent(phase="before", t=time.time(), gpus=gpus, unseen=unseen))
+    watch = nvml.watch_xids()
+    try:
+        yield
+    finally:
+        xids = watch.stop()
+        gpus, unseen = nvml.health()
+        unseen += [watch.why_not] if watch.why_not else []
+        emit(HealthEvent(phase="after", t=time.time(), gpus=gpus, xids=xids, unseen=unseen))

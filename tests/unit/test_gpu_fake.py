@@ -45,7 +45,23 @@ def test_devices_and_samples_from_the_captured_h100(monkeypatch: pytest.MonkeyPa
         "numa_node": gpu.numa_node("00000000:00:06.0"),
     }
     (s,) = nvml.sample(pid=4242)
-    assert s == {"index": 0, "memory_used_bytes": 0, "process_memory_bytes": 3 << 30, "util_percent": 87.0}
+    assert s == {
+        "index": 0,
+        "memory_used_bytes": 0,
+        "process_memory_bytes": 3 << 30,
+        "util_percent": 87.0,
+        "mem_util_percent": 0.0,
+        "sm_clock_mhz": 345,  # idle: the capture's own clocks, power and temperature
+        "mem_clock_mhz": 2619,
+        "power_watts": 70.46,
+        "power_limit_watts": 700.0,
+        "temperature_c": 40,
+        "clock_reasons": 0x1,  # Idle
+        "pcie_gen": 5,
+        "pcie_width": 16,
+        "pcie_tx_bytes_per_s": 1007 * 1024,
+        "pcie_rx_bytes_per_s": 628 * 1024,
+    }
     assert [(p["pid"], p["used_bytes"]) for p in nvml.processes()] == [(4242, 3 << 30), (4243, 1 << 30)]
     nvml.close()
 
@@ -73,8 +89,8 @@ def test_the_numa_node_minus_one_is_unknown_not_zero(tmp_path: Path) -> None:
 
 
 def test_the_fake_fails_closed() -> None:
-    with pytest.raises(AttributeError, match="does not implement nvmlDeviceGetTemperature"):
-        fakenvml.h100().nvmlDeviceGetTemperature(0, 0)
+    with pytest.raises(AttributeError, match="does not implement nvmlDeviceGetFanSpeed"):
+        fakenvml.h100().nvmlDeviceGetFanSpeed(0)
 
 
 def test_no_nvml_means_no_gpu_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
