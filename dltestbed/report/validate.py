@@ -14,8 +14,17 @@ A reference is a small declarative YAML (no expressions, nothing evaluated):
 
 `match` may also name `device`, `math` (float32, tf32, mixed_bfloat16, mixed_float16, mixed, default), `xla`,
 `scenario`, `contention`, `gpu_model` (the runs' GPU model) and
-`hosts` (a host group: only runs on these machines). Every judgement is three-way, from 95 %
-intervals, so noise never passes or fails a check by itself:
+`hosts` (a host group: only runs on these machines). A `health:` section adds rules of GPU health, each
+judged per host and GPU (report/health_rules.py):
+
+    health:
+      no_xid: true                     # no XID error while a run lasted
+      no_new_uncorrectable_ecc: true   # no new uncorrectable ECC error, row remapped or page retired for one
+      no_hardware_slowdown: true       # no hardware (thermal, power brake) slowdown while the GPU was busy
+      pcie_link_at_max: true           # the PCIe link under load at its max generation and width
+      power_limit_watts: 700           # the enforced power limit (±1 W)
+
+Every judgement of a check is three-way, from 95 % intervals, so noise never passes or fails a check by itself:
   pass — the interval lies on the right side of the limit;
   fail — it lies wholly on the wrong side;
   cannot judge — it straddles the limit, or there are too few runs (2 are needed), or no baseline.
@@ -25,7 +34,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
@@ -37,11 +45,12 @@ from dltestbed.config import Math
 from dltestbed.errors import ConfigError
 from dltestbed.report.analysis import Analysis
 from dltestbed.report.environment import environment
+from dltestbed.report.health_rules import HealthRules, init_health, judge_health
 from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
 from dltestbed.report.stats import GroupStats
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, Judgement
 from dltestbed.results.records import RunRecord
 
-PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"
 MATCH_FIELDS = {
     "kind": "target_kind",
     "model": "model",
@@ -99,11 +108,18 @@ class Check(BaseModel):
 
 
 class Reference(BaseModel):
-    """A reference file."""
+    """A reference file: checks of throughput and overhead, and/or rules of GPU health."""
 
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = 1
-    checks: list[Check] = Field(min_length=1)
+    checks: list[Check] = Field(default_factory=list)
+    health: HealthRules | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> Reference:
+        if not self.checks and self.health is None:
+            raise ValueError("give checks and/or health")
+        return self
 
 
 def parse_reference(text: str, source: str) -> Reference:
@@ -121,20 +137,6 @@ def parse_reference(text: str, source: str) -> Reference:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top)"
         raise ConfigError(f"reference {source}: {where}: {err['msg']}") from None
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """One check's outcome with its evidence."""
-
-    name: str
-    status: str  # pass | fail | cannot judge
-    evidence: str
-    what: str  # images_per_sec | max_overhead_percent
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return asdict(self)
 
 
 def _selected(check: Check, runs: Sequence[RunRecord]) -> list[RunRecord]:
@@ -199,6 +201,8 @@ def judge(reference: Reference, a: Analysis) -> list[Judgement]:
                 )
         if check.max_overhead_percent is not None:
             out.append(_overhead(check, a.groups))
+    if reference.health is not None:
+        out += judge_health(reference.health, a.gpus)
     return out
 
 
@@ -281,7 +285,8 @@ def init_reference(a: Analysis) -> dict[str, Any]:
         checks.append(check)
     if not checks:
         raise ConfigError("validate --init: no group of the bench has 2 ok runs; run `bench --repeat 2` or more")
-    return {"version": 1, "checks": checks}
+    rules = init_health(a.gpus)
+    return {"version": 1, "checks": checks} | ({"health": rules} if rules else {})
 
 
 def junit_xml(judgements: Sequence[Judgement], suite: str = "dltestbed validate") -> str:

@@ -87,7 +87,9 @@ def test_what_cannot_be_judged_is_its_own_status() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("checks: []", "reference r.yml: checks: List should have at least 1 item after validation, not 0"),
+        ("checks: []", "reference r.yml: (top): Value error, give checks and/or health"),
+        ("health: {no_xid: maybe}", "reference r.yml: health.no_xid: Input should be a valid boolean"),
+        ("health: {power_limit_watts: 0}", "reference r.yml: health.power_limit_watts: Input should be greater than 0"),
         (
             "checks: [{name: a, match: {kind: bm, model: alexnet}}]",
             "reference r.yml: checks.0: Value error, give images_per_sec and/or max_overhead_percent",
