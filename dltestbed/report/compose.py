@@ -38,7 +38,8 @@ class Report:
 
 
 def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options) -> Report:
-    """The report of `records` (read from `store`: steps for the steady-state check, samples for figures)."""
+    """The report of `records` (read from `store`: steps for the steady-state check, samples for the figures and
+    GPU health)."""
     a = analysis.read(
         store,
         records,
@@ -54,7 +55,7 @@ def build(store: Store, records: Sequence[RunRecord], scope: str, opts: Options)
         return Report(render.markdown(a, title))
     from dltestbed.report import figures  # matplotlib: only for reports that draw
 
-    plots = figures.build(a, {r.id: store.resources(r.id) for r in a.runs})
+    plots = figures.build(a)
     if opts.fmt == "html":
         md = render.markdown(a, title, _refs(plots, lambda p: f"{html.FIGURE_SRC}{p.name}"), captions=False)
         made = f"{len(records)} run(s); made {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by dltestbed {__version__}"

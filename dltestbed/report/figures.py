@@ -15,6 +15,7 @@ import io
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -422,6 +423,7 @@ def _profile(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
 
 
 Row = tuple[str, Callable[[ResourceEvent], float]]  # a figure row's label and the value it plots of a sample
+Series = Callable[[RunRecord], tuple[np.ndarray, np.ndarray]]  # a run's (seconds since it began, values)
 
 
 def gpu_memory_row(samples: Sequence[ResourceEvent]) -> Row | None:
@@ -436,6 +438,75 @@ def gpu_memory_row(samples: Sequence[ResourceEvent]) -> Row | None:
     return None
 
 
+def _start(samples: Sequence[ResourceEvent], st: Sequence[StepEvent]) -> float:
+    """When a run began, as its figures count: its first sample or the start of its first step."""
+    return min([samples[0].t, *([st[0].t - st[0].seconds] if st else [])])
+
+
+def _sampled(
+    resources_by_run: Mapping[str, Sequence[ResourceEvent]],
+    steps_by_run: Mapping[str, Sequence[StepEvent]],
+    value: Callable[[ResourceEvent], float],
+    scale: float = 1.0,
+) -> Series:
+    """A row of sampled values: each sample's value against the seconds since its run began."""
+
+    def series(r: RunRecord) -> tuple[np.ndarray, np.ndarray]:
+        samples = resources_by_run[r.id]
+        t0 = _start(samples, steps_by_run.get(r.id) or [])
+        return np.array([s.t - t0 for s in samples]), np.array([value(s) for s in samples], dtype=float) * scale
+
+    return series
+
+
+def _over_time(
+    runs: Sequence[RunRecord],
+    rows: Sequence[tuple[str, Series]],
+    title: str,
+    label: str,
+) -> Figure:
+    """One panel per layer (`runs` of one workload) and a row per series: mean line and min–max band across
+    the layer's runs, each run on one grid of its sampling interval."""
+    layers: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        layers.setdefault(GroupKey.of(r).layer, []).append(r)
+    fig = _figure(2.4 * len(rows) + 0.6)
+    axes = fig.subplots(len(rows), len(layers), squeeze=False, sharey="row")
+    palette: list[str] = []
+    for col, (layer, rs) in enumerate(layers.items()):
+        c = colour(layer, palette)
+        for row, (ylabel, series) in enumerate(rows):
+            grid, mean, lo, hi = _profile([series(r) for r in rs])
+            ax = axes[row][col]
+            ax.fill_between(grid, lo, hi, color=c, alpha=0.25, linewidth=0, label="min–max")
+            ax.plot(grid, mean, color=c, linewidth=1.2, label="mean")
+            ax.set_ylim(bottom=0)
+            ax.set_xlim(left=0)
+            ax.set_title(f"{layer} ({len(rs)} run{'s' if len(rs) != 1 else ''})", fontsize=8)
+            ax.set_xlabel("seconds since the run began")
+            if col == 0:
+                ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6, loc="lower right")
+    fig.suptitle(f"{title}: {label}")
+    return fig
+
+
+def _by_workload(runs: Sequence[RunRecord], keep: Callable[[RunRecord], bool]) -> list[tuple[str, list[RunRecord]]]:
+    """The foreground runs `keep` accepts, by workload (layers together), each named in words."""
+    by: dict[tuple[Any, ...], list[RunRecord]] = {}
+    named: dict[tuple[Any, ...], GroupKey] = {}  # a key that names each workload
+    for r in runs:
+        if r.role == "cotenant" or not keep(r):
+            continue
+        key = GroupKey.of(r)
+        w = tuple(getattr(key, f) for f in WORKLOAD_FIELDS)
+        named.setdefault(w, key)
+        by.setdefault(w, []).append(r)
+    vary = varying(list(named.values()))
+    return [(workload_label(named[w], vary), rs) for w, rs in sorted(by.items(), key=lambda i: tuple(map(str, i[0])))]
+
+
 def memory(
     runs: Sequence[RunRecord],
     resources_by_run: Mapping[str, Sequence[ResourceEvent]],
@@ -444,55 +515,51 @@ def memory(
     """Per workload, one panel per layer: the workload process's host memory (RSS) over the run, mean
     line and min–max band across repetitions; a second row with GPU memory in use where samples hold
     GPUs (the HPEC'19 profiles). [(workload in words, figure)]."""
-    by_workload: dict[tuple[Any, ...], dict[str, list[RunRecord]]] = {}
-    named: dict[tuple[Any, ...], GroupKey] = {}  # a key that names each workload
-    for r in runs:
-        if r.role == "cotenant" or len(resources_by_run.get(r.id, ())) < 2:
-            continue
-        key = GroupKey.of(r)
-        w = tuple(getattr(key, f) for f in WORKLOAD_FIELDS)
-        named.setdefault(w, key)
-        by_workload.setdefault(w, {}).setdefault(key.layer, []).append(r)
-    vary = varying(list(named.values()))
     out = []
-    for w, layers in sorted(by_workload.items(), key=lambda item: tuple(map(str, item[0]))):
-        samples_of = [s for rs in layers.values() for r in rs for s in resources_by_run[r.id]]
-        gpu = gpu_memory_row(samples_of)
-        fig = _figure(2.4 * (2 if gpu else 1) + 0.6)
-        axes = fig.subplots(2 if gpu else 1, len(layers), squeeze=False, sharey="row")
-        palette: list[str] = []
-        for col, (layer, rs) in enumerate(layers.items()):
-            rows: list[Row] = [("host memory (RSS), GiB", lambda s: s.rss_bytes)]
-            if gpu:
-                rows.append(gpu)
-            for row, (ylabel, value) in enumerate(rows):
-                series = []
-                for r in rs:
-                    samples = resources_by_run[r.id]
-                    st = steps_by_run.get(r.id) or []
-                    t0 = min([samples[0].t, *([st[0].t - st[0].seconds] if st else [])])
-                    series.append(
-                        (
-                            np.array([s.t - t0 for s in samples]),
-                            _gib(np.array([value(s) for s in samples], dtype=float)),
-                        )
-                    )
-                grid, mean, lo, hi = _profile(series)
-                ax = axes[row][col]
-                c = colour(layer, palette)
-                ax.fill_between(grid, lo, hi, color=c, alpha=0.25, linewidth=0, label="min–max")
-                ax.plot(grid, mean, color=c, linewidth=1.2, label="mean")
-                ax.set_ylim(bottom=0)
-                ax.set_xlim(left=0)
-                ax.set_title(f"{layer} ({len(rs)} run{'s' if len(rs) != 1 else ''})", fontsize=8)
-                ax.set_xlabel("seconds since the run began")
-                if col == 0:
-                    ax.set_ylabel(ylabel)
-                ax.grid(alpha=0.3)
-                ax.legend(fontsize=6, loc="lower right")
-        label = workload_label(named[w], vary)
-        fig.suptitle(f"Memory over time: {label}")
-        out.append((label, fig))
+    for label, rs in _by_workload(runs, lambda r: len(resources_by_run.get(r.id, ())) >= 2):
+        rows = [("host memory (RSS), GiB", _sampled(resources_by_run, steps_by_run, lambda s: s.rss_bytes, 2**-30))]
+        gpu = gpu_memory_row([s for r in rs for s in resources_by_run[r.id]])
+        if gpu:
+            rows.append((gpu[0], _sampled(resources_by_run, steps_by_run, gpu[1], 2**-30)))
+        out.append((label, _over_time(rs, rows, "Memory over time", label)))
+    return out
+
+
+def _busiest(s: ResourceEvent, key: str) -> float:
+    """A sample's value of its busiest GPU (the one the run used), NaN where that GPU does not report it."""
+    g = max(s.gpus, key=lambda g: g.get("util_percent", 0), default={})
+    return float(g.get(key, np.nan))
+
+
+def gpu_state(
+    runs: Sequence[RunRecord],
+    resources_by_run: Mapping[str, Sequence[ResourceEvent]],
+    steps_by_run: Mapping[str, Sequence[StepEvent]],
+) -> list[tuple[str, Figure]]:
+    """Per workload, one panel per layer: images/sec of each timed step beside the busiest GPU's SM clock,
+    power and temperature over the run, so a slowdown is seen with what the GPU did at that moment."""
+
+    def steps(r: RunRecord) -> tuple[np.ndarray, np.ndarray]:
+        st = [s for s in steps_by_run.get(r.id) or [] if s.phase == "timed"]
+        t0 = _start(resources_by_run[r.id], steps_by_run.get(r.id) or [])
+        return np.array([s.t - t0 for s in st]), np.array([s.images_per_sec for s in st], dtype=float)
+
+    def clocked(r: RunRecord) -> bool:
+        samples = resources_by_run.get(r.id, ())
+        return len(samples) >= 2 and any(g.get("sm_clock_mhz") for s in samples for g in s.gpus)
+
+    out = []
+    for label, rs in _by_workload(
+        runs, lambda r: clocked(r) and any(s.phase == "timed" for s in steps_by_run.get(r.id, ()))
+    ):
+        rows: list[tuple[str, Series]] = [("images/sec per timed step", steps)]
+        for key, ylabel in (
+            ("sm_clock_mhz", "SM clock, MHz"),
+            ("power_watts", "power, W"),
+            ("temperature_c", "temperature, °C"),
+        ):
+            rows.append((ylabel, _sampled(resources_by_run, steps_by_run, partial(_busiest, key=key))))
+        out.append((label, _over_time(rs, rows, "GPU clocks, power and temperature", label)))
     return out
 
 
@@ -670,6 +737,9 @@ CAPTIONS = {  # under each figure: what it shows and the method of each interval
     "memory": "{label}: the workload process's resident memory (and GPU memory in use, where there are GPUs) "
     "sampled during each run; line: mean across repetitions, band: min–max, each run linear between its samples "
     "and never beyond its last.",
+    "gpu": "{label}: each timed step's images/sec, and the SM clock, power draw and temperature of the busiest "
+    "GPU (the one the run used) in each sample, on one time axis; line: mean across repetitions, band: min–max. "
+    "A step slowing with the clock is the GPU throttling (see GPU health for the reasons).",
     "distributed": "Total: the sum of the workers' own measured images/sec per job; dashed: workers × one worker "
     "alone (linear scaling). Efficiency: total ÷ that. Whiskers: min–max over jobs; n: jobs.",
     "shared": "The foreground's images/sec alone and beside its co-tenant in the same repetition; drop: mean over "
@@ -679,10 +749,10 @@ CAPTIONS = {  # under each figure: what it shows and the method of each interval
 }
 
 
-def build(a: Analysis, resources_by_run: Mapping[str, Sequence[ResourceEvent]]) -> list[Plot]:
+def build(a: Analysis) -> list[Plot]:
     """Every figure the analysis has something for, rendered, in report order."""
     flagged = {r.id: w for r, w in a.steady}
-    runs, steps_by_run = a.runs, a.steps
+    runs, steps_by_run, resources_by_run = a.runs, a.steps, a.samples
     n_runs = sum(1 for r in runs if r.role != "cotenant")
     plots: list[Plot] = []
 
@@ -699,6 +769,8 @@ def build(a: Analysis, resources_by_run: Mapping[str, Sequence[ResourceEvent]]) 
         add("steps", "steps", steps(runs, steps_by_run, flagged), CAPTIONS["steps"].format(n_runs=n_runs))
         for i, (label, fig) in enumerate(memory(runs, resources_by_run, steps_by_run)):
             add(f"memory-{i + 1}", "memory", fig, CAPTIONS["memory"].format(label=label))
+        for i, (label, fig) in enumerate(gpu_state(runs, resources_by_run, steps_by_run)):
+            add(f"gpu-{i + 1}", "gpu", fig, CAPTIONS["gpu"].format(label=label))
         add("distributed", "distributed", distributed(a.distributed), CAPTIONS["distributed"])
         add("shared", "shared", shared(a.shared), CAPTIONS["shared"])
         caption = CAPTIONS["fleet"].format(rule=fleet_rule(a.fleet_slowdown))

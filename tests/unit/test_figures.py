@@ -216,7 +216,7 @@ def test_html_page_embeds_figures_escapes_text_and_loads_nothing() -> None:
         ),
     ]
     a = Analysis(runs=tuple(runs), groups=tuple(stats.summarise(runs)))
-    plots = figures.build(a, {})
+    plots = figures.build(a)
     refs = {p.section: [render.FigureRef(p.title, p.caption, f"figure:{p.name}")] for p in plots}
     md = render.markdown(a, title="t <b>x</b>", figures=refs, captions=False)
     page = html.document(md, {p.name: p for p in plots}, "t <b>x</b>", "made now")

@@ -3,20 +3,25 @@ unhealthy cases built from it), judged into findings, causes and a report sectio
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dltestbed.report import health, health_md, render
+from dltestbed import runner
+from dltestbed.report import figures, health, health_md, render
 from dltestbed.report import validate as v
-from dltestbed.report.analysis import analyse
+from dltestbed.report.analysis import analyse, read
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.keys import GroupKey
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
+from dltestbed.workload.__main__ import run_micro
+from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import HealthEvent, ResourceEvent, StepEvent, encode, parse_line
 from dltestbed.workload.gpu import Nvml
 from dltestbed.workload.sampler import watched
@@ -292,3 +297,41 @@ def test_init_writes_health_rules_that_validate_accepts_and_passes() -> None:
     }
     parsed = v.Reference.model_validate(ref)
     assert {j.status for j in v.judge(parsed, a) if j.what.startswith("health")} == {"pass"}
+
+
+def test_from_the_workload_to_the_report_an_xid_on_a_micro_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The workload (membw probe, no TensorFlow) on the fake H100 that logs XID 79 mid-run: its health events go
+    through the stdout protocol into the runner's collector and the store, and the report names the XID."""
+    monkeypatch.setitem(sys.modules, "pynvml", fakenvml.h100(util=None, xids=((0, 79),)))
+    out = io.StringIO()
+    run_micro(["--probes", "membw", "--warmup", "1", "--steps", "2", "--sample-interval", "0.05"], Emitter(out))
+    store = Store.open(tmp_path / "r.sqlite")
+    run = _run(model="micro", mode="probe")
+    store.save_run(run)
+    collect = runner._Collector(run, store, runner.NullObserver())
+    for line in out.getvalue().splitlines():
+        collect.on_line(line)
+    assert collect.unparsed == []
+    before, after = store.health(run.id)
+    assert (before.phase, after.phase, [x["xid"] for x in after.xids]) == ("before", "after", [79])
+    assert len(store.resources(run.id)) >= 2 and "sm_clock_mhz" in store.resources(run.id)[0].gpus[0]
+    a = read(store, store.runs())
+    assert [(f.rule, f.run_id) for f in a.findings] == [("xid", run.id)] and a.gpus[0].runs == 1
+    store.close()
+
+
+def test_the_gpu_figure_puts_the_clock_beside_the_steps() -> None:
+    run = _run(steps=20)
+    steps, samples = _slowing(run)
+    a = analyse([run], {run.id: steps}, samples={run.id: samples})
+    ((label, fig),) = figures.gpu_state(a.runs, a.samples, a.steps)
+    assert "alexnet" in label
+    rows = [ax.get_ylabel() for ax in fig.axes]
+    assert rows == ["images/sec per timed step", "SM clock, MHz", "power, W", "temperature, °C"]
+    ips, clock = fig.axes[0].lines[0].get_ydata(), fig.axes[1].lines[0].get_ydata()
+    assert (max(ips), min(ips)) == pytest.approx((100.0, 62.0), abs=1.5)  # on the samples' grid: interpolated
+    assert (max(clock), min(clock)) == (1980, 1650)
+    plots = [p for p in figures.build(a) if p.section == "gpu"]
+    assert [p.name for p in plots] == ["gpu-1"] and "SM clock" in plots[0].caption
+    cpu = {run.id: [ResourceEvent(t=float(t), rss_bytes=1, cpu_percent=1.0) for t in range(5)]}
+    assert figures.gpu_state(a.runs, cpu, a.steps) == []  # no GPU samples: no GPU figure
