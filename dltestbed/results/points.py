@@ -2,8 +2,9 @@
 
 Schema (documented in README, "InfluxDB stream"):
   dltestbed_step      tags RUN_TAGS + phase; fields images_per_sec, seconds, images, index; time = step end
-  dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_memory_used_bytes,
-                      gpu<N>_process_memory_bytes, gpu<N>_util_percent, tf_gpu<N>_bytes (TensorFlow's allocator)
+  dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_<field> for each numeric field of
+                      GPU N's sample (memory_used_bytes, util_percent, sm_clock_mhz, power_watts, temperature_c,
+                      clock_reasons, pcie_*), tf_gpu<N>_bytes (TensorFlow's allocator)
   dltestbed_measure   tags RUN_TAGS + probe, case, unit, phase; fields value, seconds, index; time = measure end
                       (microbenchmark runs: model micro, mode probe)
   dltestbed_run       tags RUN_TAGS + status; fields images_per_sec, elapsed_seconds, timed_seconds,

@@ -18,6 +18,7 @@ from dltestbed.report import validate as v
 from dltestbed.report.analysis import analyse, read
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.keys import GroupKey
+from dltestbed.results import points
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.__main__ import run_micro
@@ -335,3 +336,10 @@ def test_the_gpu_figure_puts_the_clock_beside_the_steps() -> None:
     assert [p.name for p in plots] == ["gpu-1"] and "SM clock" in plots[0].caption
     cpu = {run.id: [ResourceEvent(t=float(t), rss_bytes=1, cpu_percent=1.0) for t in range(5)]}
     assert figures.gpu_state(a.runs, cpu, a.steps) == []  # no GPU samples: no GPU figure
+
+
+def test_the_new_samples_stream_as_fields_of_the_resource_point() -> None:
+    line = points.resource_line(_run(), _sample(BUSY, 1.0))
+    for field in ("gpu0_sm_clock_mhz=1980.0", "gpu0_power_watts=690.0", "gpu0_temperature_c=71.0"):
+        assert field in line
+    assert "gpu0_clock_reasons=0.0" in line and "gpu0_pcie_tx_bytes_per_s=" in line
