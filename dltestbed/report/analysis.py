@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, health, jobs, micro, stats
-from dltestbed.report.fleet import FleetFlag
-from dltestbed.report.health import Finding, GpuFlag, GpuHealth
+from dltestbed.report.fleet import FleetFlag, GpuFlag
+from dltestbed.report.health import Finding, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats, Skipped
 from dltestbed.report.stats import GroupStats
@@ -92,7 +92,7 @@ def analyse(
         samples={r.id: samples.get(r.id, []) for r in runs},
         findings=tuple(found),
         gpus=tuple(rows),
-        gpu_flags=tuple(health.fleet(rows, fleet_slowdown)),
+        gpu_flags=tuple(fleet.gpus(rows, fleet_slowdown)),
     )
 
 

@@ -1,5 +1,6 @@
-"""Runs and hosts to look at: hosts slower than their peers (leave-one-out median and MAD) and runs whose
-timed steps are not steady. Pure; they change no number."""
+"""Runs, hosts and GPUs to look at: hosts slower than their peers (leave-one-out median and MAD), GPUs whose
+clock or power under load lies below their peers' (the same test), and runs whose timed steps are not
+steady. Pure; they change no number."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
+from dltestbed.report.health import GpuHealth
 from dltestbed.report.inference import slow_outliers, steady_state
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
+
+FLEET_MIN_GPUS = 3  # GPUs of one model needed to compare their clocks and power
 
 
 @dataclass(frozen=True)
@@ -69,4 +73,51 @@ def steady(runs: Iterable[RunRecord], timed: Mapping[str, Sequence[float]]) -> l
         words = steady_state(timed.get(r.id, ())).flags() if r.status == "ok" else []
         if words:
             out.append((r, words))
+    return out
+
+
+@dataclass(frozen=True)
+class GpuFlag:
+    """A GPU whose clock or power under load lies below its peers' (the other GPUs of the same model, on
+    every host): the likely cause of a slow host, or a GPU to look at."""
+
+    host: str
+    gpu: int
+    model: str
+    what: str  # sm_clock_mhz | power_watts
+    value: float
+    peers_median: float
+    robust_z: float
+    peers: int
+
+    def words(self) -> str:
+        """The flag in a line."""
+        label, unit = {"sm_clock_mhz": ("SM clock", "MHz"), "power_watts": ("power", "W")}[self.what]
+        return (
+            f"{self.host} GPU {self.gpu} ({self.model}): {label} {self.value:.0f} {unit} under load against its "
+            f"{self.peers - 1} peers' median {self.peers_median:.0f} {unit} (robust z {self.robust_z:.1f})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def gpus(rows: Sequence[GpuHealth], min_slowdown: float = FLEET_MIN_SLOWDOWN) -> list[GpuFlag]:
+    """GPUs of one model (FLEET_MIN_GPUS or more, across hosts and within one) compared on their median SM
+    clock and power under load, by the fleet check's own test (leave-one-out median and MAD, and at least
+    `min_slowdown` % below): a GPU held back by heat or a power cap shows here even when the runs' throughput
+    is too noisy to."""
+    out = []
+    by_model: dict[str, list[GpuHealth]] = {}
+    for row in rows:
+        by_model.setdefault(row.model, []).append(row)
+    for model, group in by_model.items():
+        for what in ("sm_clock_mhz", "power_watts"):
+            values = {f"{g.host}\0{g.gpu}": v for g in group if (v := getattr(g, what)) is not None}
+            if len(values) < FLEET_MIN_GPUS:
+                continue
+            for name, sc in slow_outliers(values, min_slowdown=min_slowdown).items():
+                host, gpu = name.split("\0")
+                out.append(GpuFlag(host, int(gpu), model, what, values[name], sc.median, sc.z, len(values)))
     return out

@@ -1,7 +1,7 @@
 """A GPU's health, from what the workload sampled and checked through NVML: findings per run (an XID, new
 ECC errors or remapped rows, a PCIe link trained below its max, PCIe replays, hardware slowdown), a row per
-host and GPU, the likely cause of a run that slowed down, and the GPUs whose clocks or power sit below
-their peers'. Pure: it reads stored samples and counters and changes no number.
+host and GPU, and the likely cause of a run that slowed down (report/fleet.py compares the GPUs' clocks
+and power with their peers'). Pure: it reads stored samples and counters and changes no number.
 
 What counts as busy, what a slowdown is and which reasons are a fault follow NVML's documentation of the
 clock-event reasons (nvmlClocksEventReason*): a power cap under full load is the GPU doing its job; a
@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any
 
-from dltestbed.report.inference import slow_outliers
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import HealthEvent, ResourceEvent
 
@@ -37,7 +36,6 @@ HARDWARE = 0x8 | 0x40 | 0x80  # …and those that are a fault: clocks cut by hal
 BUSY_UTIL = 50.0  # % utilisation from which a sample is of the GPU at work (idle clocks and links mean nothing)
 CAUSE_MIN_SHARE = 0.1  # a reason active in fewer busy samples than this does not explain a trend
 CLOCK_MIN_DROP = 0.02  # an SM clock change smaller than this is not said
-FLEET_MIN_GPUS = 3  # GPUs of one model needed to compare their clocks and power
 
 ERROR, WARNING = "error", "warning"
 # The rules a finding belongs to; `validate`'s health rules name them.
@@ -266,50 +264,3 @@ def _summarise(row: GpuHealth, worked: Sequence[Mapping[str, Any]]) -> None:
         if bit & SLOWDOWN and share:
             row.throttled[name] = round(share * 100, 1)
     row.link = link(worked, {})
-
-
-@dataclass(frozen=True)
-class GpuFlag:
-    """A GPU whose clock or power under load lies below its peers' (the other GPUs of the same model, on
-    every host): the likely cause of a slow host, or a GPU to look at."""
-
-    host: str
-    gpu: int
-    model: str
-    what: str  # sm_clock_mhz | power_watts
-    value: float
-    peers_median: float
-    robust_z: float
-    peers: int
-
-    def words(self) -> str:
-        """The flag in a line."""
-        label, unit = {"sm_clock_mhz": ("SM clock", "MHz"), "power_watts": ("power", "W")}[self.what]
-        return (
-            f"{self.host} GPU {self.gpu} ({self.model}): {label} {self.value:.0f} {unit} under load against its "
-            f"{self.peers - 1} peers' median {self.peers_median:.0f} {unit} (robust z {self.robust_z:.1f})"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return asdict(self)
-
-
-def fleet(rows: Sequence[GpuHealth], min_slowdown: float) -> list[GpuFlag]:
-    """GPUs of one model (FLEET_MIN_GPUS or more, across hosts and within one) compared on their median SM
-    clock and power under load, by the fleet check's own test (leave-one-out median and MAD, and at least
-    `min_slowdown` % below): a GPU held back by heat or a power cap shows here even when the runs' throughput
-    is too noisy to."""
-    out = []
-    by_model: dict[str, list[GpuHealth]] = {}
-    for row in rows:
-        by_model.setdefault(row.model, []).append(row)
-    for model, group in by_model.items():
-        for what in ("sm_clock_mhz", "power_watts"):
-            values = {f"{g.host}\0{g.gpu}": v for g in group if (v := getattr(g, what)) is not None}
-            if len(values) < FLEET_MIN_GPUS:
-                continue
-            for name, sc in slow_outliers(values, min_slowdown=min_slowdown).items():
-                host, gpu = name.split("\0")
-                out.append(GpuFlag(host, int(gpu), model, what, values[name], sc.median, sc.z, len(values)))
-    return out

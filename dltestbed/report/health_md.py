@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dltestbed.report.fleet import FleetFlag
-from dltestbed.report.health import BUSY_UTIL, ERROR, Finding, GpuFlag, GpuHealth
+from dltestbed.report.fleet import FleetFlag, GpuFlag
+from dltestbed.report.health import BUSY_UTIL, ERROR, Finding, GpuHealth
 
 
 def _cell(v: float | None, unit: str = "") -> str:
