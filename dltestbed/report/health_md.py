@@ -82,7 +82,10 @@ def markdown(
     unseen = {what: kinds for g in gpus for what, kinds in g.unseen.items()}
     if unseen:
         said = "; ".join(f"{what} (from {', '.join(kinds)})" for what, kinds in unseen.items())
-        lines += ["", f"Not visible from where the workload ran, so not checked there: {said}."]
+        lines += [
+            "",
+            f"Not read, so not checked (this GPU does not support it, or it is not visible from there): {said}.",
+        ]
     return [
         *lines,
         "",
