@@ -26,7 +26,7 @@ from dltestbed.provision.cache import prune
 
 WORKLOAD_REQUIREMENTS = ("pydantic", "psutil")  # what `python -m dltestbed.workload` imports, besides TF
 TF_PACKAGES = {"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"}
-GPU_EXTRA = {"nvidia-ml-py": "", "cuda-bindings": ">=12.6,<13"}  # name: the range when the controller has none
+GPU_EXTRA = {"nvidia-ml-py": ">=12.560", "cuda-bindings": ">=12.6,<13"}  # name: the range when the controller has none
 
 
 class WheelhouseError(DltestbedError):
