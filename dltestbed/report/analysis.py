@@ -5,7 +5,7 @@ Markdown, HTML, JSON, the figures and `validate` read it; none of them computes 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, health, jobs, micro, stats
@@ -83,7 +83,7 @@ def analyse(
         fleet_compared=compared,
         fleet_slowdown=fleet_slowdown,
         equivalence=equivalence,
-        steady=tuple(_with_causes(fleet.steady(runs, timed), steps, samples)),
+        steady=tuple(fleet.steady(runs, timed, _cause(steps, samples))),
         distributed=tuple(jobs.distributed(runs)),
         shared=tuple(jobs.shared(runs)),
         cases=tuple(cases),
@@ -96,19 +96,17 @@ def analyse(
     )
 
 
-def _with_causes(
-    flags: Sequence[SteadyFlag],
-    steps: Mapping[str, Sequence[StepEvent]],
-    samples: Mapping[str, Sequence[ResourceEvent]],
-) -> list[SteadyFlag]:
-    """A run that slowed down, with its likely cause where its GPU samples over its timed steps show one."""
-    out = []
-    for r, words in flags:
+def _cause(
+    steps: Mapping[str, Sequence[StepEvent]], samples: Mapping[str, Sequence[ResourceEvent]]
+) -> Callable[[RunRecord], str | None]:
+    """What explains a run that slowed down: its GPU samples over its timed steps (health.cause)."""
+
+    def of(r: RunRecord) -> str | None:
         timed = [s for s in steps.get(r.id, ()) if s.phase == "timed"]
         start = timed[0].t - timed[0].seconds if timed else None
-        why = health.cause(samples.get(r.id, ()), start, timed[-1].t if timed else None)
-        out.append((r, [w.replace("(throttling?)", f"({why})") if why else w for w in words]))
-    return out
+        return health.cause(samples.get(r.id, ()), start, timed[-1].t if timed else None)
+
+    return of
 
 
 def read(

@@ -4,7 +4,7 @@ steady. Pure; they change no number."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,11 +66,20 @@ def fleet(
     return flags, compared
 
 
-def steady(runs: Iterable[RunRecord], timed: Mapping[str, Sequence[float]]) -> list[tuple[RunRecord, list[str]]]:
-    """Runs whose timed steps are still trending or hold outlier steps, with what was seen (no number changes)."""
+def steady(
+    runs: Iterable[RunRecord],
+    timed: Mapping[str, Sequence[float]],
+    cause: Callable[[RunRecord], str | None] = lambda r: None,
+) -> list[tuple[RunRecord, list[str]]]:
+    """Runs whose timed steps are still trending or hold outlier steps, with what was seen (no number changes);
+    `cause`: what explains a run that slows down, asked of those runs only."""
     out = []
     for r in runs:
-        words = steady_state(timed.get(r.id, ())).flags() if r.status == "ok" else []
+        if r.status != "ok":
+            continue
+        state = steady_state(timed.get(r.id, ()))
+        drift = state.trend()
+        words = state.flags(slower_because=cause(r) if drift is not None and drift < 0 else None)
         if words:
             out.append((r, words))
     return out

@@ -262,16 +262,23 @@ class SteadyState:
     drift_hi_pct: float | None
     outliers: tuple[int, ...]  # indices of steps whose images/sec is beyond ROBUST_Z from the median
 
-    def flags(self, min_drift_pct: float = 2.0) -> list[str]:
-        """Words for what is wrong: a trend (CI of the slope excludes 0 and the change is at least
-        min_drift_pct %), outlier steps."""
+    def trend(self, min_drift_pct: float = 2.0) -> float | None:
+        """The change over the run in %, where it is a trend: the slope's interval excludes 0 and the change
+        is at least min_drift_pct %. None: no trend."""
+        if self.drift_pct is None or self.drift_lo_pct is None or self.drift_hi_pct is None:
+            return None
+        trending = (self.drift_lo_pct > 0 or self.drift_hi_pct < 0) and abs(self.drift_pct) >= min_drift_pct
+        return self.drift_pct if trending else None
+
+    def flags(self, min_drift_pct: float = 2.0, slower_because: str | None = None) -> list[str]:
+        """Words for what is wrong: a trend, outlier steps. `slower_because`: what explains a slowing run
+        (its GPU's samples), said instead of the question "throttling?"."""
         out = []
-        if self.drift_pct is not None and self.drift_lo_pct is not None and self.drift_hi_pct is not None:
-            trending = (self.drift_lo_pct > 0 or self.drift_hi_pct < 0) and abs(self.drift_pct) >= min_drift_pct
-            if trending and self.drift_pct > 0:
-                out.append(f"still speeding up: +{self.drift_pct:.1f} % over its timed steps (warm-up too short?)")
-            elif trending:
-                out.append(f"slowing down: {self.drift_pct:.1f} % over its timed steps (throttling?)")
+        drift = self.trend(min_drift_pct)
+        if drift is not None and drift > 0:
+            out.append(f"still speeding up: +{drift:.1f} % over its timed steps (warm-up too short?)")
+        elif drift is not None:
+            out.append(f"slowing down: {drift:.1f} % over its timed steps ({slower_because or 'throttling?'})")
         if self.outliers:
             out.append(f"{len(self.outliers)} outlier step(s): {', '.join(map(str, self.outliers[:5]))}")
         return out
