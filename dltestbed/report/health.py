@@ -65,6 +65,16 @@ class Finding:
         return asdict(self)
 
 
+def slowdowns(worked: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each slowdown reason active in any of a GPU's busy samples, with the share of them it was active in."""
+    out = {}
+    for bit, name in REASONS.items():
+        hits = sum(1 for g in worked if int(g.get("clock_reasons", 0)) & bit) if bit & SLOWDOWN else 0
+        if hits:
+            out[name] = hits / len(worked)
+    return out
+
+
 def busy(samples: Iterable[ResourceEvent], gpu: int) -> list[dict[str, Any]]:
     """One GPU's samples taken while it worked (utilisation ≥ BUSY_UTIL)."""
     return [g for s in samples for g in s.gpus if g.get("index") == gpu and g.get("util_percent", 0) >= BUSY_UTIL]
@@ -159,11 +169,11 @@ def cause(samples: Sequence[ResourceEvent], start: float | None = None, end: flo
     worked = max((busy(window, i) for i in indices), key=len, default=[])
     if not worked:
         return None
-    words = []
-    for bit, name in REASONS.items():
-        share = sum(1 for g in worked if int(g.get("clock_reasons", 0)) & bit) / len(worked)
-        if bit & SLOWDOWN and share >= CAUSE_MIN_SHARE:
-            words.append(f"{name} active in {share * 100:.0f} % of samples")
+    words = [
+        f"{name} active in {share * 100:.0f} % of samples"
+        for name, share in slowdowns(worked).items()
+        if share >= CAUSE_MIN_SHARE
+    ]
     third = max(1, len(worked) // 3)
     for key, unit, label in (("sm_clock_mhz", " MHz", "SM clock"), ("temperature_c", " °C", "temperature")):
         head = [g[key] for g in worked[:third] if key in g]
@@ -252,15 +262,12 @@ def _summarise(row: GpuHealth, worked: Sequence[Mapping[str, Any]]) -> None:
     row.busy_samples = len(worked)
     if not worked:
         return
-    for key, attr in (("sm_clock_mhz", "sm_clock_mhz"), ("power_watts", "power_watts")):
+    for key in ("sm_clock_mhz", "power_watts"):
         values = [float(g[key]) for g in worked if key in g]
-        setattr(row, attr, median(values) if values else None)
+        setattr(row, key, median(values) if values else None)
     temps = [float(g["temperature_c"]) for g in worked if "temperature_c" in g]
     row.temperature_max_c = max(temps) if temps else None
     limits = [float(g["power_limit_watts"]) for g in worked if "power_limit_watts" in g]
     row.power_limit_watts = limits[-1] if limits else row.power_limit_watts
-    for bit, name in REASONS.items():
-        share = sum(1 for g in worked if int(g.get("clock_reasons", 0)) & bit) / len(worked)
-        if bit & SLOWDOWN and share:
-            row.throttled[name] = round(share * 100, 1)
+    row.throttled = {name: round(share * 100, 1) for name, share in slowdowns(worked).items()}
     row.link = link(worked, {})

@@ -10,8 +10,8 @@ from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import BUSY_UTIL, ERROR, Finding, GpuHealth
 
 
-def _cell(v: float | None, unit: str = "") -> str:
-    return "—" if v is None else f"{v:.0f}{unit}"
+def _cell(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0f}"
 
 
 def _link(at: tuple[int, int] | None) -> str:
