@@ -67,12 +67,14 @@ class Nvml:
     def _text(v: Any) -> str:
         return v.decode() if isinstance(v, bytes) else str(v)
 
-    def _try(self, call: Callable[..., Any], *args: Any) -> Any:
-        """An NVML call's value, or None where this GPU or driver does not support it (NVMLError). Anything
-        else (a function this NVML lacks) raises."""
+    def _try(self, call: Callable[..., Any], *args: Any, unseen: dict[str, str] | None = None, what: str = "") -> Any:
+        """An NVML call's value, or None where this GPU or driver does not support it (NVMLError), which
+        `unseen` then keeps as `what` → NVML's words. Anything else (a function this NVML lacks) raises."""
         try:
             return call(*args)
-        except self._n.NVMLError:
+        except self._n.NVMLError as exc:
+            if unseen is not None:
+                unseen.setdefault(what, str(exc) or type(exc).__name__)
             return None
 
     def devices(self) -> list[dict[str, Any]]:
@@ -183,11 +185,7 @@ class Nvml:
         unseen: dict[str, str] = {}
 
         def ask(what: str, call: Callable[..., Any], *args: Any) -> Any:
-            try:
-                return call(*args)
-            except n.NVMLError as exc:
-                unseen.setdefault(what, str(exc) or type(exc).__name__)
-                return None
+            return self._try(call, *args, unseen=unseen, what=what)
 
         out = []
         for i, h in enumerate(self._handles):
