@@ -196,6 +196,7 @@ class GpuHealth:
     model: str = "?"
     uuid: str | None = None
     runs: int = 0
+    checked: int = 0  # runs that checked its counters before or after them
     findings: list[Finding] = field(default_factory=list)
     sm_clock_mhz: float | None = None  # median over busy samples
     sm_clock_max_mhz: int | None = None
@@ -225,13 +226,16 @@ def gpus(
     worked: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in runs:
         host = r.machine or r.host
-        names = {int(g.get("index", i)): str(g.get("name", "?")) for i, g in enumerate(r.fingerprint.get("gpus") or [])}
+        facts = {int(g.get("index", i)): g for i, g in enumerate(r.fingerprint.get("gpus") or [])}  # Nvml.devices
         seen = {int(g.get("index", 0)) for s in samples.get(r.id, ()) for g in s.gpus}
         seen |= {int(g.get("index", 0)) for c in checks.get(r.id, ()) for g in c.gpus}
         for i in seen:
-            row = rows.setdefault((host, i), GpuHealth(host, i, names.get(i, "?")))
+            row = rows.setdefault((host, i), GpuHealth(host, i, str(facts.get(i, {}).get("name", "?"))))
             row.runs += 1
+            row.checked += any(int(g.get("index", 0)) == i for c in checks.get(r.id, ()) for g in c.gpus)
             worked.setdefault((host, i), []).extend(busy(samples.get(r.id, ()), i))
+            if facts.get(i, {}).get("sm_clock_max_mhz"):
+                row.sm_clock_max_mhz = int(facts[i]["sm_clock_max_mhz"])
             for c in checks.get(r.id, ()):
                 snap = next((g for g in c.gpus if int(g.get("index", 0)) == i), {})
                 row.uuid = row.uuid or snap.get("uuid")
@@ -242,9 +246,6 @@ def gpus(
                 for what in c.unseen:
                     kinds = row.unseen.setdefault(what.split(":")[0], [])
                     kinds += [] if r.target_kind in kinds else [r.target_kind]
-            for g in r.fingerprint.get("gpus") or []:
-                if int(g.get("index", -1)) == i and g.get("sm_clock_max_mhz"):
-                    row.sm_clock_max_mhz = int(g["sm_clock_max_mhz"])
     for f in found:
         if (f.host, f.gpu) in rows:
             rows[(f.host, f.gpu)].findings.append(f)

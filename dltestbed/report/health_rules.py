@@ -66,7 +66,7 @@ def _unseen(g: GpuHealth, what: str) -> str | None:
 
 
 def _unchecked(g: GpuHealth) -> str | None:
-    return None if g.link_max is not None or g.uuid is not None else "no health check before and after a run"
+    return None if g.checked else "no health check before and after a run"
 
 
 def judge_health(rules: HealthRules, gpus: Sequence[GpuHealth]) -> list[Judgement]:

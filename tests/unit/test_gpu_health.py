@@ -282,6 +282,14 @@ def test_a_rule_on_what_could_not_be_seen_cannot_be_judged_and_junit_says_so() -
     assert (xid.status, xid.evidence) == ("cannot judge", "XID events not visible from bm")
     xml = v.junit_xml(judged)
     assert 'classname="dltestbed.validate.health.no_xid" name="no XID on h GPU 0"><error' in xml
+    sampled = _run()  # samples, but no check before and after (a workload from before dltestbed checked)
+    only = analyse([sampled], samples={sampled.id: [_sample(BUSY, 0.0)]})
+    xid = next(j for j in v.judge(v.parse_reference("health: {}", "ref.yml"), only) if j.what == "health.no_xid")
+    assert (xid.status, xid.evidence, only.gpus[0].checked) == (
+        "cannot judge",
+        "no health check before and after a run",
+        0,
+    )
     none = v.judge(v.parse_reference("health: {}", "ref.yml"), analyse([make_run(status="ok", images_per_sec=9.0)]))
     assert [(j.name, j.status) for j in none] == [("GPU health", "cannot judge")]
 
