@@ -100,6 +100,9 @@ class WorkloadSpec(_RunSpec):
     classes: int = Field(1000, ge=2)
     math: Math = "float32"
     xla: bool = False  # compile the step with XLA (tf.function(jit_compile=True))
+    # TensorFlow's op determinism on (the seed, initial weights and batches are the same on every target anyway):
+    # the same stack on the same hardware computes the same loss, bit for bit (report/agreement.py checks it)
+    deterministic: bool = False
 
     @field_validator("model")
     @classmethod
@@ -145,6 +148,7 @@ class WorkloadSpec(_RunSpec):
             "--math",
             self.math,
             *(["--xla"] if self.xla else []),
+            *(["--deterministic"] if self.deterministic else []),
             *self._common_argv(),
         ]
 

@@ -23,6 +23,7 @@ from dltestbed.cli.bench_options import (
     DataDirOption,
     DataOption,
     DataSharedOption,
+    DeterministicOption,
     DeviceOption,
     GpuMemoryMibOption,
     ImageSizeOption,
@@ -106,6 +107,7 @@ def bench(
     warmup: WarmupOption = None,
     steps: StepsOption = None,
     classes: ClassesOption = 1000,
+    deterministic: DeterministicOption = False,
     repeat: RepeatOption = "3",
     precision: PrecisionOption = 2.0,
     max_repeat: MaxRepeatOption = 20,
@@ -192,6 +194,7 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         warmup=o["warmup"],
         steps=o["steps"],
         classes=o["classes"],
+        deterministic=o["deterministic"],
     )
     reps = orch.Repetitions(
         repeat=o["repeat"],

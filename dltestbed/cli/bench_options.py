@@ -122,6 +122,16 @@ XlaOption = Annotated[
     ),
 ]
 
+DeterministicOption = Annotated[
+    bool,
+    typer.Option(
+        "--deterministic",
+        help="TensorFlow's op determinism (the seed, weights and batches are the same on every target "
+        "anyway): the report compares every step's loss with bare metal's, bit for bit where the stack is "
+        "the same, and names the first step where a run diverged.",
+    ),
+]
+
 GpuMemoryMibOption = Annotated[
     int | None,
     typer.Option(

@@ -95,6 +95,7 @@ def _plan(request: BenchRequest, observer: BenchObserver) -> Plan:
         mode=w.mode,
         device=w.device,
         classes=w.classes,
+        deterministic=w.deterministic,
         order=r.order,
         seed=r.seed,
         precision=r.precision,

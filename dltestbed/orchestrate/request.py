@@ -40,6 +40,7 @@ class Workloads:
     warmup: int | None = None
     steps: int | None = None
     classes: int = 1000
+    deterministic: bool = False  # op determinism: every step's loss comparable bit for bit between layers
 
 
 @dataclass(frozen=True)

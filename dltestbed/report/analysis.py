@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, fleet, health, jobs, micro, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, agreement, fleet, health, jobs, micro, stats
+from dltestbed.report.agreement import Agreement
 from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import Finding, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
@@ -45,6 +46,7 @@ class Analysis:
     findings: tuple[Finding, ...] = ()  # what went wrong with a GPU during a run (errors, then warnings)
     gpus: tuple[GpuHealth, ...] = ()  # a row per host and GPU, those with findings first
     gpu_flags: tuple[GpuFlag, ...] = ()  # GPUs whose clock or power under load lies below their peers'
+    agreement: tuple[Agreement, ...] = ()  # deterministic runs' losses, step by step, against their reference
 
 
 def analyse(
@@ -93,6 +95,7 @@ def analyse(
         findings=tuple(found),
         gpus=tuple(rows),
         gpu_flags=tuple(fleet.gpus(rows, fleet_slowdown)),
+        agreement=tuple(agreement.agreements(runs, steps)),
     )
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, health_md, micro
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, agreement_md, health_md, micro
 from dltestbed.report.analysis import Analysis, SteadyFlag
 from dltestbed.report.compare import Change
 from dltestbed.report.environment import math_words
@@ -163,8 +163,9 @@ def markdown(
 ) -> str:
     """The report in Markdown: each layer's verdict in a line, the groups' table, each layer's overhead
     with its interval and verdict, the probes, the environment of each group and its differences, the
-    noise floor, fleet outliers, steady-state flags, GPU health, distributed jobs and shared pairs — each section only
-    when the runs have it — with each figure in its section (captions: a line under each)."""
+    noise floor, fleet outliers, steady-state flags, GPU health, the deterministic runs' agreement, distributed
+    jobs and shared pairs — each section only when the runs have it — with each figure in its section
+    (captions: a line under each)."""
     figs = figures or {}
     groups = a.groups
     micro_lines = micro.markdown(a.cases, a.skipped, groups)
@@ -184,6 +185,7 @@ def markdown(
     named = {r.id: f"{r.target_kind} {r.model} rep {r.repetition}" for r in a.runs}
     lines += health_md.markdown(a.gpus, a.findings, a.gpu_flags, a.fleet, named)
     lines += _figures(figs, "gpu", captions)
+    lines += agreement_md.markdown(a.agreement)
     for section, heading in (("steps", "Steps, run by run"), ("memory", "Memory over time")):
         if figs.get(section):
             lines += ["", f"## {heading}", *_figures(figs, section, captions)]
@@ -520,7 +522,8 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 
 def as_json(a: Analysis) -> str:
-    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro", "health"} as JSON."""
+    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro", "health",
+    "agreement"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
@@ -541,6 +544,7 @@ def as_json(a: Analysis) -> str:
                 "gpus": [g.to_dict() for g in a.gpus],
                 "gpu_flags": [f.to_dict() for f in a.gpu_flags],
             },
+            "agreement": [x.to_dict() for x in a.agreement],
         },
         indent=2,
     )

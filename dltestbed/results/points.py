@@ -1,7 +1,8 @@
 """Results as InfluxDB line protocol: one point per step, resource sample and finished run. Pure.
 
 Schema (documented in README, "InfluxDB stream"):
-  dltestbed_step      tags RUN_TAGS + phase; fields images_per_sec, seconds, images, index; time = step end
+  dltestbed_step      tags RUN_TAGS + phase; fields images_per_sec, seconds, images, index, result (the loss,
+                      where finite); time = step end
   dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_<field> for each numeric field of
                       GPU N's sample (memory_used_bytes, util_percent, sm_clock_mhz, power_watts, temperature_c,
                       clock_reasons, pcie_*), tf_gpu<N>_bytes (TensorFlow's allocator)
@@ -74,9 +75,10 @@ def _ns(t: float) -> int:
 def step_line(run: RunRecord, ev: StepEvent, prefix: str | None = None) -> str:
     """A step as one line; `prefix` is series("dltestbed_step", run, phase=ev.phase), when the caller keeps it."""
     head = prefix or series("dltestbed_step", run, phase=ev.phase)
+    result = f",result={_float(ev.result)}" if ev.result is not None and math.isfinite(ev.result) else ""
     return (
         f"{head} images={int(ev.images)}i,images_per_sec={_float(ev.images_per_sec)},"
-        f"index={int(ev.index)}i,seconds={_float(ev.seconds)} {_ns(ev.t)}"
+        f"index={int(ev.index)}i{result},seconds={_float(ev.seconds)} {_ns(ev.t)}"
     )
 
 

@@ -9,6 +9,7 @@ leaves each result either stored with its point waiting, or not stored at all.""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -26,10 +27,11 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 7  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+SCHEMA_VERSION = 8  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
 # 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
 # 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
+# 8: steps.result (each step's loss, or its logits' sum in inference)
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 
@@ -47,7 +49,7 @@ CREATE INDEX IF NOT EXISTS runs_bench ON runs (bench_id);
 CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, phase TEXT NOT NULL,
     images INTEGER NOT NULL, seconds REAL NOT NULL, images_per_sec REAL NOT NULL, t REAL NOT NULL,
-    PRIMARY KEY (run_id, idx)
+    result, PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS resources (
     run_id TEXT NOT NULL REFERENCES runs(id), t REAL NOT NULL, rss_bytes INTEGER NOT NULL,
@@ -88,6 +90,7 @@ _ADDED = {
 }
 _OUTBOX_ADDED = {"sending": "NULL"}
 _RESOURCES_ADDED = {"tf_gpu_bytes": "NULL"}
+_STEPS_ADDED = {"result": "NULL"}
 # A model run stored before schema 6 ran TensorFlow's default math: float32 on a CPU, and on a GPU whatever
 # TensorFlow chose (TF32 on Ampere or later): "default", which is never compared with a named mode.
 _OLD_MATH = """UPDATE runs SET math = CASE
@@ -152,6 +155,7 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
                 raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
             outbox_cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
             resource_cols = {r[1] for r in conn.execute("PRAGMA table_info(resources)")}
+            step_cols = {r[1] for r in conn.execute("PRAGMA table_info(steps)")}
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -159,6 +163,7 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
                 ("runs", _ADDED, cols),
                 ("outbox", _OUTBOX_ADDED, outbox_cols),
                 ("resources", _RESOURCES_ADDED, resource_cols),
+                ("steps", _STEPS_ADDED, step_cols),
             ):
                 for col, default in added.items():
                     if had and col not in had:
@@ -171,6 +176,12 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _result(value: float | None) -> float | str | None:
+    """A step's result as stored: a number, or "nan"/"inf"/"-inf" as text (SQLite keeps no NaN: it would
+    read back as NULL, a step that said nothing)."""
+    return value if value is None or math.isfinite(value) else repr(value)
 
 
 class Store:
@@ -275,8 +286,9 @@ class Store:
         """Store one step and its points; False (nothing written) when the run has this step already."""
         with self._write() as db:
             db.execute("BEGIN")
-            row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t)
-            if not db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?)", row).rowcount:
+            row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t, _result(ev.result))
+            sql = "INSERT OR IGNORE INTO steps (run_id, idx, phase, images, seconds, images_per_sec, t, result) "
+            if not db.execute(sql + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount:
                 return False
             db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
             self._outbox(db, outbox)
@@ -377,10 +389,21 @@ class Store:
     def steps(self, run_id: str) -> list[StepEvent]:
         """A run's steps in order."""
         rows = self._query(
-            "SELECT idx, phase, images, seconds, images_per_sec, t FROM steps WHERE run_id = ? ORDER BY idx",
+            "SELECT idx, phase, images, seconds, images_per_sec, t, result FROM steps WHERE run_id = ? ORDER BY idx",
             (run_id,),
         )
-        return [StepEvent(index=r[0], phase=r[1], images=r[2], seconds=r[3], images_per_sec=r[4], t=r[5]) for r in rows]
+        return [
+            StepEvent(
+                index=r[0],
+                phase=r[1],
+                images=r[2],
+                seconds=r[3],
+                images_per_sec=r[4],
+                t=r[5],
+                result=float(r[6]) if r[6] is not None else None,
+            )
+            for r in rows
+        ]
 
     def resources(self, run_id: str) -> list[ResourceEvent]:
         """A run's resource samples in time order."""

@@ -70,6 +70,11 @@ def parser() -> argparse.ArgumentParser:
         "(bfloat16 where the device has it, else float16); default float32",
     )
     p.add_argument("--xla", action="store_true", help="compile the step with XLA")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="TensorFlow's op determinism: the same stack computes the same loss at every step, bit for bit",
+    )
     p.add_argument("--gpu-memory-mib", type=int, help="a fixed GPU memory limit per GPU (default: grow as needed)")
     p.add_argument(
         "--watch-stdin",
@@ -360,7 +365,9 @@ def run(argv: list[str], emitter: Emitter) -> None:
         running.enter_context(watched(nvml, emitter.emit))
         running.enter_context(sampler.running())
         mathmode.apply(tf, keras, math)
-        keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
+        keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker (and every target)
+        if spec.deterministic:  # after the seed: TensorFlow refuses op determinism without one
+            tf.config.experimental.enable_op_determinism()
         seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
         step = _step(tf, keras, spec, classes, math, strategy, cluster.size if cluster else 1)
         if index is not None:

@@ -38,6 +38,9 @@ class StepEvent:
     t: float
     device: str | None = None  # the first step only: the device TensorFlow put its result on (e.g. .../device:GPU:0)
     libraries: dict[str, str] | None = None  # the first step only: CUDA libraries loaded by then, with versions
+    # the step's result, as computed: the training loss, or in inference the sum of the logits (report/agreement
+    # compares it step by step between layers); NaN or ±inf when the computation gave that
+    result: float | None = None
     event: str = field(default="step", init=False)
 
 
@@ -195,11 +198,15 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
 }
 # Fields an event may leave out (older workloads, or nothing to say): absent or null is None.
 _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
-    "step": {"device": (str,), "libraries": (dict,)},
+    "step": {"device": (str,), "libraries": (dict,), "result": (*_NUM, str)},
     "resource": {"tf_gpu_bytes": (list,)},
     "health": {"xids": (list,), "unseen": (list,)},
     "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
 }
+
+
+# A result that is not a finite number (a loss gone to NaN) travels as text: JSON has no NaN.
+_NOT_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def encode(ev: Event) -> str:
@@ -209,6 +216,8 @@ def encode(ev: Event) -> str:
     for name in _OPTIONAL.get(kind, ()):
         if body[name] is None:
             del body[name]  # e.g. a step's device: said once, on the first step
+    if isinstance(body.get("result"), float) and not math.isfinite(body["result"]):
+        body["result"] = repr(body["result"])
     return json.dumps({"v": SCHEMA_VERSION, "event": kind, **body}, separators=(",", ":"))
 
 
@@ -263,6 +272,11 @@ def parse_line(line: str) -> Event:
     for name, accepted in _OPTIONAL.get(kind, {}).items():
         value = obj.get(name)
         if value is None:
+            continue
+        if name == "result" and isinstance(value, str):
+            if value not in _NOT_FINITE:
+                return Unparsed(line, f"{kind} event: 'result' {value!r} is not a number")
+            values[name] = _NOT_FINITE[value]
             continue
         if why := _wrong(value, accepted):
             return Unparsed(line, f"{kind} event: {name!r} {why}")

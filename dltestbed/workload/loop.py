@@ -108,7 +108,8 @@ def run(
     require_gpu: bool = False,
     libraries: Callable[[], dict[str, str]] | None = None,
 ) -> SummaryEvent:
-    """Run warm-up + timed steps, emitting each; the input fetch is inside the step's time. The first
+    """Run warm-up + timed steps, emitting each with its result (the loss); the input fetch is inside the
+    step's time. The first
     step's event says the device its result was put on, and what `libraries` says then (the CUDA libraries
     loaded: cuDNN and cuBLAS load at their first use); with `require_gpu`, a first step that did not
     run on a GPU ends the run (ConfigError) before any other step."""
@@ -121,7 +122,7 @@ def run(
         try:
             images, labels = next(batches)
             result = step(images, labels)
-            float(result)  # blocks until the device has produced the value
+            value = float(result)  # blocks until the device has produced the value
         except Exception as exc:
             raise StepError(i) from exc
         dt = time.perf_counter() - t0
@@ -145,6 +146,7 @@ def run(
                 t=time.time(),
                 device=device,
                 libraries=libs,
+                result=value,
             )
         )
         if i == 0 and require_gpu and not on_gpu(device):
