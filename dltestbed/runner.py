@@ -16,6 +16,7 @@ from dltestbed.results.store import Store
 from dltestbed.shield import shielded
 from dltestbed.targets.base import INTERRUPT, Aborted, CommandResult, Target
 from dltestbed.workload.events import (
+    CheckEvent,
     ErrorEvent,
     Event,
     HealthEvent,
@@ -152,6 +153,8 @@ class _Collector:
                 self.measures += ev.phase == "timed"
             case SkipEvent():
                 self.store.add_skip(self.run.id, ev)
+            case CheckEvent():
+                self.store.add_check(self.run.id, ev)
             case ProbesDoneEvent():
                 self.probes_done = ev
             case SummaryEvent():

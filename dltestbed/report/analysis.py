@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, agreement, fleet, health, jobs, micro, stats
 from dltestbed.report.agreement import Agreement
+from dltestbed.report.checks import CheckRow, Mismatch
+from dltestbed.report.checks import summarise as summarise_checks
 from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import Finding, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
@@ -17,7 +19,7 @@ from dltestbed.report.micro import CaseStats, Skipped
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
-from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
+from dltestbed.workload.events import CheckEvent, HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 FLEET_MIN_HOSTS = 3  # the fleet check needs 3 machines; with them it runs in every report
 
@@ -47,6 +49,8 @@ class Analysis:
     gpus: tuple[GpuHealth, ...] = ()  # a row per host and GPU, those with findings first
     gpu_flags: tuple[GpuFlag, ...] = ()  # GPUs whose clock or power under load lies below their peers'
     agreement: tuple[Agreement, ...] = ()  # deterministic runs' losses, step by step, against their reference
+    checked: tuple[CheckRow, ...] = ()  # the probes' results checked, a row per host, layer, GPU and probe
+    mismatches: tuple[Mismatch, ...] = ()  # the checks that failed
 
 
 def analyse(
@@ -56,6 +60,7 @@ def analyse(
     skips: Mapping[str, Sequence[SkipEvent]] | None = None,
     samples: Mapping[str, Sequence[ResourceEvent]] | None = None,
     checks: Mapping[str, Sequence[HealthEvent]] | None = None,
+    results: Mapping[str, Sequence[CheckEvent]] | None = None,
     *,
     scope: str = "",
     by_host: bool = False,
@@ -63,7 +68,8 @@ def analyse(
     fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> Analysis:
     """The analysis of stored runs: models and probes apart; the fleet check whenever 3 or more machines ran;
-    the GPUs' health from the runs' samples and checks (`checks`: each run's health events)."""
+    the GPUs' health from the runs' samples and checks (`checks`: each run's health events); the probes'
+    checked results (`results`)."""
     steps, samples, checks = steps or {}, samples or {}, checks or {}
     probes = [r for r in records if r.is_probe]
     runs = [r for r in records if not r.is_probe]
@@ -76,6 +82,7 @@ def analyse(
     found = [f for r in records for f in health.findings(r, samples.get(r.id, ()), checks.get(r.id, ()))]
     found.sort(key=lambda f: (f.severity != health.ERROR, f.host, f.gpu))
     rows = health.gpus(records, samples, checks, found)
+    checked, mismatches = summarise_checks(probes, results or {})
     return Analysis(
         scope=scope,
         runs=tuple(runs),
@@ -96,6 +103,8 @@ def analyse(
         gpus=tuple(rows),
         gpu_flags=tuple(fleet.gpus(rows, fleet_slowdown)),
         agreement=tuple(agreement.agreements(runs, steps)),
+        checked=tuple(checked),
+        mismatches=tuple(mismatches),
     )
 
 
@@ -121,7 +130,8 @@ def read(
     equivalence: float | None = None,
     fleet_slowdown: float = FLEET_MIN_SLOWDOWN,
 ) -> Analysis:
-    """The analysis of `records`, with their steps, measures, skips, samples and health checks read from `store`."""
+    """The analysis of `records`, with their steps, measures, skips, samples, health and checked results read
+    from `store`."""
     probes = [r for r in records if r.is_probe]
     return analyse(
         records,
@@ -130,6 +140,7 @@ def read(
         {r.id: store.skips(r.id) for r in probes},
         {r.id: store.resources(r.id) for r in records},
         {r.id: store.health(r.id) for r in records},
+        {r.id: store.checks(r.id) for r in probes},
         scope=scope,
         by_host=by_host,
         equivalence=equivalence,

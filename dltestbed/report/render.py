@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, agreement_md, health_md, micro
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, agreement_md, checks, health_md, micro
 from dltestbed.report.analysis import Analysis, SteadyFlag
 from dltestbed.report.compare import Change
 from dltestbed.report.environment import math_words
@@ -163,8 +163,9 @@ def markdown(
 ) -> str:
     """The report in Markdown: each layer's verdict in a line, the groups' table, each layer's overhead
     with its interval and verdict, the probes, the environment of each group and its differences, the
-    noise floor, fleet outliers, steady-state flags, GPU health, the deterministic runs' agreement, distributed
-    jobs and shared pairs — each section only when the runs have it — with each figure in its section
+    noise floor, fleet outliers, steady-state flags, GPU health, the deterministic runs' agreement, the
+    checked results, distributed jobs and shared pairs — each section only when the runs have it — with
+    each figure in its section
     (captions: a line under each)."""
     figs = figures or {}
     groups = a.groups
@@ -186,6 +187,7 @@ def markdown(
     lines += health_md.markdown(a.gpus, a.findings, a.gpu_flags, a.fleet, named)
     lines += _figures(figs, "gpu", captions)
     lines += agreement_md.markdown(a.agreement)
+    lines += checks.markdown(a.checked, a.mismatches)
     for section, heading in (("steps", "Steps, run by run"), ("memory", "Memory over time")):
         if figs.get(section):
             lines += ["", f"## {heading}", *_figures(figs, section, captions)]
@@ -523,7 +525,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 def as_json(a: Analysis) -> str:
     """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro", "health",
-    "agreement"} as JSON."""
+    "agreement", "checks"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
@@ -545,6 +547,7 @@ def as_json(a: Analysis) -> str:
                 "gpu_flags": [f.to_dict() for f in a.gpu_flags],
             },
             "agreement": [x.to_dict() for x in a.agreement],
+            "checks": {"rows": [c.to_dict() for c in a.checked], "mismatches": [m.to_dict() for m in a.mismatches]},
         },
         indent=2,
     )

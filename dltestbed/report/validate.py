@@ -44,6 +44,7 @@ from scipy import stats as st
 from dltestbed.config import Math
 from dltestbed.errors import ConfigError
 from dltestbed.report.analysis import Analysis
+from dltestbed.report.correct_rules import judge_agreement, judge_results
 from dltestbed.report.environment import environment
 from dltestbed.report.health_rules import HealthRules, init_health, judge_health
 from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
@@ -171,7 +172,8 @@ def _three_way(lo: float, hi: float, limit: float, higher_is_better: bool) -> st
 
 
 def judge(reference: Reference, a: Analysis) -> list[Judgement]:
-    """Every check of the reference against a bench's analysis (its runs and its report groups)."""
+    """Every check of the reference against a bench's analysis (its runs and its report groups); then, asked
+    or not, the probes' checked results and the deterministic runs' losses (a wrong answer always fails)."""
     out = []
     for check in reference.checks:
         mine = [r for r in _selected(check, a.runs) if r.status == "ok" and r.images_per_sec]
@@ -203,7 +205,7 @@ def judge(reference: Reference, a: Analysis) -> list[Judgement]:
             out.append(_overhead(check, a.groups))
     if reference.health is not None:
         out += judge_health(reference.health, a.gpus)
-    return out
+    return out + judge_results(a.checked, a.mismatches) + judge_agreement(a.agreement)
 
 
 def _overhead(check: Check, groups: Sequence[GroupStats]) -> Judgement:

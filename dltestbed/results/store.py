@@ -24,14 +24,14 @@ from urllib.parse import quote
 from dltestbed import paths
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
+from dltestbed.workload.events import CheckEvent, HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
 SCHEMA_VERSION = 8  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
 # 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
 # 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
-# 8: steps.result (each step's loss, or its logits' sum in inference)
+# 8: steps.result (each step's loss, or its logits' sum in inference); checks (probes' results checked)
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 
@@ -69,6 +69,12 @@ CREATE TABLE IF NOT EXISTS health (
     run_id TEXT NOT NULL REFERENCES runs(id), phase TEXT NOT NULL, t REAL NOT NULL, gpus TEXT NOT NULL,
     xids TEXT NOT NULL, unseen TEXT NOT NULL, PRIMARY KEY (run_id, phase)
 );
+CREATE TABLE IF NOT EXISTS checks (
+    run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, kind TEXT NOT NULL,
+    gpu INTEGER, elements INTEGER NOT NULL, mismatches INTEGER NOT NULL, worst NOT NULL, tolerance REAL NOT NULL,
+    seed INTEGER NOT NULL, t REAL NOT NULL, "where" TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checks_run ON checks (run_id);
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL, sending REAL
 );
@@ -179,8 +185,8 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
 
 
 def _result(value: float | None) -> float | str | None:
-    """A step's result as stored: a number, or "nan"/"inf"/"-inf" as text (SQLite keeps no NaN: it would
-    read back as NULL, a step that said nothing)."""
+    """A step's result (or a check's worst error) as stored: a number, or "nan"/"inf"/"-inf" as text (SQLite
+    keeps no NaN: it would read back as NULL, a step that said nothing)."""
     return value if value is None or math.isfinite(value) else repr(value)
 
 
@@ -340,6 +346,40 @@ class Store:
         )
         return [
             MeasureEvent(probe=r[0], case=r[1], index=r[2], phase=r[3], value=r[4], unit=r[5], seconds=r[6], t=r[7])
+            for r in rows
+        ]
+
+    def add_check(self, run_id: str, ev: CheckEvent) -> None:
+        """Store a probe's result checked."""
+        row = (run_id, ev.probe, ev.case, ev.kind, ev.gpu, ev.elements, ev.mismatches, _result(ev.worst))
+        with self._write() as db:
+            db.execute("BEGIN")
+            db.execute(
+                "INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, ev.tolerance, ev.seed, ev.t, ev.where),
+            )
+
+    def checks(self, run_id: str) -> list[CheckEvent]:
+        """A microbenchmark run's checked results, in the order they were made."""
+        rows = self._query(
+            'SELECT probe, "case", kind, gpu, elements, mismatches, worst, tolerance, seed, t, "where" FROM checks '
+            "WHERE run_id = ? ORDER BY t",
+            (run_id,),
+        )
+        return [
+            CheckEvent(
+                probe=r[0],
+                case=r[1],
+                kind=r[2],
+                gpu=r[3],
+                elements=r[4],
+                mismatches=r[5],
+                worst=float(r[6]),
+                tolerance=r[7],
+                seed=r[8],
+                t=r[9],
+                where=r[10],
+            )
             for r in rows
         ]
 

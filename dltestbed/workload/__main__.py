@@ -27,7 +27,7 @@ from dltestbed.config import PAIR_PROBES, PROBES, ProbeSpec, WorkloadSpec, parse
 from dltestbed.errors import ConfigError, DataError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
-from dltestbed.workload.events import ErrorEvent, MeasureEvent, ProbesDoneEvent, SkipEvent, StartEvent
+from dltestbed.workload.events import CheckEvent, ErrorEvent, MeasureEvent, ProbesDoneEvent, SkipEvent, StartEvent
 from dltestbed.workload.loop import StepError
 
 if TYPE_CHECKING:
@@ -236,7 +236,8 @@ def _plan_cases(names: Sequence[str], where: Where, cases: list[Case]) -> list[S
 
 
 def _time_cases(cases: Sequence[Case], spec: ProbeSpec, where: Where, emitter: Emitter) -> int:
-    """Time every case, a measure event per value per call; the number of timed measures sent."""
+    """Time every case, a measure event per value per call, then check its result where it has a check (a
+    check event each); the number of timed measures sent."""
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import probes
 
@@ -249,7 +250,28 @@ def _time_cases(cases: Sequence[Case], spec: ProbeSpec, where: Where, emitter: E
                 )
                 emitter.emit(event)
                 measures += phase == "timed"
+        if c.check is not None:
+            for checked in c.check(spec.seed):
+                emitter.emit(check_event(c.probe, c.name, checked, spec.seed))
     return measures
+
+
+def check_event(probe: str, case: str, checked: Any, seed: int) -> CheckEvent:
+    """The event of a probe's checked result (probes.Checked)."""
+    v = checked.verdict
+    return CheckEvent(
+        probe=probe,
+        case=checked.name or case,
+        kind=checked.kind,
+        elements=v.elements,
+        mismatches=v.mismatches,
+        worst=v.worst,
+        tolerance=v.tolerance,
+        seed=seed,
+        t=time.time(),
+        gpu=checked.gpu,
+        where=v.where() if not v.ok else "",
+    )
 
 
 def run_micro(argv: list[str], emitter: Emitter) -> None:
@@ -294,6 +316,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         strategy,
         cluster.size if cluster else 1,
         tuple(gpus[: len(visible)]),
+        cluster.index if cluster else 0,
     )
     cases: list[probes.Case] = []
     try:

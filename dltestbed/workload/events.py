@@ -2,7 +2,7 @@
 
 Every line is `{"v": SCHEMA_VERSION, "event": <kind>, ...}` with kind one of start, step,
 resource, health (on a GPU: before and after the run), summary, error; a `micro` run (microbenchmarks)
-sends measure, skip and probes_done instead of step and summary. `encode` is used by the workload;
+sends measure, check, skip and probes_done instead of step and summary. `encode` is used by the workload;
 `parse_line` (pure) by the controller.
 """
 
@@ -103,6 +103,32 @@ class MeasureEvent:
 
 
 @dataclass(frozen=True)
+class CheckEvent:
+    """A probe's result checked (a `micro` run): `kind` reference (against the same work in float64, within
+    `tolerance`, the bound every correct implementation meets: workload/numerics.py) or repeat (the same
+    inputs again: bit for bit, tolerance 0); `worst` is the largest error relative to |A|·|B| (inf: a NaN or
+    inf where a number was expected). `gpu`: the GPU's index, None on the CPU; `seed`: its inputs'."""
+
+    probe: str
+    case: str
+    kind: str
+    elements: int
+    mismatches: int
+    worst: float
+    tolerance: float
+    seed: int
+    t: float
+    gpu: int | None = None
+    where: str = ""  # the worst element in words
+    event: str = field(default="check", init=False)
+
+    @property
+    def ok(self) -> bool:
+        """Every element within the tolerance."""
+        return self.mismatches == 0
+
+
+@dataclass(frozen=True)
 class SkipEvent:
     """A probe (or one case of it, `case` not empty) that cannot run on this target, and why: stored as
     skipped with the reason, never as a number."""
@@ -147,6 +173,7 @@ Event = (
     | HealthEvent
     | SummaryEvent
     | MeasureEvent
+    | CheckEvent
     | SkipEvent
     | ProbesDoneEvent
     | ErrorEvent
@@ -160,6 +187,7 @@ _KINDS: dict[str, type] = {
     "health": HealthEvent,
     "summary": SummaryEvent,
     "measure": MeasureEvent,
+    "check": CheckEvent,
     "skip": SkipEvent,
     "probes_done": ProbesDoneEvent,
     "error": ErrorEvent,
@@ -192,6 +220,17 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
         "seconds": _NUM,
         "t": _NUM,
     },
+    "check": {
+        "probe": (str,),
+        "case": (str,),
+        "kind": (str,),
+        "elements": (int,),
+        "mismatches": (int,),
+        "worst": (*_NUM, str),
+        "tolerance": _NUM,
+        "seed": (int,),
+        "t": _NUM,
+    },
     "skip": {"probe": (str,), "case": (str,), "reason": (str,)},
     "probes_done": {"measures": (int,), "skips": (int,)},
     "error": {"kind": (str,), "message": (str,)},
@@ -202,10 +241,11 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
     "resource": {"tf_gpu_bytes": (list,)},
     "health": {"xids": (list,), "unseen": (list,)},
     "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
+    "check": {"gpu": (int,), "where": (str,)},
 }
-
-
-# A result that is not a finite number (a loss gone to NaN) travels as text: JSON has no NaN.
+# Fields that may hold a value that is not a finite number (a loss gone to NaN, an error that is inf): JSON has
+# no NaN, so they travel as text.
+_NON_FINITE = {"step": "result", "check": "worst"}
 _NOT_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -216,13 +256,16 @@ def encode(ev: Event) -> str:
     for name in _OPTIONAL.get(kind, ()):
         if body[name] is None:
             del body[name]  # e.g. a step's device: said once, on the first step
-    if isinstance(body.get("result"), float) and not math.isfinite(body["result"]):
-        body["result"] = repr(body["result"])
+    odd = _NON_FINITE.get(kind, "")
+    if isinstance(body.get(odd), float) and not math.isfinite(body[odd]):
+        body[odd] = repr(body[odd])
     return json.dumps({"v": SCHEMA_VERSION, "event": kind, **body}, separators=(",", ":"))
 
 
 def _wrong(value: Any, accepted: tuple[type, ...]) -> str | None:
     """What is wrong with a field's JSON value, or None."""
+    if isinstance(value, str) and float in accepted and str in accepted:  # a _NON_FINITE field
+        return None if value in _NOT_FINITE else f"{value!r} is not a number"
     if isinstance(value, bool) or not isinstance(value, accepted):
         return "has the wrong type"
     if isinstance(value, float) and not math.isfinite(value):
@@ -262,7 +305,7 @@ def parse_line(line: str) -> Event:
         value = obj[name]
         if why := _wrong(value, accepted):
             return Unparsed(line, f"{kind} event: {name!r} {why}")
-        values[name] = value
+        values[name] = _NOT_FINITE.get(value, value) if name == _NON_FINITE.get(kind) else value
     if kind in ("step", "measure") and values["phase"] not in ("warmup", "timed"):
         return Unparsed(line, f"{kind} event: unknown phase {values['phase']!r}")
     if kind == "health" and values["phase"] not in ("before", "after"):
@@ -273,12 +316,7 @@ def parse_line(line: str) -> Event:
         value = obj.get(name)
         if value is None:
             continue
-        if name == "result" and isinstance(value, str):
-            if value not in _NOT_FINITE:
-                return Unparsed(line, f"{kind} event: 'result' {value!r} is not a number")
-            values[name] = _NOT_FINITE[value]
-            continue
         if why := _wrong(value, accepted):
             return Unparsed(line, f"{kind} event: {name!r} {why}")
-        values[name] = value
+        values[name] = _NOT_FINITE.get(value, value) if name == _NON_FINITE.get(kind) else value
     return cls(**values)
