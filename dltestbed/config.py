@@ -158,6 +158,7 @@ class WorkloadSpec(_RunSpec):
 PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk", "net", "allreduce")
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
+SCREEN_PROBES = ("gemm", "conv")  # what --suite screen checks, with fresh inputs, for a set time per GPU
 
 
 class ProbeSpec(_RunSpec):
@@ -171,6 +172,9 @@ class ProbeSpec(_RunSpec):
     model: Literal["micro"] = "micro"  # the fields a run record shares with a model's run
     mode: Literal["probe"] = "probe"
     batch_size: Literal[0] = 0
+    # --suite screen: check (not time) the probes' results for this long per GPU (or on the CPU), fresh inputs
+    # each round, each product against float64 and against itself
+    screen_seconds: float | None = Field(None, gt=0)
 
     @field_validator("probes")
     @classmethod
@@ -190,6 +194,9 @@ class ProbeSpec(_RunSpec):
             )
         if not self.distributed and pair:
             raise ValueError(f"{pair[0]} runs between the workers of a job: --scenario distributed")
+        other = [p for p in self.probes if p not in SCREEN_PROBES]
+        if self.screen_seconds is not None and other:
+            raise ValueError(f"--suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
         self._check_data()
         return self
 
@@ -210,6 +217,7 @@ class ProbeSpec(_RunSpec):
             str(self.warmup),
             "--steps",
             str(self.steps),
+            *(["--screen-seconds", repr(self.screen_seconds)] if self.screen_seconds is not None else []),
             *self._common_argv(),
         ]
 

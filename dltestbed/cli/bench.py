@@ -48,6 +48,7 @@ from dltestbed.cli.bench_options import (
     ResultsOption,
     RuntimeOption,
     ScenarioOption,
+    ScreenTimeOption,
     SeedOption,
     StepsOption,
     SuiteOption,
@@ -97,6 +98,7 @@ def bench(
     suite: SuiteOption = "study",
     probes: ProbesOption = None,
     probe_scale: ProbeScaleOption = "small",
+    screen_time: ScreenTimeOption = 60.0,
     mode: ModeOption = ModeOpt.train,
     device: DeviceOption = DeviceOpt.auto,
     math: MathOption = None,
@@ -195,6 +197,7 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         steps=o["steps"],
         classes=o["classes"],
         deterministic=o["deterministic"],
+        screen_seconds=o["screen_time"],
     )
     reps = orch.Repetitions(
         repeat=o["repeat"],

@@ -66,7 +66,18 @@ SuiteOption = Annotated[
         "microbenchmarks (--probes), one run per target and repetition (with --scenario "
         "distributed: one job, net and allreduce between its workers), to explain a layer's "
         "cost (compute, memory, disk, host↔device, network). full: both; the report puts the "
-        "probes' changes beside the models' overheads."
+        "probes' changes beside the models' overheads. screen: acceptance for silent errors: gemm and "
+        "conv checked against float64 and themselves for --screen-time per GPU, and one --deterministic "
+        "training per target, compared step by step."
+    ),
+]
+
+ScreenTimeOption = Annotated[
+    float,
+    typer.Option(
+        "--screen-time",
+        min=0.001,
+        help="With --suite screen: seconds of checks per GPU (or on the CPU), fresh inputs each round.",
     ),
 ]
 

@@ -96,6 +96,7 @@ def _plan(request: BenchRequest, observer: BenchObserver) -> Plan:
         device=w.device,
         classes=w.classes,
         deterministic=w.deterministic,
+        screen_seconds=w.screen_seconds,
         order=r.order,
         seed=r.seed,
         precision=r.precision,

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
 from dltestbed.catalog import MODELS
-from dltestbed.config import ALONE_PROBES, PAIR_PROBES, Spec, probe_spec, resolve_path, workload_spec
+from dltestbed.config import ALONE_PROBES, PAIR_PROBES, SCREEN_PROBES, Spec, probe_spec, resolve_path, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -26,7 +26,11 @@ SUITES = {
     "study": "the models (the preset's, or --model): what each layer costs a training or inference step",
     "micro": "the microbenchmarks (--probes; small sizes, minutes on 2 cores): which resource a layer costs",
     "full": "both: the models' overheads with the probes beside them, to explain them",
+    "screen": "acceptance: gemm and conv products checked (not timed) for --screen-time per GPU with fresh inputs, "
+    "against float64 and against themselves, and one --deterministic training per target (the preset's "
+    "first model, or --model) whose loss every layer, host and GPU must match",
 }
+DEFAULT_SCREEN_SECONDS = 60.0
 PROBE_WARMUP, PROBE_STEPS = 1, 5  # per probe case, unless --warmup / --steps say otherwise
 
 
@@ -165,12 +169,14 @@ def plan(
     scenario: str = "single",
     math: str | None = None,
     xla: bool | None = None,
+    screen_seconds: float = DEFAULT_SCREEN_SECONDS,
     **common: Any,
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
     "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
     suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
-    the probes by default: those that run on one target, or with scenario distributed those between workers."""
+    the probes by default: those that run on one target, or with scenario distributed those between workers;
+    screen: the checks for `screen_seconds` per GPU and one deterministic training of the first model."""
     p = preset(preset_name)
     _check_suite(suite, probes, models, math, xla)
     count, auto = _repetitions(repeat, precision, max_repeat)
@@ -181,7 +187,10 @@ def plan(
     if common.get("data") == "real":
         common.update(_real_data(data_dir))
     specs: list[Spec] = []
-    for name in (list(dict.fromkeys(models)) if models else list(p.models)) if suite != "micro" else ():
+    names = list(dict.fromkeys(models)) if models else list(p.models)
+    if suite == "screen":
+        names, common = names[:1], {**common, "deterministic": True}
+    for name in names if suite != "micro" else ():
         specs.append(
             workload_spec(
                 model=name,
@@ -197,11 +206,13 @@ def plan(
         )
     if suite != "study":
         pair = scenario == "distributed"
+        screen = suite == "screen"
         specs.append(
             probe_spec(
-                probes=tuple(probes) if probes else PAIR_PROBES if pair else ALONE_PROBES,
+                probes=tuple(probes) if probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
                 scale=probe_scale,
                 distributed=pair,
+                screen_seconds=screen_seconds if screen else None,
                 warmup=warmup if warmup is not None else PROBE_WARMUP,
                 steps=steps if steps is not None else PROBE_STEPS,
                 **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in PROBE_KEEPS},
@@ -235,6 +246,9 @@ def _check_suite(
         raise ConfigError("--model goes with --suite study or full (micro runs no model)")
     if suite == "micro" and (math is not None or xla is not None):
         raise ConfigError("--math and --xla go with --suite study or full (the gemm probe measures every math)")
+    other = [p for p in probes or () if p not in SCREEN_PROBES]
+    if suite == "screen" and other:
+        raise ConfigError(f"--probes: --suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
 
 
 def _repetitions(repeat: int | str, precision: float, max_repeat: int) -> tuple[int, bool]:

@@ -41,6 +41,7 @@ class Workloads:
     steps: int | None = None
     classes: int = 1000
     deterministic: bool = False  # op determinism: every step's loss comparable bit for bit between layers
+    screen_seconds: float = 60.0  # --suite screen: how long the checks run per GPU
 
 
 @dataclass(frozen=True)

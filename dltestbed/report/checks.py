@@ -30,9 +30,10 @@ class Mismatch:
         """One line: where, which case, how many elements and the worst."""
         c = self.check
         what = "differs from its own repeat" if c.kind == "repeat" else "is beyond the bound against float64"
+        rounds = f" over {c.rounds} rounds of fresh inputs" if c.rounds > 1 else f" (seed {c.seed})"
         return (
             f"{self.host} {self.layer} {self.device}: {c.probe} {c.case} {what}: {c.mismatches} of {c.elements} "
-            f"element(s), worst error {c.worst:.3g} × |A|·|B| (allowed {c.tolerance:.3g}; seed {c.seed}); {c.where}"
+            f"element(s){rounds}, worst error {c.worst:.3g} × |A|·|B| (allowed {c.tolerance:.3g}); {c.where}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,14 +58,15 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class CheckRow:
-    """A host, layer, GPU and probe: how many checks, how many failed, the worst error against its tolerance."""
+    """A host, layer, GPU and probe: how many products were checked (a screen's rounds counted), how many
+    elements were beyond their tolerance, the worst error against its tolerance."""
 
     host: str
     layer: str
     gpu: int | None
     probe: str
-    checks: int
-    failed: int
+    checks: int  # products checked
+    failed: int  # elements beyond the tolerance, over them all
     worst_share: float  # the largest worst error ÷ tolerance among its reference checks (≤ 1: all within)
     kinds: tuple[str, ...]
 
@@ -98,8 +100,8 @@ def summarise(
             layer,
             gpu,
             probe,
-            len(items),
-            sum(not c.ok for c in items),
+            sum(c.rounds for c in items),
+            sum(c.mismatches for c in items),
             max(_share(c) for c in items),
             tuple(dict.fromkeys(c.kind for c in items)),
         )
@@ -121,7 +123,7 @@ def markdown(rows: Sequence[CheckRow], bad: Sequence[Mismatch]) -> list[str]:
         "see `workload/numerics.py`); with --suite screen also against itself (the same inputs again: bit for "
         "bit); each all-reduce's sums exactly. Worst: the largest error as a share of its tolerance.",
         "",
-        "| host | layer | GPU | probe | checks | failed | worst | kinds |",
+        "| host | layer | GPU | probe | products checked | elements wrong | worst | kinds |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

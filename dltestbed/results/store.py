@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS health (
 CREATE TABLE IF NOT EXISTS checks (
     run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, kind TEXT NOT NULL,
     gpu INTEGER, elements INTEGER NOT NULL, mismatches INTEGER NOT NULL, worst NOT NULL, tolerance REAL NOT NULL,
-    seed INTEGER NOT NULL, t REAL NOT NULL, "where" TEXT NOT NULL
+    seed INTEGER NOT NULL, t REAL NOT NULL, "where" TEXT NOT NULL, rounds INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS checks_run ON checks (run_id);
 CREATE TABLE IF NOT EXISTS outbox (
@@ -355,14 +355,15 @@ class Store:
         with self._write() as db:
             db.execute("BEGIN")
             db.execute(
-                "INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row, ev.tolerance, ev.seed, ev.t, ev.where),
+                "INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, ev.tolerance, ev.seed, ev.t, ev.where, ev.rounds),
             )
 
     def checks(self, run_id: str) -> list[CheckEvent]:
         """A microbenchmark run's checked results, in the order they were made."""
         rows = self._query(
-            'SELECT probe, "case", kind, gpu, elements, mismatches, worst, tolerance, seed, t, "where" FROM checks '
+            'SELECT probe, "case", kind, gpu, elements, mismatches, worst, tolerance, seed, t, "where", rounds '
+            "FROM checks "
             "WHERE run_id = ? ORDER BY t",
             (run_id,),
         )
@@ -379,6 +380,7 @@ class Store:
                 seed=r[8],
                 t=r[9],
                 where=r[10],
+                rounds=r[11],
             )
             for r in rows
         ]

@@ -99,6 +99,11 @@ def micro_parser() -> argparse.ArgumentParser:
     for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed", "--gpu-memory-mib"):
         p.add_argument(name, type=int)
     p.add_argument("--sample-interval", type=float)
+    p.add_argument(
+        "--screen-seconds",
+        type=float,
+        help="check (not time) gemm and conv for this long per GPU, fresh inputs each round (--suite screen)",
+    )
     p.add_argument("--distributed", action="store_true", help="one worker of a job: net and allreduce (TF_CONFIG)")
     p.add_argument("--watch-stdin", action="store_true")
     return p
@@ -320,6 +325,9 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     )
     cases: list[probes.Case] = []
     try:
+        if spec.screen_seconds is not None:
+            _screen(spec, where, fp, nvml, emitter)
+            return
         skips = _plan_cases(spec.probes, where, cases)
         resolved = spec.model_dump() | {"cases": [d for c in cases for d in c.describe()]}
         emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
@@ -338,6 +346,22 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
                 c.cleanup()
         if nvml:
             nvml.close()
+
+
+def _screen(spec: ProbeSpec, where: Where, fp: dict[str, Any], nvml: Any, emitter: Emitter) -> None:
+    """--suite screen: the start event, then the checks for spec.screen_seconds per device (screen.py),
+    sampled and health-checked like any run, then probes_done (no timed measure)."""
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
+    from dltestbed.workload import screen
+    from dltestbed.workload.sampler import Sampler, watched
+
+    resolved = spec.model_dump() | {"devices": [d for d, _ in screen.devices(where)]}
+    emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
+    assert spec.screen_seconds is not None
+    with watched(nvml, emitter.emit), Sampler(emitter.emit, spec.sample_interval, nvml).running():
+        for ev in screen.run(where, spec.probes, spec.screen_seconds, spec.seed, check_event):
+            emitter.emit(ev)
+    emitter.emit(ProbesDoneEvent(measures=0, skips=0))
 
 
 def run(argv: list[str], emitter: Emitter) -> None:

@@ -119,7 +119,8 @@ class CheckEvent:
     seed: int
     t: float
     gpu: int | None = None
-    where: str = ""  # the worst element in words
+    where: str = ""  # the worst element in words (a screen: the first mismatch's, with its round's seed)
+    rounds: int = 1  # a screen: the rounds of fresh inputs summed up here (elements, mismatches: over all)
     event: str = field(default="check", init=False)
 
     @property
@@ -241,7 +242,7 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
     "resource": {"tf_gpu_bytes": (list,)},
     "health": {"xids": (list,), "unseen": (list,)},
     "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
-    "check": {"gpu": (int,), "where": (str,)},
+    "check": {"gpu": (int,), "where": (str,), "rounds": (int,)},
 }
 # Fields that may hold a value that is not a finite number (a loss gone to NaN, an error that is inf): JSON has
 # no NaN, so they travel as text.

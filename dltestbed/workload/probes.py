@@ -400,14 +400,19 @@ def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
     )
 
 
+def conv_shapes(scale: str) -> list[tuple[str, int, int, int, int, int, int]]:
+    """CONVS at a scale: small takes a quarter of the height and width (at least the kernel's)."""
+    if scale != "small":
+        return list(CONVS)
+    return [(name, max(k, -(-h // 4)), max(k, -(-wd // 4)), cin, cout, k, s) for name, h, wd, cin, cout, k, s in CONVS]
+
+
 def conv(w: Where) -> list[Case | Skip]:
     """Forward convolutions at the models' heaviest layers' shapes: 2 H' W' k^2 Cin Cout FLOP each (float32,
     TF32 off)."""
     tf = w.tf
     cases: list[Case | Skip] = []
-    for i, (name, h, wd, cin, cout, k, stride) in enumerate(CONVS):
-        if w.scale == "small":
-            h, wd = max(k, -(-h // 4)), max(k, -(-wd // 4))
+    for i, (name, h, wd, cin, cout, k, stride) in enumerate(conv_shapes(w.scale)):
         with tf.device(w.device):
             x = tf.random.normal((1, h, wd, cin), seed=w.seed)
             f = tf.random.normal((k, k, cin, cout), seed=w.seed + 1) / math_lib.sqrt(k * k * cin)

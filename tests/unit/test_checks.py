@@ -139,3 +139,50 @@ def test_from_the_workload_to_validate_a_flipped_element_fails_naming_the_device
     xml = v.junit_xml(list(judged.values()))
     assert 'classname="dltestbed.validate.results.gemm" name="h bm CPU gemm"><failure' in xml
     store.close()
+
+
+def test_a_screen_sums_its_rounds_and_names_the_first_bad_round(tf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four rounds (a clock that lets three more pass), fresh inputs each; the product goes wrong in round 2 only."""
+    from dltestbed.workload import screen
+    from dltestbed.workload.__main__ import check_event
+
+    seeds: list[int] = []
+    real = probes.gemm_check
+
+    def spying(tf_: Any, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
+        inner = real(tf_, device, gpu, n, math, repeat)
+
+        def check(seed: int) -> Any:
+            seeds.append(seed)
+            return inner(seed)
+
+        return check
+
+    flip = _flipping(tf, (2, 5))
+    monkeypatch.setattr(probes, "gemm_check", spying)
+    monkeypatch.setattr(
+        probes,
+        "product",
+        lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)) if seeds[-1] == 12 else tf_.linalg.matmul(a, b),
+    )
+    ticks = iter([0.0, 1.0, 2.0, 3.0, 99.0])
+    w = probes.Where(tf, (), "small", (), 10)
+    got = list(screen.run(w, ["gemm"], 3.5, 10, check_event, clock=lambda: next(ticks)))
+    assert seeds == [10, 11, 12, 13]
+    ref, again = got
+    assert (ref.kind, ref.rounds, ref.elements, ref.mismatches) == ("reference", 4, 4 * 256 * 256, 1)
+    assert ref.where.startswith("seed 12: element (2, 5)") and again.kind == "repeat" and again.rounds == 4
+    assert again.mismatches == 0  # a fault that repeats itself is the reference check's to catch
+
+
+def test_the_screen_suite_plans_the_checks_and_one_deterministic_training() -> None:
+    from dltestbed.errors import ConfigError
+    from dltestbed.orchestrate import planning
+
+    p = planning.plan(suite="screen", screen_seconds=5.0)
+    model, probe = p.specs
+    assert model.model == "alexnet" and getattr(model, "deterministic", False)
+    assert probe.probes == ("gemm", "conv") and getattr(probe, "screen_seconds", None) == 5.0
+    assert "--screen-seconds" in probe.to_argv()
+    with pytest.raises(ConfigError, match="--suite screen checks gemm and conv, not membw"):
+        planning.plan(suite="screen", probes=["gemm", "membw"])

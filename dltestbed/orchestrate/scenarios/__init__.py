@@ -48,7 +48,7 @@ def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Se
         raise ConfigError(f"--scenario: unknown scenario {options.scenario!r}; known: {', '.join(SCENARIOS)}")
     if options.scenario == "shared" and len(plan.models) < len(plan.specs):
         raise ConfigError(
-            "--suite micro and full run with --scenario single (probes on each target) or "
+            "--suite micro, full and screen run with --scenario single (probes on each target) or "
             "distributed (net and allreduce between workers), not shared"
         )
     if options.scenario != "single" and (plan.aa or plan.precision is not None):
