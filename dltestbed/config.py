@@ -103,6 +103,9 @@ class WorkloadSpec(_RunSpec):
     # TensorFlow's op determinism on (the seed, initial weights and batches are the same on every target anyway):
     # the same stack on the same hardware computes the same loss, bit for bit (report/agreement.py checks it)
     deterministic: bool = False
+    # hold out a fifth of the real dataset (dataset.split), train on the rest, then report the top-1 accuracy on
+    # the held-out images (not timed): does a layer change what the model learns?
+    accuracy: bool = False
 
     @field_validator("model")
     @classmethod
@@ -119,6 +122,8 @@ class WorkloadSpec(_RunSpec):
         self._check_data()
         if self.distributed and self.mode != "train":
             raise ValueError("distributed runs train (inference has no step shared between workers)")
+        if self.accuracy and (self.data != "real" or self.mode != "train" or self.distributed):
+            raise ValueError("--accuracy trains on real data and tests on held-out images: --data real, --mode train")
         if self.math == "tf32" and self.device == "cpu":
             raise ValueError("--math tf32 is a GPU's (Ampere or later) tensor-core math; on --device cpu use float32")
         return self
@@ -149,6 +154,7 @@ class WorkloadSpec(_RunSpec):
             self.math,
             *(["--xla"] if self.xla else []),
             *(["--deterministic"] if self.deterministic else []),
+            *(["--accuracy"] if self.accuracy else []),
             *self._common_argv(),
         ]
 

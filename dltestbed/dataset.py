@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 import hashlib
 import json
 import os
@@ -52,8 +53,19 @@ def scan(root: str | Path) -> DatasetIndex:
     return DatasetIndex(path.resolve(), classes, files, labels)
 
 
+def class_colour(c: int, classes: int) -> tuple[int, int, int]:
+    """Class c's colour: hues spread evenly round the colour wheel (so every class differs from the others
+    by at least 360/classes degrees of hue), full saturation, value 200. Pure."""
+    r, g, b = colorsys.hsv_to_rgb(c / classes, 1.0, 200 / 255)
+    return round(r * 255), round(g * 255), round(b * 255)
+
+
+SIGNAL = 0.35  # the class colour's share of each pixel; the rest is noise: learnable, not at a glance
+
+
 def make(out: str | Path, classes: int, images_per_class: int, size: int, seed: int = 0) -> DatasetIndex:
-    """Write a dataset of generated JPEGs (random shapes on noise, one colour theme per class)."""
+    """Write a dataset of generated JPEGs whose classes can be learned: each image is noise tinted with its
+    class's colour (class_colour, SIGNAL of each pixel) under three ellipses of random colours (distractors)."""
     from PIL import Image, ImageDraw  # only this command needs Pillow
 
     if classes < 1 or images_per_class < 1:
@@ -70,19 +82,35 @@ def make(out: str | Path, classes: int, images_per_class: int, size: int, seed: 
     for c in range(classes):
         cls_dir = root / f"class_{c:0{width}d}"
         cls_dir.mkdir(exist_ok=True)
-        base = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        tint = Image.new("RGB", (size, size), class_colour(c, classes))
         for i in range(images_per_class):
-            noise = rng.randbytes(size * size * 3)
-            img = Image.frombytes("RGB", (size, size), noise)
-            img = Image.blend(img, Image.new("RGB", (size, size), base), 0.6)
+            img = Image.frombytes("RGB", (size, size), rng.randbytes(size * size * 3))
+            img = Image.blend(img, tint, SIGNAL)
             draw = ImageDraw.Draw(img)
             for _ in range(3):
                 x0, y0 = rng.randrange(size), rng.randrange(size)
                 x1, y1 = min(size, x0 + rng.randrange(1, size)), min(size, y0 + rng.randrange(1, size))
-                colour = tuple((v + rng.randrange(-40, 41)) % 256 for v in base[::-1])
+                colour = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
                 draw.ellipse((x0, y0, max(x0, x1), max(y0, y1)), fill=colour)
             img.save(cls_dir / f"img_{i:05d}.jpg", format="JPEG", quality=90)
     return scan(root)
+
+
+HOLDOUT_EVERY = 5  # --accuracy: every 5th image of each class is held out (a fifth), the rest trained on
+
+
+def split(index: DatasetIndex, every: int = HOLDOUT_EVERY) -> tuple[DatasetIndex, DatasetIndex]:
+    """(trained on, held out): within each class, in file order, every `every`-th file is held out — the same
+    split on every target, whatever the seed. Pure."""
+    train: tuple[list[str], list[int]] = ([], [])
+    held: tuple[list[str], list[int]] = ([], [])
+    seen: dict[int, int] = {}
+    for f, label in zip(index.files, index.labels, strict=True):
+        k = seen[label] = seen.get(label, 0) + 1
+        part = held if k % every == 0 else train
+        part[0].append(f)
+        part[1].append(label)
+    return DatasetIndex(index.root, index.classes, *train), DatasetIndex(index.root, index.classes, *held)
 
 
 @dataclass(frozen=True)

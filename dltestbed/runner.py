@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,7 @@ from dltestbed.results.store import Store
 from dltestbed.shield import shielded
 from dltestbed.targets.base import INTERRUPT, Aborted, CommandResult, Target
 from dltestbed.workload.events import (
+    AccuracyEvent,
     CheckEvent,
     ErrorEvent,
     Event,
@@ -159,6 +161,10 @@ class _Collector:
                 self.probes_done = ev
             case SummaryEvent():
                 self.summary = ev
+            case AccuracyEvent():
+                self.run.eval_images, self.run.eval_correct = ev.images, ev.correct
+                self.run.eval_loss = ev.loss if math.isfinite(ev.loss) else None
+                self.store.save_run(self.run)
             case ErrorEvent():
                 self.error = ev
             case Unparsed():

@@ -12,6 +12,7 @@ import typer
 from dltestbed.cli.bench_options import (
     AaOption,
     AccountOption,
+    AccuracyOption,
     AsJsonOption,
     BaselineOption,
     BatchSizeOption,
@@ -110,6 +111,7 @@ def bench(
     steps: StepsOption = None,
     classes: ClassesOption = 1000,
     deterministic: DeterministicOption = False,
+    accuracy: AccuracyOption = False,
     repeat: RepeatOption = "3",
     precision: PrecisionOption = 2.0,
     max_repeat: MaxRepeatOption = 20,
@@ -198,6 +200,7 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         classes=o["classes"],
         deterministic=o["deterministic"],
         screen_seconds=o["screen_time"],
+        accuracy=o["accuracy"],
     )
     reps = orch.Repetitions(
         repeat=o["repeat"],

@@ -143,6 +143,17 @@ DeterministicOption = Annotated[
     ),
 ]
 
+AccuracyOption = Annotated[
+    bool,
+    typer.Option(
+        "--accuracy",
+        help="With --data real, train: hold out every 5th image of each class, train on the rest, then "
+        "classify the held-out ones (not timed). Each repetition trains from its own seed, the same on "
+        "every target; the report gives each layer's top-1 accuracy with its spread and its difference "
+        "from bare metal with a 95 % interval. Learnable data: `dltestbed data make`.",
+    ),
+]
+
 GpuMemoryMibOption = Annotated[
     int | None,
     typer.Option(

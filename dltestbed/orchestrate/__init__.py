@@ -97,6 +97,7 @@ def _plan(request: BenchRequest, observer: BenchObserver) -> Plan:
         classes=w.classes,
         deterministic=w.deterministic,
         screen_seconds=w.screen_seconds,
+        accuracy=w.accuracy,
         order=r.order,
         seed=r.seed,
         precision=r.precision,

@@ -10,7 +10,16 @@ from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
 from dltestbed.catalog import MODELS
-from dltestbed.config import ALONE_PROBES, PAIR_PROBES, SCREEN_PROBES, Spec, probe_spec, resolve_path, workload_spec
+from dltestbed.config import (
+    ALONE_PROBES,
+    PAIR_PROBES,
+    SCREEN_PROBES,
+    Spec,
+    WorkloadSpec,
+    probe_spec,
+    resolve_path,
+    workload_spec,
+)
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -135,11 +144,20 @@ class Plan:
         with a seeded RNG (random) — either way drift hits every kind alike."""
         out = []
         for rep in reps or range(1, self.repeat + 1):
-            items = [(rep, spec, k) for spec in self.specs for k in kinds]
+            items = [(rep, seeded(spec, rep), k) for spec in self.specs for k in kinds]
             if self.order == "random":
                 random.Random(f"{self.seed}:{rep}").shuffle(items)
             out.append(items)
         return out
+
+
+def seeded(spec: Spec, rep: int) -> Spec:
+    """The spec a repetition runs: an --accuracy run trains from the seed plus the repetition (other weights,
+    another order of the images), the same on every target of the repetition — the spread over repetitions
+    is the training's own, and each layer is paired with bare metal's run of the same seed."""
+    if isinstance(spec, WorkloadSpec) and spec.accuracy:
+        return spec.model_copy(update={"seed": spec.seed + rep - 1})
+    return spec
 
 
 def preset(name: str) -> Preset:

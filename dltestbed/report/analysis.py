@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, agreement, fleet, health, jobs, micro, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, accuracy, agreement, fleet, health, jobs, micro, stats
+from dltestbed.report.accuracy import AccuracyRow
 from dltestbed.report.agreement import Agreement
 from dltestbed.report.checks import CheckRow, Mismatch
 from dltestbed.report.checks import summarise as summarise_checks
@@ -51,6 +52,7 @@ class Analysis:
     agreement: tuple[Agreement, ...] = ()  # deterministic runs' losses, step by step, against their reference
     checked: tuple[CheckRow, ...] = ()  # the probes' results checked, a row per host, layer, GPU and probe
     mismatches: tuple[Mismatch, ...] = ()  # the checks that failed
+    accuracy: tuple[AccuracyRow, ...] = ()  # --accuracy runs: top-1 per layer, against bare metal
 
 
 def analyse(
@@ -105,6 +107,7 @@ def analyse(
         agreement=tuple(agreement.agreements(runs, steps)),
         checked=tuple(checked),
         mismatches=tuple(mismatches),
+        accuracy=tuple(accuracy.table(runs)),
     )
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, agreement_md, checks, health_md, micro
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, accuracy, agreement_md, checks, health_md, micro
 from dltestbed.report.analysis import Analysis, SteadyFlag
 from dltestbed.report.compare import Change
 from dltestbed.report.environment import math_words
@@ -163,8 +163,8 @@ def markdown(
 ) -> str:
     """The report in Markdown: each layer's verdict in a line, the groups' table, each layer's overhead
     with its interval and verdict, the probes, the environment of each group and its differences, the
-    noise floor, fleet outliers, steady-state flags, GPU health, the deterministic runs' agreement, the
-    checked results, distributed jobs and shared pairs — each section only when the runs have it — with
+    noise floor, fleet outliers, steady-state flags, GPU health, accuracy, the deterministic runs' agreement,
+    the checked results, distributed jobs and shared pairs — each section only when the runs have it — with
     each figure in its section
     (captions: a line under each)."""
     figs = figures or {}
@@ -186,6 +186,7 @@ def markdown(
     named = {r.id: f"{r.target_kind} {r.model} rep {r.repetition}" for r in a.runs}
     lines += health_md.markdown(a.gpus, a.findings, a.gpu_flags, a.fleet, named)
     lines += _figures(figs, "gpu", captions)
+    lines += accuracy.markdown(a.accuracy)
     lines += agreement_md.markdown(a.agreement)
     lines += checks.markdown(a.checked, a.mismatches)
     for section, heading in (("steps", "Steps, run by run"), ("memory", "Memory over time")):
@@ -525,7 +526,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 def as_json(a: Analysis) -> str:
     """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro", "health",
-    "agreement", "checks"} as JSON."""
+    "accuracy", "agreement", "checks"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
@@ -546,6 +547,7 @@ def as_json(a: Analysis) -> str:
                 "gpus": [g.to_dict() for g in a.gpus],
                 "gpu_flags": [f.to_dict() for f in a.gpu_flags],
             },
+            "accuracy": [x.to_dict() for x in a.accuracy],
             "agreement": [x.to_dict() for x in a.agreement],
             "checks": {"rows": [c.to_dict() for c in a.checked], "mismatches": [m.to_dict() for m in a.mismatches]},
         },

@@ -63,6 +63,14 @@ class RunRecord:
     startup_seconds: float | None = None  # the workload process's start to its first step (imports, model build)
     wall_seconds: float | None = None  # launch to finish, as the controller saw it: the layer's own start-up
     # (a container created, a process over SSH), the workload's start-up, its steps and its exit
+    eval_images: int | None = None  # --accuracy: the held-out images the trained model classified ...
+    eval_correct: int | None = None  # ... how many it classified right (top-1) ...
+    eval_loss: float | None = None  # ... and its mean loss on them
+
+    @property
+    def top1(self) -> float | None:
+        """--accuracy: the share of held-out images classified right, or None."""
+        return self.eval_correct / self.eval_images if self.eval_images and self.eval_correct is not None else None
 
     def __post_init__(self) -> None:
         if not self.machine:

@@ -31,7 +31,8 @@ SCHEMA_VERSION = 8  # 2: runs gained role, job_id, workers, worker_index; the ou
 # 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
 # 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
-# 8: steps.result (each step's loss, or its logits' sum in inference); checks (probes' results checked)
+# 8: steps.result (each step's loss, or its logits' sum in inference); checks (probes' results checked);
+# runs.eval_images, eval_correct, eval_loss (--accuracy)
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 
@@ -93,6 +94,9 @@ _ADDED = {
     "gpu_memory_peak_bytes": "NULL",
     "startup_seconds": "NULL",
     "wall_seconds": "NULL",
+    "eval_images": "NULL",
+    "eval_correct": "NULL",
+    "eval_loss": "NULL",
 }
 _OUTBOX_ADDED = {"sending": "NULL"}
 _RESOURCES_ADDED = {"tf_gpu_bytes": "NULL"}

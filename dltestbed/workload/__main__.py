@@ -27,7 +27,15 @@ from dltestbed.config import PAIR_PROBES, PROBES, ProbeSpec, WorkloadSpec, parse
 from dltestbed.errors import ConfigError, DataError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
-from dltestbed.workload.events import CheckEvent, ErrorEvent, MeasureEvent, ProbesDoneEvent, SkipEvent, StartEvent
+from dltestbed.workload.events import (
+    AccuracyEvent,
+    CheckEvent,
+    ErrorEvent,
+    MeasureEvent,
+    ProbesDoneEvent,
+    SkipEvent,
+    StartEvent,
+)
 from dltestbed.workload.loop import StepError
 
 if TYPE_CHECKING:
@@ -70,6 +78,11 @@ def parser() -> argparse.ArgumentParser:
         "(bfloat16 where the device has it, else float16); default float32",
     )
     p.add_argument("--xla", action="store_true", help="compile the step with XLA")
+    p.add_argument(
+        "--accuracy",
+        action="store_true",
+        help="with --data real: train on 4/5 of the images, then report top-1 accuracy on the other fifth",
+    )
     p.add_argument(
         "--deterministic",
         action="store_true",
@@ -416,9 +429,10 @@ def run(argv: list[str], emitter: Emitter) -> None:
         if spec.deterministic:  # after the seed: TensorFlow refuses op determinism without one
             tf.config.experimental.enable_op_determinism()
         seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
-        step = _step(tf, keras, spec, classes, math, strategy, cluster.size if cluster else 1)
-        if index is not None:
-            batches = data.real(tf, index, spec.batch_size, spec.size, seed)
+        model, step = _step(tf, keras, spec, classes, math, strategy, cluster.size if cluster else 1)
+        trained, held = dataset.split(index) if index is not None and spec.accuracy else (index, None)
+        if trained is not None:
+            batches = data.real(tf, trained, spec.batch_size, spec.size, seed)
         else:
             batches = data.synthetic(tf, spec.batch_size, spec.size, classes, seed)
         startup = time.time() - _process_start()
@@ -435,20 +449,26 @@ def run(argv: list[str], emitter: Emitter) -> None:
         summary = dataclasses.replace(
             summary, startup_seconds=startup, gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None
         )
+        if held is not None:
+            images, correct, loss = data.evaluate(tf, keras, model, data.held_out(tf, held, spec.batch_size, spec.size))
+            emitter.emit(AccuracyEvent(images=images, correct=correct, loss=loss, t=time.time()))
     emitter.emit(summary)
 
 
-def _step(tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any, workers: int) -> Any:
+def _step(
+    tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any, workers: int
+) -> tuple[Any, Any]:
     """The model built and its step compiled, under the strategy's scope when the run is distributed."""
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import loop, mathmode, models
 
     how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
     if strategy is None:
-        return loop.make_step(tf, keras, models.build(spec.model, spec.size, classes), spec.mode, **how)
+        model = models.build(spec.model, spec.size, classes)
+        return model, loop.make_step(tf, keras, model, spec.mode, **how)
     with strategy.scope():
         model = models.build(spec.model, spec.size, classes)
-        return loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * workers, **how)
+        return model, loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * workers, **how)
 
 
 def _process_start() -> float:

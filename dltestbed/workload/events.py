@@ -1,9 +1,9 @@
 """The workload's stdout protocol: one JSON object per line, versioned.
 
 Every line is `{"v": SCHEMA_VERSION, "event": <kind>, ...}` with kind one of start, step,
-resource, health (on a GPU: before and after the run), summary, error; a `micro` run (microbenchmarks)
-sends measure, check, skip and probes_done instead of step and summary. `encode` is used by the workload;
-`parse_line` (pure) by the controller.
+resource, health (on a GPU: before and after the run), summary, accuracy (--accuracy), error; a `micro` run
+(microbenchmarks) sends measure, check, skip and probes_done instead of step and summary. `encode` is used by
+the workload; `parse_line` (pure) by the controller.
 """
 
 from __future__ import annotations
@@ -84,6 +84,23 @@ class SummaryEvent:
     startup_seconds: float | None = None  # from the workload process's start to its first step (imports, build)
     gpu_memory_peak_bytes: int | None = None  # the most TensorFlow's GPU allocator held at once (None: no GPU)
     event: str = field(default="summary", init=False)
+
+
+@dataclass(frozen=True)
+class AccuracyEvent:
+    """--accuracy: after training, the model on the held-out images (not timed): how many it classified
+    right (top-1) and its mean loss on them."""
+
+    images: int
+    correct: int
+    loss: float
+    t: float
+    event: str = field(default="accuracy", init=False)
+
+    @property
+    def top1(self) -> float:
+        """The share classified right."""
+        return self.correct / self.images if self.images else 0.0
 
 
 @dataclass(frozen=True)
@@ -173,6 +190,7 @@ Event = (
     | ResourceEvent
     | HealthEvent
     | SummaryEvent
+    | AccuracyEvent
     | MeasureEvent
     | CheckEvent
     | SkipEvent
@@ -187,6 +205,7 @@ _KINDS: dict[str, type] = {
     "resource": ResourceEvent,
     "health": HealthEvent,
     "summary": SummaryEvent,
+    "accuracy": AccuracyEvent,
     "measure": MeasureEvent,
     "check": CheckEvent,
     "skip": SkipEvent,
@@ -211,6 +230,7 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
         "first_step_seconds": _NUM,
         "warmup_seconds": _NUM,
     },
+    "accuracy": {"images": (int,), "correct": (int,), "loss": (*_NUM, str), "t": _NUM},
     "measure": {
         "probe": (str,),
         "case": (str,),
@@ -246,7 +266,7 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
 }
 # Fields that may hold a value that is not a finite number (a loss gone to NaN, an error that is inf): JSON has
 # no NaN, so they travel as text.
-_NON_FINITE = {"step": "result", "check": "worst"}
+_NON_FINITE = {"step": "result", "check": "worst", "accuracy": "loss"}
 _NOT_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
