@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dltestbed.report.agreement import FLOOR, MARGIN, Agreement
+from dltestbed.report.agreement import DRIFT, FIRST_K_ROOT, Agreement, tolerance_text
 
 
 def _rows(found: Sequence[Agreement]) -> list[str]:
@@ -29,7 +29,7 @@ def _rows(found: Sequence[Agreement]) -> list[str]:
             f"{identical}/{len(items)}",
             f"{max(a.max_abs for a in items):.3g}",
             f"{max(a.max_rel for a in items):.2e}",
-            " / ".join("bit for bit" if t == 0 else f"{t:.0e}" for t in tols),
+            " / ".join(tolerance_text(t) for t in tols),
             str(min(firsts)) if firsts else "—",
             verdict,
             ", ".join(differs) or "none",
@@ -50,7 +50,9 @@ def markdown(found: Sequence[Agreement]) -> list[str]:
         f"Each run's loss at every step against {', '.join(refs)} of the same work (model, data, sizes, steps, "
         "math, seed, worker). On the same stack (TensorFlow, Keras, oneDNN, CPU model and count, GPU and "
         "driver, CUDA libraries) the losses must be bit for bit the same; on another stack within a relative "
-        f"tolerance of max({FLOOR:g}, {MARGIN} × the math's unit roundoff).",
+        f"tolerance: {FIRST_K_ROOT} × the math's unit roundoff at step 0 (one forward pass, reordered sums), "
+        f"{DRIFT:.0%} at later steps (training amplifies the first differences; beyond that it is not the same "
+        "training).",
         "",
         "| model | layer | host | runs | bit for bit | largest abs Δ | largest rel Δ | tolerance | first "
         "divergent step | verdict | stack differs in |",

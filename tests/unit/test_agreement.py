@@ -66,22 +66,24 @@ def test_deterministic_travels_to_the_workload_and_back() -> None:
 
 def test_compare_finds_the_first_step_beyond_the_tolerance() -> None:
     drifted = LOSSES[:6] + [v * (1 + 0.05) for v in LOSSES[6:]]  # wrong from step 6 on
-    n, identical, max_abs, max_rel, first = agreement.compare(drifted, LOSSES, 1e-3)
+    n, identical, max_abs, max_rel, first = agreement.compare(drifted, LOSSES, (1e-5, 1e-3))
     assert (n, identical, first) == (10, False, 6)
     assert math.isclose(max_rel, 0.05 / 1.05, rel_tol=1e-9) and max_abs > 0.1
     tiny = [v * (1 + 1e-7 * i) for i, v in enumerate(LOSSES)]
-    assert agreement.compare(tiny, LOSSES, 1e-3)[1] is False
-    assert agreement.compare(tiny, LOSSES, 1e-3)[4] is None  # within
-    assert agreement.compare(tiny, LOSSES, 0.0)[4] == 1  # bit for bit asked: step 1 is the first to differ
-    assert agreement.compare(list(LOSSES), LOSSES, 0.0)[:2] == (10, True)
+    assert agreement.compare(tiny, LOSSES, (1e-5, 1e-3))[1] is False
+    assert agreement.compare(tiny, LOSSES, (1e-5, 1e-3))[4] is None  # within
+    assert agreement.compare(tiny, LOSSES, (0.0, 0.0))[4] == 1  # bit for bit asked: step 1 is the first to differ
+    assert agreement.compare(list(LOSSES), LOSSES, (0.0, 0.0))[:2] == (10, True)
+    first_off = [LOSSES[0] * (1 + 1e-4), *LOSSES[1:]]
+    assert agreement.compare(first_off, LOSSES, (1e-5, 1e-3))[4] == 0  # step 0 is held to the tighter one
     nan = [*LOSSES[:3], math.nan, *LOSSES[4:]]
-    assert agreement.compare(nan, LOSSES, 1.0)[4] == 3  # a NaN is beyond any tolerance
+    assert agreement.compare(nan, LOSSES, (1.0, 1.0))[4] == 3  # a NaN is beyond any tolerance
 
 
 def test_the_tolerance_follows_the_math_unit_roundoff() -> None:
-    assert agreement.tolerance("float32") == agreement.FLOOR
-    assert agreement.tolerance("mixed_bfloat16") == 16 * 2.0**-8
-    assert agreement.tolerance("tf32") == agreement.tolerance("mixed_float16") > agreement.FLOOR
+    assert agreement.tolerance("float32") == (100 * 2.0**-24, agreement.DRIFT)
+    assert agreement.tolerance("mixed_bfloat16")[0] == 100 * 2.0**-8
+    assert agreement.tolerance("tf32") == agreement.tolerance("mixed_float16") > agreement.tolerance("float32")
 
 
 def test_each_layer_against_bare_metal_identical_within_diverged_not_reproducible() -> None:
@@ -94,14 +96,14 @@ def test_each_layer_against_bare_metal_identical_within_diverged_not_reproducibl
     steps = {
         bm.id: _steps(LOSSES),
         same.id: _steps(LOSSES),
-        vm.id: _steps([v * (1 + 2e-6 * i) for i, v in enumerate(LOSSES)]),
+        vm.id: _steps([v * (1 + 1e-7 + 2e-4 * i) for i, v in enumerate(LOSSES)]),
         bad_vm.id: _steps(LOSSES[:4] + [v + 0.3 for v in LOSSES[4:]]),
         flaky.id: _steps([*LOSSES[:2], LOSSES[2] + 1e-09, *LOSSES[3:]]),
         other_work.id: _steps(LOSSES),
     }
     found = {a.run.id: a for a in agreement.agreements([bm, same, vm, bad_vm, flaky, other_work], steps)}
     assert set(found) == {same.id, vm.id, bad_vm.id, flaky.id}
-    assert found[same.id].verdict == agreement.IDENTICAL and found[same.id].tolerance == 0
+    assert found[same.id].verdict == agreement.IDENTICAL and found[same.id].tolerance == (0, 0)
     assert found[vm.id].verdict == agreement.WITHIN and found[vm.id].differs == ("cpu_model: Xeon → QEMU TCG",)
     assert found[bad_vm.id].verdict == agreement.DIVERGED and found[bad_vm.id].first == 4
     assert found[flaky.id].verdict == agreement.NOT_REPRODUCIBLE and found[flaky.id].first == 2
