@@ -170,8 +170,8 @@ def compare(
 ) -> tuple[int, bool, float, float, int | None]:
     """Two trajectories of per-step results: (steps compared, bit-identical, largest |Δ|, largest relative
     Δ, the first step beyond `tol`: (at step 0, later)). Relative to the larger of the two values, or to the
-    reference's median magnitude where that is larger (a sum of logits near 0 would make any Δ huge); a NaN or inf against a
-    number is beyond any tolerance. Pure."""
+    reference's median magnitude where that is larger (a sum of logits near 0 would make any Δ huge); a NaN or
+    inf against a number is beyond any tolerance. Pure."""
     n = min(len(results), len(reference))
     finite = [abs(v) for v in reference[:n] if math.isfinite(v)]
     scale = median(finite) if finite else 0.0
