@@ -178,3 +178,40 @@ def test_a_workload_killed_mid_run_keeps_its_steps(results: Path) -> None:
     assert run.status == "failed" and run.reason and run.reason.startswith("workload killed by signal 9")
     assert 3 <= len(store.steps(run.id)) <= 6
     assert store.runs()[0].status == "failed"
+
+
+def test_a_screen_checks_and_compares_the_same_answer(results: Path, dataset_dir: Path) -> None:
+    """--suite screen on bare metal, twice: the gemm and conv products checked against float64 and themselves,
+    and the deterministic training of rep 2 bit for bit rep 1's; then --accuracy on real data, in the report."""
+    tiny = ["--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3", "--repeat", "2"]
+    proc = run_cli(
+        "bench", "--suite", "screen", "--screen-time", "1", "--targets", "bm", *tiny, "--results", str(results)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    rows = {r["probe"]: r for r in report["checks"]["rows"]}
+    assert set(rows) == {"gemm", "conv"} and report["checks"]["mismatches"] == []
+    assert all(r["failed"] == 0 and r["kinds"] == ["reference", "repeat"] and r["checks"] >= 2 for r in rows.values())
+    (same,) = report["agreement"]
+    assert (same["verdict"], same["steps_compared"], same["basis"]) == ("identical", 4, "bare metal")
+    proc = run_cli(
+        "bench",
+        "-m",
+        "alexnet",
+        "--data",
+        "real",
+        "--data-dir",
+        str(dataset_dir),
+        "--accuracy",
+        "--targets",
+        "bm",
+        *tiny,
+        "--json",
+        "--results",
+        str(results),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert [(r["spec"]["seed"], r["eval_images"]) for r in runs] == [(0, 3), (1, 3)]  # 8 images a class: 1 held out
+    md = run_cli("report", "--results", str(results)).stdout
+    assert "## Accuracy (trained, then tested on held-out images)" in md and "| alexnet | bm | 3 | 2 |" in md

@@ -94,7 +94,10 @@ def test_probes_between_two_workers(results: Path) -> None:
         and r["fingerprint"]["workers"] == 2
         for r in runs
     )
-    cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (checked,) = report["checks"]["rows"]  # each worker checked each size's sums: exactly n(n+1)/2 x the pattern
+    assert (checked["probe"], checked["checks"], checked["failed"], checked["worst_share"]) == ("allreduce", 6, 0, 0)
+    cases = report["micro"]["cases"]
     names = [c["key"]["case"] for c in cases]
     assert names == [
         "latency: 4 B all-reduce",
