@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dltestbed.workload import cudart, numerics, peaks
+from dltestbed.workload import checked, cudart, peaks
+from dltestbed.workload.checked import CHECK_N, Checked, set_math
 
 CALL_SECONDS = {"small": 0.05, "full": 0.2}  # the least one timed call lasts
 ALLREDUCE_BYTES = {"small": (4 << 10, 256 << 10, 4 << 20), "full": (4 << 10, 1 << 20, 64 << 20, 256 << 20)}
 GATHER_BYTES = {"small": 4 << 20, "full": 64 << 20}  # net: each worker's share of an all-gather
 MAX_REPS = 1 << 16
 GEMM_N = {"small": (256, 512), "full": (2048, 8192)}  # full: n=8192 keeps an H100's tensor cores busy
-CHECK_N = {"small": 256, "full": 2048}  # a gemm check's size: its float64 reference is n^3 multiply-adds more
 MEMBW_BYTES = {"small": 64 << 20, "full": 1 << 30}
 COPY_BYTES = {"small": 64 << 20, "full": 256 << 20}  # h2d / d2h
 SCRATCH_BYTES = {"small": 32 << 20, "full": 1 << 30}  # disk without a dataset
@@ -97,17 +97,6 @@ class Case:
             (self.name, self.unit, self.work * reps / seconds),
             *[(name, self.unit, work * reps / seconds) for name, work in self.derived],
         ]
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A case's result checked once: against float64 (reference) or against itself (repeat), on a GPU (its
-    index) or the CPU (None)."""
-
-    kind: str  # reference | repeat
-    gpu: int | None
-    verdict: numerics.Verdict
-    name: str = ""  # what was checked, where it is not the case's own shape ("float32 n=256")
 
 
 Agree = Callable[[float], float]  # the largest of a value over a job's workers (the same answer on each)
@@ -258,98 +247,6 @@ class Where:
         return 0 if self.gpu_names else None
 
 
-def _math(tf: Any, math: str) -> None:
-    """TF32 on only for the tf32 case (TensorFlow turns it on by default on Ampere and later GPUs)."""
-    tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")
-
-
-# -- results checked: each product against the same work in float64 on the same device (workload/numerics.py)
-
-
-def product(tf: Any, a: Any, b: Any) -> Any:
-    """The product a checked case computes (tests swap it for one that flips an element)."""
-    return tf.linalg.matmul(a, b)
-
-
-def convolve(tf: Any, x: Any, f: Any, stride: int) -> Any:
-    """The convolution a checked case computes (tests swap it for one that flips an element)."""
-    return tf.nn.conv2d(x, f, stride, "SAME")
-
-
-def _verdicts(
-    tf: Any,
-    gpu: int | None,
-    compute: Callable[[], Any],
-    exact: Callable[[], tuple[Any, Any]],
-    tol: float,
-    repeat: bool,
-    name: str = "",
-) -> list[Checked]:
-    """The checks of one computation: its result against float64 (and against a second run of it, bit for
-    bit, with `repeat`). `exact` gives (the result in float64, the magnitudes |A|·|B|)."""
-    got = tf.cast(compute(), tf.float64).numpy()
-    expected, magnitude = (t.numpy() for t in exact())
-    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
-    if repeat:
-        again = tf.cast(compute(), tf.float64).numpy()
-        out.append(Checked("repeat", gpu, numerics.judge(again, got, magnitude, 0.0), name))
-    return out
-
-
-def gemm_check(tf: Any, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
-    """A check of an n x n x n product in `math` on `device`: fresh normal inputs from the seed, rounded to
-    the math's format, the product against float64 within numerics.bound(n, math)."""
-
-    def check(seed: int) -> list[Checked]:
-        dt = getattr(tf, "float32" if math == "tf32" else math)
-        with tf.device(device):
-            g = tf.random.Generator.from_seed(seed)
-            a, b = tf.cast(g.normal((n, n)), dt), tf.cast(g.normal((n, n)), dt)
-            a64, b64 = tf.cast(a, tf.float64), tf.cast(b, tf.float64)  # the values the device holds, exactly
-
-            def compute() -> Any:
-                _math(tf, math)
-                with tf.device(device):
-                    return product(tf, a, b)
-
-            def exact() -> tuple[Any, Any]:
-                with tf.device(device):
-                    return tf.linalg.matmul(a64, b64), tf.linalg.matmul(tf.abs(a64), tf.abs(b64))
-
-            return _verdicts(tf, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
-
-    return check
-
-
-def conv_check(
-    tf: Any, device: str, gpu: int | None, shape: tuple[int, int, int, int, int, int], repeat: bool = False
-) -> Any:
-    """A check of a float32 convolution (TF32 off) of shape (H, W, Cin, Cout, k, stride) on `device`: fresh
-    inputs from the seed, against float64 within the direct bound for k·k·Cin times numerics.FAST_CONV."""
-    h, wd, cin, cout, k, stride = shape
-
-    def check(seed: int) -> list[Checked]:
-        with tf.device(device):
-            g = tf.random.Generator.from_seed(seed)
-            x, f = g.normal((1, h, wd, cin)), g.normal((k, k, cin, cout))
-            x64, f64 = tf.cast(x, tf.float64), tf.cast(f, tf.float64)
-
-            def compute() -> Any:
-                _math(tf, "float32")
-                with tf.device(device):
-                    return convolve(tf, x, f, stride)
-
-            def exact() -> tuple[Any, Any]:
-                with tf.device(device):
-                    ref = tf.nn.conv2d(x64, f64, stride, "SAME")
-                    return ref, tf.nn.conv2d(tf.abs(x64), tf.abs(f64), stride, "SAME")
-
-            tol = numerics.bound(k * k * cin, "float32", numerics.FAST_CONV)
-            return _verdicts(tf, gpu, compute, exact, tol, repeat)
-
-    return check
-
-
 def gemm(w: Where) -> list[Case | Skip]:
     """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each, per math: float32 with
     TF32 off (the non-tensor-core rate), TF32, bfloat16, float16 — each against its own dense peak."""
@@ -377,7 +274,7 @@ def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
         return tf.reduce_sum(tf.cast(x[0, :8], tf.float32))
 
     def call(reps: int) -> None:
-        _math(tf, math)
+        set_math(tf, math)
         with tf.device(w.device):
             float(chain(x0, tf.constant(reps)))
 
@@ -385,7 +282,7 @@ def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
         limit, src = peaks.gpu_peak(w.gpu_names[0], math)
     else:
         limit, src = cpu_peak(len(os.sched_getaffinity(0)))
-    checked = n == GEMM_N[w.scale][-1]  # one check per math, on the case that is timed at size
+    at_size = n == GEMM_N[w.scale][-1]  # one check per math, on the case that is timed at size
     return Case(
         "gemm",
         f"{math} n={n}",
@@ -396,7 +293,7 @@ def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
         limit=limit,
         limit_source=src,
         math=math,
-        check=gemm_check(tf, w.device, w.gpu, CHECK_N[w.scale], math) if checked else None,
+        check=checked.gemm_check(tf, w.device, w.gpu, CHECK_N[w.scale], math) if at_size else None,
     )
 
 
@@ -425,7 +322,7 @@ def conv(w: Where) -> list[Case | Skip]:
             return acc
 
         def call(reps: int, many: Any = many) -> None:
-            _math(tf, "float32")
+            set_math(tf, "float32")
             with tf.device(w.device):
                 float(many(tf.constant(reps)))
 
@@ -441,7 +338,7 @@ def conv(w: Where) -> list[Case | Skip]:
                 headline=(i == 0),
                 math="float32",
                 note="float32, TF32 off",
-                check=conv_check(tf, w.device, w.gpu, (h, wd, cin, cout, k, stride)),
+                check=checked.conv_check(tf, w.device, w.gpu, (h, wd, cin, cout, k, stride)),
             )
         )
     return cases
@@ -708,27 +605,6 @@ def _collective(w: Where, make: Callable[[Any], Any], x: Any) -> Callable[[int],
     return call
 
 
-def allreduce_check(w: Where, size: int) -> Any:
-    """A check of an all-reduce's sums: worker i contributes (i + 1) x a pattern of small integers (from the
-    seed); the sum must be the pattern x n(n+1)/2 exactly, in any order (integers below 2^24 are exact in
-    float32), so the tolerance is 0."""
-    tf, strategy, n = w.tf, w.strategy, w.workers
-
-    @tf.function
-    def once(t: Any) -> Any:
-        ctx = tf.distribute.get_replica_context
-        return strategy.run(lambda x: ctx().all_reduce(tf.distribute.ReduceOp.SUM, x), args=(t,))
-
-    def check(seed: int) -> list[Checked]:
-        pattern = tf.cast(tf.range(size // 4) % 7 + 1 + seed % 5, tf.float32)
-        got = strategy.experimental_local_results(once(pattern * float(w.worker + 1)))[0]
-        expected = tf.cast(pattern, tf.float64) * (n * (n + 1) / 2)
-        verdict = numerics.judge(tf.cast(got, tf.float64).numpy(), expected.numpy(), expected.numpy(), 0.0)
-        return [Checked("reference", w.gpu, verdict)]
-
-    return check
-
-
 def allreduce(w: Where) -> list[Case | Skip]:
     """All-reduce (sum) of float32 tensors over message sizes through MultiWorkerMirroredStrategy, as
     nccl-tests reports it: algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
@@ -750,7 +626,7 @@ def allreduce(w: Where) -> list[Case | Skip]:
                 derived=((f"{_size(size)} busbw", size * 2 * (n - 1) / n),),
                 headline=size == sizes[-1],
                 note=f"{n} workers; busbw = algbw x 2(n-1)/n (nccl-tests)",
-                check=allreduce_check(w, size),
+                check=checked.allreduce_check(tf, w.strategy, n, w.worker, w.gpu, size),
             )
         )
     return cases

@@ -9,9 +9,10 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from dltestbed.workload import peaks, probes
+from dltestbed.workload import checked, peaks, probes
+from dltestbed.workload.checked import Checked
 from dltestbed.workload.events import CheckEvent
-from dltestbed.workload.probes import Checked, Where
+from dltestbed.workload.probes import Where
 
 Check = tuple[str, str, Callable[[int], list[Checked]]]  # probe, case, the check of a seed
 
@@ -25,13 +26,13 @@ def checks(w: Where, device: str, gpu: int | None, names: Sequence[str]) -> list
     """One round's checks on a device: gemm in every math the device has, each convolution shape."""
     out: list[Check] = []
     if "gemm" in names:
-        n = probes.CHECK_N[w.scale]
+        n = checked.CHECK_N[w.scale]
         for math in peaks.MATHS if gpu is not None else ("float32",):
-            out.append(("gemm", f"{math} n={n}", probes.gemm_check(w.tf, device, gpu, n, math, repeat=True)))
+            out.append(("gemm", f"{math} n={n}", checked.gemm_check(w.tf, device, gpu, n, math, repeat=True)))
     if "conv" in names:
         for name, h, wd, cin, cout, k, stride in probes.conv_shapes(w.scale):
             shape = (h, wd, cin, cout, k, stride)
-            out.append(("conv", f"{name} at {h}x{wd}", probes.conv_check(w.tf, device, gpu, shape, repeat=True)))
+            out.append(("conv", f"{name} at {h}x{wd}", checked.conv_check(w.tf, device, gpu, shape, repeat=True)))
     return out
 
 
@@ -70,11 +71,11 @@ def run(
         r = 0
         while r == 0 or clock() < deadline:
             for probe, case, check in planned:
-                for checked in check(seed + r):
-                    ev = event(probe, case, checked, seed + r)
+                for one in check(seed + r):
+                    ev = event(probe, case, one, seed + r)
                     if ev.where:
                         ev = dataclasses.replace(ev, where=f"seed {seed + r}: {ev.where}")
-                    key = (probe, case, checked.kind)
+                    key = (probe, case, one.kind)
                     totals[key] = add(totals.get(key), ev)
             r += 1
         yield from totals.values()

@@ -1,0 +1,135 @@
+"""Results checked, not only timed: a probe's product computed again with fresh inputs and held against the
+same product in float64 on the same device (and, in a screen, against itself), an all-reduce's sums against
+their exact value. The computing is here; the judging (the bound, the verdict) is workload/numerics.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dltestbed.workload import numerics
+
+CHECK_N = {"small": 256, "full": 2048}  # a gemm check's size: its float64 reference is n^3 multiply-adds more
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A case's result checked once: against float64 (reference) or against itself (repeat), on a GPU (its
+    index) or the CPU (None)."""
+
+    kind: str  # reference | repeat
+    gpu: int | None
+    verdict: numerics.Verdict
+    name: str = ""  # what was checked, where it is not the case's own shape ("float32 n=256")
+
+
+def set_math(tf: Any, math: str) -> None:
+    """TF32 on only for the tf32 case (TensorFlow turns it on by default on Ampere and later GPUs)."""
+    tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")
+
+
+def product(tf: Any, a: Any, b: Any) -> Any:
+    """The product a checked case computes (tests swap it for one that flips an element)."""
+    return tf.linalg.matmul(a, b)
+
+
+def convolve(tf: Any, x: Any, f: Any, stride: int) -> Any:
+    """The convolution a checked case computes (tests swap it for one that flips an element)."""
+    return tf.nn.conv2d(x, f, stride, "SAME")
+
+
+def _verdicts(
+    tf: Any,
+    gpu: int | None,
+    compute: Callable[[], Any],
+    exact: Callable[[], tuple[Any, Any]],
+    tol: float,
+    repeat: bool,
+    name: str = "",
+) -> list[Checked]:
+    """The checks of one computation: its result against float64 (and against a second run of it, bit for
+    bit, with `repeat`). `exact` gives (the result in float64, the magnitudes |A|·|B|)."""
+    got = tf.cast(compute(), tf.float64).numpy()
+    expected, magnitude = (t.numpy() for t in exact())
+    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
+    if repeat:
+        again = tf.cast(compute(), tf.float64).numpy()
+        out.append(Checked("repeat", gpu, numerics.judge(again, got, magnitude, 0.0), name))
+    return out
+
+
+def gemm_check(tf: Any, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
+    """A check of an n x n x n product in `math` on `device`: fresh normal inputs from the seed, rounded to
+    the math's format, the product against float64 within numerics.bound(n, math)."""
+
+    def check(seed: int) -> list[Checked]:
+        dt = getattr(tf, "float32" if math == "tf32" else math)
+        with tf.device(device):
+            g = tf.random.Generator.from_seed(seed)
+            a, b = tf.cast(g.normal((n, n)), dt), tf.cast(g.normal((n, n)), dt)
+            a64, b64 = tf.cast(a, tf.float64), tf.cast(b, tf.float64)  # the values the device holds, exactly
+
+            def compute() -> Any:
+                set_math(tf, math)
+                with tf.device(device):
+                    return product(tf, a, b)
+
+            def exact() -> tuple[Any, Any]:
+                with tf.device(device):
+                    return tf.linalg.matmul(a64, b64), tf.linalg.matmul(tf.abs(a64), tf.abs(b64))
+
+            return _verdicts(tf, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
+
+    return check
+
+
+def conv_check(
+    tf: Any, device: str, gpu: int | None, shape: tuple[int, int, int, int, int, int], repeat: bool = False
+) -> Any:
+    """A check of a float32 convolution (TF32 off) of shape (H, W, Cin, Cout, k, stride) on `device`: fresh
+    inputs from the seed, against float64 within the direct bound for k·k·Cin times numerics.FAST_CONV."""
+    h, wd, cin, cout, k, stride = shape
+
+    def check(seed: int) -> list[Checked]:
+        with tf.device(device):
+            g = tf.random.Generator.from_seed(seed)
+            x, f = g.normal((1, h, wd, cin)), g.normal((k, k, cin, cout))
+            x64, f64 = tf.cast(x, tf.float64), tf.cast(f, tf.float64)
+
+            def compute() -> Any:
+                set_math(tf, "float32")
+                with tf.device(device):
+                    return convolve(tf, x, f, stride)
+
+            def exact() -> tuple[Any, Any]:
+                with tf.device(device):
+                    ref = tf.nn.conv2d(x64, f64, stride, "SAME")
+                    return ref, tf.nn.conv2d(tf.abs(x64), tf.abs(f64), stride, "SAME")
+
+            tol = numerics.bound(k * k * cin, "float32", numerics.FAST_CONV)
+            return _verdicts(tf, gpu, compute, exact, tol, repeat)
+
+    return check
+
+
+def allreduce_check(tf: Any, strategy: Any, n: int, worker: int, gpu: int | None, size: int) -> Any:
+    """A check of an all-reduce's sums: worker i contributes (i + 1) x a pattern of small integers (from the
+    seed); the sum must be the pattern x n(n+1)/2 exactly, in any order (integers below 2^24 are exact in
+    float32), so the tolerance is 0."""
+
+    def check(seed: int) -> list[Checked]:
+        pattern = tf.cast(tf.range(size // 4) % 7 + 1 + seed % 5, tf.float32)
+        mine = pattern * float(worker + 1)
+
+        @tf.function
+        def once() -> Any:  # the tensor is captured, as the timed collectives do: MWMS places it per replica
+            ctx = tf.distribute.get_replica_context
+            return strategy.run(lambda: ctx().all_reduce(tf.distribute.ReduceOp.SUM, mine))
+
+        got = strategy.experimental_local_results(once())[0]
+        expected = tf.cast(pattern, tf.float64) * (n * (n + 1) / 2)
+        verdict = numerics.judge(tf.cast(got, tf.float64).numpy(), expected.numpy(), expected.numpy(), 0.0)
+        return [Checked("reference", gpu, verdict)]
+
+    return check
