@@ -27,6 +27,8 @@ def validate(
 
     Each judgement comes from a 95 % interval: pass when it lies on the right side of the limit, fail
     when it lies wholly on the wrong side, cannot judge when it straddles it or runs are too few.
+    Always, whatever the reference asks: the probes' checked results and the --deterministic runs' losses
+    (a wrong answer is a failing case).
     Exits 0 only when every check passes; 1 when any fails; 3 when none fails but some cannot be judged.
     """
     from dltestbed.cli.runs import _select

@@ -203,7 +203,7 @@ def plan(
     if data_dir is not None:
         data_dir = str(resolve_path(data_dir))
     if common.get("data") == "real":
-        common.update(_real_data(data_dir))
+        common.update(_real_data(data_dir, bool(common.get("accuracy"))))
     specs: list[Spec] = []
     names = list(dict.fromkeys(models)) if models else list(p.models)
     if suite == "screen":
@@ -284,13 +284,19 @@ def _repetitions(repeat: int | str, precision: float, max_repeat: int) -> tuple[
     return int(repeat), False
 
 
-def _real_data(data_dir: str | None) -> dict[str, Any]:
-    """The dataset's classes and identity, read once per change of its content."""
+def _real_data(data_dir: str | None, accuracy: bool = False) -> dict[str, Any]:
+    """The dataset's classes and identity, read once per change of its content; with `accuracy`, a held-out
+    image at least."""
     if not data_dir:
         raise ConfigError("--data real needs --data-dir DIR (make one with `dltestbed data make`)")
     index = dataset.scan(data_dir)
     if len(index.classes) < 2:
         raise ConfigError(f"data dir {data_dir!r} has 1 class; at least 2 are needed")
+    if accuracy and not dataset.split(index)[1].files:
+        raise ConfigError(
+            f"--accuracy: data dir {data_dir!r} has no class of {dataset.HOLDOUT_EVERY} images or more, "
+            "so none is held out; make one with `dltestbed data make --images-per-class 50`"
+        )
     ident = dataset.identify(index, paths.cache_dir() / "dataset-digests.json")
     return {
         "classes": len(index.classes),

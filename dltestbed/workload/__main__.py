@@ -39,6 +39,7 @@ from dltestbed.workload.events import (
 from dltestbed.workload.loop import StepError
 
 if TYPE_CHECKING:
+    from dltestbed.workload.checked import Checked
     from dltestbed.workload.probes import Case, Where
 
 
@@ -274,8 +275,8 @@ def _time_cases(cases: Sequence[Case], spec: ProbeSpec, where: Where, emitter: E
     return measures
 
 
-def check_event(probe: str, case: str, checked: Any, seed: int) -> CheckEvent:
-    """The event of a probe's checked result (probes.Checked)."""
+def check_event(probe: str, case: str, checked: Checked, seed: int) -> CheckEvent:
+    """The event of a probe's checked result."""
     v = checked.verdict
     return CheckEvent(
         probe=probe,
@@ -339,7 +340,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     cases: list[probes.Case] = []
     try:
         if spec.screen_seconds is not None:
-            _screen(spec, where, fp, nvml, emitter)
+            _screen(spec, spec.screen_seconds, where, fp, nvml, emitter)
             return
         skips = _plan_cases(spec.probes, where, cases)
         resolved = spec.model_dump() | {"cases": [d for c in cases for d in c.describe()]}
@@ -361,8 +362,8 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
             nvml.close()
 
 
-def _screen(spec: ProbeSpec, where: Where, fp: dict[str, Any], nvml: Any, emitter: Emitter) -> None:
-    """--suite screen: the start event, then the checks for spec.screen_seconds per device (screen.py),
+def _screen(spec: ProbeSpec, seconds: float, where: Where, fp: dict[str, Any], nvml: Any, emitter: Emitter) -> None:
+    """--suite screen: the start event, then the checks for `seconds` per device (screen.py),
     sampled and health-checked like any run, then probes_done (no timed measure)."""
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import screen
@@ -370,9 +371,8 @@ def _screen(spec: ProbeSpec, where: Where, fp: dict[str, Any], nvml: Any, emitte
 
     resolved = spec.model_dump() | {"devices": [d for d, _ in screen.devices(where)]}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
-    assert spec.screen_seconds is not None
     with watched(nvml, emitter.emit), Sampler(emitter.emit, spec.sample_interval, nvml).running():
-        for ev in screen.run(where, spec.probes, spec.screen_seconds, spec.seed, check_event):
+        for ev in screen.run(where, spec.probes, seconds, spec.seed, check_event):
             emitter.emit(ev)
     emitter.emit(ProbesDoneEvent(measures=0, skips=0))
 
@@ -388,6 +388,11 @@ def run(argv: list[str], emitter: Emitter) -> None:
     spec, ns = parse(argv)
     index, data_facts, cluster = _prepare(spec, ns, min_classes=2)
     classes = len(index.classes) if index else spec.classes
+    trained, held = dataset.split(index) if index is not None and spec.accuracy else (index, None)
+    if held is not None and not held.files:
+        raise ConfigError(
+            f"--accuracy holds out every {dataset.HOLDOUT_EVERY}th image of a class: no class has that many"
+        )
 
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.gpu import Nvml
@@ -430,7 +435,6 @@ def run(argv: list[str], emitter: Emitter) -> None:
             tf.config.experimental.enable_op_determinism()
         seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
         model, step = _step(tf, keras, spec, classes, math, strategy, cluster.size if cluster else 1)
-        trained, held = dataset.split(index) if index is not None and spec.accuracy else (index, None)
         if trained is not None:
             batches = data.real(tf, trained, spec.batch_size, spec.size, seed)
         else:

@@ -107,3 +107,9 @@ def test_the_table_per_layer_with_its_spread_and_difference() -> None:
     assert "| alexnet | cbm | 40 | 3 | 85.8 |" in md and "+0.8 [" in md
     got = json.loads(render.as_json(analysis.analyse(runs)))["accuracy"]
     assert got[1]["vs_baseline"]["method"] == accuracy.PAIRED and got[0]["top1_percent"] == [80, 85, 90]
+
+
+def test_accuracy_on_a_dataset_too_small_to_hold_out_is_refused_before_any_run(tmp_path: Path) -> None:
+    data = dataset.make(tmp_path / "d", classes=2, images_per_class=4, size=16)
+    with pytest.raises(ConfigError, match=r"--accuracy: data dir .* has no class of 5 images or more"):
+        planning.plan(models=["alexnet"], data="real", data_dir=str(data.root), accuracy=True)
