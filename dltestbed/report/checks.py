@@ -23,7 +23,7 @@ class Mismatch:
 
     @property
     def device(self) -> str:
-        """The GPU by index and UUID where known, or the CPU."""
+        """The GPU by its index, or the CPU."""
         return "the CPU" if self.gpu is None else f"GPU {self.gpu}"
 
     def describe(self) -> str:
