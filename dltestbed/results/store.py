@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from dltestbed import paths
@@ -35,6 +35,7 @@ SCHEMA_VERSION = 8  # 2: runs gained role, job_id, workers, worker_index; the ou
 # runs.eval_images, eval_correct, eval_loss (--accuracy)
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
+E = TypeVar("E", StepEvent, MeasureEvent, CheckEvent, SkipEvent)  # an event the store reads back by its fields
 
 _JSON_FIELDS = {"fingerprint", "spec"}
 _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -344,14 +345,12 @@ class Store:
 
     def measures(self, run_id: str) -> list[MeasureEvent]:
         """A microbenchmark run's measures, in the order they were made."""
-        rows = self._query(
-            'SELECT probe, "case", idx, phase, value, unit, seconds, t FROM measures WHERE run_id = ? ORDER BY t, idx',
-            (run_id,),
+        return self._events(
+            MeasureEvent,
+            'SELECT probe, "case", idx AS "index", phase, value, unit, seconds, t FROM measures WHERE run_id = ? '
+            "ORDER BY t, idx",
+            run_id,
         )
-        return [
-            MeasureEvent(probe=r[0], case=r[1], index=r[2], phase=r[3], value=r[4], unit=r[5], seconds=r[6], t=r[7])
-            for r in rows
-        ]
 
     def add_check(self, run_id: str, ev: CheckEvent) -> None:
         """Store a probe's result checked."""
@@ -365,38 +364,34 @@ class Store:
 
     def checks(self, run_id: str) -> list[CheckEvent]:
         """A microbenchmark run's checked results, in the order they were made."""
-        rows = self._query(
+        return self._events(
+            CheckEvent,
             'SELECT probe, "case", kind, gpu, elements, mismatches, worst, tolerance, seed, t, "where", rounds '
-            "FROM checks "
-            "WHERE run_id = ? ORDER BY t",
-            (run_id,),
+            "FROM checks WHERE run_id = ? ORDER BY t",
+            run_id,
+            numbers=("worst",),
         )
-        return [
-            CheckEvent(
-                probe=r[0],
-                case=r[1],
-                kind=r[2],
-                gpu=r[3],
-                elements=r[4],
-                mismatches=r[5],
-                worst=float(r[6]),
-                tolerance=r[7],
-                seed=r[8],
-                t=r[9],
-                where=r[10],
-                rounds=r[11],
-            )
-            for r in rows
-        ]
 
     def skips(self, run_id: str) -> list[SkipEvent]:
         """A microbenchmark run's skipped probes and cases, with their reasons."""
-        rows = self._query('SELECT probe, "case", reason FROM skips WHERE run_id = ? ORDER BY probe, "case"', (run_id,))
-        return [SkipEvent(probe=r[0], case=r[1], reason=r[2]) for r in rows]
+        return self._events(
+            SkipEvent, 'SELECT probe, "case", reason FROM skips WHERE run_id = ? ORDER BY probe, "case"', run_id
+        )
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
+
+    def _events(self, cls: type[E], sql: str, run_id: str, numbers: Sequence[str] = ()) -> list[E]:
+        """A run's rows as events: the query names its columns as the event names its fields; `numbers`: the
+        columns that may hold a non-finite number as text (see _result), read back as floats."""
+        out = []
+        for row in self._query(sql, (run_id,)):
+            values = dict(row)
+            for name in numbers:
+                values[name] = float(values[name]) if values[name] is not None else None
+            out.append(cls(**values))
+        return out
 
     @staticmethod
     def _record(row: sqlite3.Row) -> RunRecord:
@@ -434,22 +429,13 @@ class Store:
 
     def steps(self, run_id: str) -> list[StepEvent]:
         """A run's steps in order."""
-        rows = self._query(
-            "SELECT idx, phase, images, seconds, images_per_sec, t, result FROM steps WHERE run_id = ? ORDER BY idx",
-            (run_id,),
+        return self._events(
+            StepEvent,
+            'SELECT idx AS "index", phase, images, seconds, images_per_sec, t, result FROM steps WHERE run_id = ? '
+            "ORDER BY idx",
+            run_id,
+            numbers=("result",),
         )
-        return [
-            StepEvent(
-                index=r[0],
-                phase=r[1],
-                images=r[2],
-                seconds=r[3],
-                images_per_sec=r[4],
-                t=r[5],
-                result=float(r[6]) if r[6] is not None else None,
-            )
-            for r in rows
-        ]
 
     def resources(self, run_id: str) -> list[ResourceEvent]:
         """A run's resource samples in time order."""
