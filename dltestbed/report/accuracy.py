@@ -10,18 +10,15 @@ difference of the means. Below 2 runs a side: the difference alone, no interval.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean, stdev
 from typing import Any
 
-from scipy import stats as st
-
 from dltestbed.kinds import BASELINE
+from dltestbed.report import inference
 from dltestbed.results.records import RunRecord
 
-CONFIDENCE = 0.95
 PAIRED, WELCH = "paired t on the differences (same seed, same machine)", "Welch t on the difference of means"
 
 
@@ -40,30 +37,19 @@ class Difference:
         return self.__dict__.copy()
 
 
-def _t_interval(m: float, se: float, df: float) -> tuple[float, float]:
-    if se == 0 or not math.isfinite(df):
-        return m, m
-    half = float(st.t.ppf(1 - (1 - CONFIDENCE) / 2, df)) * se
-    return m - half, m + half
-
-
 def difference(base: Sequence[float], layer: Sequence[float], pairs: Sequence[tuple[float, float]]) -> Difference:
     """The layer's mean minus the baseline's (in the values' unit), paired where every layer value has its
     pair (`pairs`: (baseline, layer)), else Welch. Pure."""
     if pairs and len(pairs) == len(layer):
         d = [x - b for b, x in pairs]
-        if len(d) < 2:
-            return Difference(mean(d), None, None, PAIRED, len(d))
-        lo, hi = _t_interval(mean(d), stdev(d) / math.sqrt(len(d)), len(d) - 1)
-        return Difference(mean(d), lo, hi, PAIRED, len(d))
-    m = mean(layer) - mean(base)
-    if min(len(base), len(layer)) < 2:
-        return Difference(m, None, None, WELCH, min(len(base), len(layer)))
-    vb, vx = stdev(base) ** 2 / len(base), stdev(layer) ** 2 / len(layer)
-    se = math.sqrt(vb + vx)
-    df = (vb + vx) ** 2 / (vb**2 / (len(base) - 1) + vx**2 / (len(layer) - 1)) if se > 0 else math.inf
-    lo, hi = _t_interval(m, se, df)
-    return Difference(m, lo, hi, WELCH, min(len(base), len(layer)))
+        ends = inference.mean_interval(d)
+        return Difference(mean(d), ends[0] if ends else None, ends[1] if ends else None, PAIRED, len(d))
+    n = min(len(base), len(layer))
+    if n < inference.MIN_N:
+        return Difference(mean(layer) - mean(base), None, None, WELCH, n)
+    m, se, df = inference.welch_terms(base, layer)
+    lo, hi = inference.t_interval(m, se, df)
+    return Difference(m, lo, hi, WELCH, n)
 
 
 @dataclass(frozen=True)

@@ -99,14 +99,28 @@ def paired(baseline: Sequence[float], layer: Sequence[float], conf: float = CONF
 def welch(baseline: Sequence[float], layer: Sequence[float], conf: float = CONFIDENCE) -> Effect:
     """The overhead from unpaired groups: Welch's t-interval of the difference of mean logs."""
     b, x = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(layer, dtype=float))
+    diff, se, df = welch_terms(b, x)
+    pooled = math.sqrt((float(np.var(b, ddof=1)) + float(np.var(x, ddof=1))) / 2)
+    return _interval(WELCH_T, min(len(b), len(x)), diff, se, df, pooled, conf)
+
+
+def welch_terms(baseline: Sequence[float], layer: Sequence[float]) -> tuple[float, float, float]:
+    """(layer's mean − baseline's, Welch's standard error of it, Welch–Satterthwaite degrees of freedom); a
+    ValueError below MIN_N values a side."""
+    b, x = np.asarray(baseline, dtype=float), np.asarray(layer, dtype=float)
     nb, nx = len(b), len(x)
     if min(nb, nx) < MIN_N:
         raise ValueError(f"a Welch interval needs at least {MIN_N} runs per side; got {nb} and {nx}")
     vb, vx = float(np.var(b, ddof=1)) / nb, float(np.var(x, ddof=1)) / nx
     se = math.sqrt(vb + vx)
     df = (vb + vx) ** 2 / (vb**2 / (nb - 1) + vx**2 / (nx - 1)) if se > 0 else float(nb + nx - 2)
-    pooled = math.sqrt((float(np.var(b, ddof=1)) + float(np.var(x, ddof=1))) / 2)
-    return _interval(WELCH_T, min(nb, nx), float(np.mean(x) - np.mean(b)), se, df, pooled, conf)
+    return float(np.mean(x) - np.mean(b)), se, df
+
+
+def t_interval(mean: float, se: float, df: float, conf: float = CONFIDENCE) -> tuple[float, float]:
+    """mean ± Student t's two-sided quantile × se (the point itself when se is 0)."""
+    half = float(st.t.ppf(1 - (1 - conf) / 2, df)) * se if se > 0 else 0.0
+    return mean - half, mean + half
 
 
 def mean_interval(values: Sequence[float], conf: float = CONFIDENCE) -> tuple[float, float] | None:
