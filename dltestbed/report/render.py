@@ -165,8 +165,7 @@ def markdown(
     with its interval and verdict, the probes, the environment of each group and its differences, the
     noise floor, fleet outliers, steady-state flags, GPU health, accuracy, the deterministic runs' agreement,
     the checked results, distributed jobs and shared pairs — each section only when the runs have it — with
-    each figure in its section
-    (captions: a line under each)."""
+    each figure in its section (captions: a line under each)."""
     figs = figures or {}
     groups = a.groups
     micro_lines = micro.markdown(a.cases, a.skipped, groups)

@@ -97,11 +97,6 @@ class AccuracyEvent:
     t: float
     event: str = field(default="accuracy", init=False)
 
-    @property
-    def top1(self) -> float:
-        """The share classified right."""
-        return self.correct / self.images if self.images else 0.0
-
 
 @dataclass(frozen=True)
 class MeasureEvent:
