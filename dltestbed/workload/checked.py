@@ -43,15 +43,15 @@ def _verdicts(
     tf: Any,
     gpu: int | None,
     compute: Callable[[], Any],
-    exact: Callable[[], tuple[Any, Any]],
+    exact: tuple[Any, Any],
     tol: float,
     repeat: bool,
     name: str = "",
 ) -> list[Checked]:
     """The checks of one computation: its result against float64 (and against a second run of it, bit for
-    bit, with `repeat`). `exact` gives (the result in float64, the magnitudes |A|·|B|)."""
+    bit, with `repeat`). `exact`: (the result in float64, the magnitudes |A|·|B|)."""
     got = tf.cast(compute(), tf.float64).numpy()
-    expected, magnitude = (t.numpy() for t in exact())
+    expected, magnitude = (t.numpy() for t in exact)
     out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
     if repeat:
         again = tf.cast(compute(), tf.float64).numpy()
@@ -75,10 +75,7 @@ def gemm_check(tf: Any, device: str, gpu: int | None, n: int, math: str, repeat:
                 with tf.device(device):
                     return product(tf, a, b)
 
-            def exact() -> tuple[Any, Any]:
-                with tf.device(device):
-                    return tf.linalg.matmul(a64, b64), tf.linalg.matmul(tf.abs(a64), tf.abs(b64))
-
+            exact = tf.linalg.matmul(a64, b64), tf.linalg.matmul(tf.abs(a64), tf.abs(b64))
             return _verdicts(tf, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
 
     return check
@@ -102,11 +99,7 @@ def conv_check(
                 with tf.device(device):
                     return convolve(tf, x, f, stride)
 
-            def exact() -> tuple[Any, Any]:
-                with tf.device(device):
-                    ref = tf.nn.conv2d(x64, f64, stride, "SAME")
-                    return ref, tf.nn.conv2d(tf.abs(x64), tf.abs(f64), stride, "SAME")
-
+            exact = tf.nn.conv2d(x64, f64, stride, "SAME"), tf.nn.conv2d(tf.abs(x64), tf.abs(f64), stride, "SAME")
             tol = numerics.bound(k * k * cin, "float32", numerics.FAST_CONV)
             return _verdicts(tf, gpu, compute, exact, tol, repeat)
 
