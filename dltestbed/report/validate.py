@@ -24,6 +24,9 @@ judged per host and GPU (report/health_rules.py):
       pcie_link_at_max: true           # the PCIe link under load at its max generation and width
       power_limit_watts: 700           # the enforced power limit (±1 W)
 
+Whatever the reference says, the probes' checked results and the --deterministic runs' losses are judged too
+(report/correct_rules.py): a wrong answer is a failing case.
+
 Every judgement of a check is three-way, from 95 % intervals, so noise never passes or fails a check by itself:
   pass — the interval lies on the right side of the limit;
   fail — it lies wholly on the wrong side;
