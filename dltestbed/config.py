@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dltestbed.catalog import MODELS, model_names
-from dltestbed.errors import ConfigError
+from dltestbed.errors import ConfigError, plain
 
 DataKind = Literal["synthetic", "real"]
 Mode = Literal["train", "infer"]
@@ -286,12 +286,17 @@ def describe_validation_error(exc: ValidationError) -> str:
     """One line for the first problem: `field: message (got value)`."""
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
-    field = loc.replace("_", "-") if loc else ""
+    msg = plain(err["msg"])
+    field = OPTION_OF.get(loc, loc.replace("_", "-")) if loc else ""
     got = err.get("input")
+    if isinstance(got, (tuple, list)):
+        got = ",".join(str(g) for g in got)
     if field and not isinstance(got, dict):
         return f"--{field}: {msg} (got {got!r})"
     return msg
+
+
+OPTION_OF = {"screen_seconds": "screen-time"}  # a spec's field where the option's name differs
 
 
 def workload_spec(**values: object) -> WorkloadSpec:

@@ -43,3 +43,24 @@ class StreamError(DltestbedError):
 
 class SlurmError(DltestbedError):
     """Slurm refused or lost the bench's allocation (salloc's own line, or the job's state)."""
+
+
+_PYDANTIC = {
+    "Input should be a valid integer": "a whole number",
+    "Input should be a valid number": "a number",
+    "Input should be a valid boolean": "true or false",
+    "Input should be greater than or equal to": "at least",
+    "Input should be greater than": "more than",
+    "Input should be less than or equal to": "at most",
+    "Input should be less than": "less than",
+}
+
+
+def plain(message: str) -> str:
+    """A pydantic or parser message in dltestbed's words: `Input should be greater than 0` → `more than 0`."""
+    message = message.removeprefix("Value error, ")
+    for theirs, ours in _PYDANTIC.items():
+        if message.startswith(theirs):
+            rest = message[len(theirs) :].split(",")[0]
+            return (ours + rest).strip()
+    return message

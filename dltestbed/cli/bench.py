@@ -26,6 +26,8 @@ from dltestbed.cli.bench_options import (
     DataSharedOption,
     DeterministicOption,
     DeviceOption,
+    DryRunOption,
+    FormatOption,
     GpuMemoryMibOption,
     ImageSizeOption,
     InventoryOption,
@@ -48,9 +50,12 @@ from dltestbed.cli.bench_options import (
     ReportOption,
     ResultsOption,
     RuntimeOption,
+    RunTimeoutOption,
     ScenarioOption,
     ScreenTimeOption,
     SeedOption,
+    SequentialOption,
+    SlurmTimeOption,
     StepsOption,
     SuiteOption,
     TargetsOption,
@@ -76,8 +81,11 @@ from dltestbed.cli.options import (
     LauncherOpt,
     ModeOpt,
     OrderOpt,
+    OutputOpt,
     PresetOpt,
+    ProbeScaleOpt,
     ScenarioOpt,
+    SuiteOpt,
     group_opt,
     influx_bucket_opt,
     influx_org_opt,
@@ -89,29 +97,43 @@ if TYPE_CHECKING:  # annotations only: the command imports these when it runs (C
     from dltestbed.orchestrate import BenchOutcome, BenchRequest
 
 
+EXAMPLES = """[bold]Examples[/]
+
+  dltestbed bench --dry-run                        list the default bench
+  dltestbed bench -m alexnet --targets bm,cbm --repeat 5
+  dltestbed bench --suite micro --targets bm,vm    what a layer costs, and why
+  dltestbed bench --inventory hosts.yml --scenario distributed
+  dltestbed bench --device gpu --preset gpu --report gpu.html
+
+Every option in full: docs/bench.md"""
+
+
 def bench(
     ctx: typer.Context,
     model: ModelOption = None,
     preset: PresetOption = PresetOpt.auto,
+    suite: SuiteOption = SuiteOpt.study,
     data: DataOption = DataOpt.synthetic,
     data_dir: DataDirOption = None,
-    data_shared: DataSharedOption = False,
-    suite: SuiteOption = "study",
-    probes: ProbesOption = None,
-    probe_scale: ProbeScaleOption = "small",
-    screen_time: ScreenTimeOption = 60.0,
     mode: ModeOption = ModeOpt.train,
-    device: DeviceOption = DeviceOpt.auto,
-    math: MathOption = None,
-    xla: XlaOption = None,
-    gpu_memory_mib: GpuMemoryMibOption = None,
     batch_size: BatchSizeOption = None,
     image_size: ImageSizeOption = None,
     warmup: WarmupOption = None,
     steps: StepsOption = None,
     classes: ClassesOption = 1000,
+    probes: ProbesOption = None,
+    probe_scale: ProbeScaleOption = ProbeScaleOpt.small,
+    screen_time: ScreenTimeOption = 60.0,
     deterministic: DeterministicOption = False,
     accuracy: AccuracyOption = False,
+    targets_opt: TargetsOption = "auto",
+    device: DeviceOption = DeviceOpt.auto,
+    inventory: InventoryOption = None,
+    limit: LimitOption = None,
+    group: list[str] | None = group_opt("Where", short=True),
+    data_shared: DataSharedOption = False,
+    parallel: ParallelOption = True,
+    run_timeout: RunTimeoutOption = None,
     repeat: RepeatOption = "3",
     precision: PrecisionOption = 2.0,
     max_repeat: MaxRepeatOption = 20,
@@ -124,8 +146,9 @@ def bench(
     cotenant: CotenantOption = CotenantOpt.alexnet,
     cotenant_batch: CotenantBatchOption = None,
     isolate: IsolateOption = False,
-    timeout: TimeoutOption = None,
-    targets_opt: TargetsOption = "auto",
+    math: MathOption = None,
+    xla: XlaOption = None,
+    gpu_memory_mib: GpuMemoryMibOption = None,
     vm_vcpus: VmVcpusOption = None,
     vm_memory: VmMemoryOption = None,
     vm_gpus: VmGpusOption = None,
@@ -134,38 +157,37 @@ def bench(
     vm_virt_type: VmVirtTypeOption = None,
     vm_image: VmImageOption = None,
     vm_disk: VmDiskOption = None,
-    influx_url: str | None = influx_url_opt(),
-    influx_org: str | None = influx_org_opt(),
-    influx_bucket: str | None = influx_bucket_opt(),
-    influx_token_file: Path | None = influx_token_opt(),
     runtime: RuntimeOption = None,
     container_cpuset: ContainerCpusetOption = None,
     container_memory: ContainerMemoryOption = None,
-    inventory: InventoryOption = None,
-    limit: LimitOption = None,
-    group: list[str] | None = group_opt(),
     launcher: LauncherOption = LauncherOpt.direct,
     partition: PartitionOption = None,
     nodes: NodesOption = None,
     account: AccountOption = None,
-    time_limit: TimeLimitOption = None,
+    slurm_time: SlurmTimeOption = None,
     venv: VenvOption = None,
-    parallel: ParallelOption = True,
     results: ResultsOption = None,
     report: ReportOption = None,
+    fmt: FormatOption = OutputOpt.table,
+    dry_run: DryRunOption = False,
+    influx_url: str | None = influx_url_opt(),
+    influx_org: str | None = influx_org_opt(),
+    influx_bucket: str | None = influx_bucket_opt(),
+    influx_token_file: Path | None = influx_token_opt(),
+    timeout: TimeoutOption = None,
+    time_limit: TimeLimitOption = None,
+    sequential: SequentialOption = False,
     as_json: AsJsonOption = False,
 ) -> None:
-    """Run workloads on this machine's targets, or over SSH on an inventory's hosts, and store every step.
+    """Run workloads on this machine's targets, or on an inventory's hosts, and store every step.
 
-    Run bare, it runs the quick preset, 3 repetitions, on --targets auto (bare metal and a container, or
-    bare metal twice as A/A), and says so.
+    Bare, it runs the quick preset 3 times on bm and a container (or bm twice: A/A).
 
-    Progress goes to stderr; with --json, stdout holds only the JSON array of runs.
-
-    Exits 1 when any run failed (the run is stored as failed, with its reason and its steps).
+    Exits 1 when a run failed: it is stored, with its reason.
     """
     outcome = run(request_of(ctx.params))
-    present(outcome, ctx.params["report"], ctx.params["results"], ctx.params["as_json"])
+    as_json = ctx.params["fmt"] == OutputOpt.json or ctx.params["as_json"]
+    present(outcome, ctx.params["report"], ctx.params["results"], as_json)
 
 
 def request_of(o: dict[str, Any]) -> BenchRequest:
@@ -182,9 +204,9 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
     workloads = orch.Workloads(
         models=tuple(o["model"] or ()),
         preset=o["preset"].value,
-        suite=o["suite"],
-        probes=_listed(o["probes"]),
-        probe_scale=o["probe_scale"],
+        suite=o["suite"].value,
+        probes=_listed(o["probes"], "--probes"),
+        probe_scale=o["probe_scale"].value,
         data=o["data"].value,
         data_dir=o["data_dir"],
         data_shared=o["data_shared"],
@@ -217,32 +239,32 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         cotenant=o["cotenant"].value,
         cotenant_batch=o["cotenant_batch"],
         isolate=o["isolate"],
-        parallel=o["parallel"],
-        timeout=o["timeout"],
+        parallel=o["parallel"] and not o["sequential"],
+        timeout=o["run_timeout"] if o["run_timeout"] is not None else o["timeout"],
     )
     vm = {
         "vcpus": o["vm_vcpus"],
-        "memory_mib": o["vm_memory"],
+        "memory_mib": _vm_memory(o["vm_memory"]),
         "gpus": o["vm_gpus"],
         "cpus": o["vm_cpus"],
         "numa_node": o["vm_numa_node"],
-        "virt_type": o["vm_virt_type"],
+        "virt_type": o["vm_virt_type"].value if o["vm_virt_type"] else None,
         "image": o["vm_image"],
         "disk_gib": o["vm_disk"],
     }
     machines = orch.Machines(
-        targets=_listed(o["targets_opt"]) or (),
+        targets=_listed(o["targets_opt"], "--targets") or (),
         inventory=o["inventory"],
         limit=o["limit"],
         groups=tuple(o["group"] or ()),
         launcher=o["launcher"].value,
-        slurm=SlurmOptions(o["partition"], o["nodes"], o["account"], o["time_limit"], o["venv"]),
-        runtime=o["runtime"],
+        slurm=SlurmOptions(o["partition"], o["nodes"], o["account"], o["slurm_time"] or o["time_limit"], o["venv"]),
+        runtime=o["runtime"].value if o["runtime"] else None,
         container_cpuset=o["container_cpuset"],
         container_memory=o["container_memory"],
         vm=vm,
     )
-    return orch.BenchRequest(workloads, reps, scenario, machines, o["results"], stream)
+    return orch.BenchRequest(workloads, reps, scenario, machines, o["results"], stream, o["dry_run"])
 
 
 def run(request: BenchRequest) -> BenchOutcome:
@@ -261,14 +283,18 @@ def run(request: BenchRequest) -> BenchOutcome:
 
 
 def present(outcome: BenchOutcome, report: Path | None, results: Path | None, as_json: bool) -> None:
-    """The bench's closing notes and report line on stderr, its runs as JSON on stdout (--json); exit 1
-    naming the first failed run."""
+    """--dry-run's list on stdout; else the bench's closing notes, its summary and report line on stderr,
+    its runs as JSON on stdout (--format json); exit 1 naming the first failed run."""
     from dltestbed.errors import WorkloadError
 
+    if outcome.planned:
+        print("\n".join(outcome.planned))
+        return
     for note in outcome.notes:
         typer.echo(note, err=True)
     if report is not None:
         typer.echo(_report(outcome.bench_id, report, results), err=True)
+    typer.echo(summary(outcome, results), err=True)
     if as_json:
         print(json.dumps([r.to_dict() for r in outcome.records], indent=2))
     if outcome.failed:
@@ -279,9 +305,43 @@ def present(outcome: BenchOutcome, report: Path | None, results: Path | None, as
         )
 
 
-def _listed(text: str | None) -> tuple[str, ...] | None:
-    """A comma-separated option's items (None: not given)."""
-    return tuple(p.strip() for p in text.split(",") if p.strip()) if text is not None else None
+def summary(outcome: BenchOutcome, results: Path | None) -> str:
+    """The bench's last line: its runs, how they ended, how long they took, and what to run next."""
+    from dltestbed.cli.progress import duration
+    from dltestbed.results.ids import short
+
+    runs = [r for r in outcome.records if r.role != "cotenant"]
+    ok = sum(r.status == "ok" for r in runs)
+    took = sum(r.elapsed_seconds or 0.0 for r in runs)
+    where = f" --results {results}" if results is not None else ""
+    return (
+        f"bench {short(outcome.bench_id)}: {len(runs)} run(s), {ok} ok, {len(runs) - ok} failed, "
+        f"{duration(took)} of runs; next: dltestbed report --bench {short(outcome.bench_id)}{where}"
+    )
+
+
+def _vm_memory(text: str | None) -> int | None:
+    """--vm-memory in MiB: a size with its unit; a bare number (the old MiB) still works, with a warning."""
+    from dltestbed.cli import deprecated
+    from dltestbed.sizes import mib
+
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        deprecated.warn(f"--vm-memory {text} (MiB without a unit)", f"--vm-memory {text}m")
+    return mib(text, "--vm-memory")
+
+
+def _listed(text: str | None, option: str) -> tuple[str, ...] | None:
+    """A comma-separated option's items (None: not given); an empty item is refused (`bm,,cbm`)."""
+    from dltestbed.errors import ConfigError
+
+    if text is None:
+        return None
+    items = tuple(p.strip() for p in text.split(","))
+    if not all(items):
+        raise ConfigError(f"{option}: a comma-separated list with no empty item (got {text!r})")
+    return items
 
 
 def _report(bench_id: str, out: Path, results: Path | None) -> str:

@@ -1,4 +1,5 @@
-"""The options of `dltestbed bench`, one type a name: typer reads them from the command's signature."""
+"""The options of `dltestbed bench`, one type a name: typer reads them from the command's signature.
+Each says in one line what it does; docs/bench.md says the rest."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Annotated
 
 import typer
 
+from dltestbed.cli import deprecated
 from dltestbed.cli.options import (
-    RESULTS_HELP,
+    RESULTS_SHORT,
     CotenantOpt,
     DataOpt,
     DeviceOpt,
@@ -16,449 +18,152 @@ from dltestbed.cli.options import (
     MathOpt,
     ModeOpt,
     OrderOpt,
+    OutputOpt,
     PresetOpt,
+    ProbeScaleOpt,
+    RuntimeOpt,
     ScenarioOpt,
+    SuiteOpt,
+    VirtTypeOpt,
 )
+
+WHAT = "What to run"
+WHERE = "Where"
+REPS = "Repetitions"
+SCENARIO = "Scenario"
+GPU = "GPU"
+VM = "VM (vm, cvm)"
+CONTAINER = "Container (cbm)"
+SLURM = "Slurm (--launcher slurm)"
+OUTPUT = "Output"
+
+
+def _opt(*names: str, help: str, panel: str, **kw: object) -> typer.models.OptionInfo:
+    """An option of `bench`: its names, one line of help, its panel."""
+    return typer.Option(*names, help=help, rich_help_panel=panel, show_default=False, **kw)  # type: ignore[arg-type]
+
 
 ModelOption = Annotated[
     list[str] | None,
-    typer.Option("--model", "-m", help="Model: alexnet, resnet50 or inception3. Repeatable. Default: the preset's."),
+    _opt("--model", "-m", metavar="NAME", help="alexnet, resnet50, inception3 (repeat it).", panel=WHAT),
 ]
-
 PresetOption = Annotated[
-    PresetOpt,
-    typer.Option(
-        help="Defaults for what is not given: quick (alexnet and resnet50, small sizes, 2+20 steps), study "
-        "(the published protocol: native sizes, batch 32, float32, 10+100 steps) or gpu (native sizes, batch 256 "
-        "(alexnet 512), mixed precision with XLA, 50+200 steps). auto: gpu where this machine's TensorFlow has a "
-        "GPU (said on the first line), else quick."
-    ),
+    PresetOpt, _opt("--preset", metavar="NAME", help="auto, quick, study or gpu (auto).", panel=WHAT)
 ]
-
-DataOption = Annotated[
-    DataOpt,
-    typer.Option(help="synthetic (in memory, no I/O) or real (JPEGs from --data-dir)."),
-]
-
+SuiteOption = Annotated[SuiteOpt, _opt("--suite", metavar="NAME", help="study, micro, full or screen.", panel=WHAT)]
+DataOption = Annotated[DataOpt, _opt("--data", metavar="KIND", help="synthetic, or real: --data-dir.", panel=WHAT)]
 DataDirOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="ImageNet-style folder DIR/<class>/*.jpg (see `dltestbed data make`). Digested once (files, "
-        "bytes, content; cached while no file changes); bm reads it, cbm gets it mounted read-only, VMs and "
-        "inventory hosts get a copy named by the digest, made once and kept (cvm mounts the VM's). Every run "
-        "records the digest; the report never compares runs on different data."
-    ),
+    Path | None, _opt("--data-dir", metavar="DIR", help="DIR/<class>/*.jpg (`data make`).", panel=WHAT)
 ]
-
-DataSharedOption = Annotated[
-    bool,
-    typer.Option(
-        "--data-shared",
-        help="With --inventory: --data-dir is the same folder on every host (NFS): read "
-        "there, checked to hold the same files and bytes, not copied (VMs still get a copy).",
-    ),
-]
-
-SuiteOption = Annotated[
-    str,
-    typer.Option(
-        help="study: the models (the preset's, or --model). micro: the "
-        "microbenchmarks (--probes), one run per target and repetition (with --scenario "
-        "distributed: one job, net and allreduce between its workers), to explain a layer's "
-        "cost (compute, memory, disk, host↔device, network). full: both; the report puts the "
-        "probes' changes beside the models' overheads. screen: acceptance for silent errors: gemm and "
-        "conv checked against float64 and themselves for --screen-time per GPU, and one --deterministic "
-        "training per target, compared step by step."
-    ),
-]
-
-ScreenTimeOption = Annotated[
-    float,
-    typer.Option(
-        "--screen-time",
-        min=0.001,
-        help="With --suite screen: seconds of checks per GPU (or on the CPU), fresh inputs each round.",
-    ),
-]
-
+ModeOption = Annotated[ModeOpt, _opt("--mode", metavar="MODE", help="train or infer.", panel=WHAT)]
+BatchSizeOption = Annotated[int | None, _opt("--batch-size", help="Images per step.", panel=WHAT)]
+ImageSizeOption = Annotated[int | None, _opt("--image-size", metavar="PX", help="Input size in px.", panel=WHAT)]
+WarmupOption = Annotated[int | None, _opt("--warmup", help="Untimed steps first.", panel=WHAT)]
+StepsOption = Annotated[int | None, _opt("--steps", help="Timed steps.", panel=WHAT)]
+ClassesOption = Annotated[int, _opt("--classes", help="Output classes (1000; real: the data's).", panel=WHAT)]
 ProbesOption = Annotated[
-    str | None,
-    typer.Option(
-        help="With --suite micro or full: comma-separated. On each target "
-        "(--scenario single): gemm (matmul FLOP/s), conv (the models' heaviest "
-        "convolutions), membw (memory copy), h2d and d2h (GPU copies; skipped without a "
-        "GPU), disk (reads of --data-dir, or a scratch file). Between the workers of a "
-        "job (--scenario distributed): net (latency, bandwidth through TensorFlow's "
-        "gRPC collectives), allreduce (algorithm and bus bandwidth over message sizes). "
-        "Default: all of the scenario's."
-    ),
+    str | None, _opt("--probes", metavar="LIST", help="micro/full: e.g. gemm,conv,membw,disk.", panel=WHAT)
 ]
-
 ProbeScaleOption = Annotated[
-    str,
-    typer.Option(
-        help="With --suite micro or full: small (seconds a probe) or full (the models' native shapes, larger copies)."
-    ),
+    ProbeScaleOpt, _opt("--probe-scale", metavar="SIZE", help="micro/full: small or full.", panel=WHAT)
 ]
-
-ModeOption = Annotated[
-    ModeOpt,
-    typer.Option(help="train or infer."),
+ScreenTimeOption = Annotated[
+    float, _opt("--screen-time", metavar="SEC", help="screen: seconds per GPU (60).", panel=WHAT)
 ]
-
-DeviceOption = Annotated[
-    DeviceOpt,
-    typer.Option(help="auto, cpu (hides the GPUs) or gpu (fails without one)."),
-]
-
-MathOption = Annotated[
-    MathOpt | None,
-    typer.Option(
-        help="The models' arithmetic: float32 (TF32 off), tf32 (float32 "
-        "matmuls and convolutions on Ampere-or-later tensor cores: TensorFlow's own "
-        "default there), mixed_bfloat16, mixed_float16 (loss-scaled), or mixed "
-        "(bfloat16 where the device has it, else float16). Recorded with every run; "
-        "the report never compares runs of different math. Default: the preset's "
-        "(float32; gpu: mixed).",
-        rich_help_panel="GPU",
-    ),
-]
-
-XlaOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--xla/--no-xla",
-        help="Compile the models' step with XLA. Default: the preset's (gpu: on).",
-        rich_help_panel="GPU",
-    ),
-]
-
 DeterministicOption = Annotated[
-    bool,
-    typer.Option(
-        "--deterministic",
-        help="TensorFlow's op determinism (the seed, weights and batches are the same on every target "
-        "anyway): the report compares every step's loss with bare metal's, bit for bit where the stack is "
-        "the same, and names the first step where a run diverged.",
-    ),
+    bool, _opt("--deterministic", help="Op determinism; losses compared step by step.", panel=WHAT)
 ]
+AccuracyOption = Annotated[bool, _opt("--accuracy", help="Real data: top-1 on every 5th image held out.", panel=WHAT)]
 
-AccuracyOption = Annotated[
-    bool,
-    typer.Option(
-        "--accuracy",
-        help="With --data real, train: hold out every 5th image of each class, train on the rest, then "
-        "classify the held-out ones (not timed). Each repetition trains from its own seed, the same on "
-        "every target; the report gives each layer's top-1 accuracy with its spread and its difference "
-        "from bare metal with a 95 % interval. Learnable data: `dltestbed data make`.",
-    ),
+TargetsOption = Annotated[str, _opt("--targets", metavar="LIST", help="auto, or of bm,cbm,vm,cvm.", panel=WHERE)]
+DeviceOption = Annotated[DeviceOpt, _opt("--device", metavar="KIND", help="auto, cpu (no GPU) or gpu.", panel=WHERE)]
+InventoryOption = Annotated[
+    Path | None, _opt("--inventory", metavar="FILE", help="Ansible inventory to run on.", panel=WHERE)
 ]
+LimitOption = Annotated[str | None, _opt("--limit", metavar="PATTERN", help="Only these hosts.", panel=WHERE)]
+DataSharedOption = Annotated[bool, _opt("--data-shared", help="--data-dir is one NFS folder.", panel=WHERE)]
+ParallelOption = Annotated[bool, _opt("--parallel/--no-parallel", help="Hosts at once, or one by one.", panel=WHERE)]
+SequentialOption = Annotated[bool, deprecated.option("--sequential", "--no-parallel")]
+RunTimeoutOption = Annotated[
+    float | None, _opt("--run-timeout", metavar="SEC", help="Stop a run after this long.", panel=WHERE)
+]
+TimeoutOption = Annotated[float | None, deprecated.option("--timeout", "--run-timeout")]
 
-GpuMemoryMibOption = Annotated[
-    int | None,
-    typer.Option(
-        help="A fixed GPU memory limit per process in MiB (a slice "
-        "of the GPU). Default: each run's memory grows as it needs (never the "
-        "whole GPU at start, so a co-tenant or a second worker fits).",
-        rich_help_panel="GPU",
-    ),
-]
-
-BatchSizeOption = Annotated[
-    int | None,
-    typer.Option(help="Images per step. Default: the preset's."),
-]
-
-ImageSizeOption = Annotated[
-    int | None,
-    typer.Option(help="Input size in px, for every model. Default: the preset's."),
-]
-
-WarmupOption = Annotated[
-    int | None,
-    typer.Option(help="Untimed steps before the timed ones. Default: the preset's."),
-]
-
-StepsOption = Annotated[
-    int | None,
-    typer.Option(help="Timed steps. Default: the preset's."),
-]
-
-ClassesOption = Annotated[
-    int,
-    typer.Option(help="Classes of the model's output (real data: the folder's)."),
-]
-
-RepeatOption = Annotated[
-    str,
-    typer.Option(
-        help="Repetitions of every run (rep 1 of every model and kind, then rep 2 ...; "
-        "3 is the fewest that gives an overhead a useful interval), "
-        "or auto: add repetitions until every overhead's 95 % interval is within "
-        "±--precision % (at most --max-repeat)."
-    ),
-]
-
-PrecisionOption = Annotated[
-    float,
-    typer.Option(help="With --repeat auto: the overheads' 95 % half-width to reach, in %."),
-]
-
-MaxRepeatOption = Annotated[
-    int,
-    typer.Option(help="With --repeat auto: stop here even if the precision is not reached."),
-]
-
-AaOption = Annotated[
-    bool,
-    typer.Option(
-        "--aa",
-        help="Run bare metal twice per repetition, as A and A′: the report's "
-        "A/A interval (it must contain 0) is the noise floor, with the run-to-run variation "
-        "and the smallest effect these repetitions detect.",
-    ),
-]
-
-OrderOption = Annotated[
-    OrderOpt,
-    typer.Option(
-        help="Within a repetition: interleaved (every model on every kind in turn) or random (shuffled, --seed)."
-    ),
-]
-
-SeedOption = Annotated[
-    int,
-    typer.Option(help="Seed for --order random (each repetition shuffled from it)."),
-]
+RepeatOption = Annotated[str, _opt("--repeat", metavar="N|auto", help="Repetitions of every run (3).", panel=REPS)]
+PrecisionOption = Annotated[float, _opt("--precision", metavar="PCT", help="auto: the ± % to reach (2).", panel=REPS)]
+MaxRepeatOption = Annotated[int, _opt("--max-repeat", help="auto: most repetitions (20).", panel=REPS)]
+AaOption = Annotated[bool, _opt("--aa", help="Bare metal twice: the noise floor.", panel=REPS)]
+OrderOption = Annotated[OrderOpt, _opt("--order", metavar="HOW", help="interleaved or random.", panel=REPS)]
+SeedOption = Annotated[int, _opt("--seed", help="Seed of --order random.", panel=REPS)]
 
 ScenarioOption = Annotated[
-    ScenarioOpt,
-    typer.Option(
-        help="single: each target alone. distributed: one training job over several workers per kind "
-        "(MultiWorkerMirroredStrategy; total throughput = sum of the workers'). shared: the foreground alone, "
-        "then with a co-tenant on the same host."
-    ),
+    ScenarioOpt, _opt("--scenario", metavar="NAME", help="single, distributed or shared.", panel=SCENARIO)
 ]
-
-WorkersOption = Annotated[
-    int | None,
-    typer.Option(help="distributed: workers per job (default: one per inventory host; on this machine: 2)."),
-]
-
+WorkersOption = Annotated[int | None, _opt("--workers", help="distributed: workers per job.", panel=SCENARIO)]
 BaselineOption = Annotated[
-    bool,
-    typer.Option(
-        "--baseline/--no-baseline", help="distributed: also run one worker alone per job (scaling efficiency)."
-    ),
+    bool, _opt("--baseline/--no-baseline", help="distributed: 1 worker alone too.", panel=SCENARIO)
 ]
-
 CotenantOption = Annotated[
-    CotenantOpt,
-    typer.Option(
-        help="shared: the co-tenant — alexnet (training, large batch), cpu (GPUs hidden), io (real data from "
-        "--data-dir) or gpu."
-    ),
+    CotenantOpt, _opt("--cotenant", metavar="KIND", help="shared: alexnet, cpu, io or gpu.", panel=SCENARIO)
 ]
-
 CotenantBatchOption = Annotated[
-    int | None,
-    typer.Option(help="shared: the co-tenant's batch (default: 512 on a host with a GPU, as in the study; else 64)."),
+    int | None, _opt("--cotenant-batch", help="shared: the co-tenant's batch.", panel=SCENARIO)
+]
+IsolateOption = Annotated[bool, _opt("--isolate", help="shared: half the CPUs each.", panel=SCENARIO)]
+
+MathOption = Annotated[
+    MathOpt | None, _opt("--math", metavar="MATH", help="float32, tf32, mixed[_bfloat16|_float16].", panel=GPU)
+]
+XlaOption = Annotated[bool | None, _opt("--xla/--no-xla", help="Compile the step with XLA.", panel=GPU)]
+GpuMemoryMibOption = Annotated[
+    int | None, _opt("--gpu-memory-mib", metavar="MIB", help="Fixed GPU memory per process.", panel=GPU)
 ]
 
-IsolateOption = Annotated[
-    bool,
-    typer.Option(help="shared: pin the foreground and the co-tenant to disjoint halves of the host's CPUs."),
-]
-
-TimeoutOption = Annotated[
-    float | None,
-    typer.Option(help="Seconds after which a run is stopped and stored as failed."),
-]
-
-TargetsOption = Annotated[
-    str,
-    typer.Option(
-        "--targets",
-        help="Target kinds, comma-separated: auto (default: on this machine, bm and cbm when "
-        "Docker or Podman holds this build's image, else bm twice as A/A; with --inventory or another scenario, "
-        "bm), bm (bare metal), cbm (a container on it), vm (a "
-        "libvirt VM on the host — this machine, or with --inventory each host also in libvirt_hosts — started "
-        "when needed and kept for the next bench; `dltestbed teardown` removes it), cvm (a container in that VM).",
-    ),
-]
-
-VmVcpusOption = Annotated[
-    int | None,
-    typer.Option(help="vm/cvm: the VM's vCPUs (default 2, or the host's dltestbed_vm_vcpus).", rich_help_panel="VM"),
-]
-
+VmVcpusOption = Annotated[int | None, _opt("--vm-vcpus", help="vCPUs (default 2).", panel=VM)]
 VmMemoryOption = Annotated[
-    int | None,
-    typer.Option(
-        help="vm/cvm: the VM's memory in MiB (default 3072, or dltestbed_vm_memory_mib).", rich_help_panel="VM"
-    ),
+    str | None, _opt("--vm-memory", metavar="SIZE", help="Memory, e.g. 3g or 3072m (default 3g).", panel=VM)
 ]
-
 VmGpusOption = Annotated[
-    str | None,
-    typer.Option(
-        help="vm/cvm: GPUs to pass through: all, a count, or PCI addresses (checked before anything is "
-        "created: IOMMU, vfio-pci, NUMA).",
-        rich_help_panel="VM",
-    ),
+    str | None, _opt("--vm-gpus", metavar="WHICH", help="all, a count, or PCI addresses.", panel=VM)
 ]
-
-VmCpusOption = Annotated[
-    str | None,
-    typer.Option(
-        help="vm/cvm: host CPUs to pin the vCPUs to, e.g. 0-3 (one each when the counts match).", rich_help_panel="VM"
-    ),
-]
-
-VmNumaNodeOption = Annotated[
-    int | None,
-    typer.Option(
-        help="vm/cvm: take the VM's memory from this host NUMA node only (put the GPU's node here).",
-        rich_help_panel="VM",
-    ),
-]
-
+VmCpusOption = Annotated[str | None, _opt("--vm-cpus", metavar="CPUS", help="Host CPUs to pin, e.g. 0-3.", panel=VM)]
+VmNumaNodeOption = Annotated[int | None, _opt("--vm-numa-node", help="Memory from this NUMA node.", panel=VM)]
 VmVirtTypeOption = Annotated[
-    str | None,
-    typer.Option(help="vm/cvm: kvm or qemu (default: detected; qemu = TCG emulation).", rich_help_panel="VM"),
+    VirtTypeOpt | None, _opt("--vm-virt-type", metavar="KIND", help="kvm or qemu (TCG); detected.", panel=VM)
 ]
-
 VmImageOption = Annotated[
-    str | None,
-    typer.Option(
-        help="vm: boot your own qcow2 or raw cloud image instead of dltestbed's guest image (cloud-init "
-        "gets the VM's key, host key and address; the workload is installed in it when missing; no cvm).",
-        rich_help_panel="VM",
-    ),
+    str | None, _opt("--vm-image", metavar="FILE", help="Boot your own cloud image (qcow2, raw).", panel=VM)
 ]
-
-VmDiskOption = Annotated[
-    int | None,
-    typer.Option(
-        help="vm/cvm: the VM's disk in GiB, at least (default: the image's size; 20 for your own image).",
-        rich_help_panel="VM",
-    ),
-]
+VmDiskOption = Annotated[int | None, _opt("--vm-disk", metavar="GIB", help="Disk size, at least.", panel=VM)]
 
 RuntimeOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Container runtime for cbm: docker or podman (default: docker if its daemon answers, else podman).",
-        rich_help_panel="Container",
-    ),
+    RuntimeOpt | None, _opt("--runtime", metavar="NAME", help="docker (if it answers) or podman.", panel=CONTAINER)
 ]
-
 ContainerCpusetOption = Annotated[
-    str | None,
-    typer.Option(
-        help="cbm: run the container on these CPUs only, e.g. 0 or 0-3 (over the inventory's "
-        "dltestbed_container_cpuset); the report lists it beside the overhead.",
-        rich_help_panel="Container",
-    ),
+    str | None, _opt("--container-cpuset", metavar="CPUS", help="Only these CPUs, e.g. 0-3.", panel=CONTAINER)
 ]
-
 ContainerMemoryOption = Annotated[
-    str | None,
-    typer.Option(
-        help="cbm: the container's memory limit, e.g. 4g (over dltestbed_container_memory).",
-        rich_help_panel="Container",
-    ),
-]
-
-InventoryOption = Annotated[
-    Path | None,
-    typer.Option(help="Ansible inventory: run on its bare_metal hosts over SSH (after `dltestbed provision`)."),
-]
-
-LimitOption = Annotated[
-    str | None,
-    typer.Option(help="With --inventory: only these hosts or groups (Ansible pattern)."),
+    str | None, _opt("--container-memory", metavar="SIZE", help="Memory limit, e.g. 4g.", panel=CONTAINER)
 ]
 
 LauncherOption = Annotated[
-    LauncherOpt,
-    typer.Option(
-        help="direct: this machine, or the inventory's hosts over SSH. slurm: this machine is a "
-        "Slurm submit host; the bench holds one allocation of whole nodes (salloc --exclusive, given back when it "
-        "ends, Ctrl-C or kill included) and runs each workload as an srun step on a node, stored under the node's "
-        "name (bm; the workload installed on the nodes, see --venv).",
-        rich_help_panel="Slurm",
-    ),
+    LauncherOpt, _opt("--launcher", metavar="HOW", help="direct, or slurm: srun in one salloc.", panel=SLURM)
 ]
-
-PartitionOption = Annotated[
-    str | None,
-    typer.Option(
-        help="slurm: the partition (default: the --inventory's "
-        "dltestbed_slurm_partition, else Slurm's, or $SALLOC_PARTITION).",
-        rich_help_panel="Slurm",
-    ),
+PartitionOption = Annotated[str | None, _opt("--partition", metavar="NAME", help="Partition.", panel=SLURM)]
+NodesOption = Annotated[int | None, _opt("--nodes", help="Nodes to allocate.", panel=SLURM)]
+AccountOption = Annotated[str | None, _opt("--account", metavar="NAME", help="Account to charge.", panel=SLURM)]
+SlurmTimeOption = Annotated[
+    str | None, _opt("--slurm-time", metavar="TIME", help="Allocation limit, e.g. 1:30:00.", panel=SLURM)
 ]
+TimeLimitOption = Annotated[str | None, deprecated.option("--time", "--slurm-time")]
+VenvOption = Annotated[str | None, _opt("--venv", metavar="DIR", help="dltestbed's venv on the nodes.", panel=SLURM)]
 
-NodesOption = Annotated[
-    int | None,
-    typer.Option(
-        help="slurm: nodes to allocate (default: --workers or 2 with --scenario "
-        "distributed, else 1); the runs of --scenario single go to every node at once.",
-        rich_help_panel="Slurm",
-    ),
-]
-
-AccountOption = Annotated[
-    str | None,
-    typer.Option(
-        help="slurm: the account to charge (default: the --inventory's dltestbed_slurm_account).",
-        rich_help_panel="Slurm",
-    ),
-]
-
-TimeLimitOption = Annotated[
-    str | None,
-    typer.Option(
-        "--time",
-        help="slurm: the allocation's time limit, in Slurm's "
-        "format (30, 1:30:00; default: the --inventory's dltestbed_slurm_time); a "
-        "run the limit ends is stored failed, with its steps and Slurm's reason.",
-        rich_help_panel="Slurm",
-    ),
-]
-
-VenvOption = Annotated[
-    str | None,
-    typer.Option(
-        help="slurm: dltestbed's venv on the nodes, e.g. on a shared filesystem "
-        "(default: the --inventory host's dltestbed_venv of that name, else "
-        "/opt/dltestbed/venv, where `provision` installs it).",
-        rich_help_panel="Slurm",
-    ),
-]
-
-ParallelOption = Annotated[
-    bool,
-    typer.Option("--parallel/--sequential", help="With several hosts: run them at once (default) or one by one."),
-]
-
-ResultsOption = Annotated[
-    Path | None,
-    typer.Option(help=RESULTS_HELP),
-]
-
+ResultsOption = Annotated[Path | None, _opt("--results", metavar="FILE", help=RESULTS_SHORT, panel=OUTPUT)]
 ReportOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--report",
-        help="When the bench ends (failed runs included), write "
-        "its report here and say where: .html (one page with the figures), .json, "
-        "or Markdown (its figures in NAME_files/ beside it).",
-    ),
+    Path | None, _opt("--report", metavar="FILE", help="Then write the report (.html .json .md).", panel=OUTPUT)
 ]
-
-AsJsonOption = Annotated[
-    bool,
-    typer.Option("--json", help="Print the runs' summaries as JSON on stdout."),
+FormatOption = Annotated[
+    OutputOpt, _opt("--format", metavar="FMT", help="table, or json: the runs on stdout.", panel=OUTPUT)
 ]
+AsJsonOption = Annotated[bool, deprecated.option("--json", "--format json")]
+DryRunOption = Annotated[bool, _opt("--dry-run", help="List the runs it would make, and stop.", panel=OUTPUT)]

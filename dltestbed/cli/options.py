@@ -57,6 +57,33 @@ class PresetOpt(StrEnum):
     gpu = "gpu"
 
 
+class SuiteOpt(StrEnum):
+    study = "study"
+    micro = "micro"
+    full = "full"
+    screen = "screen"
+
+
+class ProbeScaleOpt(StrEnum):
+    small = "small"
+    full = "full"
+
+
+class RuntimeOpt(StrEnum):
+    docker = "docker"
+    podman = "podman"
+
+
+class VirtTypeOpt(StrEnum):
+    kvm = "kvm"
+    qemu = "qemu"
+
+
+class OutputOpt(StrEnum):
+    table = "table"
+    json = "json"
+
+
 class MathOpt(StrEnum):
     float32 = "float32"
     tf32 = "tf32"
@@ -66,32 +93,33 @@ class MathOpt(StrEnum):
 
 
 RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.local/share/dltestbed/results.sqlite."
+RESULTS_SHORT = "Results store ($DLTESTBED_RESULTS)."
 INFLUX = "InfluxDB stream"
+OUTPUT_HELP = "table (default), or json (every field, full ids)."
 
 
 def influx_url_opt() -> str | None:
     return typer.Option(
         None,
         "--influx-url",
-        help="Stream every step to InfluxDB's v2 write API here (default: $INFLUXDB_V2_URL; unset: no streaming).",
+        help="Stream every step to InfluxDB v2 here ($INFLUXDB_V2_URL).",
         rich_help_panel=INFLUX,
     )
 
 
 def influx_org_opt() -> str | None:
-    return typer.Option(None, "--influx-org", help="Organization (default: $INFLUXDB_V2_ORG).", rich_help_panel=INFLUX)
+    return typer.Option(None, "--influx-org", help="Organization ($INFLUXDB_V2_ORG).", rich_help_panel=INFLUX)
 
 
 def influx_bucket_opt() -> str | None:
-    return typer.Option(None, "--influx-bucket", help="Bucket (default: $INFLUXDB_V2_BUCKET).", rich_help_panel=INFLUX)
+    return typer.Option(None, "--influx-bucket", help="Bucket ($INFLUXDB_V2_BUCKET).", rich_help_panel=INFLUX)
 
 
 def influx_token_opt() -> Path | None:
     return typer.Option(
         None,
         "--influx-token-file",
-        help="File holding the token (default: $INFLUXDB_V2_TOKEN, "
-        "or the file in $INFLUXDB_V2_TOKEN_FILE). Never pass a token as an argument.",
+        help="Token file ($INFLUXDB_V2_TOKEN[_FILE]).",
         rich_help_panel=INFLUX,
     )
 
@@ -103,5 +131,6 @@ GROUP_HELP = (
 )
 
 
-def group_opt() -> list[str] | None:
-    return typer.Option(None, "--group", metavar="ROLE=GROUP", help=GROUP_HELP)
+def group_opt(panel: str | None = None, short: bool = False) -> list[str] | None:
+    text = "e.g. bare_metal=gpu_nodes." if short else GROUP_HELP
+    return typer.Option(None, "--group", metavar="ROLE=GROUP", help=text, rich_help_panel=panel)

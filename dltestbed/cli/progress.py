@@ -1,10 +1,15 @@
-"""Rich progress for runs: one bar per run (steps, current images/sec), one line when it ends."""
+"""Rich progress for runs: the bench's line (run 5/12, time left), one bar per run (steps, current
+images/sec), one line when a run ends."""
 
 from __future__ import annotations
 
-from rich.console import Console
+import time
+from collections.abc import Iterable
+
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import StepEvent
@@ -30,12 +35,23 @@ def label(run: RunRecord) -> str:
     return text
 
 
+class _Bars(Progress):
+    """Progress bars under one line about the whole bench."""
+
+    header = ""
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        if self.header:
+            yield Text(self.header, style="bold")
+        yield self.make_tasks_table(self.tasks)
+
+
 class RichObserver:
     """Draws the progress of each run on stderr (stdout stays free for --json)."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.progress = Progress(
+        self.progress = _Bars(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -45,6 +61,11 @@ class RichObserver:
             transient=True,
         )
         self._tasks: dict[str, TaskID] = {}
+        self.total: int | None = None  # runs the bench will make (at most, with --repeat auto)
+        self.at_most = False
+        self.done = 0
+        self.ok = 0
+        self._started = time.monotonic()
 
     def __enter__(self) -> RichObserver:
         return self
@@ -57,10 +78,29 @@ class RichObserver:
         """A line of what the bench chose or did, above the bars."""
         self.console.print(escape(line), highlight=False, soft_wrap=True)
 
+    def expect(self, runs: int, at_most: bool) -> None:
+        """The bench's size: its line counts the runs against it."""
+        self.total, self.at_most = runs, at_most
+        self._started = time.monotonic()
+
+    def overall(self) -> str:
+        """`run 5/12 · 1 min 20 s elapsed · about 2 min left` (the mean run so far times the runs to go)."""
+        elapsed = time.monotonic() - self._started
+        if self.total is None:
+            return f"run {self.done + 1} · {duration(elapsed)} elapsed"
+        upto = "up to " if self.at_most else ""
+        text = f"run {min(self.done + 1, self.total)}/{upto}{self.total} · {duration(elapsed)} elapsed"
+        if self.done:
+            left = elapsed / self.done * max(0, self.total - self.done)
+            text += f" · about {duration(left)} left"
+        return text
+
     def begin(self, run: RunRecord) -> None:
         """A bar for the run, sized warm-up + timed steps (the bars start with the first run)."""
         if not self.progress.live.is_started:
             self.progress.start()
+        if run.role != "cotenant":
+            self._show_overall()
         self._tasks[run.id] = self.progress.add_task(
             escape(label(run)),
             total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,
@@ -74,11 +114,18 @@ class RichObserver:
             self._tasks[run.id], completed=ev.index + 1, phase=ev.phase, ips=f"{ev.images_per_sec:.1f}"
         )
 
+    def _show_overall(self) -> None:
+        self.progress.header = self.overall()
+
     def end(self, run: RunRecord) -> None:
         """Replace the bar by one line: the result or the reason it failed."""
         task = self._tasks.pop(run.id, None)
         if task is not None:
             self.progress.remove_task(task)
+        if run.role != "cotenant":
+            self.done += 1
+            self.ok += run.status == "ok"
+            self._show_overall()
         if run.status == "ok" and run.is_probe:
             self.progress.console.print(
                 f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  [dim]{run.id}[/]",
@@ -98,3 +145,13 @@ class RichObserver:
                 highlight=False,
                 soft_wrap=True,
             )
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `3 min 20 s`, `1 h 05 min`."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"

@@ -10,7 +10,7 @@ import resource
 
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
-from dltestbed.orchestrate import planning, prepare, scenarios
+from dltestbed.orchestrate import planning, prepare, preview, scenarios
 from dltestbed.orchestrate.dataplace import Dataset
 from dltestbed.orchestrate.launchers import Launcher, launcher_for
 from dltestbed.orchestrate.planning import Plan
@@ -62,6 +62,10 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     launcher.check(setup)
     if request.stream is not None:
         influx.check(request.stream)
+    if request.dry_run:
+        planned = preview.lines(plan, kinds, request.scenario, hosts)
+        return BenchOutcome(plan.bench_id, tuple(kinds), (), (), Store.where(request.results), tuple(planned))
+    observer.expect(preview.count(plan, kinds, request.scenario, hosts), plan.precision is not None)
     store = Store.open(request.results)  # a store that cannot be written: one line before any VM or run
     try:
         records, notes = run_on(launcher, plan, kinds, store, request, observer)

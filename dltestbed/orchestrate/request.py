@@ -84,6 +84,7 @@ class BenchRequest:
     machines: Machines = field(default_factory=Machines)
     results: Path | None = None  # the store (None: the default)
     stream: StreamSettings | None = None  # the time-series server, or none
+    dry_run: bool = False  # check everything, list the runs (BenchOutcome.planned), run none
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class BenchOutcome:
     records: tuple[RunRecord, ...]
     notes: tuple[str, ...]
     store: Path
+    planned: tuple[str, ...] = ()  # --dry-run: the runs it would make, a line each, and the total
 
     @property
     def failed(self) -> list[RunRecord]:
@@ -108,11 +110,17 @@ class BenchObserver(Observer, Protocol):
 
     def say(self, line: str) -> None: ...
 
+    def expect(self, runs: int, at_most: bool) -> None:
+        """How many runs the bench will make (at most that many with --repeat auto)."""
+
 
 class Silent(NullObserver):
     """A BenchObserver that shows nothing: a program that reads the outcome (a script in bench/, a test)."""
 
     def say(self, line: str) -> None:
+        """Nothing."""
+
+    def expect(self, runs: int, at_most: bool) -> None:
         """Nothing."""
 
 

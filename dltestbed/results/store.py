@@ -203,18 +203,23 @@ class Store:
         self._db = conn
         self._lock = threading.RLock()  # runs on several hosts write from several threads
 
+    @staticmethod
+    def where(path: str | Path | None = None) -> Path:
+        """The store's path: `path`, else the default."""
+        return Path(path).expanduser() if path else default_path()
+
     @classmethod
     def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
         """Open (creating if needed) the store, or raise StoreError saying why it cannot be written.
-        read_only (report, runs, validate): a store on a read-only filesystem or in a folder this user
-        cannot write is opened for reading instead."""
-        p = Path(path).expanduser() if path else default_path()
+        read_only (report, runs, validate): the store must exist and is opened for reading; nothing is
+        created (only a store of an older schema in a writable place is brought up to date)."""
+        p = cls.where(path)
         hint = f"choose another with --results PATH or {ENV_VAR}"
         if p.exists() and p.is_dir():
             raise StoreError(f"results path {str(p)!r} is a folder, not a file; {hint}")
+        if read_only:
+            return cls._open_existing(p, hint)
         frozen = _read_only_folder(p)
-        if frozen and read_only and p.is_file():
-            return cls._open_for_reading(p, frozen)
         if frozen:
             raise StoreError(f"results store {str(p)!r} cannot be written ({frozen}); {hint}")
         try:
@@ -232,10 +237,28 @@ class Store:
         return cls(p, conn)
 
     @classmethod
-    def _open_for_reading(cls, p: Path, why: str) -> Store:
-        """A store that cannot be written, opened read-only (immutable on a read-only filesystem: nobody
-        can change it there, and SQLite then needs no -shm file beside it)."""
-        flags = "mode=ro&immutable=1" if "read-only filesystem" in why else "mode=ro"
+    def _open_existing(cls, p: Path, hint: str) -> Store:
+        """A store that must already be there, for reading: a missing, empty or non-SQLite file is refused
+        and nothing is created; an older schema is upgraded in place when its folder can be written."""
+        if not p.is_file():
+            raise StoreError(
+                f"no results store at {str(p)!r}: nothing has been stored there; run `dltestbed bench`, or {hint}"
+            )
+        with p.open("rb") as f:
+            head = f.read(16)
+        if head != b"SQLite format 3\x00":
+            what = "is empty" if not head else "is not an SQLite database"
+            raise StoreError(f"results store {str(p)!r} cannot be read (it {what}); {hint}")
+        frozen = _read_only_folder(p)
+        store = cls._open_for_reading(p, frozen)
+        return store if store is not None else cls.open(p)  # an older schema, brought up to date where it is
+
+    @classmethod
+    def _open_for_reading(cls, p: Path, why: str | None) -> Store | None:
+        """The store opened read-only (immutable on a read-only filesystem: nobody can change it there,
+        and SQLite then needs no -shm file beside it); None when its schema is older and `why` (it cannot
+        be written) is None: it is then upgraded by a writable open."""
+        flags = "mode=ro&immutable=1" if why and "read-only filesystem" in why else "mode=ro"
         try:
             conn = sqlite3.connect(
                 f"file:{quote(str(p.resolve()))}?{flags}",
@@ -247,6 +270,18 @@ class Store:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
+        if version == 0:
+            conn.close()
+            raise StoreError(f"results store {str(p)!r} cannot be read (it is not a dltestbed results store)")
+        if version < SCHEMA_VERSION and why is None:
+            conn.close()
+            return None
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(
+                f"results store {str(p)!r} has schema {version}, newer than this dltestbed's {SCHEMA_VERSION}; "
+                "upgrade dltestbed"
+            )
         if version != SCHEMA_VERSION:
             conn.close()
             raise StoreError(

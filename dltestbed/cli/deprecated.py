@@ -1,0 +1,39 @@
+"""Old spellings that still work for one release: each use says, in one line on stderr, what replaces it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+RELEASE = "0.3"  # the release that drops the old spellings
+
+
+def warn(old: str, new: str) -> None:
+    """Say that `old` is deprecated and what to write instead."""
+    typer.echo(f"warning: {old} is deprecated and goes in dltestbed {RELEASE}; use {new}", err=True)
+
+
+def renamed(old: str, new: str) -> Callable[..., Any]:
+    """A callback for a hidden option kept under its old name: a value given there is warned about."""
+
+    def callback(value: Any) -> Any:
+        if value not in (None, False, (), []):
+            warn(old, new)
+        return value
+
+    return callback
+
+
+def option(old: str, new: str, **kwargs: Any) -> Any:
+    """A hidden option under an old name that warns when used (for `Annotated`: the default goes on the
+    parameter); the command maps its value to the new one."""
+    return typer.Option(old, hidden=True, callback=renamed(old, new), **kwargs)
+
+
+def either(new: Any, old: Any, default: Any = None) -> Any:
+    """The value given under the new name, else under the old one, else `default`."""
+    if new not in (None, default):
+        return new
+    return old if old not in (None, False) else new

@@ -1,0 +1,56 @@
+"""What a bench will run, before it runs: the count the progress counts against, and `bench --dry-run`'s
+list (pytest's --collect-only, ReFrame's --list)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dltestbed.config import ProbeSpec, WorkloadSpec
+from dltestbed.orchestrate.planning import Plan, Spec
+from dltestbed.orchestrate.scenarios import Options, worker_count
+
+
+def per_item(options: Options, hosts: Sequence[object]) -> int:
+    """Runs one (repetition, workload, kind) makes: one per host alone; a job's workers (and the worker
+    alone) distributed; the foreground alone and beside its co-tenant shared (the co-tenant not counted)."""
+    if options.scenario == "distributed":
+        return worker_count(options, hosts) + (1 if options.baseline else 0)
+    if options.scenario == "shared":
+        return 2
+    return max(1, len(hosts))
+
+
+def count(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> int:
+    """Runs the bench makes (with --repeat auto: at most)."""
+    return plan.repeat * len(plan.specs) * len(kinds) * per_item(options, hosts)
+
+
+def describe(spec: Spec) -> str:
+    """A workload in a few words: `alexnet train synthetic 64px bs8 2+20 steps float32`."""
+    if isinstance(spec, ProbeSpec):
+        return f"micro {','.join(spec.probes)} ({spec.scale})"
+    assert isinstance(spec, WorkloadSpec)
+    extra = " deterministic" if spec.deterministic else ""
+    return (
+        f"{spec.model} {spec.mode} {spec.data} {spec.image_size}px bs{spec.batch_size} "
+        f"{spec.warmup}+{spec.steps} steps {spec.math}{extra}"
+    )
+
+
+def lines(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> list[str]:
+    """`bench --dry-run`: a line per repetition, workload and kind, in the order they run, then the total."""
+    n = per_item(options, hosts)
+    where = {"distributed": f" (a job of {n - (1 if options.baseline else 0)} workers", "shared": " (alone, then"}
+    tail = {
+        "distributed": " + 1 alone)" if options.baseline else ")",
+        "shared": f" beside a {options.cotenant} co-tenant)",
+    }
+    out = []
+    for round_ in plan.rounds(kinds):
+        for rep, spec, kind in round_:
+            scope = where.get(options.scenario, f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
+            out.append(f"rep {rep}  {kind:<4} {describe(spec)}{scope}{tail.get(options.scenario, '')}")
+    total = count(plan, kinds, options, hosts)
+    upto = f" at most ({plan.repeat} repetitions, --repeat auto)" if plan.precision else ""
+    out.append(f"{total} run(s){upto}; none was run (--dry-run)")
+    return out

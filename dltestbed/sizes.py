@@ -1,0 +1,22 @@
+"""Memory sizes as the runtimes write them (4g, 512m): one parser for every --*-memory option."""
+
+from __future__ import annotations
+
+import re
+
+from dltestbed.errors import ConfigError
+
+_SIZE = re.compile(r"^(\d+)([kmgt]?)i?b?$", re.IGNORECASE)
+_PER_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def mib(text: str, option: str) -> int:
+    """`text` in MiB: a whole number with a unit k, m, g or t (binary, as Docker reads them; `3g`, `3072m`);
+    a bare number is MiB. A ConfigError line for anything else or under 1 MiB."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise ConfigError(f"{option}: a size like 3g or 3072m (got {text!r})")
+    value = int(m.group(1)) * _PER_MIB[(m.group(2) or "m").lower()]
+    if value < 1:
+        raise ConfigError(f"{option}: at least 1m (got {text!r})")
+    return int(value)
