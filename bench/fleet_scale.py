@@ -91,7 +91,8 @@ def bench(inventory: Path, hosts: list[str], results: Path, steps: int, env: dic
         str(steps),
         "--repeat",
         "1",
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
     ]
@@ -168,7 +169,7 @@ def main() -> None:
         bench(inventory, names[: sizes[0]], work / "warmup.sqlite", args.steps, env)  # untimed: caches warm for all
         rows = [bench(inventory, names[:n], work / "results.sqlite", args.steps, env) for n in sizes]
     finally:
-        subprocess.run([*CLI, "lab", "down", "--name", args.name], capture_output=True, env=env)
+        subprocess.run([*CLI, "lab", "teardown", "--name", args.name], capture_output=True, env=env)
     print(
         f"\n{'hosts':>5} {'wall s':>7} {'T/T(first)':>10} {'runs ok':>8} {'ctl CPU s':>9} {'ctl ms/host':>11} "
         f"{'machine CPU s':>13} {'peak RSS MB':>11} {'max fds':>7}"

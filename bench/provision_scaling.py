@@ -60,7 +60,8 @@ def bench_ips(results: Path, *extra: str, model: str, size: int, batch: int, ste
         "1",
         "--results",
         str(results),
-        "--json",
+        "--format",
+        "json",
         *extra,
     ]
     out = subprocess.run([*CLI, *args], capture_output=True, text=True, check=True)
@@ -88,7 +89,7 @@ def main() -> None:
         print(f"provision {a.hosts} fresh hosts: {t8:.1f} s", flush=True)
         t8b = timed("provision", "--layout", "distributed", "--inventory", inv8)
         print(f"provision {a.hosts} hosts again: {t8b:.1f} s", flush=True)
-        subprocess.run([*CLI, "lab", "down", "--name", "pbmany"], capture_output=True, check=True)
+        subprocess.run([*CLI, "lab", "teardown", "--name", "pbmany"], capture_output=True, check=True)
 
         local, remote = [], []
         with tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +105,7 @@ def main() -> None:
                 print(f"pair {i + 1}: local {local[-1]:.1f} img/s, ssh {remote[-1]:.1f} img/s", flush=True)
     finally:
         for name in ("pbone", "pbmany"):
-            subprocess.run([*CLI, "lab", "down", "--name", name], capture_output=True)
+            subprocess.run([*CLI, "lab", "teardown", "--name", name], capture_output=True)
     ssh_ratio = statistics.fmean(remote) / statistics.fmean(local)
     print()
     print(f"provision {a.hosts} hosts ÷ 1 host: {t8 / t1:.2f} (goal <= 2.0) {'MET' if t8 / t1 <= 2 else 'NOT MET'}")

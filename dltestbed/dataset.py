@@ -71,7 +71,7 @@ def make(out: str | Path, classes: int, images_per_class: int, size: int, seed: 
     if classes < 1 or images_per_class < 1:
         raise ConfigError("--classes and --images-per-class must be at least 1")
     if not 8 <= size <= 4096:
-        raise ConfigError(f"--size must be between 8 and 4096 px (got {size})")
+        raise ConfigError(f"--image-size: between 8 and 4096 px (got {size})")
     root = Path(out).expanduser()
     try:
         root.mkdir(parents=True, exist_ok=True)

@@ -53,12 +53,13 @@ app.command("bench", epilog=_bench.EXAMPLES)(_bench.bench)
 app.command("provision")(_provision.provision)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
-app.command("teardown")(_teardown.teardown)
 app.command("validate")(_validate.validate)
+app.command("push")(_results.push)
+app.command("teardown")(_teardown.teardown)
 app.add_typer(_data.app, name="data")
 app.add_typer(_lab.app, name="lab")
 app.add_typer(_image.app, name="image")
-app.add_typer(_results.app, name="results")
+app.add_typer(_results.app, name="results", hidden=True)
 
 
 def debug_log_path() -> Path:

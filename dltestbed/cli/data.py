@@ -7,29 +7,39 @@ from pathlib import Path
 
 import typer
 
+from dltestbed.cli import deprecated
+
 app = typer.Typer(help="Datasets for real-data runs.", no_args_is_help=True)
 
 
 @app.command("make")
 def make(
-    out: Path = typer.Option(..., help="Folder to write: OUT/<class>/img_NNNNN.jpg."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", metavar="DIR", help="Folder to write: DIR/<class>/img_NNNNN.jpg (bench --data-dir)."
+    ),
     classes: int = typer.Option(10, help="Number of class folders."),
     images_per_class: int = typer.Option(32, help="JPEG files per class."),
-    size: int = typer.Option(64, help="Image width and height in px."),
+    image_size: int = typer.Option(64, "--image-size", metavar="PX", help="Image width and height in px."),
     seed: int = typer.Option(0, help="Seed of the generated images (same seed, same files)."),
-    force: bool = typer.Option(False, help="Write into OUT even if it already holds files."),
+    force: bool = typer.Option(False, "--force", help="Write into DIR even if it already holds files."),
+    out: Path | None = deprecated.param(None, "--out", "--data-dir"),
+    size: int | None = deprecated.param(None, "--size", "--image-size"),
 ) -> None:
     """Write an ImageNet-style folder of generated JPEGs (the workload reads it with --data real)."""
     from dltestbed import dataset
     from dltestbed.errors import ConfigError
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ConfigError(f"--out {str(out)!r} is not empty; use --force to write into it anyway")
-    index = dataset.make(out, classes, images_per_class, size, seed)
+    folder = data_dir or out
+    if folder is None:
+        raise ConfigError("--data-dir DIR: the folder to write the dataset to")
+    px = size if size is not None else image_size
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--data-dir: a folder (got {str(folder)!r}, which exists and is not one)")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise ConfigError(f"--data-dir: an empty folder, or add --force to write into it (got {str(folder)!r})")
+    index = dataset.make(folder, classes, images_per_class, px, seed)
     total = sum(os.path.getsize(f) for f in index.files)
     print(
         f"wrote {len(index.files)} JPEGs ({total / 1e6:.1f} MB) in {len(index.classes)} classes "
-        f"of {size}x{size} px to {index.root}"
+        f"of {px}x{px} px to {index.root}"
     )

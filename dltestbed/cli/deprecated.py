@@ -37,3 +37,8 @@ def either(new: Any, old: Any, default: Any = None) -> Any:
     if new not in (None, default):
         return new
     return old if old not in (None, False) else new
+
+
+def param(default: Any, old: str, new: str, **kwargs: Any) -> Any:
+    """`option` for a parameter's default (not `Annotated`)."""
+    return typer.Option(default, old, hidden=True, callback=renamed(old, new), **kwargs)

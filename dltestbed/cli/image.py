@@ -8,6 +8,9 @@ from pathlib import Path
 
 import typer
 
+from dltestbed.cli import deprecated
+from dltestbed.cli.options import RuntimeOpt
+
 app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
 
 
@@ -25,8 +28,8 @@ class VmOpt(StrEnum):
 
 @app.command("build")
 def build(
-    runtime: str | None = typer.Option(
-        None, help="docker or podman (default: docker if its daemon answers, else podman)."
+    runtime: RuntimeOpt | None = typer.Option(
+        None, metavar="NAME", help="docker or podman (default: docker if its daemon answers, else podman)."
     ),
     base: str | None = typer.Option(
         None,
@@ -37,12 +40,15 @@ def build(
         help="Also build the VM guest image (Debian, kernel, sshd, the workload, Podman with the workload image "
         "for cvm): auto = when qemu-img and podman are installed.",
     ),
-    out: Path | None = typer.Option(None, help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."),
+    guest_copy: Path | None = typer.Option(
+        None, "--guest-copy", metavar="DIR", help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."
+    ),
     flavor: FlavorOpt = typer.Option(
         FlavorOpt.auto,
         help="TensorFlow build in the container image: cpu, gpu (the CUDA build with its CUDA libraries), or auto: "
         "gpu when this machine's NVIDIA driver answers with GPUs (the rule provision applies to hosts).",
     ),
+    out: Path | None = deprecated.param(None, "--out", "--guest-copy"),
 ) -> None:
     """Build (or find, when its inputs are unchanged) the workload images; prints their tags."""
     import shutil
@@ -52,13 +58,14 @@ def build(
     from dltestbed.errors import ConfigError
     from dltestbed.provision import image, localfacts, wheelhouse
 
+    out = guest_copy or out
     want_vm = vm == VmOpt.yes or (vm == VmOpt.auto and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
     if out is not None and not want_vm:
-        raise ConfigError("--out is for the VM guest image; it needs --vm yes (or qemu-img and podman installed)")
+        raise ConfigError("--guest-copy: the VM guest image's; add --vm yes (or install qemu-img and podman)")
     if out is not None:
-        check_folder(out, "--out")  # before minutes of building: a folder it cannot write is one line now
+        check_folder(out, "--guest-copy")  # before minutes of building: a folder it cannot write is one line now
     t0 = time.monotonic()
-    rt = image.usable_runtime(runtime)
+    rt = image.usable_runtime(runtime.value if runtime else None)
     chosen = localfacts.flavor() if flavor == FlavorOpt.auto else flavor.value
     house = wheelhouse.build(chosen)
     found = image.find(rt, house, base)

@@ -1,4 +1,4 @@
-"""`dltestbed lab up|down|status`: a cluster of SSH hosts on this machine (root)."""
+"""`dltestbed lab up|teardown|status`: a cluster of SSH hosts on this machine (root)."""
 
 from __future__ import annotations
 
@@ -86,13 +86,22 @@ def up(
     typer.echo(str(state.inventory))
 
 
-@app.command("down")
-def down(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
+@app.command("teardown")
+def teardown(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
     """Remove the lab: processes, namespaces, links, bridge, keys and files. Idempotent."""
     from dltestbed import lab
 
     removed = lab.down(name)
     typer.echo(f"lab {name}: removed {len(removed)} item(s)" if removed else f"lab {name}: nothing to remove")
+
+
+@app.command("down", hidden=True)
+def down(name: str = typer.Option("lab", help=NAME_HELP)) -> None:
+    """Deprecated: `lab teardown`."""
+    from dltestbed.cli import deprecated
+
+    deprecated.warn("lab down", "lab teardown")
+    teardown(name)
 
 
 @app.command("status")

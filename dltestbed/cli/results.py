@@ -1,4 +1,4 @@
-"""`dltestbed results push`: send points the InfluxDB stream could not deliver (or a whole stored bench)."""
+"""`dltestbed push` (once `push`): send points the InfluxDB stream could not deliver (or a whole stored bench)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,25 @@ from dltestbed.cli.options import (
     influx_url_opt,
 )
 
-app = typer.Typer(help="The results store and the time-series server.", no_args_is_help=True)
+app = typer.Typer(help="Deprecated: `dltestbed push`.", no_args_is_help=True)
 
 
-@app.command("push")
+@app.callback()
+def _old() -> None:
+    """Deprecated: `dltestbed push`."""
+    from dltestbed.cli import deprecated
+
+    deprecated.warn("results push", "push")
+
+
 def push(
     bench: str | None = typer.Option(
         None,
-        help="Also (re)send this stored bench's points ('last': the latest bench), e.g. one run without "
-        "streaming. InfluxDB overwrites a point sent twice.",
+        metavar="ID",
+        help="Also (re)send this stored bench's points (an id, a unique prefix, or 'last'), e.g. one run "
+        "without streaming. InfluxDB overwrites a point sent twice.",
     ),
-    results: Path | None = typer.Option(None, help=RESULTS_HELP),
+    results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
     influx_url: str | None = influx_url_opt(),
     influx_org: str | None = influx_org_opt(),
     influx_bucket: str | None = influx_bucket_opt(),
@@ -70,3 +78,6 @@ def push(
                 print(influx.doubt_note(done.in_doubt))
     finally:
         store.close()
+
+
+app.command("push")(push)

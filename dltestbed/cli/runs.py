@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from dltestbed.cli.options import RESULTS_HELP
+from dltestbed.cli import deprecated
+from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 
 
@@ -28,33 +29,46 @@ def format_for(out: Path | None, fmt: str | None) -> str:
     return {".html": "html", ".htm": "html", ".json": "json"}.get(suffix, "md")
 
 
-def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
+def _select(store: object, ids: list[str] | None, bench: str | None, option: str = "--bench") -> list:
+    """The runs named: ids (whole, or a prefix of the id or of its short form), a bench's (an id, a
+    prefix, 'last'), or every run; a ConfigError saying what the store holds when none is found."""
     from dltestbed.errors import ConfigError
+    from dltestbed.results import ids as idmod
     from dltestbed.results.store import Store
 
     assert isinstance(store, Store)
+    where = str(store.path)
     bench_id = store.last_bench_id() if bench == "last" else bench
-    records = store.runs(ids=ids or None, bench_id=bench_id)
+    if bench_id is not None and bench != "last":
+        bench_id = idmod.resolve(bench_id, store.bench_ids(), "bench", option, where)
     if ids:
-        missing = sorted(set(ids) - {r.id for r in records})
-        if missing:
-            raise ConfigError(f"run id(s) not in {store.path}: {', '.join(missing)} (see `dltestbed runs`)")
+        known = store.run_ids()
+        ids = [idmod.resolve(i, known, "run", "run id", where) for i in ids]
+    records = store.runs(ids=ids or None, bench_id=bench_id)
     if not records:
         what = f"bench {bench_id}" if bench_id else "runs"
         raise ConfigError(f"no {what} in {store.path}; run `dltestbed bench` first")
     return records
 
 
-def runs(
-    results: Path | None = typer.Option(None, help=RESULTS_HELP),
-    bench: str | None = typer.Option(None, help="Only this bench's runs ('last': the latest bench)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
-) -> None:
-    """List stored runs, oldest first."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _output(fmt: OutputOpt, as_json: bool) -> bool:
+    """Whether JSON was asked for: --format json, or the deprecated --json."""
+    return fmt == OutputOpt.json or as_json
 
+
+def runs(
+    bench: str | None = typer.Option(None, metavar="ID", help="Only this bench's runs (an id, or 'last')."),
+    benches: bool = typer.Option(False, "--benches", help="A row per bench instead of per run."),
+    no_trunc: bool = typer.Option(False, "--no-trunc", help="Whole ids, not their short form."),
+    fmt: OutputOpt = typer.Option(OutputOpt.table, "--format", metavar="FMT", help=OUTPUT_HELP),
+    results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
+    as_json: bool = deprecated.param(False, "--json", "--format json"),
+) -> None:
+    """List stored runs, oldest first (or benches, with --benches).
+
+    An id shown is the short form of the run's: `report ID` and `--bench ID` take it, or any unique prefix.
+    """
+    from dltestbed.cli import listing
     from dltestbed.results.store import Store
 
     store = Store.open(results, read_only=True)
@@ -62,53 +76,20 @@ def runs(
         records = _select(store, None, bench)
     finally:
         store.close()
-    if as_json:
-        print(json.dumps([r.to_dict() for r in records], indent=2))
+    if _output(fmt, as_json):
+        rows = listing.bench_rows(records) if benches else [r.to_dict() for r in records]
+        print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"runs in {store.path}")
-    cols = [
-        "id",
-        "started (UTC)",
-        "scenario",
-        "kind",
-        "host",
-        "model",
-        "data",
-        "mode",
-        "batch",
-        "size",
-        "rep",
-        "status",
-        "img/s",
-    ]
-    for c in cols:
-        table.add_column(c, justify="right" if c in ("batch", "size", "rep", "img/s") else "left", no_wrap=True)
-    for r in records:
-        status = "[green]ok[/]" if r.status == "ok" else f"[red]{r.status}[/]"
-        ips = f"{r.images_per_sec:.1f}" if r.images_per_sec is not None else "—"
-        table.add_row(
-            r.id,
-            r.started_at.replace("+00:00", ""),
-            r.scenario,
-            r.target_kind,
-            r.host,
-            r.model,
-            r.data,
-            r.mode,
-            str(r.batch_size),
-            str(r.image_size),
-            str(r.repetition),
-            status,
-            ips,
-        )
-    console = Console(width=None if sys.stdout.isatty() else 250, soft_wrap=True, highlight=False)
-    console.print(table)
-    for r in records:
-        if r.status == "failed":
-            console.print(f"[red]{r.id}[/]: {escape(r.reason or '')}")
+    table = listing.benches_table(records, no_trunc) if benches else listing.runs_table(records, no_trunc)
+    listing.show(table, store.path, records if not benches else [], no_trunc)
 
 
-RunIdsArg = Annotated[list[str] | None, typer.Argument(help="Runs to include (default: the latest bench's).")]
+RunIdsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[RUN_ID]...", help="Runs to include, by id or a unique prefix (default: the latest bench)."
+    ),
+]
 FormatOption = Annotated[
     FormatOpt | None,
     typer.Option(
@@ -117,7 +98,9 @@ FormatOption = Annotated[
         "--out's suffix (.html, .json), else md.",
     ),
 ]
-BenchOption = Annotated[str | None, typer.Option(help="Only this bench's runs (default and 'last': the latest bench).")]
+BenchOption = Annotated[
+    str | None, typer.Option(metavar="ID", help="Only this bench's runs: an id, a unique prefix, or 'last' (default).")
+]
 AllOption = Annotated[bool, typer.Option("--all", help="Every stored run, of every bench.")]
 EquivalenceOption = Annotated[
     float | None,
@@ -170,15 +153,12 @@ def report(
     fleet_slowdown: FleetSlowdownOption = FLEET_MIN_SLOWDOWN,
     results: ResultsOption = None,
 ) -> None:
-    """Statistics over repetitions: images/sec and elapsed time (mean, min, max, std), overhead % vs bm.
+    """What each layer costs against bare metal: throughput, one overhead with its 95 % interval, verdicts.
 
-    Reports the latest bench unless run ids, --bench or --all say otherwise (its title says which).
-    One row per target kind, scenario, model, data, mode, device, batch size, image size, warm-up and
-    timed steps, and contention; each layer's overhead against bare metal with a 95 % interval and a
-    verdict in words; the environment of each group; then distributed jobs (total throughput, scaling
-    efficiency), shared pairs (the co-tenant's effect) and, with 3 or more machines, hosts slower than
-    their peers. JSON: {"scope": ..., "groups": [...], "distributed": [...], "shared": [...], ...}.
-    HTML (--format html or --out x.html): one file that needs nothing else, with the figures.
+    Reports the latest bench unless run ids, --bench or --all say otherwise (its title says which); then the
+    environment, probes, jobs, co-tenants, slow hosts and GPU health, each where the runs have it.
+
+    On a terminal its tables are drawn to fit; piped, or with --format: Markdown, JSON or HTML.
     """
     from dltestbed.errors import ConfigError
     from dltestbed.report.compose import Options
@@ -204,12 +184,22 @@ def report(
         records = _select(store, run_ids, scope_bench)
         opts = Options(kind, by_host, equivalence, fleet_slowdown=fleet_slowdown)
         text, line = write_report(store, records, _scope(records, run_ids, scope_bench), opts, out)
-        if out is None or kind == "md":  # Markdown is printed as well as written
+        if out is None and fmt is None and sys.stdout.isatty():
+            terminal(text)  # tables drawn to the terminal's width; piped or asked for: Markdown as it is
+        elif out is None or kind == "md":  # Markdown is printed as well as written
             print(text, end="")
         if line:
             print(line, file=sys.stderr if kind == "md" else sys.stdout)
     finally:
         store.close()
+
+
+def terminal(markdown: str) -> None:
+    """Markdown drawn for a terminal (tables, headings) at its width, as gh and rich apps do."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console(highlight=False).print(Markdown(markdown))
 
 
 def _scope(records: list, run_ids: list[str] | None, scope_bench: str | None) -> str:
@@ -277,8 +267,10 @@ def write_report(
 
 
 def _bench_id(store: object, name: str) -> str:
-    """A bench id from an id, 'last' or 'prev' (the one before the last)."""
+    """A bench id from an id (or a unique prefix of it or of its short form), 'last' or 'prev' (the one
+    before the last)."""
     from dltestbed.errors import ConfigError
+    from dltestbed.results import ids as idmod
     from dltestbed.results.store import Store
 
     assert isinstance(store, Store)
@@ -288,9 +280,7 @@ def _bench_id(store: object, name: str) -> str:
         if len(ids) < want:
             raise ConfigError(f"--compare {name}: {store.path} holds {len(ids)} bench(es)")
         return ids[-want]
-    if name not in ids:
-        raise ConfigError(f"--compare: no bench {name!r} in {store.path} (see `dltestbed runs`)")
-    return name
+    return idmod.resolve(name, ids, "bench", "--compare", str(store.path))
 
 
 def _compare(names: tuple[str, str], fmt: str, out: Path | None, results: Path | None) -> None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 def teardown(
     inventory: Path | None = typer.Option(
         None,
+        metavar="FILE",
         help="Also sweep this inventory's hosts: dltestbed's VMs on its libvirt_hosts, its containers on "
         "its container_hosts (over SSH).",
     ),
@@ -27,11 +28,12 @@ def teardown(
     ),
     group: list[str] | None = group_opt(),
 ) -> None:
-    """Remove the VMs (domains, overlays, seeds, keys, console logs, the VM network) and containers this
-    installation made (domain metadata, label dltestbed.owner) on this machine — and, with --inventory,
-    on those hosts, recorded here or not. Another operator's VMs and containers on a shared host are left
-    alone (--all-owners: removed too). A remote host keeps the
-    uploaded guest image for its next VM. Safe to run again."""
+    """Remove the VMs and containers this installation made, here and on --inventory's hosts. Idempotent.
+
+    VMs: domains, overlays, seeds, keys, console logs and the VM network; containers: those labelled with
+    this installation's dltestbed.owner. Another operator's VMs and containers on a shared host are left
+    alone (--all-owners: removed too). A remote host keeps the uploaded guest image for its next VM.
+    """
     import os
     import shutil
     import subprocess

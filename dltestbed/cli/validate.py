@@ -7,28 +7,32 @@ from pathlib import Path
 
 import typer
 
-from dltestbed.cli.options import RESULTS_HELP
+from dltestbed.cli import deprecated
+from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt
 
 
 def validate(
-    reference: Path | None = typer.Option(None, help="The reference YAML to judge against (see README: validate)."),
-    init: bool = typer.Option(
-        False,
-        "--init",
-        help="Write a reference from this bench instead (values and tolerances from its measured spread); needs --out.",
+    reference: Path | None = typer.Option(
+        None, metavar="FILE", help="The reference YAML: judged against, or written with --init."
     ),
-    out: Path | None = typer.Option(None, help="With --init: the reference file to write."),
-    bench: str = typer.Option("last", help="The bench to judge (an id, or 'last')."),
-    junit: Path | None = typer.Option(None, help="Also write the judgements as JUnit XML here."),
-    as_json: bool = typer.Option(False, "--json", help="Print the judgements as JSON instead of a table."),
-    results: Path | None = typer.Option(None, help=RESULTS_HELP),
+    init: bool = typer.Option(
+        False, "--init", help="Write --reference from this bench (values and tolerances from its spread)."
+    ),
+    bench: str = typer.Option("last", metavar="ID", help="The bench: an id, a unique prefix, or 'last'."),
+    junit: Path | None = typer.Option(None, metavar="FILE", help="Also write the judgements as JUnit XML here."),
+    fmt: OutputOpt = typer.Option(OutputOpt.table, "--format", metavar="FMT", help=OUTPUT_HELP),
+    results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
+    out: Path | None = deprecated.param(None, "--out", "--init --reference FILE"),
+    as_json: bool = deprecated.param(False, "--json", "--format json"),
 ) -> None:
     """Judge a bench against expected images/sec and maximum overheads: pass, fail or cannot judge.
 
     Each judgement comes from a 95 % interval: pass when it lies on the right side of the limit, fail
     when it lies wholly on the wrong side, cannot judge when it straddles it or runs are too few.
     Always, whatever the reference asks: the probes' checked results and the --deterministic runs' losses
-    (a wrong answer is a failing case).
+    (a wrong answer is a failing case). A bench too noisy to be a reference is refused by --init, with what
+    to run instead.
+
     Exits 0 only when every check passes; 1 when any fails; 3 when none fails but some cannot be judged.
     """
     from dltestbed.cli.runs import _select
@@ -37,16 +41,19 @@ def validate(
     from dltestbed.report import validate as v
     from dltestbed.results.store import Store
 
-    if init == (reference is not None):
-        raise ConfigError("give --reference FILE to judge, or --init --out FILE to write one")
-    if init and out is None:
-        raise ConfigError("--init writes a reference: give --out FILE")
+    if init and out is not None:
+        reference = reference or out
+    if reference is None:
+        raise ConfigError("--reference FILE: the reference to judge against (or to write, with --init)")
     ref = None
-    if reference is not None:
+    if not init:
         try:
             text = reference.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"--reference {str(reference)!r}: cannot read ({exc.strerror})") from None
+            raise ConfigError(
+                f"--reference {str(reference)!r}: cannot read ({exc.strerror}); "
+                "write one from a bench you trust with --init"
+            ) from None
         ref = v.parse_reference(text, str(reference))
     store = Store.open(results, read_only=True)
     try:
@@ -55,8 +62,7 @@ def validate(
     finally:
         store.close()
     if init:
-        assert out is not None
-        _write_reference(v.init_reference(a), runs[0].bench_id, out)
+        _write_reference(v.init_reference(a), runs[0].bench_id, reference)
         return
     assert ref is not None
     judged = v.judge(ref, a)
@@ -66,13 +72,10 @@ def validate(
             junit.write_text(v.junit_xml(judged), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"--junit {str(junit)!r}: cannot write ({exc.strerror})") from None
-    if as_json:
+    if fmt == OutputOpt.json or as_json:
         print(json.dumps({"bench": runs[0].bench_id, "judgements": [j.to_dict() for j in judged]}, indent=2))
     else:
-        print(f"# dltestbed validate: bench {runs[0].bench_id} against {reference}\n")
-        print("| check | on | status | evidence |\n|---|---|---|---|")
-        for j in judged:
-            print(f"| {j.name} | {j.what} | {j.status} | {j.evidence} |")
+        _table(judged, runs[0].bench_id, reference)
     failed = sum(j.status == v.FAIL for j in judged)
     undecided = sum(j.status == v.UNDECIDED for j in judged)
     typer.echo(f"{len(judged) - failed - undecided} passed, {failed} failed, {undecided} cannot be judged", err=True)
@@ -80,6 +83,22 @@ def validate(
         raise typer.Exit(1)
     if undecided:
         raise typer.Exit(3)
+
+
+def _table(judged: list, bench_id: str, reference: Path) -> None:
+    """The judgements: Markdown when piped, drawn to fit on a terminal."""
+    import sys
+
+    from dltestbed.cli.runs import terminal
+
+    lines = [f"# dltestbed validate: bench {bench_id} against {reference}", ""]
+    lines += ["| check | on | status | evidence |", "|---|---|---|---|"]
+    lines += [f"| {j.name} | {j.what} | {j.status} | {j.evidence} |" for j in judged]
+    text = "\n".join(lines) + "\n"
+    if sys.stdout.isatty():
+        terminal(text)
+    else:
+        print(text, end="")
 
 
 def _write_reference(data: dict, bench_id: str, out: Path) -> None:
@@ -93,5 +112,5 @@ def _write_reference(data: dict, bench_id: str, out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
+        raise ConfigError(f"--reference {str(out)!r}: cannot write ({exc.strerror})") from None
     typer.echo(f"reference with {len(data['checks'])} check(s) from bench {bench_id} written to {out}", err=True)

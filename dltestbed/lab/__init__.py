@@ -98,7 +98,7 @@ def inventory_text(lab: LabState) -> str:
     head = (
         f"# dltestbed lab {lab.name!r}: {len(lab.hosts)} host(s) on this machine (network namespaces with\n"
         f"# their own sshd on {lab.bridge}, {lab.subnet}).\n"
-        "# Written by `dltestbed lab up`; removed by `dltestbed lab down`.\n"
+        "# Written by `dltestbed lab up`; removed by `dltestbed lab teardown`.\n"
     )
     return head + yaml.safe_dump(doc, sort_keys=False)
 

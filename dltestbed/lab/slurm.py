@@ -65,7 +65,7 @@ def config_text(lab: LabState) -> str:
     d = folder(lab)
     nodes = "\n".join(f"NodeName={h.name} NodeAddr={h.ip} CPUs={node_cpus(h)} State=UNKNOWN" for h in lab.hosts)
     return f"""\
-# slurm.conf of dltestbed lab {lab.name!r}: written by `dltestbed lab up --slurm`, removed by `lab down`.
+# slurm.conf of dltestbed lab {lab.name!r}: written by `dltestbed lab up --slurm`, removed by `lab teardown`.
 ClusterName=dltestbed-{lab.name}
 SlurmctldHost={controller_name(lab)}({lab.bridge_ip})
 SlurmctldPort={CTL_PORT}
@@ -118,7 +118,7 @@ def check_port_free() -> None:
         except OSError:
             raise LabError(
                 f"--slurm: port {CTL_PORT} (slurmctld) is taken on this machine: another lab with "
-                "--slurm, or a Slurm controller; `lab down` it first"
+                "--slurm, or a Slurm controller; `lab teardown` it first"
             ) from None
 
 

@@ -87,7 +87,7 @@ def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]
 
 
 def stream_closed(sink: influx.InfluxSink) -> str:
-    """Flush the stream; the line that says what reached the server, and what waits for `results push`."""
+    """Flush the stream; the line that says what reached the server, and what waits for `push`."""
     left = sink.close()
     s = sink.settings
     lines = [f"InfluxDB: {influx.doubt_note(sink.in_doubt)}"] if sink.in_doubt else []
@@ -95,7 +95,7 @@ def stream_closed(sink: influx.InfluxSink) -> str:
         why = f" ({sink.errors[-1]})" if sink.errors else ""
         lines.append(
             f"InfluxDB: {sink.sent} point(s) sent to {s.url}; {left} not sent{why} — kept in "
-            f"the results store; `dltestbed results push` sends them"
+            f"the results store; `dltestbed push` sends them"
         )
     else:
         lines.append(f"InfluxDB: {sink.sent} point(s) sent to {s.describe()}, none waiting")

@@ -42,7 +42,7 @@ def check(
             ("--partition", opts.partition),
             ("--nodes", opts.nodes),
             ("--account", opts.account),
-            ("--time", opts.time),
+            ("--slurm-time", opts.time),
             ("--venv", opts.venv),
         )
         if v is not None

@@ -15,7 +15,7 @@ from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.keys import GroupKey
-from dltestbed.report.stats import NO_INTERVAL, GroupStats, Spread
+from dltestbed.report.stats import NO_INTERVAL, OVERHEAD_ESTIMATE, GroupStats, Spread
 
 
 @dataclass(frozen=True)
@@ -245,81 +245,105 @@ def math_label(key: GroupKey) -> str:
     return math_words(key.math or "—", key.xla)
 
 
+def overhead_cell(g: GroupStats) -> str:
+    """A group's overhead in one cell: `baseline` for bare metal, else the one estimate with its 95 %
+    interval where there is one (stats.OVERHEAD_ESTIMATE)."""
+    if not g.key.against_baseline:
+        return "baseline"
+    if g.overhead_percent is None:
+        return "—"
+    e = g.effect
+    return f"{g.overhead_percent:.1f}" + (f" [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "")
+
+
 def _groups_table(groups: Sequence[GroupStats]) -> list[str]:
-    """One row per group: spreads over repetitions, overhead against bare metal in the last column."""
+    """One row per group: throughput over repetitions and the overhead against bare metal with its interval;
+    what every group shares is said once above it; elapsed time (and GPU memory) in a table of its own."""
     show_contention = any(g.key.contention != "none" for g in groups)
     show_host = any(g.key.host is not None for g in groups)
     show_scenario = any(g.key.scenario != "single" for g in groups)
     show_wall = any(g.wall_seconds for g in groups)
     show_memory = any(g.gpu_memory_peak_bytes for g in groups)
+    facts = {
+        "data": lambda k: k.data,
+        "mode": lambda k: k.mode,
+        "device": lambda k: k.device,
+        "math": math_label,
+        "batch": lambda k: str(k.batch_size),
+        "size": lambda k: str(k.image_size),
+    }
+    same = {f: fn(groups[0].key) for f, fn in facts.items() if groups and len({fn(g.key) for g in groups}) == 1}
+    varying = [f for f in facts if f not in same]
     head = [
         "kind",
         *(["host"] if show_host else []),
         *(["scenario", "workers"] if show_scenario else []),
         "model",
-        "data",
-        "mode",
-        "device",
-        "math",
-        "batch",
-        "size",
-    ]
-    head += ["contention"] if show_contention else []
-    head += [
+        *varying,
+        *(["contention"] if show_contention else []),
         "runs",
         "img/s mean",
-        "img/s min",
-        "img/s max",
-        "img/s std",
-        "elapsed s mean",
-        "elapsed s min",
-        "elapsed s max",
-        "elapsed s std",
+        "sd",
+        "min–max",
+        f"overhead % [{CONFIDENCE:.0%} interval]",
     ]
-    head += ["from launch s mean"] if show_wall else []
-    head += ["GPU memory peak GiB"] if show_memory else []
-    head += ["overhead %"]
-    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [""]
+    if same:
+        lines += ["Every row: " + ", ".join(f"{f} {v}" for f, v in same.items()) + ".", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        kind = k.layer
+        ips = g.images_per_sec
         row = [
-            kind,
+            k.layer,
             *([str(k.host)] if show_host else []),
             *([k.scenario, str(k.workers)] if show_scenario else []),
             k.model,
-            k.data,
-            k.mode,
-            k.device,
-            math_label(k),
-            str(k.batch_size),
-            str(k.image_size),
+            *[facts[f](k) for f in varying],
+            *([k.contention] if show_contention else []),
+            f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else ""),
+            _num(ips.mean if ips else None, 1),
+            _num(ips.std if ips else None, 1),
+            f"{ips.min:.1f}–{ips.max:.1f}" if ips else "—",
+            overhead_cell(g),
         ]
-        row += [k.contention] if show_contention else []
-        runs = f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else "")
-        row += [runs, *_spread_cells(g.images_per_sec, 1), *_spread_cells(g.elapsed_seconds, 2)]
-        row += [_num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
-        peak = g.gpu_memory_peak_bytes
-        row += [_num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
-        row.append(_num(g.overhead_percent, 1))
         lines.append("| " + " | ".join(row) + " |")
     lines += [
         "",
-        "img/s: total timed images ÷ timed seconds per run (warm-up excluded); elapsed: warm-up + timed",
-        "wall time per run; std: sample standard deviation over repetitions (— below 2 runs);",
-        *(
-            [
-                "from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the",
-                "layer's own start-up, TensorFlow's import and the model's build included);",
-            ]
+        "img/s: total timed images ÷ timed seconds per run (warm-up excluded), its arithmetic mean and sample",
+        f"sd over repetitions (— below 2 runs); {OVERHEAD_ESTIMATE}; against bare metal (bm) with the same",
+        "model, data, mode, device, math, batch and size (— where no bm run matches). math: the arithmetic",
+        "asked for (float32 means TF32 off; default: TensorFlow's own, before dltestbed recorded it). Failed",
+        "runs are counted but not averaged. Distributed rows are per worker; co-tenants are not rows (see the",
+        "shared table).",
+    ]
+    return lines + _elapsed_table(groups, show_host, show_wall, show_memory)
+
+
+def _elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool, show_memory: bool) -> list[str]:
+    """Each group's elapsed time per run (and launch to finish, GPU memory peak)."""
+    head = ["kind", *(["host"] if show_host else []), "model", "elapsed s mean", "min", "max", "sd"]
+    head += ["from launch s"] if show_wall else []
+    head += ["GPU memory peak GiB"] if show_memory else []
+    lines = ["", "### Time per run", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for g in groups:
+        k = g.key
+        row = [k.layer, *([str(k.host)] if show_host else []), k.model, *_spread_cells(g.elapsed_seconds, 2)]
+        row += [_num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
+        peak = g.gpu_memory_peak_bytes
+        row += [_num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "elapsed: warm-up + timed wall time per run"
+        + (
+            "; from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the "
+            "layer's own start-up, TensorFlow's import and the model's build included)"
             if show_wall
-            else []
-        ),
-        *(["GPU memory peak: the most TensorFlow's allocator held at once on the run's GPUs;"] if show_memory else []),
-        "math: the arithmetic asked for (float32 means TF32 off; default: TensorFlow's own, before dltestbed",
-        "recorded it); overhead %: images/sec lost against bare metal (bm) with the same model, data, mode,",
-        "device, math, batch and size (— where no bm run matches). Failed runs are counted but not averaged.",
-        "Distributed rows are per worker; co-tenants are not rows (see the shared table).",
+            else ""
+        )
+        + ("; GPU memory peak: the most TensorFlow's allocator held at once on the run's GPUs" if show_memory else "")
+        + ".",
     ]
     return lines
 
@@ -342,7 +366,7 @@ def _overheads(groups: Sequence[GroupStats], equivalence: float | None) -> list[
         for g in effects:
             k, e = g.key, g.effect
             kind = k.layer
-            cell = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
+            cell = overhead_cell(g)  # the main table's number, not another estimate
             lines.append(
                 "| "
                 + " | ".join(

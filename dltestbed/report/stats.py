@@ -22,6 +22,10 @@ from dltestbed.report.keys import GroupKey
 from dltestbed.results.records import RunRecord
 
 NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
+OVERHEAD_ESTIMATE = (
+    "overhead: 1 − layer ÷ bm images/sec, as the geometric mean of the per-repetition ratios (paired runs) "
+    "or the ratio of geometric means (unpaired) — the estimate its 95 % interval (t on log ratios) is about"
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class GroupStats:
     failed: int
     images_per_sec: Spread | None  # over ok runs: total timed images / timed seconds
     elapsed_seconds: Spread | None  # over ok runs: warm-up + timed wall time
-    overhead_percent: float | None  # images/sec lost against the bm group of the same key; bm: 0
+    overhead_percent: float | None  # images/sec lost against the bm group of the same key (OVERHEAD_ESTIMATE); bm: 0
     effect: Effect | None = None  # the overhead with its interval (inference.py); None for bm or too few runs
     verdict: str | None = None  # the effect in words
     equivalence: str | None = None  # with a margin: equivalent, not equivalent or undecided (TOST)
@@ -161,8 +165,12 @@ def _group(
     """One group's row: its spreads, and against the baseline's ok runs its overhead, interval and verdict."""
     values = [r.images_per_sec for r in ok if r.images_per_sec is not None]
     ips = Spread.of(values) if values else None
-    base = statistics.fmean([r.images_per_sec for r in base_ok if r.images_per_sec is not None]) if base_ok else None
-    over = overhead_percent(base, ips.mean) if base and ips is not None else None
+    base = [r.images_per_sec for r in base_ok if r.images_per_sec is not None]
+    over = (
+        overhead_percent(statistics.geometric_mean(base), statistics.geometric_mean(values))
+        if base and values
+        else None
+    )
     eff, equiv, words = None, None, None
     env: tuple[str, ...] = ()
     if k.against_baseline:
@@ -175,6 +183,7 @@ def _group(
             eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
             equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
             words = verdict(eff)
+            over = eff.overhead_pct  # the one estimate the interval is about (OVERHEAD_ESTIMATE)
     return GroupStats(
         k,
         len(members),

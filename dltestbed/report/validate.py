@@ -36,13 +36,12 @@ Every judgement of a check is three-way, from 95 % intervals, so noise never pas
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from scipy import stats as st
 
 from dltestbed.config import Math
 from dltestbed.errors import ConfigError
@@ -50,7 +49,7 @@ from dltestbed.report.analysis import Analysis
 from dltestbed.report.correct_rules import judge_agreement, judge_results
 from dltestbed.report.environment import environment
 from dltestbed.report.health_rules import HealthRules, init_health, judge_health
-from dltestbed.report.inference import CONFIDENCE, MIN_N, cv
+from dltestbed.report.inference import MIN_N, cv, mean_interval
 from dltestbed.report.stats import GroupStats
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, Judgement
 from dltestbed.results.records import RunRecord
@@ -71,6 +70,8 @@ MATCH_FIELDS = {
 INIT_MIN_TOLERANCE = 2.0  # % below expected a reference made by --init allows at least
 INIT_SPREADS = 3.0  # … or this many run-to-run coefficients of variation, whichever is larger
 INIT_MAX_OVERHEAD_SLACK = 2.0  # % added to a trusted bench's overhead bound for --init
+INIT_MAX_TOLERANCE = 25.0  # % below expected: a bench noisier than this is no reference (--init refuses it)
+STEADIER = "`dltestbed bench --repeat 5 --steps 100` (more and longer runs, nothing else on the machine)"
 
 
 class Match(BaseModel):
@@ -159,15 +160,6 @@ def _selected(check: Check, runs: Sequence[RunRecord]) -> list[RunRecord]:
     return out
 
 
-def _log_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """Geometric mean and its 95 % t-interval (on logs) of positive values."""
-    x = np.log(np.asarray(values, dtype=float))
-    n = len(x)
-    mean, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
-    half = float(st.t.ppf(1 - (1 - CONFIDENCE) / 2, n - 1)) * se
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
-
-
 def _three_way(lo: float, hi: float, limit: float, higher_is_better: bool) -> str:
     if higher_is_better:
         return PASS if lo >= limit else FAIL if hi < limit else UNDECIDED
@@ -192,13 +184,14 @@ def judge(reference: Reference, a: Analysis) -> list[Judgement]:
                     )
                 )
             else:
-                g, lo, hi = _log_interval([r.images_per_sec for r in mine if r.images_per_sec is not None])
+                values = [r.images_per_sec for r in mine if r.images_per_sec is not None]
+                g, (lo, hi) = statistics.fmean(values), mean_interval(values) or (math.nan, math.nan)
                 status = _three_way(lo, hi, limit, higher_is_better=True)
                 out.append(
                     Judgement(
                         check.name,
                         status,
-                        f"{g:.1f} img/s [{lo:.1f}, {hi:.1f}] over {len(mine)} runs "
+                        f"mean {g:.1f} img/s [{lo:.1f}, {hi:.1f}] over {len(mine)} runs "
                         f"against at least {limit:.1f} ({check.images_per_sec:g} − "
                         f"{check.lower_tolerance_percent:g} %)",
                         "images_per_sec",
@@ -290,8 +283,20 @@ def init_reference(a: Analysis) -> dict[str, Any]:
         checks.append(check)
     if not checks:
         raise ConfigError("validate --init: no group of the bench has 2 ok runs; run `bench --repeat 2` or more")
+    noisy = [c for c in checks if c["lower_tolerance_percent"] > INIT_MAX_TOLERANCE]
+    if noisy:
+        worst = max(noisy, key=lambda c: c["lower_tolerance_percent"])
+        raise ConfigError(
+            f"validate --init: bench {a.runs[0].bench_id} is too noisy to be a reference: {len(noisy)} of "
+            f"{len(checks)} group(s) varied beyond ±{INIT_MAX_TOLERANCE / INIT_SPREADS:.1f} % run to run (worst: "
+            f"{worst['name']}, ±{worst['lower_tolerance_percent'] / INIT_SPREADS:.1f} %, a tolerance of "
+            f"{worst['lower_tolerance_percent']:g} %; at most {INIT_MAX_TOLERANCE:g} %); nothing written; "
+            f"run a steadier bench, e.g. {STEADIER}, then --init again"
+        )
     rules = init_health(a.gpus)
-    return {"version": 1, "checks": checks} | ({"health": rules} if rules else {})
+    data = {"version": 1, "checks": checks} | ({"health": rules} if rules else {})
+    Reference.model_validate(data)  # never hand out a reference `validate` would refuse
+    return data
 
 
 def junit_xml(judgements: Sequence[Judgement], suite: str = "dltestbed validate") -> str:

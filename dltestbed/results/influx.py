@@ -1,7 +1,7 @@
 """Stream results to InfluxDB (v2 write API: InfluxDB 2.x/3.x, 1.8+ compatibility, VictoriaMetrics) without
 losing a point, even when dltestbed is killed: each point is stored in the store's outbox in the same
 transaction as the result it comes from; a sender thread sends the outbox in batches and deletes what the
-server acknowledged; `dltestbed results push` sends what is left. The local store stays the source of
+server acknowledged; `dltestbed push` sends what is left. The local store stays the source of
 truth. The token never reaches a log line."""
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def check(s: Settings) -> None:
         if not (isinstance(exc, ApiException) and exc.status == 400):  # 400: "no data" — reached and authorized
             raise StreamError(
                 f"InfluxDB at {s.describe()}: {describe_error(exc, s)}; nothing was run "
-                "(fix it, or bench without --influx-url and `dltestbed results push` later)"
+                "(fix it, or bench without --influx-url and `dltestbed push` later)"
             ) from None
     finally:
         client.close()
@@ -229,7 +229,7 @@ class InfluxSink:
     stores the point in the outbox in the same SQLite transaction as the result. A sender thread sends
     the outbox in batches (every `flush_every` seconds) and deletes what the server acknowledged; while
     the server fails it retries every `retry_every` seconds. `close` sends what is left once more and
-    says how many points still wait (for `dltestbed results push`)."""
+    says how many points still wait (for `dltestbed push`)."""
 
     def __init__(
         self, store: Store, s: Settings, flush_every: float = 0.5, retry_every: float = 2.0, batch: int = 5000

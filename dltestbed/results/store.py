@@ -452,6 +452,10 @@ class Store:
         rows = self._query(sql + " ORDER BY started_at, id", args)
         return [self._record(r) for r in rows]
 
+    def run_ids(self) -> list[str]:
+        """Every run's id, oldest first."""
+        return [r[0] for r in self._query("SELECT id FROM runs ORDER BY started_at, id")]
+
     def bench_ids(self) -> list[str]:
         """Every bench, oldest first (by its first run)."""
         rows = self._query("SELECT bench_id FROM runs GROUP BY bench_id ORDER BY MIN(started_at), MIN(id)")

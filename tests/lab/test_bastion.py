@@ -102,7 +102,7 @@ def test_provision_and_bench_through_a_proxy_command(
     proc = run_cli("provision", "--layout", "distributed", "--inventory", str(inv), env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "2 host(s) provisioned" in proc.stderr and "jumphost" not in proc.stderr.split("artifacts:")[0]
-    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=env)
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--format", "json", "--results", str(results), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(json.loads(proc.stdout), key=lambda r: r["host"])
     assert [(r["host"], r["fingerprint"]["host"], r["status"]) for r in runs] == [
@@ -146,7 +146,8 @@ def test_bench_through_proxy_jump_with_an_ssh_config_and_group_options(
         "--group",
         "bare_metal=dgx",
         *BENCH,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         env=env,
@@ -175,7 +176,7 @@ def test_a_host_lost_behind_the_bastion_is_noticed(
     from tests.conftest import wait_for_steps
 
     inv = _proxy_command_inventory(behind, tmp_path)
-    argv = ["bench", "--inventory", str(inv), *BENCH, "--steps", "400", "--json", "--results", str(results)]
+    argv = ["bench", "--inventory", str(inv), *BENCH, "--steps", "400", "--format", "json", "--results", str(results)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "dltestbed", *argv],
         env={**os.environ, **env},

@@ -30,7 +30,7 @@ BENCH = [
     "15",
     "--repeat",
     "2",
-    "--sequential",
+    "--no-parallel",
 ]
 
 
@@ -56,7 +56,7 @@ def test_the_slow_host_is_flagged_and_only_it(fleet: tuple[LabState, Path], resu
     assert allowed == "0"
     write = ssh(state, "tf-h1", f"touch {sys.prefix}/dltestbed-lab-probe")
     assert write.returncode != 0 and "Read-only file system" in write.stderr  # shared read-only
-    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results))
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--format", "json", "--results", str(results))
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     assert sorted({r["fingerprint"]["host"] for r in runs}) == ["tf-h1", "tf-h2", "tf-h3", "tf-h4"]

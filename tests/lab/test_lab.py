@@ -61,11 +61,11 @@ def test_up_gives_separate_ssh_hosts_and_down_removes_everything(fresh_lab: str,
     status = run_cli("lab", "status", "--name", fresh_lab, env={"DLTESTBED_LAB_DIR": str(lab_dir)})
     assert status.returncode == 0 and status.stdout.count("running") == 3
 
-    down = run_cli("lab", "down", "--name", fresh_lab, env={"DLTESTBED_LAB_DIR": str(lab_dir)})
+    down = run_cli("lab", "teardown", "--name", fresh_lab, env={"DLTESTBED_LAB_DIR": str(lab_dir)})
     assert down.returncode == 0 and "removed" in down.stdout
     assert not leftovers(fresh_lab)
     assert not (lab_dir / fresh_lab).exists()
-    again = run_cli("lab", "down", "--name", fresh_lab, env={"DLTESTBED_LAB_DIR": str(lab_dir)})
+    again = run_cli("lab", "teardown", "--name", fresh_lab, env={"DLTESTBED_LAB_DIR": str(lab_dir)})
     assert again.returncode == 0 and "nothing to remove" in again.stdout
     gone = run_cli("lab", "status", "--name", fresh_lab, env={"DLTESTBED_LAB_DIR": str(lab_dir)})
     assert gone.returncode == 1 and "not up" in gone.stdout

@@ -91,7 +91,9 @@ def test_single_layout_uses_one_host(cluster: LabState, env: dict[str, str]) -> 
 
 
 def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, str], results: Path) -> None:
-    proc = run_cli("bench", "--inventory", str(cluster.inventory), *BENCH, "--json", "--results", str(results), env=env)
+    proc = run_cli(
+        "bench", "--inventory", str(cluster.inventory), *BENCH, "--format", "json", "--results", str(results), env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
     assert sorted(r["host"] for r in runs) == ["tp-h1", "tp-h2"]
@@ -115,7 +117,8 @@ def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[st
         *BENCH,
         "--suite",
         "full",
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         env={**env, **tsdb.env()},
@@ -178,7 +181,7 @@ def test_an_unreachable_host_is_named_and_the_others_still_provisioned(cluster: 
 
 def test_bench_one_host_failing_does_not_hide_the_others(cluster: LabState, env, tmp_path, results) -> None:
     inv = _with_extra_host(cluster, tmp_path, ansible_host="10.213.81.99")
-    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=env)
+    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--format", "json", "--results", str(results), env=env)
     assert proc.returncode == 1
     runs = {r["host"]: r for r in json.loads(proc.stdout)}
     assert runs["tp-h1"]["status"] == runs["tp-h2"]["status"] == "ok"
@@ -209,7 +212,9 @@ def test_a_host_key_not_recorded_or_changed_stops_the_bench_before_it_runs(
     inv = tmp_path / "inventory.yml"
     inv.write_text(yaml.safe_dump(doc))
     fresh_state = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
-    proc = run_cli("bench", "--inventory", str(inv), *BENCH, "--json", "--results", str(results), env=fresh_state)
+    proc = run_cli(
+        "bench", "--inventory", str(inv), *BENCH, "--format", "json", "--results", str(results), env=fresh_state
+    )
     line = one_error_line(proc)
     assert proc.returncode == 2 and f"host tp-h2 ({h2.ip}:22)" in line
     assert (
@@ -314,7 +319,8 @@ def test_a_host_lost_mid_bench(how: str, cluster: LabState, env: dict[str, str],
         *BENCH,
         "--steps",
         "400",
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
     ]

@@ -43,7 +43,7 @@ def test_a_store_on_a_read_only_filesystem(mount: Path) -> None:
         "--targets",
         "bm",
     ]
-    made = run_cli(*bench, "--results", str(mount / "results.sqlite"), "--json")
+    made = run_cli(*bench, "--results", str(mount / "results.sqlite"), "--format", "json")
     assert made.returncode == 0, made.stderr[-2000:]
     (run,) = json.loads(made.stdout)
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
@@ -53,7 +53,7 @@ def test_a_store_on_a_read_only_filesystem(mount: Path) -> None:
         line = one_error_line(proc)
         assert proc.returncode == 2 and f"{mount} is on a read-only filesystem" in line, line
         assert "bench b-" not in proc.stderr  # nothing announced, nothing run
-    runs = run_cli("runs", "--results", str(mount / "results.sqlite"), "--json")
+    runs = run_cli("runs", "--results", str(mount / "results.sqlite"), "--format", "json")
     assert runs.returncode == 0, runs.stderr
     assert [r["id"] for r in json.loads(runs.stdout)] == [run["id"]]
     report = run_cli("report", "--format", "json", "--results", str(mount / "results.sqlite"))

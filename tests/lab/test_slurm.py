@@ -63,7 +63,17 @@ def nothing_left(env: dict[str, str], within: float) -> float:
 
 def bench(env: dict[str, str], results: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(
-        "bench", "--launcher", "slurm", "--venv", sys.prefix, *args, "--json", "--results", str(results), env=env
+        "bench",
+        "--launcher",
+        "slurm",
+        "--venv",
+        sys.prefix,
+        *args,
+        "--format",
+        "json",
+        "--results",
+        str(results),
+        env=env,
     )
 
 
@@ -157,7 +167,7 @@ def test_a_job_killed_at_its_time_limit_is_stored_failed_with_its_steps(
     cluster: tuple[LabState, dict[str, str]], results: Path
 ) -> None:
     _, env = cluster
-    out = bench(env, results, *TINY, "--steps", "1000000", "--time", "1")
+    out = bench(env, results, *TINY, "--steps", "1000000", "--slurm-time", "1")
     assert out.returncode == 1, out.stderr[-3000:]
     (run,) = json.loads(out.stdout)
     assert run["status"] == "failed" and run["host"] == f"{NAME}-h1"

@@ -195,7 +195,8 @@ def test_vm_and_cvm_runs_and_teardown(
         "podman",
         *TINY,
         *real,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         env=vm_env,
@@ -242,7 +243,8 @@ def test_vm_and_cvm_runs_and_teardown(
         "2",
         *TINY,
         *real,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         env=vm_env,
@@ -273,7 +275,8 @@ def test_vm_and_cvm_runs_and_teardown(
         "--repeat",
         "1",
         *real,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         env=vm_env,
@@ -302,7 +305,8 @@ def test_vm_and_cvm_runs_and_teardown(
         "--device",
         "gpu",
         *TINY,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         env=vm_env,
@@ -342,7 +346,18 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     brought up to this build by the workload role over SSH, measured as its own layer; the user's file
     untouched, and teardown leaves nothing."""
     before = _stamp(cloud_image)
-    argv = ["bench", "--targets", "bm,vm", "--vm-image", str(cloud_image), *TINY, "--results", str(results), "--json"]
+    argv = [
+        "bench",
+        "--targets",
+        "bm,vm",
+        "--vm-image",
+        str(cloud_image),
+        *TINY,
+        "--results",
+        str(results),
+        "--format",
+        "json",
+    ]
     token = new_token()  # exported, as for streaming: ansible-runner's artifacts and ssh must not get it
     with SecretWatch(token) as watch:
         proc = run_cli(*argv, env={**vm_env, "INFLUXDB_V2_TOKEN": token}, timeout=1800)
@@ -513,7 +528,8 @@ def test_vms_on_an_inventory_libvirt_host(
             str(dataset_dir),
             "--results",
             str(results),
-            "--json",
+            "--format",
+            "json",
             env=env,
             timeout=1800,
         )

@@ -35,7 +35,8 @@ def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
         *QUICK,
         "--repeat",
         "2",
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
         "--report",
@@ -66,7 +67,7 @@ def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
     assert all(r["gpu_memory_peak_bytes"] is None for r in printed)  # no GPU here
     assert "bench b-" in proc.stderr and "4 run(s) on bm:local" in proc.stderr
 
-    listed = json.loads(run_cli("runs", "--json", "--results", str(results)).stdout)
+    listed = json.loads(run_cli("runs", "--format", "json", "--results", str(results)).stdout)
     assert [r["id"] for r in listed] == [r["id"] for r in printed]
     store = Store.open(results)
     for r in printed:
@@ -107,7 +108,8 @@ def test_bench_real_data_inference(results: Path, dataset_dir: Path) -> None:
         "--mode",
         "infer",
         *QUICK,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
     )
@@ -206,7 +208,8 @@ def test_a_screen_checks_and_compares_the_same_answer(results: Path, dataset_dir
         "--targets",
         "bm",
         *tiny,
-        "--json",
+        "--format",
+        "json",
         "--results",
         str(results),
     )

@@ -126,7 +126,7 @@ def test_a_controller_killed_mid_bench_loses_no_point(server_at_kill: str, tmp_p
         assert want["dltestbed_step"] > 6 and want["dltestbed_run"] == 0  # killed: its run is still "running"
         if server_at_kill == "down":
             server.start()
-        proc = run_cli("results", "push", "--results", str(results), env=server.env())
+        proc = run_cli("push", "--results", str(results), env=server.env())
         assert proc.returncode == 0, proc.stderr
         doubt = proc.stdout.count("were being sent when a dltestbed process stopped")
         got = server.count(bench_id, want)
@@ -156,16 +156,16 @@ def test_points_wait_for_push_when_the_server_stays_down(tmp_path: Path, results
         bench_id = _bench_id(results)
         waiting = Store.open(results).outbox_count()
         assert waiting > 0
-        line = one_error_line(run_cli("results", "push", "--results", str(results), env=server.env()))
+        line = one_error_line(run_cli("push", "--results", str(results), env=server.env()))
         assert "unreachable" in line and f"{waiting} still waiting" in line
         server.start()
-        proc = run_cli("results", "push", "--results", str(results), env=server.env())
+        proc = run_cli("push", "--results", str(results), env=server.env())
         assert proc.returncode == 0, proc.stderr
         assert f"sent {waiting} point(s)" in proc.stdout
         want = expected(results, bench_id)
         assert server.count(bench_id, want) == want
         assert Store.open(results).outbox_count() == 0
-        assert "nothing waiting" in run_cli("results", "push", "--results", str(results), env=server.env()).stdout
+        assert "nothing waiting" in run_cli("push", "--results", str(results), env=server.env()).stdout
     finally:
         server.stop()
 
@@ -176,7 +176,7 @@ def test_push_a_bench_that_was_not_streamed(tsdb: VictoriaMetrics, results: Path
     bench = _bench_id(results)
     none = {"dltestbed_step": 0, "dltestbed_resource": 0, "dltestbed_measure": 0, "dltestbed_run": 0}
     assert tsdb.count(bench) == none
-    proc = run_cli("results", "push", "--bench", "last", "--results", str(results), env=tsdb.env())
+    proc = run_cli("push", "--bench", "last", "--results", str(results), env=tsdb.env())
     assert proc.returncode == 0, proc.stderr
     want = expected(results, bench)
     assert tsdb.count(bench, want) == want
@@ -253,6 +253,6 @@ def _count_steps(results: Path) -> int:
 
 
 def test_streamed_json_output_is_unchanged(tsdb: VictoriaMetrics, results: Path) -> None:
-    proc = run_cli("bench", *TINY, "--steps", "2", "--json", "--results", str(results), env=tsdb.env())
+    proc = run_cli("bench", *TINY, "--steps", "2", "--format", "json", "--results", str(results), env=tsdb.env())
     assert proc.returncode == 0
     assert json.loads(proc.stdout)[0]["status"] == "ok"  # stdout still holds only the JSON

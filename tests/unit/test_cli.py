@@ -122,7 +122,7 @@ def test_internal_errors_go_to_the_debug_log(
         ["bench", "--help"],
         ["report", "--help"],
         ["data", "make", "--help"],
-        ["runs", "--json"],
+        ["runs", "--format", "json"],
         ["bench", "--model", "vgg16"],
     ],
 )

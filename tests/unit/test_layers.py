@@ -28,6 +28,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "secretenv": (),
     "config": ("catalog", "errors"),
     "dataset": ("errors",),
+    "sizes": ("errors",),
     "workload": ("catalog", "config", "dataset", "errors"),  # runs on the target: nothing of the controller
     "inventory": ("errors",),
     "kinds": (),
@@ -103,6 +104,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "runtimes",
         "secretenv",
         "shield",
+        "sizes",
         "transport",
         "vms",
         "workload",

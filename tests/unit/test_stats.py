@@ -32,7 +32,9 @@ def test_overhead_against_matching_bare_metal() -> None:
     groups = {g.key.target_kind: g for g in summarise(runs)}
     assert groups["bm"].overhead_percent == 0.0
     assert groups["bm"].images_per_sec.mean == 105.0  # type: ignore[union-attr]
-    assert groups["cbm"].overhead_percent == pytest.approx((105.0 - 84.0) / 105.0 * 100)
+    # one estimate, the one its interval is about: the ratio of geometric means (unpaired: Welch on logs)
+    assert groups["cbm"].overhead_percent == pytest.approx((1 - 84.0 / (100.0 * 110.0) ** 0.5) * 100)
+    assert groups["cbm"].overhead_percent == groups["cbm"].effect.overhead_pct  # type: ignore[union-attr]
     assert groups["cbm"].elapsed_seconds.mean == 15.0  # type: ignore[union-attr]
     assert groups["cbm"].images_per_sec.std == 0.0  # type: ignore[union-attr]
     assert overhead_percent(100.0, 120.0) == -20.0
@@ -59,7 +61,9 @@ def test_vms_on_a_users_image_are_a_layer_of_their_own() -> None:
     groups = {(g.key.target_kind, g.key.vm_image): g for g in summarise(runs)}
     assert sorted(groups) == [("bm", ""), ("vm", ""), ("vm", "debian-12-genericcloud-amd64.qcow2")]
     assert groups[("vm", "")].overhead_percent == pytest.approx(20.0)  # not averaged with the other image
-    assert groups[("vm", "debian-12-genericcloud-amd64.qcow2")].overhead_percent == pytest.approx(39.0)
+    assert groups[("vm", "debian-12-genericcloud-amd64.qcow2")].overhead_percent == pytest.approx(
+        (1 - (60.0 * 62.0) ** 0.5 / 100.0) * 100
+    )
     table = render.markdown(Analysis(groups=tuple(summarise(runs))), "t")
     assert "| vm (debian-12-genericcloud-amd64.qcow2) | alexnet |" in table and "| vm | alexnet |" in table
 
@@ -89,8 +93,9 @@ def test_markdown_table_shape() -> None:
     widths = {line.count("|") for line in lines}
     assert len(widths) == 1
     assert lines[2].startswith("| bm |") and lines[3].startswith("| cvm |")
-    assert "| 95.0 | 90.0 | 100.0 | 7.1 |" in lines[2]
-    assert lines[3].rstrip().endswith("| 52.6 |")
+    assert "| 95.0 | 7.1 | 90.0–100.0 | baseline |" in lines[2]  # bare metal is the baseline, not "0.0"
+    assert lines[3].rstrip().endswith(f"| {(1 - 45.0 / (100.0 * 90.0) ** 0.5) * 100:.1f} |")  # no interval: n = 1
+    assert "Every row: data synthetic, mode train" in text  # what every row shares is said once
 
 
 def test_by_host_splits_groups_and_compares_on_the_same_host() -> None:
@@ -193,7 +198,7 @@ def test_overheads_are_paired_by_repetition_and_said_in_words() -> None:
 
 def test_one_run_a_side_gives_no_interval() -> None:
     groups = {g.key.target_kind: g for g in summarise([rec("bm", 100.0), rec("vm", 50.0)])}
-    assert groups["vm"].effect is None and groups["vm"].overhead_percent == 50.0
+    assert groups["vm"].effect is None and groups["vm"].overhead_percent == pytest.approx(50.0)
     assert "too few runs for an interval (2 per side)" in render.markdown(Analysis(groups=tuple(groups.values())))
 
 

@@ -115,7 +115,7 @@ def test_validate_cli_exit_codes_and_junit(results: Path, tmp_path: Path) -> Non
     ref, junit = tmp_path / "ref.yml", tmp_path / "junit.xml"
     init = run_cli("validate", "--init", "--out", str(ref), "--results", str(results))
     assert init.returncode == 0 and "reference with 2 check(s) from bench b-trusted" in init.stderr
-    proc = run_cli("validate", "--reference", str(ref), "--results", str(results), "--json")
+    proc = run_cli("validate", "--reference", str(ref), "--results", str(results), "--format", "json")
     assert proc.returncode == 0 and "3 passed, 0 failed, 0 cannot be judged" in proc.stderr
     assert [j["status"] for j in json.loads(proc.stdout)["judgements"]] == ["pass"] * 3
     store = Store.open(results)

@@ -132,7 +132,7 @@ def _with_cotenant(
     co_record: list[RunRecord] = []
     co_ctx = RunContext(plan.bench_id, "shared", rep, contention=label, role="cotenant", job_id=job)
 
-    # bounded like the foreground it contends with (its --timeout), plus its start and a margin
+    # bounded like the foreground it contends with (its --run-timeout), plus its start and a margin
     bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
 
     def cotenant() -> None:
