@@ -17,6 +17,10 @@ def tidy(command: Any) -> None:
     if helper is not None:
         helper.metavar = ""  # made once and kept: the one --help shows
     for param in getattr(command, "params", ()):
+        if getattr(param, "param_type_name", "") == "argument":
+            label = LABELS.get(_base(param.type_descriptor.annotation), "TEXT")
+            param.display_type_rich = lambda ctx, label=label: label  # its name says the rest
+            continue
         if getattr(param, "param_type_name", "") != "option" or param.metavar is not None:
             continue
         if getattr(param, "is_flag", False) or getattr(param, "count", False) or not isinstance(param, TyperOption):

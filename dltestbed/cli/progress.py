@@ -4,7 +4,7 @@ images/sec), one line when a run ends."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
@@ -49,8 +49,9 @@ class _Bars(Progress):
 class RichObserver:
     """Draws the progress of each run on stderr (stdout stays free for --json)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
+        self.clock = clock
         self.progress = _Bars(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -65,7 +66,7 @@ class RichObserver:
         self.at_most = False
         self.done = 0
         self.ok = 0
-        self._started = time.monotonic()
+        self._started = self.clock()
 
     def __enter__(self) -> RichObserver:
         return self
@@ -81,11 +82,11 @@ class RichObserver:
     def expect(self, runs: int, at_most: bool) -> None:
         """The bench's size: its line counts the runs against it."""
         self.total, self.at_most = runs, at_most
-        self._started = time.monotonic()
+        self._started = self.clock()
 
     def overall(self) -> str:
         """`run 5/12 · 1 min 20 s elapsed · about 2 min left` (the mean run so far times the runs to go)."""
-        elapsed = time.monotonic() - self._started
+        elapsed = self.clock() - self._started
         if self.total is None:
             return f"run {self.done + 1} · {duration(elapsed)} elapsed"
         upto = "up to " if self.at_most else ""

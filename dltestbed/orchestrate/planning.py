@@ -280,7 +280,7 @@ def _repetitions(repeat: int | str, precision: float, max_repeat: int) -> tuple[
     if not str(repeat).isdigit():
         raise ConfigError(f"--repeat: a number of repetitions or 'auto' (got {repeat!r})")
     if int(repeat) < 1:
-        raise ConfigError(f"--repeat: must be at least 1 (got {repeat})")
+        raise ConfigError(f"--repeat: at least 1 (got {repeat})")
     return int(repeat), False
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dltestbed.results.store import Store
 from tests.conftest import one_error_line, run_cli
 
 QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", "3", "--targets", "bm", "--repeat", "1"]
@@ -18,10 +19,10 @@ QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", 
     ("args", "message"),
     [
         (["bench", "--model", "vgg16"], "unknown model 'vgg16'; known: inception3, resnet50, alexnet"),
-        (["bench", "--model", "alexnet", "--steps", "0"], "--steps: Input should be greater than 0 (got 0)"),
+        (["bench", "--model", "alexnet", "--steps", "0"], "--steps: more than 0 (got 0)"),
         (
             ["bench", "--model", "alexnet", "--steps", "-5"],
-            "--steps: Input should be greater than 0 (got -5)",
+            "--steps: more than 0 (got -5)",
         ),
         (
             ["bench", "--model", "inception3", "--image-size", "64"],
@@ -32,11 +33,17 @@ QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", 
             ["bench", "--model", "alexnet", "--data", "real", "--data-dir", "/nonexistent/imagenet"],
             "data dir '/nonexistent/imagenet' does not exist",
         ),
-        (["bench", "--mode", "fit"], "Invalid value for '--mode': 'fit' is not one of 'train', 'infer'"),
-        (["bench", "--repeat", "0"], "--repeat: must be at least 1 (got 0)"),
-        (["bench", "--preset", "huge"], "Invalid value for '--preset'"),
+        (["bench", "--mode", "fit"], "--mode: one of train, infer (got 'fit')"),
+        (["bench", "--repeat", "0"], "--repeat: at least 1 (got 0)"),
+        (["bench", "--preset", "huge"], "--preset: one of auto, quick, study, gpu (got 'huge')"),
+        (["bench", "--suite", "bogus"], "--suite: one of study, micro, full, screen (got 'bogus')"),
+        (["bench", "--device", "tpu"], "--device: one of auto, cpu, gpu (got 'tpu')"),
+        (["bench", "--steps", "x"], "--steps: a whole number (got 'x')"),
+        (["bench", "--targets", "bm,,cbm"], "--targets: a comma-separated list with no empty item (got 'bm,,cbm')"),
+        (["bench", "--suite", "micro", "--probes", "gemm,foo"], "--probes: unknown probe 'foo'; known: gemm,"),
+        (["bench", "--vm-memory", "3x"], "--vm-memory: a size like 3g or 3072m (got '3x')"),
         (["bench", "--bogus"], "No such option: --bogus"),
-        (["report", "r-does-not-exist"], "run id(s) not in"),
+        (["report", "r-does-not-exist"], "run id: no run 'r-does-not-exist' in"),
         (["runs"], "no runs in"),
         (["report"], "no runs in"),
         (["bench", "--model", "alexnet", "--report", "/proc/no/r.html"], "--report '/proc/no/r.html': cannot write"),
@@ -44,6 +51,7 @@ QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", 
     ],
 )
 def test_bad_input_is_one_line(args: list[str], message: str, results: Path) -> None:
+    Store.open(results).close()  # an empty store: what a read-only command finds is said of it
     proc = run_cli(*args, "--results", str(results))
     line = one_error_line(proc)
     assert message in line, line
@@ -71,15 +79,24 @@ def test_unwritable_results_path(tmp_path: Path) -> None:
 
 def test_data_make_refuses_a_non_empty_folder(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
-    proc = run_cli("data", "make", "--out", str(tmp_path), "--classes", "2")
-    assert "is not empty; use --force" in one_error_line(proc)
-    proc = run_cli("data", "make", "--out", str(tmp_path / "d"), "--size", "2")
-    assert "--size must be between 8 and 4096 px (got 2)" in one_error_line(proc)
+    proc = run_cli("data", "make", "--data-dir", str(tmp_path), "--classes", "2")
+    assert "--data-dir: an empty folder, or add --force to write into it" in one_error_line(proc)
+    proc = run_cli("data", "make", "--data-dir", str(tmp_path / "d"), "--image-size", "2")
+    assert "--image-size: between 8 and 4096 px (got 2)" in one_error_line(proc)
 
 
 def test_data_make_writes_a_dataset(tmp_path: Path) -> None:
     proc = run_cli(
-        "data", "make", "--out", str(tmp_path / "d"), "--classes", "2", "--images-per-class", "3", "--size", "16"
+        "data",
+        "make",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--classes",
+        "2",
+        "--images-per-class",
+        "3",
+        "--image-size",
+        "16",
     )
     assert proc.returncode == 0, proc.stderr
     assert "wrote 6 JPEGs" in proc.stdout and "in 2 classes" in proc.stdout
@@ -143,6 +160,9 @@ def test_version() -> None:
 
 def test_image_build_refuses_an_out_folder_it_cannot_write_before_building() -> None:
     """The folder is checked first, before the container runtime is looked for or anything is built."""
-    proc = run_cli("image", "build", "--vm", "yes", "--out", "/proc/dltestbed-x")
+    proc = run_cli("image", "build", "--vm", "yes", "--guest-copy", "/proc/dltestbed-x")
     assert proc.returncode == 2
-    assert one_error_line(proc) == "error: --out '/proc/dltestbed-x': cannot write there (No such file or directory)"
+    assert (
+        one_error_line(proc)
+        == "error: --guest-copy '/proc/dltestbed-x': cannot write there (No such file or directory)"
+    )

@@ -14,9 +14,9 @@ from dltestbed.workload.__main__ import parse
     ("values", "message"),
     [
         ({"model": "vgg16"}, "unknown model 'vgg16'; known: inception3, resnet50, alexnet"),
-        ({"model": "alexnet", "steps": 0}, "--steps: Input should be greater than 0 (got 0)"),
-        ({"model": "alexnet", "warmup": -1}, "--warmup: Input should be greater than or equal to 0"),
-        ({"model": "alexnet", "batch_size": 0}, "--batch-size: Input should be greater than or equal to 1"),
+        ({"model": "alexnet", "steps": 0}, "--steps: more than 0 (got 0)"),
+        ({"model": "alexnet", "warmup": -1}, "--warmup: at least 0"),
+        ({"model": "alexnet", "batch_size": 0}, "--batch-size: at least 1"),
         ({"model": "inception3", "image_size": 64}, "image size 64 is below inception3's minimum of 75 px"),
         ({"model": "alexnet", "data": "real"}, "--data real needs --data-dir DIR"),
         ({"model": "alexnet", "data_dir": "/x"}, "--data-dir is only used with --data real"),

@@ -113,7 +113,7 @@ def test_validate_cli_exit_codes_and_junit(results: Path, tmp_path: Path) -> Non
         store.save_run(r)
     store.close()
     ref, junit = tmp_path / "ref.yml", tmp_path / "junit.xml"
-    init = run_cli("validate", "--init", "--out", str(ref), "--results", str(results))
+    init = run_cli("validate", "--init", "--reference", str(ref), "--results", str(results))
     assert init.returncode == 0 and "reference with 2 check(s) from bench b-trusted" in init.stderr
     proc = run_cli("validate", "--reference", str(ref), "--results", str(results), "--format", "json")
     assert proc.returncode == 0 and "3 passed, 0 failed, 0 cannot be judged" in proc.stderr
@@ -126,4 +126,4 @@ def test_validate_cli_exit_codes_and_junit(results: Path, tmp_path: Path) -> Non
     assert proc.returncode == 1 and "| cbm alexnet train synthetic b8 64px | images_per_sec | fail |" in proc.stdout
     assert ET.parse(junit).getroot().get("failures") == "2"
     line = one_error_line(run_cli("validate", "--results", str(results)))
-    assert line == "error: give --reference FILE to judge, or --init --out FILE to write one"
+    assert line == "error: --reference FILE: the reference to judge against (or to write, with --init)"
