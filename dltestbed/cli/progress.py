@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from dltestbed.results.ids import short
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import StepEvent
 
@@ -129,20 +130,20 @@ class RichObserver:
             self._show_overall()
         if run.status == "ok" and run.is_probe:
             self.progress.console.print(
-                f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  [dim]{run.id}[/]",
+                f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  [dim]{short(run.id)}[/]",
                 highlight=False,
                 soft_wrap=True,
             )
         elif run.status == "ok":
             self.progress.console.print(
                 f"[green]ok[/]     {escape(label(run))}: {run.images_per_sec:.1f} img/s, "
-                f"elapsed {run.elapsed_seconds:.1f} s  [dim]{run.id}[/]",
+                f"elapsed {run.elapsed_seconds:.1f} s  [dim]{short(run.id)}[/]",
                 highlight=False,
                 soft_wrap=True,
             )
         else:
             self.progress.console.print(
-                f"[red]failed[/] {escape(label(run))}: {escape(run.reason or '')}  [dim]{run.id}[/]",
+                f"[red]failed[/] {escape(label(run))}: {escape(run.reason or '')}  [dim]{short(run.id)}[/]",
                 highlight=False,
                 soft_wrap=True,
             )

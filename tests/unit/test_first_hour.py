@@ -106,7 +106,12 @@ def test_runs_fits_80_columns_with_ids_report_accepts(results: Path) -> None:
     assert proc.returncode == 0 and all(len(line) <= 80 for line in lines), proc.stdout
     assert lines[1].split() == ["id", "bench", "started", "target", "model", "mode", "bs", "px", "rep", "img/s"]
     row = lines[2].split()
-    assert row[0] in {short(i) for i in ids} and row[1] == "aaa111" and row[-1] in ("100.0", "95.0") and row[-4:-1] == ["8", "64", "1"]
+    assert (
+        row[0] in {short(i) for i in ids}
+        and row[1] == "aaa111"
+        and row[-1] in ("100.0", "95.0")
+        and row[-4:-1] == ["8", "64", "1"]
+    )
     assert run_cli("report", row[0], "--results", str(results)).returncode == 0  # the id shown is one report takes
     benches = run_cli("runs", "--benches", "--results", str(results), env={"COLUMNS": "80"}).stdout.splitlines()
     assert [b.split()[0] for b in benches[2:]] == ["aaa111", "bbb222"]
