@@ -116,33 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, signal.SIG_IGN if argv is None else old)
 
 
-def _bad_parameter(exc: Exception, argv: list[str]) -> str:
-    """A bad option value in dltestbed's voice: the option, what it takes, the value given."""
-    from dltestbed.cli.voice import bad_value
-
-    param = getattr(exc, "param", None)
-    names = [n for n in getattr(param, "opts", ()) if n.startswith("--")] or list(getattr(param, "opts", ()))
-    option = names[0] if names else getattr(exc, "param_hint", None) or "value"
-    raw = getattr(exc, "message", str(exc))
-    return bad_value(option, raw, None if "is not one of" in raw else _given(argv, option))
-
-
-def _given(args: list[str], option: str) -> str | None:
-    """The text the command line gave `option` (a parser error comes before any value is kept)."""
-    for i, a in enumerate(args):
-        if a == option and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith(option + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def _main(argv: list[str] | None) -> int:
     from typer import exceptions as typer_exc
     from typer._click import exceptions as click_exc
     from typer.main import get_command
 
     from dltestbed.cli.helpstyle import tidy
+    from dltestbed.cli.voice import bad_parameter
 
     command = get_command(app)
     tidy(command)
@@ -163,7 +143,7 @@ def _main(argv: list[str] | None) -> int:
             print(text)
         return 0
     except click_exc.BadParameter as exc:
-        error_line(_bad_parameter(exc, sys.argv[1:] if argv is None else argv))
+        error_line(bad_parameter(exc, sys.argv[1:] if argv is None else argv))
         return exc.exit_code
     except click_exc.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""

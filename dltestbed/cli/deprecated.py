@@ -32,13 +32,6 @@ def option(old: str, new: str, **kwargs: Any) -> Any:
     return typer.Option(old, hidden=True, callback=renamed(old, new), **kwargs)
 
 
-def either(new: Any, old: Any, default: Any = None) -> Any:
-    """The value given under the new name, else under the old one, else `default`."""
-    if new not in (None, default):
-        return new
-    return old if old not in (None, False) else new
-
-
 def param(default: Any, old: str, new: str, **kwargs: Any) -> Any:
     """`option` for a parameter's default (not `Annotated`)."""
     return typer.Option(default, old, hidden=True, callback=renamed(old, new), **kwargs)

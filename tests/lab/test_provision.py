@@ -153,7 +153,7 @@ def test_layouts_that_do_not_fit(cluster: LabState, env: dict[str, str]) -> None
     line = one_error_line(run_cli("provision", "--layout", "shared", "--inventory", str(cluster.inventory), env=env))
     assert "layout shared needs a host that can hold several target kinds" in line
     line = one_error_line(run_cli("provision", "--layout", "mesh", "--inventory", str(cluster.inventory), env=env))
-    assert "Invalid value for '--layout'" in line
+    assert "--layout: one of single, distributed, shared (got 'mesh')" in line
     line = one_error_line(
         run_cli(
             "provision", "--layout", "distributed", "--inventory", str(cluster.inventory), "--limit", "tp-h1", env=env

@@ -1,5 +1,5 @@
 """The InfluxDB stream against a real VictoriaMetrics server: exact counts, a server that goes away
-mid-run, `results push`, and the faults that must be one line. The token never shows."""
+mid-run, `push`, and the faults that must be one line. The token never shows."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_a_server_that_goes_away_mid_run_loses_nothing(tmp_path: Path, results: 
 @pytest.mark.parametrize("server_at_kill", ["up", "down"])
 def test_a_controller_killed_mid_bench_loses_no_point(server_at_kill: str, tmp_path: Path, results: Path) -> None:
     """SIGKILL of dltestbed (an OOM kill, a lost login node) mid-run: each stored step's point waits in
-    the outbox (written with the step), so `results push` completes the server exactly."""
+    the outbox (written with the step), so `push` completes the server exactly."""
     import os
     import signal
 
@@ -152,7 +152,7 @@ def test_points_wait_for_push_when_the_server_stays_down(tmp_path: Path, results
         server.stop()  # and it stays down until the bench is over
         _, err = bench.communicate(timeout=300)
         assert bench.returncode == 0, err[-3000:]  # the runs are fine; the stream says what it could not send
-        assert "not sent" in err and "`dltestbed results push` sends them" in err
+        assert "not sent" in err and "`dltestbed push` sends them" in err
         bench_id = _bench_id(results)
         waiting = Store.open(results).outbox_count()
         assert waiting > 0
