@@ -6,14 +6,14 @@ import re
 
 from dltestbed.errors import ConfigError
 
-_SIZE = re.compile(r"^(\d+)([kmgt]?)i?b?$", re.IGNORECASE)
-_PER_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+SIZE_RE = re.compile(r"^(\d+)([bkmg]?)$", re.IGNORECASE)  # Docker's and Podman's --memory: 512m, 4g
+_PER_MIB = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024}
 
 
 def mib(text: str, option: str) -> int:
-    """`text` in MiB: a whole number with a unit k, m, g or t (binary, as Docker reads them; `3g`, `3072m`);
+    """`text` in MiB: a whole number with a unit b, k, m or g (binary, as Docker reads them; `3g`, `3072m`);
     a bare number is MiB. A ConfigError line for anything else or under 1 MiB."""
-    m = _SIZE.match(text.strip())
+    m = SIZE_RE.match(text.strip())
     if not m:
         raise ConfigError(f"{option}: a size like 3g or 3072m (got {text!r})")
     value = int(m.group(1)) * _PER_MIB[(m.group(2) or "m").lower()]

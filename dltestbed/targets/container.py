@@ -18,13 +18,11 @@ from dltestbed.owner import BENCH_LABEL, OWNER_LABEL, RUN_LABEL, installation_id
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import ContainerOptions, Runtime
 from dltestbed.shield import shielded
+from dltestbed.sizes import SIZE_RE
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, Target
 
 VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
 CONTAINER_DATA = "/mnt/dltestbed-data"  # where the bench's dataset is mounted, read-only
-
-
-MEMORY_RE = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
 
 
 def limits(opts: ContainerOptions) -> str:
@@ -53,7 +51,7 @@ def check_limits(
         why = missing_cpu(wanted, cpus) if cpus is not None else None
         if why:
             raise ConfigError(f"{names[0]} {cpuset}: {why}")
-    if memory is not None and not MEMORY_RE.match(memory):
+    if memory is not None and not SIZE_RE.match(memory):
         raise ConfigError(f"{names[1]}: a size like 4g or 512m (got {memory!r})")
 
 

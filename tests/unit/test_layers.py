@@ -62,6 +62,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "results",
         "runtimes",
         "shield",
+        "sizes",
         "slurm",
         "transport",
         "vms",
