@@ -91,6 +91,7 @@ from dltestbed.cli.options import (
     influx_org_opt,
     influx_token_opt,
     influx_url_opt,
+    wants_json,
 )
 
 if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
@@ -186,7 +187,7 @@ def bench(
     Exits 1 when a run failed: it is stored, with its reason.
     """
     outcome = run(request_of(ctx.params))
-    as_json = ctx.params["fmt"] == OutputOpt.json or ctx.params["as_json"]
+    as_json = wants_json(ctx.params["fmt"], ctx.params["as_json"])
     present(outcome, ctx.params["report"], ctx.params["results"], as_json)
 
 

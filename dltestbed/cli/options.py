@@ -84,6 +84,11 @@ class OutputOpt(StrEnum):
     json = "json"
 
 
+def wants_json(fmt: OutputOpt, as_json: bool) -> bool:
+    """Whether JSON was asked for: --format json, or the deprecated --json."""
+    return fmt == OutputOpt.json or as_json
+
+
 class MathOpt(StrEnum):
     float32 = "float32"
     tf32 = "tf32"

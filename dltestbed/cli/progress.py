@@ -37,13 +37,13 @@ def label(run: RunRecord) -> str:
 
 
 class _Bars(Progress):
-    """Progress bars under one line about the whole bench."""
+    """Progress bars under one line about the whole bench, made afresh at each refresh."""
 
-    header = ""
+    header: Callable[[], str] | None = None
 
     def get_renderables(self) -> Iterable[RenderableType]:
-        if self.header:
-            yield Text(self.header, style="bold")
+        if self.header is not None:
+            yield Text(self.header(), style="bold")
         yield self.make_tasks_table(self.tasks)
 
 
@@ -65,9 +65,9 @@ class RichObserver:
         self._tasks: dict[str, TaskID] = {}
         self.total: int | None = None  # runs the bench will make (at most, with --repeat auto)
         self.at_most = False
-        self.done = 0
-        self.ok = 0
+        self.done = 0  # runs ended (co-tenants not counted)
         self._started = self.clock()
+        self.progress.header = self.overall
 
     def __enter__(self) -> RichObserver:
         return self
@@ -101,8 +101,6 @@ class RichObserver:
         """A bar for the run, sized warm-up + timed steps (the bars start with the first run)."""
         if not self.progress.live.is_started:
             self.progress.start()
-        if run.role != "cotenant":
-            self._show_overall()
         self._tasks[run.id] = self.progress.add_task(
             escape(label(run)),
             total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,
@@ -116,9 +114,6 @@ class RichObserver:
             self._tasks[run.id], completed=ev.index + 1, phase=ev.phase, ips=f"{ev.images_per_sec:.1f}"
         )
 
-    def _show_overall(self) -> None:
-        self.progress.header = self.overall()
-
     def end(self, run: RunRecord) -> None:
         """Replace the bar by one line: the result or the reason it failed."""
         task = self._tasks.pop(run.id, None)
@@ -126,8 +121,6 @@ class RichObserver:
             self.progress.remove_task(task)
         if run.role != "cotenant":
             self.done += 1
-            self.ok += run.status == "ok"
-            self._show_overall()
         if run.status == "ok" and run.is_probe:
             self.progress.console.print(
                 f"[green]ok[/]     {escape(label(run))}: {run.steps_done} measures  [dim]{short(run.id)}[/]",

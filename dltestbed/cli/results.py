@@ -1,4 +1,5 @@
-"""`dltestbed push` (once `push`): send points the InfluxDB stream could not deliver (or a whole stored bench)."""
+"""`dltestbed push` (once `results push`): send points the InfluxDB stream could not deliver (or a whole
+stored bench)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt
+from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt, wants_json
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 
 
@@ -29,7 +29,7 @@ def format_for(out: Path | None, fmt: str | None) -> str:
     return {".html": "html", ".htm": "html", ".json": "json"}.get(suffix, "md")
 
 
-def _select(store: object, ids: list[str] | None, bench: str | None, option: str = "--bench") -> list:
+def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
     """The runs named: ids (whole, or a prefix of the id or of its short form), a bench's (an id, a
     prefix, 'last'), or every run; a ConfigError saying what the store holds when none is found."""
     from dltestbed.errors import ConfigError
@@ -38,9 +38,10 @@ def _select(store: object, ids: list[str] | None, bench: str | None, option: str
 
     assert isinstance(store, Store)
     where = str(store.path)
-    bench_id = store.last_bench_id() if bench == "last" else bench
-    if bench_id is not None and bench != "last":
-        bench_id = idmod.resolve(bench_id, store.bench_ids(), "bench", option, where)
+    if bench == "last":
+        bench_id = store.last_bench_id()
+    else:
+        bench_id = idmod.resolve(bench, store.bench_ids(), "bench", "--bench", where) if bench is not None else None
     if ids:
         known = store.run_ids()
         ids = [idmod.resolve(i, known, "run", "run id", where) for i in ids]
@@ -49,11 +50,6 @@ def _select(store: object, ids: list[str] | None, bench: str | None, option: str
         what = f"bench {bench_id}" if bench_id else "runs"
         raise ConfigError(f"no {what} in {store.path}; run `dltestbed bench` first")
     return records
-
-
-def _output(fmt: OutputOpt, as_json: bool) -> bool:
-    """Whether JSON was asked for: --format json, or the deprecated --json."""
-    return fmt == OutputOpt.json or as_json
 
 
 def runs(
@@ -76,7 +72,7 @@ def runs(
         records = _select(store, None, bench)
     finally:
         store.close()
-    if _output(fmt, as_json):
+    if wants_json(fmt, as_json):
         rows = listing.bench_rows(records) if benches else [r.to_dict() for r in records]
         print(json.dumps(rows, indent=2))
         return

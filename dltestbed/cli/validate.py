@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt
+from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt, wants_json
 
 
 def validate(
@@ -72,7 +72,7 @@ def validate(
             junit.write_text(v.junit_xml(judged), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"--junit {str(junit)!r}: cannot write ({exc.strerror})") from None
-    if fmt == OutputOpt.json or as_json:
+    if wants_json(fmt, as_json):
         print(json.dumps({"bench": runs[0].bench_id, "judgements": [j.to_dict() for j in judged]}, indent=2))
     else:
         _table(judged, runs[0].bench_id, reference)

@@ -37,20 +37,20 @@ def describe(spec: Spec) -> str:
     )
 
 
+def scope(options: Options, hosts: Sequence[object]) -> str:
+    """How one (repetition, workload, kind) runs, after its workload: ` (a job of 2 workers + 1 alone)`."""
+    if options.scenario == "distributed":
+        alone = " + 1 alone" if options.baseline else ""
+        return f" (a job of {worker_count(options, hosts)} workers{alone})"
+    if options.scenario == "shared":
+        return f" (alone, then beside a {options.cotenant} co-tenant)"
+    return f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
+
+
 def lines(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> list[str]:
     """`bench --dry-run`: a line per repetition, workload and kind, in the order they run, then the total."""
-    n = per_item(options, hosts)
-    where = {"distributed": f" (a job of {n - (1 if options.baseline else 0)} workers", "shared": " (alone, then"}
-    tail = {
-        "distributed": " + 1 alone)" if options.baseline else ")",
-        "shared": f" beside a {options.cotenant} co-tenant)",
-    }
-    out = []
-    for round_ in plan.rounds(kinds):
-        for rep, spec, kind in round_:
-            scope = where.get(options.scenario, f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
-            out.append(f"rep {rep}  {kind:<4} {describe(spec)}{scope}{tail.get(options.scenario, '')}")
-    total = count(plan, kinds, options, hosts)
+    how = scope(options, hosts)
+    out = [f"rep {rep}  {kind:<4} {describe(spec)}{how}" for round_ in plan.rounds(kinds) for rep, spec, kind in round_]
     upto = f" at most ({plan.repeat} repetitions, --repeat auto)" if plan.precision else ""
-    out.append(f"{total} run(s){upto}; none was run (--dry-run)")
+    out.append(f"{count(plan, kinds, options, hosts)} run(s){upto}; none was run (--dry-run)")
     return out
