@@ -14,6 +14,35 @@ from dltestbed.results.records import RunRecord, new_id
 DATA = Path(__file__).parent / "data"
 CAPTURED = DATA / "workload"
 
+_TIER_SECONDS: dict[str, float] = {}
+_TIER_TESTS: dict[str, set[str]] = {}
+
+
+def _tier(report: pytest.TestReport) -> str:
+    """A test's tier: its folder under tests/ (unit, tf, lab, browser); `lab, slow` for the VM tests."""
+    parts = Path(report.fspath).parts
+    tier = parts[-2] if len(parts) > 1 else "?"
+    return f"{tier}, slow" if "slow" in report.keywords else tier
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum each tier's wall time (setup, call and teardown: image builds and VM boots sit in fixtures)."""
+    tier = _tier(report)
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+    _TIER_TESTS.setdefault(tier, set()).add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The time each tier took, for CI's log (the issue notes quote it)."""
+    if not _TIER_SECONDS:
+        return
+    terminalreporter.section("time per tier")
+    for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{tier:12} {len(_TIER_TESTS[tier]):4} tests {seconds / 60:6.1f} min")
+    terminalreporter.write_line(
+        f"{'all':12} {sum(map(len, _TIER_TESTS.values())):4} tests {sum(_TIER_SECONDS.values()) / 60:6.1f} min"
+    )
+
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`dltestbed ARGS` in a fresh process, as a user runs it."""

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from dltestbed import locks, paths, runtimes
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision.cache import KEEP, prune
 from dltestbed.provision.wheelhouse import Wheelhouse
+from dltestbed.secretenv import scrub
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -62,9 +64,12 @@ def runtime_env(runtime: str) -> dict[str, str]:
     return runtimes.runtime(runtime).cli_env(os.environ)
 
 
-def _run(argv: list[str], runtime: str, what: str, timeout: float = 1800) -> str:
+def _run(argv: list[str], what: str, env: Mapping[str, str] | None = None, timeout: float = 1800) -> str:
+    """Run a build step: its stdout, or an ImageError naming `what` and its last line of error. `env`:
+    a runtime's (runtime_env), else this process's without secrets; a tool that is no container
+    runtime (debootstrap, tar) needs no more."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=runtime_env(runtime), timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env or scrub(os.environ)), timeout=timeout)
     except FileNotFoundError:
         raise ImageError(f"{argv[0]} is not installed on this machine") from None
     if proc.returncode != 0:
@@ -103,7 +108,7 @@ def check_runtime(runtime: str) -> str:
         raise ConfigError(f"building images for {runtime!r} is not supported; use {' or '.join(runtimes.RUNTIMES)}")
     rt = runtimes.RUNTIMES[runtime]
     try:
-        return _run(rt.version_argv(), runtime, runtime, timeout=30)
+        return _run(rt.version_argv(), runtime, runtime_env(runtime), timeout=30)
     except ImageError as exc:
         if "not installed" in str(exc):
             raise
@@ -131,8 +136,9 @@ def rootfs(refresh: bool = False, packages: tuple[str, ...] = PACKAGES) -> Path:
 def _debootstrap(tar: Path, packages: tuple[str, ...]) -> Path:
     with tempfile.TemporaryDirectory(prefix="dltestbed-rootfs-") as tmp:
         root = Path(tmp) / "root"
-        argv = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(root), MIRROR]
-        _run(argv, "debootstrap", "debootstrap", timeout=1800)
+        include = [f"--include={','.join(packages)}"] if packages else []
+        argv = ["debootstrap", "--variant=minbase", *include, SUITE, str(root), MIRROR]
+        _run(argv, "debootstrap", timeout=1800)
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
             shutil.rmtree(root / junk, ignore_errors=True)
         partial = tar.with_name(tar.name + ".partial")
@@ -156,7 +162,9 @@ def _inputs(base: str, house: Wheelhouse) -> str:
 
 def _image_id(runtime: str, ref: str) -> str | None:
     try:
-        digest = _run([runtime, "image", "inspect", "--format", "{{.Id}}", ref], runtime, "inspect", timeout=60)
+        digest = _run(
+            [runtime, "image", "inspect", "--format", "{{.Id}}", ref], "inspect", runtime_env(runtime), timeout=60
+        )
     except ImageError:
         return None
     return digest if digest.startswith("sha256:") else f"sha256:{digest}"
@@ -189,7 +197,8 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
     if base_ref is None:
         base_ref = _base_tag()
         if not _image_id(runtime, base_ref):
-            _run([runtime, "import", str(rootfs()), base_ref], runtime, f"{runtime} import of the root filesystem")
+            argv = [runtime, "import", str(rootfs()), base_ref]
+            _run(argv, f"{runtime} import of the root filesystem", runtime_env(runtime))
     elif not _image_id(runtime, base_ref):
         raise ImageError(
             f"base image {base_ref!r} is not in {runtime}'s local store (no registry is used: "
@@ -205,7 +214,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
             CONTAINERFILE.format(base=base_ref, wheel=house.wheel, inputs=tag.split(":", 1)[1], stage_label=STAGE_LABEL)
         )
         argv = runtimes.runtime(runtime).build_argv(tag, ctx / "Containerfile", ctx)
-        _run(argv, runtime, f"{runtime} build", timeout=3600)
+        _run(argv, f"{runtime} build", runtime_env(runtime), timeout=3600)
     digest = _image_id(runtime, tag)
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
@@ -216,7 +225,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
 def _listed(runtime: str, *args: str) -> list[str]:
     """`runtime images ARGS` one per line, newest first as both runtimes list them; [] if it fails."""
     try:
-        return list(dict.fromkeys(_run([runtime, "images", *args], runtime, "images", timeout=60).split()))
+        return list(dict.fromkeys(_run([runtime, "images", *args], "images", runtime_env(runtime), timeout=60).split()))
     except ImageError:
         return []
 
@@ -262,7 +271,7 @@ def _save(img: Image, path: Path) -> Path:
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
     argv = runtimes.runtime(img.runtime).save_argv(img.tag, partial)
-    _run(argv, img.runtime, f"{img.runtime} save", timeout=1800)
+    _run(argv, f"{img.runtime} save", runtime_env(img.runtime), timeout=1800)
     partial.rename(path)
     prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
     return path
