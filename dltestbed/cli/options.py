@@ -97,7 +97,8 @@ class MathOpt(StrEnum):
     mixed = "mixed"
 
 
-RESULTS_HELP = "Results store (SQLite). Default: $DLTESTBED_RESULTS, else ~/.local/share/dltestbed/results.sqlite."
+# No word longer than a narrow help column (rich cuts one with "…"): the folder, not the whole path.
+RESULTS_HELP = "Results store: $DLTESTBED_RESULTS, else results.sqlite in ~/.local/share/dltestbed/."
 RESULTS_SHORT = "Results store ($DLTESTBED_RESULTS)."
 INFLUX = "InfluxDB stream"
 OUTPUT_HELP = "table (default), or json (every field, full ids)."
@@ -129,11 +130,7 @@ def influx_token_opt() -> Path | None:
     )
 
 
-GROUP_HELP = (
-    "ROLE=GROUP: your inventory's group(s) that play a role (bare_metal, container_hosts, "
-    "libvirt_hosts), e.g. bare_metal=gpu_nodes; repeatable; default: the inventory's "
-    "dltestbed_groups variable, else the group named as the role."
-)
+GROUP_HELP = "e.g. bare_metal=gpu_nodes; repeatable."  # ROLE=GROUP in full: docs/reference.md, "Inventories"
 
 
 def group_opt(panel: str | None = None, short: bool = False) -> list[str] | None:

@@ -16,16 +16,18 @@ if TYPE_CHECKING:
 
 
 def provision(
-    layout: LayoutOpt = typer.Option(..., help="single, distributed or shared (see README: layouts)."),
-    inventory: Path = typer.Option(..., help="Ansible inventory (YAML or INI; group_vars/host_vars honoured)."),
-    limit: str | None = typer.Option(None, help="Only these hosts or groups (Ansible pattern)."),
+    layout: LayoutOpt = typer.Option(..., metavar="NAME", help="single, distributed, shared."),
+    inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory, YAML/INI."),
+    limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups."),
     group: list[str] | None = group_opt(),
-    check: bool = typer.Option(False, "--check", help="Ansible check mode: report what would change."),
+    check: bool = typer.Option(False, "--check", help="Ansible check mode: what would change."),
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
     Facts first (Python, OS, GPUs and driver), then the install, then on each libvirt host its
     benchmark VM (`bench --targets vm,cvm` uses it); a second run changes nothing.
+
+    Layouts, and how an inventory is read: docs/reference.md, "Inventories, layouts, provisioning".
 
     Exits 2 when a host could not be provisioned; the summary says which were and which were not.
     """

@@ -27,12 +27,7 @@ def _old() -> None:
 
 
 def push(
-    bench: str | None = typer.Option(
-        None,
-        metavar="ID",
-        help="Also (re)send this stored bench's points (an id, a unique prefix, or 'last'), e.g. one run "
-        "without streaming. InfluxDB overwrites a point sent twice.",
-    ),
+    bench: str | None = typer.Option(None, metavar="ID", help="Also (re)send this stored bench's points."),
     results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
     influx_url: str | None = influx_url_opt(),
     influx_org: str | None = influx_org_opt(),
@@ -42,7 +37,12 @@ def push(
     """Send the points waiting in the results store's outbox (those a stream could not deliver).
 
     Without --influx-url (or $INFLUXDB_V2_URL) each waiting point goes where its bench was streaming;
-    the token comes from $INFLUXDB_V2_TOKEN or --influx-token-file. Exits 1 if points are still waiting.
+    the token comes from $INFLUXDB_V2_TOKEN or --influx-token-file.
+
+    --bench ID (an id, a unique prefix, or 'last') also sends a stored bench's points, e.g. one run without
+    streaming, to --influx-url (or $INFLUXDB_V2_URL). InfluxDB overwrites a point sent twice.
+
+    Exits 1 if points are still waiting.
     """
     import json
 

@@ -14,25 +14,18 @@ if TYPE_CHECKING:
 
 
 def teardown(
-    inventory: Path | None = typer.Option(
-        None,
-        metavar="FILE",
-        help="Also sweep this inventory's hosts: dltestbed's VMs on its libvirt_hosts, its containers on "
-        "its container_hosts (over SSH).",
-    ),
-    all_owners: bool = typer.Option(
-        False,
-        "--all-owners",
-        help="Remove every dltestbed-* container and VM, also those of other operators "
-        "and of dltestbed versions before owner labels (default: only this installation's).",
-    ),
+    inventory: Path | None = typer.Option(None, metavar="FILE", help="Also sweep this inventory's hosts (SSH)."),
+    all_owners: bool = typer.Option(False, "--all-owners", help="Other operators' VMs and containers too."),
     group: list[str] | None = group_opt(),
 ) -> None:
     """Remove the VMs and containers this installation made, here and on --inventory's hosts. Idempotent.
 
     VMs: domains, overlays, seeds, keys, console logs and the VM network; containers: those labelled with
-    this installation's dltestbed.owner. Another operator's VMs and containers on a shared host are left
-    alone (--all-owners: removed too). A remote host keeps the uploaded guest image for its next VM.
+    this installation's dltestbed.owner. With --inventory: dltestbed's VMs on its libvirt_hosts and its
+    containers on its container_hosts, over SSH. A remote host keeps the uploaded guest image for its next VM.
+
+    Another operator's VMs and containers on a shared host are left alone. --all-owners removes every
+    dltestbed-* container and VM: other operators' too, and those of dltestbed versions before owner labels.
     """
     import os
     import shutil

@@ -12,14 +12,10 @@ from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt, wants_js
 
 
 def validate(
-    reference: Path | None = typer.Option(
-        None, metavar="FILE", help="The reference YAML: judged against, or written with --init."
-    ),
-    init: bool = typer.Option(
-        False, "--init", help="Write --reference from this bench (values and tolerances from its spread)."
-    ),
-    bench: str = typer.Option("last", metavar="ID", help="The bench: an id, a unique prefix, or 'last'."),
-    junit: Path | None = typer.Option(None, metavar="FILE", help="Also write the judgements as JUnit XML here."),
+    reference: Path | None = typer.Option(None, metavar="FILE", help="The reference YAML to judge against."),
+    init: bool = typer.Option(False, "--init", help="Write --reference from the bench instead."),
+    bench: str = typer.Option("last", metavar="ID", help="An id, a unique prefix, or 'last' (default)."),
+    junit: Path | None = typer.Option(None, metavar="FILE", help="Also write the judgements as JUnit XML."),
     fmt: OutputOpt = typer.Option(OutputOpt.table, "--format", metavar="FMT", help=OUTPUT_HELP),
     results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
     out: Path | None = deprecated.param(None, "--out", "--init --reference FILE"),
@@ -30,8 +26,10 @@ def validate(
     Each judgement comes from a 95 % interval: pass when it lies on the right side of the limit, fail
     when it lies wholly on the wrong side, cannot judge when it straddles it or runs are too few.
     Always, whatever the reference asks: the probes' checked results and the --deterministic runs' losses
-    (a wrong answer is a failing case). A bench too noisy to be a reference is refused by --init, with what
-    to run instead.
+    (a wrong answer is a failing case).
+
+    --init writes the reference instead: the bench's values, with tolerances from its spread. A bench too
+    noisy to be a reference is refused, with what to run instead.
 
     Exits 0 only when every check passes; 1 when any fails; 3 when none fails but some cannot be judged.
     """

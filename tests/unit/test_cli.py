@@ -1,8 +1,11 @@
 """The CLI on bad input: one `error:` line naming the problem and what is allowed, non-zero, no
-traceback. Also: commands that run no model never import TensorFlow."""
+traceback. Also: commands that run no model never import TensorFlow, and every --help reads whole at 80
+columns."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +169,83 @@ def test_image_build_refuses_an_out_folder_it_cannot_write_before_building() -> 
         one_error_line(proc)
         == "error: --guest-copy '/proc/dltestbed-x': cannot write there (No such file or directory)"
     )
+
+
+def _visible_commands() -> list[str]:
+    """Every command path `--help` can be asked of: the root, each command and each subcommand shown."""
+    from typer.main import get_command
+
+    from dltestbed.cli import app
+
+    out: list[str] = []
+
+    def walk(path: str, cmd: object) -> None:
+        out.append(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            if not getattr(sub, "hidden", False):
+                walk(f"{path} {name}".strip(), sub)
+
+    walk("", get_command(app))
+    return out
+
+
+def _option_rows(lines: list[str]) -> list[str]:
+    """The rows of the option and argument boxes, each row's lines joined: a row starts where the name
+    column holds something, and goes on while it is blank."""
+    rows: list[list[str]] = []
+    for line in lines:
+        if not line.startswith("│"):
+            continue
+        cell = line.rstrip().removesuffix("│")
+        if line[2:8].strip() or not rows:
+            rows.append([cell])
+        else:
+            rows[-1].append(cell)
+    return [" ".join(r) for r in rows]
+
+
+WIDTH = 80
+
+
+@pytest.mark.parametrize("path", _visible_commands(), ids=lambda p: p or "dltestbed")
+def test_help_fits_80_columns_unbroken(path: str) -> None:
+    """At 80 columns every --help keeps to 80 columns; no metavar like <a|b|c> is cut across two lines; no
+    help text is cut short with "…"; no option says its default twice; the description's paragraphs are
+    wrapped by the terminal, not where the docstring's lines ended (a line that had room for the next
+    word is a hard break)."""
+    proc = run_cli(*path.split(), "--help", env={"COLUMNS": str(WIDTH)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    name = f"dltestbed {path} --help".replace("  ", " ")
+    assert max(len(line) for line in lines) <= WIDTH, name
+    for line in lines:
+        assert not re.search(r"<[\w.-]*\|[\w|.-]*(\s|$)", line), f"{name}: a metavar cut across lines: {line!r}"
+        assert not re.search(r"…\s*│\s*$", line), f"{name}: text cut short: {line!r}"
+    for row in _option_rows(lines):
+        said = row.lower()
+        if "[default:" in said:
+            assert said.count("default") == 1, f"{name}: the default said twice: {row!r}"
+    first_box = next((i for i, line in enumerate(lines) if line.startswith("╭")), len(lines))
+    description = lines[:first_box]
+    for above, below in itertools.pairwise(description):
+        if not above.strip() or not below.strip() or "Usage:" in above:
+            continue
+        room = WIDTH - 2 - len(above.rstrip())  # rich pads the description one column each side
+        word = below.split()[0]
+        assert room < len(word) + 1 + 4, f"{name}: a hard line break after {above.strip()!r}"
+
+
+def test_a_docstring_is_reflowed_but_lists_are_kept() -> None:
+    from dltestbed.cli.helpstyle import reflow
+
+    doc = """First line.
+
+    A paragraph written
+    over three lines
+    of a docstring.
+
+    Steps:
+    - one
+    - two
+    """
+    assert reflow(doc) == "First line.\n\nA paragraph written over three lines of a docstring.\n\nSteps:\n- one\n- two"
