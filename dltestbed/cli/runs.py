@@ -29,9 +29,23 @@ def format_for(out: Path | None, fmt: str | None) -> str:
     return {".html": "html", ".htm": "html", ".json": "json"}.get(suffix, "md")
 
 
+def bench_named(store: object, given: str, option: str) -> str:
+    """The bench an id names where a bench is asked for: a bench's id or a unique prefix, or a run's (its bench,
+    said in a notice on stderr); a ConfigError listing the candidates when it names none, or several."""
+    from dltestbed.results import ids as idmod
+    from dltestbed.results.store import Store
+
+    assert isinstance(store, Store)
+    bench_id, notice = idmod.bench_of(given, store.bench_ids(), store.run_benches(), option, str(store.path))
+    if notice:
+        print(notice, file=sys.stderr)
+    return bench_id
+
+
 def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
     """The runs named: ids (whole, or a prefix of the id or of its short form), a bench's (an id, a
-    prefix, 'last'), or every run; a ConfigError saying what the store holds when none is found."""
+    prefix, 'last', or a run's id: its bench), or every run; a ConfigError saying what the store holds when
+    none is found."""
     from dltestbed.errors import ConfigError
     from dltestbed.results import ids as idmod
     from dltestbed.results.store import Store
@@ -41,9 +55,12 @@ def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
     if bench == "last":
         bench_id = store.last_bench_id()
     else:
-        bench_id = idmod.resolve(bench, store.bench_ids(), "bench", "--bench", where) if bench is not None else None
+        bench_id = bench_named(store, bench, "--bench") if bench is not None else None
     if ids:
-        known = store.run_ids()
+        known, benches = store.run_ids(), store.bench_ids()
+        for i in ids:
+            if i and not idmod.matches(i, known) and len(idmod.matches(i, benches)) == 1:
+                raise ConfigError(f"run id: {i!r} is a bench, not a run; give it as --bench {i}")
         ids = [idmod.resolve(i, known, "run", "run id", where) for i in ids]
     records = store.runs(ids=ids or None, bench_id=bench_id)
     if not records:
@@ -53,7 +70,9 @@ def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
 
 
 def runs(
-    bench: str | None = typer.Option(None, metavar="ID", help="Only this bench's runs (an id, or 'last')."),
+    bench: str | None = typer.Option(
+        None, metavar="ID", help="Only this bench's runs (an id, a run's id: its bench, or 'last')."
+    ),
     benches: bool = typer.Option(False, "--benches", help="A row per bench instead of per run."),
     no_trunc: bool = typer.Option(False, "--no-trunc", help="Whole ids, not their short form."),
     fmt: OutputOpt = typer.Option(OutputOpt.table, "--format", metavar="FMT", help=OUTPUT_HELP),
@@ -95,7 +114,10 @@ FormatOption = Annotated[
     ),
 ]
 BenchOption = Annotated[
-    str | None, typer.Option(metavar="ID", help="Only this bench's runs: an id, a unique prefix, or 'last' (default).")
+    str | None,
+    typer.Option(
+        metavar="ID", help="Only this bench's runs: an id, a unique prefix (a run's: its bench), or 'last' (default)."
+    ),
 ]
 AllOption = Annotated[bool, typer.Option("--all", help="Every stored run, of every bench.")]
 EquivalenceOption = Annotated[
@@ -263,10 +285,9 @@ def write_report(
 
 
 def _bench_id(store: object, name: str) -> str:
-    """A bench id from an id (or a unique prefix of it or of its short form), 'last' or 'prev' (the one
-    before the last)."""
+    """A bench id from an id (or a unique prefix of it or of its short form; a run's names its bench), 'last'
+    or 'prev' (the one before the last)."""
     from dltestbed.errors import ConfigError
-    from dltestbed.results import ids as idmod
     from dltestbed.results.store import Store
 
     assert isinstance(store, Store)
@@ -276,7 +297,7 @@ def _bench_id(store: object, name: str) -> str:
         if len(ids) < want:
             raise ConfigError(f"--compare {name}: {store.path} holds {len(ids)} bench(es)")
         return ids[-want]
-    return idmod.resolve(name, ids, "bench", "--compare", str(store.path))
+    return bench_named(store, name, "--compare")
 
 
 def _compare(names: tuple[str, str], fmt: str, out: Path | None, results: Path | None) -> None:

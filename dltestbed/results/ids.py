@@ -34,3 +34,28 @@ def resolve(given: str, known: Sequence[str], what: str, option: str, where: str
     some = f"; the latest: {latest}" if known else f"; there is no {what} yet"
     listing = "dltestbed runs --benches" if what == "bench" else "dltestbed runs"
     raise ConfigError(f"{option}: no {what} {given!r} in {where}{some} (see `{listing}`)")
+
+
+def bench_of(
+    given: str, benches: Sequence[str], runs: Sequence[tuple[str, str]], option: str, where: str
+) -> tuple[str, str | None]:
+    """The bench `given` names where a bench is asked for, and the notice to print when it named it through
+    a run: a bench's id (whole, short, or a unique prefix), else a run's (its bench: `runs` shows both ids,
+    and either names the bench). `runs`: (run id, its bench id) pairs. A ConfigError when it names none, or
+    runs of several benches."""
+    if given and not matches(given, benches):
+        hits = matches(given, [r for r, _ in runs])
+        owner = dict(runs)
+        owners = list(dict.fromkeys(owner[h] for h in hits))
+        if len(owners) == 1:
+            b = short(owners[0])
+            said = f"is a run; its bench is {b}" if len(hits) == 1 else f"names {len(hits)} runs, all of bench {b}"
+            return owners[0], f"notice: {given} {said}"
+        if owners:
+            pairs = [f"{short(h)} of {short(owner[h])}" for h in hits]
+            listed = ", ".join(pairs[:SHOWN]) + (" …" if len(pairs) > SHOWN else "")
+            raise ConfigError(
+                f"{option}: {given!r} names no bench, and {len(hits)} runs of {len(owners)} benches ({listed}); "
+                "give more of an id"
+            )
+    return resolve(given, benches, "bench", option, where), None

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -149,12 +150,14 @@ def _when_free(step: Callable[[], object], wait: float = 30.0) -> None:
             time.sleep(0.05)
 
 
-def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
-    """Create or bring the schema up to date in one transaction. BEGIN IMMEDIATE takes the write lock
-    before the version is read, so two processes opening an old store at once migrate it once."""
+def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
+    """Create or bring the schema up to date in one transaction; the schema it had when it was older (None
+    when it was new or current). BEGIN IMMEDIATE takes the write lock before the version is read, so two
+    processes opening an old store at once migrate it once."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
+        upgraded = None
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
@@ -182,11 +185,53 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> None:
             if cols and "math" not in cols:
                 conn.execute(_OLD_MATH)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            upgraded = version if version else None
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    return upgraded
+
+
+def _stamp(p: Path) -> tuple[int, int, int, bool]:
+    """What says the file changed: its inode, size, modification time, and whether a -wal file is beside it."""
+    st = p.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns, Path(f"{p}-wal").exists()
+
+
+def _snapshot(p: Path, tries: int = 5) -> sqlite3.Connection:
+    """The store at `p` copied into memory (SQLite's backup), reading it without changing anything: no -wal,
+    -shm or -journal file made beside it, nothing checkpointed or upgraded in it.
+
+    A store with no -wal beside it (no process holds it: a writer's last close checkpoints and removes it) is
+    read as immutable: SQLite then takes no lock and makes no file (a read-only open of a WAL store would make
+    its -wal and -shm, and leave them). Should a writer start meanwhile, the file's stamp changes and it is read
+    again. A store a writer holds (its -wal is there) is opened read-only through the files that writer made: a
+    consistent snapshot with what the -wal holds, the file itself untouched. On a read-only filesystem it is
+    always immutable: nothing can change it there."""
+    uri = f"file:{quote(str(p.resolve()))}"
+    frozen = _read_only_folder(p)
+    on_ro_fs = bool(frozen and "read-only filesystem" in frozen)
+    for _ in range(tries):
+        before = _stamp(p)
+        flags = "mode=ro" if before[3] and not on_ro_fs else "mode=ro&immutable=1"
+        mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            src = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=30, isolation_level=None)
+            try:
+                src.backup(mem)
+            finally:
+                src.close()
+        except sqlite3.DatabaseError as exc:
+            mem.close()
+            if "immutable" in flags and _stamp(p) != before:
+                continue  # it changed under an immutable read (a writer started): read it again
+            raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
+        if "immutable" not in flags or on_ro_fs or _stamp(p) == before:
+            return mem
+        mem.close()  # a writer started while it was read: read it again
+    raise StoreError(f"results store {str(p)!r} cannot be read (it kept changing while it was read); try again")
 
 
 def _result(value: float | None) -> float | str | None:
@@ -210,9 +255,10 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
-        """Open (creating if needed) the store, or raise StoreError saying why it cannot be written.
-        read_only (report, runs, validate): the store must exist and is opened for reading; nothing is
-        created (only a store of an older schema in a writable place is brought up to date)."""
+        """Open (creating if needed) the store, or raise StoreError saying why it cannot be written; a store of
+        an older schema is brought up to date, with a notice on stderr.
+        read_only (report, runs, validate): the store must exist, and is read as it is: copied into memory
+        (an older schema brought up to date in the copy), so the file and its folder are left as they were."""
         p = cls.where(path)
         hint = f"choose another with --results PATH or {ENV_VAR}"
         if p.exists() and p.is_dir():
@@ -228,18 +274,21 @@ class Store:
             _when_free(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
-            _when_free(lambda: _migrate(conn, p, hint))
+            upgraded: list[int | None] = []
+            _when_free(lambda: upgraded.append(_migrate(conn, p, hint)))
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be written ({_why(exc)}); {hint}") from None
         except OSError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be created ({exc.strerror}); {hint}") from None
+        if upgraded and upgraded[-1] is not None:
+            print(f"notice: results store {p} upgraded from schema {upgraded[-1]} to {SCHEMA_VERSION}", file=sys.stderr)
         conn.row_factory = sqlite3.Row
         return cls(p, conn)
 
     @classmethod
     def _open_existing(cls, p: Path, hint: str) -> Store:
         """A store that must already be there, for reading: a missing, empty or non-SQLite file is refused
-        and nothing is created; an older schema is upgraded in place when its folder can be written."""
+        and nothing is created; its content is read into memory, an older schema brought up to date there."""
         if not p.is_file():
             raise StoreError(
                 f"no results store at {str(p)!r}: nothing has been stored there; run `dltestbed bench`, or {hint}"
@@ -249,45 +298,25 @@ class Store:
         if head != b"SQLite format 3\x00":
             what = "is empty" if not head else "is not an SQLite database"
             raise StoreError(f"results store {str(p)!r} cannot be read (it {what}); {hint}")
-        frozen = _read_only_folder(p)
-        store = cls._open_for_reading(p, frozen)
-        return store if store is not None else cls.open(p)  # an older schema, brought up to date where it is
-
-    @classmethod
-    def _open_for_reading(cls, p: Path, why: str | None) -> Store | None:
-        """The store opened read-only (immutable on a read-only filesystem: nobody can change it there,
-        and SQLite then needs no -shm file beside it); None when its schema is older and `why` (it cannot
-        be written) is None: it is then upgraded by a writable open."""
-        flags = "mode=ro&immutable=1" if why and "read-only filesystem" in why else "mode=ro"
+        conn = _snapshot(p)
         try:
-            conn = sqlite3.connect(
-                f"file:{quote(str(p.resolve()))}?{flags}",
-                uri=True,
-                timeout=30,
-                isolation_level=None,
-                check_same_thread=False,
-            )
             version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                raise StoreError(f"results store {str(p)!r} cannot be read (it is not a dltestbed results store)")
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
+                    f"{SCHEMA_VERSION}; upgrade dltestbed"
+                )
+            if version < SCHEMA_VERSION:
+                _migrate(conn, p, hint)  # the copy, not the file: a read leaves the store as it was
+            conn.execute("PRAGMA query_only=ON")  # a write to the copy would be lost: refused instead
         except sqlite3.DatabaseError as exc:
+            conn.close()
             raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
-        if version == 0:
+        except BaseException:
             conn.close()
-            raise StoreError(f"results store {str(p)!r} cannot be read (it is not a dltestbed results store)")
-        if version < SCHEMA_VERSION and why is None:
-            conn.close()
-            return None
-        if version > SCHEMA_VERSION:
-            conn.close()
-            raise StoreError(
-                f"results store {str(p)!r} has schema {version}, newer than this dltestbed's {SCHEMA_VERSION}; "
-                "upgrade dltestbed"
-            )
-        if version != SCHEMA_VERSION:
-            conn.close()
-            raise StoreError(
-                f"results store {str(p)!r} has schema {version}, this dltestbed reads {SCHEMA_VERSION}, "
-                f"and it cannot be upgraded where it is ({why}): copy it somewhere writable"
-            )
+            raise
         conn.row_factory = sqlite3.Row
         return cls(p, conn)
 
@@ -455,6 +484,10 @@ class Store:
     def run_ids(self) -> list[str]:
         """Every run's id, oldest first."""
         return [r[0] for r in self._query("SELECT id FROM runs ORDER BY started_at, id")]
+
+    def run_benches(self) -> list[tuple[str, str]]:
+        """Every run's id with its bench's, oldest first."""
+        return [(r[0], r[1]) for r in self._query("SELECT id, bench_id FROM runs ORDER BY started_at, id")]
 
     def bench_ids(self) -> list[str]:
         """Every bench, oldest first (by its first run)."""
