@@ -68,7 +68,7 @@ ProbeScaleOption = Annotated[
     ProbeScaleOpt, _opt("--probe-scale", metavar="SIZE", help="micro/full: small or full.", panel=WHAT)
 ]
 ScreenTimeOption = Annotated[
-    float, _opt("--screen-time", metavar="SEC", help="screen: seconds per GPU (60).", panel=WHAT)
+    float, _opt("--screen-time", metavar="SEC", help="screen: seconds per GPU, once (60).", panel=WHAT)
 ]
 DeterministicOption = Annotated[
     bool, _opt("--deterministic", help="Op determinism; losses compared step by step.", panel=WHAT)

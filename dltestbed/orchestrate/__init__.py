@@ -5,12 +5,11 @@ the runs and the one store they go to."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata as md
 import resource
 
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
-from dltestbed.orchestrate import planning, prepare, preview, scenarios
+from dltestbed.orchestrate import gpus, planning, prepare, preview, scenarios
 from dltestbed.orchestrate.dataplace import Dataset
 from dltestbed.orchestrate.launchers import Launcher, launcher_for
 from dltestbed.orchestrate.planning import Plan
@@ -25,7 +24,6 @@ from dltestbed.orchestrate.request import (
     Workloads,
 )
 from dltestbed.orchestrate.running import run_on
-from dltestbed.provision import facts, localfacts
 from dltestbed.results import influx
 from dltestbed.results.store import Store
 
@@ -49,7 +47,8 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     the run under way stored failed and everything taken given back."""
     _raise_fd_limit()
     w, m = request.workloads, request.machines
-    plan = _plan(request, observer)
+    local = gpus.Local()  # this machine's nvidia-smi, read once (--preset auto, the GPU check)
+    plan = _plan(request, observer, local)
     launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
     plan, kinds, runtime = _kinds(plan, launcher, request, observer)
     hosts = launcher.hosts()
@@ -60,6 +59,10 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     dataset = Dataset.of(plan.specs[0], w.data_shared)
     setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory)
     launcher.check(setup)
+    need = gpus.needs(plan, request.scenario)
+    if need:  # an option that needs a GPU where a target has none: one line, before any run
+        for line in gpus.check(need, launcher.seen_gpus(kinds, local)):
+            observer.say(line)
     if request.stream is not None:
         influx.check(request.stream)
     if request.dry_run:
@@ -74,14 +77,14 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     return BenchOutcome(plan.bench_id, tuple(kinds), tuple(records), tuple(notes), store.path)
 
 
-def _plan(request: BenchRequest, observer: BenchObserver) -> Plan:
+def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local | None = None) -> Plan:
     """The bench's plan: every workload spec, validated; the preset auto chose, said on the first line."""
     w, r, m = request.workloads, request.repetitions, request.machines
     preset = w.preset
     if preset == planning.AUTO_PRESET:
         here = m.inventory is None and m.launcher == "direct"
-        gpus = ([] if w.device == "cpu" else local_tf_gpus()) if here else None
-        preset, why = planning.auto_preset(gpus)
+        found = ([] if w.device == "cpu" else (local or gpus.Local()).tf_gpus()) if here else None
+        preset, why = planning.auto_preset(found)
         observer.say(why)
     return planning.plan(
         models=list(w.models) or None,
@@ -131,17 +134,6 @@ def _kinds(
     if plan.aa:
         kinds = [BASELINE, *[k for k in kinds if k != BASELINE], BASELINE]  # A first, its A′ last in each repetition
     return plan, kinds, runtime
-
-
-def local_tf_gpus() -> list[str]:
-    """The GPUs this machine's TensorFlow would use: what NVIDIA's driver lists, where TensorFlow is its CUDA
-    build (not tensorflow-cpu); [] otherwise. Reads nvidia-smi, not TensorFlow (seconds to import)."""
-    try:
-        md.version("tensorflow")
-    except md.PackageNotFoundError:
-        return []
-    found = localfacts.gpu_facts()
-    return [g.name for g in facts.parse_nvidia_smi(found["nvidia_smi"])] if found["nvidia_smi_rc"] == 0 else []
 
 
 def _raise_fd_limit() -> None:

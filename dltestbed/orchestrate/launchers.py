@@ -4,18 +4,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
-from dltestbed.kinds import BASELINE, kinds_where
-from dltestbed.orchestrate import prepare, slurmlaunch
+from dltestbed.kinds import BASELINE, KINDS, kinds_where
+from dltestbed.orchestrate import gpus, prepare, slurmlaunch
 from dltestbed.orchestrate.request import Machines
 from dltestbed.owner import installation_id
 from dltestbed.shield import shielded
@@ -37,6 +38,11 @@ class Launcher(Protocol):
 
     def check(self, setup: prepare.Setup) -> None:
         """Everything cheap about the machines, before anything is made or allocated."""
+        ...
+
+    def seen_gpus(self, kinds: Sequence[str], local: gpus.Local) -> list[gpus.Seen]:
+        """After check: what each target (kind and machine) has of GPUs, as far as it is known before any
+        run (a host's are read over SSH: only when an option needs a GPU)."""
         ...
 
     def sites(self, bench_id: str, say: Say) -> AbstractContextManager[list[Site]]:
@@ -67,6 +73,29 @@ class Direct:
 
     def check(self, setup: prepare.Setup) -> None:
         self._checked = prepare.check(setup)
+
+    def seen_gpus(self, kinds: Sequence[str], local: gpus.Local) -> list[gpus.Seen]:
+        assert self._checked is not None, "check() comes first"
+        sites = [(s, vm) for s, vm in zip(self._checked.sites, self._checked.vms, strict=True) if s.down is None]
+        unique = [KINDS[k] for k in dict.fromkeys(kinds)]
+        remote = [s.host for s, _ in sites if s.host is not None] if any(not k.in_vm for k in unique) else []
+        read = _read_gpus(remote)
+        out = []
+        for site, vm in sites:
+            where = site.host.name if site.host is not None else "local"
+            for kind in unique:
+                target = f"{kind.name}:{where}"
+                if kind.in_vm:
+                    assert vm is not None, "check() plans every answering host's VM"
+                    out.append(gpus.of_vm(target, vm.settings, kind.in_container))
+                elif site.host is None:
+                    out.append(local.seen(kind.name))
+                elif kind.in_container and site.container is not None and site.container.options.gpus is None:
+                    out.append(gpus.Seen(target, False, f"dltestbed_container_gpus of {where} is none"))
+                else:
+                    found, why = read[where]
+                    out.append(gpus.Seen(target, None, why) if found is None else gpus.from_probe(target, found, where))
+        return out
 
     @contextmanager
     def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
@@ -108,6 +137,10 @@ class Slurm:
                 prepare.Setup(store, hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory)
             )
             self._images = {s.host.name: s.container for s in ready.sites if s.host is not None}
+
+    def seen_gpus(self, kinds: Sequence[str], local: gpus.Local) -> list[gpus.Seen]:
+        why = "Slurm's nodes are known once it allocates them"
+        return [gpus.Seen(f"{k} on Slurm's nodes", None, why) for k in dict.fromkeys(kinds)]
 
     @contextmanager
     def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
@@ -162,6 +195,14 @@ def launcher_for(m: Machines, scenario: str, workers: int | None, data_real: boo
     if count is None:
         return Direct(m)
     return Slurm(m, count)
+
+
+def _read_gpus(hosts: Sequence[Host]) -> dict[str, tuple[dict[str, Any] | None, str]]:
+    """Each host's GPU facts (prepare.host_gpus), at most 16 hosts at once: host name → (facts, why not)."""
+    if not hosts:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
+        return dict(zip([h.name for h in hosts], pool.map(prepare.host_gpus, hosts), strict=True))
 
 
 def bare_metal_hosts(inventory: Path | None, limit: str | None, groups: tuple[str, ...]) -> list[Host | None]:

@@ -14,6 +14,7 @@ from dltestbed.config import (
     ALONE_PROBES,
     PAIR_PROBES,
     SCREEN_PROBES,
+    ProbeSpec,
     Spec,
     WorkloadSpec,
     probe_spec,
@@ -36,8 +37,9 @@ SUITES = {
     "micro": "the microbenchmarks (--probes; small sizes, minutes on 2 cores): which resource a layer costs",
     "full": "both: the models' overheads with the probes beside them, to explain them",
     "screen": "acceptance: gemm and conv products checked (not timed) for --screen-time per GPU with fresh inputs, "
-    "against float64 and against themselves, and one --deterministic training per target (the preset's "
-    "first model, or --model) whose loss every layer, host and GPU must match",
+    "against float64 and against themselves, once per bench and target (in repetition 1), and a --deterministic "
+    "training per target and repetition (the preset's first model, or --model) whose loss every layer, host, "
+    "GPU and repetition must match",
 }
 DEFAULT_SCREEN_SECONDS = 60.0
 PROBE_WARMUP, PROBE_STEPS = 1, 5  # per probe case, unless --warmup / --steps say otherwise
@@ -132,7 +134,13 @@ class Plan:
 
     def runs(self) -> list[tuple[int, Spec]]:
         """(repetition, spec) pairs in execution order."""
-        return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs]
+        return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs_in(rep)]
+
+    def specs_in(self, rep: int) -> list[Spec]:
+        """The specs a repetition runs: every one, but a screen only in the first. A screen is a health
+        check of each GPU for --screen-time, passed or failed, not a measure that repetitions sharpen: three
+        repetitions of 300 s would hold every GPU 15 minutes for the same answer."""
+        return [s for s in self.specs if rep == 1 or not is_screen(s)]
 
     @property
     def models(self) -> list[Spec]:
@@ -144,11 +152,16 @@ class Plan:
         with a seeded RNG (random) — either way drift hits every kind alike."""
         out = []
         for rep in reps or range(1, self.repeat + 1):
-            items = [(rep, seeded(spec, rep), k) for spec in self.specs for k in kinds]
+            items = [(rep, seeded(spec, rep), k) for spec in self.specs_in(rep) for k in kinds]
             if self.order == "random":
                 random.Random(f"{self.seed}:{rep}").shuffle(items)
             out.append(items)
         return out
+
+
+def is_screen(spec: Spec) -> bool:
+    """Whether a spec is --suite screen's checks (run once per bench and target)."""
+    return isinstance(spec, ProbeSpec) and spec.screen_seconds is not None
 
 
 def seeded(spec: Spec, rep: int) -> Spec:
@@ -194,9 +207,12 @@ def plan(
     "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
     suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
     the probes by default: those that run on one target, or with scenario distributed those between workers;
-    screen: the checks for `screen_seconds` per GPU and one deterministic training of the first model."""
+    screen: the checks for `screen_seconds` per GPU (in the first repetition only) and a deterministic
+    training of the first model."""
     p = preset(preset_name)
     _check_suite(suite, probes, models, math, xla)
+    if common.get("device") == "cpu" and common.get("gpu_memory_mib") is not None:
+        raise ConfigError("--gpu-memory-mib sizes GPU memory, and --device cpu hides the GPUs: leave one out")
     count, auto = _repetitions(repeat, precision, max_repeat)
     if order not in ORDERS:
         raise ConfigError(f"--order: unknown order {order!r}; known: {', '.join(ORDERS)}")

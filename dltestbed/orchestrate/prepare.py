@@ -215,19 +215,27 @@ def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> l
 Built = Callable[[str, str], "image.Image | None"]
 
 
-def host_flavor(host: Host) -> str:
-    """An inventory host's flavour, read on the host by the same code and rule as this machine's
-    (NVIDIA GPUs on its PCI bus, its nvidia-smi): the image its containers need."""
-
+def host_gpus(host: Host) -> tuple[dict[str, Any] | None, str]:
+    """An inventory host's GPU facts, read on the host by the same code and rule as this machine's (NVIDIA
+    GPUs on its PCI bus, its nvidia-smi), as the facts role reports them; (None, why) when they could not be
+    read."""
     lines: list[str] = []
     try:
         res = make("bm", Site(host=host)).run(["sh", "-c", facts.GPU_PROBE], timeout=120, on_line=lines.append)
     except DltestbedError as exc:
-        raise ConfigError(f"cbm on {host.name}: {exc}") from None
+        return None, str(exc)
     if not res.ok:
         why = next((x.strip() for x in reversed(res.stderr_tail) if x.strip()), res.describe())
-        raise ConfigError(f"cbm on {host.name}: its GPUs could not be read: {why}")
-    flavor, problem = facts.choose_flavor(facts.parse_gpu_probe(lines))
+        return None, f"its GPUs could not be read: {why}"
+    return facts.parse_gpu_probe(lines), ""
+
+
+def host_flavor(host: Host) -> str:
+    """An inventory host's flavour, from its GPU facts (host_gpus): the image its containers need."""
+    found, why = host_gpus(host)
+    if found is None:
+        raise ConfigError(f"cbm on {host.name}: {why}")
+    flavor, problem = facts.choose_flavor(found)
     if flavor is None:
         raise ConfigError(f"cbm on {host.name}: {problem}")
     return flavor

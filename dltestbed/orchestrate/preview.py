@@ -22,17 +22,20 @@ def per_item(options: Options, hosts: Sequence[object]) -> int:
 
 def count(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> int:
     """Runs the bench makes (with --repeat auto: at most)."""
-    return plan.repeat * len(plan.specs) * len(kinds) * per_item(options, hosts)
+    return len(plan.runs()) * len(kinds) * per_item(options, hosts)
 
 
 def describe(spec: Spec) -> str:
-    """A workload in a few words: `alexnet train synthetic 64px bs8 2+20 steps float32`."""
+    """A workload in a few words: `alexnet train synthetic 64px bs8 2+20 steps float32` (the size the run
+    uses: the preset's, or the model's native one)."""
     if isinstance(spec, ProbeSpec):
+        if spec.screen_seconds is not None:
+            return f"screen {','.join(spec.probes)} for {spec.screen_seconds:g} s per GPU (once per bench)"
         return f"micro {','.join(spec.probes)} ({spec.scale})"
     assert isinstance(spec, WorkloadSpec)
     extra = " deterministic" if spec.deterministic else ""
     return (
-        f"{spec.model} {spec.mode} {spec.data} {spec.image_size}px bs{spec.batch_size} "
+        f"{spec.model} {spec.mode} {spec.data} {spec.size}px bs{spec.batch_size} "
         f"{spec.warmup}+{spec.steps} steps {spec.math}{extra}"
     )
 
@@ -43,7 +46,7 @@ def scope(options: Options, hosts: Sequence[object]) -> str:
         alone = " + 1 alone" if options.baseline else ""
         return f" (a job of {worker_count(options, hosts)} workers{alone})"
     if options.scenario == "shared":
-        return f" (alone, then beside a {options.cotenant} co-tenant)"
+        return f" (alone, then beside co-tenant {options.cotenant})"
     return f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
 
 

@@ -73,14 +73,15 @@ def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]
     head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "
     reps = f"up to {plan.repeat} (auto, ±{plan.precision:g} %)" if plan.precision else str(plan.repeat)
     aa = " (bm twice: A and A′)" if plan.aa else ""
-    head += f"{reps} repetition(s) × {len(machines[0])} kind(s){aa}"
+    once = " (the screen in repetition 1 only)" if any(planning.is_screen(s) for s in plan.specs) else ""
+    head += f"{reps} repetition(s){once} × {len(machines[0])} kind(s){aa}"
     if options.scenario == "distributed":
         n = scenarios.worker_count(options, [s.host for s in sites])
         extra = " + 1 worker alone" if options.baseline else ""
         return head + f", each a job of {n} workers{extra}, on {where}"
     if options.scenario == "shared":
         iso = ", isolated CPUs" if options.isolate else ""
-        return head + f", each alone and with a {options.cotenant} co-tenant{iso}, on {where}"
+        return head + f", each alone and beside co-tenant {options.cotenant}{iso}, on {where}"
     mode = ("hosts at once" if options.parallel else "hosts one after another") if len(sites) > 1 else ""
     total = len(plan.runs()) * len(targets)
     return (head + f" = {total} run(s) on {where} {mode}").rstrip()

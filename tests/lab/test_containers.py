@@ -271,29 +271,28 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
 
 
 def test_a_failure_inside_the_container_is_stored_and_cleaned_up(results: Path) -> None:
-    """--device gpu on a machine without one: bm and cbm each fail with one line; nothing is stored as ok."""
+    """The kernel kills the workload inside the container (its memory limit is below what TensorFlow needs
+    to import): the cbm run is stored as failed with how it ended, bare metal beside it is not affected,
+    and no container is left."""
     proc = run_cli(
         "bench",
         "--targets",
         "bm,cbm",
         "--runtime",
         "docker",
+        "--container-memory",
+        "150m",
         *QUICK,
-        "--device",
-        "gpu",
         "--format",
         "json",
         "--results",
         str(results),
     )
-    assert proc.returncode == 1
-    runs = json.loads(proc.stdout)
-    assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
-    assert all(
-        r["status"] == "failed" and r["reason"].startswith("config: --device gpu: no GPU is visible to TensorFlow on ")
-        for r in runs
-    ), runs
-    assert "2 of 2 run(s) failed" in one_error_line(proc)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
+    assert runs["bm"]["status"] == "ok"
+    assert runs["cbm"]["status"] == "failed" and runs["cbm"]["reason"].startswith("workload exited with code 137")
+    assert "1 of 2 run(s) failed" in one_error_line(proc)
     assert not containers("docker")
 
 

@@ -296,7 +296,7 @@ def test_vm_and_cvm_runs_and_teardown(
         for c in cases
         if c["key"]["probe"] == "disk"
     )
-    # --device gpu where there is none: each run fails with one line, nothing stored as ok
+    # --device gpu where there is none (no --vm-gpus): refused in one line before any run, nothing stored
     # (bm and cbm: test_containers; cvm runs the same workload in a container in this VM)
     gpu = run_cli(
         "bench",
@@ -312,10 +312,11 @@ def test_vm_and_cvm_runs_and_teardown(
         env=vm_env,
         timeout=1800,
     )
-    assert gpu.returncode == 1
-    failed = json.loads(gpu.stdout)
-    assert [r["status"] for r in failed] == ["failed"]
-    assert all(r["reason"] == "config: --device gpu: no GPU is visible to TensorFlow on local" for r in failed), failed
+    assert one_error_line(gpu) == (
+        "error: --device gpu: no GPU on vm:local (its VM has no GPU passed through: --vm-gpus or dltestbed_vm_gpus "
+        "gives it one); use --device auto or cpu"
+    )
+    assert gpu.returncode == 2 and gpu.stdout == ""
     # the VM is kept for the next bench; teardown removes all of it
     proc = run_cli("teardown", env=vm_env)
     assert proc.returncode == 0 and "VM local" in proc.stderr

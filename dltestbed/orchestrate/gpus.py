@@ -1,0 +1,135 @@
+"""Whether a bench's targets have the GPU its options need, judged before any run: `--device gpu`, `--math tf32`,
+`--gpu-memory-mib` and `--cotenant gpu` on a target known to have none is one line, not a failed run per
+repetition. What each target has is read where the launcher sees it: this machine's nvidia-smi (and whether
+its TensorFlow is the CUDA build), a host's the same way over SSH, a VM's by construction (GPUs passed
+through or none). Fail closed: a driver that fails, or no driver, is no GPU; only what cannot be known before
+running (a Slurm node not allocated yet, a host whose GPUs could not be read) is said, not refused."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from dltestbed.config import WorkloadSpec
+from dltestbed.errors import ConfigError
+from dltestbed.orchestrate.planning import Plan
+from dltestbed.orchestrate.scenarios import Options
+from dltestbed.provision import facts, localfacts
+
+
+@dataclass(frozen=True)
+class Need:
+    """An option that needs a GPU on every target: as the user wrote it, and what to do instead."""
+
+    option: str
+    instead: str
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a bench knows of a target's GPUs before it runs: its label (`bm:local`), whether it has one
+    (None: not known before it runs) and how that is known, in words."""
+
+    target: str
+    has: bool | None
+    how: str
+
+
+def needs(plan: Plan, options: Options) -> list[Need]:
+    """The bench's options that need a GPU on every target, in the order they are judged."""
+    out = []
+    if any(s.device == "gpu" for s in plan.specs):
+        out.append(Need("--device gpu", "use --device auto or cpu"))
+    if any(isinstance(s, WorkloadSpec) and s.math == "tf32" for s in plan.specs):
+        out.append(Need("--math tf32", "TF32 is the tensor-core math of an Ampere-or-later GPU; use --math float32"))
+    sized = next((s.gpu_memory_mib for s in plan.specs if s.gpu_memory_mib is not None), None)
+    if sized is not None:
+        out.append(Need(f"--gpu-memory-mib {sized}", "it sizes GPU memory: leave it out there"))
+    if options.scenario == "shared" and options.cotenant == "gpu":
+        out.append(Need("--cotenant gpu", "use --cotenant alexnet, cpu or io"))
+    return out
+
+
+def check(need: Sequence[Need], seen: Sequence[Seen]) -> list[str]:
+    """A ConfigError line for the first option that needs a GPU on a target known to have none; else the
+    lines that say which targets' GPUs are known only once they run (none: every target has one)."""
+    if not need:
+        return []
+    for n in need:
+        for s in seen:
+            if s.has is False:
+                raise ConfigError(f"{n.option}: no GPU on {s.target} ({s.how}); {n.instead}")
+    options = " and ".join(n.option for n in need)
+    return [
+        f"note: {options}: whether {s.target} has a GPU is known only once it runs ({s.how}); a run without one fails"
+        for s in seen
+        if s.has is None
+    ]
+
+
+def from_probe(target: str, found: dict[str, Any], where: str) -> Seen:
+    """A target's GPUs from the facts role's GPU facts (this machine's, or a host's read over SSH): NVIDIA's
+    driver listing GPUs is a GPU; no driver, a failing one or an empty list is none."""
+    listed = facts.parse_nvidia_smi([str(x) for x in found.get("nvidia_smi") or []])
+    rc = int(found.get("nvidia_smi_rc", 127))
+    if rc == 0 and listed:
+        return Seen(target, True, f"nvidia-smi lists {len(listed)} on {where}")
+    if rc == 0:
+        return Seen(target, False, f"nvidia-smi lists none on {where}")
+    if rc in (2, 127):
+        return Seen(target, False, f"no nvidia-smi on {where}: no NVIDIA driver")
+    said = [*str(found.get("nvidia_smi_error") or "").splitlines(), *map(str, found.get("nvidia_smi") or [])]
+    why = next((x.strip() for x in said if x.strip()), f"rc {rc}")  # "No devices were found" is on stdout
+    return Seen(target, False, f"nvidia-smi fails on {where}: {why}")
+
+
+class Local:
+    """This machine's GPUs, read once a bench (nvidia-smi may take a second): what its driver lists, and
+    whether its TensorFlow is the CUDA build that would use them."""
+
+    @cached_property
+    def facts(self) -> dict[str, Any]:
+        """nvidia-smi's answer, as the facts role reports it."""
+        return localfacts.gpu_facts()
+
+    @cached_property
+    def tf_build(self) -> str | None:
+        """`tensorflow` (the CUDA build on Linux), `tensorflow-cpu`, or None: no TensorFlow here."""
+        for dist in ("tensorflow", "tensorflow-cpu"):
+            try:
+                md.version(dist)
+                return dist
+            except md.PackageNotFoundError:
+                continue
+        return None
+
+    def tf_gpus(self) -> list[str]:
+        """The GPUs this machine's TensorFlow would use: what NVIDIA's driver lists, where TensorFlow is its
+        CUDA build (not tensorflow-cpu); [] otherwise. Reads nvidia-smi, not TensorFlow (seconds to import)."""
+        if self.tf_build != "tensorflow" or self.facts["nvidia_smi_rc"] != 0:
+            return []
+        return [g.name for g in facts.parse_nvidia_smi(self.facts["nvidia_smi"])]
+
+    def seen(self, kind: str) -> Seen:
+        """bm (this machine's TensorFlow) or cbm (a container of this machine's flavour, given its GPUs)."""
+        target = f"{kind}:local"
+        driver = from_probe(target, self.facts, "this machine")
+        if kind == "cbm" or not driver.has:
+            return driver
+        if self.tf_build != "tensorflow":
+            build = "tensorflow-cpu" if self.tf_build else "no TensorFlow"
+            return Seen(target, False, f"{driver.how}, but this venv has {build}, not TensorFlow's CUDA build")
+        return driver
+
+
+def of_vm(target: str, settings: Any, in_container: bool) -> Seen:
+    """A VM's GPUs by construction: those passed through (--vm-gpus, dltestbed_vm_gpus), or none; cvm's
+    container runs in dltestbed's guest image, which has no GPU in this version."""
+    if in_container:
+        return Seen(target, False, "cvm runs in dltestbed's guest image, which has no GPU in this version")
+    if settings.passthrough:
+        return Seen(target, True, f"GPUs passed through: {settings.gpus}")
+    return Seen(target, False, "its VM has no GPU passed through: --vm-gpus or dltestbed_vm_gpus gives it one")
