@@ -16,6 +16,8 @@ fi
 # a new user's machine: dltestbed's folders and image stores start empty for this run (scripts/fresh.sh)
 source scripts/fresh.sh
 trap fresh_cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT  # a stopped run cleans up too
 fresh_start
 # one fixed temp folder, emptied by pytest when it starts: a run that was killed (its labs' layers, VM
 # disks) leaves nothing that outlives the next run
