@@ -109,51 +109,42 @@ FormatOption = Annotated[
     FormatOpt | None,
     typer.Option(
         "--format",
-        help="md (Markdown tables), json, or html (one self-contained page with the figures). Default: from "
-        "--out's suffix (.html, .json), else md.",
+        help="md, json, html (default: --out).",
     ),
 ]
 BenchOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="ID", help="Only this bench's runs: an id, a unique prefix (a run's: its bench), or 'last' (default)."
-    ),
+    typer.Option(metavar="ID", help="This bench's runs (default: last)."),
 ]
 AllOption = Annotated[bool, typer.Option("--all", help="Every stored run, of every bench.")]
 EquivalenceOption = Annotated[
     float | None,
-    typer.Option(help="Also judge each layer equivalent to bare metal within ±this % (two one-sided tests), e.g. 2."),
+    typer.Option(metavar="PCT", help="Judge equivalence within ±PCT %."),
 ]
 CompareOption = Annotated[
     tuple[str, str] | None,
     typer.Option(
         "--compare",
         metavar="A B",
-        help="Bench B against bench A (ids, 'last', 'prev'): per group, the change with its interval and "
-        "verdict, and what changed in the environment.",
+        help="Bench B against bench A.",
     ),
 ]
 ReportOutOption = Annotated[
     Path | None,
-    typer.Option(
-        help="Write the report to this file (e.g. reports/x.html). Markdown is also printed, and its figures "
-        "are written as SVG files into x_files/ beside it; HTML and JSON are only written, and the path is printed."
-    ),
+    typer.Option(help="Write it here (.md, .json, .html)."),
 ]
 ByHostOption = Annotated[
     bool,
     typer.Option(
         "--by-host",
-        help="A row per host too: find the node slower than its peers (VMs and containers count on the machine "
-        "under them).",
+        help="A row per host too: the slow node.",
     ),
 ]
 FleetSlowdownOption = Annotated[
     float,
     typer.Option(
         metavar="PCT",
-        help="The fleet check flags a host below its peers' median beyond their spread (leave-one-out median "
-        f"and MAD, modified z < -{ROBUST_Z:g}) and by at least this %.",
+        help=f"Flag a host this % slower, z<-{ROBUST_Z:g}.",
     ),
 ]
 ResultsOption = Annotated[Path | None, typer.Option(help=RESULTS_HELP)]
@@ -177,6 +168,15 @@ def report(
     environment, probes, jobs, co-tenants, slow hosts and GPU health, each where the runs have it.
 
     On a terminal its tables are drawn to fit; piped, or with --format: Markdown, JSON or HTML.
+
+    --bench takes an id, a unique prefix (a run's: its bench) or 'last'. --out FILE writes the report (e.g.
+    reports/x.html): Markdown is also printed and its figures go as SVG files into x_files/ beside it; HTML and
+    JSON are only written, and the path is printed. --equivalence PCT judges each layer equivalent to bare
+    metal within ±PCT % (two one-sided tests). --compare A B sets bench B against bench A (ids, 'last',
+    'prev'): per group, the change with its interval and verdict, and what changed in the environment.
+    --by-host adds a row per host, VMs and containers counted on the machine under them; the fleet check
+    flags a host below its peers' median beyond their spread (leave-one-out median and MAD, a modified z
+    score) and by at least --fleet-slowdown %.
     """
     from dltestbed.errors import ConfigError
     from dltestbed.report.compose import Options

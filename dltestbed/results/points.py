@@ -1,6 +1,6 @@
 """Results as InfluxDB line protocol: one point per step, resource sample and finished run. Pure.
 
-Schema (documented in README, "InfluxDB stream"):
+Schema (documented in docs/reference.md, "InfluxDB stream"):
   dltestbed_step      tags RUN_TAGS + phase; fields images_per_sec, seconds, images, index, result (the loss,
                       where finite); time = step end
   dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_<field> for each numeric field of

@@ -460,7 +460,7 @@ def d2h(w: Where) -> list[Case | Skip]:
 def launch(w: Where) -> list[Case | Skip]:
     """Empty kernels launched one after another (the time per launch, the GPU's and the layer's share of
     frequent short kernels), and launched then waited for (the round trip). Through the CUDA driver, each
-    launch a Python call (about a microsecond of it is the binding's)."""
+    launch a Python call (the binding's own cost is in it: an estimate puts it near a microsecond)."""
     _first_gpu(w)
     out: list[Case | Skip] = []
     for name, sync in (("empty kernel, launches in a row", False), ("empty kernel, launch and wait", True)):
