@@ -55,6 +55,9 @@ def push(
     has_url = bool(influx_url or secretenv.environ().get(influx.URL_ENV))
     given = influx.settings(influx_url, influx_org, influx_bucket, influx_token_file if has_url else None)
     store = Store.open(results)
+    notice = store.upgrade_notice()
+    if notice:
+        typer.echo(notice, err=True)
     try:
         if bench is not None:
             if given is None:

@@ -70,6 +70,9 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
         return BenchOutcome(plan.bench_id, tuple(kinds), (), (), Store.where(request.results), tuple(planned))
     observer.expect(preview.count(plan, kinds, request.scenario, hosts), plan.precision is not None)
     store = Store.open(request.results)  # a store that cannot be written: one line before any VM or run
+    notice = store.upgrade_notice()
+    if notice:
+        observer.say(notice)
     try:
         records, notes = run_on(launcher, plan, kinds, store, request, observer)
     finally:

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -246,6 +245,7 @@ class Store:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._db = conn
+        self.upgraded_from: int | None = None  # the schema a write-opening brought up to date (upgrade_notice)
         self._lock = threading.RLock()  # runs on several hosts write from several threads
 
     @staticmethod
@@ -280,10 +280,10 @@ class Store:
             raise StoreError(f"results store {str(p)!r} cannot be written ({_why(exc)}); {hint}") from None
         except OSError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be created ({exc.strerror}); {hint}") from None
-        if upgraded and upgraded[-1] is not None:
-            print(f"notice: results store {p} upgraded from schema {upgraded[-1]} to {SCHEMA_VERSION}", file=sys.stderr)
         conn.row_factory = sqlite3.Row
-        return cls(p, conn)
+        store = cls(p, conn)
+        store.upgraded_from = upgraded[-1] if upgraded else None
+        return store
 
     @classmethod
     def _open_existing(cls, p: Path, hint: str) -> Store:
@@ -319,6 +319,12 @@ class Store:
             raise
         conn.row_factory = sqlite3.Row
         return cls(p, conn)
+
+    def upgrade_notice(self) -> str | None:
+        """What a write-opening changed in the file, for the user: a store of an older schema upgraded."""
+        if self.upgraded_from is None:
+            return None
+        return f"notice: results store {self.path} upgraded from schema {self.upgraded_from} to {SCHEMA_VERSION}"
 
     def close(self) -> None:
         """Close the database."""

@@ -146,15 +146,29 @@ def test_an_old_store_that_is_not_dltestbeds_is_refused_in_one_line(tmp_path: Pa
     assert _state(tmp_path) == before
 
 
-def test_a_write_upgrades_an_old_store_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_write_upgrades_an_old_store_and_says_so(tmp_path: Path) -> None:
     results = tmp_path / "results.sqlite"
     shutil.copy(CAPTURED, results)
-    Store.open(results).close()
-    assert capsys.readouterr().err == f"notice: results store {results} upgraded from schema 5 to {SCHEMA_VERSION}\n"
+    store = Store.open(results)
+    store.close()
+    assert store.upgrade_notice() == f"notice: results store {results} upgraded from schema 5 to {SCHEMA_VERSION}"
     assert _version(results) == SCHEMA_VERSION
-    Store.open(results).close()  # already current: nothing said
-    Store.open(tmp_path / "new.sqlite").close()  # a new store: nothing said either
-    assert capsys.readouterr().err == ""
+    again = Store.open(results)  # already current: nothing to say
+    again.close()
+    new = Store.open(tmp_path / "new.sqlite")  # a new store: nothing to say either
+    new.close()
+    assert again.upgrade_notice() is None and new.upgrade_notice() is None
+
+
+def test_the_command_that_writes_says_it_upgraded(tmp_path: Path) -> None:
+    """`push` writes (its outbox): the old store is upgraded, and the user is told, once."""
+    results = tmp_path / "results.sqlite"
+    shutil.copy(CAPTURED, results)
+    proc = run_cli("push", "--results", str(results))
+    assert f"notice: results store {results} upgraded from schema 5 to {SCHEMA_VERSION}" in proc.stderr
+    assert "Traceback" not in proc.stderr and _version(results) == SCHEMA_VERSION
+    again = run_cli("push", "--results", str(results))
+    assert "upgraded" not in again.stderr
 
 
 def test_a_store_that_changes_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
