@@ -263,13 +263,30 @@ def test_isolated_shared_pins_each_side(results: Path) -> None:
     assert "isolated (cpus 0 / co-tenant 1)" in co["contention"]
 
 
-def test_a_co_tenant_that_cannot_start(results: Path) -> None:
-    """No GPU here: the gpu co-tenant fails; one line, and the foreground measured alone is kept."""
-    line = one_error_line(
-        run_cli("bench", "--scenario", "shared", "--cotenant", "gpu", *TINY, "--steps", "2", "--results", str(results))
+def test_a_co_tenant_that_cannot_start(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: --cotenant gpu is refused in one line before any run. Where a GPU is seen before the runs
+    (taken as given here) and the co-tenant still cannot start (TensorFlow sees none): one line, and the
+    foreground measured alone is kept."""
+    from dltestbed import orchestrate as o
+    from dltestbed.errors import DltestbedError
+    from dltestbed.orchestrate import gpus
+    from dltestbed.orchestrate.scenarios import Options
+
+    args = ("--scenario", "shared", "--cotenant", "gpu", *TINY, "--steps", "2", "--results", str(results))
+    line = one_error_line(run_cli("bench", *args))
+    assert line.startswith("error: --cotenant gpu: no GPU on bm:local (") and not results.exists()
+
+    monkeypatch.setattr(gpus.Local, "seen", lambda self, kind: gpus.Seen(f"{kind}:local", True, "taken as given"))
+    request = o.BenchRequest(
+        workloads=o.Workloads(models=("alexnet",), image_size=64, batch_size=8, warmup=1, steps=2),
+        repetitions=o.Repetitions(repeat="1"),
+        scenario=Options(scenario="shared", cotenant="gpu"),
+        results=results,
     )
-    assert "the co-tenant (gpu b64) could not start on" in line
-    assert "no GPU is visible to TensorFlow" in line
+    with pytest.raises(DltestbedError) as err:
+        o.run_bench(request, o.Silent())
+    assert "the co-tenant (gpu b64) could not start on" in str(err.value)
+    assert "no GPU is visible to TensorFlow" in str(err.value)
     runs = Store.open(results).runs()
     assert [(r.role, r.contention, r.status) for r in runs] == [
         ("foreground", "none", "ok"),
