@@ -8,6 +8,7 @@ from typing import Unpack
 
 from dltestbed.slurm.alloc import Allocation, Node
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
+from dltestbed.transport.base import MACHINE_LOCAL
 from dltestbed.transport.local import LocalProcess
 
 
@@ -26,7 +27,7 @@ class SlurmTarget:
         self.peer_address = node.address
         self.python = python
         self.data_dir = data_dir
-        self._srun = LocalProcess(f"Slurm node {node.name}")
+        self._srun = LocalProcess(f"Slurm node {node.name}", drop=MACHINE_LOCAL)  # srun exports the rest
 
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run argv as an srun step on the node; when it fails because Slurm ended the job (time

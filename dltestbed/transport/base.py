@@ -37,6 +37,21 @@ class Aborted(Exception):
         self.why = why
 
 
+# What points a container runtime's CLI at this machine's own daemon, store or configuration: meaningless on
+# another node, so a command started here that runs there (an srun step: Slurm exports the submitter's
+# environment) does not carry it; the target's own env (a host's runtime_env) sets what that node needs.
+MACHINE_LOCAL = (
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "CONTAINERS_CONF",
+    "CONTAINERS_STORAGE_CONF",
+    "CONTAINERS_REGISTRIES_CONF",
+)
+
+
 def command_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a command: the caller's plus `extra`, without secrets (from either)."""
     return scrub({**base, **(extra or {})})

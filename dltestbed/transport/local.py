@@ -47,8 +47,9 @@ def stop_process(proc: subprocess.Popen[str]) -> None:
 class LocalProcess:
     """Runs commands here, one at a time; `abort` stops the current one from any thread."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, drop: Sequence[str] = ()) -> None:
         self.where = where  # for messages: this machine's name
+        self.drop = tuple(drop)  # this process's variables a command does not get (its own env may set them)
         self._abort = AbortLatch()
 
     def abort(self, why: Abort = INTERRUPT) -> None:
@@ -66,7 +67,7 @@ class LocalProcess:
     ) -> CommandResult:
         """Run argv; stdout lines go to on_line as they come, stderr to the log and a tail.
         Aborted when it was aborted."""
-        full_env = command_env(os.environ, env)
+        full_env = command_env({k: v for k, v in os.environ.items() if k not in self.drop}, env)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(

@@ -206,3 +206,24 @@ def test_the_lab_config() -> None:
 
 def test_a_node_without_an_address_is_reached_by_name() -> None:
     assert Node("n1", "n1").address == "n1"
+
+
+def test_a_step_does_not_carry_this_machines_container_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """srun exports the submitter's environment to the node: this machine's DOCKER_HOST or Podman storage would
+    point the node's runtime at a daemon or store that is not there (or, in a lab, at this machine's). The
+    step gets neither; the target's own env (the host's runtime settings) and everything else still go."""
+    from dltestbed.targets.slurm import SlurmTarget
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/controller/docker.sock")
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", "/var/lib/controller/storage.conf")
+    monkeypatch.setenv("DLTESTBED_SITE_VAR", "kept")
+    alloc = Allocation.__new__(Allocation)
+    alloc.srun_argv = lambda node, argv: list(argv)  # type: ignore[method-assign]  # the step, without srun here
+    alloc.ended_why = lambda tail: None  # type: ignore[method-assign]
+    target = SlurmTarget(alloc, Node("n1", "10.0.0.1"), "python3")
+    lines: list[str] = []
+    result = target.run(["env"], env={"CONTAINERS_CONF": "/etc/dltestbed/containers.conf"}, on_line=lines.append)
+    assert result.ok
+    seen = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert "DOCKER_HOST" not in seen and "CONTAINERS_STORAGE_CONF" not in seen
+    assert seen["CONTAINERS_CONF"] == "/etc/dltestbed/containers.conf" and seen["DLTESTBED_SITE_VAR"] == "kept"
