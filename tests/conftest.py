@@ -150,6 +150,22 @@ def wait_for_steps(results: Path, at_least: int, runs: int = 1, timeout: float =
     return False
 
 
+def wait_while_running(results: Path, host: str, timeout: float) -> float:
+    """Seconds until `host`'s run in the store is no longer `running` (a lost host's run stored failed), or
+    `timeout`: what a test times when the bench's end depends on another host's speed."""
+    import sqlite3
+    import time
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        with sqlite3.connect(results) as db:
+            row = db.execute("SELECT status FROM runs WHERE host = ?", (host,)).fetchone()
+        if row is not None and row[0] != "running":
+            break
+        time.sleep(0.5)
+    return time.monotonic() - start
+
+
 @pytest.fixture(scope="module")
 def tsdb(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A VictoriaMetrics server for the module (tests/tsdb.py)."""

@@ -168,14 +168,12 @@ def test_a_host_lost_behind_the_bastion_is_noticed(
     why within a bounded time of the cut (whatever the machine's speed: it is timed to that, not to the
     bench's end); tb-h1 finishes; the bench exits 1. Needs the first test's provisioning."""
     import os
-    import sqlite3
     import subprocess
     import sys
-    import time
 
     from dltestbed.lab import net
     from dltestbed.transport.ssh import DEAD_PEER_SECONDS
-    from tests.conftest import wait_for_steps
+    from tests.conftest import wait_for_steps, wait_while_running
 
     steps = 150  # minutes on a slow 2-core machine running both hosts' workloads, seconds on a fast one
     inv = _proxy_command_inventory(behind, tmp_path)
@@ -188,19 +186,10 @@ def test_a_host_lost_behind_the_bastion_is_noticed(
         text=True,
     )
     lost = behind.hosts[1]
-
-    def lost_status() -> str | None:
-        with sqlite3.connect(results) as db:
-            row = db.execute("SELECT status FROM runs WHERE host = ?", (lost.name,)).fetchone()
-        return row[0] if row else None
-
     try:
         assert wait_for_steps(results, 4, runs=2), "both hosts should be measuring"
         net.ip("link", "set", "eth0", "down", netns=lost.netns)
-        cut = time.monotonic()
-        while lost_status() == "running" and time.monotonic() - cut < DEAD_PEER_SECONDS + 120:
-            time.sleep(0.5)
-        waited = time.monotonic() - cut
+        waited = wait_while_running(results, lost.name, DEAD_PEER_SECONDS + 120)
         out, err = proc.communicate(timeout=900)  # tb-h1's run goes on to its end
     finally:
         proc.kill()
