@@ -453,8 +453,10 @@ class SSH:
                 )
             code = result.exited
             if code == -1 and not (transport and transport.is_active()) and not self._abort.requested:
-                why = getattr(transport, "saved_exception", None)
-                raise _Lost(lost + (silent if alive.dead else f" ({why})" if why else "") + " before the command ended")
+                cause = getattr(transport, "saved_exception", None)
+                said = (str(cause) or type(cause).__name__) if cause is not None else ""  # EOFError() says ""
+                how = silent if alive.dead else f" ({said})" if said else ""
+                raise _Lost(f"{lost}{how} before the command ended")
             clean = code >= 0 and not alive.dead
         except CommandTimedOut:
             timed_out, code = True, 124
