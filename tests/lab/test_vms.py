@@ -62,6 +62,7 @@ def vm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     yield env
     run_cli("teardown", env=env)
     shutil.rmtree(vms, ignore_errors=True)
+    Path(f"{vms}.lock").unlink(missing_ok=True)  # the VMs' address lock, beside their folder (locks.beside)
 
 
 @pytest.fixture(autouse=True)
