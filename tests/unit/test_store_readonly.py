@@ -83,19 +83,7 @@ def test_reading_a_current_store_leaves_it_byte_for_byte_as_it_was(tmp_path: Pat
     results = tmp_path / "store" / "results.sqlite"
     store = Store.open(results)
     bench = "b-20260101-000000-aaa111"
-    for kind, values in (("bm", [100.0, 101.0, 99.0]), ("cbm", [95.0, 96.0, 94.5])):
-        for rep, ips in enumerate(values, 1):
-            store.save_run(
-                make_run(
-                    bench_id=bench,
-                    target_kind=kind,
-                    repetition=rep,
-                    images_per_sec=ips,
-                    elapsed_seconds=10.0,
-                    status="ok",
-                    started_at=f"2026-01-01T00:00:{rep:02d}+00:00",
-                )
-            )
+    _save_bench(store, bench, "01")
     store.close()
     with results.open("rb") as f:
         assert f.read(20)[18:20] == b"\x02\x02"  # WAL mode: the case where a read-only open made -wal and -shm
@@ -198,24 +186,32 @@ def test_a_store_that_changes_while_it_is_read_is_read_again(tmp_path: Path, mon
 # -- a run's id where a bench is asked for
 
 
+def _save_bench(store: Store, bench: str, day: str) -> list[str]:
+    """One stored bench of bm and cbm runs, paired by repetition; its run ids."""
+    ids = []
+    for kind, values in (("bm", [100.0, 101.0, 99.0]), ("cbm", [95.0, 96.0, 94.5])):
+        for rep, ips in enumerate(values, 1):
+            r = make_run(
+                bench_id=bench,
+                target_kind=kind,
+                repetition=rep,
+                images_per_sec=ips,
+                elapsed_seconds=10.0,
+                status="ok",
+                started_at=f"2026-01-{day}T00:00:{rep:02d}+00:00",
+            )
+            store.save_run(r)
+            ids.append(r.id)
+    return ids
+
+
 def _two_benches(results: Path) -> dict[str, list[str]]:
     """Two stored benches of bm and cbm runs; each bench's run ids."""
     store = Store.open(results)
-    out: dict[str, list[str]] = {}
-    for day, bench in (("01", "b-20260101-000000-aaa111"), ("02", "b-20260102-000000-bbb222")):
-        for kind, values in (("bm", [100.0, 101.0, 99.0]), ("cbm", [95.0, 96.0, 94.5])):
-            for rep, ips in enumerate(values, 1):
-                r = make_run(
-                    bench_id=bench,
-                    target_kind=kind,
-                    repetition=rep,
-                    images_per_sec=ips,
-                    elapsed_seconds=10.0,
-                    status="ok",
-                    started_at=f"2026-01-{day}T00:00:{rep:02d}+00:00",
-                )
-                store.save_run(r)
-                out.setdefault(bench, []).append(r.id)
+    out = {
+        bench: _save_bench(store, bench, day)
+        for day, bench in (("01", "b-20260101-000000-aaa111"), ("02", "b-20260102-000000-bbb222"))
+    }
     store.close()
     return out
 
