@@ -21,4 +21,51 @@ trap 'exit 130' INT  # a stopped run cleans up too
 fresh_start
 # one fixed temp folder, emptied by pytest when it starts: a run that was killed (its labs' layers, VM
 # disks) leaves nothing that outlives the next run
-.venv/bin/python -m pytest -v --durations=10 --basetemp "${DLTESTBED_TEST_TMP:-/tmp/dltestbed-tests}" "$@"
+tmp="${DLTESTBED_TEST_TMP:-/tmp/dltestbed-tests}"
+pytest_run() { .venv/bin/python -m pytest -v --durations=10 "$@"; }
+if [ "$#" -gt 0 ]; then # the tests named: one stream
+    pytest_run --basetemp "$tmp" "$@"
+    exit
+fi
+# Every tier: two streams at once, as the two cores allow: the VMs (qemu's threads under TCG) and the unit
+# tier, beside the lab tier (namespaces, containers, Slurm), TensorFlow's and the browser's. The two share
+# nothing a test changes or counts: their own temp folders and state (so their own installation id: neither
+# `teardown` removes the other's VMs or containers), no workload processes of the same kind, and one cache
+# whose builds are locked (the first stream to need an image builds it, the other waits for it). Then the
+# tests that compare speeds (marker `quiet`), alone on the machine.
+STREAM1=(tests/lab tests/tf tests/browser --ignore=tests/lab/test_vms.py -m "not quiet")
+STREAM2=(tests/lab/test_vms.py tests/unit -m "not quiet")
+mkdir -p "$(dirname "$tmp")"
+log2="$tmp.stream2.log"
+state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
+pid2=""
+stop_streams() {
+    if [[ -n "$pid2" ]] && kill -0 "$pid2" 2>/dev/null; then kill -TERM "$pid2" 2>/dev/null || true; wait "$pid2" || true; fi
+    rm -rf "$state2"
+    fresh_cleanup
+}
+trap stop_streams EXIT
+echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows stream 1's); then -m quiet alone"
+XDG_STATE_HOME="$state2" pytest_run --basetemp "$tmp/stream2" "${STREAM2[@]}" >"$log2" 2>&1 &
+pid2=$!
+rc1=0
+pytest_run --basetemp "$tmp/stream1" "${STREAM1[@]}" 2>&1 | tee "$tmp.stream1.log" || rc1=$?
+rc2=0
+wait "$pid2" || rc2=$?
+pid2=""
+rc3=0
+pytest_run --basetemp "$tmp/quiet" tests -m quiet 2>&1 | tee "$tmp.stream3.log" || rc3=$?
+echo
+echo "================================ stream 2: ${STREAM2[*]} ================================"
+cat "$log2"
+echo
+echo "================================ every stream ================================"
+for n in 1 2 3; do
+    log="$tmp.stream$n.log"
+    # its result line, what failed, and the time per tier
+    grep -E '^(FAILED|ERROR) ' "$log" | sed "s/^/stream $n: /" || true
+    awk -v n="$n" '/^=+ time per tier =+$/{on=1; next} /^=+ /{on=0} on{print "stream " n ": " $0}' "$log"
+    grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed "s/^/stream $n: /" || true
+done
+rm -f "$tmp.stream1.log" "$log2" "$tmp.stream3.log"
+[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$rc3" -eq 0 ]

@@ -16,6 +16,7 @@ CAPTURED = DATA / "workload"
 
 _TIER_SECONDS: dict[str, float] = {}
 _TIER_TESTS: dict[str, set[str]] = {}
+_CLI_CALLS: list[tuple[float, str]] = []  # (seconds, test and command) of every run_cli: where a tier's time goes
 
 
 def _tier(report: pytest.TestReport) -> str:
@@ -42,18 +43,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(
         f"{'all':12} {sum(map(len, _TIER_TESTS.values())):4} tests {sum(_TIER_SECONDS.values()) / 60:6.1f} min"
     )
+    if _CLI_CALLS:
+        terminalreporter.section("slowest dltestbed commands")
+        for seconds, what in sorted(_CLI_CALLS, reverse=True)[:15]:
+            terminalreporter.write_line(f"{seconds:7.1f}s {what}")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`dltestbed ARGS` in a fresh process, as a user runs it."""
+    import time
+
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "dltestbed", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-    )
+    started = time.monotonic()
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "dltestbed", *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=timeout,
+        )
+    finally:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].rsplit("::", 1)[-1]
+        _CLI_CALLS.append((time.monotonic() - started, f"{test}: dltestbed {' '.join(args)[:110]}"))
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:

@@ -59,6 +59,18 @@ def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subpro
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
+def only_tools(folder: Path, *tools: str) -> dict[str, str]:
+    """An environment whose PATH has the system's sbin folders and, of the rest, only `tools`: a sweep
+    (`teardown --all-owners`) then leaves alone what the tools it lacks would reach. CI runs the VM tier beside
+    the container tests (scripts/test.sh): neither may remove the other's containers or VMs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool in tools:
+        found = shutil.which(tool)
+        assert found, f"{tool} missing"
+        (folder / tool).symlink_to(found)
+    return {"PATH": f"{folder}:/usr/sbin:/sbin"}
+
+
 def this_checkout() -> list[str]:
     """This test run's source and venv: shared with lab hosts read-only at the same path (a site's shared
     filesystem), they run the workload with nothing provisioned."""

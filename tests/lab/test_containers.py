@@ -20,6 +20,7 @@ from dltestbed.provision.cache import KEEP
 from dltestbed.provision.image import REPO, STAGE_LABEL, prune_store, runtime_env
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.htmlcheck import look
+from tests.lab.conftest import only_tools
 from tests.secretwatch import SecretWatch, new_token
 
 QUICK = [
@@ -338,13 +339,14 @@ def test_unknown_target_kind(results: Path) -> None:
     assert "--targets: unknown kind 'gpu'; known: auto, bm, vm, cbm, cvm" in line
 
 
-@pytest.mark.parametrize("runtime", ["podman", "docker"])
-def test_cbm_on_a_lab_host_over_ssh(
-    runtime: str, results: Path, lab_dir: Path, tmp_path: Path, dataset_dir: Path
-) -> None:
-    """A container host of the inventory: provisioning loads the image, bench runs bm and cbm there on real
-    data: copied to the host once per digest (the container mounts the copy), or read from a shared path.
-    The host is also a Slurm node (lab up --slurm): cbm through srun runs the same image there."""
+LAB_RUNTIMES = {"tk-h1": "podman", "tk-h2": "docker"}  # one container host per runtime, as hosts name theirs
+
+
+def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path, dataset_dir: Path) -> None:
+    """Two container hosts of an inventory, each naming its runtime (tk-h1 Podman, tk-h2 Docker): one
+    provisioning loads the image into each, one bench runs bm and cbm on both on real data: copied to each host
+    once per digest (the container mounts the copy), or read from a shared path. The hosts are also Slurm
+    nodes (lab up --slurm): cbm through srun runs the same image there, with each host's runtime."""
     import yaml
 
     from dltestbed import lab
@@ -354,18 +356,20 @@ def test_cbm_on_a_lab_host_over_ssh(
     token = new_token()  # exported as a user streaming to InfluxDB would: it must reach no child and no file
     env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state"), "INFLUXDB_V2_TOKEN": token}
     lab.down("tk")
-    state = lab.up("tk", 1, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)], with_slurm=True)
+    state = lab.up("tk", 2, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)], with_slurm=True)
     watch = SecretWatch(token).__enter__()
     try:
         doc = yaml.safe_load(state.inventory.read_text())
-        doc["all"]["children"]["container_hosts"]["vars"]["dltestbed_container_runtime"] = runtime
+        hosts = doc["all"]["children"]["container_hosts"]["hosts"]
+        for host, runtime in LAB_RUNTIMES.items():
+            hosts[host] = {"dltestbed_container_runtime": runtime}  # a host's own setting over its group's
         doc["all"].setdefault("vars", {})["dltestbed_slurm_time"] = "7"  # the site's Slurm setting: --time's default
         inv = str(tmp_path / "inventory.yml")
         Path(inv).write_text(yaml.safe_dump(doc))
-        first = run_cli("provision", "--layout", "single", "--inventory", inv, env=env, timeout=1800)
+        first = run_cli("provision", "--layout", "distributed", "--inventory", inv, env=env, timeout=1800)
         assert first.returncode == 0, first.stderr[-3000:]
         assert "bm,cbm" in first.stderr and "Load it" in first.stderr
-        again = run_cli("provision", "--layout", "single", "--inventory", inv, env=env)
+        again = run_cli("provision", "--layout", "distributed", "--inventory", inv, env=env)
         assert again.returncode == 0 and "nothing changed" in again.stderr
         real = ["--data", "real", "--data-dir", str(dataset_dir)]
         proc = run_cli(
@@ -384,50 +388,64 @@ def test_cbm_on_a_lab_host_over_ssh(
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs = json.loads(proc.stdout)
-        assert [r["target_kind"] for r in runs] == ["bm", "cbm"]
-        cbm = runs[1]
-        assert cbm["host"] == "tk-h1" and cbm["fingerprint"]["container_runtime"] == runtime
-        assert cbm["fingerprint"]["container_image"] == cbm["fingerprint"]["container_image_digest"]
+        assert sorted((r["host"], r["target_kind"]) for r in runs) == [
+            (h, k) for h in sorted(LAB_RUNTIMES) for k in ("bm", "cbm")
+        ]
+        cbm = {r["host"]: r for r in runs if r["target_kind"] == "cbm"}
+        for host, runtime in LAB_RUNTIMES.items():
+            fp = cbm[host]["fingerprint"]
+            assert fp["container_runtime"] == runtime and fp["container_image"] == fp["container_image_digest"]
+        assert (
+            cbm["tk-h1"]["fingerprint"]["container_image_digest"]
+            == cbm["tk-h2"]["fingerprint"]["container_image_digest"]
+        )  # the same image on both runtimes
         digest = _digest(dataset_dir)
-        assert "copying to tk-h1 (once" in proc.stderr
         assert {r["fingerprint"]["dataset_digest"] for r in runs} == {digest}
-        assert runs[0]["spec"]["data_dir"] == f"/var/lib/dltestbed/datasets/{digest}"  # the host's copy
-        listed = ssh(state, "tk-h1", f"find /var/lib/dltestbed/datasets/{digest} -name '*.jpg' | wc -l")
-        assert listed.stdout.strip() == "24"
-        if runtime == "podman":  # the copy is kept: the next bench copies nothing; a shared path is read there
-            again = run_cli(
-                "bench",
-                "--inventory",
-                inv,
-                "--targets",
-                "cbm",
-                *QUICK,
-                *real,
-                "--format",
-                "json",
-                "--results",
-                str(results),
-                env=env,
-            )
-            assert again.returncode == 0 and "copying" not in again.stderr, again.stderr[-3000:]
-            shared = run_cli(
-                "bench",
-                "--inventory",
-                inv,
-                "--targets",
-                "bm",
-                *QUICK,
-                *real,
-                "--data-shared",
-                "--format",
-                "json",
-                "--results",
-                str(results),
-                env=env,
-            )
-            assert shared.returncode == 0, shared.stderr[-3000:]
-            (run,) = json.loads(shared.stdout)
-            assert run["spec"]["data_dir"] == str(dataset_dir) and run["fingerprint"]["dataset_digest"] == digest
+        for host in LAB_RUNTIMES:
+            assert f"copying to {host} (once" in proc.stderr
+            listed = ssh(state, host, f"find /var/lib/dltestbed/datasets/{digest} -name '*.jpg' | wc -l")
+            assert listed.stdout.strip() == "24"
+        assert {r["spec"]["data_dir"] for r in runs if r["target_kind"] == "bm"} == {
+            f"/var/lib/dltestbed/datasets/{digest}"  # the host's copy
+        }
+        # the copy is kept: the next bench copies nothing; a shared path is read where it is
+        again = run_cli(
+            "bench",
+            "--inventory",
+            inv,
+            "--limit",
+            "tk-h1",
+            "--targets",
+            "cbm",
+            *QUICK,
+            *real,
+            "--format",
+            "json",
+            "--results",
+            str(results),
+            env=env,
+        )
+        assert again.returncode == 0 and "copying" not in again.stderr, again.stderr[-3000:]
+        shared = run_cli(
+            "bench",
+            "--inventory",
+            inv,
+            "--limit",
+            "tk-h1",
+            "--targets",
+            "bm",
+            *QUICK,
+            *real,
+            "--data-shared",
+            "--format",
+            "json",
+            "--results",
+            str(results),
+            env=env,
+        )
+        assert shared.returncode == 0, shared.stderr[-3000:]
+        (run,) = json.loads(shared.stdout)
+        assert run["spec"]["data_dir"] == str(dataset_dir) and run["fingerprint"]["dataset_digest"] == digest
         slurm_env = {**env, "SLURM_CONF": str(conf_path(state))}  # the runtime's command inside srun
         sl = run_cli(
             "bench",
@@ -445,27 +463,29 @@ def test_cbm_on_a_lab_host_over_ssh(
             env=slurm_env,
         )
         assert sl.returncode == 0, sl.stderr[-3000:]
-        (run,) = json.loads(sl.stdout)
-        fp = run["fingerprint"]
-        assert run["target_kind"] == "cbm" and run["host"] == "tk-h1" and fp["transport"] == "slurm"
-        job = subprocess.run(
-            ["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **slurm_env},
-        ).stdout
-        assert "TimeLimit=00:07:00" in job, job
-        loaded = cbm["fingerprint"]["container_image_digest"]  # the image provision loaded
-        assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded
+        sruns = {r["host"]: r for r in json.loads(sl.stdout)}
+        assert sorted(sruns) == sorted(LAB_RUNTIMES)
+        for host, runtime in LAB_RUNTIMES.items():
+            fp = sruns[host]["fingerprint"]
+            assert sruns[host]["target_kind"] == "cbm" and fp["transport"] == "slurm"
+            job = subprocess.run(
+                ["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **slurm_env},
+            ).stdout
+            assert "TimeLimit=00:07:00" in job, job
+            loaded = cbm[host]["fingerprint"]["container_image_digest"]  # the image provision loaded
+            assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded
+            left = ssh(
+                state, host, f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
+            )
+            assert left.returncode == 0 and "dltestbed-" not in left.stdout
         queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env={**os.environ, **slurm_env})
         assert queue.returncode == 0 and not queue.stdout.strip()
-        left = ssh(
-            state, "tk-h1", f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
-        )
-        assert left.returncode == 0 and "dltestbed-" not in left.stdout
         watch.__exit__()
-        assert not watch.leaks, watch.leaks  # no process of ansible, ssh, the lab host, the runtime held it
-        assert {"ansible-playboo", "sshd", runtime} <= watch.seen, sorted(watch.seen)  # and they were read
+        assert not watch.leaks, watch.leaks  # no process of ansible, ssh, the lab hosts, the runtimes held it
+        assert {"ansible-playboo", "sshd", *LAB_RUNTIMES.values()} <= watch.seen, sorted(watch.seen)  # all read
         assert not watch.files([tmp_path, lab_dir, results.parent, paths.cache_dir()])  # artifacts, logs, store
     finally:
         watch.__exit__()
@@ -535,11 +555,13 @@ def test_teardown_leaves_another_operators_containers(results: Path, tmp_path: P
             capture_output=True,
             check=True,
         )
+    # Docker's containers only: no libvirt, so the sweep leaves the VMs that CI's VM tier runs beside this
+    docker_only = {**only_tools(tmp_path / "docker-only", "docker"), "DLTESTBED_VM_DIR": str(tmp_path / "no-vms")}
     try:
-        proc = run_cli("teardown")
+        proc = run_cli("teardown", env=docker_only)
         assert proc.returncode == 0 and "docker container dltestbed-mine" in proc.stderr, proc.stderr
         assert containers("docker") == ["dltestbed-theirs"]
-        proc = run_cli("teardown", "--all-owners")
+        proc = run_cli("teardown", "--all-owners", env=docker_only)
         assert proc.returncode == 0 and "docker container dltestbed-theirs" in proc.stderr, proc.stderr
         assert not containers("docker")
     finally:

@@ -14,6 +14,7 @@ import pytest
 
 from dltestbed import paths
 from tests.conftest import one_error_line, run_cli
+from tests.lab.conftest import only_tools
 from tests.secretwatch import SecretWatch, new_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
@@ -71,7 +72,14 @@ def _no_vm_left_for_the_next_test(request: pytest.FixtureRequest) -> Iterator[No
     yield
     if "vm_env" not in request.fixturenames or not _domains():
         return
-    run_cli("teardown", "--all-owners", env=request.getfixturevalue("vm_env"))
+    import shutil
+    import tempfile
+
+    bin_dir = Path(tempfile.mkdtemp(prefix="dltestbed-no-runtimes-"))
+    try:  # the VMs only: CI runs the container tests beside this tier (their containers are theirs)
+        run_cli("teardown", "--all-owners", env={**request.getfixturevalue("vm_env"), **only_tools(bin_dir / "bin")})
+    finally:
+        shutil.rmtree(bin_dir)
     for name in _domains():
         for verb in (["destroy"], ["undefine", "--remove-all-storage"]):
             subprocess.run(["virsh", "-c", "qemu:///system", *verb, name], capture_output=True)
@@ -170,7 +178,8 @@ def test_another_installations_vm_is_left_alone(
         assert _domains() == ["dltestbed-local"]
         proc = run_cli("teardown", env=vm_env)
         assert proc.returncode == 0 and _domains() == ["dltestbed-local"], proc.stderr
-        proc = run_cli("teardown", "--all-owners", env=vm_env)
+        vms_only = only_tools(tmp_path / "no-runtimes")  # the VMs only: CI runs the container tests beside this
+        proc = run_cli("teardown", "--all-owners", env={**vm_env, **vms_only})
         assert proc.returncode == 0 and "VM local" in proc.stderr and not _domains(), proc.stderr
     finally:
         subprocess.run(["virsh", "-c", "qemu:///system", "undefine", "dltestbed-local"], capture_output=True)
@@ -185,16 +194,15 @@ def _digest(folder: Path) -> str:
 def test_vm_and_cvm_runs_and_teardown(
     vm_env: dict[str, str], guest_image: Path, results: Path, dataset_dir: Path
 ) -> None:
-    """All four kinds on real data, each with a model run and the microbenchmarks beside it (--suite full:
-    one bench, one boot) — bm reads the folder, cbm mounts it, the VM gets a copy (once per digest) that cvm
-    mounts — then, in the same VM: --isolate pins within the VM's CPUs, --device gpu is refused up front."""
+    """Bare metal and the two VM kinds on real data, each with a model run and the microbenchmarks beside it
+    (--suite full: one bench, one boot) — bm reads the folder, the VM gets a copy (once per digest) that cvm
+    mounts — then, in the same VM: --isolate pins within the VM's CPUs, --device gpu is refused up front.
+    (cbm on this machine: test_containers; nothing here touches this machine's container stores.)"""
     real = ["--data", "real", "--data-dir", str(dataset_dir)]
     proc = run_cli(
         "bench",
         "--targets",
-        "bm,cbm,vm,cvm",
-        "--runtime",
-        "podman",
+        "bm,vm,cvm",
         "--suite",
         "full",
         "--probes",
@@ -212,7 +220,7 @@ def test_vm_and_cvm_runs_and_teardown(
     every = json.loads(proc.stdout)
     runs = {r["target_kind"]: r for r in every if r["model"] == "alexnet"}
     mruns = {r["target_kind"]: r for r in every if r["model"] == "micro"}
-    assert sorted(runs) == sorted(mruns) == ["bm", "cbm", "cvm", "vm"] and len(every) == 8
+    assert sorted(runs) == sorted(mruns) == ["bm", "cvm", "vm"] and len(every) == 6
     assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs.values())
     assert all(r["status"] == "ok" for r in mruns.values())
     digest = _digest(dataset_dir)
@@ -220,7 +228,6 @@ def test_vm_and_cvm_runs_and_teardown(
     assert "copying to VM local (once" in proc.stderr
     reads = {
         "bm": str(dataset_dir),
-        "cbm": "/mnt/dltestbed-data",
         "cvm": "/mnt/dltestbed-data",
         "vm": f"/var/lib/dltestbed/datasets/{digest}",
     }
@@ -244,7 +251,7 @@ def test_vm_and_cvm_runs_and_teardown(
     # the probes of every layer, in the report beside the model's overhead; disk read each layer's copy
     cases = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)["micro"]["cases"]
     got = {(c["key"]["target_kind"], c["key"]["probe"]) for c in cases}
-    assert got == {(k, p) for k in ("bm", "cbm", "vm", "cvm") for p in ("disk", "membw")}
+    assert got == {(k, p) for k in ("bm", "vm", "cvm") for p in ("disk", "membw")}
     assert all(
         c["note"].startswith("dataset on ") and "; page cache dropped" in c["note"]
         for c in cases
@@ -480,7 +487,7 @@ def test_vms_on_an_inventory_libvirt_host(
 
     old = os.environ.get("DLTESTBED_LAB_DIR")
     os.environ["DLTESTBED_LAB_DIR"] = str(labs)
-    state = lab.up("tv", 1, "10.213.84.0/24", vms=True)
+    state = lab.up("tv", 1, "10.213.87.0/24", vms=True)
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_libvirt_pool"] = str(pool)
     inv = labs / "inventory.yml"
