@@ -87,7 +87,8 @@ REASON_BITS = {
     "HW Power Brake Slowdown": 0x80,
     "Display Clock Setting": 0x100,
 }
-NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_TIMEOUT = 3, 10
+NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION, NVML_ERROR_TIMEOUT, NVML_ERROR_FUNCTION_NOT_FOUND = 3, 4, 10, 13
+MEMORY_V2 = 0x02000028  # nvmlMemory_v2
 
 
 class _Error(Exception):
@@ -101,7 +102,12 @@ class _Error(Exception):
 class FakeNvml(types.ModuleType):
     """pynvml for the GPUs of an `nvidia-smi -q` text; `processes` are (index, pid, bytes) compute processes;
     `util` the GPU utilisation % (None: the text's); `xids` the (index, XID) events its event set delivers,
-    one per wait, once; `events=False`: registering for events is not supported (a container, a VM)."""
+    one per wait, once; `events=False`: registering for events is not supported (a container, a VM).
+    As NVML answers in places no GPU here can show: `denied`, the indices a device cgroup keeps this process
+    from (NO_PERMISSION on opening them: Slurm's or a container's); `mig`, MIG enabled on every GPU
+    (utilisation not supported, listing processes not allowed); `driver_branch`, an older driver: before 535 no
+    nvmlDeviceGetCurrentClocksEventReasons (its ...ThrottleReasons answers the same bits), before 510 no v2
+    memory info, before 400 no throttle reasons at all."""
 
     NVML_ERROR_TIMEOUT = NVML_ERROR_TIMEOUT
 
@@ -112,6 +118,9 @@ class FakeNvml(types.ModuleType):
         util: int | None = None,
         xids: tuple[tuple[int, int], ...] = (),
         events: bool = True,
+        denied: tuple[int, ...] = (),
+        mig: bool = False,
+        driver_branch: int = 580,
     ) -> None:
         super().__init__("pynvml")
         doc = parse_smi_q(smi_q)
@@ -122,6 +131,9 @@ class FakeNvml(types.ModuleType):
         self.util = util
         self.xids = list(xids)
         self.events = events
+        self.denied = denied
+        self.mig = mig
+        self.driver_branch = driver_branch
         self.event_sets: list[list[int]] = []  # the handles registered on each set made (freed: emptied)
         self.NVMLError = _Error
         self.NVMLError_NotSupported = type("NVMLError_NotSupported", (_Error,), {})
@@ -149,7 +161,14 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
         if not 0 <= i < len(self.gpus):
             raise self.NVMLError("invalid index")
+        if i in self.denied:
+            raise self.NVMLError(NVML_ERROR_NO_PERMISSION, "Insufficient Permissions")
         return i
+
+    def _since(self, branch: int) -> None:
+        """A call this driver's NVML lacks: pynvml raises FunctionNotFound when it looks the symbol up."""
+        if self.driver_branch < branch:
+            raise self.NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found")
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return str(self.driver)
@@ -161,9 +180,15 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetName(self, h: int) -> str:
         return self._value(h, "Product Name")
 
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> Any:
+        """v1 counts what the driver reserves as used; v2 (`version=nvmlMemory_v2`, R510 on) says it apart."""
         fb = self._gpu(h)["FB Memory Usage"]
-        return types.SimpleNamespace(total=_number(fb["Total"]) << 20, used=_number(fb["Used"]) << 20)
+        total, used, reserved = (_number(fb[k]) << 20 for k in ("Total", "Used", "Reserved"))
+        if version is None:
+            return types.SimpleNamespace(total=total, used=used + reserved)
+        self._since(510)
+        assert version == MEMORY_V2, version
+        return types.SimpleNamespace(total=total, used=used, reserved=reserved)
 
     def nvmlDeviceGetPciInfo(self, h: int) -> Any:
         return types.SimpleNamespace(busId=self._value(h, "PCI", "Bus Id").encode())
@@ -212,6 +237,8 @@ class FakeNvml(types.ModuleType):
         return _number(self._value(h, "Max Clocks", {1: "SM", 2: "Memory"}[clock]))
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
+        if self.mig:
+            raise self.NVMLError_NotSupported(NVML_ERROR_NOT_SUPPORTED, "Not Supported")
         gpu = self.util if self.util is not None else _number(self._value(h, "Utilization", "GPU"))
         return types.SimpleNamespace(gpu=gpu, memory=_number(self._value(h, "Utilization", "Memory")))
 
@@ -227,6 +254,13 @@ class FakeNvml(types.ModuleType):
         return _number(self._value(h, "Temperature", "GPU Current Temp"))
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        self._since(535)
+        reasons = self._gpu(h)["Clocks Event Reasons"]
+        return sum(bit for name, bit in REASON_BITS.items() if reasons.get(name) == "Active")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:
+        """The same bits under their older name (deprecated from R535, still served)."""
+        self._since(400)
         reasons = self._gpu(h)["Clocks Event Reasons"]
         return sum(bit for name, bit in REASON_BITS.items() if reasons.get(name) == "Active")
 
@@ -255,6 +289,7 @@ class FakeNvml(types.ModuleType):
 
     def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:
         rows = self._gpu(h)["Remapped Rows"]
+        self._value(h, "Remapped Rows", "Correctable Error")  # N/A before Ampere: not supported
         return (
             _number(rows["Correctable Error"]),
             _number(rows["Uncorrectable Error"]),
@@ -282,7 +317,26 @@ class FakeNvml(types.ModuleType):
         self.event_sets[event_set] = []
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
+        if self.mig:
+            raise self.NVMLError(NVML_ERROR_NO_PERMISSION, "Insufficient Permissions")
         return [types.SimpleNamespace(pid=pid, usedGpuMemory=used) for i, pid, used in self.procs if i == h]
+
+
+def several(smi_q: str, count: int) -> str:
+    """The captured node's one GPU as `count` GPUs, each on its own PCI bus (bus 0x06 + i) with its own UUID:
+    a node of several of the same board."""
+    head, sep, block = smi_q.partition("\nGPU ")
+    bus = block.split("\n", 1)[0].strip()
+    uuid = re.search(r"GPU UUID\s+: (\S+)", block)
+    assert uuid is not None
+    gpus = []
+    for i in range(count):
+        other = f"{bus[:-4]}{6 + i:02X}.0"
+        gpus.append(
+            (sep + block).replace(bus, other).replace(uuid.group(1), f"{uuid.group(1)[:-2]}{i:02d}").rstrip("\n")
+        )
+    head = re.sub(r"(Attached GPUs\s+: )\d+", rf"\g<1>{count}", head)
+    return head + "".join(gpus) + "\n"
 
 
 def h100_text() -> str:

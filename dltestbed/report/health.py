@@ -207,6 +207,7 @@ class GpuHealth:
     link: tuple[int, int] | None = None
     link_max: tuple[int, int] | None = None
     busy_samples: int = 0
+    reasons_read: int = 0  # busy samples that carried the clock-event reasons (a slowdown is judged on these)
     unseen: dict[str, list[str]] = field(default_factory=dict)  # what could not be read → from which kinds
 
     def to_dict(self) -> dict[str, Any]:
@@ -261,6 +262,7 @@ def gpus(
 def _summarise(row: GpuHealth, worked: Sequence[Mapping[str, Any]]) -> None:
     """A row's figures from its busy samples."""
     row.busy_samples = len(worked)
+    row.reasons_read = sum(1 for g in worked if "clock_reasons" in g)
     if not worked:
         return
     for key in ("sm_clock_mhz", "power_watts"):

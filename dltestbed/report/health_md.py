@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import BUSY_UTIL, ERROR, Finding, GpuHealth
+from dltestbed.report.health_rules import RULES
 
 
 def _cell(v: float | None) -> str:
@@ -29,11 +30,27 @@ def row(g: GpuHealth) -> str:
     slow = ", ".join(f"{name} {share:g} %" for name, share in g.throttled.items()) or "none"
     link = _link(g.link) + (f" ({_link(g.link_max)})" if g.link_max else "")
     cells = [g.host, str(g.gpu), g.model, str(g.runs), found or "none", clock, power, _cell(g.temperature_max_c)]
-    return "| " + " | ".join([*cells, slow if g.busy_samples else "—", link, str(g.busy_samples)]) + " |"
+    return "| " + " | ".join([*cells, slow if g.reasons_read else "—", link, str(g.busy_samples)]) + " |"
 
 
 def _finding(f: Finding, runs: dict[str, str]) -> str:
     return f"- **{f.severity}** {f.host} GPU {f.gpu}, run {f.run_id} ({runs.get(f.run_id, '?')}): {f.what}"
+
+
+def _no_finding(gpus: Sequence[GpuHealth]) -> list[str]:
+    """What "no finding" covers: each check said clean only where it was made (the rules `validate` judges
+    by), and each one that could not be made, per GPU, with why."""
+    clean, unjudged = [], []
+    for words, _, needs in RULES.values():
+        why = [f"{g.host} GPU {g.gpu}: {reason}" for g in gpus if (reason := needs(g)) is not None]
+        if why:
+            unjudged.append(f"- {words}: cannot judge ({'; '.join(why)})")
+        else:
+            clean.append(words)
+    if not unjudged:
+        return [f"No finding: {', '.join(clean)}."]
+    lines = [f"No finding in what was checked ({', '.join(clean)})." if clean else "No finding, and no check made:"]
+    return [*lines, *([""] if clean else []), *(["Not checked:", ""] if clean else []), *unjudged]
 
 
 def likely_causes(fleet: Sequence[FleetFlag], gpus: Sequence[GpuHealth], flags: Sequence[GpuFlag]) -> list[str]:
@@ -65,7 +82,7 @@ def markdown(
         lines += ["Findings, errors first (each run's numbers are kept):", ""]
         lines += [_finding(f, runs) for f in findings]
     else:
-        lines.append("No finding: no XID, no new ECC error or remapped row, the PCIe link at its max, no slowdown.")
+        lines += _no_finding(gpus)
     lines += [
         "",
         "| host | GPU | model | runs | findings | SM clock, MHz (max) | power, W (limit) | max temp, °C "

@@ -50,7 +50,7 @@ RULES: dict[str, tuple[str, Callable[[health.Finding], bool], Callable[[GpuHealt
     "no_hardware_slowdown": (
         "no hardware slowdown",
         lambda f: f.rule == health.HW_SLOWDOWN,
-        lambda g: None if g.busy_samples else "no sample of this GPU while it was busy",
+        lambda g: _reasons_unread(g),
     ),
     "pcie_link_at_max": (
         "PCIe link at its max",
@@ -58,6 +58,14 @@ RULES: dict[str, tuple[str, Callable[[health.Finding], bool], Callable[[GpuHealt
         lambda g: None if g.link and g.link_max else "its PCIe link (current and max) was not read",
     ),
 }
+
+
+def _reasons_unread(g: GpuHealth) -> str | None:
+    if not g.busy_samples:
+        return _unseen(g, "GPU samples") or "no sample of this GPU while it was busy"
+    if not g.reasons_read:
+        return _unseen(g, "clock-event reasons") or "its clock-event reasons were not read under load"
+    return None
 
 
 def _unseen(g: GpuHealth, what: str) -> str | None:

@@ -293,6 +293,25 @@ def check_event(probe: str, case: str, checked: Checked, seed: int) -> CheckEven
     )
 
 
+def _in_tf_order(gpus: list[dict[str, Any]], visible: int) -> list[dict[str, Any]]:
+    """NVML's facts of each GPU TensorFlow sees, in TensorFlow's (CUDA's) order, matched by PCI bus id
+    (gpu.in_cuda_order). Where the CUDA runtime cannot say which is which: NVML's order only when nothing can
+    have reordered it (the same count, no CUDA_VISIBLE_DEVICES), else no facts ({}: the GPU's name and limits
+    unknown, never another GPU's)."""
+    if not visible:
+        return []
+    # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
+    from dltestbed.workload import cudart
+    from dltestbed.workload.gpu import in_cuda_order
+
+    try:
+        return in_cuda_order(gpus, cudart.pci_bus_ids())[:visible]
+    except cudart.CudaError:
+        if len(gpus) == visible and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            return list(gpus)
+        return [{} for _ in range(visible)]
+
+
 def run_micro(argv: list[str], emitter: Emitter) -> None:
     """Plan every probe's cases on this target, say so in the start event (with each skip), then time
     each case and emit a measure per call, then probes_done. Scratch files are removed whatever happens."""
@@ -325,16 +344,16 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     if spec.device == "gpu" and not visible:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(data_facts)
-    names = tuple(str(g.get("name", "GPU")) for g in gpus[: len(visible)]) or ("GPU",) * len(visible)
+    facts = _in_tf_order(gpus, len(visible))
     where = probes.Where(
         tf,
-        names,
+        tuple(str(f.get("name", "GPU")) for f in facts),
         spec.scale,
         tuple(index.files) if index else (),
         spec.seed,
         strategy,
         cluster.size if cluster else 1,
-        tuple(gpus[: len(visible)]),
+        tuple(facts),
         cluster.index if cluster else 0,
     )
     cases: list[probes.Case] = []
@@ -351,7 +370,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         from dltestbed.workload.sampler import Sampler, watched
 
         sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
-        with watched(nvml, emitter.emit), sampler.running():
+        with watched(nvml, emitter.emit, sampler), sampler.running():
             measures = _time_cases(cases, spec, where, emitter)
         emitter.emit(ProbesDoneEvent(measures=measures, skips=len(skips)))
     finally:
@@ -371,7 +390,8 @@ def _screen(spec: ProbeSpec, seconds: float, where: Where, fp: dict[str, Any], n
 
     resolved = spec.model_dump() | {"devices": [d for d, _ in screen.devices(where)]}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
-    with watched(nvml, emitter.emit), Sampler(emitter.emit, spec.sample_interval, nvml).running():
+    sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
+    with watched(nvml, emitter.emit, sampler), sampler.running():
         for ev in screen.run(where, spec.probes, seconds, spec.seed, check_event):
             emitter.emit(ev)
     emitter.emit(ProbesDoneEvent(measures=0, skips=0))
@@ -427,7 +447,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     with contextlib.ExitStack() as running:  # unwinds in reverse: sampler, health after, NVML closed
         if nvml:
             running.callback(nvml.close)
-        running.enter_context(watched(nvml, emitter.emit))
+        running.enter_context(watched(nvml, emitter.emit, sampler))
         running.enter_context(sampler.running())
         mathmode.apply(tf, keras, math)
         keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker (and every target)
@@ -449,6 +469,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
             emitter.emit,
             require_gpu=spec.device == "gpu" and not cluster,
             libraries=fingerprint.loaded_cuda if gpu_count else None,
+            warmed=(lambda: tfgpu.reset_peak(tf, gpu_count)) if gpu_count else None,
         )
         summary = dataclasses.replace(
             summary, startup_seconds=startup, gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None

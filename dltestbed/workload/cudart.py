@@ -57,6 +57,14 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def pci_bus_ids() -> list[str]:
+    """Each CUDA device's PCI bus id ("0000:3B:00.0"), in CUDA's order: the order TensorFlow's /GPU:i follow,
+    after CUDA_VISIBLE_DEVICES. CudaError where the runtime cannot say."""
+    rt = runtime()
+    count = call(rt, "cudaGetDeviceCount")
+    return [_text(call(rt, "cudaDeviceGetPCIBusId", 32, i)).rstrip("\0") for i in range(int(count))]
+
+
 def numa_nodes(sysfs: Path = Path("/sys/devices/system/node")) -> dict[int, list[int]]:
     """NUMA nodes that have CPUs, with their CPUs (empty where the kernel has no NUMA information)."""
     out = {}
@@ -127,7 +135,10 @@ class Copies:
                     call(self.rt, "cudaMemcpyAsync", dst, src, self.size, self.kind, self.stream)
                 else:
                     call(self.rt, "cudaMemcpy", dst, src, self.size, self.kind)
-            call(self.rt, "cudaStreamSynchronize", self.stream)
+            if self.pinned:
+                call(self.rt, "cudaStreamSynchronize", self.stream)
+            else:  # cudaMemcpy from pageable memory may return before its last DMA ends, on the default stream
+                call(self.rt, "cudaDeviceSynchronize")
 
     def close(self) -> None:
         """Free the buffers and the stream (each once, whatever failed before)."""

@@ -19,6 +19,8 @@ ECC_CORRECTED, ECC_UNCORRECTED = 0, 1  # NVML_MEMORY_ERROR_TYPE_*
 ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver loaded
 RETIRED_SBE, RETIRED_DBE = 0, 1  # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, _DOUBLE_BIT_ECC_ERROR
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
+ERROR_FUNCTION_NOT_FOUND = 13  # NVML_ERROR_FUNCTION_NOT_FOUND: pynvml's name for a call this driver's NVML lacks
+MEMORY_V2 = 0x02000028  # nvmlMemory_v2: used memory without what the driver reserves (R510 and later)
 
 
 def numa_node(pci_bus_id: str, sysfs: Path = Path("/sys/bus/pci/devices")) -> int | None:
@@ -29,6 +31,20 @@ def numa_node(pci_bus_id: str, sysfs: Path = Path("/sys/bus/pci/devices")) -> in
     except OSError:
         return None
     return int(text) if text.lstrip("-").isdigit() and int(text) >= 0 else None
+
+
+def bus_key(bus_id: str) -> str:
+    """A PCI bus id as one key: NVML's "00000000:3B:00.0" and CUDA's "0000:3b:00.0" name the same device."""
+    domain, _, rest = bus_id.strip().strip("\0").lower().partition(":")
+    return f"{int(domain or '0', 16):04x}:{rest}"
+
+
+def in_cuda_order(devices: list[dict[str, Any]], cuda_bus_ids: list[str]) -> list[dict[str, Any]]:
+    """NVML's facts (Nvml.devices) of each CUDA device, in CUDA's order: TensorFlow's /GPU:i is CUDA device i.
+    Matched by PCI bus id: NVML's order "may not correlate" with CUDA's (NVML's words), and CUDA's own follows
+    CUDA_VISIBLE_DEVICES, which Slurm sets. A CUDA device NVML does not list (denied it) gets {}. Pure."""
+    by_bus = {bus_key(str(d["pci_bus_id"])): d for d in devices if d.get("pci_bus_id")}
+    return [by_bus.get(bus_key(b), {}) for b in cuda_bus_ids]
 
 
 def _mode(value: Any) -> str | None:
@@ -42,7 +58,15 @@ class Nvml:
 
     def __init__(self, nvml: Any) -> None:
         self._n = nvml
-        self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        # (NVML index, handle) of each GPU this process may open. nvmlDeviceGetCount counts them all, also those
+        # a device cgroup (Slurm's, a container's) denies it: NO_PERMISSION for those, which are not this run's
+        self._handles: list[tuple[int, Any]] = []
+        self.denied: dict[int, str] = {}  # NVML index → why it cannot be opened from here
+        for i in range(nvml.nvmlDeviceGetCount()):
+            try:
+                self._handles.append((i, nvml.nvmlDeviceGetHandleByIndex(i)))
+            except nvml.NVMLError as exc:
+                self.denied[i] = str(exc) or type(exc).__name__
 
     @classmethod
     def open(cls) -> Nvml | None:
@@ -77,6 +101,30 @@ class Nvml:
                 unseen.setdefault(what, str(exc) or type(exc).__name__)
             return None
 
+    def _memory(self, h: Any) -> tuple[int, int] | None:
+        """(total, used) bytes: NVML's v2 memory info where the driver has it (v1 counts the memory the driver
+        reserves as used: ~0.5 GB on an idle H100), else v1; None where neither answers (a MIG-enabled GPU)."""
+        try:
+            mem = self._n.nvmlDeviceGetMemoryInfo(h, version=MEMORY_V2)
+        except (self._n.NVMLError, TypeError):  # a driver before R510, or a pynvml without the argument
+            mem = self._try(self._n.nvmlDeviceGetMemoryInfo, h)
+        return None if mem is None else (int(mem.total), int(mem.used))
+
+    def _reasons(self, h: Any, unseen: dict[str, str] | None = None) -> int | None:
+        """The clock-event (throttle) reasons as NVML's bit mask. Drivers before R535 lack the call of that name:
+        their nvmlDeviceGetCurrentClocksThrottleReasons answers with the same bits. None (and `unseen` says
+        why) where neither answers: a slowdown then cannot be ruled out."""
+        n = self._n
+        try:
+            return int(n.nvmlDeviceGetCurrentClocksEventReasons(h))
+        except n.NVMLError as exc:
+            if getattr(exc, "value", None) != ERROR_FUNCTION_NOT_FOUND:
+                if unseen is not None:
+                    unseen.setdefault("clock-event reasons", str(exc) or type(exc).__name__)
+                return None
+        value = self._try(n.nvmlDeviceGetCurrentClocksThrottleReasons, h, unseen=unseen, what="clock-event reasons")
+        return None if value is None else int(value)
+
     def devices(self) -> list[dict[str, Any]]:
         """Static facts per GPU: model, driver, memory, PCI bus id; and what an acceptance test checks: UUID,
         VBIOS, PCIe generation and width (current and max: a link trained down is a classic fault), the
@@ -86,8 +134,8 @@ class Nvml:
         driver = self._text(n.nvmlSystemGetDriverVersion())
         cuda = t(n.nvmlSystemGetCudaDriverVersion)
         out = []
-        for i, h in enumerate(self._handles):
-            mem = n.nvmlDeviceGetMemoryInfo(h)
+        for i, h in self._handles:
+            mem = self._memory(h)
             bus = self._text(n.nvmlDeviceGetPciInfo(h).busId)
             power = t(n.nvmlDeviceGetEnforcedPowerLimit, h)
             cc = t(n.nvmlDeviceGetCudaComputeCapability, h)
@@ -97,7 +145,7 @@ class Nvml:
                     "name": self._text(n.nvmlDeviceGetName(h)),
                     "driver": driver,
                     "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-                    "memory_total_bytes": int(mem.total),
+                    "memory_total_bytes": mem[0] if mem else None,
                     "pci_bus_id": bus,
                     "uuid": self._opt_text(t(n.nvmlDeviceGetUUID, h)),
                     "vbios": self._opt_text(t(n.nvmlDeviceGetVbiosVersion, h)),
@@ -125,7 +173,7 @@ class Nvml:
         """Every compute process on each GPU: its index, pid, the bytes it holds (None where NVML cannot
         say) and its command line where this process can see it (not across a container's pid namespace)."""
         out = []
-        for i, h in enumerate(self._handles):
+        for i, h in self._handles:
             for proc in self._try(self._n.nvmlDeviceGetComputeRunningProcesses, h) or []:
                 used = proc.usedGpuMemory
                 out.append(
@@ -142,31 +190,33 @@ class Nvml:
         """Per GPU: memory used (device and this process), utilisation % (SM and memory), and what explains a
         slow GPU (SuperBench's monitor and DCGM read the same): SM and memory clocks, power draw against the
         enforced limit, temperature, the clock-event (throttle) reasons as NVML's bit mask, the PCIe link's
-        current generation and width, PCIe TX/RX throughput. A value this GPU does not report is left out."""
+        current generation and width, PCIe TX/RX throughput. A value this GPU does not report is left out: on a
+        MIG-enabled GPU utilisation, and without the privilege to list processes (a container) this process's
+        memory."""
         pid = os.getpid() if pid is None else pid
         n, t = self._n, self._try
         out = []
-        for i, h in enumerate(self._handles):
-            mem = n.nvmlDeviceGetMemoryInfo(h)
-            util = n.nvmlDeviceGetUtilizationRates(h)
-            mine = 0
-            for proc in n.nvmlDeviceGetComputeRunningProcesses(h):
-                if proc.pid == pid and proc.usedGpuMemory is not None:
-                    mine += int(proc.usedGpuMemory)
+        for i, h in self._handles:
+            mem = self._memory(h)
+            util = t(n.nvmlDeviceGetUtilizationRates, h)
+            procs = t(n.nvmlDeviceGetComputeRunningProcesses, h)
+            mine = None
+            if procs is not None:
+                mine = sum(int(p.usedGpuMemory) for p in procs if p.pid == pid and p.usedGpuMemory is not None)
             power, limit = t(n.nvmlDeviceGetPowerUsage, h), t(n.nvmlDeviceGetEnforcedPowerLimit, h)
             tx, rx = t(n.nvmlDeviceGetPcieThroughput, h, PCIE_TX), t(n.nvmlDeviceGetPcieThroughput, h, PCIE_RX)
             seen = {
                 "index": i,
-                "memory_used_bytes": int(mem.used),
+                "memory_used_bytes": mem[1] if mem else None,
                 "process_memory_bytes": mine,
-                "util_percent": float(util.gpu),
-                "mem_util_percent": float(util.memory),
+                "util_percent": float(util.gpu) if util is not None else None,
+                "mem_util_percent": float(util.memory) if util is not None else None,
                 "sm_clock_mhz": t(n.nvmlDeviceGetClockInfo, h, CLOCK_SM),
                 "mem_clock_mhz": t(n.nvmlDeviceGetClockInfo, h, CLOCK_MEM),
                 "power_watts": power / 1000 if power is not None else None,
                 "power_limit_watts": limit / 1000 if limit is not None else None,
                 "temperature_c": t(n.nvmlDeviceGetTemperature, h, TEMPERATURE_GPU),
-                "clock_reasons": t(n.nvmlDeviceGetCurrentClocksEventReasons, h),
+                "clock_reasons": self._reasons(h),
                 "pcie_gen": t(n.nvmlDeviceGetCurrPcieLinkGeneration, h),
                 "pcie_width": t(n.nvmlDeviceGetCurrPcieLinkWidth, h),
                 "pcie_tx_bytes_per_s": tx * 1024 if tx is not None else None,  # NVML: KB/s over 20 ms
@@ -180,7 +230,9 @@ class Nvml:
         ECC counts, retired pages (single- and double-bit, pending), remapped rows (correctable,
         uncorrectable, pending, failed), the PCIe link (current and max generation and width), PCIe replays,
         the enforced power limit and the clock-event reasons now. And what NVML cannot say from here
-        ("ECC counts: Not Supported"): a GPU without ECC, or a counter a container or VM does not see."""
+        ("ECC counts: Not Supported"): a GPU without ECC, or a counter a container or VM does not see. Retired
+        pages only where remapped rows are not reported: row remapping replaced page retirement from Ampere on,
+        where NVML says retired pages are not supported."""
         n = self._n
         unseen: dict[str, str] = {}
 
@@ -188,11 +240,13 @@ class Nvml:
             return self._try(call, *args, unseen=unseen, what=what)
 
         out = []
-        for i, h in enumerate(self._handles):
-            rows = ask("remapped rows", n.nvmlDeviceGetRemappedRows, h)
+        for i, h in self._handles:
+            rows = self._try(n.nvmlDeviceGetRemappedRows, h)
             limit = ask("power limit", n.nvmlDeviceGetEnforcedPowerLimit, h)
-            sbe = ask("retired pages", n.nvmlDeviceGetRetiredPages, h, RETIRED_SBE)
-            dbe = ask("retired pages", n.nvmlDeviceGetRetiredPages, h, RETIRED_DBE)
+            pages = rows is None  # before Ampere: page retirement; from Ampere on: row remapping
+            sbe = ask("retired pages", n.nvmlDeviceGetRetiredPages, h, RETIRED_SBE) if pages else None
+            dbe = ask("retired pages", n.nvmlDeviceGetRetiredPages, h, RETIRED_DBE) if pages else None
+            pending = ask("retired pages", n.nvmlDeviceGetRetiredPagesPendingStatus, h) if pages else None
             seen = {
                 "index": i,
                 "uuid": self._opt_text(ask("UUID", n.nvmlDeviceGetUUID, h)),
@@ -200,7 +254,7 @@ class Nvml:
                 "ecc_uncorrected": ask("ECC counts", n.nvmlDeviceGetTotalEccErrors, h, ECC_UNCORRECTED, ECC_VOLATILE),
                 "retired_pages_sbe": len(sbe) if sbe is not None else None,
                 "retired_pages_dbe": len(dbe) if dbe is not None else None,
-                "retired_pages_pending": ask("retired pages", n.nvmlDeviceGetRetiredPagesPendingStatus, h),
+                "retired_pages_pending": pending,
                 "remapped_rows_correctable": rows[0] if rows else None,
                 "remapped_rows_uncorrectable": rows[1] if rows else None,
                 "remapped_rows_pending": rows[2] if rows else None,
@@ -211,7 +265,7 @@ class Nvml:
                 "pcie_width_max": ask("PCIe link", n.nvmlDeviceGetMaxPcieLinkWidth, h),
                 "pcie_replays": ask("PCIe replays", n.nvmlDeviceGetPcieReplayCounter, h),
                 "power_limit_watts": limit / 1000 if limit is not None else None,
-                "clock_reasons": ask("clock-event reasons", n.nvmlDeviceGetCurrentClocksEventReasons, h),
+                "clock_reasons": self._reasons(h, unseen),
             }
             out.append({k: v for k, v in seen.items() if v is not None})
         return out, [f"{what}: {why}" for what, why in unseen.items()]
@@ -229,16 +283,16 @@ class XidWatch:
 
     WAIT_MS = 200  # each wait on the event set; stop() takes at most this long
 
-    def __init__(self, nvml: Any, handles: list[Any]) -> None:
+    def __init__(self, nvml: Any, handles: list[tuple[int, Any]]) -> None:
         self._n = nvml
-        self._index = {_key(h): i for i, h in enumerate(handles)}
+        self._index = {_key(h): i for i, h in handles}  # an event's device handle → its NVML index
         self.seen: list[dict[str, Any]] = []
         self.why_not: str | None = None
         self._stop = threading.Event()
         self._set: Any = None
         try:
             self._set = nvml.nvmlEventSetCreate()
-            for h in handles:
+            for _, h in handles:
                 nvml.nvmlDeviceRegisterEvents(h, EVENT_XID, self._set)
         except nvml.NVMLError as exc:
             self.why_not = f"XID events: {exc or type(exc).__name__}"

@@ -107,12 +107,14 @@ def run(
     emit: Callable[[StepEvent], None],
     require_gpu: bool = False,
     libraries: Callable[[], dict[str, str]] | None = None,
+    warmed: Callable[[], None] | None = None,
 ) -> SummaryEvent:
     """Run warm-up + timed steps, emitting each with its result (the loss); the input fetch is inside the
     step's time. The first
     step's event says the device its result was put on, and what `libraries` says then (the CUDA libraries
     loaded: cuDNN and cuBLAS load at their first use); with `require_gpu`, a first step that did not
-    run on a GPU ends the run (ConfigError) before any other step."""
+    run on a GPU ends the run (ConfigError) before any other step. `warmed` is called once, after the last
+    warm-up step (what the run's steady state is measured from: the allocator's peak, say)."""
     timed: list[float] = []
     first = 0.0
     warm_total = 0.0
@@ -151,6 +153,8 @@ def run(
         )
         if i == 0 and require_gpu and not on_gpu(device):
             raise ConfigError(f"--device gpu: the first step ran on {device or 'an unknown device'}, not a GPU")
+        if i == warmup - 1 and warmed is not None:
+            warmed()
     elapsed = time.perf_counter() - start
     total = sum(timed)
     return SummaryEvent(

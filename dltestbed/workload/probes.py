@@ -243,8 +243,9 @@ class Where:
 
     @property
     def gpu(self) -> int | None:
-        """The index of the GPU gemm and conv run on (None: the CPU)."""
-        return 0 if self.gpu_names else None
+        """The NVML index of the GPU gemm and conv run on (TensorFlow's /GPU:0), as health checks name it
+        (None: the CPU)."""
+        return nvml_index(self, 0) if self.gpu_names else None
 
 
 def gemm(w: Where) -> list[Case | Skip]:
@@ -384,6 +385,12 @@ def membw(w: Where) -> list[Case | Skip]:
             cleanup=pool.shutdown,
         ),
     ]
+
+
+def nvml_index(w: Where, i: int) -> int:
+    """TensorFlow's /GPU:i as NVML numbers it (its facts' index), or i where its facts are unknown."""
+    facts = w.gpu_facts[i] if i < len(w.gpu_facts) else {}
+    return int(facts.get("index", i))
 
 
 def _first_gpu(w: Where) -> dict[str, Any]:

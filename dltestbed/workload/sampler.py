@@ -32,17 +32,36 @@ class Sampler:
         self._proc = psutil.Process()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltestbed-sampler", daemon=True)
+        self.unseen: list[str] = []  # why GPU samples stopped, when they did: the run's health check says so
 
     def sample(self) -> ResourceEvent:
-        """One sample now. CPU % is since the previous sample, in % of one core (can exceed 100)."""
+        """One sample now. CPU % is since the previous sample, in % of one core (can exceed 100). A GPU read that
+        fails (the driver, a GPU lost mid-run) ends the GPU samples, never the run nor the CPU samples: the
+        first such error is kept in `unseen`."""
         with self._proc.oneshot():
             rss = self._proc.memory_info().rss
             cpu = self._proc.cpu_percent(interval=None)
-        gpus = self._nvml.sample() if self._nvml else []
-        tf_bytes = self._tf_bytes() if self._tf_bytes else None
+        gpus = self._gpus()
+        tf_bytes = None
+        if self._tf_bytes is not None:
+            try:
+                tf_bytes = self._tf_bytes()
+            except Exception as exc:  # TensorFlow's allocator stats: as for NVML, the run goes on
+                self._tf_bytes = None
+                self.unseen.append(f"GPU samples: TensorFlow's memory stats stopped ({type(exc).__name__}: {exc})")
         return ResourceEvent(
             t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus, tf_gpu_bytes=tf_bytes or None
         )
+
+    def _gpus(self) -> list[dict[str, object]]:
+        if self._nvml is None:
+            return []
+        try:
+            return self._nvml.sample()
+        except Exception as exc:  # anything: on the sampler's thread it would end sampling unseen
+            self._nvml = None
+            self.unseen.append(f"GPU samples: stopped ({type(exc).__name__}: {exc})")
+            return []
 
     def start(self) -> None:
         """Prime the CPU counter, emit a first sample now (so even a run shorter than the interval has its
@@ -73,9 +92,10 @@ class Sampler:
 
 
 @contextlib.contextmanager
-def watched(nvml: Nvml | None, emit: Callable[[HealthEvent], None]) -> Iterator[None]:
+def watched(nvml: Nvml | None, emit: Callable[[HealthEvent], None], sampler: Sampler | None = None) -> Iterator[None]:
     """The health counters of every GPU before the block, its XIDs watched while it runs, and the counters
-    after it, whatever ends it (a failed run's GPU is the one most worth checking). No GPU: nothing."""
+    after it, whatever ends it (a failed run's GPU is the one most worth checking); the after check also says
+    why the `sampler`'s GPU samples stopped, if they did. No GPU: nothing."""
     if nvml is None:
         yield
         return
@@ -88,4 +108,5 @@ def watched(nvml: Nvml | None, emit: Callable[[HealthEvent], None]) -> Iterator[
         xids = watch.stop()
         gpus, unseen = nvml.health()
         unseen += [watch.why_not] if watch.why_not else []
+        unseen += sampler.unseen if sampler is not None else []
         emit(HealthEvent(phase="after", t=time.time(), gpus=gpus, xids=xids, unseen=unseen))

@@ -18,8 +18,9 @@ Check = tuple[str, str, Callable[[int], list[Checked]]]  # probe, case, the chec
 
 
 def devices(w: Where) -> list[tuple[str, int | None]]:
-    """(TensorFlow device, GPU index) of each device screened: every GPU TensorFlow sees, else the CPU."""
-    return [(f"/GPU:{i}", i) for i in range(len(w.gpu_names))] or [("/CPU:0", None)]
+    """(TensorFlow device, the GPU's NVML index, as its health is named) of each device screened: every GPU
+    TensorFlow sees, else the CPU."""
+    return [(f"/GPU:{i}", probes.nvml_index(w, i)) for i in range(len(w.gpu_names))] or [("/CPU:0", None)]
 
 
 def checks(w: Where, device: str, gpu: int | None, names: Sequence[str]) -> list[Check]:

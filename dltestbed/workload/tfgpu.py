@@ -7,6 +7,7 @@ default) or takes a fixed slice (`--gpu-memory-mib`)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 
@@ -30,8 +31,18 @@ def in_use(tf: Any, count: int) -> list[int]:
         return []
 
 
+def reset_peak(tf: Any, count: int) -> None:
+    """Start the allocator's peak afresh (after warm-up: cuDNN's autotuning workspaces of the first steps are
+    not what the model needs)."""
+    for i in range(count):
+        # a device without allocator statistics: its peak stays unknown
+        with contextlib.suppress(ValueError, RuntimeError):
+            tf.config.experimental.reset_memory_stats(f"GPU:{i}")
+
+
 def peak(tf: Any, count: int) -> int | None:
-    """The most bytes TensorFlow's allocator held at once since the run began, summed over its GPUs."""
+    """The most bytes TensorFlow's allocator held at once since the last reset_peak (after warm-up), summed over
+    its GPUs."""
     try:
         return sum(int(tf.config.experimental.get_memory_info(f"GPU:{i}")["peak"]) for i in range(count)) or None
     except (ValueError, RuntimeError):

@@ -196,8 +196,10 @@ def test_vm_and_cvm_runs_and_teardown(
 ) -> None:
     """Bare metal and the two VM kinds on real data, each with a model run and the microbenchmarks beside it
     (--suite full: one bench, one boot) — bm reads the folder, the VM gets a copy (once per digest) that cvm
-    mounts — then, in the same VM: --isolate pins within the VM's CPUs, --device gpu is refused up front.
-    (cbm on this machine: test_containers; nothing here touches this machine's container stores.)"""
+    mounts — then, in the same VM, --device gpu is refused up front. (cbm on this machine: test_containers;
+    nothing here touches this machine's container stores. The shared scenario's --isolate halves the CPU list
+    that the same probe reads inside every kind: tested on bm and its split in the unit tier, as two
+    TensorFlow processes in a TCG guest took over 8 minutes of CI.)"""
     real = ["--data", "real", "--data-dir", str(dataset_dir)]
     proc = run_cli(
         "bench",
@@ -257,17 +259,21 @@ def test_vm_and_cvm_runs_and_teardown(
         for c in cases
         if c["key"]["probe"] == "disk"
     )
-    # the same VM: the copy is kept; the co-tenant and the foreground get disjoint halves of the VM's own CPUs
-    shared = run_cli(
+    # the same VM keeps its copy: a second bench copies nothing (the disk probe: no TensorFlow under TCG)
+    again = run_cli(
         "bench",
-        "--scenario",
-        "shared",
-        "--isolate",
         "--targets",
         "vm",
-        "--cotenant-batch",
-        "2",
-        *TINY,
+        "--suite",
+        "micro",
+        "--probes",
+        "disk",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeat",
+        "1",
         *real,
         "--format",
         "json",
@@ -276,13 +282,9 @@ def test_vm_and_cvm_runs_and_teardown(
         env=vm_env,
         timeout=1800,
     )
-    assert shared.returncode == 0, shared.stderr[-4000:]
-    assert "copying" not in shared.stderr
-    sruns = json.loads(shared.stdout)
-    co = next(r for r in sruns if r["role"] == "cotenant")
-    assert {r["spec"]["cpus"] for r in sruns if r["role"] == "foreground"} == {"0"} and co["spec"]["cpus"] == "1"
-    assert "isolated (cpus 0 / co-tenant 1)" in co["contention"]
-    assert all(r["fingerprint"]["cpu_affinity"] == 1 and r["host"] == "local" for r in sruns)  # inside the VM
+    assert again.returncode == 0 and "copying" not in again.stderr, again.stderr[-3000:]
+    (disk,) = json.loads(again.stdout)
+    assert disk["spec"]["data_dir"] == reads["vm"] and disk["status"] == "ok"
     # --device gpu where there is none (no --vm-gpus): refused in one line before any run, nothing stored
     # (bm and cbm: test_containers; cvm runs the same workload in a container in this VM)
     gpu = run_cli(

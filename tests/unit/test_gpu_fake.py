@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,158 @@ def test_a_run_shorter_than_the_interval_has_a_sample_at_its_start_and_its_end()
     sampler.stop()
     assert len(got) == 2 and got[0].t <= got[1].t and all(s.tf_gpu_bytes == [5 << 20] for s in got)
     assert all(s.rss_bytes > 0 and s.gpus == [] for s in got)
+
+
+def test_a_gpu_a_cgroup_denies_leaves_the_others_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm's device cgroup lets a job open GPUs 0, 2 and 3 of 4: NVML still counts 4 and says NO_PERMISSION
+    for GPU 1. The three are read, sampled, checked and watched under their NVML index; GPU 1 is named as
+    denied, not taken as "no GPU"."""
+    fake = fakenvml.FakeNvml(fakenvml.several(fakenvml.h100_text(), 4), denied=(1,))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    nvml = Nvml.open()
+    assert nvml is not None and nvml.denied == {1: "Insufficient Permissions"}
+    assert [(d["index"], d["pci_bus_id"]) for d in nvml.devices()] == [
+        (0, "00000000:00:06.0"),
+        (2, "00000000:00:08.0"),
+        (3, "00000000:00:09.0"),
+    ]
+    assert [s["index"] for s in nvml.sample(pid=1)] == [0, 2, 3]
+    gpus, unseen = nvml.health()
+    assert [g["index"] for g in gpus] == [0, 2, 3] and unseen == []
+    watch = nvml.watch_xids()
+    assert fake.event_sets[-1] == [0, 2, 3]
+    watch.stop()
+    fake.denied = (0, 1, 2, 3)  # a process that may open none: no GPU to read
+    assert Nvml.open() is None
+
+
+def test_a_mig_gpu_is_sampled_for_what_it_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MIG enabled: utilisation is not supported and listing processes needs privileges. A sample leaves both
+    out instead of raising before step 0."""
+    from dltestbed.workload.sampler import Sampler
+
+    fake = fakenvml.FakeNvml(fakenvml.h100_text(), mig=True)
+    (s,) = Nvml(fake).sample(pid=1)
+    assert "util_percent" not in s and "process_memory_bytes" not in s
+    assert s["memory_used_bytes"] == 0 and s["clock_reasons"] == 0x1
+    seen: list[Any] = []
+    sampler = Sampler(seen.append, 60.0, Nvml(fake))
+    with sampler.running():
+        pass
+    assert len(seen) == 2 and sampler.unseen == []
+
+
+def test_memory_used_leaves_out_what_the_driver_reserves_where_it_can() -> None:
+    """NVML's v1 memory info counts the driver's reservation (480 MiB on the idle H100) as used; v2 (R510
+    on) does not. An older driver still answers, through v1."""
+    (new,) = Nvml(fakenvml.h100()).sample(pid=1)
+    (old,) = Nvml(fakenvml.FakeNvml(fakenvml.h100_text(), driver_branch=470)).sample(pid=1)
+    assert (new["memory_used_bytes"], old["memory_used_bytes"]) == (0, 480 << 20)
+
+
+class _Breaks:
+    """An Nvml whose samples fail after the first, as when a GPU falls off the bus mid-run."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def sample(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        if self.calls > 1:
+            raise RuntimeError("GPU is lost")
+        return [{"index": 0, "util_percent": 50.0}]
+
+
+def test_a_gpu_read_that_fails_mid_run_ends_the_gpu_samples_not_the_run() -> None:
+    """The sampler's thread would die silently, and its last sample would raise over the run's own error: the
+    CPU samples go on, and why the GPU's stopped is kept for the run's health check."""
+    from dltestbed.workload.sampler import Sampler
+
+    seen: list[Any] = []
+    broken = _Breaks()
+    sampler = Sampler(seen.append, 0.01, broken)  # type: ignore[arg-type]
+    with sampler.running():
+        time.sleep(0.1)
+    assert seen[0].gpus and all(not s.gpus for s in seen[1:]) and len(seen) >= 3
+    assert broken.calls == 2  # asked once more, then never again
+    assert sampler.unseen == ["GPU samples: stopped (RuntimeError: GPU is lost)"]
+
+
+def test_each_cuda_device_gets_its_own_nvml_facts_by_pci_bus_id() -> None:
+    """NVML's order may differ from CUDA's, and CUDA_VISIBLE_DEVICES (Slurm's) renumbers CUDA's: GPU 0 of a job
+    given the node's GPUs 3 and 1 is NVML's GPU 3, by its bus id, whatever the domain's width or the case."""
+    devices = Nvml(fakenvml.FakeNvml(fakenvml.several(fakenvml.h100_text(), 4))).devices()
+    got = gpu.in_cuda_order(devices, ["0000:00:09.0", "0000:00:07.0\0"])
+    assert [(d["index"], d["uuid"][-2:]) for d in got] == [(3, "03"), (1, "01")]
+    assert gpu.in_cuda_order(devices, ["0000:AF:00.0"]) == [{}]  # one NVML does not list: unknown, never another's
+    assert gpu.bus_key("00000000:3B:00.0") == gpu.bus_key("0000:3b:00.0") == "0000:3b:00.0"
+
+
+def test_without_the_cuda_runtime_nvml_order_is_used_only_where_nothing_reorders_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dltestbed.workload import cudart, probes, screen
+    from dltestbed.workload.__main__ import _in_tf_order
+
+    def no_runtime() -> list[str]:
+        raise cudart.CudaError("NVIDIA's cuda-bindings is not installed")
+
+    monkeypatch.setattr(cudart, "pci_bus_ids", no_runtime)
+    devices = Nvml(fakenvml.FakeNvml(fakenvml.several(fakenvml.h100_text(), 2))).devices()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert _in_tf_order(devices, 2) == devices
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert _in_tf_order(devices, 1) == [{}]
+    monkeypatch.setattr(cudart, "pci_bus_ids", lambda: ["0000:00:07.0"])
+    (facts,) = _in_tf_order(devices, 1)
+    assert facts["index"] == 1
+    # the screen and the probes name TensorFlow's /GPU:0 as its health does: NVML's GPU 1
+    w = probes.Where(None, (str(facts["name"]),), "small", (), 0, gpu_facts=(facts,))
+    assert screen.devices(w) == [("/GPU:0", 1)] and w.gpu == 1
+
+
+class _FakeRuntime:
+    """cuda.bindings.runtime as far as the copy probe calls it: every call recorded, each answering success.
+    Fails closed: a call it does not serve raises AttributeError."""
+
+    class cudaMemcpyKind:  # cuda-bindings' name
+        cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost = 1, 2
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in {"cudaSetDevice", "cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaMemcpy",
+                        "cudaMemcpyAsync", "cudaStreamCreate", "cudaStreamDestroy", "cudaStreamSynchronize",
+                        "cudaDeviceSynchronize"}:  # fmt: skip
+            raise AttributeError(name)
+        return lambda *args: (self.calls.append(name), 0, 1)[1:]
+
+
+@pytest.mark.parametrize(("pinned", "copy", "wait"), [(True, "cudaMemcpyAsync", "cudaStreamSynchronize"),
+                                                      (False, "cudaMemcpy", "cudaDeviceSynchronize")])  # fmt: skip
+def test_a_timed_copy_waits_for_its_last_transfer(
+    monkeypatch: pytest.MonkeyPatch, pinned: bool, copy: str, wait: str
+) -> None:
+    """A pageable cudaMemcpy runs on the default stream and may return before its last DMA ends: the copies are
+    timed to the device's synchronisation, not to a stream they never used."""
+    from dltestbed.workload import cudart
+
+    rt = _FakeRuntime()
+    monkeypatch.setattr(cudart, "runtime", lambda: rt)
+    copies = cudart.Copies(0, 4096, "h2d", pinned, None)
+    rt.calls.clear()
+    copies(3)
+    assert rt.calls == [copy] * 3 + [wait]
+    copies.close()
+
+
+def test_the_peak_memory_is_measured_after_warm_up() -> None:
+    from dltestbed.workload import loop
+
+    seen: list[str] = []
+    steps = iter([(None, None)] * 5)
+    loop.run(
+        lambda x, y: (seen.append("step"), 1.0)[1], steps, 2, 2, 3, lambda ev: None, warmed=lambda: seen.append("reset")
+    )
+    assert seen == ["step", "step", "reset", "step", "step", "step"]

@@ -63,8 +63,9 @@ def _run(**kw: Any) -> RunRecord:
 
 
 def test_the_health_counters_of_the_captured_h100() -> None:
-    """Everything a before/after check compares, read from the real capture; the retired-page counters are
-    N/A on an H100 (it remaps rows instead): said as not visible, never as zero."""
+    """Everything a before/after check compares, read from the real capture. The retired-page counters are
+    N/A on an H100: it remaps rows instead (every GPU from Ampere on), so they are not asked for, and not
+    reported as unseen on every modern GPU."""
     gpus, unseen = Nvml(fakenvml.h100()).health()
     assert gpus == [
         {
@@ -85,7 +86,65 @@ def test_the_health_counters_of_the_captured_h100() -> None:
             "clock_reasons": 0x1,
         }
     ]
-    assert unseen == ["retired pages: Not Supported"]
+    assert unseen == []
+
+
+def test_a_gpu_before_ampere_reports_retired_pages_instead_of_rows() -> None:
+    text = _edit(H100, Remapped_Rows__Correctable_Error="N/A", Retired_Pages__Single_Bit_ECC="2")
+    text = _edit(text, Retired_Pages__Double_Bit_ECC="0", Retired_Pages__Pending_Page_Blacklist="No")
+    (gpu,), unseen = Nvml(fakenvml.FakeNvml(text)).health()
+    assert (gpu["retired_pages_sbe"], gpu["retired_pages_dbe"]) == (2, 0) and "remapped_rows_correctable" not in gpu
+    assert unseen == []
+
+
+@pytest.mark.parametrize(
+    ("branch", "reasons", "unseen"),
+    [
+        (580, 0x1, []),  # nvmlDeviceGetCurrentClocksEventReasons
+        (525, 0x1, []),  # before R535: the same bits from nvmlDeviceGetCurrentClocksThrottleReasons
+        (390, None, ["clock-event reasons: Function Not Found"]),  # neither: said, never taken as "no slowdown"
+    ],
+)
+def test_the_clock_event_reasons_on_older_drivers(branch: int, reasons: int | None, unseen: list[str]) -> None:
+    nvml = Nvml(fakenvml.FakeNvml(H100, driver_branch=branch))
+    (gpu,), said = nvml.health()
+    assert gpu.get("clock_reasons") == reasons and said == unseen
+    (sample,) = nvml.sample(pid=1)
+    assert sample.get("clock_reasons") == reasons
+
+
+def test_a_slowdown_that_could_not_be_read_is_not_judged_nor_called_none() -> None:
+    """A driver with neither reasons call: the GPU was busy, but the slowdown rule cannot judge it, the table
+    shows no slowdown figure, and "no finding" does not claim "no hardware slowdown"."""
+    old = fakenvml.FakeNvml(BUSY, driver_branch=390)
+    samples = [ResourceEvent(t=float(t), rss_bytes=1, cpu_percent=1.0, gpus=Nvml(old).sample(pid=1)) for t in range(3)]
+    events: list[HealthEvent] = []
+    with watched(Nvml(fakenvml.FakeNvml(H100, driver_branch=390)), events.append):
+        pass
+    run = _run()
+    (row,) = health.gpus([run], {run.id: samples}, {run.id: events}, [])
+    assert row.busy_samples == 3 and row.reasons_read == 0
+    a = analyse([run], samples={run.id: samples}, checks={run.id: events})
+    judged = v.judge(v.parse_reference("health: {}", "ref.yml"), a)
+    slow = next(j for j in judged if j.what == "health.no_hardware_slowdown")
+    assert (slow.status, slow.evidence) == ("cannot judge", "clock-event reasons not visible from bm")
+    text = "\n".join(health_md.markdown([row], [], [], [], {}))
+    assert "no hardware slowdown: cannot judge (h GPU 0: clock-event reasons not visible from bm)" in text
+    assert "No finding in what was checked (no XID, no new uncorrectable ECC error, PCIe link at its max)." in text
+    assert health_md.row(row).split(" | ")[8] == "—"  # the slowdown cell: not read, so not "none"
+
+
+def test_a_report_without_health_checks_calls_nothing_clean() -> None:
+    """Samples of memory and utilisation only (the H100 store's runs, before health checks): every rule says
+    why it cannot judge, none is listed as clean."""
+    run = _run()
+    bare = [{"index": 0, "memory_used_bytes": 1 << 30, "util_percent": 95.0}]
+    samples = [ResourceEvent(t=float(t), rss_bytes=1, cpu_percent=1.0, gpus=bare) for t in range(3)]
+    (row,) = health.gpus([run], {run.id: samples}, {}, [])
+    text = "\n".join(health_md.markdown([row], [], [], [], {}))
+    assert "No finding, and no check made:" in text and "No finding:" not in text
+    for words in ("no XID", "no new uncorrectable ECC error", "PCIe link at its max", "no hardware slowdown"):
+        assert f"- {words}: cannot judge (h GPU 0: " in text, words
 
 
 def test_an_xid_during_the_run_is_caught_and_the_events_round_trip() -> None:
