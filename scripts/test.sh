@@ -27,26 +27,33 @@ if [ "$#" -gt 0 ]; then # the tests named: one stream
     pytest_run --basetemp "$tmp" "$@"
     exit
 fi
-# Every tier: two streams at once, as the two cores allow: the VMs (qemu's threads under TCG) and the unit
-# tier, beside the lab tier (namespaces, containers, Slurm), TensorFlow's and the browser's. The two share
+# Every tier: two streams at once, as the two cores allow: the VMs (qemu's threads under TCG, their images'
+# builds), beside the lab tier (namespaces, containers, Slurm), TensorFlow's, the unit and browser tiers. The two share
 # nothing a test changes or counts: their own temp folders and state (so their own installation id: neither
 # `teardown` removes the other's VMs or containers), no workload processes of the same kind, and one cache
 # whose builds are locked (the first stream to need an image builds it, the other waits for it). Then the
 # tests that compare speeds (marker `quiet`), alone on the machine.
-STREAM1=(tests/lab tests/tf tests/browser --ignore=tests/lab/test_vms.py -m "not quiet")
-STREAM2=(tests/lab/test_vms.py tests/unit -m "not quiet")
-mkdir -p "$(dirname "$tmp")"
+STREAM1=(tests/lab tests/tf tests/unit tests/browser --ignore=tests/lab/test_vms.py -m "not quiet")
+STREAM2=(tests/lab/test_vms.py -m "not quiet")
+mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folders above
 log2="$tmp.stream2.log"
 state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
 pid2=""
 stop_streams() {
-    if [[ -n "$pid2" ]] && kill -0 "$pid2" 2>/dev/null; then kill -TERM "$pid2" 2>/dev/null || true; wait "$pid2" || true; fi
+    if [[ -n "$pid2" ]] && kill -0 "$pid2" 2>/dev/null; then
+        kill -TERM "$pid2" 2>/dev/null || true
+        wait "$pid2" || true
+    fi
     rm -rf "$state2"
     fresh_cleanup
 }
 trap stop_streams EXIT
 echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows stream 1's); then -m quiet alone"
-XDG_STATE_HOME="$state2" pytest_run --basetemp "$tmp/stream2" "${STREAM2[@]}" >"$log2" 2>&1 &
+# exec: $pid2 is pytest itself, so a stop reaches it
+(
+    export XDG_STATE_HOME="$state2"
+    exec .venv/bin/python -m pytest -v --durations=10 --basetemp "$tmp/stream2" "${STREAM2[@]}"
+) >"$log2" 2>&1 &
 pid2=$!
 rc1=0
 pytest_run --basetemp "$tmp/stream1" "${STREAM1[@]}" 2>&1 | tee "$tmp.stream1.log" || rc1=$?
@@ -64,7 +71,7 @@ for n in 1 2 3; do
     log="$tmp.stream$n.log"
     # its result line, what failed, and the time per tier
     grep -E '^(FAILED|ERROR) ' "$log" | sed "s/^/stream $n: /" || true
-    awk -v n="$n" '/^=+ time per tier =+$/{on=1; next} /^=+ /{on=0} on{print "stream " n ": " $0}' "$log"
+    awk -v n="$n" '/^=+ time per tier =+$/{on=1; next} /^=+ /{on=0} on && NF{print "stream " n ": " $0}' "$log"
     grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed "s/^/stream $n: /" || true
 done
 rm -f "$tmp.stream1.log" "$log2" "$tmp.stream3.log"
