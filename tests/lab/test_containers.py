@@ -346,7 +346,8 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
     """Two container hosts of an inventory, each naming its runtime (tk-h1 Podman, tk-h2 Docker): one
     provisioning loads the image into each, one bench runs bm and cbm on both on real data: copied to each host
     once per digest (the container mounts the copy), or read from a shared path. The hosts are also Slurm
-    nodes (lab up --slurm): cbm through srun runs the same image there, with each host's runtime."""
+    nodes (lab up --slurm): cbm through srun runs, on the node Slurm picks, the image that node's runtime
+    loaded."""
     import yaml
 
     from dltestbed import lab
@@ -443,37 +444,36 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
         (run,) = json.loads(shared.stdout)
         assert run["spec"]["data_dir"] == str(dataset_dir) and run["fingerprint"]["dataset_digest"] == digest
         slurm_env = {**env, "SLURM_CONF": str(conf_path(state))}  # the runtime's command inside srun
-        for host, runtime in LAB_RUNTIMES.items():  # one node per job in scenario single: each runtime's node
-            sl = run_cli(
-                "bench",
-                "--launcher",
-                "slurm",
-                "--inventory",
-                inv,
-                "--limit",
-                host,
-                "--targets",
-                "cbm",
-                *QUICK,
-                "--format",
-                "json",
-                "--results",
-                str(results),
-                env=slurm_env,
-            )
-            assert sl.returncode == 0, sl.stderr[-3000:]
-            (run,) = json.loads(sl.stdout)
-            fp = run["fingerprint"]
-            assert run["host"] == host and run["target_kind"] == "cbm" and fp["transport"] == "slurm"
-            job = subprocess.run(
-                ["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])],
-                capture_output=True,
-                text=True,
-                env={**os.environ, **slurm_env},
-            ).stdout
-            assert "TimeLimit=00:07:00" in job, job
-            loaded = cbm[host]["fingerprint"]["container_image_digest"]  # the image provision loaded
-            assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded
+        sl = run_cli(
+            "bench",
+            "--launcher",
+            "slurm",
+            "--inventory",
+            inv,
+            "--targets",
+            "cbm",
+            *QUICK,
+            "--format",
+            "json",
+            "--results",
+            str(results),
+            env=slurm_env,
+        )
+        assert sl.returncode == 0, sl.stderr[-3000:]
+        (run,) = json.loads(sl.stdout)  # scenario single: one job, on the node Slurm gives it
+        host, fp = run["host"], run["fingerprint"]
+        runtime = LAB_RUNTIMES[host]
+        assert run["target_kind"] == "cbm" and fp["transport"] == "slurm"
+        job = subprocess.run(
+            ["scontrol", "show", "job", "-o", str(fp["slurm_job_id"])],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **slurm_env},
+        ).stdout
+        assert "TimeLimit=00:07:00" in job, job
+        loaded = cbm[host]["fingerprint"]["container_image_digest"]  # the image provision loaded there
+        assert fp["container_runtime"] == runtime and fp["container_image_digest"] == loaded  # that node's own
+        for host, runtime in LAB_RUNTIMES.items():
             left = ssh(
                 state, host, f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
             )
