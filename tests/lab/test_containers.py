@@ -342,6 +342,7 @@ def test_unknown_target_kind(results: Path) -> None:
 LAB_RUNTIMES = {"tk-h1": "podman", "tk-h2": "docker"}  # one container host per runtime, as hosts name theirs
 
 
+@pytest.mark.timeout(1800)  # two hosts provisioned, four benches and a Slurm job: ~6 min beside the VM tier
 def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path, dataset_dir: Path) -> None:
     """Two container hosts of an inventory, each naming its runtime (tk-h1 Podman, tk-h2 Docker): one
     provisioning loads the image into each, one bench runs bm and cbm on both on real data: copied to each host
