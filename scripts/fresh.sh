@@ -8,7 +8,8 @@
 #     are neither read nor changed.
 # System packages and pip's own cache stay: the registries serve them the same way to a new user.
 # DLTESTBED_FRESH=0 keeps the machine's caches (a developer's quick loop; never what CI runs).
-# Everything is removed when the shell exits (fresh_cleanup, from test.sh's EXIT trap).
+# Everything is removed when the shell exits (fresh_cleanup, from test.sh's EXIT trap). A run that was
+# killed before its cleanup leaves its folders; the next run removes them first (fresh_sweep).
 
 fresh_root=""
 fresh_dockerd=""
@@ -25,6 +26,32 @@ fresh_cleanup() {
         done
         rm -rf "$fresh_root"
     fi
+    [[ -n "$fresh_root" ]] && rm -f "$fresh_root.pid"
+    return 0
+}
+
+# Folders a run left when it was killed: this script's roots (fresh.*) and the VM tier's folders
+# (test-vms-*), each with its run's pid beside it (FOLDER.pid); one whose pid file is missing or whose
+# process is gone is removed, with the dockerd it started, the mounts under it and its lock.
+fresh_sweep() {
+    local d pid
+    for d in /var/lib/dltestbed/fresh.* /var/lib/dltestbed/test-vms-*; do
+        [[ -d "$d" ]] || continue
+        pid=$(cat "$d.pid" 2>/dev/null || true)
+        if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+            continue # a live run's
+        fi
+        pid=$(cat "$d/docker.pid" 2>/dev/null || true) # its dockerd, if that pid is still a dockerd of this folder
+        if [[ "$pid" =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--data-root $d/"; then
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        fi
+        awk -v root="$d/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+            umount -l "$m" 2>/dev/null || true
+        done
+        rm -rf "$d" "$d.pid" "$d.lock"
+        echo "fresh: removed $d (left by a run that ended before its cleanup)"
+    done
 }
 
 fresh_start() {
@@ -36,7 +63,9 @@ fresh_start() {
     PIP_CACHE_DIR="${PIP_CACHE_DIR:-$(.venv/bin/python -m pip cache dir 2>/dev/null || echo "$HOME/.cache/pip")}"
     export PIP_CACHE_DIR
     mkdir -p /var/lib/dltestbed
+    fresh_sweep
     fresh_root=$(mktemp -d /var/lib/dltestbed/fresh.XXXXXX)
+    echo "$$" >"$fresh_root.pid" # this run's: a later run's fresh_sweep leaves the folder alone while it lives
     chmod 755 "$fresh_root" # qemu's own user reaches guest images and VM disks under it
     mkdir -p "$fresh_root"/{cache,state,data,vms,vm-images,labs,podman}
     export XDG_CACHE_HOME="$fresh_root/cache" XDG_STATE_HOME="$fresh_root/state" XDG_DATA_HOME="$fresh_root/data"

@@ -84,6 +84,29 @@ def test_a_second_provision_changes_nothing(cluster: LabState, env: dict[str, st
     assert [h["changed"] for h in json.loads(report.read_text())["hosts"]] == [0, 0]
 
 
+def test_a_venv_holding_the_dependencies_gets_dltestbeds_wheel_alone(cluster: LabState, env: dict[str, str]) -> None:
+    """A host whose venv holds every pinned dependency but not this build's manifest (an older dltestbed, a
+    venv baked into an image): provision copies dltestbed's wheel alone, not the wheelhouse, and records
+    this build's manifest again."""
+    manifest = "/opt/dltestbed/venv/dltestbed-manifest.txt"
+    before = ssh(cluster, "tp-h1", f"cat {manifest} && rm {manifest}")
+    assert before.returncode == 0, before.stderr
+    proc = run_cli("provision", "--layout", "single", "--inventory", str(cluster.inventory), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = (Path(env["XDG_STATE_HOME"]) / "dltestbed" / "provision").glob("p-*/artifacts/*/stdout")
+    stdout = max(runs, key=lambda f: f.stat().st_mtime).read_text()
+
+    def task(name: str) -> str:
+        return stdout.split(f"TASK [workload : {name}]", 1)[1].split("TASK [", 1)[0]
+
+    assert "changed: [tp-h1]" in task("Copy dltestbed's wheel alone (the venv holds every pinned dependency)")
+    assert "skipping: [tp-h1]" in task("Copy and unpack the wheelhouse (one tar file)")
+    assert "skipping: [tp-h1]" in task("Install the dependencies (offline)")
+    assert "changed: [tp-h1]" in task("Install dltestbed (offline, this exact build)")
+    after = ssh(cluster, "tp-h1", f"cat {manifest}; ls /opt/dltestbed")
+    assert after.stdout.split() == [before.stdout.strip(), "venv"]  # the manifest back, no wheelhouse left
+
+
 def test_single_layout_uses_one_host(cluster: LabState, env: dict[str, str]) -> None:
     proc = run_cli("provision", "--layout", "single", "--inventory", str(cluster.inventory), env=env)
     assert proc.returncode == 0 and "1 host(s) provisioned; nothing changed" in proc.stderr

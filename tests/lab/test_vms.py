@@ -5,6 +5,8 @@ one line. Slow: TensorFlow under TCG is ~200× slower than on the host, so the r
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,15 +60,39 @@ def vm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     import shutil
     import tempfile
 
-    # not under pytest's 0700 temp folder: qemu's own user must reach the VMs' files
-    Path("/var/lib/dltestbed").mkdir(parents=True, exist_ok=True)
-    vms = Path(tempfile.mkdtemp(prefix="test-vms-", dir="/var/lib/dltestbed"))
+    _sweep_dead_runs_vms()
+    # not under pytest's 0700 temp folder: qemu's own user must reach the VMs' files. Beside the run's VM
+    # folder (scripts/fresh.sh's root in CI), with this run's pid beside it: a run killed before its
+    # teardown leaves a folder the next run's fresh_sweep removes
+    parent = paths.vm_root().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    vms = Path(tempfile.mkdtemp(prefix="test-vms-", dir=parent))
     vms.chmod(0o755)
+    Path(f"{vms}.pid").write_text(f"{os.getpid()}\n")
     env = {"DLTESTBED_VM_DIR": str(vms)}
     yield env
     run_cli("teardown", env=env)
     shutil.rmtree(vms, ignore_errors=True)
     Path(f"{vms}.lock").unlink(missing_ok=True)  # the VMs' address lock, beside their folder (locks.beside)
+    Path(f"{vms}.pid").unlink(missing_ok=True)
+
+
+def _sweep_dead_runs_vms() -> None:
+    """dltestbed's domains and storage pools whose folder is gone: a run killed before its teardown left
+    them in libvirt (persistent), and a domain of the same name would stand in this run's way."""
+    virsh = ["virsh", "-c", "qemu:///system"]
+    for kind, listing, dump, verbs in (
+        ("domain", ["list", "--all", "--name"], "dumpxml", (["destroy"], ["undefine"])),
+        ("pool", ["pool-list", "--all", "--name"], "pool-dumpxml", (["pool-destroy"], ["pool-undefine"])),
+    ):
+        names = subprocess.run([*virsh, *listing], capture_output=True, text=True, check=True).stdout.split()
+        for name in (n for n in names if n.startswith("dltestbed-")):
+            xml = subprocess.run([*virsh, dump, name], capture_output=True, text=True).stdout
+            files = re.findall(r"<(?:source file|path)(?:=')?>?([^<']+)", xml)
+            if files and not any(Path(f).exists() for f in files):
+                for verb in verbs:
+                    subprocess.run([*virsh, *verb, name], capture_output=True)
+                print(f"removed {kind} {name}: its files are gone ({files[0]}), a killed run's")
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +130,7 @@ def test_passthrough_fails_before_anything_is_created(
 ) -> None:
     """dltestbed's guest image is the CPU flavour: GPUs passed to it are refused; a user's image with GPUs
     gets the host checks (no IOMMU here). Either way nothing is created."""
+    before = _domains()  # dltestbed's domains of any live run on this machine: no new one
     line = one_error_line(
         run_cli("bench", "--targets", "vm", "--vm-gpus", "all", *TINY, "--results", str(results), env=vm_env)
     )
@@ -111,7 +138,7 @@ def test_passthrough_fails_before_anything_is_created(
         "error: VM local: --vm-gpus needs a guest with the NVIDIA driver and TensorFlow's CUDA "
         "build; dltestbed's guest image is the CPU flavour"
     )
-    assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+    assert _domains() == before and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
     line = one_error_line(
         run_cli(
             "bench",
@@ -131,12 +158,13 @@ def test_passthrough_fails_before_anything_is_created(
         "error: GPU passthrough to VM local: this host has no IOMMU (/sys/kernel/iommu_groups is empty; enable "
         "VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on); nothing was created"
     )
-    assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+    assert _domains() == before and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
 
 
 def test_a_bad_stream_is_refused_before_any_vm_is_made(
     vm_env: dict[str, str], guest_image: Path, results: Path
 ) -> None:
+    before = _domains()
     env = {
         **vm_env,
         "INFLUXDB_V2_URL": "http://127.0.0.1:9",
@@ -146,7 +174,7 @@ def test_a_bad_stream_is_refused_before_any_vm_is_made(
     }
     line = one_error_line(run_cli("bench", "--targets", "vm", *TINY, "--results", str(results), env=env))
     assert line.startswith("error: InfluxDB at http://127.0.0.1:9 (org lab, bucket b): unreachable (")
-    assert not _domains() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())  # checked first, nothing made
+    assert _domains() == before and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())  # checked first, nothing made
 
 
 def test_another_installations_vm_is_left_alone(
@@ -325,10 +353,12 @@ def _stamp(path: Path) -> tuple[int, int, str]:
         return st.st_size, st.st_mtime_ns, hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results: Path) -> None:
+def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results: Path, dataset_dir: Path) -> None:
     """Booted by its own boot loader, keyed and addressed by cloud-init from the seed, the workload
-    brought up to this build by the workload role over SSH, measured as its own layer; the user's file
-    untouched, and teardown leaves nothing."""
+    brought up to this build by the workload role over SSH (its venv holds every dependency: dltestbed's
+    wheel alone is sent), measured as its own layer; the user's file untouched, and teardown leaves nothing.
+    The disk probe measures it: TensorFlow's import checks the install, and a model run in a VM is
+    test_vm_and_cvm's (minutes under TCG)."""
     before = _stamp(cloud_image)
     argv = [
         "bench",
@@ -336,7 +366,11 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
         "bm,vm",
         "--vm-image",
         str(cloud_image),
-        *TINY,
+        *DISK_ONLY,
+        "--data",
+        "real",
+        "--data-dir",
+        str(dataset_dir),
         "--results",
         str(results),
         "--format",
@@ -352,8 +386,12 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     assert f"notice: uploading your image {cloud_image.name} (" in proc.stderr
     assert f"notice: VM local ({cloud_image.name}): installing the workload (none there yet)" in proc.stderr
     assert f"notice: VM local ({cloud_image.name}): workload installed in " in proc.stderr
+    logs = (paths.state_dir() / "provision").glob("v-*/artifacts/vm-workload/stdout")
+    log = max(logs, key=lambda f: f.stat().st_mtime)
+    wheel_alone = log.read_text().split("TASK [workload : Copy dltestbed's wheel alone", 1)[1].split("TASK [", 1)[0]
+    assert "changed: [local]" in wheel_alone  # the image's venv holds every pinned dependency
     runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
-    assert all(r["status"] == "ok" and r["images_per_sec"] > 0 for r in runs.values()), runs
+    assert all(r["status"] == "ok" and r["model"] == "micro" for r in runs.values()), runs
     assert runs["vm"]["fingerprint"]["vm_image_name"] == cloud_image.name
     assert runs["vm"]["fingerprint"]["kernel"] != runs["bm"]["fingerprint"]["kernel"]
 
@@ -386,7 +424,7 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     assert route.stdout.startswith("default via 10.213.90.1 dev eth0"), route  # reachable from off the bridge too
 
     report = run_cli("report", "--results", str(results), "--bench", "last", env=vm_env)
-    assert f"| vm ({cloud_image.name}) | alexnet |" in report.stdout
+    assert f"| vm ({cloud_image.name}) | 1 |" in report.stdout  # the probes' table: its own layer
 
     proc = run_cli("teardown", env=vm_env)
     assert proc.returncode == 0 and "VM local" in proc.stderr

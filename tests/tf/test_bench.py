@@ -31,7 +31,7 @@ def test_bench_runs_report(results: Path, tmp_path: Path) -> None:
         "-m",
         "resnet50",
         "--image-size",
-        "64",
+        "32",
         *QUICK,
         "--repeat",
         "2",
