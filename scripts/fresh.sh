@@ -14,17 +14,27 @@
 fresh_root=""
 fresh_dockerd=""
 
+# fresh_stop PID: end a process and wait for it (at most 30 s)
+fresh_stop() {
+    kill "$1" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$1" 2>/dev/null || break; sleep 0.5; done
+}
+
+# fresh_remove DIR: the folder, after the overlay layers Podman or Docker may still have mounted under it
+# (deepest first)
+fresh_remove() {
+    awk -v root="$1/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+        umount -l "$m" 2>/dev/null || true
+    done
+    rm -rf "$1"
+}
+
 fresh_cleanup() {
     if [[ -n "$fresh_dockerd" ]] && kill -0 "$fresh_dockerd" 2>/dev/null; then
-        kill "$fresh_dockerd" 2>/dev/null || true
-        for _ in $(seq 60); do kill -0 "$fresh_dockerd" 2>/dev/null || break; sleep 0.5; done
+        fresh_stop "$fresh_dockerd"
     fi
     if [[ -n "$fresh_root" && -d "$fresh_root" ]]; then
-        # overlay layers Podman or Docker may still have mounted under it, deepest first
-        awk -v root="$fresh_root/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
-            umount -l "$m" 2>/dev/null || true
-        done
-        rm -rf "$fresh_root"
+        fresh_remove "$fresh_root"
     fi
     [[ -n "$fresh_root" ]] && rm -f "$fresh_root.pid"
     return 0
@@ -43,13 +53,10 @@ fresh_sweep() {
         fi
         pid=$(cat "$d/docker.pid" 2>/dev/null || true) # its dockerd, if that pid is still a dockerd of this folder
         if [[ "$pid" =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--data-root $d/"; then
-            kill "$pid" 2>/dev/null || true
-            for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+            fresh_stop "$pid"
         fi
-        awk -v root="$d/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
-            umount -l "$m" 2>/dev/null || true
-        done
-        rm -rf "$d" "$d.pid" "$d.lock"
+        fresh_remove "$d"
+        rm -f "$d.pid" "$d.lock"
         echo "fresh: removed $d (left by a run that ended before its cleanup)"
     done
 }
