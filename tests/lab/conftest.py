@@ -59,6 +59,13 @@ def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subpro
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
+def ansible_task(runs: Path, pattern: str, name: str) -> str:
+    """What the newest playbook run under `runs` (its artifacts' stdout, by `pattern`) printed for the workload
+    role's task `name`: its host lines ("changed: [h1]", "skipping: [h1]")."""
+    stdout = max(runs.glob(pattern), key=lambda f: f.stat().st_mtime).read_text()
+    return stdout.split(f"TASK [workload : {name}]", 1)[1].split("TASK [", 1)[0]
+
+
 def only_tools(folder: Path, *tools: str) -> dict[str, str]:
     """An environment whose PATH has the system's sbin folders and, of the rest, only `tools`: a sweep
     (`teardown --all-owners`) then leaves alone what the tools it lacks would reach. CI runs the VM tier beside

@@ -18,7 +18,7 @@ from dltestbed import lab
 from dltestbed.lab import net
 from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
-from tests.lab.conftest import leftovers, ssh
+from tests.lab.conftest import ansible_task, leftovers, ssh
 
 BENCH = [
     "--model",
@@ -93,11 +93,10 @@ def test_a_venv_holding_the_dependencies_gets_dltestbeds_wheel_alone(cluster: La
     assert before.returncode == 0, before.stderr
     proc = run_cli("provision", "--layout", "single", "--inventory", str(cluster.inventory), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = (Path(env["XDG_STATE_HOME"]) / "dltestbed" / "provision").glob("p-*/artifacts/*/stdout")
-    stdout = max(runs, key=lambda f: f.stat().st_mtime).read_text()
+    runs = Path(env["XDG_STATE_HOME"]) / "dltestbed" / "provision"
 
     def task(name: str) -> str:
-        return stdout.split(f"TASK [workload : {name}]", 1)[1].split("TASK [", 1)[0]
+        return ansible_task(runs, "p-*/artifacts/*/stdout", name)
 
     assert "changed: [tp-h1]" in task("Copy dltestbed's wheel alone (the venv holds every pinned dependency)")
     assert "skipping: [tp-h1]" in task("Copy and unpack the wheelhouse (one tar file)")

@@ -16,7 +16,7 @@ import pytest
 
 from dltestbed import paths
 from tests.conftest import one_error_line, run_cli
-from tests.lab.conftest import only_tools
+from tests.lab.conftest import ansible_task, only_tools
 from tests.secretwatch import SecretWatch, new_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
@@ -386,9 +386,8 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
     assert f"notice: uploading your image {cloud_image.name} (" in proc.stderr
     assert f"notice: VM local ({cloud_image.name}): installing the workload (none there yet)" in proc.stderr
     assert f"notice: VM local ({cloud_image.name}): workload installed in " in proc.stderr
-    logs = (paths.state_dir() / "provision").glob("v-*/artifacts/vm-workload/stdout")
-    log = max(logs, key=lambda f: f.stat().st_mtime)
-    wheel_alone = log.read_text().split("TASK [workload : Copy dltestbed's wheel alone", 1)[1].split("TASK [", 1)[0]
+    alone = "Copy dltestbed's wheel alone (the venv holds every pinned dependency)"
+    wheel_alone = ansible_task(paths.state_dir() / "provision", "v-*/artifacts/vm-workload/stdout", alone)
     assert "changed: [local]" in wheel_alone  # the image's venv holds every pinned dependency
     runs = {r["target_kind"]: r for r in json.loads(proc.stdout)}
     assert all(r["status"] == "ok" and r["model"] == "micro" for r in runs.values()), runs
