@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -87,14 +88,16 @@ class SecretWatch:
         return False
 
     def files(self, roots: Iterable[Path]) -> list[str]:
-        """Files under `roots` written since the watch began that hold the secret."""
+        """Regular files under `roots` written since the watch began that hold the secret. Nothing else is
+        opened: a FIFO (a Podman container's `ctl` and `winsz` in its store) would block the read forever."""
         found = []
         for root in roots:
             for dirpath, _, names in os.walk(root):
                 for name in names:
                     path = Path(dirpath) / name
                     try:
-                        if path.is_symlink() or path.stat().st_mtime < self.started - 1:
+                        st = path.lstat()
+                        if not stat.S_ISREG(st.st_mode) or st.st_mtime < self.started - 1:
                             continue
                         if self._holds(path):
                             found.append(str(path))

@@ -65,3 +65,20 @@ def test_settings_read_what_was_taken(token: str) -> None:
     assert s is not None and s.token == token and s.url == "http://127.0.0.1:9"
     secretenv.take(fresh=True)  # a new command with nothing exported: nothing left from the last one
     assert influx.settings() is None
+
+
+@pytest.mark.timeout(20)
+def test_the_watch_reads_regular_files_alone(tmp_path: Path) -> None:
+    """The file check greps what was written under a root, also a container store: a FIFO there (Podman's
+    `ctl` and `winsz` of a container not yet removed) is passed over instead of blocking the read forever,
+    and a file that holds the secret, a link to it aside, is named once."""
+    secret = new_token()
+    watch = SecretWatch(secret).__enter__()
+    watch.__exit__()
+    store = tmp_path / "overlay-containers" / "c1" / "userdata"
+    store.mkdir(parents=True)
+    os.mkfifo(store / "ctl")
+    (store / "config.json").write_text(f'{{"env": ["T={secret}"]}}')
+    (store / "link").symlink_to(store / "config.json")
+    (store / "clean.json").write_text("{}")
+    assert watch.files([tmp_path]) == [str(store / "config.json")]
