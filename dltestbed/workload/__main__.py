@@ -338,7 +338,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
         if cluster:  # before any other TensorFlow op; it waits here for every worker
             strategy = distributed.strategy(tf)
-            fp.update(worker_index=cluster.index, workers=cluster.size)
+            fp.update(distributed.job_facts(strategy, cluster))
         visible = tf.config.list_physical_devices("GPU")
         fp.update(fingerprint.tensorflow(tf, gpus))
     if spec.device == "gpu" and not visible:
@@ -438,7 +438,8 @@ def run(argv: list[str], emitter: Emitter) -> None:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(fingerprint.tensorflow(tf, gpus), **data_facts)
     if cluster:
-        fp.update(worker_index=cluster.index, workers=cluster.size)
+        fp.update(distributed.job_facts(strategy, cluster))
+    local = int(fp.get("local_replicas", 1))
     resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes, "math": math}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
 
@@ -453,17 +454,20 @@ def run(argv: list[str], emitter: Emitter) -> None:
         keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker (and every target)
         if spec.deterministic:  # after the seed: TensorFlow refuses op determinism without one
             tf.config.experimental.enable_op_determinism()
-        seed = spec.seed + (cluster.index if cluster else 0)  # each worker its own data
-        model, step = _step(tf, keras, spec, classes, math, strategy, cluster.size if cluster else 1)
-        if trained is not None:
-            batches = data.real(tf, trained, spec.batch_size, spec.size, seed)
-        else:
-            batches = data.synthetic(tf, spec.batch_size, spec.size, classes, seed)
+        model, step = _step(tf, keras, spec, classes, math, strategy)
+        first = spec.seed + (cluster.index if cluster else 0) * local  # each replica its own data
+
+        def batches_of(replica: int) -> Any:
+            if trained is not None:
+                return data.real(tf, trained, spec.batch_size, spec.size, first + replica)
+            return data.synthetic(tf, spec.batch_size, spec.size, classes, first + replica)
+
+        batches = batches_of(0) if strategy is None else loop.per_replica(strategy, batches_of, local)
         startup = time.time() - _process_start()
         summary = loop.run(
             step,
             batches,
-            spec.batch_size,
+            spec.batch_size * local,  # the images of one step on this worker: every local replica's batch
             spec.warmup,
             spec.steps,
             emitter.emit,
@@ -480,9 +484,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     emitter.emit(summary)
 
 
-def _step(
-    tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any, workers: int
-) -> tuple[Any, Any]:
+def _step(tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any) -> tuple[Any, Any]:
     """The model built and its step compiled, under the strategy's scope when the run is distributed."""
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import loop, mathmode, models
@@ -493,7 +495,7 @@ def _step(
         return model, loop.make_step(tf, keras, model, spec.mode, **how)
     with strategy.scope():
         model = models.build(spec.model, spec.size, classes)
-        return model, loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size * workers, **how)
+        return model, loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size, **how)
 
 
 def _process_start() -> float:

@@ -106,19 +106,23 @@ def conv_check(
     return check
 
 
-def allreduce_check(tf: Any, strategy: Any, n: int, worker: int, gpu: int | None, size: int) -> Any:
-    """A check of an all-reduce's sums: worker i contributes (i + 1) x a pattern of small integers (from the
-    seed); the sum must be the pattern x n(n+1)/2 exactly, in any order (integers below 2^24 are exact in
-    float32), so the tolerance is 0."""
+def allreduce_check(tf: Any, strategy: Any, gpu: int | None, size: int) -> Any:
+    """A check of an all-reduce's sums: replica i (of every worker's devices) contributes (i + 1) x a pattern
+    of small integers (from the seed); the sum must be the pattern x n(n+1)/2 exactly for the n replicas in
+    sync, in any order (integers below 2^24 are exact in float32), so the tolerance is 0."""
+    n = int(strategy.num_replicas_in_sync)
 
     def check(seed: int) -> list[Checked]:
         pattern = tf.cast(tf.range(size // 4) % 7 + 1 + seed % 5, tf.float32)
-        mine = pattern * float(worker + 1)
 
         @tf.function
-        def once() -> Any:  # the tensor is captured, as the timed collectives do: MWMS places it per replica
-            ctx = tf.distribute.get_replica_context
-            return strategy.run(lambda: ctx().all_reduce(tf.distribute.ReduceOp.SUM, mine))
+        def once() -> Any:  # the pattern is captured, as the timed collectives do: placed per replica
+            def mine() -> Any:
+                ctx = tf.distribute.get_replica_context()
+                own = pattern * tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32)
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, own)
+
+            return strategy.run(mine)
 
         got = strategy.experimental_local_results(once())[0]
         expected = tf.cast(pattern, tf.float64) * (n * (n + 1) / 2)

@@ -19,6 +19,27 @@ def strategy(tf: Any) -> Any:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
+def local_replicas(strategy: Any, workers: int) -> int:
+    """The replicas (devices) each worker runs: the strategy's replicas in sync over its workers
+    (MultiWorkerMirroredStrategy needs the same number of local devices on every worker)."""
+    total = int(strategy.num_replicas_in_sync)
+    if total % workers:
+        raise ConfigError(f"{total} replicas do not divide among {workers} workers: every worker needs as many GPUs")
+    return total // workers
+
+
+def job_facts(strategy: Any, cluster: Cluster) -> dict[str, int]:
+    """What a run's fingerprint says of its job: this worker among the workers, and the replicas (a
+    replica per device: a worker with L GPUs runs L of them, each on its own batch)."""
+    local = local_replicas(strategy, cluster.size)
+    return {
+        "worker_index": cluster.index,
+        "workers": cluster.size,
+        "replicas": local * cluster.size,
+        "local_replicas": local,
+    }
+
+
 @dataclass(frozen=True)
 class Cluster:
     """The workers' addresses (host:port) and this worker's index among them."""

@@ -617,7 +617,7 @@ def allreduce(w: Where) -> list[Case | Skip]:
     nccl-tests reports it: algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
     if w.strategy is None:
         raise Skip("runs between the workers of a job: --scenario distributed")
-    tf, n = w.tf, w.workers
+    tf, n = w.tf, int(w.strategy.num_replicas_in_sync)  # a rank per replica, as nccl-tests counts GPUs
     cases: list[Case | Skip] = []
     sizes = ALLREDUCE_BYTES[w.scale]
     for size in sizes:
@@ -632,8 +632,8 @@ def allreduce(w: Where) -> list[Case | Skip]:
                 call,
                 derived=((f"{_size(size)} busbw", size * 2 * (n - 1) / n),),
                 headline=size == sizes[-1],
-                note=f"{n} workers; busbw = algbw x 2(n-1)/n (nccl-tests)",
-                check=checked.allreduce_check(tf, w.strategy, n, w.worker, w.gpu, size),
+                note=f"{n} replicas on {w.workers} workers; busbw = algbw x 2(n-1)/n (nccl-tests)",
+                check=checked.allreduce_check(tf, w.strategy, w.gpu, size),
             )
         )
     return cases

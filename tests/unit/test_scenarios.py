@@ -9,7 +9,7 @@ import pytest
 from dltestbed.config import format_cpu_list, parse_cpu_list, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning, scenarios
-from dltestbed.workload.distributed import cluster_from_env, tf_config
+from dltestbed.workload.distributed import Cluster, cluster_from_env, job_facts, tf_config
 
 
 def _plan(**kw: object) -> planning.Plan:
@@ -70,6 +70,21 @@ def test_tf_config_round_trip() -> None:
 def test_bad_tf_config(value: str | None, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         cluster_from_env(value)
+
+
+class _Strategy:
+    def __init__(self, replicas: int) -> None:
+        self.num_replicas_in_sync = replicas
+
+
+def test_a_jobs_replicas_per_worker() -> None:
+    """A worker with 4 GPUs runs 4 replicas: the fingerprint says so; replicas that do not divide among the
+    workers (MultiWorkerMirroredStrategy needs as many devices on each) are one line."""
+    job = Cluster(("a:1", "b:1"), 1)
+    assert job_facts(_Strategy(8), job) == {"worker_index": 1, "workers": 2, "replicas": 8, "local_replicas": 4}
+    assert job_facts(_Strategy(2), job)["local_replicas"] == 1
+    with pytest.raises(ConfigError, match=r"^3 replicas do not divide among 2 workers: every worker needs as many"):
+        job_facts(_Strategy(3), job)
 
 
 def test_random_order_is_seeded_and_complete() -> None:

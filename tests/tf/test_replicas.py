@@ -1,0 +1,42 @@
+"""The replica arithmetic on TensorFlow's logical CPU devices (a MirroredStrategy of 2 and 4 replicas, as a
+node's GPUs would be): each replica its own batch, the loss and the update of one device on the global
+batch, the images of every replica counted, and the all-reduce sums exact (tests/tf/replicas_run.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.tf
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_n_replicas_compute_what_one_device_does_on_the_global_batch(n: int) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.tf.replicas_run", str(n)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["replicas"] == n
+    assert got["distinct_batches"] == n  # strategy.run on a plain tensor would give every replica the same one
+    dist, one = got["losses"]
+    assert dist == pytest.approx(one, rel=1e-5)  # averaged over the global batch, not n times it
+    assert got["weights_moved"] > 1e-4 and got["weights_diff"] < 1e-5 * max(1.0, got["weights_moved"])
+    assert got["placed_once"]  # synthetic batches are put on the replicas once
+    assert got["allreduce_bad"] == 0 and got["allreduce_count"] == 1024  # sum over replicas n(n+1)/2, exact
+    assert got["images_per_step"] == 3 * n  # every replica's batch counted
+
+
+def test_a_loss_scaled_step_reads_the_live_scale() -> None:
+    """The optimizer is built before the step is traced: an unbuilt LossScaleOptimizer scales by its initial
+    scale, which the trace keeps as a constant while the update divides by the live one."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.tf.replicas_run", "loss-scale"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["scale"] < 2.0**15 / 64  # the scale did change between steps
+    assert all(d < 1e-6 for d in got["diffs"]), got
