@@ -60,9 +60,11 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory)
     launcher.check(setup)
     need = gpus.needs(plan, request.scenario)
-    if need:  # an option that needs a GPU where a target has none: one line, before any run
-        for line in gpus.check(need, launcher.seen_gpus(kinds, local)):
+    if need:  # an option that needs a GPU where a target has none, or pools that do not fit it: one line
+        seen = launcher.seen_gpus(kinds, local)
+        for line in gpus.check(need, seen):
             observer.say(line)
+        gpus.fit(plan, request.scenario, seen)
     if request.stream is not None:
         influx.check(request.stream)
     if request.dry_run:

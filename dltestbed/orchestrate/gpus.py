@@ -36,6 +36,12 @@ class Seen:
     target: str
     has: bool | None
     how: str
+    memory_mib: int | None = None  # the smallest of its GPUs' memory, where the driver said it
+
+
+# About what a TensorFlow process holds on a GPU outside its memory pool: the CUDA context and the cuDNN
+# and cuBLAS handles (an estimate for CUDA 12 on an H100; it grows with the libraries loaded).
+CUDA_CONTEXT_MIB = 600
 
 
 def needs(plan: Plan, options: Options) -> list[Need]:
@@ -70,13 +76,38 @@ def check(need: Sequence[Need], seen: Sequence[Seen]) -> list[str]:
     ]
 
 
+def fit(plan: Plan, options: Options, seen: Sequence[Seen]) -> None:
+    """With --scenario shared and --gpu-memory-mib, the co-tenant gets a pool of the same size on the same GPU
+    (except the cpu co-tenant): both pools and both CUDA contexts must fit the smallest GPU of every target
+    whose memory is known; else one line before any run, not an out-of-memory failure per repetition."""
+    sized = next((s.gpu_memory_mib for s in plan.specs if s.gpu_memory_mib is not None), None)
+    if sized is None or options.scenario != "shared" or options.cotenant == "cpu":
+        return
+    need = 2 * (sized + CUDA_CONTEXT_MIB)
+    for s in seen:
+        if s.memory_mib is not None and s.memory_mib < need:
+            most = s.memory_mib // 2 - CUDA_CONTEXT_MIB
+            raise ConfigError(
+                f"--gpu-memory-mib {sized} with --scenario shared: the foreground's and the co-tenant's pools and "
+                f"their CUDA contexts need about 2 x ({sized} + {CUDA_CONTEXT_MIB}) = {need} MiB, and the GPU of "
+                f"{s.target} has {s.memory_mib} MiB; give each at most {most}, or --cotenant cpu"
+            )
+
+
+def _memory_mib(text: str) -> int | None:
+    """nvidia-smi's memory.total ("81559 MiB") in MiB; None where it is not a number."""
+    number = text.split()[0] if text.split() else ""
+    return int(number) if number.isdigit() else None
+
+
 def from_probe(target: str, found: dict[str, Any], where: str) -> Seen:
     """A target's GPUs from the facts role's GPU facts (this machine's, or a host's read over SSH): NVIDIA's
     driver listing GPUs is a GPU; no driver, a failing one or an empty list is none."""
     listed = facts.parse_nvidia_smi([str(x) for x in found.get("nvidia_smi") or []])
     rc = int(found.get("nvidia_smi_rc", 127))
     if rc == 0 and listed:
-        return Seen(target, True, f"nvidia-smi lists {len(listed)} on {where}")
+        sizes = [m for g in listed if (m := _memory_mib(g.memory)) is not None]
+        return Seen(target, True, f"nvidia-smi lists {len(listed)} on {where}", min(sizes) if sizes else None)
     if rc == 0:
         return Seen(target, False, f"nvidia-smi lists none on {where}")
     if rc in (2, 127):

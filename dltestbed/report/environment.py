@@ -27,6 +27,8 @@ ENV_FIELDS = (
     "gpu_numa_node",
     "effective_device",
     "effective_math",
+    "replicas",  # a distributed job's replicas in sync (a device each) and how they all-reduce
+    "collective",
     "kernel",
     "os",
     "cpu_model",

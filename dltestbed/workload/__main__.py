@@ -335,10 +335,10 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
         from dltestbed.workload import tfgpu
 
-        tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
+        gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
         if cluster:  # before any other TensorFlow op; it waits here for every worker
-            strategy = distributed.strategy(tf)
-            fp.update(distributed.job_facts(strategy, cluster))
+            strategy = distributed.strategy(tf, gpu_count)
+            fp.update(distributed.job_facts(strategy, cluster, gpu_count))
         visible = tf.config.list_physical_devices("GPU")
         fp.update(fingerprint.tensorflow(tf, gpus))
     if spec.device == "gpu" and not visible:
@@ -429,7 +429,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     from dltestbed.workload import data, loop, mathmode, tfgpu
 
     gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
-    strategy = distributed.strategy(tf) if cluster else None  # before any other TensorFlow op
+    strategy = distributed.strategy(tf, gpu_count) if cluster else None  # before any other TensorFlow op
     math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.sampler import Sampler, watched
@@ -438,7 +438,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(fingerprint.tensorflow(tf, gpus), **data_facts)
     if cluster:
-        fp.update(distributed.job_facts(strategy, cluster))
+        fp.update(distributed.job_facts(strategy, cluster, gpu_count))
     local = int(fp.get("local_replicas", 1))
     resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes, "math": math}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))

@@ -11,11 +11,20 @@ from dltestbed.errors import ConfigError
 COLLECTIVE_TIMEOUT = 600.0  # seconds a collective may wait for a peer before it fails the run
 
 
-def strategy(tf: Any) -> Any:
-    """The job's MultiWorkerMirroredStrategy, its collectives bounded by COLLECTIVE_TIMEOUT: a peer that
-    is gone fails the run instead of hanging it. Made before any other TensorFlow op; it waits here
-    for every worker."""
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=COLLECTIVE_TIMEOUT)
+def collective(gpus: int) -> str:
+    """The collective implementation a job asks for: NCCL where the worker has GPUs (TensorFlow's AUTO
+    may pick its own ring on GPUs too), else TensorFlow's ring (NCCL runs on GPUs only)."""
+    return "NCCL" if gpus else "RING"
+
+
+def strategy(tf: Any, gpus: int = 0) -> Any:
+    """The job's MultiWorkerMirroredStrategy with its collective implementation named (`collective`), its
+    collectives bounded by COLLECTIVE_TIMEOUT: a peer that is gone fails the run instead of hanging it.
+    Made before any other TensorFlow op; it waits here for every worker."""
+    implementation = getattr(tf.distribute.experimental.CommunicationImplementation, collective(gpus))
+    options = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=COLLECTIVE_TIMEOUT, implementation=implementation
+    )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
@@ -28,15 +37,16 @@ def local_replicas(strategy: Any, workers: int) -> int:
     return total // workers
 
 
-def job_facts(strategy: Any, cluster: Cluster) -> dict[str, int]:
-    """What a run's fingerprint says of its job: this worker among the workers, and the replicas (a
-    replica per device: a worker with L GPUs runs L of them, each on its own batch)."""
+def job_facts(strategy: Any, cluster: Cluster, gpus: int) -> dict[str, int | str]:
+    """What a run's fingerprint says of its job: this worker among the workers, the replicas (a replica per
+    device: a worker with L GPUs runs L of them, each on its own batch) and the collective implementation."""
     local = local_replicas(strategy, cluster.size)
     return {
         "worker_index": cluster.index,
         "workers": cluster.size,
         "replicas": local * cluster.size,
         "local_replicas": local,
+        "collective": collective(gpus),
     }
 
 

@@ -162,6 +162,29 @@ def test_unknown_is_said_not_refused_and_known_none_is_refused() -> None:
     assert gpus.check([], [gpus.Seen("vm:h1", False, "x")]) == []
 
 
+def test_the_shared_scenarios_two_pools_must_fit_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gpu-memory-mib gives the co-tenant a pool of the same size on the same GPU: both pools and both CUDA
+    contexts must fit the captured H100's 81559 MiB, before any run; the cpu co-tenant and the single scenario
+    hold one pool."""
+    monkeypatch.setenv("PATH", f"{fake_smi(tmp_path / 'bin', H100)}:{os.environ['PATH']}")
+    seen = [gpus.Local().seen("cbm")]
+    assert seen[0].memory_mib == 81559
+    fits = 81559 // 2 - gpus.CUDA_CONTEXT_MIB
+    gpus.fit(planning.plan(models=["alexnet"], gpu_memory_mib=fits), Options("shared"), seen)
+    too_big = planning.plan(models=["alexnet"], gpu_memory_mib=fits + 1)
+    with pytest.raises(ConfigError) as err:
+        gpus.fit(too_big, Options("shared"), seen)
+    need = 2 * (fits + 1 + gpus.CUDA_CONTEXT_MIB)
+    assert str(err.value) == (
+        f"--gpu-memory-mib {fits + 1} with --scenario shared: the foreground's and the co-tenant's pools and their "
+        f"CUDA contexts need about 2 x ({fits + 1} + {gpus.CUDA_CONTEXT_MIB}) = {need} MiB, and the GPU of cbm:local "
+        f"has 81559 MiB; give each at most {fits}, or --cotenant cpu"
+    )
+    gpus.fit(too_big, Options("shared", cotenant="cpu"), seen)
+    gpus.fit(too_big, Options(), seen)
+    gpus.fit(too_big, Options("shared"), [gpus.Seen("bm on Slurm's nodes", None, "known once allocated")])
+
+
 def test_slurm_nodes_are_known_once_allocated() -> None:
     seen = Slurm(Machines(launcher="slurm"), 2).seen_gpus(["bm", "cbm", "bm"], gpus.Local())
     assert [(s.target, s.has) for s in seen] == [("bm on Slurm's nodes", None), ("cbm on Slurm's nodes", None)]

@@ -78,13 +78,15 @@ class _Strategy:
 
 
 def test_a_jobs_replicas_per_worker() -> None:
-    """A worker with 4 GPUs runs 4 replicas: the fingerprint says so; replicas that do not divide among the
-    workers (MultiWorkerMirroredStrategy needs as many devices on each) are one line."""
+    """A worker with 4 GPUs runs 4 replicas and asks for NCCL: the fingerprint says so; replicas that do not
+    divide among the workers (MultiWorkerMirroredStrategy needs as many devices on each) are one line."""
     job = Cluster(("a:1", "b:1"), 1)
-    assert job_facts(_Strategy(8), job) == {"worker_index": 1, "workers": 2, "replicas": 8, "local_replicas": 4}
-    assert job_facts(_Strategy(2), job)["local_replicas"] == 1
+    facts = {"worker_index": 1, "workers": 2, "replicas": 8, "local_replicas": 4, "collective": "NCCL"}
+    assert job_facts(_Strategy(8), job, gpus=4) == facts
+    assert job_facts(_Strategy(2), job, gpus=0)["local_replicas"] == 1
+    assert job_facts(_Strategy(2), job, gpus=0)["collective"] == "RING"  # NCCL runs on GPUs only
     with pytest.raises(ConfigError, match=r"^3 replicas do not divide among 2 workers: every worker needs as many"):
-        job_facts(_Strategy(3), job)
+        job_facts(_Strategy(3), job, gpus=3)
 
 
 def test_random_order_is_seeded_and_complete() -> None:
