@@ -88,6 +88,9 @@ class _RunSpec(BaseModel):
         return argv
 
 
+STEADY = "auto"  # --warmup auto: warm up until steady (workload/steady.py)
+
+
 class WorkloadSpec(_RunSpec):
     """One workload run: what the controller asks a target to run, and what the workload parses."""
 
@@ -95,7 +98,7 @@ class WorkloadSpec(_RunSpec):
     mode: Mode = "train"
     batch_size: int = Field(32, ge=1, le=65536)
     image_size: int | None = None  # None: the model's native size
-    warmup: int = Field(10, ge=0)
+    warmup: int | None = Field(None, ge=0)  # None: until steady (workload/steady.py)
     steps: int = Field(100, gt=0)
     classes: int = Field(1000, ge=2)
     math: Math = "float32"
@@ -145,7 +148,7 @@ class WorkloadSpec(_RunSpec):
             "--image-size",
             str(self.size),
             "--warmup",
-            str(self.warmup),
+            str(self.warmup) if self.warmup is not None else STEADY,
             "--steps",
             str(self.steps),
             "--classes",

@@ -58,7 +58,10 @@ DataDirOption = Annotated[
 ModeOption = Annotated[ModeOpt, _opt("--mode", metavar="MODE", help="train or infer.", panel=WHAT)]
 BatchSizeOption = Annotated[int | None, _opt("--batch-size", help="Images per step.", panel=WHAT)]
 ImageSizeOption = Annotated[int | None, _opt("--image-size", metavar="PX", help="Input size in px.", panel=WHAT)]
-WarmupOption = Annotated[int | None, _opt("--warmup", help="Untimed steps first.", panel=WHAT)]
+WarmupOption = Annotated[
+    str | None,
+    _opt("--warmup", metavar="N|auto", help="Untimed steps first (auto: until the step time is steady).", panel=WHAT),
+]
 StepsOption = Annotated[int | None, _opt("--steps", help="Timed steps.", panel=WHAT)]
 ClassesOption = Annotated[int, _opt("--classes", help="Output classes (1000; real: the data's).", panel=WHAT)]
 ProbesOption = Annotated[

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from dltestbed.results.ids import short
 from dltestbed.results.records import RunRecord
+from dltestbed.workload import steady
 from dltestbed.workload.events import StepEvent
 
 
@@ -63,6 +64,7 @@ class RichObserver:
             transient=True,
         )
         self._tasks: dict[str, TaskID] = {}
+        self._sized: set[str] = set()  # runs warming up until steady whose bar has its final size
         self.total: int | None = None  # runs the bench will make (at most, with --repeat auto)
         self.at_most = False
         self.done = 0  # runs ended (co-tenants not counted)
@@ -103,16 +105,21 @@ class RichObserver:
             self.progress.start()
         self._tasks[run.id] = self.progress.add_task(
             escape(label(run)),
-            total=run.warmup + run.steps if run.role != "cotenant" and not run.is_probe else None,
+            total=_steps(run) if run.role != "cotenant" and not run.is_probe else None,
             phase="start",
             ips="—",
         )
 
     def step(self, run: RunRecord, ev: StepEvent) -> None:
-        """Advance the run's bar."""
-        self.progress.update(
-            self._tasks[run.id], completed=ev.index + 1, phase=ev.phase, ips=f"{ev.images_per_sec:.1f}"
-        )
+        """Advance the run's bar; a warm-up until steady grows the bar while it lasts, and sizes it at its end."""
+        task = self._tasks[run.id]
+        if run.warmup is None and run.id not in self._sized:
+            if ev.phase == "timed":  # the first timed step: the warm-up took ev.index steps
+                self._sized.add(run.id)
+                self.progress.update(task, total=ev.index + run.steps)
+            else:
+                self.progress.update(task, total=max(ev.index + 1 + run.steps, _steps(run)))
+        self.progress.update(task, completed=ev.index + 1, phase=ev.phase, ips=f"{ev.images_per_sec:.1f}")
 
     def end(self, run: RunRecord) -> None:
         """Replace the bar by one line: the result or the reason it failed."""
@@ -150,3 +157,9 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60:02d} s"
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def _steps(run: RunRecord) -> int:
+    """A run's steps: warm-up and timed; a warm-up until steady counted as its shortest (a window) until
+    it ends."""
+    return (run.warmup if run.warmup is not None else steady.WINDOW) + run.steps

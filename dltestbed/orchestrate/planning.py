@@ -14,6 +14,7 @@ from dltestbed.config import (
     ALONE_PROBES,
     PAIR_PROBES,
     SCREEN_PROBES,
+    STEADY,
     ProbeSpec,
     Spec,
     WorkloadSpec,
@@ -59,7 +60,7 @@ class Preset:
     models: tuple[str, ...]
     sizes: dict[str, int | None]  # per model; None: native
     batch_size: int
-    warmup: int
+    warmup: int | None  # None: until steady (workload/steady.py)
     steps: int
     batches: dict[str, int] = field(default_factory=dict)  # per model, over batch_size
     math: str = "float32"  # config.Math
@@ -69,35 +70,35 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     "quick": Preset(
         "quick",
-        "alexnet and resnet50 at 64 px, batch 8, 2 warm-up + 20 timed steps: under a minute per kind and "
-        "repetition on a 2-core CPU",
+        "alexnet and resnet50 at 64 px, batch 8, warm-up until steady + 20 timed steps: about a minute per kind "
+        "and repetition on a 2-core CPU",
         ("alexnet", "resnet50"),
         {"alexnet": 64, "resnet50": 64, "inception3": 75},
         batch_size=8,
-        warmup=2,
+        warmup=None,
         steps=20,
     ),
     "study": Preset(
         "study",
-        "the published protocol: native sizes (224/224/299 px), batch 32, 10 warm-up + 100 timed steps",
+        "the published protocol: native sizes (224/224/299 px), batch 32, warm-up until steady + 100 timed steps",
         ("alexnet", "resnet50", "inception3"),
         {name: None for name in MODELS},
         batch_size=32,
-        warmup=10,
+        warmup=None,
         steps=100,
     ),
     # What an owner of a modern GPU validates with (NVIDIA's own TensorFlow ResNet-50 recipe is AMP + XLA):
     # batches of NVIDIA's per-GPU AMP recipes for 80 GB cards (AlexNet at the study co-tenant's 512), mixed
-    # precision (bfloat16 where the GPU has it, else float16), XLA, and a warm-up that covers XLA's compile
-    # and cuDNN's autotuning (the study preset's 10 left every H100 run flagged by the steady-state check).
+    # precision (bfloat16 where the GPU has it, else float16), XLA, and a warm-up until steady, which covers XLA's
+    # compile and cuDNN's autotuning (a fixed 10 left every H100 run flagged by the steady-state check).
     "gpu": Preset(
         "gpu",
         "native sizes, batch 256 (alexnet 512), mixed precision (bfloat16 where the GPU has it) with XLA, "
-        "50 warm-up + 200 timed steps",
+        "warm-up until steady + 200 timed steps",
         ("alexnet", "resnet50", "inception3"),
         {name: None for name in MODELS},
         batch_size=256,
-        warmup=50,
+        warmup=None,
         steps=200,
         batches={"alexnet": 512},
         math="mixed",
@@ -186,7 +187,7 @@ def plan(
     repeat: int | str = 1,
     image_size: int | None = None,
     batch_size: int | None = None,
-    warmup: int | None = None,
+    warmup: int | str | None = None,
     steps: int | None = None,
     data_dir: str | None = None,
     order: str = "interleaved",
@@ -205,6 +206,7 @@ def plan(
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
     "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
+    warmup: a count, STEADY (until steady), or None (the preset's; the probes' PROBE_WARMUP).
     suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
     the probes by default: those that run on one target, or with scenario distributed those between workers;
     screen: the checks for `screen_seconds` per GPU (in the first repetition only) and a deterministic
@@ -231,7 +233,7 @@ def plan(
                 image_size=image_size if image_size is not None else p.sizes.get(name),
                 data_dir=data_dir,
                 batch_size=batch_size if batch_size is not None else p.batches.get(name, p.batch_size),
-                warmup=warmup if warmup is not None else p.warmup,
+                warmup=p.warmup if warmup is None else _warmup(warmup),
                 steps=steps if steps is not None else p.steps,
                 math=math if math is not None else p.math,
                 xla=xla if xla is not None else p.xla,
@@ -247,7 +249,7 @@ def plan(
                 scale=probe_scale,
                 distributed=pair,
                 screen_seconds=screen_seconds if screen else None,
-                warmup=warmup if warmup is not None else PROBE_WARMUP,
+                warmup=PROBE_WARMUP if warmup in (None, STEADY) else _warmup(warmup),
                 steps=steps if steps is not None else PROBE_STEPS,
                 **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in PROBE_KEEPS},
             )
@@ -283,6 +285,15 @@ def _check_suite(
     other = [p for p in probes or () if p not in SCREEN_PROBES]
     if suite == "screen" and other:
         raise ConfigError(f"--probes: --suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
+
+
+def _warmup(warmup: int | str) -> int | None:
+    """--warmup: a count of steps, or STEADY (None: until steady)."""
+    if warmup == STEADY:
+        return None
+    if not str(warmup).isdigit():
+        raise ConfigError(f"--warmup: a number of steps or '{STEADY}' (got {warmup!r})")
+    return int(warmup)
 
 
 def _repetitions(repeat: int | str, precision: float, max_repeat: int) -> tuple[int, bool]:

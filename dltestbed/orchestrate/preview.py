@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dltestbed.config import ProbeSpec, WorkloadSpec
+from dltestbed.config import STEADY, ProbeSpec, WorkloadSpec
 from dltestbed.orchestrate.planning import Plan, Spec
 from dltestbed.orchestrate.scenarios import Options, worker_count
 
@@ -36,7 +36,7 @@ def describe(spec: Spec) -> str:
     extra = " deterministic" if spec.deterministic else ""
     return (
         f"{spec.model} {spec.mode} {spec.data} {spec.size}px bs{spec.batch_size} "
-        f"{spec.warmup}+{spec.steps} steps {spec.math}{extra}"
+        f"{STEADY if spec.warmup is None else spec.warmup}+{spec.steps} steps {spec.math}{extra}"
     )
 
 

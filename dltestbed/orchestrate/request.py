@@ -37,7 +37,7 @@ class Workloads:
     gpu_memory_mib: int | None = None
     batch_size: int | None = None
     image_size: int | None = None
-    warmup: int | None = None
+    warmup: int | str | None = None  # a count, config.STEADY, or None: the preset's
     steps: int | None = None
     classes: int = 1000
     deterministic: bool = False  # op determinism: every step's loss comparable bit for bit between layers

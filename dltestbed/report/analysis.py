@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, accuracy, agreement, fleet, health, jobs, micro, stats
+from dltestbed.report import FLEET_MIN_SLOWDOWN, accuracy, agreement, fleet, health, jobs, micro, stats, warmup
 from dltestbed.report.accuracy import AccuracyRow
 from dltestbed.report.agreement import Agreement
 from dltestbed.report.checks import CheckRow, Mismatch
@@ -18,6 +18,7 @@ from dltestbed.report.health import Finding, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats, Skipped
 from dltestbed.report.stats import GroupStats
+from dltestbed.report.warmup import WarmupRow
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.events import CheckEvent, HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
@@ -53,6 +54,7 @@ class Analysis:
     checked: tuple[CheckRow, ...] = ()  # the probes' results checked, a row per host, layer, GPU and probe
     mismatches: tuple[Mismatch, ...] = ()  # the checks that failed
     accuracy: tuple[AccuracyRow, ...] = ()  # --accuracy runs: top-1 per layer, against bare metal
+    warmups: tuple[WarmupRow, ...] = ()  # --warmup auto: the steps each run needed, per model and layer
 
 
 def analyse(
@@ -108,6 +110,7 @@ def analyse(
         checked=tuple(checked),
         mismatches=tuple(mismatches),
         accuracy=tuple(accuracy.table(runs)),
+        warmups=tuple(warmup.table(runs, steps)),
     )
 
 

@@ -61,7 +61,7 @@ class GroupKey(LayerKey):
     xla: bool
     batch_size: int
     image_size: int
-    warmup: int
+    warmup: int | None  # None: until steady
     steps: int
     contention: str
     host: str | None = None

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, accuracy, agreement_md, checks, health_md, micro
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, accuracy, agreement_md, checks, health_md, micro, warmup
 from dltestbed.report.analysis import Analysis, SteadyFlag
 from dltestbed.report.compare import Change
 from dltestbed.report.environment import math_words
@@ -182,6 +182,7 @@ def markdown(
     lines += _fleet(a.fleet, a.fleet_compared, a.fleet_slowdown)
     lines += _figures(figs, "fleet", captions)
     lines += _steady(a.steady)
+    lines += warmup.markdown(a.warmups)
     named = {r.id: f"{r.target_kind} {r.model} rep {r.repetition}" for r in a.runs}
     lines += health_md.markdown(a.gpus, a.findings, a.gpu_flags, a.fleet, named)
     lines += _figures(figs, "gpu", captions)
@@ -548,8 +549,8 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 
 def as_json(a: Analysis) -> str:
-    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "micro", "health",
-    "accuracy", "agreement", "checks"} as JSON."""
+    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "warmup", "micro",
+    "health", "accuracy", "agreement", "checks"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
@@ -564,6 +565,7 @@ def as_json(a: Analysis) -> str:
             "fleet": [f.to_dict() for f in a.fleet],
             "fleet_rule": rule,
             "steady": [{"run": r.id, "flags": w} for r, w in a.steady],
+            "warmup": [w.to_dict() for w in a.warmups],
             "micro": {"cases": [c.to_dict() for c in a.cases], "skipped": [s.__dict__ for s in a.skipped]},
             "health": {
                 "findings": [f.to_dict() for f in a.findings],

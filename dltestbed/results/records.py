@@ -35,7 +35,7 @@ class RunRecord:
     device: str
     batch_size: int
     image_size: int
-    warmup: int
+    warmup: int | None  # None: until steady
     steps: int
     repetition: int
     status: str = "running"

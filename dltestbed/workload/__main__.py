@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from dltestbed import dataset
 from dltestbed.catalog import model_names
-from dltestbed.config import PAIR_PROBES, PROBES, ProbeSpec, WorkloadSpec, parse_cpu_list, probe_spec, workload_spec
+from dltestbed.config import (
+    PAIR_PROBES,
+    PROBES,
+    STEADY,
+    ProbeSpec,
+    WorkloadSpec,
+    parse_cpu_list,
+    probe_spec,
+    workload_spec,
+)
 from dltestbed.errors import ConfigError, DataError, DltestbedError
 from dltestbed.workload import distributed
 from dltestbed.workload.emit import Emitter
@@ -61,7 +70,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu (hides GPUs) or gpu (requires one)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, help="default: the model's native size")
-    p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    p.add_argument(
+        "--warmup",
+        type=_warmup,
+        default=None,
+        help=f"untimed steps first: a count, or {STEADY} (default): until the step time is steady",
+    )
     p.add_argument("--steps", type=int, default=100, help="timed steps (default 100)")
     p.add_argument("--classes", type=int, default=1000, help="with real data: the folder's classes")
     p.add_argument("--sample-interval", type=float, default=1.0, help="seconds between resource samples")
@@ -97,6 +111,16 @@ def parser() -> argparse.ArgumentParser:
         "controller never leaves a workload behind",
     )
     return p
+
+
+def _warmup(text: str) -> int | None:
+    """--warmup: a count of steps, or `auto` (None: until steady)."""
+    if text == STEADY:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a count of steps or {STEADY} (got {text!r})") from None
 
 
 def micro_parser() -> argparse.ArgumentParser:
@@ -474,6 +498,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
             require_gpu=spec.device == "gpu" and not cluster,
             libraries=fingerprint.loaded_cuda if gpu_count else None,
             warmed=(lambda: tfgpu.reset_peak(tf, gpu_count)) if gpu_count else None,
+            agree=distributed.every_worker(tf, strategy) if cluster else None,
         )
         summary = dataclasses.replace(
             summary, startup_seconds=startup, gpu_memory_peak_bytes=tfgpu.peak(tf, gpu_count) if gpu_count else None

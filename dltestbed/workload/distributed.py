@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,24 @@ def strategy(tf: Any, gpus: int = 0) -> Any:
         timeout_seconds=COLLECTIVE_TIMEOUT, implementation=implementation
     )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def every_worker(tf: Any, strategy: Any) -> Callable[[bool], bool]:
+    """Whether a condition holds on every worker of the job (a sum over its replicas, each worker's flag
+    counted once per replica): a collective, so every worker asks it at the same step."""
+    holder = tf.Variable([0.0], dtype=tf.float32, trainable=False)
+
+    @tf.function
+    def total() -> Any:  # the variable is captured: MultiWorkerMirroredStrategy places it per replica
+        ctx = tf.distribute.get_replica_context
+        return strategy.run(lambda: ctx().all_reduce(tf.distribute.ReduceOp.SUM, holder + 0.0))
+
+    def agree(flag: bool) -> bool:
+        holder.assign([1.0 if flag else 0.0])
+        got = strategy.experimental_local_results(total())[0]
+        return float(tf.reshape(got, [-1])[0]) >= float(strategy.num_replicas_in_sync) - 0.5
+
+    return agree
 
 
 def local_replicas(strategy: Any, workers: int) -> int:

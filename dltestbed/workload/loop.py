@@ -8,6 +8,7 @@ from typing import Any
 
 from dltestbed.errors import ConfigError
 from dltestbed.workload.events import StepEvent, SummaryEvent
+from dltestbed.workload.steady import Warmup
 
 
 def on_gpu(device: str | None) -> bool:
@@ -140,24 +141,30 @@ def run(
     step: Callable[[Any, Any], Any],
     batches: Iterator[tuple[Any, Any]],
     batch_size: int,
-    warmup: int,
+    warmup: int | Warmup | None,
     steps: int,
     emit: Callable[[StepEvent], None],
     require_gpu: bool = False,
     libraries: Callable[[], dict[str, str]] | None = None,
     warmed: Callable[[], None] | None = None,
+    agree: Callable[[bool], bool] | None = None,
 ) -> SummaryEvent:
-    """Run warm-up + timed steps, emitting each with its result (the loss); the input fetch is inside the
-    step's time. The first
-    step's event says the device its result was put on, and what `libraries` says then (the CUDA libraries
-    loaded: cuDNN and cuBLAS load at their first use); with `require_gpu`, a first step that did not
-    run on a GPU ends the run (ConfigError) before any other step. `warmed` is called once, after the last
-    warm-up step (what the run's steady state is measured from: the allocator's peak, say)."""
+    """Run warm-up steps (a count, or until steady: workload/steady.py), then `steps` timed steps, emitting
+    each with its result (the loss); the input fetch is inside the step's time. The first step's event says
+    the device its result was put on, and what `libraries` says then (the CUDA libraries loaded: cuDNN and
+    cuBLAS load at their first use); with `require_gpu`, a first step that did not run on a GPU ends the run
+    (ConfigError) before any other step. `warmed` is called once, after the last warm-up step (what the run's
+    steady state is measured from: the allocator's peak, say). `agree`: in a distributed job, whether every
+    worker's warm-up is done (each step is a collective: the workers end their warm-up at the same step)."""
+    policy = warmup if isinstance(warmup, Warmup) else Warmup(warmup)
     timed: list[float] = []
+    warm: list[float] = []  # the warm-up steps' images/sec, which the policy judges
     first = 0.0
     warm_total = 0.0
+    warming = not policy.done(warm)
     start = time.perf_counter()
-    for i in range(warmup + steps):
+    i = 0
+    while len(timed) < steps:
         t0 = time.perf_counter()
         try:
             images, labels = next(batches)
@@ -171,11 +178,12 @@ def run(
             first = dt
             device = str(getattr(result, "device", "") or "") or None
             libs = (libraries() or None) if libraries else None
-        phase = "warmup" if i < warmup else "timed"
-        if phase == "timed":
-            timed.append(dt)
-        else:
+        phase = "warmup" if warming else "timed"
+        if warming:
             warm_total += dt
+            warm.append(batch_size / dt)
+        else:
+            timed.append(dt)
         emit(
             StepEvent(
                 index=i,
@@ -191,8 +199,11 @@ def run(
         )
         if i == 0 and require_gpu and not on_gpu(device):
             raise ConfigError(f"--device gpu: the first step ran on {device or 'an unknown device'}, not a GPU")
-        if i == warmup - 1 and warmed is not None:
-            warmed()
+        if warming and (policy.done(warm) if agree is None or not policy.steady else agree(policy.done(warm))):
+            warming = False
+            if warmed is not None:
+                warmed()
+        i += 1
     elapsed = time.perf_counter() - start
     total = sum(timed)
     return SummaryEvent(

@@ -16,9 +16,9 @@ def test_the_gpu_presets_native_sizes_are_printed(results: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "rep 1  bm   alexnet train synthetic 224px bs512 50+200 steps mixed",
-        "rep 1  bm   resnet50 train synthetic 224px bs256 50+200 steps mixed",
-        "rep 1  bm   inception3 train synthetic 299px bs256 50+200 steps mixed",
+        "rep 1  bm   alexnet train synthetic 224px bs512 auto+200 steps mixed",
+        "rep 1  bm   resnet50 train synthetic 224px bs256 auto+200 steps mixed",
+        "rep 1  bm   inception3 train synthetic 299px bs256 auto+200 steps mixed",
         "3 run(s); none was run (--dry-run)",
     ]
     assert not results.exists()
@@ -30,7 +30,7 @@ def test_the_shared_scenario_names_its_co_tenant_without_an_article() -> None:
         options = Options("shared", cotenant=cotenant)
         assert preview.scope(options, [None]) == f" (alone, then beside co-tenant {cotenant})"
     lines = preview.lines(plan, ["bm"], Options("shared", cotenant="alexnet"), [None])
-    head = "rep 1  bm   resnet50 train synthetic 64px bs8 2+20 steps float32"
+    head = "rep 1  bm   resnet50 train synthetic 64px bs8 auto+20 steps float32"
     assert lines[0] == f"{head} (alone, then beside co-tenant alexnet)"
     assert lines[-1] == "4 run(s); none was run (--dry-run)"
 

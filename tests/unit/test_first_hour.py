@@ -169,8 +169,8 @@ def test_dry_run_lists_the_runs_and_stores_nothing(results: Path) -> None:
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0, proc.stderr
     assert lines[:2] == [
-        "rep 1  bm   alexnet train synthetic 64px bs8 2+20 steps float32",
-        "rep 1  bm   resnet50 train synthetic 64px bs8 2+20 steps float32",
+        "rep 1  bm   alexnet train synthetic 64px bs8 auto+20 steps float32",
+        "rep 1  bm   resnet50 train synthetic 64px bs8 auto+20 steps float32",
     ]
     assert lines[-1] == "4 run(s); none was run (--dry-run)" and len(lines) == 5
     assert not results.exists()

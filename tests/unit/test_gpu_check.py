@@ -120,7 +120,7 @@ def test_the_check_passes_where_a_gpu_is_seen(tmp_path: Path, monkeypatch: pytes
     out = run_bench(_request(device="gpu", math="tf32", gpu_memory_mib=4096), Heard())
     assert out.planned[-1] == "3 run(s); none was run (--dry-run)"
     assert said == ["--preset auto: gpu, for this machine's NVIDIA H100 80GB HBM3 (1 GPU(s))"]  # no note
-    assert "alexnet train synthetic 224px bs512 50+200 steps tf32" in out.planned[0]
+    assert "alexnet train synthetic 224px bs512 auto+200 steps tf32" in out.planned[0]
 
 
 def test_a_cpu_build_of_tensorflow_sees_no_gpu_on_bare_metal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
