@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The GPU check: what a GPU must show that CPUs cannot, in one call of at most 6 minutes on a one-GPU machine
+# that reaches no registry, once ../shared/gpu/bundle.sh has moved TensorFlow's CUDA build there (its
+# `unbundle.sh env` sourced first). Every figure lands in OUT, in at most 8 files (what a device call brings
+# back): summary.txt (each step's exit code and seconds, then the figures the issue asks for), report.html,
+# report.json, validate.txt, sampler.txt, results.sqlite and logs.tgz (every step's output).
+#
+#   bash scripts/gpu-check.sh OUT         # on the GPU machine
+#   bash scripts/gpu-check.sh OUT --cpu   # the same steps at CPU sizes: tries the script where there is no GPU
+#
+# A step that fails is said in the summary and the others still run; the exit code is the number of failed
+# steps (0: all passed).
+set -uo pipefail
+out=${1:?usage: bash scripts/gpu-check.sh OUT_DIR [--cpu]}
+cpu=${2:-}
+cd "$(dirname "$0")/.."
+mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
+py=${PYTHON:-$(command -v python3)}
+[[ -x .venv/bin/python ]] && py=${PYTHON:-.venv/bin/python}
+export PYTHONUNBUFFERED=1 DLTESTBED_RESULTS="$out/results.sqlite"
+failed=0
+
+step() { # step NAME COMMAND...: output to logs/NAME.log; its exit code and seconds to the summary
+    local name=$1 started rc
+    shift
+    started=$(date +%s)
+    "$@" >"$out/logs/$name.log" 2>&1
+    rc=$?
+    [[ $rc -eq 0 ]] || failed=$((failed + 1))
+    printf '%-16s rc=%-3s %4s s\n' "$name" "$rc" "$(($(date +%s) - started))" | tee -a "$out/summary.txt"
+}
+dlt() { "$py" -m dltestbed "$@"; }
+
+if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each, no GPU needed
+    device=cpu
+    models=(-m alexnet --image-size 64 --batch-size 8 --steps 10)
+    full=(-m alexnet --image-size 64 --batch-size 8 --steps 5 --probes gemm,conv,membw)
+    det=(-m alexnet --image-size 64 --batch-size 4 --warmup 1 --steps 5 --math float32)
+    screen=5
+    sampler=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 3 --device cpu)
+else # one H100 or H200: the gpu preset's models at 100 timed steps, its warm-up until steady
+    device=gpu
+    models=(--preset gpu --steps 100)
+    full=(--preset gpu -m resnet50 --steps 50)
+    det=(-m resnet50 --image-size 224 --batch-size 32 --warmup 2 --steps 20 --math float32)
+    screen=30
+    sampler=(--model resnet50 --image-size 224 --batch-size 128 --warmup 20 --steps 50 --pairs 5 --device gpu)
+fi
+
+: >"$out/summary.txt"
+step facts bash -c 'nvidia-smi -q 2>&1; nvidia-smi topo -m 2>&1; uname -a; '"$py"' -m dltestbed --version'
+step bench dlt bench --targets bm --repeat 1 --device "$device" "${models[@]}"
+step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${full[@]}"
+step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1
+step det-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${det[@]}"
+step det-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${det[@]}"
+step report-html dlt report --all --out "$out/report.html"
+step report-json dlt report --all --out "$out/report.json"
+step validate-init dlt validate --init --reference "$out/logs/reference.yml" --bench last
+step validate bash -c "$py -m dltestbed validate --reference $out/logs/reference.yml --bench last >$out/validate.txt"
+step sampler bash -c "$py bench/sampler_cost.py ${sampler[*]} >$out/sampler.txt"
+
+{
+    echo
+    echo "== the figures the issue asks for (report.json)"
+    "$py" - "$out/report.json" <<'EOF'
+import json, sys
+
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    sys.exit(f"no report.json: {exc}")
+cases = r["micro"]["cases"]
+for c in cases:
+    k = c["key"]
+    if k["probe"] in ("gemm", "h2d", "d2h", "conv"):
+        frac = c.get("fraction")
+        share = f"{frac:.0%} of {c['limit']:.4g} ({c['limit_source']})" if frac else "no limit read"
+        print(f"{k['probe']:5} {k['case'][:48]:48} {c['value']['mean']:.4g} {k['unit']}: {share}")
+for g in r["health"]["gpus"]:
+    print("health:", json.dumps(g)[:400])
+for f in r["health"]["findings"]:
+    print("finding:", json.dumps(f)[:300])
+print("checks:", len(r["checks"]["rows"]), "rows,", len(r["checks"]["mismatches"]), "mismatches")
+for a in r["agreement"]:
+    print("agreement:", json.dumps(a)[:400])
+for w in r.get("warmup", []):
+    print("warm-up:", w)
+for s in r["steady"]:
+    print("steady-state flag:", s)
+EOF
+    echo
+    echo "== sampler's cost"
+    tail -5 "$out/sampler.txt" 2>/dev/null
+} >>"$out/summary.txt" 2>&1
+tar -C "$out" -czf "$out/logs.tgz" logs && rm -rf "$out/logs"
+echo "failed steps: $failed (figures in $out)" | tee -a "$out/summary.txt"
+exit "$failed"
