@@ -20,6 +20,8 @@ Device = Literal["auto", "cpu", "gpu"]
 # precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
 # where the device computes it natively, else float16, and the run records the one it used.
 Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
+# one: the first GPU TensorFlow sees; node: every GPU of the machine in one data-parallel job, a replica each
+Gpus = Literal["one", "node"]
 
 
 class _RunSpec(BaseModel):
@@ -109,6 +111,10 @@ class WorkloadSpec(_RunSpec):
     # hold out a fifth of the real dataset (dataset.split), train on the rest, then report the top-1 accuracy on
     # the held-out images (not timed): does a layer change what the model learns?
     accuracy: bool = False
+    gpus: Gpus = "one"
+    # with gpus node: the CPU split into this many logical devices (TensorFlow's), a replica each where there is
+    # no GPU: a multi-GPU node's replica arithmetic, on a CPU (the workload's own option, for tests)
+    cpu_devices: int | None = Field(None, ge=2, le=64)
 
     @field_validator("model")
     @classmethod
@@ -129,6 +135,10 @@ class WorkloadSpec(_RunSpec):
             raise ValueError("--accuracy trains on real data and tests on held-out images: --data real, --mode train")
         if self.math == "tf32" and self.device == "cpu":
             raise ValueError("--math tf32 is a GPU's (Ampere or later) tensor-core math; on --device cpu use float32")
+        if self.gpus == "node" and self.distributed:
+            raise ValueError("--gpus node is one job of the machine's GPUs; a distributed job's workers use theirs")
+        if self.cpu_devices is not None and self.gpus != "node":
+            raise ValueError("--cpu-devices splits the CPU into replicas for --gpus node")
         return self
 
     @property
@@ -158,6 +168,8 @@ class WorkloadSpec(_RunSpec):
             *(["--xla"] if self.xla else []),
             *(["--deterministic"] if self.deterministic else []),
             *(["--accuracy"] if self.accuracy else []),
+            *(["--gpus", self.gpus] if self.gpus != "one" else []),
+            *(["--cpu-devices", str(self.cpu_devices)] if self.cpu_devices is not None else []),
             *self._common_argv(),
         ]
 

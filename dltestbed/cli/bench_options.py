@@ -14,6 +14,7 @@ from dltestbed.cli.options import (
     CotenantOpt,
     DataOpt,
     DeviceOpt,
+    GpusOpt,
     LauncherOpt,
     MathOpt,
     ModeOpt,
@@ -75,6 +76,10 @@ ScreenTimeOption = Annotated[
 ]
 DeterministicOption = Annotated[
     bool, _opt("--deterministic", help="Op determinism; losses compared step by step.", panel=WHAT)
+]
+GpusOption = Annotated[
+    GpusOpt,
+    _opt("--gpus", metavar="HOW", help="one (the first GPU) or node (all, one data-parallel job).", panel=WHAT),
 ]
 AccuracyOption = Annotated[bool, _opt("--accuracy", help="Real data: top-1 on every 5th image held out.", panel=WHAT)]
 

@@ -89,6 +89,11 @@ def wants_json(fmt: OutputOpt, as_json: bool) -> bool:
     return fmt == OutputOpt.json or as_json
 
 
+class GpusOpt(StrEnum):
+    one = "one"
+    node = "node"
+
+
 class MathOpt(StrEnum):
     float32 = "float32"
     tf32 = "tf32"

@@ -108,6 +108,7 @@ def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local | No
         device=w.device,
         classes=w.classes,
         deterministic=w.deterministic,
+        gpus=w.gpus,
         screen_seconds=w.screen_seconds,
         accuracy=w.accuracy,
         order=r.order,

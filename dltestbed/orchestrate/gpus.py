@@ -54,6 +54,8 @@ def needs(plan: Plan, options: Options) -> list[Need]:
     sized = next((s.gpu_memory_mib for s in plan.specs if s.gpu_memory_mib is not None), None)
     if sized is not None:
         out.append(Need(f"--gpu-memory-mib {sized}", "it sizes GPU memory: leave it out there"))
+    if any(isinstance(s, WorkloadSpec) and s.gpus == "node" for s in plan.specs):
+        out.append(Need("--gpus node", "it is one job of a machine's GPUs: leave it out there"))
     if options.scenario == "shared" and options.cotenant == "gpu":
         out.append(Need("--cotenant gpu", "use --cotenant alexnet, cpu or io"))
     return out

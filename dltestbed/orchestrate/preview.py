@@ -33,7 +33,7 @@ def describe(spec: Spec) -> str:
             return f"screen {','.join(spec.probes)} for {spec.screen_seconds:g} s per GPU (once per bench)"
         return f"micro {','.join(spec.probes)} ({spec.scale})"
     assert isinstance(spec, WorkloadSpec)
-    extra = " deterministic" if spec.deterministic else ""
+    extra = (" deterministic" if spec.deterministic else "") + (" every GPU" if spec.gpus == "node" else "")
     return (
         f"{spec.model} {spec.mode} {spec.data} {spec.size}px bs{spec.batch_size} "
         f"{STEADY if spec.warmup is None else spec.warmup}+{spec.steps} steps {spec.math}{extra}"

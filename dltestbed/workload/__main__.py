@@ -103,6 +103,16 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="TensorFlow's op determinism: the same stack computes the same loss at every step, bit for bit",
     )
+    p.add_argument(
+        "--gpus",
+        help="one (default: the first GPU TensorFlow sees) or node (every GPU of the machine in one "
+        "data-parallel job, a replica each, NCCL between them)",
+    )
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        help="with --gpus node where there is no GPU: split the CPU into this many logical devices, a replica each",
+    )
     p.add_argument("--gpu-memory-mib", type=int, help="a fixed GPU memory limit per GPU (default: grow as needed)")
     p.add_argument(
         "--watch-stdin",
@@ -362,7 +372,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
         if cluster:  # before any other TensorFlow op; it waits here for every worker
             strategy = distributed.strategy(tf, gpu_count)
-            fp.update(distributed.job_facts(strategy, cluster, gpu_count))
+            fp.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
         visible = tf.config.list_physical_devices("GPU")
         fp.update(fingerprint.tensorflow(tf, gpus))
     if spec.device == "gpu" and not visible:
@@ -452,8 +462,14 @@ def run(argv: list[str], emitter: Emitter) -> None:
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import data, loop, mathmode, tfgpu
 
+    if spec.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
+        tfgpu.split_cpu(tf, spec.cpu_devices)
     gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
-    strategy = distributed.strategy(tf, gpu_count) if cluster else None  # before any other TensorFlow op
+    strategy, collective = None, ""
+    if cluster:  # before any other TensorFlow op
+        strategy, collective = distributed.strategy(tf, gpu_count), distributed.collective(gpu_count)
+    elif spec.gpus == "node":
+        strategy, collective = distributed.node(tf, gpu_count)
     math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.sampler import Sampler, watched
@@ -461,8 +477,8 @@ def run(argv: list[str], emitter: Emitter) -> None:
     if spec.device == "gpu" and not gpu_count:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(fingerprint.tensorflow(tf, gpus), **data_facts)
-    if cluster:
-        fp.update(distributed.job_facts(strategy, cluster, gpu_count))
+    if strategy is not None:
+        fp.update(distributed.job_facts(strategy, cluster, collective))
     local = int(fp.get("local_replicas", 1))
     resolved = spec.model_dump() | {"image_size": spec.size, "classes": classes, "math": math}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
@@ -495,7 +511,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
             spec.warmup,
             spec.steps,
             emitter.emit,
-            require_gpu=spec.device == "gpu" and not cluster,
+            require_gpu=spec.device == "gpu" and strategy is None,  # a strategy's result is reduced off the GPUs
             libraries=fingerprint.loaded_cuda if gpu_count else None,
             warmed=(lambda: tfgpu.reset_peak(tf, gpu_count)) if gpu_count else None,
             agree=distributed.every_worker(tf, strategy) if cluster else None,

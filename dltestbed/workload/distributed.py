@@ -56,16 +56,30 @@ def local_replicas(strategy: Any, workers: int) -> int:
     return total // workers
 
 
-def job_facts(strategy: Any, cluster: Cluster, gpus: int) -> dict[str, int | str]:
-    """What a run's fingerprint says of its job: this worker among the workers, the replicas (a replica per
-    device: a worker with L GPUs runs L of them, each on its own batch) and the collective implementation."""
-    local = local_replicas(strategy, cluster.size)
+def node(tf: Any, gpus: int) -> tuple[Any, str]:
+    """Every GPU of this machine in one data-parallel job (MirroredStrategy), NCCL's all-reduce between them;
+    without a GPU, every logical CPU device (workload --cpu-devices), reduced on one of them. With the name
+    of its all-reduce."""
+    if gpus:
+        devices = [f"/gpu:{i}" for i in range(gpus)]
+        return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.NcclAllReduce()), "NCCL"
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    reduce = tf.distribute.ReductionToOneDevice(reduce_to_device=devices[0])
+    return tf.distribute.MirroredStrategy(devices, cross_device_ops=reduce), "ReductionToOneDevice"
+
+
+def job_facts(strategy: Any, cluster: Cluster | None, collective: str) -> dict[str, int | str]:
+    """What a run's fingerprint says of its job: this worker among the workers (one, without a cluster), the
+    replicas (a replica per device: a worker with L GPUs runs L of them, each on its own batch) and the
+    all-reduce between them."""
+    workers, index = (cluster.size, cluster.index) if cluster else (1, 0)
+    local = local_replicas(strategy, workers)
     return {
-        "worker_index": cluster.index,
-        "workers": cluster.size,
-        "replicas": local * cluster.size,
+        "worker_index": index,
+        "workers": workers,
+        "replicas": local * workers,
         "local_replicas": local,
-        "collective": collective(gpus),
+        "collective": collective,
     }
 
 

@@ -23,6 +23,12 @@ def configure(tf: Any, limit_mib: int | None) -> int:
     return len(gpus)
 
 
+def split_cpu(tf: Any, devices: int) -> None:
+    """Before the runtime starts: the CPU as `devices` logical devices (a replica each under --gpus node)."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+
+
 def in_use(tf: Any, count: int) -> list[int]:
     """Bytes TensorFlow's allocator holds for tensors now, per GPU it sees ([] when it cannot say)."""
     try:

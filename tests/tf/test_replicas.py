@@ -40,3 +40,26 @@ def test_a_loss_scaled_step_reads_the_live_scale() -> None:
     got = json.loads(proc.stdout.splitlines()[-1])
     assert got["scale"] < 2.0**15 / 64  # the scale did change between steps
     assert all(d < 1e-6 for d in got["diffs"]), got
+
+
+def test_a_node_job_of_two_replicas_counts_both(tmp_path: object) -> None:
+    """The workload with --gpus node on 2 logical CPU devices: a step is both replicas' batches, the summary
+    counts them, and the fingerprint names the replicas and their all-reduce."""
+    from dltestbed.workload.events import StartEvent, StepEvent, SummaryEvent, parse_line
+
+    argv = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "dltestbed.workload", *argv, "--gpus", "node", "--cpu-devices", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [parse_line(line) for line in proc.stdout.splitlines()]
+    start, summary = events[0], events[-1]
+    assert isinstance(start, StartEvent) and isinstance(summary, SummaryEvent)
+    fp = start.fingerprint
+    assert (fp["replicas"], fp["local_replicas"], fp["workers"]) == (2, 2, 1)
+    assert fp["collective"] == "ReductionToOneDevice"  # NCCL on GPUs
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert [s.images for s in steps] == [8] * 4 and summary.images == 24

@@ -9,7 +9,7 @@ import pytest
 from dltestbed.config import format_cpu_list, parse_cpu_list, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning, scenarios
-from dltestbed.workload.distributed import Cluster, cluster_from_env, job_facts, tf_config
+from dltestbed.workload.distributed import Cluster, cluster_from_env, collective, job_facts, tf_config
 
 
 def _plan(**kw: object) -> planning.Plan:
@@ -82,11 +82,12 @@ def test_a_jobs_replicas_per_worker() -> None:
     divide among the workers (MultiWorkerMirroredStrategy needs as many devices on each) are one line."""
     job = Cluster(("a:1", "b:1"), 1)
     facts = {"worker_index": 1, "workers": 2, "replicas": 8, "local_replicas": 4, "collective": "NCCL"}
-    assert job_facts(_Strategy(8), job, gpus=4) == facts
-    assert job_facts(_Strategy(2), job, gpus=0)["local_replicas"] == 1
-    assert job_facts(_Strategy(2), job, gpus=0)["collective"] == "RING"  # NCCL runs on GPUs only
+    assert job_facts(_Strategy(8), job, collective(4)) == facts
+    assert job_facts(_Strategy(2), job, collective(0))["local_replicas"] == 1
+    assert collective(0) == "RING"  # NCCL runs on GPUs only
+    assert job_facts(_Strategy(4), None, "NCCL")["replicas"] == 4  # --gpus node: one worker, a replica per GPU
     with pytest.raises(ConfigError, match=r"^3 replicas do not divide among 2 workers: every worker needs as many"):
-        job_facts(_Strategy(3), job, gpus=3)
+        job_facts(_Strategy(3), job, collective(3))
 
 
 def test_random_order_is_seeded_and_complete() -> None:
