@@ -201,9 +201,9 @@ def test_the_gpu_preset_is_what_a_gpu_owner_runs() -> None:
     plan = planning.plan(preset_name="gpu")
     got = {s.model: (s.size, s.batch_size, s.math, s.xla, s.warmup, s.steps) for s in plan.specs}  # type: ignore[union-attr]
     assert got == {
-        "alexnet": (224, 512, "mixed", True, 50, 200),
-        "resnet50": (224, 256, "mixed", True, 50, 200),
-        "inception3": (299, 256, "mixed", True, 50, 200),
+        "alexnet": (224, 512, "mixed", True, None, 200),  # warm-up until steady
+        "resnet50": (224, 256, "mixed", True, None, 200),
+        "inception3": (299, 256, "mixed", True, None, 200),
     }
     study = planning.plan(preset_name="study", math="tf32", xla=False, batch_size=64)
     assert {(s.math, s.xla, s.batch_size) for s in study.specs} == {("tf32", False, 64)}  # type: ignore[union-attr]
