@@ -93,6 +93,14 @@ class _RunSpec(BaseModel):
 STEADY = "auto"  # --warmup auto: warm up until steady (workload/steady.py)
 
 
+# TensorFlow 2.21 on an H100 (2026-11-26): "GPU MaxPool gradient ops do not yet have a deterministic XLA
+# implementation" at a deterministic XLA training's first step, for every model here (each has a max pool)
+XLA_NOT_DETERMINISTIC = (
+    "--deterministic trains without XLA: TensorFlow has no deterministic XLA gradient of a GPU's max pool; "
+    "leave --xla out"
+)
+
+
 class WorkloadSpec(_RunSpec):
     """One workload run: what the controller asks a target to run, and what the workload parses."""
 
@@ -139,6 +147,8 @@ class WorkloadSpec(_RunSpec):
             raise ValueError("--gpus node is one job of the machine's GPUs; a distributed job's workers use theirs")
         if self.cpu_devices is not None and self.gpus != "node":
             raise ValueError("--cpu-devices splits the CPU into replicas for --gpus node")
+        if self.deterministic and self.xla and self.mode == "train":
+            raise ValueError(XLA_NOT_DETERMINISTIC)
         return self
 
     @property

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The GPU check: what a GPU must show that CPUs cannot, in one call of at most 6 minutes on a one-GPU machine
-# that reaches no registry, once ../shared/gpu/bundle.sh has moved TensorFlow's CUDA build there (its
-# `unbundle.sh env` sourced first). Every figure lands in OUT, in at most 8 files (what a device call brings
-# back): summary.txt (each step's exit code and seconds, then the figures the issue asks for), report.html,
-# report.json, validate.txt, sampler.txt, results.sqlite and logs.tgz (every step's output).
+# The GPU check: what a GPU must show that CPUs cannot, on a one-GPU machine that reaches no registry, once
+# ../shared/gpu/bundle.sh has moved TensorFlow's CUDA build there (its `unbundle.sh env` sourced first).
+# Every figure lands in OUT: summary.txt (each step's exit code and seconds, then the figures the issue asks
+# for), report.html, report.json, validate.txt, sampler.txt, results.sqlite, logs.tgz (every step's output)
+# and logs/ (the same, unpacked; leave it behind when a device call brings 8 files back).
 #
 #   bash scripts/gpu-check.sh OUT         # on the GPU machine
 #   bash scripts/gpu-check.sh OUT --cpu   # the same steps at CPU sizes: tries the script where there is no GPU
 #
 # A step that fails is said in the summary and the others still run; the exit code is the number of failed
-# steps (0: all passed). validate's own exit codes count too: 1 a check failed, 3 one cannot be judged
-# (two runs of a noisy machine: validate.txt says which).
+# steps (0: all passed); validate's own exit codes count too: 1 a check failed, 3 one cannot be judged (two
+# runs of a noisy machine: validate.txt says which). ONLY="STEP ..." runs those steps alone, into the same
+# OUT (its store and summary kept), so the check fits two device calls of at most 10 minutes each. On an
+# H100 (2026-11-26), after 34 pieces in about 2 minutes:
+#   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
+#   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
 set -uo pipefail
 out=${1:?usage: bash scripts/gpu-check.sh OUT_DIR [--cpu]}
 cpu=${2:-}
@@ -25,6 +29,7 @@ failed=0
 step() { # step NAME COMMAND...: output to logs/NAME.log; its exit code and seconds to the summary
     local name=$1 started rc
     shift
+    [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || return 0
     started=$(date +%s)
     "$@" >"$out/logs/$name.log" 2>&1
     rc=$?
@@ -40,16 +45,18 @@ if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each,
     det=(-m alexnet --image-size 64 --batch-size 4 --warmup 1 --steps 5 --math float32)
     screen=5
     sampler=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 3 --device cpu)
-else # one H100 or H200: the gpu preset's models at 50 timed steps, twice, each warmed up until steady
+    node=(-m alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 5)
+else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 beside the probes), 50 timed steps
     device=gpu
-    models=(--preset gpu --steps 50)
-    full=(--preset gpu -m resnet50 --steps 50)
-    det=(-m resnet50 --image-size 224 --batch-size 32 --warmup 2 --steps 20 --math float32)
-    screen=30
-    sampler=(--model resnet50 --image-size 224 --batch-size 128 --warmup 20 --steps 50 --pairs 5 --device gpu)
+    models=(--preset gpu -m resnet50 -m alexnet --steps 50)
+    full=(--preset gpu -m inception3 --steps 50)
+    det=(-m resnet50 --image-size 224 --batch-size 16 --warmup 2 --steps 10 --math float32)
+    screen=20
+    sampler=(--model resnet50 --image-size 224 --batch-size 128 --warmup 5 --steps 20 --pairs 2 --device gpu)
+    node=(-m resnet50 --image-size 224 --batch-size 64 --steps 30)
 fi
 
-: >"$out/summary.txt"
+[[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
 step facts bash -c 'nvidia-smi -q 2>&1; nvidia-smi topo -m 2>&1; uname -a; '"$py"' -m dltestbed --version'
 # two repetitions: validate --init takes a reference from groups of 2 ok runs or more
 step bench dlt bench --targets bm --repeat 2 --device "$device" "${models[@]}"
@@ -59,6 +66,12 @@ step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${f
 step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1
 step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${det[@]}"
 step det-on-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${det[@]}"
+# every GPU of the machine in one data-parallel job: MirroredStrategy, NCCL's all-reduce (one replica per GPU)
+if [[ $device == cpu ]] || "$py" -c 'import importlib.metadata as m; m.version("nvidia-nccl-cu12")' 2>/dev/null; then
+    step gpus-node dlt bench --targets bm --repeat 1 --gpus node --device "$device" "${node[@]}"
+else
+    echo "gpus-node        skipped: no NCCL in this install (bundle.sh's EXTRA_PACKAGES=nvidia-nccl-cu12)" | tee -a "$out/summary.txt"
+fi
 step report-html dlt report --all --out "$out/report.html"
 step report-json dlt report --all --out "$out/report.json"
 step sampler bash -c "$py bench/sampler_cost.py ${sampler[*]} >$out/sampler.txt"
@@ -96,6 +109,6 @@ EOF
     echo "== sampler's cost"
     tail -5 "$out/sampler.txt" 2>/dev/null
 } >>"$out/summary.txt" 2>&1
-tar -C "$out" -czf "$out/logs.tgz" logs && rm -rf "$out/logs"
+tar -C "$out" -czf "$out/logs.tgz" logs
 echo "failed steps: $failed (figures in $out)" | tee -a "$out/summary.txt"
 exit "$failed"

@@ -69,7 +69,8 @@ ProbesOption = Annotated[
     str | None, _opt("--probes", metavar="LIST", help="micro/full: e.g. gemm,conv,membw,disk.", panel=WHAT)
 ]
 ProbeScaleOption = Annotated[
-    ProbeScaleOpt, _opt("--probe-scale", metavar="SIZE", help="micro/full: small or full.", panel=WHAT)
+    ProbeScaleOpt | None,
+    _opt("--probe-scale", metavar="SIZE", help="micro/full: small or full (the preset's: gpu full).", panel=WHAT),
 ]
 ScreenTimeOption = Annotated[
     float, _opt("--screen-time", metavar="SEC", help="screen: seconds per GPU, once (60).", panel=WHAT)

@@ -64,7 +64,8 @@ class Preset:
     steps: int
     batches: dict[str, int] = field(default_factory=dict)  # per model, over batch_size
     math: str = "float32"  # config.Math
-    xla: bool = False
+    xla: bool = False  # left out of a --deterministic run: XLA has no deterministic MaxPool gradient on a GPU
+    probe_scale: str = "small"  # micro/full's sizes, unless --probe-scale names them
 
 
 PRESETS: dict[str, Preset] = {
@@ -103,6 +104,7 @@ PRESETS: dict[str, Preset] = {
         batches={"alexnet": 512},
         math="mixed",
         xla=True,
+        probe_scale="full",  # n=256/512 GEMMs reached 0-5 % of an H100's peaks: a GPU's probes need full sizes
     ),
 }
 AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
@@ -197,7 +199,7 @@ def plan(
     aa: bool = False,
     suite: str = "study",
     probes: Sequence[str] | None = None,
-    probe_scale: str = "small",
+    probe_scale: str | None = None,
     scenario: str = "single",
     math: str | None = None,
     xla: bool | None = None,
@@ -208,7 +210,8 @@ def plan(
     "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
     warmup: a count, STEADY (until steady), or None (the preset's; the probes' PROBE_WARMUP).
     suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
-    the probes by default: those that run on one target, or with scenario distributed those between workers;
+    the probes by default: those that run on one target, or with scenario distributed those between workers,
+    at the preset's probe_scale; the preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC);
     screen: the checks for `screen_seconds` per GPU (in the first repetition only) and a deterministic
     training of the first model."""
     p = preset(preset_name)
@@ -236,7 +239,7 @@ def plan(
                 warmup=p.warmup if warmup is None else _warmup(warmup),
                 steps=steps if steps is not None else p.steps,
                 math=math if math is not None else p.math,
-                xla=xla if xla is not None else p.xla,
+                xla=xla if xla is not None else p.xla and not common.get("deterministic"),
                 **common,
             )
         )
@@ -246,7 +249,7 @@ def plan(
         specs.append(
             probe_spec(
                 probes=tuple(probes) if probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
-                scale=probe_scale,
+                scale=probe_scale or p.probe_scale,
                 distributed=pair,
                 screen_seconds=screen_seconds if screen else None,
                 warmup=PROBE_WARMUP if warmup in (None, STEADY) else _warmup(warmup),

@@ -26,7 +26,7 @@ class Workloads:
     preset: str = "auto"
     suite: str = "study"
     probes: tuple[str, ...] | None = None
-    probe_scale: str = "small"
+    probe_scale: str | None = None  # None: the preset's
     data: str = "synthetic"
     data_dir: Path | None = None
     data_shared: bool = False

@@ -211,3 +211,28 @@ def test_the_gpu_preset_is_what_a_gpu_owner_runs() -> None:
         planning.plan(suite="micro", math="tf32")
     with pytest.raises(ConfigError, match="--math tf32 is a GPU's"):
         planning.plan(preset_name="quick", math="tf32", device="cpu")
+
+
+def test_a_deterministic_gpu_run_trains_without_xla_and_the_gpu_probes_at_full_size() -> None:
+    """What the H100 showed (2026-11-26): the gpu preset's XLA failed every deterministic training at step 0
+    (no deterministic XLA max-pool gradient), and its probes at small sizes (n=256/512 GEMMs) reached 0-5 % of
+    the GPU's peaks. The preset's XLA is left out where a run is deterministic (the screen's too), an XLA asked
+    for is refused before any run, and the gpu preset's probes run at full size unless --probe-scale says."""
+    from dltestbed.config import ProbeSpec, WorkloadSpec
+    from dltestbed.orchestrate import planning
+
+    det = planning.plan(preset_name="gpu", models=["resnet50"], deterministic=True)
+    assert [(s.xla, s.math, s.deterministic) for s in det.specs] == [(False, "mixed", True)]  # type: ignore[union-attr]
+    screen = planning.plan(preset_name="gpu", suite="screen", screen_seconds=5.0)
+    assert [s.xla for s in screen.specs if isinstance(s, WorkloadSpec)] == [False]
+    with pytest.raises(ConfigError, match="--deterministic trains without XLA"):
+        planning.plan(preset_name="gpu", models=["resnet50"], deterministic=True, xla=True)
+    infer = planning.plan(preset_name="gpu", models=["resnet50"], deterministic=True, xla=True, mode="infer")
+    assert [s.xla for s in infer.specs] == [True]  # type: ignore[union-attr]  # no gradient: XLA may stay
+
+    def scale(**kw: object) -> str:
+        (probe,) = [s for s in planning.plan(suite="full", **kw).specs if isinstance(s, ProbeSpec)]  # type: ignore[arg-type]
+        return probe.scale
+
+    assert (scale(preset_name="gpu"), scale(preset_name="quick")) == ("full", "small")
+    assert scale(preset_name="gpu", probe_scale="small") == "small"
