@@ -20,8 +20,12 @@ Device = Literal["auto", "cpu", "gpu"]
 # precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
 # where the device computes it natively, else float16, and the run records the one it used.
 Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
-# one: the first GPU TensorFlow sees; node: every GPU of the machine in one data-parallel job, a replica each
-Gpus = Literal["one", "node"]
+# one: the first GPU TensorFlow sees; node: every GPU of the machine in one data-parallel job, a replica each;
+# per-gpu: a process on each GPU of a machine at once, each given its GPU (`gpu`) and that GPU's NUMA node's CPUs
+Gpus = Literal["one", "node", "per-gpu"]
+PER_GPU = "per-gpu"
+# a GPU's UUID as NVIDIA's driver writes it (nvidia-smi, NVML, CUDA_VISIBLE_DEVICES): GPU-… or, a MIG slice, MIG-…
+GPU_UUID = re.compile(r"(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F/-]*")
 
 
 class _RunSpec(BaseModel):
@@ -42,6 +46,16 @@ class _RunSpec(BaseModel):
     # GPU memory per process: None grows as the run needs it (TensorFlow would otherwise map the whole GPU at
     # start, and a second process on the GPU fails); a number is a fixed limit in MiB (a slice of the GPU)
     gpu_memory_mib: int | None = Field(None, ge=64)
+    # the one GPU this run uses, by UUID, the only one it sees (CUDA_VISIBLE_DEVICES) and samples: set on each
+    # run of --gpus per-gpu, whose CUDA and NVML indices then cannot name another GPU
+    gpu: str | None = None
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_uuid(cls, v: str | None) -> str | None:
+        if v is not None and not GPU_UUID.fullmatch(v):
+            raise ValueError(f"--gpu {v!r}: a GPU's UUID as nvidia-smi -L prints it (GPU-… or MIG-…)")
+        return v
 
     @field_validator("cpus")
     @classmethod
@@ -85,6 +99,8 @@ class _RunSpec(BaseModel):
             argv.append("--distributed")
         if self.cpus:
             argv += ["--cpus", self.cpus]
+        if self.gpu:
+            argv += ["--gpu", self.gpu]
         if self.gpu_memory_mib is not None:
             argv += ["--gpu-memory-mib", str(self.gpu_memory_mib)]
         return argv
@@ -143,10 +159,14 @@ class WorkloadSpec(_RunSpec):
             raise ValueError("--accuracy trains on real data and tests on held-out images: --data real, --mode train")
         if self.math == "tf32" and self.device == "cpu":
             raise ValueError("--math tf32 is a GPU's (Ampere or later) tensor-core math; on --device cpu use float32")
-        if self.gpus == "node" and self.distributed:
-            raise ValueError("--gpus node is one job of the machine's GPUs; a distributed job's workers use theirs")
+        if self.gpus != "one" and self.distributed:
+            raise ValueError(f"--gpus {self.gpus} is for one machine's GPUs; a distributed job's workers use theirs")
         if self.cpu_devices is not None and self.gpus != "node":
             raise ValueError("--cpu-devices splits the CPU into replicas for --gpus node")
+        if self.gpus == PER_GPU and self.device == "cpu":
+            raise ValueError("--gpus per-gpu runs a process on each GPU, and --device cpu hides them")
+        if self.gpu is not None and (self.gpus != "one" or self.device == "cpu"):
+            raise ValueError("--gpu names the one GPU of a run: not with --gpus node or per-gpu, nor --device cpu")
         if self.deterministic and self.xla and self.mode == "train":
             raise ValueError(XLA_NOT_DETERMINISTIC)
         return self

@@ -80,7 +80,12 @@ DeterministicOption = Annotated[
 ]
 GpusOption = Annotated[
     GpusOpt,
-    _opt("--gpus", metavar="HOW", help="one (the first GPU) or node (all, one data-parallel job).", panel=WHAT),
+    _opt(
+        "--gpus",
+        metavar="HOW",
+        help="one (the first GPU), node (all, one data-parallel job) or per-gpu (a process each, at once).",
+        panel=WHAT,
+    ),
 ]
 AccuracyOption = Annotated[bool, _opt("--accuracy", help="Real data: top-1 on every 5th image held out.", panel=WHAT)]
 

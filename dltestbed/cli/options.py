@@ -92,6 +92,7 @@ def wants_json(fmt: OutputOpt, as_json: bool) -> bool:
 class GpusOpt(StrEnum):
     one = "one"
     node = "node"
+    per_gpu = "per-gpu"
 
 
 class MathOpt(StrEnum):

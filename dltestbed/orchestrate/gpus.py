@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from dltestbed.config import WorkloadSpec
+from dltestbed.config import PER_GPU, WorkloadSpec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.scenarios import Options
@@ -54,8 +54,9 @@ def needs(plan: Plan, options: Options) -> list[Need]:
     sized = next((s.gpu_memory_mib for s in plan.specs if s.gpu_memory_mib is not None), None)
     if sized is not None:
         out.append(Need(f"--gpu-memory-mib {sized}", "it sizes GPU memory: leave it out there"))
-    if any(isinstance(s, WorkloadSpec) and s.gpus == "node" for s in plan.specs):
-        out.append(Need("--gpus node", "it is one job of a machine's GPUs: leave it out there"))
+    for how, what in (("node", "one job of a machine's GPUs"), (PER_GPU, "a process on each GPU of a machine")):
+        if any(isinstance(s, WorkloadSpec) and s.gpus == how for s in plan.specs):
+            out.append(Need(f"--gpus {how}", f"it is {what}: leave it out there"))
     if options.scenario == "shared" and options.cotenant == "gpu":
         out.append(Need("--cotenant gpu", "use --cotenant alexnet, cpu or io"))
     return out

@@ -23,6 +23,7 @@ from dltestbed.config import (
     workload_spec,
 )
 from dltestbed.errors import ConfigError
+from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute
@@ -344,14 +345,17 @@ def run(
     timeout: float | None = None,
     sinks: Sequence[Sink] = (),
     reps: Sequence[int] | None = None,
+    gpu: GpuSlot | None = None,
 ) -> list[RunRecord]:
     """Run the plan on the targets of one machine, one run at a time, in the plan's order: for each
     repetition (all, or `reps`), every workload on every target — drift hits every kind alike. A second
-    target of the same kind is the A′ arm (--aa). A failed run is recorded and the bench goes on."""
+    target of the same kind is the A′ arm (--aa). A failed run is recorded and the bench goes on.
+    gpu: with --gpus per-gpu, the GPU these targets' runs are given (and its CPUs)."""
     records = []
     slots = list(zip(targets, arms([t.kind for t in targets]), strict=True))
     for round_ in bench.rounds(slots, reps):
         for rep, spec, (target, arm) in round_:
+            spec = gpu.bind(spec) if gpu is not None else spec
             ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep, arm=arm)
             records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))
     return records
@@ -366,18 +370,28 @@ def run_all(
     parallel: bool = True,
     sinks: Sequence[Sink] = (),
     reps: Sequence[int] | None = None,
+    gpus: Sequence[GpuSlot | None] | None = None,
 ) -> list[RunRecord]:
     """Run the plan on every machine's targets: machines at once (one thread each) or one after
-    another; within a machine, interleaved (see `run`).
+    another; within a machine, interleaved (see `run`). gpus: with --gpus per-gpu, each machine's GPU
+    (machines then hold a set of targets per GPU, all of a host's GPUs at once).
 
     One machine failing never stops or hides the others. Ctrl-C stops every machine's current run
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
-    if not parallel or len(machines) == 1:
-        return [r for targets in machines for r in run(bench, targets, store, observer, timeout, sinks, reps)]
+    bound = list(gpus) if gpus is not None else [None] * len(machines)
+    if (not parallel and not any(bound)) or len(machines) == 1:
+        return [
+            r
+            for targets, gpu in zip(machines, bound, strict=True)
+            for r in run(bench, targets, store, observer, timeout, sinks, reps, gpu)
+        ]
 
     pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
-    futures = [pool.submit(run, bench, targets, store, observer, timeout, sinks, reps) for targets in machines]
+    futures = [
+        pool.submit(run, bench, targets, store, observer, timeout, sinks, reps, gpu)
+        for targets, gpu in zip(machines, bound, strict=True)
+    ]
     try:
         wait(futures)
     except KeyboardInterrupt:

@@ -4,11 +4,16 @@ Ctrl-C stops the run under way (stored failed, with its steps); the stream flush
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import replace
 
-from dltestbed.orchestrate import planning, scenarios
+from dltestbed.errors import ConfigError
+from dltestbed.kinds import any_kind
+from dltestbed.orchestrate import pergpu, planning, scenarios
 from dltestbed.orchestrate.launchers import Launcher
+from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.request import BenchInterrupted, BenchObserver, BenchRequest
+from dltestbed.orchestrate.scenarios.common import CPUS, probe
 from dltestbed.results import influx
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
@@ -35,7 +40,14 @@ def _runs(
     for s in sites:
         if s.down is not None:
             observer.say(f"{s.label} does not answer ({s.down}): its runs are stored failed with that reason")
-    machines = [[make(k, s) for k in kinds] for s in sites]
+    machines: list[list[Target]] = [[make(k, s) for k in kinds] for s in sites]
+    gpus: list[GpuSlot | None] | None = None
+    if pergpu.wanted(plan.specs) and request.scenario.scenario == "single":
+        machines, gpus = [], []
+        for s in sites:  # a set of targets per GPU of each host: its GPUs' runs go at once
+            for slot in _slots(s, kinds, observer):
+                machines.append([make(k, s) for k in kinds])
+                gpus.append(slot)
     w = request.workloads
     if w.suite != "micro" and not w.models and w.image_size is None and w.steps is None:
         p = planning.PRESETS[plan.preset]
@@ -53,7 +65,9 @@ def _runs(
     try:
         if stream is not None:
             sinks.append(influx.InfluxSink(store, stream))
-        records = scenarios.run(plan, sites, kinds, store, observer, request.scenario, sinks, machines, notes.append)
+        records = scenarios.run(
+            plan, sites, kinds, store, observer, request.scenario, sinks, machines, notes.append, gpus
+        )
     except KeyboardInterrupt:
         raise BenchInterrupted(
             "interrupted: the current run is stored as failed with its steps; see "
@@ -64,6 +78,22 @@ def _runs(
             for sink in sinks:
                 observer.say(stream_closed(sink))
     return records, notes
+
+
+def _slots(site: Site, kinds: list[str], observer: BenchObserver) -> list[GpuSlot]:
+    """The GPUs of a site's host (pergpu.SLOTS), each bound to the CPUs of its NUMA node that runs there may
+    use; one line says them. Before any run: a host without GPUs is one ConfigError."""
+    if any_kind(kinds, lambda k: k.in_vm):
+        raise ConfigError("--gpus per-gpu runs on bm and cbm: a VM's GPUs are those --vm-gpus passes through")
+    bm = make("bm", site)
+    slots = pergpu.parse_slots(probe(bm, pergpu.SLOTS), bm.host)
+    allowed = [int(c) for c in probe(bm, CPUS).split(",") if c.strip()]
+    slots = [replace(g, cpus=g.cpus and (pergpu.usable(g.cpus, allowed) or None)) for g in slots]
+    observer.say(
+        f"--gpus per-gpu: {len(slots)} GPU(s) on {bm.host} at once: "
+        + ", ".join(f"{g.label} {g.uuid[:12]} (CPUs {g.cpus or 'not pinned'})" for g in slots)
+    )
+    return slots
 
 
 def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]], sites: list[Site]) -> str:

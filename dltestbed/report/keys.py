@@ -68,9 +68,9 @@ class GroupKey(LayerKey):
 
     @classmethod
     def of(cls, run: RunRecord, by_host: bool = False) -> GroupKey:
-        """The group a run belongs to (by_host: on its physical machine)."""
+        """The group a run belongs to (by_host: on its physical machine, and its GPU with --gpus per-gpu)."""
         values = {f: getattr(run, f) for f in GROUP_FIELDS}
-        return cls(**values, host=(run.machine or run.host) if by_host else None)
+        return cls(**values, host=run.unit if by_host else None)
 
     def without_host(self) -> GroupKey:
         """The same group over every host (what the fleet compares hosts within)."""

@@ -80,8 +80,10 @@ def spread(values: Sequence[float | None]) -> Spread | None:
 
 def pair_key(run: RunRecord, by_host: bool = False) -> tuple[Any, ...]:
     """Which baseline run a run is paired with: the same bench and repetition (interleaved, so they ran
-    side by side), on the same machine when hosts are compared."""
-    return (run.bench_id, run.repetition, run.machine) if by_host else (run.bench_id, run.repetition)
+    side by side), on the same machine when hosts are compared, and always on the same GPU (--gpus per-gpu)."""
+    if by_host or run.spec.get("gpu"):
+        return (run.bench_id, run.repetition, run.unit)
+    return (run.bench_id, run.repetition)
 
 
 def images_per_sec(run: RunRecord) -> float:

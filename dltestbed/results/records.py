@@ -81,6 +81,16 @@ class RunRecord:
         return asdict(self)
 
     @property
+    def unit(self) -> str:
+        """What a run measured, as the report compares them: its physical machine, and with --gpus per-gpu its
+        GPU beside it (`node1/gpu3`, NVML's index as the run saw it; the UUID's head where it did not say)."""
+        uuid = self.spec.get("gpu")
+        if not uuid:
+            return str(self.machine or self.host)
+        seen = [g for g in self.fingerprint.get("gpus") or [] if isinstance(g, dict) and "index" in g]
+        return f"{self.machine or self.host}/" + (f"gpu{seen[0]['index']}" if len(seen) == 1 else str(uuid)[:12])
+
+    @property
     def is_probe(self) -> bool:
         """A microbenchmark run (`micro`): measures and skips instead of steps; no images/sec."""
         return self.mode == "probe"

@@ -25,6 +25,7 @@ from dltestbed import dataset
 from dltestbed.catalog import model_names
 from dltestbed.config import (
     PAIR_PROBES,
+    PER_GPU,
     PROBES,
     STEADY,
     ProbeSpec,
@@ -87,6 +88,7 @@ def parser() -> argparse.ArgumentParser:
         "index come from TF_CONFIG; --batch-size is per worker",
     )
     p.add_argument("--cpus", help="run only on these CPUs, e.g. 0-3,8 (before TensorFlow starts its threads)")
+    p.add_argument("--gpu", help="see and sample only this GPU, by UUID (GPU-… or MIG-…; one of --gpus per-gpu)")
     p.add_argument(
         "--math",
         help="float32 (TF32 off), tf32, mixed_bfloat16, mixed_float16 (loss-scaled) or mixed "
@@ -105,7 +107,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--gpus",
-        help="one (default: the first GPU TensorFlow sees) or node (every GPU of the machine in one "
+        help="one (default: the first GPU TensorFlow sees, or --gpu's) or node (every GPU of the machine in one "
         "data-parallel job, a replica each, NCCL between them)",
     )
     p.add_argument(
@@ -142,7 +144,7 @@ def micro_parser() -> argparse.ArgumentParser:
         "target, or with --distributed all that run between workers)",
     )
     p.add_argument("--scale", default="small", help="small (seconds per probe) or full (the models' shapes)")
-    for name in ("--data", "--data-dir", "--data-digest", "--device", "--cpus"):
+    for name in ("--data", "--data-dir", "--data-digest", "--device", "--cpus", "--gpu"):
         p.add_argument(name)
     for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed", "--gpu-memory-mib"):
         p.add_argument(name, type=int)
@@ -204,7 +206,10 @@ def parse(argv: list[str]) -> tuple[WorkloadSpec, argparse.Namespace]:
     """The validated spec of a command line, and the options that are not part of it."""
     ns = parser().parse_args(argv)
     values = {k: v for k, v in vars(ns).items() if v is not None and v is not False and k != "watch_stdin"}
-    return workload_spec(**values), ns
+    spec = workload_spec(**values)
+    if spec.gpus == PER_GPU:  # the controller's: it starts one process per GPU, each with its --gpu
+        raise ConfigError("--gpus per-gpu is the controller's (a process per GPU); a workload takes --gpu UUID")
+    return spec, ns
 
 
 def parse_micro(argv: list[str]) -> tuple[ProbeSpec, argparse.Namespace]:
@@ -263,6 +268,8 @@ def _prepare(spec: WorkloadSpec | ProbeSpec, ns: argparse.Namespace, min_classes
     cluster = distributed.cluster_from_env(os.environ.get("TF_CONFIG")) if spec.distributed else None
     if spec.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the HPEC'19 way of hiding the GPUs
+    elif spec.gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = spec.gpu  # CUDA's device 0, the only one; NVML keeps only it too
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     return index, data_facts, cluster
 

@@ -7,9 +7,11 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
+
+from dltestbed.config import GPU_UUID
 
 # NVML's enumerations, as nvml.h numbers them (pynvml's names in comments)
 CLOCK_SM, CLOCK_MEM = 1, 2  # NVML_CLOCK_SM, NVML_CLOCK_MEM
@@ -31,6 +33,13 @@ def numa_node(pci_bus_id: str, sysfs: Path = Path("/sys/bus/pci/devices")) -> in
     except OSError:
         return None
     return int(text) if text.lstrip("-").isdigit() and int(text) >= 0 else None
+
+
+def visible_uuids(cuda_visible: str | None) -> list[str]:
+    """The UUIDs CUDA_VISIBLE_DEVICES names where it names GPUs by UUID; [] where it is unset, empty or names
+    indices (NVML's order may differ from CUDA's: those are matched by PCI bus id, `in_cuda_order`)."""
+    names = [x.strip() for x in (cuda_visible or "").split(",") if x.strip()]
+    return names if names and all(GPU_UUID.fullmatch(x) for x in names) else []
 
 
 def bus_key(bus_id: str) -> str:
@@ -56,7 +65,9 @@ def _mode(value: Any) -> str | None:
 class Nvml:
     """A thin reader over pynvml; `Nvml.open()` is None where there is no NVML (no driver, no GPU)."""
 
-    def __init__(self, nvml: Any) -> None:
+    def __init__(self, nvml: Any, only: Collection[str] = ()) -> None:
+        """only: the UUIDs of the GPUs this run may use (its CUDA_VISIBLE_DEVICES, one of --gpus per-gpu); the
+        others, which its neighbours use, are neither described nor sampled. Empty: every GPU it may open."""
         self._n = nvml
         # (NVML index, handle) of each GPU this process may open. nvmlDeviceGetCount counts them all, also those
         # a device cgroup (Slurm's, a container's) denies it: NO_PERMISSION for those, which are not this run's
@@ -64,13 +75,17 @@ class Nvml:
         self.denied: dict[int, str] = {}  # NVML index → why it cannot be opened from here
         for i in range(nvml.nvmlDeviceGetCount()):
             try:
-                self._handles.append((i, nvml.nvmlDeviceGetHandleByIndex(i)))
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
             except nvml.NVMLError as exc:
                 self.denied[i] = str(exc) or type(exc).__name__
+                continue
+            if not only or self._text(nvml.nvmlDeviceGetUUID(h)) in only:
+                self._handles.append((i, h))
 
     @classmethod
     def open(cls) -> Nvml | None:
-        """NVML initialised, or None when the library, driver or GPUs are absent."""
+        """NVML initialised, or None when the library, driver or GPUs are absent. Where CUDA_VISIBLE_DEVICES
+        names GPUs by UUID (a run of --gpus per-gpu), only those (`visible_uuids`)."""
         try:
             # NVML exists only where a GPU's driver does
             import pynvml
@@ -78,7 +93,7 @@ class Nvml:
             return None
         try:
             pynvml.nvmlInit()
-            reader = cls(pynvml)
+            reader = cls(pynvml, visible_uuids(os.environ.get("CUDA_VISIBLE_DEVICES")))
         except pynvml.NVMLError:
             return None
         return reader if reader._handles else None

@@ -10,7 +10,8 @@ from typing import Any
 
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
-from dltestbed.orchestrate import planning
+from dltestbed.orchestrate import pergpu, planning
+from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.scenarios import distributed, shared
 from dltestbed.orchestrate.scenarios.common import Options
 from dltestbed.orchestrate.scenarios.distributed import worker_count
@@ -53,6 +54,8 @@ def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Se
         )
     if options.scenario != "single" and (plan.aa or plan.precision is not None):
         raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
+    if options.scenario != "single" and pergpu.wanted(plan.specs):
+        raise ConfigError(f"--gpus per-gpu runs with --scenario single (not {options.scenario}) in this version")
     if options.scenario == "distributed":
         n = worker_count(options, hosts)
         if n < 2:
@@ -89,11 +92,13 @@ def run(
     sinks: Sequence[Sink] = (),
     machines: Sequence[Sequence[Target]] | None = None,
     on_note: Callable[[str], None] = lambda line: None,
+    gpus: Sequence[GpuSlot | None] | None = None,
 ) -> list[RunRecord]:
     """Run the plan as the scenario says on prepared sites (one per machine); every run is stored as
     it goes. single runs on `machines` (a target per site and kind; made here when not given);
     distributed and shared make a target per worker and co-tenant from the sites (nothing is built
-    or booted here). A line the bench ends with (--repeat auto's stop) goes to on_note."""
+    or booted here). A line the bench ends with (--repeat auto's stop) goes to on_note. gpus: with --gpus
+    per-gpu, the GPU of each of `machines` (pergpu)."""
     check(options, [s.host for s in sites], plan, kinds)
     plan = dataclasses.replace(plan, scenario=options.scenario)
     if options.scenario == "distributed":
@@ -103,12 +108,20 @@ def run(
     machines = machines or [[make(k, s) for k in kinds] for s in sites]
     if plan.precision is None:
         return planning.run_all(
-            plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks
+            plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks, gpus=gpus
         )
     records: list[RunRecord] = []
     for rep in range(1, plan.repeat + 1):  # --repeat auto: one interleaved repetition at a time
         records += planning.run_all(
-            plan, machines, store, observer, timeout=options.timeout, parallel=options.parallel, sinks=sinks, reps=[rep]
+            plan,
+            machines,
+            store,
+            observer,
+            timeout=options.timeout,
+            parallel=options.parallel,
+            sinks=sinks,
+            reps=[rep],
+            gpus=gpus,
         )
         widest = widest_half_width(records)
         if rep >= MIN_N and widest is not None and widest <= plan.precision:

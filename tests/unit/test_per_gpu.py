@@ -1,0 +1,120 @@
+"""--gpus per-gpu: a node's GPUs read before any run (nvidia-smi through a fake on PATH: there is no GPU here),
+each run given its GPU by UUID and its NUMA node's CPUs, NVML restricted to that GPU, and the report telling the
+runs apart by GPU (grouped and paired per GPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltestbed.config import workload_spec
+from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import pergpu
+from dltestbed.report.keys import GroupKey
+from dltestbed.report.stats import pair_key
+from dltestbed.results.records import RunRecord
+from dltestbed.workload import gpu
+from dltestbed.workload.gpu import Nvml
+from tests import fakenvml
+from tests.conftest import make_run
+
+# the H100's UUID and bus id as its driver printed them (tests/data/gpu/h100), and a second board beside it
+H100 = ("0", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549d9", "00000000:00:06.0")
+SECOND = ("1", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549da", "00000000:00:07.0")
+
+
+def _slots_on(tmp_path: Path, stdout: str, rc: int = 0) -> str:
+    """pergpu.SLOTS run for real by this Python, nvidia-smi a fake on PATH answering dltestbed's query alone."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    query = "--query-gpu=index,uuid,pci.bus_id --format=csv,noheader"
+    smi.write_text(
+        f'#!/bin/sh\nif [ "$*" != "{query}" ]; then echo "unknown: $*" >&2; exit 99; fi\n'
+        f"cat <<'EOF'\n{stdout}EOF\nexit {rc}\n"
+    )
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", pergpu.SLOTS], capture_output=True, text=True, env=env, check=True)
+    return proc.stdout.splitlines()[0]
+
+
+def test_a_nodes_gpus_are_read_by_uuid_and_bus_id(tmp_path: Path) -> None:
+    rows = "".join(", ".join(g) + "\n" for g in (H100, SECOND))
+    slots = pergpu.parse_slots(_slots_on(tmp_path, rows), "node1")
+    assert [(s.index, s.uuid, s.pci_bus_id, s.label) for s in slots] == [
+        (0, H100[1], H100[2], "gpu0"),
+        (1, SECOND[1], SECOND[2], "gpu1"),
+    ]
+    assert all(s.cpus is None for s in slots)  # no such PCI device here: the kernel says no CPUs, none pinned
+    with pytest.raises(ConfigError, match=r"no GPU on node1 \(nvidia-smi: NVIDIA-SMI has failed"):
+        pergpu.parse_slots(_slots_on(tmp_path, "NVIDIA-SMI has failed because it couldn't communicate\n", 9), "node1")
+    with pytest.raises(ConfigError, match=r"no GPU on node1 \(nvidia-smi lists none\)"):
+        pergpu.parse_slots(_slots_on(tmp_path, ""), "node1")
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}  # no driver at all: no GPU, in one line
+    line = subprocess.run([sys.executable, "-c", pergpu.SLOTS], capture_output=True, text=True, env=env).stdout
+    with pytest.raises(ConfigError, match=r"no GPU on node1 .*nvidia-smi"):
+        pergpu.parse_slots(line, "node1")
+
+
+def test_each_run_gets_its_gpu_and_the_cpus_of_its_numa_node_it_may_use() -> None:
+    (slot,) = pergpu.parse_slots(json.dumps([[*SECOND, "8-15,24-31"]]), "node1")
+    spec = workload_spec(model="alexnet", gpus="per-gpu")
+    bound = slot.bind(spec)
+    assert (bound.gpu, bound.cpus, bound.gpus) == (SECOND[1], "8-15,24-31", "one")  # type: ignore[union-attr]
+    argv = bound.to_argv()
+    assert argv[argv.index("--gpu") + 1] == SECOND[1] and argv[argv.index("--cpus") + 1] == "8-15,24-31"
+    assert "--gpus" not in argv  # the workload runs on its one GPU
+    pinned = slot.bind(spec.model_copy(update={"cpus": "0-3"}))
+    assert pinned.cpus == "0-3"  # the user's own pinning is kept
+    assert pergpu.usable("8-15,24-31", [*range(12), 30]) == "8-11,30"  # a job's cgroup: those it may use
+    assert pergpu.usable("8-15", [0, 1]) == ""
+    (odd,) = pergpu.parse_slots(json.dumps([[*H100, "not a list"]]), "node1")
+    assert odd.cpus is None
+
+
+def test_per_gpu_specs_say_what_does_not_go_together() -> None:
+    with pytest.raises(ConfigError, match="--device cpu hides them"):
+        workload_spec(model="alexnet", gpus="per-gpu", device="cpu")
+    with pytest.raises(ConfigError, match="a GPU's UUID as nvidia-smi -L prints it"):
+        workload_spec(model="alexnet", gpu="0")
+    with pytest.raises(ConfigError, match="--gpu names the one GPU of a run"):
+        workload_spec(model="alexnet", gpu=H100[1], gpus="node")
+    with pytest.raises(ConfigError, match="a distributed job's workers use theirs"):
+        workload_spec(model="alexnet", gpus="per-gpu", distributed=True)
+    from dltestbed.workload.__main__ import parse
+
+    with pytest.raises(ConfigError, match="--gpus per-gpu is the controller's"):
+        parse(["--model", "alexnet", "--gpus", "per-gpu"])
+    spec, _ = parse(["--model", "alexnet", "--gpu", "MIG-0c6b2d1e-3f9a-5b7c-8d4e-2a1b3c4d5e6f"])
+    assert spec.gpu.startswith("MIG-")  # type: ignore[union-attr]
+
+
+def test_nvml_describes_and_samples_the_runs_gpu_alone() -> None:
+    """Eight runs on a node each sample their own GPU: a neighbour's load, clocks or XIDs are not theirs."""
+    fake = fakenvml.FakeNvml(fakenvml.several(fakenvml.h100_text(), 4))
+    uuids = [d["uuid"] for d in Nvml(fake).devices()]
+    mine = Nvml(fake, only=[uuids[2]])
+    assert [d["index"] for d in mine.devices()] == [2] and len(mine.sample()) == 1
+    assert gpu.visible_uuids(f" {uuids[2]} ") == [uuids[2]]
+    assert gpu.visible_uuids("2") == gpu.visible_uuids("") == gpu.visible_uuids(None) == []  # indices: by bus id
+
+
+def _record(gpu_uuid: str | None, index: int | None, kind: str = "bm") -> RunRecord:
+    fp = {"gpus": [{"index": index, "uuid": gpu_uuid}]} if index is not None else {}
+    return make_run(target_kind=kind, host="node1", fingerprint=fp, spec={"gpu": gpu_uuid} if gpu_uuid else {})
+
+
+def test_the_report_tells_a_nodes_gpus_apart_and_pairs_each_with_itself() -> None:
+    g0, g1 = _record(H100[1], 0), _record(SECOND[1], 1)
+    assert (g0.unit, g1.unit, _record(None, None).unit) == ("node1/gpu0", "node1/gpu1", "node1")
+    assert _record(SECOND[1], None).unit == "node1/" + SECOND[1][:12]  # the run did not say: the UUID's head
+    assert GroupKey.of(g0, by_host=True) != GroupKey.of(g1, by_host=True)
+    assert GroupKey.of(g0) == GroupKey.of(g1)  # over every GPU when rows are not per host
+    # a layer's run on GPU 1 is paired with bare metal on GPU 1, not with whichever ran first
+    assert pair_key(_record(SECOND[1], 1, "cbm")) == pair_key(g1) != pair_key(g0)
