@@ -49,6 +49,7 @@ class _RunSpec(BaseModel):
     # the one GPU this run uses, by UUID, the only one it sees (CUDA_VISIBLE_DEVICES) and samples: set on each
     # run of --gpus per-gpu, whose CUDA and NVML indices then cannot name another GPU
     gpu: str | None = None
+    gpu_index: int | None = Field(None, ge=0)  # its NVML index as the controller read it (the run's `host/gpuN`)
 
     @field_validator("gpu")
     @classmethod

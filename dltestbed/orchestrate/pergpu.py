@@ -15,10 +15,10 @@ from dltestbed.errors import ConfigError
 Spec = WorkloadSpec | ProbeSpec
 
 # Run on the machine under a target (scenarios.common.probe): one JSON line, a list of [NVML index, UUID, PCI
-# bus id, CPUs of its NUMA node or ""], or {"error": ...} where the driver does not answer.
+# bus id, MIG mode, CPUs of its NUMA node or ""], or {"error": ...} where the driver does not answer.
 SLOTS = r"""
 import json, pathlib, subprocess
-q = ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]
+q = ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,mig.mode.current", "--format=csv,noheader"]
 try:
     p = subprocess.run(q, capture_output=True, text=True, timeout=60)
 except (OSError, subprocess.TimeoutExpired) as e:
@@ -29,7 +29,7 @@ if p.returncode:
 out = []
 for line in p.stdout.splitlines():
     f = [x.strip() for x in line.split(",")]
-    if len(f) != 3:
+    if len(f) != 4:
         continue
     cpus = pathlib.Path("/sys/bus/pci/devices", f[2][-12:].lower(), "local_cpulist")
     out.append([*f, cpus.read_text().strip() if cpus.exists() else ""])
@@ -51,10 +51,12 @@ class GpuSlot:
         """`gpu3`: the GPU's name in a run's unit (`host/gpu3`)."""
         return f"gpu{self.index}"
 
-    def bind(self, spec: Spec) -> Spec:
-        """The spec of this GPU's run: its UUID, its NUMA node's CPUs (where the spec pins none itself), and
-        `--gpus one` (a process per GPU)."""
-        update: dict[str, object] = {"gpu": self.uuid, "cpus": spec.cpus or self.cpus}
+    def bind(self, spec: Spec, pin: bool = True) -> Spec:
+        """The spec of this GPU's run: its UUID and index, `--device gpu` (a GPU CUDA cannot see fails the run, it
+        never falls back to the CPU), its NUMA node's CPUs where `pin` and the spec pins none itself, and `--gpus
+        one` (a process per GPU)."""
+        update: dict[str, object] = {"gpu": self.uuid, "gpu_index": self.index, "device": "gpu"}
+        update["cpus"] = spec.cpus or (self.cpus if pin else None)
         if isinstance(spec, WorkloadSpec):
             update["gpus"] = "one"
         return spec.model_copy(update=update)
@@ -72,9 +74,11 @@ def parse_slots(line: str, where: str) -> list[GpuSlot]:
         raise ConfigError(f"--gpus per-gpu: no GPU on {where} (nvidia-smi: {why})")
     slots = []
     for row in doc:
-        index, uuid, bus, cpus = (str(x) for x in row)
+        index, uuid, bus, mig, cpus = (str(x) for x in row)
         if not index.isdigit() or not GPU_UUID.fullmatch(uuid):
             continue
+        if mig == "Enabled":  # its slices are other devices, with UUIDs of their own, that NVML opens otherwise
+            raise ConfigError(f"--gpus per-gpu: GPU {index} of {where} is in MIG mode: not in this version")
         try:
             parse_cpu_list(cpus)
         except ValueError:

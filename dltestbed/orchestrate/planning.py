@@ -355,7 +355,8 @@ def run(
     slots = list(zip(targets, arms([t.kind for t in targets]), strict=True))
     for round_ in bench.rounds(slots, reps):
         for rep, spec, (target, arm) in round_:
-            spec = gpu.bind(spec) if gpu is not None else spec
+            # cbm: the container's own limits say its CPUs (a cpuset there need not hold the GPU's node)
+            spec = gpu.bind(spec, pin=target.kind == "bm") if gpu is not None else spec
             ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep, arm=arm)
             records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))
     return records
@@ -380,13 +381,33 @@ def run_all(
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
     bound = list(gpus) if gpus is not None else [None] * len(machines)
-    if (not parallel and not any(bound)) or len(machines) == 1:
+    if not parallel and len(machines) > 1:  # hosts one after another; a host's GPUs (per-gpu) still at once
+        hosts: dict[str, list[int]] = {}
+        for i, targets in enumerate(machines):
+            hosts.setdefault(targets[0].host, []).append(i)
         return [
             r
-            for targets, gpu in zip(machines, bound, strict=True)
-            for r in run(bench, targets, store, observer, timeout, sinks, reps, gpu)
+            for ii in hosts.values()
+            for r in _at_once(
+                bench, [machines[i] for i in ii], [bound[i] for i in ii], store, observer, timeout, sinks, reps
+            )
         ]
+    return _at_once(bench, machines, bound, store, observer, timeout, sinks, reps)
 
+
+def _at_once(
+    bench: Plan,
+    machines: Sequence[Sequence[Target]],
+    bound: Sequence[GpuSlot | None],
+    store: Store,
+    observer: Observer,
+    timeout: float | None,
+    sinks: Sequence[Sink],
+    reps: Sequence[int] | None,
+) -> list[RunRecord]:
+    """`run` on every machine at once, a thread each (one machine: in this thread); see run_all."""
+    if len(machines) == 1:
+        return run(bench, machines[0], store, observer, timeout, sinks, reps, bound[0])
     pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
     futures = [
         pool.submit(run, bench, targets, store, observer, timeout, sinks, reps, gpu)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import replace
 
-from dltestbed.errors import ConfigError
-from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import pergpu, planning, scenarios
 from dltestbed.orchestrate.launchers import Launcher
 from dltestbed.orchestrate.pergpu import GpuSlot
@@ -45,7 +43,7 @@ def _runs(
     if pergpu.wanted(plan.specs) and request.scenario.scenario == "single":
         machines, gpus = [], []
         for s in sites:  # a set of targets per GPU of each host: its GPUs' runs go at once
-            for slot in _slots(s, kinds, observer):
+            for slot in _slots(s, observer) if s.down is None else [None]:  # a host down: its runs fail, stored
                 machines.append([make(k, s) for k in kinds])
                 gpus.append(slot)
     w = request.workloads
@@ -80,11 +78,9 @@ def _runs(
     return records, notes
 
 
-def _slots(site: Site, kinds: list[str], observer: BenchObserver) -> list[GpuSlot]:
+def _slots(site: Site, observer: BenchObserver) -> list[GpuSlot]:
     """The GPUs of a site's host (pergpu.SLOTS), each bound to the CPUs of its NUMA node that runs there may
     use; one line says them. Before any run: a host without GPUs is one ConfigError."""
-    if any_kind(kinds, lambda k: k.in_vm):
-        raise ConfigError("--gpus per-gpu runs on bm and cbm: a VM's GPUs are those --vm-gpus passes through")
     bm = make("bm", site)
     slots = pergpu.parse_slots(probe(bm, pergpu.SLOTS), bm.host)
     allowed = [int(c) for c in probe(bm, CPUS).split(",") if c.strip()]

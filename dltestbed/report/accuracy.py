@@ -100,13 +100,13 @@ def table(runs: Sequence[RunRecord]) -> list[AccuracyRow]:
     out = []
     for layers in groups.values():
         base = layers.get(BASELINE, [])
-        by_seed = {(b.spec.get("seed"), b.machine): 100 * (b.top1 or 0) for b in base}
+        by_seed = {(b.spec.get("seed"), b.unit): 100 * (b.top1 or 0) for b in base}
         for layer in sorted(layers, key=lambda name: name != BASELINE):
             mine = layers[layer]
             against = None
             if layer != BASELINE and base:
                 pairs = [
-                    (by_seed[k], 100 * (r.top1 or 0)) for r in mine if (k := (r.spec.get("seed"), r.machine)) in by_seed
+                    (by_seed[k], 100 * (r.top1 or 0)) for r in mine if (k := (r.spec.get("seed"), r.unit)) in by_seed
                 ]
                 against = difference(list(by_seed.values()), [100 * (r.top1 or 0) for r in mine], pairs)
             images = mine[0].eval_images or 0

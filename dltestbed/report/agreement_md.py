@@ -12,7 +12,7 @@ def _rows(found: Sequence[Agreement]) -> list[str]:
     rows: dict[tuple[str, str, str], list[Agreement]] = {}
     for a in found:
         worker = f" worker {a.run.worker_index}" if a.run.worker_index is not None else ""
-        rows.setdefault((a.run.model, a.run.target_kind + worker, a.run.machine or a.run.host), []).append(a)
+        rows.setdefault((a.run.model, a.run.target_kind + worker, a.run.unit), []).append(a)
     out = []
     for (model, layer, host), items in rows.items():
         identical = sum(a.identical for a in items)

@@ -35,7 +35,7 @@ def judge_agreement(found: Sequence[Agreement]) -> list[Judgement]:
     reproducible, naming its first divergent step."""
     rows: dict[tuple[str, str, str], list[Agreement]] = {}
     for a in found:
-        rows.setdefault((a.run.model, a.run.target_kind, a.run.machine or a.run.host), []).append(a)
+        rows.setdefault((a.run.model, a.run.target_kind, a.run.unit), []).append(a)
     out = []
     for (model, layer, host), items in rows.items():
         bad = [a for a in items if not a.ok]

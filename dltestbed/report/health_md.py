@@ -57,13 +57,14 @@ def likely_causes(fleet: Sequence[FleetFlag], gpus: Sequence[GpuHealth], flags: 
     """For each host the fleet check flagged as slow, what its GPUs show: findings, slowdown reasons, and
     clocks or power below their peers'. Empty when nothing on that host's GPUs stands out."""
     lines = []
-    for host in dict.fromkeys(f.host for f in fleet):
-        seen = [fl.words() for fl in flags if fl.host == host]
-        for g in (g for g in gpus if g.host == host):
+    for unit in dict.fromkeys(f.host for f in fleet):
+        host, _, one = unit.partition("/")  # --gpus per-gpu: `host/gpuN`, that host's GPU N alone
+        seen = [fl.words() for fl in flags if fl.host == host and (not one or f"gpu{fl.gpu}" == one)]
+        for g in (g for g in gpus if g.host == host and (not one or f"gpu{g.gpu}" == one)):
             seen += [f"GPU {g.gpu}: {f.what}" for f in g.findings if f.severity == ERROR]
             seen += [f"GPU {g.gpu}: {name} in {share:g} % of busy samples" for name, share in g.throttled.items()]
         if seen:
-            lines.append(f"- {host}: " + "; ".join(dict.fromkeys(seen)))
+            lines.append(f"- {unit}: " + "; ".join(dict.fromkeys(seen)))
     return lines
 
 

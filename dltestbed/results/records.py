@@ -83,12 +83,11 @@ class RunRecord:
     @property
     def unit(self) -> str:
         """What a run measured, as the report compares them: its physical machine, and with --gpus per-gpu its
-        GPU beside it (`node1/gpu3`, NVML's index as the run saw it; the UUID's head where it did not say)."""
-        uuid = self.spec.get("gpu")
-        if not uuid:
-            return str(self.machine or self.host)
-        seen = [g for g in self.fingerprint.get("gpus") or [] if isinstance(g, dict) and "index" in g]
-        return f"{self.machine or self.host}/" + (f"gpu{seen[0]['index']}" if len(seen) == 1 else str(uuid)[:12])
+        GPU beside it (`node1/gpu3`: NVML's index as the controller read it before the run, whatever the run
+        itself saw, so that a failed run is named as its GPU's others are)."""
+        machine = str(self.machine or self.host)
+        index, uuid = self.spec.get("gpu_index"), self.spec.get("gpu")
+        return machine if not uuid else f"{machine}/gpu{index}" if index is not None else f"{machine}/{uuid}"
 
     @property
     def is_probe(self) -> bool:

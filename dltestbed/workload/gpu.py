@@ -79,7 +79,7 @@ class Nvml:
             except nvml.NVMLError as exc:
                 self.denied[i] = str(exc) or type(exc).__name__
                 continue
-            if not only or self._text(nvml.nvmlDeviceGetUUID(h)) in only:
+            if not only or self._text(self._try(nvml.nvmlDeviceGetUUID, h) or "") in only:
                 self._handles.append((i, h))
 
     @classmethod

@@ -24,8 +24,8 @@ from tests import fakenvml
 from tests.conftest import make_run
 
 # the H100's UUID and bus id as its driver printed them (tests/data/gpu/h100), and a second board beside it
-H100 = ("0", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549d9", "00000000:00:06.0")
-SECOND = ("1", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549da", "00000000:00:07.0")
+H100 = ("0", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549d9", "00000000:00:06.0", "Disabled")
+SECOND = ("1", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549da", "00000000:00:07.0", "[N/A]")
 
 
 def _slots_on(tmp_path: Path, stdout: str, rc: int = 0) -> str:
@@ -33,7 +33,7 @@ def _slots_on(tmp_path: Path, stdout: str, rc: int = 0) -> str:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     smi = bin_dir / "nvidia-smi"
-    query = "--query-gpu=index,uuid,pci.bus_id --format=csv,noheader"
+    query = "--query-gpu=index,uuid,pci.bus_id,mig.mode.current --format=csv,noheader"
     smi.write_text(
         f'#!/bin/sh\nif [ "$*" != "{query}" ]; then echo "unknown: $*" >&2; exit 99; fi\n'
         f"cat <<'EOF'\n{stdout}EOF\nexit {rc}\n"
@@ -56,6 +56,9 @@ def test_a_nodes_gpus_are_read_by_uuid_and_bus_id(tmp_path: Path) -> None:
         pergpu.parse_slots(_slots_on(tmp_path, "NVIDIA-SMI has failed because it couldn't communicate\n", 9), "node1")
     with pytest.raises(ConfigError, match=r"no GPU on node1 \(nvidia-smi lists none\)"):
         pergpu.parse_slots(_slots_on(tmp_path, ""), "node1")
+    mig = ", ".join((*SECOND[:3], "Enabled")) + "\n"
+    with pytest.raises(ConfigError, match="GPU 1 of node1 is in MIG mode"):
+        pergpu.parse_slots(_slots_on(tmp_path, mig), "node1")
     env = {**os.environ, "PATH": str(tmp_path / "empty")}  # no driver at all: no GPU, in one line
     line = subprocess.run([sys.executable, "-c", pergpu.SLOTS], capture_output=True, text=True, env=env).stdout
     with pytest.raises(ConfigError, match=r"no GPU on node1 .*nvidia-smi"):
@@ -66,10 +69,17 @@ def test_each_run_gets_its_gpu_and_the_cpus_of_its_numa_node_it_may_use() -> Non
     (slot,) = pergpu.parse_slots(json.dumps([[*SECOND, "8-15,24-31"]]), "node1")
     spec = workload_spec(model="alexnet", gpus="per-gpu")
     bound = slot.bind(spec)
-    assert (bound.gpu, bound.cpus, bound.gpus) == (SECOND[1], "8-15,24-31", "one")  # type: ignore[union-attr]
+    assert (bound.gpu, bound.gpu_index, bound.cpus, bound.gpus, bound.device) == (  # type: ignore[union-attr]
+        SECOND[1],
+        1,
+        "8-15,24-31",
+        "one",
+        "gpu",  # a GPU CUDA cannot see fails the run: never the CPU's figures under a GPU's name
+    )
+    assert slot.bind(spec, pin=False).cpus is None  # cbm: the container's own limits say
     argv = bound.to_argv()
     assert argv[argv.index("--gpu") + 1] == SECOND[1] and argv[argv.index("--cpus") + 1] == "8-15,24-31"
-    assert "--gpus" not in argv  # the workload runs on its one GPU
+    assert "--gpus" not in argv and "--gpu-index" not in argv  # the workload runs on its one GPU
     pinned = slot.bind(spec.model_copy(update={"cpus": "0-3"}))
     assert pinned.cpus == "0-3"  # the user's own pinning is kept
     assert pergpu.usable("8-15,24-31", [*range(12), 30]) == "8-11,30"  # a job's cgroup: those it may use
@@ -106,14 +116,14 @@ def test_nvml_describes_and_samples_the_runs_gpu_alone() -> None:
 
 
 def _record(gpu_uuid: str | None, index: int | None, kind: str = "bm") -> RunRecord:
-    fp = {"gpus": [{"index": index, "uuid": gpu_uuid}]} if index is not None else {}
-    return make_run(target_kind=kind, host="node1", fingerprint=fp, spec={"gpu": gpu_uuid} if gpu_uuid else {})
+    spec = {"gpu": gpu_uuid, "gpu_index": index} if gpu_uuid else {}
+    return make_run(target_kind=kind, host="node1", spec=spec)
 
 
 def test_the_report_tells_a_nodes_gpus_apart_and_pairs_each_with_itself() -> None:
     g0, g1 = _record(H100[1], 0), _record(SECOND[1], 1)
     assert (g0.unit, g1.unit, _record(None, None).unit) == ("node1/gpu0", "node1/gpu1", "node1")
-    assert _record(SECOND[1], None).unit == "node1/" + SECOND[1][:12]  # the run did not say: the UUID's head
+    assert _record(SECOND[1], None).unit == "node1/" + SECOND[1]  # a spec without the index: the whole UUID
     assert GroupKey.of(g0, by_host=True) != GroupKey.of(g1, by_host=True)
     assert GroupKey.of(g0) == GroupKey.of(g1)  # over every GPU when rows are not per host
     # a layer's run on GPU 1 is paired with bare metal on GPU 1, not with whichever ran first

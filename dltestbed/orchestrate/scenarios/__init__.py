@@ -54,8 +54,11 @@ def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Se
         )
     if options.scenario != "single" and (plan.aa or plan.precision is not None):
         raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
-    if options.scenario != "single" and pergpu.wanted(plan.specs):
-        raise ConfigError(f"--gpus per-gpu runs with --scenario single (not {options.scenario}) in this version")
+    if pergpu.wanted(plan.specs):
+        if options.scenario != "single":
+            raise ConfigError(f"--gpus per-gpu runs with --scenario single (not {options.scenario}) in this version")
+        if any_kind(kinds, lambda k: k.in_vm):
+            raise ConfigError("--gpus per-gpu runs on bm and cbm: a VM's GPUs are those --vm-gpus passes through")
     if options.scenario == "distributed":
         n = worker_count(options, hosts)
         if n < 2:
