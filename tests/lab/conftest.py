@@ -13,6 +13,9 @@ import pytest
 from dltestbed import lab
 from dltestbed.lab.state import LabState, bridge_name, netns_name, veth_name
 
+# the disk probe alone: it reads each layer's copy of the dataset without TensorFlow (minutes under TCG)
+DISK_ONLY = ["--suite", "micro", "--probes", "disk", "--warmup", "0", "--steps", "1", "--repeat", "1"]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
