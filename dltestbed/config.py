@@ -110,6 +110,16 @@ class _RunSpec(BaseModel):
 STEADY = "auto"  # --warmup auto: warm up until steady (workload/steady.py)
 
 
+def parse_warmup(value: int | str) -> int | None:
+    """--warmup, the controller's and the workload's: a count of steps, or STEADY (None: until steady); else
+    ValueError saying what it takes."""
+    if value == STEADY:
+        return None
+    if not str(value).isdigit():
+        raise ValueError(f"a number of steps or '{STEADY}' (got {value!r})")
+    return int(value)
+
+
 # TensorFlow 2.21 on an H100 (2026-11-26): "GPU MaxPool gradient ops do not yet have a deterministic XLA
 # implementation" at a deterministic XLA training's first step, for every model here (each has a max pool)
 XLA_NOT_DETERMINISTIC = (

@@ -18,6 +18,7 @@ from dltestbed.config import (
     ProbeSpec,
     Spec,
     WorkloadSpec,
+    parse_warmup,
     probe_spec,
     resolve_path,
     workload_spec,
@@ -292,12 +293,11 @@ def _check_suite(
 
 
 def _warmup(warmup: int | str) -> int | None:
-    """--warmup: a count of steps, or STEADY (None: until steady)."""
-    if warmup == STEADY:
-        return None
-    if not str(warmup).isdigit():
-        raise ConfigError(f"--warmup: a number of steps or '{STEADY}' (got {warmup!r})")
-    return int(warmup)
+    """--warmup (config.parse_warmup), or one ConfigError line."""
+    try:
+        return parse_warmup(warmup)
+    except ValueError as exc:
+        raise ConfigError(f"--warmup: {exc}") from None
 
 
 def _repetitions(repeat: int | str, precision: float, max_repeat: int) -> tuple[int, bool]:

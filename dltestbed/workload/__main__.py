@@ -31,6 +31,7 @@ from dltestbed.config import (
     ProbeSpec,
     WorkloadSpec,
     parse_cpu_list,
+    parse_warmup,
     probe_spec,
     workload_spec,
 )
@@ -126,13 +127,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _warmup(text: str) -> int | None:
-    """--warmup: a count of steps, or `auto` (None: until steady)."""
-    if text == STEADY:
-        return None
+    """--warmup (config.parse_warmup), or argparse's error line."""
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a count of steps or {STEADY} (got {text!r})") from None
+        return parse_warmup(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def micro_parser() -> argparse.ArgumentParser:
