@@ -21,20 +21,8 @@ from tests.secretwatch import SecretWatch, new_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
 
-TINY = [
-    "--model",
-    "alexnet",
-    "--image-size",
-    "32",
-    "--batch-size",
-    "2",
-    "--warmup",
-    "1",
-    "--steps",
-    "1",
-    "--repeat",
-    "1",
-]
+ONE_STEP = ["--warmup", "1", "--steps", "1", "--repeat", "1"]
+TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", *ONE_STEP]
 
 
 def _qemus() -> list[str]:
@@ -259,12 +247,7 @@ def test_vm_and_cvm_runs_and_teardown(
         "micro",
         "--probes",
         "disk,membw",
-        "--warmup",
-        "1",
-        "--steps",
-        "1",
-        "--repeat",
-        "1",
+        *ONE_STEP,
         *real,
         "--format",
         "json",
