@@ -17,6 +17,7 @@ CAPTURED = DATA / "workload"
 _TIER_SECONDS: dict[str, float] = {}
 _TIER_TESTS: dict[str, set[str]] = {}
 _CLI_CALLS: list[tuple[float, str]] = []  # (seconds, test and command) of every run_cli: where a tier's time goes
+_FAILED_AT: list[str] = []  # per failed test: where it stopped, and the commands it ran (CI's log keeps its tail)
 
 
 def _tier(report: pytest.TestReport) -> str:
@@ -26,11 +27,30 @@ def _tier(report: pytest.TestReport) -> str:
     return f"{tier}, slow" if "slow" in report.keywords else tier
 
 
+def _frames(report: pytest.TestReport) -> list[str]:
+    """`file:line` of each frame the failure passed through in tests/ or dltestbed/, and the innermost
+    frame wherever it is (for a timeout: where the test was waiting), outermost first."""
+    chain = getattr(report.longrepr, "chain", None)
+    entries = chain[-1][0].reprentries if chain else []
+    locs = [e.reprfileloc for e in entries if getattr(e, "reprfileloc", None) is not None]
+    ours = [f"{loc.path}:{loc.lineno}" for loc in locs if str(loc.path).startswith(("tests/", "dltestbed/"))]
+    if locs and (not ours or ours[-1] != f"{locs[-1].path}:{locs[-1].lineno}"):
+        ours.append(f"{locs[-1].path}:{locs[-1].lineno} ({locs[-1].message})")
+    return ours
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Sum each tier's wall time (setup, call and teardown: image builds and VM boots sit in fixtures)."""
+    """Sum each tier's wall time (setup, call and teardown: image builds and VM boots sit in fixtures);
+    note where each failure stopped."""
     tier = _tier(report)
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
     _TIER_TESTS.setdefault(tier, set()).add(report.nodeid)
+    if report.failed:
+        name = report.nodeid.rsplit("::", 1)[-1]
+        ran = [f"  {s:7.1f}s {what.split(': ', 1)[1]}" for s, what in _CLI_CALLS if what.startswith(f"{name}: ")]
+        where = " <- ".join(reversed(_frames(report))) or "?"
+        _FAILED_AT.append(f"{report.nodeid} ({report.when}, {report.duration:.0f} s): at {where}")
+        _FAILED_AT.extend(ran)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -43,6 +63,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(
         f"{'all':12} {sum(map(len, _TIER_TESTS.values())):4} tests {sum(_TIER_SECONDS.values()) / 60:6.1f} min"
     )
+    if _FAILED_AT:
+        terminalreporter.section("where each failure was")
+        for line in _FAILED_AT:
+            terminalreporter.write_line(line)
     if _CLI_CALLS:
         terminalreporter.section("slowest dltestbed commands")
         for seconds, what in sorted(_CLI_CALLS, reverse=True)[:15]:

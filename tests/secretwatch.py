@@ -79,7 +79,8 @@ class SecretWatch:
 
     def _holds(self, path: Path) -> bool:
         keep = len(self.secret) - 1
-        with path.open("rb") as f:
+        # O_NONBLOCK: should the path have become a FIFO since it was checked, opening it does not wait for a writer
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as f:
             tail = b""
             while chunk := f.read(1 << 20):
                 if self.secret in tail + chunk:
@@ -89,18 +90,29 @@ class SecretWatch:
 
     def files(self, roots: Iterable[Path]) -> list[str]:
         """Regular files under `roots` written since the watch began that hold the secret. Nothing else is
-        opened: a FIFO (a Podman container's `ctl` and `winsz` in its store) would block the read forever."""
+        opened: a FIFO (a Podman container's `ctl` and `winsz` in its store) would block the read forever.
+        Nor is another filesystem mounted below a root entered (a proc or sysfs mount of a chroot being
+        built: reading /proc/kmsg waits for the kernel's next message)."""
         found = []
         for root in roots:
-            for dirpath, _, names in os.walk(root):
+            dev = os.lstat(root).st_dev
+            for dirpath, dirs, names in os.walk(root):
+                dirs[:] = [d for d in dirs if _same_device(Path(dirpath) / d, dev)]
                 for name in names:
                     path = Path(dirpath) / name
                     try:
                         st = path.lstat()
-                        if not stat.S_ISREG(st.st_mode) or st.st_mtime < self.started - 1:
+                        if not stat.S_ISREG(st.st_mode) or st.st_dev != dev or st.st_mtime < self.started - 1:
                             continue
                         if self._holds(path):
                             found.append(str(path))
                     except OSError:
                         continue
         return found
+
+
+def _same_device(path: Path, dev: int) -> bool:
+    try:
+        return path.lstat().st_dev == dev
+    except OSError:
+        return False

@@ -101,7 +101,7 @@ def leftovers(name: str) -> list[str]:
     out += [f"link {n}" for n in net.links() if n.startswith((veth_name(name, ""), bridge_name(name)))]
     with open("/proc/mounts") as f:
         out += [f"mount {line.split()[1]}" for line in f if f"/{name}/hosts/" in line]
-    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, timeout=60).stdout
     out += [
         f"process {line}"
         for line in ps.splitlines()

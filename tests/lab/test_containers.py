@@ -471,6 +471,7 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
             capture_output=True,
             text=True,
             env={**os.environ, **slurm_env},
+            timeout=60,
         ).stdout
         assert "TimeLimit=00:07:00" in job, job
         loaded = cbm[host]["fingerprint"]["container_image_digest"]  # the image provision loaded there
@@ -480,7 +481,9 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
                 state, host, f"CONTAINERS_CONF=/etc/dltestbed/containers.conf {runtime} ps -a --format '{{{{.Names}}}}'"
             )
             assert left.returncode == 0 and "dltestbed-" not in left.stdout
-        queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env={**os.environ, **slurm_env})
+        queue = subprocess.run(
+            ["squeue", "-h"], capture_output=True, text=True, env={**os.environ, **slurm_env}, timeout=60
+        )
         assert queue.returncode == 0 and not queue.stdout.strip()
         watch.__exit__()
         assert not watch.leaks, watch.leaks  # no process of ansible, ssh, the lab hosts, the runtimes held it

@@ -37,12 +37,14 @@ def cluster(lab_dir: Path) -> Iterator[tuple[LabState, dict[str, str]]]:
 
 
 def slurm(env: dict[str, str], *argv: str) -> str:
-    return subprocess.run(list(argv), capture_output=True, text=True, env={**os.environ, **env}, check=True).stdout
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, env={**os.environ, **env}, check=True, timeout=60
+    ).stdout
 
 
 def ours_running() -> list[str]:
     """srun steps, salloc holders and workloads of a bench, still alive on this machine or in a lab host."""
-    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
+    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, timeout=60).stdout.splitlines()
     return [
         p
         for p in ps

@@ -4,6 +4,7 @@ writes the environment it was given into its artifacts), local commands and cont
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -82,3 +83,25 @@ def test_the_watch_reads_regular_files_alone(tmp_path: Path) -> None:
     (store / "link").symlink_to(store / "config.json")
     (store / "clean.json").write_text("{}")
     assert watch.files([tmp_path]) == [str(store / "config.json")]
+
+
+@pytest.mark.timeout(20)
+def test_the_watch_stays_on_the_roots_filesystem(tmp_path: Path) -> None:
+    """A chroot being built under a root has proc mounted in it (reading its /proc/kmsg waits for the
+    kernel's next message): the file check does not enter another filesystem, a tmpfs included."""
+    secret = new_token()
+    watch = SecretWatch(secret).__enter__()
+    watch.__exit__()
+    tree = tmp_path / "guest-root"
+    mounts = []
+    try:
+        for where, fstype in (("proc", "proc"), ("tmp", "tmpfs")):
+            (tree / where).mkdir(parents=True)
+            subprocess.run(["mount", "-t", fstype, fstype, str(tree / where)], check=True)
+            mounts.append(tree / where)
+        (tree / "tmp" / "held.json").write_text(secret)
+        (tree / "written.json").write_text(secret)
+        assert watch.files([tmp_path]) == [str(tree / "written.json")]
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", str(m)], check=True)
