@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dltestbed.config import GPU_UUID, PER_GPU, ProbeSpec, WorkloadSpec, format_cpu_list, parse_cpu_list
 from dltestbed.errors import ConfigError
+from dltestbed.results.records import gpu_label
 
 Spec = WorkloadSpec | ProbeSpec
 
@@ -49,7 +50,7 @@ class GpuSlot:
     @property
     def label(self) -> str:
         """`gpu3`: the GPU's name in a run's unit (`host/gpu3`)."""
-        return f"gpu{self.index}"
+        return gpu_label(self.index)
 
     def bind(self, spec: Spec, pin: bool = True) -> Spec:
         """The spec of this GPU's run: its UUID and index, `--device gpu` (a GPU CUDA cannot see fails the run, it

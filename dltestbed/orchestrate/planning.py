@@ -355,7 +355,7 @@ def run(
     slots = list(zip(targets, arms([t.kind for t in targets]), strict=True))
     for round_ in bench.rounds(slots, reps):
         for rep, spec, (target, arm) in round_:
-            # cbm: the container's own limits say its CPUs (a cpuset there need not hold the GPU's node)
+            # cbm: its container is pinned instead (ContainerTarget.confine: its GPU alone, its node's CPUs)
             spec = gpu.bind(spec, pin=target.kind == "bm") if gpu is not None else spec
             ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep, arm=arm)
             records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))

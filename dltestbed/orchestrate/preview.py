@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dltestbed.config import STEADY, ProbeSpec, WorkloadSpec
+from dltestbed.orchestrate import pergpu
 from dltestbed.orchestrate.planning import Plan, Spec
 from dltestbed.orchestrate.scenarios import Options, worker_count
 
@@ -51,9 +52,12 @@ def scope(options: Options, hosts: Sequence[object]) -> str:
 
 
 def lines(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> list[str]:
-    """`bench --dry-run`: a line per repetition, workload and kind, in the order they run, then the total."""
-    how = scope(options, hosts)
+    """`bench --dry-run`: a line per repetition, workload and kind, in the order they run, then the total
+    (with --gpus per-gpu, per GPU: the GPUs are read on each host when the bench starts, not by a dry run)."""
+    each = pergpu.wanted(plan.specs)
+    how = scope(options, hosts) + (" on each GPU" if each else "")
     out = [f"rep {rep}  {kind:<4} {describe(spec)}{how}" for round_ in plan.rounds(kinds) for rep, spec, kind in round_]
     upto = f" at most ({plan.repeat} repetitions, --repeat auto)" if plan.precision else ""
-    out.append(f"{count(plan, kinds, options, hosts)} run(s){upto}; none was run (--dry-run)")
+    per = " per GPU (--gpus per-gpu: times the GPUs the bench finds)" if each else ""
+    out.append(f"{count(plan, kinds, options, hosts)} run(s){per}{upto}; none was run (--dry-run)")
     return out

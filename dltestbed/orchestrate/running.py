@@ -18,6 +18,7 @@ from dltestbed.results.store import Store
 from dltestbed.shield import shielded
 from dltestbed.targets import Site, make
 from dltestbed.targets.base import Target
+from dltestbed.targets.container import ContainerTarget
 
 
 def run_on(
@@ -45,7 +46,12 @@ def _runs(
         for s in sites:  # a set of targets per GPU of each host: its GPUs' runs go at once
             for slot in _slots(s, observer) if s.down is None else [None]:  # a host down: its runs fail, stored
                 machines.append([make(k, s) for k in kinds])
+                if slot is not None:
+                    for t in machines[-1]:
+                        if isinstance(t, ContainerTarget):  # cbm: the container sees its GPU alone
+                            t.confine(slot.uuid, slot.cpus)
                 gpus.append(slot)
+        observer.expect(len(plan.runs()) * len(kinds) * len(machines), plan.precision is not None)  # per GPU
     w = request.workloads
     if w.suite != "micro" and not w.models and w.image_size is None and w.steps is None:
         p = planning.PRESETS[plan.preset]
@@ -95,7 +101,10 @@ def _slots(site: Site, observer: BenchObserver) -> list[GpuSlot]:
 def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]], sites: list[Site]) -> str:
     """One line: what the bench will run, where, how."""
     targets = [t for m in machines for t in m]
-    where = ", ".join(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
+    named = (f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
+    where = ", ".join(dict.fromkeys(named))
+    if len(machines) > len(sites):  # --gpus per-gpu: a set of targets per GPU
+        where += f" ({len(machines)} GPUs, each with its own runs)"
     head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "
     reps = f"up to {plan.repeat} (auto, ±{plan.precision:g} %)" if plan.precision else str(plan.repeat)
     aa = " (bm twice: A and A′)" if plan.aa else ""

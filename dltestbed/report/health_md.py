@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import BUSY_UTIL, ERROR, Finding, GpuHealth
 from dltestbed.report.health_rules import RULES
+from dltestbed.results.records import gpu_label
 
 
 def _cell(v: float | None) -> str:
@@ -59,8 +60,8 @@ def likely_causes(fleet: Sequence[FleetFlag], gpus: Sequence[GpuHealth], flags: 
     lines = []
     for unit in dict.fromkeys(f.host for f in fleet):
         host, _, one = unit.partition("/")  # --gpus per-gpu: `host/gpuN`, that host's GPU N alone
-        seen = [fl.words() for fl in flags if fl.host == host and (not one or f"gpu{fl.gpu}" == one)]
-        for g in (g for g in gpus if g.host == host and (not one or f"gpu{g.gpu}" == one)):
+        seen = [fl.words() for fl in flags if fl.host == host and (not one or gpu_label(fl.gpu) == one)]
+        for g in (g for g in gpus if g.host == host and (not one or gpu_label(g.gpu) == one)):
             seen += [f"GPU {g.gpu}: {f.what}" for f in g.findings if f.severity == ERROR]
             seen += [f"GPU {g.gpu}: {name} in {share:g} % of busy samples" for name, share in g.throttled.items()]
         if seen:

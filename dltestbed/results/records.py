@@ -18,6 +18,11 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def gpu_label(index: int) -> str:
+    """A GPU's name beside its machine in a run's unit (`node1/gpu3`): NVML's (nvidia-smi's) index."""
+    return f"gpu{index}"
+
+
 @dataclass
 class RunRecord:
     """One workload run on one target. status: running, ok or failed (with reason)."""
@@ -87,7 +92,7 @@ class RunRecord:
         itself saw, so that a failed run is named as its GPU's others are)."""
         machine = str(self.machine or self.host)
         index, uuid = self.spec.get("gpu_index"), self.spec.get("gpu")
-        return machine if not uuid else f"{machine}/gpu{index}" if index is not None else f"{machine}/{uuid}"
+        return machine if not uuid else f"{machine}/{gpu_label(index)}" if index is not None else f"{machine}/{uuid}"
 
     @property
     def is_probe(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from dltestbed.config import missing_cpu, parse_cpu_list
@@ -143,6 +144,19 @@ class ContainerTarget:
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the run in progress (its inner command); `run` then removes the container by name."""
         self.inner.abort(why)
+
+    def confine(self, gpu: str, cpus: str | None) -> None:
+        """--gpus per-gpu: the container is given this GPU alone (by UUID) and, unless the layout pins its CPUs
+        itself, that GPU's NUMA node's CPUs. A layout that chose the containers' GPUs itself is one ConfigError."""
+        opts = self.opts
+        if opts.gpus not in ("auto", "all"):
+            chose = "no GPU" if opts.gpus is None else f"GPUs {opts.gpus}"
+            raise ConfigError(
+                f"{self.host}: --gpus per-gpu gives each container its GPU, but the layout gives them {chose} "
+                "(dltestbed_container_gpus): leave that at auto, or bench without --gpus per-gpu"
+            )
+        pinned = opts.cpuset is not None or opts.numa_node is not None
+        self.opts = replace(opts, gpus=gpu, cpuset=opts.cpuset if pinned else cpus)
 
     def _probe(self, argv: list[str]) -> tuple[int, list[str]]:
         lines: list[str] = []

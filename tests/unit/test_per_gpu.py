@@ -14,10 +14,14 @@ import pytest
 
 from dltestbed.config import workload_spec
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate import pergpu
+from dltestbed.orchestrate import pergpu, planning, preview, running
+from dltestbed.orchestrate.scenarios import Options
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.stats import pair_key
 from dltestbed.results.records import RunRecord
+from dltestbed.runtimes import ContainerOptions
+from dltestbed.targets import ContainerImage, Site, make
+from dltestbed.targets.container import ContainerTarget
 from dltestbed.workload import gpu
 from dltestbed.workload.gpu import Nvml
 from tests import fakenvml
@@ -128,3 +132,41 @@ def test_the_report_tells_a_nodes_gpus_apart_and_pairs_each_with_itself() -> Non
     assert GroupKey.of(g0) == GroupKey.of(g1)  # over every GPU when rows are not per host
     # a layer's run on GPU 1 is paired with bare metal on GPU 1, not with whichever ran first
     assert pair_key(_record(SECOND[1], 1, "cbm")) == pair_key(g1) != pair_key(g0)
+
+
+def test_a_cbm_container_sees_its_gpu_alone_on_its_nodes_cpus() -> None:
+    """--gpus per-gpu on cbm: each run's container is given its GPU alone (Docker by --gpus, Podman by its CDI
+    name) and that GPU's NUMA node's CPUs, unless the layout pins CPUs itself; a layout that chose the
+    containers' GPUs itself is one line, not a silent override."""
+    (slot,) = pergpu.parse_slots(json.dumps([[*SECOND, "8-15"]]), "node1")
+    uuid = SECOND[1]
+    for runtime, flag in (("docker", f'--gpus="device={uuid}"'), ("podman", f"--device=nvidia.com/gpu={uuid}")):
+        target = make("cbm", Site(container=ContainerImage(runtime, "img:1", "sha256:1")))
+        assert isinstance(target, ContainerTarget)
+        target.confine(slot.uuid, slot.cpus)
+        argv = target.runtime.run_argv(target.image, "c", ["true"], target.opts)
+        assert flag in argv and "--cpuset-cpus=8-15" in argv
+        assert not [a for a in argv if a in ("--gpus=all", "--device=nvidia.com/gpu=all")]
+    own = ContainerOptions(gpus="auto", cpuset="0-3")
+    target = make("cbm", Site(container=ContainerImage("docker", "img:1", "sha256:1", options=own)))
+    assert isinstance(target, ContainerTarget)
+    target.confine(slot.uuid, slot.cpus)
+    assert (target.opts.gpus, target.opts.cpuset) == (uuid, "0-3")
+    for chosen in ("0,1", None):
+        layout = ContainerOptions(gpus=chosen)
+        target = make("cbm", Site(container=ContainerImage("docker", "img:1", "sha256:1", options=layout)))
+        assert isinstance(target, ContainerTarget)
+        with pytest.raises(ConfigError, match="dltestbed_container_gpus"):
+            target.confine(slot.uuid, slot.cpus)
+
+
+def test_a_dry_run_and_the_announcement_count_per_gpu() -> None:
+    """A dry run cannot know a node's GPUs (read when the bench starts): it says its count is per GPU. The
+    announcement, made once they are read, counts every GPU's runs and names each target once."""
+    plan = planning.plan(models=["alexnet"], repeat=2, gpus="per-gpu")
+    lines = preview.lines(plan, ["bm"], Options(), [None])
+    assert lines[0].endswith(" on each GPU") and lines[-1].startswith("2 run(s) per GPU (--gpus per-gpu")
+    machines = [[make("bm", Site())] for _ in range(4)]
+    line = running.announce(plan, Options(), machines, [Site()])
+    assert "= 8 run(s) on bm:local" in line and line.count("bm:local") == 1, line
+    assert line.endswith(" (4 GPUs, each with its own runs)"), line
