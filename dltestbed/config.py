@@ -10,20 +10,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dltestbed.catalog import MODELS, model_names
+from dltestbed.choices import PER_GPU, DataKind, Device, Gpus, Math, Mode, ProbeScale
 from dltestbed.errors import ConfigError, plain
 
-DataKind = Literal["synthetic", "real"]
-Mode = Literal["train", "infer"]
-Device = Literal["auto", "cpu", "gpu"]
-# The arithmetic a model's run uses (workload/mathmode.py applies it): float32 with TF32 off; TF32 (float32
-# matmuls and convolutions on Ampere-or-later tensor cores, TensorFlow's own default there); Keras mixed
-# precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
-# where the device computes it natively, else float16, and the run records the one it used.
-Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
-# one: the first GPU TensorFlow sees; node: every GPU of the machine in one data-parallel job, a replica each;
-# per-gpu: a process on each GPU of a machine at once, each given its GPU (`gpu`) and that GPU's NUMA node's CPUs
-Gpus = Literal["one", "node", "per-gpu"]
-PER_GPU = "per-gpu"
 # a GPU's UUID as NVIDIA's driver writes it (nvidia-smi, NVML, CUDA_VISIBLE_DEVICES): GPU-… or, a MIG slice, MIG-…
 GPU_UUID = re.compile(r"(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F/-]*")
 
@@ -228,7 +217,7 @@ class ProbeSpec(_RunSpec):
     fields a run record shares with a model's run (model "micro", mode "probe", batch and size 0)."""
 
     probes: tuple[str, ...] = ALONE_PROBES
-    scale: Literal["small", "full"] = "small"  # small: seconds per probe on 2 cores; full: the models' shapes
+    scale: ProbeScale = "small"
     warmup: int = Field(1, ge=0)
     steps: int = Field(5, gt=0)
     model: Literal["micro"] = "micro"  # the fields a run record shares with a model's run

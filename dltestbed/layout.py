@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dltestbed.choices import LAYOUTS
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
 from dltestbed.kinds import kinds_where
-
-LAYOUTS = {
-    "single": "one host of bare_metal, with one target of each kind it can hold",
-    "distributed": "every host of bare_metal (at least 2), one worker each",
-    "shared": "one host that holds several kinds (bare_metal plus container_hosts or libvirt_hosts), all on it",
-}
 
 
 @dataclass(frozen=True)

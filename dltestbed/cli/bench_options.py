@@ -8,25 +8,26 @@ from typing import Annotated
 
 import typer
 
-from dltestbed.cli import deprecated
-from dltestbed.cli.options import (
-    RESULTS_SHORT,
-    CotenantOpt,
-    DataOpt,
-    DeviceOpt,
-    GpusOpt,
-    LauncherOpt,
-    MathOpt,
-    ModeOpt,
-    OrderOpt,
-    OutputOpt,
-    PresetOpt,
-    ProbeScaleOpt,
-    RuntimeOpt,
-    ScenarioOpt,
-    SuiteOpt,
-    VirtTypeOpt,
+from dltestbed.choices import (
+    AUTO_PRESET,
+    COTENANTS,
+    MATHS,
+    MODES,
+    ORDERS,
+    PRESETS,
+    SCENARIOS,
+    SUITES,
+    DataKind,
+    Device,
+    Gpus,
+    Math,
+    Mode,
+    ProbeScale,
+    VirtType,
+    or_list,
 )
+from dltestbed.cli import deprecated
+from dltestbed.cli.options import RESULTS_SHORT, Cotenant, Launcher, Order, Output, Preset, Runtime, Scenario, Suite
 
 WHAT = "What to run"
 WHERE = "Where"
@@ -49,14 +50,15 @@ ModelOption = Annotated[
     _opt("--model", "-m", metavar="NAME", help="alexnet, resnet50, inception3 (repeat it).", panel=WHAT),
 ]
 PresetOption = Annotated[
-    PresetOpt, _opt("--preset", metavar="NAME", help="auto, quick, study or gpu (auto).", panel=WHAT)
+    Preset,
+    _opt("--preset", metavar="NAME", help=f"{or_list((AUTO_PRESET, *PRESETS))} ({AUTO_PRESET}).", panel=WHAT),
 ]
-SuiteOption = Annotated[SuiteOpt, _opt("--suite", metavar="NAME", help="study, micro, full or screen.", panel=WHAT)]
-DataOption = Annotated[DataOpt, _opt("--data", metavar="KIND", help="synthetic, or real: --data-dir.", panel=WHAT)]
+SuiteOption = Annotated[Suite, _opt("--suite", metavar="NAME", help=f"{or_list(SUITES)}.", panel=WHAT)]
+DataOption = Annotated[DataKind, _opt("--data", metavar="KIND", help="synthetic, or real: --data-dir.", panel=WHAT)]
 DataDirOption = Annotated[
     Path | None, _opt("--data-dir", metavar="DIR", help="DIR/<class>/*.jpg (`data make`).", panel=WHAT)
 ]
-ModeOption = Annotated[ModeOpt, _opt("--mode", metavar="MODE", help="train or infer.", panel=WHAT)]
+ModeOption = Annotated[Mode, _opt("--mode", metavar="MODE", help=f"{or_list(MODES)}.", panel=WHAT)]
 BatchSizeOption = Annotated[int | None, _opt("--batch-size", help="Images per step.", panel=WHAT)]
 ImageSizeOption = Annotated[int | None, _opt("--image-size", metavar="PX", help="Input size in px.", panel=WHAT)]
 WarmupOption = Annotated[
@@ -69,7 +71,7 @@ ProbesOption = Annotated[
     str | None, _opt("--probes", metavar="LIST", help="micro/full: e.g. gemm,conv,membw,disk.", panel=WHAT)
 ]
 ProbeScaleOption = Annotated[
-    ProbeScaleOpt | None,
+    ProbeScale | None,
     _opt("--probe-scale", metavar="SIZE", help="micro/full: small or full (the preset's: gpu full).", panel=WHAT),
 ]
 ScreenTimeOption = Annotated[
@@ -79,7 +81,7 @@ DeterministicOption = Annotated[
     bool, _opt("--deterministic", help="Op determinism; losses compared step by step.", panel=WHAT)
 ]
 GpusOption = Annotated[
-    GpusOpt,
+    Gpus,
     _opt(
         "--gpus",
         metavar="HOW",
@@ -90,7 +92,7 @@ GpusOption = Annotated[
 AccuracyOption = Annotated[bool, _opt("--accuracy", help="Real data: top-1 on every 5th image held out.", panel=WHAT)]
 
 TargetsOption = Annotated[str, _opt("--targets", metavar="LIST", help="auto, or of bm,cbm,vm,cvm.", panel=WHERE)]
-DeviceOption = Annotated[DeviceOpt, _opt("--device", metavar="KIND", help="auto, cpu (no GPU) or gpu.", panel=WHERE)]
+DeviceOption = Annotated[Device, _opt("--device", metavar="KIND", help="auto, cpu (no GPU) or gpu.", panel=WHERE)]
 InventoryOption = Annotated[
     Path | None, _opt("--inventory", metavar="FILE", help="Ansible inventory to run on.", panel=WHERE)
 ]
@@ -107,27 +109,23 @@ RepeatOption = Annotated[str, _opt("--repeat", metavar="N|auto", help="Repetitio
 PrecisionOption = Annotated[float, _opt("--precision", metavar="PCT", help="auto: the ± % to reach (2).", panel=REPS)]
 MaxRepeatOption = Annotated[int, _opt("--max-repeat", help="auto: most repetitions (20).", panel=REPS)]
 AaOption = Annotated[bool, _opt("--aa", help="Bare metal twice: the noise floor.", panel=REPS)]
-OrderOption = Annotated[OrderOpt, _opt("--order", metavar="HOW", help="interleaved or random.", panel=REPS)]
+OrderOption = Annotated[Order, _opt("--order", metavar="HOW", help=f"{or_list(ORDERS)}.", panel=REPS)]
 SeedOption = Annotated[int, _opt("--seed", help="Seed of --order random.", panel=REPS)]
 
-ScenarioOption = Annotated[
-    ScenarioOpt, _opt("--scenario", metavar="NAME", help="single, distributed or shared.", panel=SCENARIO)
-]
+ScenarioOption = Annotated[Scenario, _opt("--scenario", metavar="NAME", help=f"{or_list(SCENARIOS)}.", panel=SCENARIO)]
 WorkersOption = Annotated[int | None, _opt("--workers", help="distributed: workers per job.", panel=SCENARIO)]
 BaselineOption = Annotated[
     bool, _opt("--baseline/--no-baseline", help="distributed: 1 worker alone too.", panel=SCENARIO)
 ]
 CotenantOption = Annotated[
-    CotenantOpt, _opt("--cotenant", metavar="KIND", help="shared: alexnet, cpu, io or gpu.", panel=SCENARIO)
+    Cotenant, _opt("--cotenant", metavar="KIND", help=f"shared: {or_list(COTENANTS)}.", panel=SCENARIO)
 ]
 CotenantBatchOption = Annotated[
     int | None, _opt("--cotenant-batch", help="shared: the co-tenant's batch.", panel=SCENARIO)
 ]
 IsolateOption = Annotated[bool, _opt("--isolate", help="shared: half the CPUs each.", panel=SCENARIO)]
 
-MathOption = Annotated[
-    MathOpt | None, _opt("--math", metavar="MATH", help="float32, tf32, mixed[_bfloat16|_float16].", panel=GPU)
-]
+MathOption = Annotated[Math | None, _opt("--math", metavar="MATH", help=f"{or_list(MATHS)}.", panel=GPU)]
 XlaOption = Annotated[bool | None, _opt("--xla/--no-xla", help="Compile the step with XLA.", panel=GPU)]
 GpuMemoryMibOption = Annotated[
     int | None, _opt("--gpu-memory-mib", metavar="MIB", help="Fixed GPU memory per process.", panel=GPU)
@@ -143,7 +141,7 @@ VmGpusOption = Annotated[
 VmCpusOption = Annotated[str | None, _opt("--vm-cpus", metavar="CPUS", help="Host CPUs to pin, e.g. 0-3.", panel=VM)]
 VmNumaNodeOption = Annotated[int | None, _opt("--vm-numa-node", help="Memory from this NUMA node.", panel=VM)]
 VmVirtTypeOption = Annotated[
-    VirtTypeOpt | None, _opt("--vm-virt-type", metavar="KIND", help="kvm or qemu (TCG); detected.", panel=VM)
+    VirtType | None, _opt("--vm-virt-type", metavar="KIND", help="kvm or qemu (TCG); detected.", panel=VM)
 ]
 VmImageOption = Annotated[
     str | None, _opt("--vm-image", metavar="FILE", help="Boot your own cloud image (qcow2, raw).", panel=VM)
@@ -151,7 +149,7 @@ VmImageOption = Annotated[
 VmDiskOption = Annotated[int | None, _opt("--vm-disk", metavar="GIB", help="Disk size, at least.", panel=VM)]
 
 RuntimeOption = Annotated[
-    RuntimeOpt | None, _opt("--runtime", metavar="NAME", help="docker (if it answers) or podman.", panel=CONTAINER)
+    Runtime | None, _opt("--runtime", metavar="NAME", help="docker (if it answers) or podman.", panel=CONTAINER)
 ]
 ContainerCpusetOption = Annotated[
     str | None, _opt("--container-cpuset", metavar="CPUS", help="Only these CPUs, e.g. 0-3.", panel=CONTAINER)
@@ -161,7 +159,7 @@ ContainerMemoryOption = Annotated[
 ]
 
 LauncherOption = Annotated[
-    LauncherOpt, _opt("--launcher", metavar="HOW", help="direct, or slurm: srun in one salloc.", panel=SLURM)
+    Launcher, _opt("--launcher", metavar="HOW", help="direct, or slurm: srun in one salloc.", panel=SLURM)
 ]
 PartitionOption = Annotated[str | None, _opt("--partition", metavar="NAME", help="Partition.", panel=SLURM)]
 NodesOption = Annotated[int | None, _opt("--nodes", help="Nodes to allocate.", panel=SLURM)]
@@ -177,7 +175,7 @@ ReportOption = Annotated[
     Path | None, _opt("--report", metavar="FILE", help="Then write the report (.html .json .md).", panel=OUTPUT)
 ]
 FormatOption = Annotated[
-    OutputOpt, _opt("--format", metavar="FMT", help="table, or json: the runs on stdout.", panel=OUTPUT)
+    Output, _opt("--format", metavar="FMT", help="table, or json: the runs on stdout.", panel=OUTPUT)
 ]
 AsJsonOption = Annotated[bool, deprecated.option("--json", "--format json")]
 DryRunOption = Annotated[bool, _opt("--dry-run", help="List the runs it would make, and stop.", panel=OUTPUT)]

@@ -3,48 +3,40 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 import typer
 
+from dltestbed.choices import RUNTIMES, or_list
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import RuntimeOpt
+from dltestbed.cli.options import Flavor, Runtime
 
 app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
 
 
-class FlavorOpt(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    gpu = "gpu"
-
-
-class VmOpt(StrEnum):
-    auto = "auto"
-    yes = "yes"
-    no = "no"
+VmChoice = Literal["auto", "yes", "no"]  # also the guest image: auto = when qemu-img and podman are installed
 
 
 @app.command("build")
 def build(
-    runtime: RuntimeOpt | None = typer.Option(
-        None, metavar="NAME", help="docker or podman (default: docker if its daemon answers, else podman)."
+    runtime: Runtime | None = typer.Option(
+        None, metavar="NAME", help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman)."
     ),
     base: str | None = typer.Option(
         None,
         help="Build on this image from the runtime's local store (default: a Debian rootfs made with debootstrap).",
     ),
-    vm: VmOpt = typer.Option(
-        VmOpt.auto,
+    vm: VmChoice = typer.Option(
+        "auto",
         help="Also build the VM guest image (Debian, kernel, sshd, the workload, Podman with the workload image "
         "for cvm): auto = when qemu-img and podman are installed.",
     ),
     guest_copy: Path | None = typer.Option(
         None, "--guest-copy", metavar="DIR", help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."
     ),
-    flavor: FlavorOpt = typer.Option(
-        FlavorOpt.auto,
+    flavor: Flavor = typer.Option(
+        "auto",
         help="TensorFlow build in the container image: cpu, gpu (the CUDA build with its CUDA libraries), or auto: "
         "gpu when this machine's NVIDIA driver answers with GPUs (the rule provision applies to hosts).",
     ),
@@ -59,14 +51,14 @@ def build(
     from dltestbed.provision import image, localfacts, wheelhouse
 
     out = guest_copy or out
-    want_vm = vm == VmOpt.yes or (vm == VmOpt.auto and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
+    want_vm = vm == "yes" or (vm == "auto" and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
     if out is not None and not want_vm:
         raise ConfigError("--guest-copy: the VM guest image's; add --vm yes (or install qemu-img and podman)")
     if out is not None:
         check_folder(out, "--guest-copy")  # before minutes of building: a folder it cannot write is one line now
     t0 = time.monotonic()
-    rt = image.usable_runtime(runtime.value if runtime else None)
-    chosen = localfacts.flavor() if flavor == FlavorOpt.auto else flavor.value
+    rt = image.usable_runtime(runtime)
+    chosen = localfacts.flavor() if flavor == "auto" else flavor
     house = wheelhouse.build(chosen)
     found = image.find(rt, house, base)
     built = found or image.build(rt, house, base)

@@ -2,105 +2,42 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import typer
 
+from dltestbed import choices
 
-class DataOpt(StrEnum):
-    synthetic = "synthetic"
-    real = "real"
-
-
-class ModeOpt(StrEnum):
-    train = "train"
-    infer = "infer"
-
-
-class DeviceOpt(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    gpu = "gpu"
-
-
-class ScenarioOpt(StrEnum):
-    single = "single"
-    distributed = "distributed"
-    shared = "shared"
-
-
-LayoutOpt = ScenarioOpt  # a layout places hosts for the scenario of the same name
-
-
-class OrderOpt(StrEnum):
-    interleaved = "interleaved"
-    random = "random"
+# Each choice a type typer reads its names from (a Literal: `<a|b>` in --help, one line for a bad one), built
+# from dltestbed.choices, where each name is spelled once (a run's data, mode, device, math and GPUs are typed
+# there already). mypy sees a plain str for the registries' names.
+Output = Literal["table", "json"]  # how a command prints: a table, or JSON (every field, full ids)
+if TYPE_CHECKING:
+    Scenario: TypeAlias = str
+    Layout: TypeAlias = str
+    Cotenant: TypeAlias = str
+    Preset: TypeAlias = str
+    Suite: TypeAlias = str
+    Order: TypeAlias = str
+    Launcher: TypeAlias = str
+    Runtime: TypeAlias = str
+    Flavor: TypeAlias = str
+else:
+    Scenario = Literal[tuple(choices.SCENARIOS)]
+    Layout = Literal[tuple(choices.LAYOUTS)]
+    Cotenant = Literal[tuple(choices.COTENANTS)]
+    Preset = Literal[(choices.AUTO_PRESET, *choices.PRESETS)]
+    Suite = Literal[tuple(choices.SUITES)]
+    Order = Literal[choices.ORDERS]
+    Launcher = Literal[tuple(choices.LAUNCHERS)]
+    Runtime = Literal[choices.RUNTIMES]
+    Flavor = Literal[("auto", *choices.FLAVORS)]
 
 
-class CotenantOpt(StrEnum):
-    alexnet = "alexnet"
-    cpu = "cpu"
-    io = "io"
-    gpu = "gpu"
-
-
-class LauncherOpt(StrEnum):
-    direct = "direct"
-    slurm = "slurm"
-
-
-class PresetOpt(StrEnum):
-    auto = "auto"
-    quick = "quick"
-    study = "study"
-    gpu = "gpu"
-
-
-class SuiteOpt(StrEnum):
-    study = "study"
-    micro = "micro"
-    full = "full"
-    screen = "screen"
-
-
-class ProbeScaleOpt(StrEnum):
-    small = "small"
-    full = "full"
-
-
-class RuntimeOpt(StrEnum):
-    docker = "docker"
-    podman = "podman"
-
-
-class VirtTypeOpt(StrEnum):
-    kvm = "kvm"
-    qemu = "qemu"
-
-
-class OutputOpt(StrEnum):
-    table = "table"
-    json = "json"
-
-
-def wants_json(fmt: OutputOpt, as_json: bool) -> bool:
+def wants_json(fmt: Output, as_json: bool) -> bool:
     """Whether JSON was asked for: --format json, or the deprecated --json."""
-    return fmt == OutputOpt.json or as_json
-
-
-class GpusOpt(StrEnum):
-    one = "one"
-    node = "node"
-    per_gpu = "per-gpu"
-
-
-class MathOpt(StrEnum):
-    float32 = "float32"
-    tf32 = "tf32"
-    mixed_bfloat16 = "mixed_bfloat16"
-    mixed_float16 = "mixed_float16"
-    mixed = "mixed"
+    return fmt == "json" or as_json
 
 
 # No word longer than a narrow help column (rich cuts one with "…"): the folder, not the whole path.

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dltestbed.cli.options import LayoutOpt, group_opt
+from dltestbed.choices import LAYOUTS
+from dltestbed.cli.options import Layout, group_opt
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def provision(
-    layout: LayoutOpt = typer.Option(..., metavar="NAME", help="single, distributed, shared."),
+    layout: Layout = typer.Option(..., metavar="NAME", help=f"{', '.join(LAYOUTS)}."),
     inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory, YAML/INI."),
     limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups."),
     group: list[str] | None = group_opt(),
@@ -37,7 +38,7 @@ def provision(
     shown = _Shown()
     report = run(
         inventory,
-        layout.value,
+        layout,
         limit,
         check,
         on_event=shown.event,

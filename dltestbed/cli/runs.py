@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from dltestbed.choices import ReportFormat
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt, wants_json
+from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, Output, wants_json
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
-
-
-class FormatOpt(StrEnum):
-    md = "md"
-    json = "json"
-    html = "html"
 
 
 def format_for(out: Path | None, fmt: str | None) -> str:
@@ -75,7 +69,7 @@ def runs(
     ),
     benches: bool = typer.Option(False, "--benches", help="A row per bench instead of per run."),
     no_trunc: bool = typer.Option(False, "--no-trunc", help="Whole ids, not their short form."),
-    fmt: OutputOpt = typer.Option(OutputOpt.table, "--format", metavar="FMT", help=OUTPUT_HELP),
+    fmt: Output = typer.Option("table", "--format", metavar="FMT", help=OUTPUT_HELP),
     results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
     as_json: bool = deprecated.param(False, "--json", "--format json"),
 ) -> None:
@@ -106,7 +100,7 @@ RunIdsArg = Annotated[
     ),
 ]
 FormatOption = Annotated[
-    FormatOpt | None,
+    ReportFormat | None,
     typer.Option(
         "--format",
         help="md, json, html (default: --out).",
@@ -182,7 +176,7 @@ def report(
     from dltestbed.report.compose import Options
     from dltestbed.results.store import Store
 
-    kind = format_for(out, fmt.value if fmt else None)
+    kind = format_for(out, fmt)
     if all_runs and (bench or run_ids):
         raise ConfigError("--all reports every run; leave out --bench and run ids with it")
     if compare:

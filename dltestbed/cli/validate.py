@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, OutputOpt, wants_json
+from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, Output, wants_json
 
 
 def validate(
@@ -16,7 +16,7 @@ def validate(
     init: bool = typer.Option(False, "--init", help="Write --reference from the bench instead."),
     bench: str = typer.Option("last", metavar="ID", help="An id, a unique prefix, or 'last' (default)."),
     junit: Path | None = typer.Option(None, metavar="FILE", help="Also write the judgements as JUnit XML."),
-    fmt: OutputOpt = typer.Option(OutputOpt.table, "--format", metavar="FMT", help=OUTPUT_HELP),
+    fmt: Output = typer.Option("table", "--format", metavar="FMT", help=OUTPUT_HELP),
     results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
     out: Path | None = deprecated.param(None, "--out", "--init --reference FILE"),
     as_json: bool = deprecated.param(False, "--json", "--format json"),

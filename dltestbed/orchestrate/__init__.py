@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import resource
 
+from dltestbed.choices import AUTO_PRESET
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
 from dltestbed.orchestrate import gpus, planning, prepare, preview, scenarios
@@ -86,7 +87,7 @@ def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local | No
     """The bench's plan: every workload spec, validated; the preset auto chose, said on the first line."""
     w, r, m = request.workloads, request.repetitions, request.machines
     preset = w.preset
-    if preset == planning.AUTO_PRESET:
+    if preset == AUTO_PRESET:
         here = m.inventory is None and m.launcher == "direct"
         found = ([] if w.device == "cpu" else (local or gpus.Local()).tf_gpus()) if here else None
         preset, why = planning.auto_preset(found)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
@@ -59,6 +59,7 @@ class Launcher(Protocol):
 class Direct:
     """This machine, or an inventory's bare_metal hosts over SSH; VMs made or reused and kept."""
 
+    name: ClassVar[str] = "direct"
     machines: Machines
     _checked: prepare.Checked | None = None
     _hosts: list[Host | None] | None = None
@@ -114,6 +115,7 @@ class Direct:
 class Slurm:
     """This machine is a Slurm submit host: one allocation of whole nodes for the bench, a site per node."""
 
+    name: ClassVar[str] = "slurm"
     machines: Machines
     count: int
     _opts: slurmlaunch.SlurmOptions = field(default_factory=slurmlaunch.SlurmOptions)
@@ -185,6 +187,9 @@ class Slurm:
             )
         places = [SlurmPlace(alloc, n, python(n.name)) for n in alloc.nodes]
         return alloc, [Site(slurm=p, container=images.get(p.node.name)) for p in places]
+
+
+LAUNCHERS: dict[str, type[Direct] | type[Slurm]] = {c.name: c for c in (Direct, Slurm)}  # keyed by choices.LAUNCHERS
 
 
 def launcher_for(m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Launcher:

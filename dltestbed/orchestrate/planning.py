@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
 from dltestbed.catalog import MODELS
+from dltestbed.choices import AUTO_PRESET, ORDERS, SUITES
 from dltestbed.config import (
     ALONE_PROBES,
     PAIR_PROBES,
@@ -31,19 +32,9 @@ from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets.base import Target
 
 T = TypeVar("T")
-ORDERS = ("interleaved", "random")
 DEFAULT_PRECISION = 2.0  # --repeat auto: the overheads' 95 % half-width to reach, in %
 DEFAULT_MAX_REPEAT = 20
 AA_ARM = "A′"  # the baseline kind's second run in a repetition (--aa)
-SUITES = {
-    "study": "the models (the preset's, or --model): what each layer costs a training or inference step",
-    "micro": "the microbenchmarks (--probes; small sizes, minutes on 2 cores): which resource a layer costs",
-    "full": "both: the models' overheads with the probes beside them, to explain them",
-    "screen": "acceptance: gemm and conv products checked (not timed) for --screen-time per GPU with fresh inputs, "
-    "against float64 and against themselves, once per bench and target (in repetition 1), and a --deterministic "
-    "training per target and repetition (the preset's first model, or --model) whose loss every layer, host, "
-    "GPU and repetition must match",
-}
 DEFAULT_SCREEN_SECONDS = 60.0
 PROBE_WARMUP, PROBE_STEPS = 1, 5  # per probe case, unless --warmup / --steps say otherwise
 
@@ -109,7 +100,6 @@ PRESETS: dict[str, Preset] = {
         probe_scale="full",  # n=256/512 GEMMs reached 0-5 % of an H100's peaks: a GPU's probes need full sizes
     ),
 }
-AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
 
 
 def auto_preset(gpus: Sequence[str] | None) -> tuple[str, str]:

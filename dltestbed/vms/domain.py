@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Literal
 
+from dltestbed.choices import VirtType
 from dltestbed.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _MAC = re.compile(r"^52:54:00(:[0-9a-f]{2}){3}$")
-
-VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from dltestbed.choices import VirtType
 from dltestbed.config import parse_cpu_list
 from dltestbed.errors import ConfigError
-from dltestbed.vms.domain import PciAddress, VirtType
+from dltestbed.vms.domain import PciAddress
 
 GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
 

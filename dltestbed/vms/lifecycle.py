@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dltestbed import locks, paths
+from dltestbed.choices import VirtType
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
 from dltestbed.owner import installation_id
@@ -25,7 +26,7 @@ from dltestbed.vms import hostcheck
 from dltestbed.vms import hypervisor as hv_mod
 from dltestbed.vms import pool as pool_mod
 from dltestbed.vms.boot import SSH_TIMEOUT, wait_booted, wait_ssh
-from dltestbed.vms.domain import METADATA_NS, DomainSpec, PciAddress, VirtType, domain_xml, owner_in
+from dltestbed.vms.domain import METADATA_NS, DomainSpec, PciAddress, domain_xml, owner_in
 from dltestbed.vms.hypervisor import BRIDGE, LOCAL_URI, SUBNET, Hypervisor, VMError
 from dltestbed.vms.images import BaseImage
 from dltestbed.vms.record import DOMAIN_PREFIX, VMRecord, hypervisor_of, record, records

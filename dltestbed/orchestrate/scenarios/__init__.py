@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dltestbed.choices import COTENANTS, SCENARIOS
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import pergpu, planning
@@ -15,7 +16,7 @@ from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.scenarios import distributed, shared
 from dltestbed.orchestrate.scenarios.common import Options
 from dltestbed.orchestrate.scenarios.distributed import worker_count
-from dltestbed.orchestrate.scenarios.shared import COTENANTS, contention_label, cotenant_spec, split_cpus
+from dltestbed.orchestrate.scenarios.shared import contention_label, cotenant_spec, split_cpus
 from dltestbed.report.inference import MIN_N
 from dltestbed.report.stats import summarise
 from dltestbed.results.records import RunRecord
@@ -35,12 +36,6 @@ __all__ = [
     "split_cpus",
     "worker_count",
 ]
-
-SCENARIOS = {
-    "single": "each target runs alone",
-    "distributed": "one training job over several workers (MultiWorkerMirroredStrategy), per target kind",
-    "shared": "the foreground alone, then again with a co-tenant on the same host",
-}
 
 
 def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Sequence[str] = ()) -> None:

@@ -18,12 +18,6 @@ from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets import Site, make
 from dltestbed.targets.base import INTERRUPTED, NOT_NEEDED, Abort
 
-COTENANTS = {
-    "alexnet": "AlexNet training, large batch (the study's co-tenant)",
-    "cpu": "AlexNet training on the CPU only (GPUs hidden)",
-    "io": "AlexNet training on real data read from disk every step (needs --data-dir)",
-    "gpu": "AlexNet training on the GPU (fails without one)",
-}
 COTENANT_START_TIMEOUT = 900.0  # seconds for a co-tenant to reach its first timed step
 COTENANT_MARGIN = 120.0  # seconds a co-tenant may outlive the foreground's own bound before it is stopped
 

@@ -1,0 +1,77 @@
+"""Every name a user picks from — a scenario, a layout, a co-tenant, a suite, a preset, an order, a launcher, a
+container runtime, a VM's virtualisation, a TensorFlow flavour, and a run's data, mode, device, math and GPUs —
+each spelled here once, with what it means. The library's registries are keyed by these names (a test checks
+that each registry holds exactly its axis's names); the CLI's choices and their help are read from here. Pure
+data: the CLI imports it without the library behind it, so `--help` stays fast."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, get_args
+
+# the values a run's spec is typed with (config.py validates them)
+DataKind = Literal["synthetic", "real"]
+Mode = Literal["train", "infer"]
+Device = Literal["auto", "cpu", "gpu"]
+# The arithmetic a model's run uses (workload/mathmode.py applies it): float32 with TF32 off; TF32 (float32
+# matmuls and convolutions on Ampere-or-later tensor cores, TensorFlow's own default there); Keras mixed
+# precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
+# where the device computes it natively, else float16, and the run records the one it used.
+Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
+# one: the first GPU TensorFlow sees; node: every GPU of the machine in one data-parallel job, a replica each;
+# per-gpu: a process on each GPU of a machine at once, each given its GPU (`gpu`) and that GPU's NUMA node's CPUs
+Gpus = Literal["one", "node", "per-gpu"]
+PER_GPU: Gpus = "per-gpu"
+ProbeScale = Literal["small", "full"]  # small: seconds per probe on 2 cores; full: the models' shapes
+VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
+ReportFormat = Literal["md", "json", "html"]  # `report`: Markdown, JSON, or a page with its figures
+
+DATA: tuple[str, ...] = get_args(DataKind)
+MODES: tuple[str, ...] = get_args(Mode)
+DEVICES: tuple[str, ...] = get_args(Device)
+MATHS: tuple[str, ...] = get_args(Math)
+GPUS: tuple[str, ...] = get_args(Gpus)
+PROBE_SCALES: tuple[str, ...] = get_args(ProbeScale)
+VIRT_TYPES: tuple[str, ...] = get_args(VirtType)
+
+SCENARIOS = {
+    "single": "each target runs alone",
+    "distributed": "one training job over several workers (MultiWorkerMirroredStrategy), per target kind",
+    "shared": "the foreground alone, then again with a co-tenant on the same host",
+}
+# a layout places an inventory's hosts for the scenario of the same name
+LAYOUTS = {
+    "single": "one host of bare_metal, with one target of each kind it can hold",
+    "distributed": "every host of bare_metal (at least 2), one worker each",
+    "shared": "one host that holds several kinds (bare_metal plus container_hosts or libvirt_hosts), all on it",
+}
+COTENANTS = {
+    "alexnet": "AlexNet training, large batch (the study's co-tenant)",
+    "cpu": "AlexNet training on the CPU only (GPUs hidden)",
+    "io": "AlexNet training on real data read from disk every step (needs --data-dir)",
+    "gpu": "AlexNet training on the GPU (fails without one)",
+}
+SUITES = {
+    "study": "the models (the preset's, or --model): what each layer costs a training or inference step",
+    "micro": "the microbenchmarks (--probes; small sizes, minutes on 2 cores): which resource a layer costs",
+    "full": "both: the models' overheads with the probes beside them, to explain them",
+    "screen": "acceptance: gemm and conv products checked (not timed) for --screen-time per GPU with fresh inputs, "
+    "against float64 and against themselves, once per bench and target (in repetition 1), and a --deterministic "
+    "training per target and repetition (the preset's first model, or --model) whose loss every layer, host, "
+    "GPU and repetition must match",
+}
+AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
+PRESETS = ("quick", "study", "gpu")  # what each holds: orchestrate/presets.py
+ORDERS = ("interleaved", "random")
+LAUNCHERS = {
+    "direct": "dltestbed starts every run itself: on this machine, over SSH, in containers and VMs",
+    "slurm": "srun steps inside one salloc; Slurm picks the nodes",
+}
+RUNTIMES = ("docker", "podman")  # the classes: runtimes.py
+FLAVORS = ("cpu", "gpu")  # TensorFlow's build in the workload image: tensorflow-cpu, or tensorflow[and-cuda]
+
+
+def or_list(names: Iterable[str]) -> str:
+    """`a, b or c`: a choice's names in a help line."""
+    items = list(names)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"

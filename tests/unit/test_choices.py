@@ -1,0 +1,90 @@
+"""Every name a user picks from is spelled once (dltestbed.choices): each registry holds exactly its axis's
+names, and every choice of the CLI is one of those axes, its default among them and, where a metavar hides
+the list, its help naming each one. A choice added to a registry, the CLI or choices.py alone fails here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import typer
+
+from dltestbed import choices, runtimes
+from dltestbed.cli import app
+from dltestbed.orchestrate import launchers, planning
+from dltestbed.provision import wheelhouse
+from dltestbed.workload import mathmode
+
+# the CLI's option → its axis (the names it must offer, in this order)
+AXES: dict[str, tuple[str, ...]] = {
+    "--data": choices.DATA,
+    "--mode": choices.MODES,
+    "--device": choices.DEVICES,
+    "--math": choices.MATHS,
+    "--gpus": choices.GPUS,
+    "--probe-scale": choices.PROBE_SCALES,
+    "--vm-virt-type": choices.VIRT_TYPES,
+    "--scenario": tuple(choices.SCENARIOS),
+    "--layout": tuple(choices.LAYOUTS),
+    "--cotenant": tuple(choices.COTENANTS),
+    "--preset": (choices.AUTO_PRESET, *choices.PRESETS),
+    "--suite": tuple(choices.SUITES),
+    "--order": choices.ORDERS,
+    "--launcher": tuple(choices.LAUNCHERS),
+    "--runtime": choices.RUNTIMES,
+    "--flavor": ("auto", *choices.FLAVORS),
+    "--format": ("table", "json"),  # how a command prints (Output), or `report`'s file format below
+    "--vm": ("auto", "yes", "no"),  # image build: the guest image too
+}
+REPORT_FORMATS = ("md", "json", "html")
+
+
+def _choice_options() -> Iterator[tuple[str, Any]]:
+    """(command path, option) for every option of every command that offers a fixed list of names."""
+    root = typer.main.get_command(app)
+
+    def walk(cmd: Any, path: str) -> Iterator[tuple[str, Any]]:
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, f"{path} {name}")
+        for param in cmd.params:
+            if param.type_descriptor.is_choice:
+                yield path, param
+
+    yield from walk(root, "dltestbed")
+
+
+def test_each_registry_holds_its_axis_names_and_no_other() -> None:
+    assert tuple(runtimes.RUNTIMES) == choices.RUNTIMES
+    assert tuple(planning.PRESETS) == choices.PRESETS
+    assert tuple(launchers.LAUNCHERS) == tuple(choices.LAUNCHERS)
+    assert tuple(wheelhouse.TF_PACKAGES) == choices.FLAVORS
+    assert choices.PER_GPU in choices.GPUS
+    for math in choices.MATHS:  # each is one the workload applies (on a Hopper GPU: every one resolves)
+        assert mathmode.resolve(math, [(9, 0)]) in choices.MATHS
+
+
+def test_every_cli_choice_is_an_axis_with_its_default_and_help() -> None:
+    seen = set()
+    for where, param in _choice_options():
+        option = max(param.opts, key=len)
+        offered = tuple(param.type_descriptor.choices)
+        expected = REPORT_FORMATS if where == "dltestbed report" and option == "--format" else AXES.get(option)
+        assert expected is not None, f"{where} {option} offers {offered}: which axis of dltestbed.choices is it?"
+        assert offered == expected, f"{where} {option}"
+        if param.default is not None:
+            assert param.default in offered, f"{where} {option}: default {param.default!r}"
+        if param.metavar and param.help:  # the metavar hides the list: the help names every choice
+            missing = [c for c in offered if c not in param.help]
+            assert not missing, f"{where} {option}: its help does not name {missing}"
+        seen.add(option)
+    assert seen >= {"--scenario", "--runtime", "--launcher", "--preset", "--suite", "--cotenant", "--layout"}
+
+
+@pytest.mark.parametrize("option", ["--scenario", "--runtime", "--launcher", "--cotenant"])
+def test_an_unknown_name_is_one_line_that_lists_the_known(option: str) -> None:
+    from tests.conftest import run_cli
+
+    proc = run_cli("bench", option, "nosuch", "--dry-run")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"error: {option}: one of {', '.join(AXES[option])} (got 'nosuch')"]
