@@ -10,7 +10,7 @@ import resource
 from dltestbed.choices import AUTO_PRESET
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
-from dltestbed.orchestrate import gpus, planning, prepare, preview, scenarios
+from dltestbed.orchestrate import gpus, planning, prepare, presets, preview, scenarios
 from dltestbed.orchestrate.dataplace import Dataset
 from dltestbed.orchestrate.launchers import Launcher, launcher_for
 from dltestbed.orchestrate.planning import Plan
@@ -90,7 +90,7 @@ def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local | No
     if preset == AUTO_PRESET:
         here = m.inventory is None and m.launcher == "direct"
         found = ([] if w.device == "cpu" else (local or gpus.Local()).tf_gpus()) if here else None
-        preset, why = planning.auto_preset(found)
+        preset, why = presets.auto_preset(found)
         observer.say(why)
     return planning.plan(
         models=list(w.models) or None,

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
-from dltestbed.catalog import MODELS
-from dltestbed.choices import AUTO_PRESET, ORDERS, SUITES
+from dltestbed.choices import ORDERS, SUITES
 from dltestbed.config import (
     ALONE_PROBES,
     PAIR_PROBES,
@@ -25,11 +23,8 @@ from dltestbed.config import (
     workload_spec,
 )
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate.pergpu import GpuSlot
-from dltestbed.results.records import RunRecord, new_id
-from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, Sink, execute
-from dltestbed.targets.base import Target
+from dltestbed.orchestrate.presets import preset
+from dltestbed.results.records import new_id
 
 T = TypeVar("T")
 DEFAULT_PRECISION = 2.0  # --repeat auto: the overheads' 95 % half-width to reach, in %
@@ -42,74 +37,6 @@ PROBE_WARMUP, PROBE_STEPS = 1, 5  # per probe case, unless --warmup / --steps sa
 def arms(kinds: Sequence[str]) -> list[str]:
     """Per kind of a machine's list: "" for the first of a kind, AA_ARM for its repeat (--aa)."""
     return [AA_ARM if k in kinds[:i] else "" for i, k in enumerate(kinds)]
-
-
-@dataclass(frozen=True)
-class Preset:
-    """Defaults for everything the user did not give."""
-
-    name: str
-    summary: str
-    models: tuple[str, ...]
-    sizes: dict[str, int | None]  # per model; None: native
-    batch_size: int
-    warmup: int | None  # None: until steady (workload/steady.py)
-    steps: int
-    batches: dict[str, int] = field(default_factory=dict)  # per model, over batch_size
-    math: str = "float32"  # config.Math
-    xla: bool = False  # left out of a --deterministic run: XLA has no deterministic MaxPool gradient on a GPU
-    probe_scale: str = "small"  # micro/full's sizes, unless --probe-scale names them
-
-
-PRESETS: dict[str, Preset] = {
-    "quick": Preset(
-        "quick",
-        "alexnet and resnet50 at 64 px, batch 8, warm-up until steady + 20 timed steps: about a minute per kind "
-        "and repetition on a 2-core CPU",
-        ("alexnet", "resnet50"),
-        {"alexnet": 64, "resnet50": 64, "inception3": 75},
-        batch_size=8,
-        warmup=None,
-        steps=20,
-    ),
-    "study": Preset(
-        "study",
-        "the published protocol: native sizes (224/224/299 px), batch 32, warm-up until steady + 100 timed steps",
-        ("alexnet", "resnet50", "inception3"),
-        {name: None for name in MODELS},
-        batch_size=32,
-        warmup=None,
-        steps=100,
-    ),
-    # What an owner of a modern GPU validates with (NVIDIA's own TensorFlow ResNet-50 recipe is AMP + XLA):
-    # batches of NVIDIA's per-GPU AMP recipes for 80 GB cards (AlexNet at the study co-tenant's 512), mixed
-    # precision (bfloat16 where the GPU has it, else float16), XLA, and a warm-up until steady, which covers XLA's
-    # compile and cuDNN's autotuning (a fixed 10 left every H100 run flagged by the steady-state check).
-    "gpu": Preset(
-        "gpu",
-        "native sizes, batch 256 (alexnet 512), mixed precision (bfloat16 where the GPU has it) with XLA, "
-        "warm-up until steady + 200 timed steps",
-        ("alexnet", "resnet50", "inception3"),
-        {name: None for name in MODELS},
-        batch_size=256,
-        warmup=None,
-        steps=200,
-        batches={"alexnet": 512},
-        math="mixed",
-        xla=True,
-        probe_scale="full",  # n=256/512 GEMMs reached 0-5 % of an H100's peaks: a GPU's probes need full sizes
-    ),
-}
-
-
-def auto_preset(gpus: Sequence[str] | None) -> tuple[str, str]:
-    """`--preset auto`: (the preset, the line that says why). gpus: the GPUs this machine's TensorFlow would
-    use (NVIDIA's driver lists them and TensorFlow is its CUDA build), or None when the bench does not run
-    on this machine (an inventory, Slurm): there the quick preset, as everywhere without a GPU."""
-    if gpus:
-        return "gpu", f"--preset auto: gpu, for this machine's {', '.join(sorted(set(gpus)))} ({len(gpus)} GPU(s))"
-    where = "this machine has no GPU TensorFlow can use" if gpus is not None else "not on this machine"
-    return "quick", f"--preset auto: quick ({where})"
 
 
 @dataclass(frozen=True)
@@ -166,13 +93,6 @@ def seeded(spec: Spec, rep: int) -> Spec:
     if isinstance(spec, WorkloadSpec) and spec.accuracy:
         return spec.model_copy(update={"seed": spec.seed + rep - 1})
     return spec
-
-
-def preset(name: str) -> Preset:
-    """A preset by name, or a ConfigError listing them."""
-    if name not in PRESETS:
-        raise ConfigError(f"--preset: unknown preset {name!r}; known: {AUTO_PRESET}, {', '.join(PRESETS)}")
-    return PRESETS[name]
 
 
 def plan(
@@ -325,95 +245,3 @@ def _real_data(data_dir: str | None, accuracy: bool = False) -> dict[str, Any]:
         "data_files": ident.files,
         "data_bytes": ident.bytes,
     }
-
-
-def run(
-    bench: Plan,
-    targets: Sequence[Target],
-    store: Store,
-    observer: Observer,
-    timeout: float | None = None,
-    sinks: Sequence[Sink] = (),
-    reps: Sequence[int] | None = None,
-    gpu: GpuSlot | None = None,
-) -> list[RunRecord]:
-    """Run the plan on the targets of one machine, one run at a time, in the plan's order: for each
-    repetition (all, or `reps`), every workload on every target — drift hits every kind alike. A second
-    target of the same kind is the A′ arm (--aa). A failed run is recorded and the bench goes on.
-    gpu: with --gpus per-gpu, the GPU these targets' runs are given (and its CPUs)."""
-    records = []
-    slots = list(zip(targets, arms([t.kind for t in targets]), strict=True))
-    for round_ in bench.rounds(slots, reps):
-        for rep, spec, (target, arm) in round_:
-            # cbm: its container is pinned instead (ContainerTarget.confine: its GPU alone, its node's CPUs)
-            spec = gpu.bind(spec, pin=target.kind == "bm") if gpu is not None else spec
-            ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep, arm=arm)
-            records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))
-    return records
-
-
-def run_all(
-    bench: Plan,
-    machines: Sequence[Sequence[Target]],
-    store: Store,
-    observer: Observer,
-    timeout: float | None = None,
-    parallel: bool = True,
-    sinks: Sequence[Sink] = (),
-    reps: Sequence[int] | None = None,
-    gpus: Sequence[GpuSlot | None] | None = None,
-) -> list[RunRecord]:
-    """Run the plan on every machine's targets: machines at once (one thread each) or one after
-    another; within a machine, interleaved (see `run`). gpus: with --gpus per-gpu, each machine's GPU
-    (machines then hold a set of targets per GPU, all of a host's GPUs at once).
-
-    One machine failing never stops or hides the others. Ctrl-C stops every machine's current run
-    (each is stored as interrupted, with its steps) and is raised again once all have stopped.
-    """
-    bound = list(gpus) if gpus is not None else [None] * len(machines)
-    if not parallel and len(machines) > 1:  # hosts one after another; a host's GPUs (per-gpu) still at once
-        hosts: dict[str, list[int]] = {}
-        for i, targets in enumerate(machines):
-            hosts.setdefault(targets[0].host, []).append(i)
-        return [
-            r
-            for ii in hosts.values()
-            for r in _at_once(
-                bench, [machines[i] for i in ii], [bound[i] for i in ii], store, observer, timeout, sinks, reps
-            )
-        ]
-    return _at_once(bench, machines, bound, store, observer, timeout, sinks, reps)
-
-
-def _at_once(
-    bench: Plan,
-    machines: Sequence[Sequence[Target]],
-    bound: Sequence[GpuSlot | None],
-    store: Store,
-    observer: Observer,
-    timeout: float | None,
-    sinks: Sequence[Sink],
-    reps: Sequence[int] | None,
-) -> list[RunRecord]:
-    """`run` on every machine at once, a thread each (one machine: in this thread); see run_all."""
-    if len(machines) == 1:
-        return run(bench, machines[0], store, observer, timeout, sinks, reps, bound[0])
-    pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
-    futures = [
-        pool.submit(run, bench, targets, store, observer, timeout, sinks, reps, gpu)
-        for targets, gpu in zip(machines, bound, strict=True)
-    ]
-    try:
-        wait(futures)
-    except KeyboardInterrupt:
-        for targets in machines:
-            for t in targets:
-                t.abort()
-        wait(futures, timeout=60)
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
-    records: list[RunRecord] = []
-    for f in futures:
-        records.extend(f.result())
-    return records

@@ -8,17 +8,13 @@ from collections.abc import Sequence
 from dltestbed.config import STEADY, ProbeSpec, WorkloadSpec
 from dltestbed.orchestrate import pergpu
 from dltestbed.orchestrate.planning import Plan, Spec
-from dltestbed.orchestrate.scenarios import Options, worker_count
+from dltestbed.orchestrate.scenarios import Options, scenario
 
 
 def per_item(options: Options, hosts: Sequence[object]) -> int:
     """Runs one (repetition, workload, kind) makes: one per host alone; a job's workers (and the worker
     alone) distributed; the foreground alone and beside its co-tenant shared (the co-tenant not counted)."""
-    if options.scenario == "distributed":
-        return worker_count(options, hosts) + (1 if options.baseline else 0)
-    if options.scenario == "shared":
-        return 2
-    return max(1, len(hosts))
+    return scenario(options.scenario).runs_per_item(options, hosts)
 
 
 def count(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> int:
@@ -43,12 +39,7 @@ def describe(spec: Spec) -> str:
 
 def scope(options: Options, hosts: Sequence[object]) -> str:
     """How one (repetition, workload, kind) runs, after its workload: ` (a job of 2 workers + 1 alone)`."""
-    if options.scenario == "distributed":
-        alone = " + 1 alone" if options.baseline else ""
-        return f" (a job of {worker_count(options, hosts)} workers{alone})"
-    if options.scenario == "shared":
-        return f" (alone, then beside co-tenant {options.cotenant})"
-    return f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
+    return scenario(options.scenario).scope(options, hosts)
 
 
 def lines(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> list[str]:

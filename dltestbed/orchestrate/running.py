@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import replace
 
-from dltestbed.orchestrate import pergpu, planning, scenarios
+from dltestbed.orchestrate import pergpu, planning, presets, scenarios
 from dltestbed.orchestrate.launchers import Launcher
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan
@@ -54,7 +54,7 @@ def _runs(
         observer.expect(len(plan.runs()) * len(kinds) * len(machines), plan.precision is not None)  # per GPU
     w = request.workloads
     if w.suite != "micro" and not w.models and w.image_size is None and w.steps is None:
-        p = planning.PRESETS[plan.preset]
+        p = presets.PRESETS[plan.preset]
         observer.say(
             f"No models given: running the {p.name} preset — {p.summary}. See `dltestbed bench --help` for the options."
         )
@@ -110,16 +110,8 @@ def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]
     aa = " (bm twice: A and A′)" if plan.aa else ""
     once = " (the screen in repetition 1 only)" if any(planning.is_screen(s) for s in plan.specs) else ""
     head += f"{reps} repetition(s){once} × {len(machines[0])} kind(s){aa}"
-    if options.scenario == "distributed":
-        n = scenarios.worker_count(options, [s.host for s in sites])
-        extra = " + 1 worker alone" if options.baseline else ""
-        return head + f", each a job of {n} workers{extra}, on {where}"
-    if options.scenario == "shared":
-        iso = ", isolated CPUs" if options.isolate else ""
-        return head + f", each alone and beside co-tenant {options.cotenant}{iso}, on {where}"
-    mode = ("hosts at once" if options.parallel else "hosts one after another") if len(sites) > 1 else ""
     total = len(plan.runs()) * len(targets)
-    return (head + f" = {total} run(s) on {where} {mode}").rstrip()
+    return head + scenarios.scenario(options.scenario).announce(options, [s.host for s in sites], where, total)
 
 
 def stream_closed(sink: influx.InfluxSink) -> str:

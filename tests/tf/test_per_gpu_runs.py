@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dltestbed.orchestrate import pergpu, planning
+from dltestbed.orchestrate.scenarios import single
 from dltestbed.results.store import Store
 from dltestbed.runner import NullObserver
 from dltestbed.targets import Site, make
@@ -24,7 +25,7 @@ def test_each_gpu_of_a_node_runs_at_once_on_its_own_cpu(tmp_path: Path) -> None:
     plan = planning.plan(models=["alexnet"], image_size=32, batch_size=4, warmup=1, steps=30, repeat=1, gpus="per-gpu")
     store = Store.open(tmp_path / "results.sqlite")
     machines = [[make("bm", Site())] for _ in slots]
-    records = planning.run_all(plan, machines, store, NullObserver(), gpus=slots)
+    records = single.run_all(plan, machines, store, NullObserver(), gpus=slots)
     assert [r.status for r in records] == ["failed", "failed"]
     assert all("gpu" in (r.reason or "").lower() for r in records), [r.reason for r in records]
     assert sorted((r.spec["gpu"], r.spec["cpus"], r.spec["gpus"], r.spec["device"]) for r in records) == [

@@ -12,7 +12,7 @@ import typer
 
 from dltestbed import choices, runtimes
 from dltestbed.cli import app
-from dltestbed.orchestrate import launchers, planning
+from dltestbed.orchestrate import launchers, presets, scenarios
 from dltestbed.provision import wheelhouse
 from dltestbed.workload import mathmode
 
@@ -56,7 +56,9 @@ def _choice_options() -> Iterator[tuple[str, Any]]:
 
 def test_each_registry_holds_its_axis_names_and_no_other() -> None:
     assert tuple(runtimes.RUNTIMES) == choices.RUNTIMES
-    assert tuple(planning.PRESETS) == choices.PRESETS
+    assert tuple(presets.PRESETS) == choices.PRESETS
+    assert tuple(n for n in choices.SCENARIOS if n in scenarios.REGISTRY) == tuple(choices.SCENARIOS)
+    assert set(scenarios.REGISTRY) == set(choices.SCENARIOS)
     assert tuple(launchers.LAUNCHERS) == tuple(choices.LAUNCHERS)
     assert tuple(wheelhouse.TF_PACKAGES) == choices.FLAVORS
     assert choices.PER_GPU in choices.GPUS

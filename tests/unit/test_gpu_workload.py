@@ -183,16 +183,16 @@ def test_this_cpu_process_has_no_cuda_loaded() -> None:
 
 def test_the_preset_follows_this_machines_gpus() -> None:
     """The captured H100's nvidia-smi query, parsed as bench parses it, makes --preset auto choose gpu."""
-    from dltestbed.orchestrate import planning
+    from dltestbed.orchestrate import presets
     from dltestbed.provision.facts import parse_nvidia_smi
 
     names = [g.name for g in parse_nvidia_smi((H100_DATA / "query.csv").read_text().splitlines())]
-    assert planning.auto_preset(names) == (
+    assert presets.auto_preset(names) == (
         "gpu",
         "--preset auto: gpu, for this machine's NVIDIA H100 80GB HBM3 (1 GPU(s))",
     )
-    assert planning.auto_preset([]) == ("quick", "--preset auto: quick (this machine has no GPU TensorFlow can use)")
-    assert planning.auto_preset(None) == ("quick", "--preset auto: quick (not on this machine)")
+    assert presets.auto_preset([]) == ("quick", "--preset auto: quick (this machine has no GPU TensorFlow can use)")
+    assert presets.auto_preset(None) == ("quick", "--preset auto: quick (not on this machine)")
 
 
 def test_the_gpu_preset_is_what_a_gpu_owner_runs() -> None:

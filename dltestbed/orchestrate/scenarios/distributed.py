@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from dltestbed.config import Spec
-from dltestbed.errors import TargetError
+from dltestbed.errors import ConfigError, TargetError
+from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import planning
+from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import FREE_PORT, Options, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -23,6 +26,40 @@ def worker_count(options: Options, hosts: Sequence[object]) -> int:
     if options.workers is not None:
         return options.workers
     return 2 if list(hosts) == [None] else len(hosts)
+
+
+@register
+class Distributed(Scenario):
+    name = "distributed"
+    takes_workers = True
+
+    def check(self, options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Sequence[str]) -> None:
+        n = worker_count(options, hosts)
+        if n < 2:
+            hint = "" if options.workers is not None else " (one per host; --workers N puts several on a host)"
+            raise ConfigError(f"scenario distributed needs at least 2 workers; got {n}{hint}")
+        if any(s.mode == "infer" for s in plan.specs):
+            raise ConfigError("scenario distributed trains (inference has no step shared between workers)")
+        if any_kind(kinds, lambda k: k.in_vm) and len(hosts) > 1:
+            raise ConfigError(
+                "scenario distributed on vm/cvm: each host's VM sits on a bridge private to that host, "
+                "so workers in VMs on different hosts cannot reach each other; use one host "
+                "(--limit HOST --workers N: the workers share its VM) or bm/cbm"
+            )
+
+    def run(self, env: RunEnv) -> list[RunRecord]:
+        return run(env.plan, env.sites, env.kinds, env.store, env.observer, env.options, env.sinks)
+
+    def runs_per_item(self, options: Options, hosts: Sequence[object]) -> int:
+        return worker_count(options, hosts) + (1 if options.baseline else 0)
+
+    def scope(self, options: Options, hosts: Sequence[object]) -> str:
+        alone = " + 1 alone" if options.baseline else ""
+        return f" (a job of {worker_count(options, hosts)} workers{alone})"
+
+    def announce(self, options: Options, hosts: Sequence[object], where: str, total: int) -> str:
+        extra = " + 1 worker alone" if options.baseline else ""
+        return f", each a job of {worker_count(options, hosts)} workers{extra}, on {where}"
 
 
 def run(

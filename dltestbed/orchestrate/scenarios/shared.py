@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltestbed.catalog import MODELS
+from dltestbed.choices import COTENANTS
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, WorkloadError
 from dltestbed.orchestrate import planning
+from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, Options, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
@@ -20,6 +22,39 @@ from dltestbed.targets.base import INTERRUPTED, NOT_NEEDED, Abort
 
 COTENANT_START_TIMEOUT = 900.0  # seconds for a co-tenant to reach its first timed step
 COTENANT_MARGIN = 120.0  # seconds a co-tenant may outlive the foreground's own bound before it is stopped
+
+
+@register
+class Shared(Scenario):
+    name = "shared"
+
+    def check(self, options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Sequence[str]) -> None:
+        if len(plan.models) < len(plan.specs):
+            raise ConfigError(
+                "--suite micro, full and screen run with --scenario single (probes on each target) or "
+                "distributed (net and allreduce between workers), not shared"
+            )
+        if options.cotenant not in COTENANTS:
+            raise ConfigError(f"--cotenant: unknown co-tenant {options.cotenant!r}; known: {', '.join(COTENANTS)}")
+        if options.cotenant == "io" and not any(s.data_dir for s in plan.specs):
+            raise ConfigError("--cotenant io reads real data: give --data real --data-dir DIR")
+        if len(hosts) > 1:
+            raise ConfigError(f"scenario shared runs on one host; {len(hosts)} given (use --limit HOST)")
+        if options.cotenant_batch is not None and options.cotenant_batch < 1:
+            raise ConfigError(f"--cotenant-batch: must be at least 1 (got {options.cotenant_batch})")
+
+    def run(self, env: RunEnv) -> list[RunRecord]:
+        return run(env.plan, env.sites[0], env.kinds, env.store, env.observer, env.options, env.sinks)
+
+    def runs_per_item(self, options: Options, hosts: Sequence[object]) -> int:
+        return 2
+
+    def scope(self, options: Options, hosts: Sequence[object]) -> str:
+        return f" (alone, then beside co-tenant {options.cotenant})"
+
+    def announce(self, options: Options, hosts: Sequence[object], where: str, total: int) -> str:
+        iso = ", isolated CPUs" if options.isolate else ""
+        return f", each alone and beside co-tenant {options.cotenant}{iso}, on {where}"
 
 
 def run(
