@@ -16,7 +16,7 @@ from typing import Any
 from dltestbed.config import PER_GPU, WorkloadSpec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.planning import Plan
-from dltestbed.orchestrate.scenarios import Options
+from dltestbed.orchestrate.scenarios import Options, scenario
 from dltestbed.provision import facts, localfacts
 
 
@@ -57,8 +57,7 @@ def needs(plan: Plan, options: Options) -> list[Need]:
     for how, what in (("node", "one job of a machine's GPUs"), (PER_GPU, "a process on each GPU of a machine")):
         if any(isinstance(s, WorkloadSpec) and s.gpus == how for s in plan.specs):
             out.append(Need(f"--gpus {how}", f"it is {what}: leave it out there"))
-    if options.scenario == "shared" and options.cotenant == "gpu":
-        out.append(Need("--cotenant gpu", "use --cotenant alexnet, cpu or io"))
+    out += [Need(option, instead) for option, instead in scenario(options.scenario).gpu_needs(options)]
     return out
 
 
@@ -84,7 +83,7 @@ def fit(plan: Plan, options: Options, seen: Sequence[Seen]) -> None:
     (except the cpu co-tenant): both pools and both CUDA contexts must fit the smallest GPU of every target
     whose memory is known; else one line before any run, not an out-of-memory failure per repetition."""
     sized = next((s.gpu_memory_mib for s in plan.specs if s.gpu_memory_mib is not None), None)
-    if sized is None or options.scenario != "shared" or options.cotenant == "cpu":
+    if sized is None or scenario(options.scenario).gpu_pools(options) < 2:
         return
     need = 2 * (sized + CUDA_CONTEXT_MIB)
     for s in seen:

@@ -17,7 +17,7 @@ from typing import Any
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
 from dltestbed.kinds import any_kind
-from dltestbed.orchestrate import dataplace
+from dltestbed.orchestrate import dataplace, scenarios
 from dltestbed.provision import facts, image, localfacts, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.runtimes import HOST_RUNTIME, RUNTIMES, ContainerOptions
@@ -177,7 +177,7 @@ def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None 
     inventory or in another scenario, bare metal. Nothing is built here."""
     if list(hosts) != [None]:
         return AutoKinds(("bm",), False, "--targets auto: bm on the inventory's hosts")
-    if scenario != "single":
+    if not scenarios.scenario(scenario).alone_per_target:
         return AutoKinds(("bm",), False, f"--targets auto: bm (scenario {scenario})")
     try:
         rt = image.usable_runtime(runtime)

@@ -11,6 +11,7 @@ from dltestbed import inventory as inventory_mod
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import any_kind, kinds_where
+from dltestbed.orchestrate import scenarios
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,12 @@ def check(
             "--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
             "(the same folder on every node, e.g. a shared filesystem)"
         )
-    if scenario == "shared" and (opts.nodes or 1) > 1:
-        raise ConfigError(f"scenario shared runs on one node; --nodes {opts.nodes} given")
+    sc = scenarios.scenario(scenario)
+    if sc.one_host and (opts.nodes or 1) > 1:
+        raise ConfigError(f"scenario {scenario} runs on one node; --nodes {opts.nodes} given")
     if opts.nodes is not None:
         return opts.nodes
-    return (workers or 2) if scenario == "distributed" else 1
+    return sc.slurm_nodes(workers)
 
 
 def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:

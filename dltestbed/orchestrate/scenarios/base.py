@@ -45,6 +45,7 @@ class Scenario:
     name: ClassVar[str]
     alone_per_target: ClassVar[bool] = False  # each target's runs alone: --aa, --repeat auto and --gpus per-gpu
     takes_workers: ClassVar[bool] = False  # --workers: how many workers a job has
+    one_host: ClassVar[bool] = False  # runs on one host (one Slurm node)
 
     def check(self, options: Options, hosts: Sequence[Any], plan: Plan, kinds: Sequence[str]) -> None:
         """Its own bad combinations, before anything runs: one ConfigError line."""
@@ -64,6 +65,18 @@ class Scenario:
     def announce(self, options: Options, hosts: Sequence[object], where: str, total: int) -> str:
         """The tail of the bench's first line: how it runs, on which targets (`where`), `total` runs in all."""
         raise NotImplementedError
+
+    def slurm_nodes(self, workers: int | None) -> int:
+        """Nodes to allocate under --launcher slurm when --nodes is not given."""
+        return 1
+
+    def gpu_pools(self, options: Options) -> int:
+        """Processes that hold a GPU memory pool on one GPU at once (each --gpu-memory-mib)."""
+        return 1
+
+    def gpu_needs(self, options: Options) -> list[tuple[str, str]]:
+        """(option, what to use instead) for each of its own options that needs a GPU on every target."""
+        return []
 
 
 REGISTRY: dict[str, Scenario] = {}

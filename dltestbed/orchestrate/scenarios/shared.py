@@ -27,6 +27,7 @@ COTENANT_MARGIN = 120.0  # seconds a co-tenant may outlive the foreground's own 
 @register
 class Shared(Scenario):
     name = "shared"
+    one_host = True
 
     def check(self, options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Sequence[str]) -> None:
         if len(plan.models) < len(plan.specs):
@@ -55,6 +56,12 @@ class Shared(Scenario):
     def announce(self, options: Options, hosts: Sequence[object], where: str, total: int) -> str:
         iso = ", isolated CPUs" if options.isolate else ""
         return f", each alone and beside co-tenant {options.cotenant}{iso}, on {where}"
+
+    def gpu_pools(self, options: Options) -> int:
+        return 1 if options.cotenant == "cpu" else 2  # the co-tenant's pool beside the foreground's
+
+    def gpu_needs(self, options: Options) -> list[tuple[str, str]]:
+        return [("--cotenant gpu", "use --cotenant alexnet, cpu or io")] if options.cotenant == "gpu" else []
 
 
 def run(
