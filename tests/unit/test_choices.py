@@ -90,3 +90,19 @@ def test_an_unknown_name_is_one_line_that_lists_the_known(option: str) -> None:
     proc = run_cli("bench", option, "nosuch", "--dry-run")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [f"error: {option}: one of {', '.join(AXES[option])} (got 'nosuch')"]
+
+
+def test_what_each_scenario_asks_of_the_launcher_and_the_gpu_checks() -> None:
+    """The registered scenarios answer what slurmlaunch, gpus and `--targets auto` used to read off their names."""
+    from dltestbed.orchestrate import prepare
+    from dltestbed.orchestrate.scenarios import Options, scenario
+
+    assert [scenario(n).slurm_nodes(None) for n in choices.SCENARIOS] == [1, 2, 1]
+    assert scenario("distributed").slurm_nodes(5) == 5
+    assert [scenario(n).one_host for n in choices.SCENARIOS] == [False, False, True]
+    pools = {c: scenario("shared").gpu_pools(Options("shared", cotenant=c)) for c in choices.COTENANTS}
+    assert pools == {"alexnet": 2, "cpu": 1, "io": 2, "gpu": 2} and scenario("single").gpu_pools(Options()) == 1
+    assert scenario("shared").gpu_needs(Options("shared", cotenant="gpu"))[0][0] == "--cotenant gpu"
+    assert not scenario("shared").gpu_needs(Options("shared", cotenant="alexnet"))
+    for name in ("distributed", "shared"):
+        assert prepare.auto_kinds(name, [None]).kinds == ("bm",)
