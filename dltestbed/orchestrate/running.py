@@ -41,7 +41,7 @@ def _runs(
             observer.say(f"{s.label} does not answer ({s.down}): its runs are stored failed with that reason")
     machines: list[list[Target]] = [[make(k, s) for k in kinds] for s in sites]
     gpus: list[GpuSlot | None] | None = None
-    if pergpu.wanted(plan.specs) and request.scenario.scenario == "single":
+    if pergpu.wanted(plan.specs) and scenarios.scenario(request.scenario.scenario).alone_per_target:
         machines, gpus = [], []
         for s in sites:  # a set of targets per GPU of each host: its GPUs' runs go at once
             for slot in _slots(s, observer) if s.down is None else [None]:  # a host down: its runs fail, stored

@@ -82,7 +82,7 @@ def run(
         for rep, spec, kind in round_:
             job = new_id("j")
             if options.baseline and spec.mode != "probe":  # a worker alone has no peer to measure against
-                ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=1)
+                ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=1)
                 records.append(
                     execute(make(kind, placement[0]), spec, store, ctx, observer, timeout=options.timeout, sinks=sinks)
                 )
@@ -117,7 +117,7 @@ def _job(
                 t.abort(Abort(reason))
 
     def worker(i: int) -> None:
-        ctx = RunContext(plan.bench_id, "distributed", rep, job_id=job, workers=len(targets), worker_index=i)
+        ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=len(targets), worker_index=i)
         env = {"TF_CONFIG": tf_config(addresses, i)}
         rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks)
         results[i] = rec

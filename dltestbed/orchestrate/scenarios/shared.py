@@ -92,7 +92,7 @@ def run(
             fg = spec.model_copy(update={"cpus": fg_cpus})
             co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
             alone = "none" + (f", cpus {fg_cpus}" if fg_cpus else "")
-            ctx = RunContext(plan.bench_id, "shared", rep, contention=alone, job_id=job)
+            ctx = RunContext(plan.bench_id, Shared.name, rep, contention=alone, job_id=job)
             records.append(execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks))
             label = contention_label(options.cotenant, batch, fg_cpus, co_cpus)
             records += _with_cotenant(plan, rep, job, kind, site, fg, co, label, store, observer, options, sinks)
@@ -166,7 +166,7 @@ def _with_cotenant(
     co_target = make(kind, site)
     started, ending = threading.Event(), threading.Event()
     co_record: list[RunRecord] = []
-    co_ctx = RunContext(plan.bench_id, "shared", rep, contention=label, role="cotenant", job_id=job)
+    co_ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, role="cotenant", job_id=job)
 
     # bounded like the foreground it contends with (its --run-timeout), plus its start and a margin
     bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
@@ -194,7 +194,7 @@ def _with_cotenant(
                 f"the co-tenant ({label}) could not start on {co_target.host}: {why} "
                 f"(log: {co_record[0].log_path if co_record else '-'})"
             )
-        ctx = RunContext(plan.bench_id, "shared", rep, contention=label, job_id=job)
+        ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, job_id=job)
         fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks)
         if not thread.is_alive() and co_record and co_record[0].status != "ok":
             fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
