@@ -27,14 +27,16 @@ def wall(cmd: list[str]) -> float:
 
 
 def _type(p: Any, enums: list[str]) -> str:
-    """The annotation the bare app gives a parameter: the same type as dltestbed's (an enum is a StrEnum
-    with the same values)."""
+    """The annotation the bare app gives a parameter: the same type as dltestbed's (a choice is a Literal of
+    the same names; an enum, a StrEnum with the same values)."""
     import enum
     import typing
 
     annotation = p.type_descriptor.annotation
     args = typing.get_args(annotation)
     base = args[0] if args and typing.get_origin(annotation) is list else annotation
+    if typing.get_origin(base) is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in typing.get_args(base))}]"
     if isinstance(base, type) and issubclass(base, enum.Enum):
         name = f"E{len(enums)}"
         members = "".join(f"\n    m{i} = {m.value!r}" for i, m in enumerate(base))
@@ -89,6 +91,7 @@ def bare_app_source() -> str:
     out = [
         "from enum import StrEnum",
         "from pathlib import Path",
+        "from typing import Literal",
         "",
         "import typer",
         "",

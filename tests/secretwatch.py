@@ -95,7 +95,10 @@ class SecretWatch:
         built: reading /proc/kmsg waits for the kernel's next message)."""
         found = []
         for root in roots:
-            dev = os.lstat(root).st_dev
+            try:
+                dev = os.stat(root).st_dev  # a root given as a link: the filesystem it leads to
+            except OSError:
+                continue  # no such folder: nothing written there
             for dirpath, dirs, names in os.walk(root):
                 dirs[:] = [d for d in dirs if _same_device(Path(dirpath) / d, dev)]
                 for name in names:

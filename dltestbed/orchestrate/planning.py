@@ -1,4 +1,4 @@
-"""A bench: which workloads run on which targets, how often, in which order."""
+"""A bench's plan: which workloads (a preset's, or the options'), how often, in which order; the scenarios run it."""
 
 from __future__ import annotations
 

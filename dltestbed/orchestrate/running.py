@@ -101,8 +101,11 @@ def _slots(site: Site, observer: BenchObserver) -> list[GpuSlot]:
 def announce(plan: Plan, options: scenarios.Options, machines: list[list[Target]], sites: list[Site]) -> str:
     """One line: what the bench will run, where, how."""
     targets = [t for m in machines for t in m]
-    named = (f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in targets)
-    where = ", ".join(dict.fromkeys(named))
+    # a machine's targets in order (bm twice with --aa); a host's GPUs (--gpus per-gpu) share one listing
+    sets = dict.fromkeys(
+        tuple(f"{t.kind}:{t.name}" + ("" if t.name == t.host else f" ({t.host})") for t in m) for m in machines
+    )
+    where = ", ".join(name for names in sets for name in names)
     if len(machines) > len(sites):  # --gpus per-gpu: a set of targets per GPU
         where += f" ({len(machines)} GPUs, each with its own runs)"
     head = f"bench {plan.bench_id} ({options.scenario}, {plan.order}): {len(plan.specs)} workload(s) × "

@@ -81,7 +81,7 @@ def _run(argv: list[str], what: str, env: Mapping[str, str] | None = None, timeo
 def detect_runtime() -> str:
     """docker when its daemon answers, else podman when installed; an ImageError otherwise."""
     problems = []
-    for runtime in ("docker", "podman"):
+    for runtime in runtimes.RUNTIMES:  # docker first: when its daemon answers
         if not shutil.which(runtime):
             problems.append(f"{runtime} is not installed")
             continue

@@ -147,8 +147,11 @@ class ContainerTarget:
 
     def confine(self, gpu: str, cpus: str | None) -> None:
         """--gpus per-gpu: the container is given this GPU alone (by UUID) and, unless the layout pins its CPUs
-        itself, that GPU's NUMA node's CPUs. A layout that chose the containers' GPUs itself is one ConfigError."""
+        itself (a cpuset, or a NUMA node: the layout's pin is kept), that GPU's NUMA node's CPUs. A layout that
+        limited the containers to some GPUs, or to none, is one ConfigError (all, or auto, narrows to the GPU)."""
         opts = self.opts
+        if opts.gpus == gpu:
+            return  # confined already
         if opts.gpus not in ("auto", "all"):
             chose = "no GPU" if opts.gpus is None else f"GPUs {opts.gpus}"
             raise ConfigError(

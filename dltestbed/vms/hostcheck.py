@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from dltestbed.choices import VirtType
+from dltestbed.choices import VIRT_TYPES, VirtType, or_list
 from dltestbed.config import parse_cpu_list
 from dltestbed.errors import ConfigError
 from dltestbed.vms.domain import PciAddress
@@ -32,8 +32,8 @@ def virt_type(facts: HostFacts, forced: str | None = None) -> tuple[VirtType, st
     root = ET.fromstring(facts.capabilities)
     types = {d.get("type") for d in root.iterfind("./guest/arch[@name='x86_64']/domain")}
     if forced:
-        if forced not in ("kvm", "qemu"):
-            raise ConfigError(f"dltestbed_vm_virt_type: {forced!r} is not kvm or qemu")
+        if forced not in VIRT_TYPES:
+            raise ConfigError(f"dltestbed_vm_virt_type: {forced!r} is not {or_list(VIRT_TYPES)}")
         if forced not in types:
             raise ConfigError(
                 f"dltestbed_vm_virt_type: {forced}, but libvirt on this host offers only "

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from dltestbed.choices import VIRT_TYPES, or_list
 from dltestbed.errors import ConfigError
 
 VARS = {
@@ -75,8 +76,8 @@ class VMSettings:
         for name in ("virt_type", "gpus", "cpus", "image"):
             if name in raw:
                 raw[name] = str(raw[name])
-        if raw.get("virt_type") not in (None, "kvm", "qemu"):
-            raise ConfigError(f"{host}: {VARS['virt_type']}: kvm or qemu (got {raw['virt_type']!r})")
+        if raw.get("virt_type") not in (None, *VIRT_TYPES):
+            raise ConfigError(f"{host}: {VARS['virt_type']}: {or_list(VIRT_TYPES)} (got {raw['virt_type']!r})")
         out = cls(**raw)
         out.pins()  # checked now, not at create time
         return out

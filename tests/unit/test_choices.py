@@ -62,6 +62,7 @@ def test_each_registry_holds_its_axis_names_and_no_other() -> None:
     assert tuple(launchers.LAUNCHERS) == tuple(choices.LAUNCHERS)
     assert tuple(wheelhouse.TF_PACKAGES) == choices.FLAVORS
     assert choices.PER_GPU in choices.GPUS
+    assert tuple(choices.LAYOUTS) == tuple(choices.SCENARIOS)  # a layout places hosts for its scenario
     for math in choices.MATHS:  # each is one the workload applies (on a Hopper GPU: every one resolves)
         assert mathmode.resolve(math, [(9, 0)]) in choices.MATHS
 

@@ -170,3 +170,6 @@ def test_a_dry_run_and_the_announcement_count_per_gpu() -> None:
     line = running.announce(plan, Options(), machines, [Site()])
     assert "= 8 run(s) on bm:local" in line and line.count("bm:local") == 1, line
     assert line.endswith(" (4 GPUs, each with its own runs)"), line
+    aa = planning.plan(models=["alexnet"], repeat=1, aa=True)  # a machine's own targets stay listed: bm twice
+    line = running.announce(aa, Options(), [[make("bm", Site()), make("bm", Site())]], [Site()])
+    assert line.count("bm:local") == 2, line

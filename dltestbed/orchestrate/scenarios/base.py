@@ -1,6 +1,8 @@
 """What a scenario is: a registered class with a name of choices.SCENARIOS that checks its own options, runs a
 plan in one run environment (RunEnv), and says how many runs a (repetition, workload, kind) makes and how,
-for the dry run, the progress and the bench's first line. A new scenario is one module with one class."""
+for the dry run, the progress and the bench's first line. A new scenario is one module with one class, its
+name in choices.SCENARIOS (and a layout of that name in choices.LAYOUTS and layout.py), and its import in
+scenarios/__init__.py, which registers it."""
 
 from __future__ import annotations
 
