@@ -107,3 +107,24 @@ def test_what_each_scenario_asks_of_the_launcher_and_the_gpu_checks() -> None:
     assert not scenario("shared").gpu_needs(Options("shared", cotenant="alexnet"))
     for name in ("distributed", "shared"):
         assert prepare.auto_kinds(name, [None]).kinds == ("bm",)
+
+
+def _docs_table(first_header: str) -> tuple[str, ...]:
+    """The names in the first column of docs/reference.md's table whose header starts `| first_header |`."""
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[2] / "docs" / "reference.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    names = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        names.append(line.split("|")[1].strip().split()[0].strip("`"))
+    return tuple(names)
+
+
+def test_the_references_tables_list_each_registry() -> None:
+    """docs/reference.md's tables of presets, suites and layouts name exactly their axis's names, in order."""
+    assert _docs_table("preset") == choices.PRESETS
+    assert _docs_table("suite") == tuple(choices.SUITES)
+    assert _docs_table("layout") == tuple(choices.LAYOUTS)
