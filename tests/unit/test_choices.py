@@ -103,7 +103,9 @@ def test_what_each_scenario_asks_of_the_launcher_and_the_gpu_checks() -> None:
     assert [scenario(n).one_host for n in choices.SCENARIOS] == [False, False, True]
     pools = {c: scenario("shared").gpu_pools(Options("shared", cotenant=c)) for c in choices.COTENANTS}
     assert pools == {"alexnet": 2, "cpu": 1, "io": 2, "gpu": 2} and scenario("single").gpu_pools(Options()) == 1
-    assert scenario("shared").gpu_needs(Options("shared", cotenant="gpu"))[0][0] == "--cotenant gpu"
+    assert scenario("shared").gpu_needs(Options("shared", cotenant="gpu")) == [
+        ("--cotenant gpu", "use --cotenant alexnet, cpu or io")
+    ]
     assert not scenario("shared").gpu_needs(Options("shared", cotenant="alexnet"))
     for name in ("distributed", "shared"):
         assert prepare.auto_kinds(name, [None]).kinds == ("bm",)

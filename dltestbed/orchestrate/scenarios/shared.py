@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltestbed.catalog import MODELS
-from dltestbed.choices import COTENANTS
+from dltestbed.choices import COTENANTS, or_list
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, WorkloadError
 from dltestbed.orchestrate import planning
@@ -61,7 +61,8 @@ class Shared(Scenario):
         return 1 if options.cotenant == "cpu" else 2  # the co-tenant's pool beside the foreground's
 
     def gpu_needs(self, options: Options) -> list[tuple[str, str]]:
-        return [("--cotenant gpu", "use --cotenant alexnet, cpu or io")] if options.cotenant == "gpu" else []
+        others = or_list(c for c in COTENANTS if c != "gpu")
+        return [("--cotenant gpu", f"use --cotenant {others}")] if options.cotenant == "gpu" else []
 
 
 def run(
