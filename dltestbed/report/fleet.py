@@ -10,7 +10,7 @@ from typing import Any
 
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.health import GpuHealth
-from dltestbed.report.inference import slow_outliers, steady_state
+from dltestbed.report.inference import CONFIDENCE, TREND_MIN_STEPS, slow_outliers, steady_state
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.stats import GroupStats
 from dltestbed.results.records import RunRecord
@@ -72,12 +72,15 @@ def steady(
     cause: Callable[[RunRecord], str | None] = lambda r: None,
 ) -> list[tuple[RunRecord, list[str]]]:
     """Runs whose timed steps are still trending or hold outlier steps, with what was seen (no number changes);
-    `cause`: what explains a run that slows down, asked of those runs only."""
+    `cause`: what explains a run that slows down, asked of those runs only. The trends are judged together:
+    each run's interval at 1 − (1 − CONFIDENCE)/n for the n runs judged (Bonferroni), so that a bench of many
+    steady runs flags none of them with probability CONFIDENCE (uncorrected, 12 runs at 95 % each would flag
+    one or more up to 46 % of the time)."""
+    judged = [r for r in runs if r.status == "ok"]
+    each = 1 - (1 - CONFIDENCE) / max(1, sum(len(timed.get(r.id, ())) >= TREND_MIN_STEPS for r in judged))
     out = []
-    for r in runs:
-        if r.status != "ok":
-            continue
-        state = steady_state(timed.get(r.id, ()))
+    for r in judged:
+        state = steady_state(timed.get(r.id, ()), each)
         drift = state.trend()
         words = state.flags(slower_because=cause(r) if drift is not None and drift < 0 else None)
         if words:

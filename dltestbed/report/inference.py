@@ -298,15 +298,16 @@ class SteadyState:
         return out
 
 
-def steady_state(images_per_sec: Sequence[float]) -> SteadyState:
-    """Trend (Theil–Sen slope with its 95 % interval) and outlier steps (modified z) of a run's timed steps."""
+def steady_state(images_per_sec: Sequence[float], confidence: float = CONFIDENCE) -> SteadyState:
+    """Trend (Theil–Sen slope with its interval at `confidence`) and outlier steps (modified z) of a run's timed
+    steps."""
     y = np.asarray(images_per_sec, dtype=float)
     n = len(y)
     z = robust_z({str(i): float(v) for i, v in enumerate(y)}) if n >= 3 else {}
     outliers = tuple(int(k) for k, v in z.items() if abs(v) > ROBUST_Z)
     if n < TREND_MIN_STEPS:
         return SteadyState(n, None, None, None, outliers)
-    slope, _, lo, hi = st.theilslopes(y, np.arange(n), alpha=CONFIDENCE)
+    slope, _, lo, hi = st.theilslopes(y, np.arange(n), alpha=confidence)
     med = float(np.median(y))
     scale = (n - 1) / med * 100.0
     return SteadyState(n, float(slope) * scale, float(lo) * scale, float(hi) * scale, outliers)

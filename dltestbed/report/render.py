@@ -153,8 +153,9 @@ def _steady(flags: Sequence[SteadyFlag]) -> list[str]:
     return [
         *lines,
         "",
-        "Trend: Theil–Sen slope of the timed steps' images/sec with its 95 % interval (flagged from "
-        "a 2 % change over the run); outlier steps: modified z beyond 3.5. Flags change no number.",
+        "Trend: Theil–Sen slope of the timed steps' images/sec with its interval, 95 % over every run judged "
+        "together (Bonferroni: each run's at 1 − 0.05/n for n runs), flagged from a 2 % change over the run; "
+        "outlier steps: modified z beyond 3.5. Flags change no number.",
     ]
 
 
