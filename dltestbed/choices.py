@@ -1,6 +1,6 @@
 """Every name a user picks from — a scenario, a layout, a co-tenant, a suite, a preset, an order, a launcher, a
-container runtime, a VM's virtualisation, a TensorFlow flavour, and a run's data, mode, device, math and GPUs —
-each spelled here once, with what it means. The library's registries are keyed by these names (a test checks
+container runtime, a VM's virtualisation, a TensorFlow flavour, and a run's framework, data, mode, device, math
+and GPUs — each spelled here once, with what it means. The library's registries are keyed by these names (a test checks
 that each registry holds exactly its axis's names); the CLI's choices and their help are read from here. Pure
 data: the CLI imports it without the library behind it, so `--help` stays fast."""
 
@@ -24,6 +24,7 @@ Gpus = Literal["one", "node", "per-gpu"]
 PER_GPU: Gpus = "per-gpu"
 ProbeScale = Literal["small", "full"]  # small: seconds per probe on 2 cores; full: the models' shapes
 VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
+Framework = Literal["tensorflow"]  # what a model's run computes with (workload/frameworks/)
 ReportFormat = Literal["md", "json", "html"]  # `report`: Markdown, JSON, or a page with its figures
 
 DATA: tuple[str, ...] = get_args(DataKind)
@@ -32,6 +33,7 @@ DEVICES: tuple[str, ...] = get_args(Device)
 MATHS: tuple[str, ...] = get_args(Math)
 GPUS: tuple[str, ...] = get_args(Gpus)
 PROBE_SCALES: tuple[str, ...] = get_args(ProbeScale)
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 VIRT_TYPES: tuple[str, ...] = get_args(VirtType)
 
 SCENARIOS = {
@@ -67,7 +69,7 @@ LAUNCHERS = {
     "direct": "dltestbed starts every run itself: on this machine, over SSH, in containers and VMs",
     "slurm": "srun steps inside one salloc; Slurm picks the nodes",
 }
-RUNTIMES = ("docker", "podman")  # the classes: runtimes.py
+RUNTIMES = ("docker", "podman")  # the classes: runtimes/, a module each
 FLAVORS = ("cpu", "gpu")  # TensorFlow's build in the workload image: tensorflow-cpu, or tensorflow[and-cuda]
 
 

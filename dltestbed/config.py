@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dltestbed.catalog import MODELS, model_names
-from dltestbed.choices import PER_GPU, DataKind, Device, Gpus, Math, Mode, ProbeScale
+from dltestbed.choices import PER_GPU, DataKind, Device, Framework, Gpus, Math, Mode, ProbeScale
 from dltestbed.errors import ConfigError, plain
 
 # a GPU's UUID as NVIDIA's driver writes it (nvidia-smi, NVML, CUDA_VISIBLE_DEVICES): GPU-… or, a MIG slice, MIG-…
@@ -22,6 +22,7 @@ class _RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    framework: Framework = "tensorflow"  # what the run computes with (workload/frameworks/)
     data: DataKind = "synthetic"
     data_dir: str | None = None
     data_digest: str | None = None  # real data: the dataset's content digest (dataset.identify) ...
@@ -30,7 +31,7 @@ class _RunSpec(BaseModel):
     device: Device = "auto"
     sample_interval: float = Field(1.0, gt=0)  # seconds between resource samples
     seed: int = 0
-    distributed: bool = False  # one worker of a MultiWorkerMirroredStrategy job (cluster in TF_CONFIG)
+    distributed: bool = False  # one worker of a distributed job (its cluster from the framework's worker_env)
     cpus: str | None = None  # pin the workload to these CPUs, e.g. "0-3,8" (Linux cpuset list syntax)
     # GPU memory per process: None grows as the run needs it (TensorFlow would otherwise map the whole GPU at
     # start, and a second process on the GPU fails); a number is a fixed limit in MiB (a slice of the GPU)
@@ -65,6 +66,8 @@ class _RunSpec(BaseModel):
     def _common_argv(self) -> list[str]:
         """The arguments both of the workload's command lines take, for what differs from the defaults."""
         argv = [
+            "--framework",
+            self.framework,
             "--data",
             self.data,
             "--device",

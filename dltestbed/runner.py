@@ -142,10 +142,11 @@ class _Collector:
                 self.store.add_health(self.run.id, ev)
             case StartEvent():
                 self.started = ev.t
-                # the math the target used (`mixed`: the one it chose) is part of the environment, as the device is
-                used = {"math": ev.spec["math"]} if ev.spec.get("math") else {}
-                self.run.fingerprint = {**ev.fingerprint, **used, **self.run.fingerprint}
+                self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
                 self.run.spec = ev.spec
+                # what the target used, recorded once on the run: the math (`mixed`: the one it chose), the framework
+                self.run.math = str(ev.spec.get("math") or self.run.math)
+                self.run.framework = str(ev.spec.get("framework") or self.run.framework)
                 self.store.save_run(self.run)
             case MeasureEvent():
                 if not self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev))):
@@ -241,6 +242,7 @@ def _new_record(target: Target, spec: Spec, ctx: RunContext) -> RunRecord:
         spec=spec.model_dump(),
         arm=ctx.arm,
         math=spec.math if isinstance(spec, WorkloadSpec) else "",
+        framework=spec.framework,
         xla=isinstance(spec, WorkloadSpec) and spec.xla,
     )
 

@@ -12,7 +12,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
 from dltestbed.orchestrate import gpus, planning, prepare, presets, preview, scenarios
 from dltestbed.orchestrate.dataplace import Dataset
-from dltestbed.orchestrate.launchers import Launcher, launcher_for
+from dltestbed.orchestrate.launchers import Launcher, launcher_class, launcher_for
 from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.request import (
     BenchInterrupted,
@@ -88,7 +88,7 @@ def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local | No
     w, r, m = request.workloads, request.repetitions, request.machines
     preset = w.preset
     if preset == AUTO_PRESET:
-        here = m.inventory is None and m.launcher == "direct"
+        here = launcher_class(m.launcher).on_this_machine(m)
         found = ([] if w.device == "cpu" else (local or gpus.Local()).tf_gpus()) if here else None
         preset, why = presets.auto_preset(found)
         observer.say(why)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
+from dltestbed.choices import or_list
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
 from dltestbed.kinds import BASELINE, KINDS, kinds_where
@@ -63,6 +64,21 @@ class Direct:
     machines: Machines
     _checked: prepare.Checked | None = None
     _hosts: list[Host | None] | None = None
+
+    @classmethod
+    def chosen(cls, m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Direct:
+        """The launcher for a request that chose it (every combination it cannot run is checked by `check`)."""
+        return cls(m)
+
+    @staticmethod
+    def given(m: Machines) -> list[str]:
+        """The options of this launcher the request gave (none of its own)."""
+        return []
+
+    @staticmethod
+    def on_this_machine(m: Machines) -> bool:
+        """Whether the bench runs on this machine (`--preset auto` asks this machine's GPUs): without an inventory."""
+        return m.inventory is None
 
     def hosts(self) -> list[Host | None]:
         if self._hosts is None:
@@ -121,6 +137,22 @@ class Slurm:
     _opts: slurmlaunch.SlurmOptions = field(default_factory=slurmlaunch.SlurmOptions)
     _inventory: Inventory | None = None
     _images: dict[str, ContainerImage | None] = field(default_factory=dict)
+
+    @classmethod
+    def chosen(cls, m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Slurm:
+        """The launcher for a request that chose it, its options checked first (the node count among them)."""
+        count = slurmlaunch.check(m.slurm, scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory)
+        return cls(m, count)
+
+    @staticmethod
+    def given(m: Machines) -> list[str]:
+        """The Slurm options the request gave."""
+        return slurmlaunch.given(m.slurm)
+
+    @staticmethod
+    def on_this_machine(m: Machines) -> bool:
+        """The nodes are Slurm's: never this machine."""
+        return False
 
     def hosts(self) -> list[Host | None]:
         return [None] * self.count
@@ -193,13 +225,20 @@ LAUNCHERS: dict[str, type[Direct] | type[Slurm]] = {c.name: c for c in (Direct, 
 
 
 def launcher_for(m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Launcher:
-    """The request's launcher, its options checked (one line for a bad combination)."""
-    count = slurmlaunch.check(
-        m.slurm, m.launcher == "slurm", scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory
-    )
-    if count is None:
-        return Direct(m)
-    return Slurm(m, count)
+    """The request's launcher, its options checked (one line for a bad combination): another launcher's
+    option given is refused first."""
+    chosen = launcher_class(m.launcher)
+    for other in LAUNCHERS.values():
+        if other is not chosen and (flags := other.given(m)):
+            raise ConfigError(f"{flags[0]} goes with --launcher {other.name}")
+    return chosen.chosen(m, scenario, workers, data_real, data_shared)
+
+
+def launcher_class(name: str) -> type[Direct] | type[Slurm]:
+    """The launcher's class of that name (choices.LAUNCHERS), or one line that lists the known ones."""
+    if name not in LAUNCHERS:
+        raise ConfigError(f"unknown launcher {name!r}; known: {or_list(LAUNCHERS)}")
+    return LAUNCHERS[name]
 
 
 def _read_gpus(hosts: Sequence[Host]) -> dict[str, tuple[dict[str, Any] | None, str]]:

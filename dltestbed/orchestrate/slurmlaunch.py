@@ -25,19 +25,9 @@ class SlurmOptions:
     venv: str | None = None
 
 
-def check(
-    opts: SlurmOptions,
-    slurm: bool,
-    scenario: str,
-    workers: int | None,
-    kinds: Sequence[str],
-    data_real: bool,
-    data_shared: bool,
-    limit: str | None,
-    inventory: Path | None = None,
-) -> int | None:
-    """The node count the bench asks for (None without --launcher slurm); one line for a bad combination."""
-    given = [
+def given(opts: SlurmOptions) -> list[str]:
+    """The Slurm options the user gave (each goes with --launcher slurm only)."""
+    return [
         flag
         for flag, v in (
             ("--partition", opts.partition),
@@ -48,10 +38,19 @@ def check(
         )
         if v is not None
     ]
-    if not slurm:
-        if given:
-            raise ConfigError(f"{given[0]} goes with --launcher slurm")
-        return None
+
+
+def check(
+    opts: SlurmOptions,
+    scenario: str,
+    workers: int | None,
+    kinds: Sequence[str],
+    data_real: bool,
+    data_shared: bool,
+    limit: str | None,
+    inventory: Path | None = None,
+) -> int:
+    """With --launcher slurm: the node count the bench asks for; one line for a bad combination."""
     if opts.nodes is not None and opts.nodes < 1:
         raise ConfigError(f"--nodes: at least 1 (got {opts.nodes})")
     if opts.venv is not None and not opts.venv.startswith("/"):

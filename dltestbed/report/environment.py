@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dltestbed.results.records import RunRecord
+from dltestbed.workload.frameworks import REGISTRY
 
 ENV_FIELDS = (
     "tensorflow",
@@ -72,7 +73,7 @@ def environment(run: RunRecord) -> dict[str, str]:
             values = sorted({str(v) for g in gpus if (v := show(g))})
             if values:
                 out[field] = ", ".join(values)
-    if "tensorflow" in fp:
+    if _ran(run):
         out["effective_device"] = effective_device(run)
         if not run.is_probe:
             out["effective_math"] = effective_math(run)
@@ -95,9 +96,9 @@ def math_words(math: str, xla: bool) -> str:
 
 
 def effective_math(run: RunRecord) -> str:
-    """The math a run's steps used: what its workload said it chose (`mixed` resolves to bfloat16 or float16
-    on the target), else what it asked for; XLA said beside it."""
-    return math_words(str(run.fingerprint.get("math") or run.math), run.xla)
+    """The math a run's steps used (`mixed` resolved to bfloat16 or float16 on the target, as its workload said),
+    XLA said beside it."""
+    return math_words(run.math, run.xla)
 
 
 def _values(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -125,17 +126,24 @@ def env_diff(a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str = "A", 
 def _sides(
     a: Sequence[RunRecord], b: Sequence[RunRecord], what: Callable[[RunRecord], str]
 ) -> tuple[list[str], list[str]] | None:
-    """What each set of runs (those whose workload reported its TensorFlow) shows of `what`, when both show
+    """What each set of runs (those whose workload reported its framework) shows of `what`, when both show
     something and it differs; None otherwise."""
-    va = sorted({what(r) for r in a if "tensorflow" in r.fingerprint})
-    vb = sorted({what(r) for r in b if "tensorflow" in r.fingerprint})
+    va = sorted({what(r) for r in a if _ran(r)})
+    vb = sorted({what(r) for r in b if _ran(r)})
     return (va, vb) if va and vb and va != vb else None
 
 
-def tf_build(run: RunRecord) -> str:
-    """The TensorFlow a run used, in words: its version and whether it is the CUDA build."""
-    fp = run.fingerprint
-    return f"TensorFlow {fp.get('tensorflow')} ({'CUDA' if fp.get('tensorflow_cuda_build') else 'CPU'} build)"
+def _ran(run: RunRecord) -> bool:
+    """Whether a run's workload reported its framework (one that failed before loading it did not, nor did a
+    run of a framework this dltestbed does not know)."""
+    known = REGISTRY.get(run.framework)
+    return known is not None and known().ran(run.fingerprint)
+
+
+def framework_build(run: RunRecord) -> str:
+    """The framework a run used, in words: its name, version and build ("TensorFlow 2.20.0 (CPU build)")."""
+    known = REGISTRY.get(run.framework)
+    return known().build(run.fingerprint) if known is not None else run.framework
 
 
 def dataset_of(run: RunRecord) -> str:
@@ -164,7 +172,7 @@ DEVICE_AND_MATH = (
 )
 LIKE_FOR_LIKE = (
     *DEVICE_AND_MATH,
-    Unlike(tf_build, "ran", "", " / ", "TensorFlow builds"),
+    Unlike(framework_build, "ran", "", " / ", "framework builds"),
     Unlike(dataset_of, "read", "", " / ", "datasets"),
 )
 
@@ -173,7 +181,7 @@ def unlike(
     a: Sequence[RunRecord], b: Sequence[RunRecord], a_name: str, b_name: str, facts: Sequence[Unlike] = LIKE_FOR_LIKE
 ) -> str | None:
     """Why a layer's runs cannot be compared with its baseline's, from the first of `facts` they differ in:
-    by default another effective device or math, another TensorFlow build (version or CUDA/CPU), or other
+    by default another effective device or math, another framework build (version or CUDA/CPU), or other
     data (another dataset digest); None when they are like for like."""
     for fact in facts:
         sides = _sides(a, b, fact.what)

@@ -427,12 +427,12 @@ Series = Callable[[RunRecord], tuple[np.ndarray, np.ndarray]]  # a run's (second
 
 
 def gpu_memory_row(samples: Sequence[ResourceEvent]) -> Row | None:
-    """What the memory figure's GPU row plots: the bytes TensorFlow's allocator holds for the run (what the
+    """What the memory figure's GPU row plots: the bytes the framework's allocator holds for the run (what the
     model needs), where its samples have them; else the whole GPU's memory in use as NVML sees it (before
     dltestbed set memory growth, TensorFlow mapped nearly all of it at start: a flat line for every
     model); None without GPU samples."""
-    if any(s.tf_gpu_bytes for s in samples):
-        return "GPU memory held by TensorFlow, GiB", lambda s: float(sum(s.tf_gpu_bytes or ()))
+    if any(s.gpu_bytes for s in samples):
+        return "GPU memory held by the framework, GiB", lambda s: float(sum(s.gpu_bytes or ()))
     if any(s.gpus for s in samples):
         return "GPU memory in use (device), GiB", lambda s: float(sum(g.get("memory_used_bytes") or 0 for g in s.gpus))
     return None

@@ -1,7 +1,7 @@
 """What a group of runs is, typed: the layer it measured and the workload it ran. Pure.
 
 A group holds runs that measured the same thing on the same kind of target. Runs that differ in batch
-size, image size, device or math (XLA included) are never averaged together. A layer (kind, a user's
+size, image size, device, math (XLA included) or framework are never averaged together. A layer (kind, a user's
 VM image, the A′ arm) is compared against bare metal of the same workload: what must match is `workload`.
 """
 
@@ -53,6 +53,7 @@ class GroupKey(LayerKey):
 
     scenario: str
     workers: int
+    framework: str  # never averaged across frameworks: a framework comparison is layer against layer
     model: str
     data: str
     mode: str

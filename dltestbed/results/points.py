@@ -5,7 +5,7 @@ Schema (documented in docs/reference.md, "InfluxDB stream"):
                       where finite); time = step end
   dltestbed_resource  tags RUN_TAGS; fields rss_bytes, cpu_percent, gpu<N>_<field> for each numeric field of
                       GPU N's sample (memory_used_bytes, util_percent, sm_clock_mhz, power_watts, temperature_c,
-                      clock_reasons, pcie_*), tf_gpu<N>_bytes (TensorFlow's allocator)
+                      clock_reasons, pcie_*), alloc_gpu<N>_bytes (the framework's allocator)
   dltestbed_measure   tags RUN_TAGS + probe, case, unit, phase; fields value, seconds, index; time = measure end
                       (microbenchmark runs: model micro, mode probe)
   dltestbed_run       tags RUN_TAGS + status; fields images_per_sec, elapsed_seconds, timed_seconds,
@@ -95,8 +95,8 @@ def resource_line(run: RunRecord, ev: ResourceEvent, prefix: str | None = None) 
         for key, value in gpu.items():
             if key != "index" and isinstance(value, int | float) and not isinstance(value, bool):
                 fields[escape_tag(f"gpu{gpu.get('index', i)}_{key}")] = _float(value)
-    for i, held in enumerate(ev.tf_gpu_bytes or ()):
-        fields[f"tf_gpu{i}_bytes"] = f"{int(held)}i"
+    for i, held in enumerate(ev.gpu_bytes or ()):  # the framework's allocator, per GPU it sees
+        fields[f"alloc_gpu{i}_bytes"] = f"{int(held)}i"
     body = ",".join(f"{k}={v}" for k, v in sorted(fields.items()))
     return f"{prefix or series('dltestbed_resource', run)} {body} {_ns(ev.t)}"
 

@@ -62,7 +62,7 @@ class RunRecord:
     spec: dict[str, Any] = field(default_factory=dict)
     machine: str | None = None  # the physical machine under every layer (a VM's host); stores before schema 3: host
     arm: str = ""  # "A′": the second run of the baseline kind in a repetition (--aa), its noise floor
-    math: str = ""  # the arithmetic the run used (config.Math, resolved on the target); "" for a micro run
+    math: str = ""  # the arithmetic the run used (config.Math: `mixed` resolved on the target); "" for a micro run
     xla: bool = False  # the step compiled with XLA
     gpu_memory_peak_bytes: int | None = None  # the most TensorFlow's GPU allocator held at once
     startup_seconds: float | None = None  # the workload process's start to its first step (imports, model build)
@@ -71,6 +71,7 @@ class RunRecord:
     eval_images: int | None = None  # --accuracy: the held-out images the trained model classified ...
     eval_correct: int | None = None  # ... how many it classified right (top-1) ...
     eval_loss: float | None = None  # ... and its mean loss on them
+    framework: str = "tensorflow"  # what the run computed with (choices.FRAMEWORKS), as its workload said
 
     @property
     def top1(self) -> float | None:

@@ -27,12 +27,14 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import CheckEvent, HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 8  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+SCHEMA_VERSION = 9  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
 # 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
 # 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
 # 8: steps.result (each step's loss, or its logits' sum in inference); checks (probes' results checked);
 # runs.eval_images, eval_correct, eval_loss (--accuracy)
+# 9: runs.framework; runs.math is the math the run used (was in fingerprint.math); resources.gpu_bytes
+# (was tf_gpu_bytes: any framework's allocator)
 
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 E = TypeVar("E", StepEvent, MeasureEvent, CheckEvent, SkipEvent)  # an event the store reads back by its fields
@@ -55,7 +57,7 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE TABLE IF NOT EXISTS resources (
     run_id TEXT NOT NULL REFERENCES runs(id), t REAL NOT NULL, rss_bytes INTEGER NOT NULL,
-    cpu_percent REAL NOT NULL, gpus TEXT NOT NULL, tf_gpu_bytes TEXT
+    cpu_percent REAL NOT NULL, gpus TEXT NOT NULL, gpu_bytes TEXT
 );
 CREATE INDEX IF NOT EXISTS resources_run ON resources (run_id);
 CREATE TABLE IF NOT EXISTS measures (
@@ -98,9 +100,11 @@ _ADDED = {
     "eval_images": "NULL",
     "eval_correct": "NULL",
     "eval_loss": "NULL",
+    "framework": "'tensorflow'",  # every run before schema 9 ran TensorFlow
 }
 _OUTBOX_ADDED = {"sending": "NULL"}
-_RESOURCES_ADDED = {"tf_gpu_bytes": "NULL"}
+_RESOURCES_ADDED = {"gpu_bytes": "NULL"}
+_RESOURCES_RENAMED = {"tf_gpu_bytes": "gpu_bytes"}  # schema 9: the column of any framework's allocator
 _STEPS_ADDED = {"result": "NULL"}
 # A model run stored before schema 6 ran TensorFlow's default math: float32 on a CPU, and on a GPU whatever
 # TensorFlow chose (TF32 on Ampere or later): "default", which is never compared with a named mode.
@@ -110,6 +114,9 @@ _OLD_MATH = """UPDATE runs SET math = CASE
          AND json_extract(fingerprint, '$.gpus_visible_to_tf') > 0 THEN 'default'
     ELSE 'float32' END
 WHERE mode != 'probe'"""
+# Before schema 9 a run kept the math it asked for (`mixed`) and its fingerprint the one it used: now the run does.
+_USED_MATH = """UPDATE runs SET math = json_extract(fingerprint, '$.math')
+WHERE json_extract(fingerprint, '$.math') IS NOT NULL AND json_extract(fingerprint, '$.math') != ''"""
 
 
 def default_path() -> Path:
@@ -169,6 +176,10 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
             outbox_cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
             resource_cols = {r[1] for r in conn.execute("PRAGMA table_info(resources)")}
             step_cols = {r[1] for r in conn.execute("PRAGMA table_info(steps)")}
+            for old, new in _RESOURCES_RENAMED.items():
+                if old in resource_cols:  # before the schema's CREATE would see no column of the new name
+                    conn.execute(f"ALTER TABLE resources RENAME COLUMN {old} TO {new}")
+                    resource_cols = (resource_cols - {old}) | {new}
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -183,6 +194,8 @@ def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} DEFAULT {default}")
             if cols and "math" not in cols:
                 conn.execute(_OLD_MATH)
+            if cols and version < 9:
+                conn.execute(_USED_MATH)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             upgraded = version if version else None
         conn.execute("COMMIT")
@@ -379,10 +392,10 @@ class Store:
         """Store one resource sample and its points."""
         with self._write() as db:
             db.execute("BEGIN")
-            tf_bytes = json.dumps(ev.tf_gpu_bytes) if ev.tf_gpu_bytes is not None else None
+            held = json.dumps(ev.gpu_bytes) if ev.gpu_bytes is not None else None
             db.execute(
                 "INSERT INTO resources VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus), tf_bytes),
+                (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus), held),
             )
             self._outbox(db, outbox)
 
@@ -518,7 +531,7 @@ class Store:
     def resources(self, run_id: str) -> list[ResourceEvent]:
         """A run's resource samples in time order."""
         rows = self._query(
-            "SELECT t, rss_bytes, cpu_percent, gpus, tf_gpu_bytes FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
+            "SELECT t, rss_bytes, cpu_percent, gpus, gpu_bytes FROM resources WHERE run_id = ? ORDER BY t", (run_id,)
         )
         return [
             ResourceEvent(
@@ -526,7 +539,7 @@ class Store:
                 rss_bytes=r[1],
                 cpu_percent=r[2],
                 gpus=json.loads(r[3]),
-                tf_gpu_bytes=json.loads(r[4]) if r[4] else None,
+                gpu_bytes=json.loads(r[4]) if r[4] else None,
             )
             for r in rows
         ]

@@ -1,17 +1,20 @@
-"""Container runtimes as objects: each owns its command lines (run, remove, list, build, save, version),
-its GPU flags, the environment its CLI needs on this machine and its image archive format. A new runtime
-is a new class registered in RUNTIMES, not new branches where containers are run or built.
+"""What a container runtime is to dltestbed: the commands it is driven with (run, remove, list, build, save,
+version), its GPU flags, the environment its CLI needs on this machine and its image archive format. Each
+runtime is one class in a module of this package, registered by name (choices.RUNTIMES); `OciCli` holds
+the command lines Docker's and Podman's CLIs share, and a runtime shaped otherwise (Charliecloud's ch-run)
+implements `Runtime` itself.
 
 Command construction is pure and tested on captured cases; nothing here runs a command."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from dltestbed import paths
+from dltestbed.choices import RUNTIMES as RUNTIME_NAMES
 from dltestbed.errors import ConfigError
 from dltestbed.secretenv import scrub
 
@@ -36,25 +39,54 @@ class ContainerOptions:
     extra: tuple[str, ...] = field(default=())  # the user's own flags, appended as given
 
 
-class Runtime:
-    """An OCI container runtime's CLI: docker's and podman's share their `run` and differ where a
-    subclass says so."""
+class Runtime(ABC):
+    """A container runtime, as dltestbed drives it: each command as an argv."""
 
-    name: ClassVar[str]
-    run_flags: ClassVar[tuple[str, ...]] = ()  # after the common `run` flags
-    build_flags: ClassVar[tuple[str, ...]] = ()
-    archive_flags: ClassVar[tuple[str, ...]] = ()  # `save`: the archive format provisioning loads on hosts
-    remove_flags: ClassVar[tuple[str, ...]] = ()
+    name: ClassVar[str]  # its key in choices.RUNTIMES
     version_format: ClassVar[str]
     not_answering: ClassVar[str] = "{why}"  # what it means when `version` fails
 
+    @abstractmethod
     def gpu_flags(self, gpus: str) -> list[str]:
         """The flags that give the container these GPUs ("all" or a comma list of indices or UUIDs)."""
-        raise NotImplementedError
 
     def cli_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The environment for this runtime's CLI on this machine: `env` without secrets."""
         return scrub(env)
+
+    @abstractmethod
+    def run_argv(self, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
+        """The command that runs argv in a fresh container named `name`, removed on exit."""
+
+    @abstractmethod
+    def remove_argv(self, name: str) -> list[str]:
+        """The command that removes a container by name, there or not."""
+
+    @abstractmethod
+    def list_argv(self, filters: Sequence[str]) -> list[str]:
+        """The command that lists the names of the containers these filters select, stopped ones too."""
+
+    @abstractmethod
+    def version_argv(self) -> list[str]:
+        """The command that asks the runtime (its server, where it has one) for its version."""
+
+    @abstractmethod
+    def build_argv(self, tag: str, containerfile: Path, context: Path) -> list[str]:
+        """The command that builds the workload image from its Containerfile, from local images only."""
+
+    @abstractmethod
+    def save_argv(self, tag: str, out: Path) -> list[str]:
+        """The command that saves an image as one archive file."""
+
+
+class OciCli(Runtime):
+    """The CLI Docker and Podman share (`run --rm --name …`, `rm --force`, `ps -a`, `build`, `save`), each
+    differing where its class says so."""
+
+    run_flags: ClassVar[tuple[str, ...]] = ()  # after the common `run` flags
+    build_flags: ClassVar[tuple[str, ...]] = ()
+    archive_flags: ClassVar[tuple[str, ...]] = ()  # `save`: the archive format provisioning loads on hosts
+    remove_flags: ClassVar[tuple[str, ...]] = ()
 
     def run_argv(self, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
         """The command that runs argv in a fresh container named `name`, removed on exit."""
@@ -98,48 +130,19 @@ class Runtime:
         return [self.name, "save", *self.archive_flags, "-o", str(out), tag]
 
 
-class Docker(Runtime):
-    name = "docker"
-    version_format = "{{.Server.Version}}"
-    not_answering = "the docker daemon is not running or not reachable ({why}); start dockerd"
-
-    def gpu_flags(self, gpus: str) -> list[str]:
-        return [f"--gpus={gpus}" if gpus == "all" else f'--gpus="device={gpus}"']
+REGISTRY: dict[str, Runtime] = {}
 
 
-class Podman(Runtime):
-    name = "podman"
-    run_flags = ("--log-driver=none",)  # stdout is streamed to us; no second copy in a journal
-    build_flags = ("--pull=never", "--layers")
-    archive_flags = ("--format", "oci-archive")
-    remove_flags = ("--ignore",)
-    version_format = "{{.Version}}"
-
-    def gpu_flags(self, gpus: str) -> list[str]:
-        """CDI devices (nvidia-ctk cdi generate)."""
-        return [f"--device=nvidia.com/gpu={i}" for i in (["all"] if gpus == "all" else gpus.split(","))]
-
-    def cli_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """dltestbed's containers.conf (runc, cgroupfs, no default ulimits) unless the user set
-        CONTAINERS_CONF."""
-        out = scrub(env)
-        if "CONTAINERS_CONF" not in out:
-            conf = paths.cache_dir() / "containers.conf"
-            conf.parent.mkdir(parents=True, exist_ok=True)
-            conf.write_text(
-                '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
-                'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-            )
-            out["CONTAINERS_CONF"] = str(conf)
-        return out
-
-
-RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Docker(), Podman())}
-HOST_RUNTIME = Podman.name  # an inventory host's runtime when it names none (dltestbed_container_runtime)
+def register(cls: type[Runtime]) -> type[Runtime]:
+    """Register a runtime's class under its name, one of choices.RUNTIMES."""
+    if cls.name not in RUNTIME_NAMES:
+        raise ValueError(f"runtime {cls.name!r} is not in choices.RUNTIMES")
+    REGISTRY[cls.name] = cls()
+    return cls
 
 
 def runtime(name: str) -> Runtime:
     """The runtime of this name, or a ConfigError naming those there are."""
-    if name not in RUNTIMES:
-        raise ConfigError(f"unknown container runtime {name!r}; known: {', '.join(RUNTIMES)}")
-    return RUNTIMES[name]
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown container runtime {name!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[name]

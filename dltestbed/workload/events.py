@@ -52,7 +52,7 @@ class ResourceEvent:
     rss_bytes: int
     cpu_percent: float
     gpus: list[dict[str, Any]] = field(default_factory=list)  # NVML's view of each GPU (the whole device)
-    tf_gpu_bytes: list[int] | None = None  # bytes TensorFlow's allocator holds, per GPU it sees (None: no GPU)
+    gpu_bytes: list[int] | None = None  # bytes the framework's allocator holds, per GPU it sees (None: no GPU)
     event: str = field(default="resource", init=False)
 
 
@@ -254,11 +254,13 @@ _TYPES: dict[str, dict[str, tuple[type, ...]]] = {
 # Fields an event may leave out (older workloads, or nothing to say): absent or null is None.
 _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
     "step": {"device": (str,), "libraries": (dict,), "result": (*_NUM, str)},
-    "resource": {"tf_gpu_bytes": (list,)},
+    "resource": {"gpu_bytes": (list,)},
     "health": {"xids": (list,), "unseen": (list,)},
     "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
     "check": {"gpu": (int,), "where": (str,), "rounds": (int,)},
 }
+# Fields a workload of this schema version sent under another name before (read as the new one)
+_FORMERLY: dict[str, dict[str, str]] = {"resource": {"tf_gpu_bytes": "gpu_bytes"}}
 # Fields that may hold a value that is not a finite number (a loss gone to NaN, an error that is inf): JSON has
 # no NaN, so they travel as text.
 _NON_FINITE = {"step": "result", "check": "worst", "accuracy": "loss"}
@@ -328,6 +330,9 @@ def parse_line(line: str) -> Event:
         return Unparsed(line, f"health event: unknown phase {values['phase']!r}")
     if kind == "measure" and (values["value"] <= 0 or values["seconds"] <= 0):
         return Unparsed(line, "measure event: value and seconds must be positive")
+    for old, new in _FORMERLY.get(kind, {}).items():
+        if new not in obj and old in obj:
+            obj[new] = obj[old]
     for name, accepted in _OPTIONAL.get(kind, {}).items():
         value = obj.get(name)
         if value is None:

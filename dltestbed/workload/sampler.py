@@ -23,12 +23,12 @@ class Sampler:
         emit: Callable[[ResourceEvent], None],
         interval: float,
         nvml: Nvml | None,
-        tf_bytes: Callable[[], list[int]] | None = None,
+        held_bytes: Callable[[], list[int]] | None = None,  # the framework allocator's, per GPU
     ) -> None:
         self._emit = emit
         self._interval = interval
         self._nvml = nvml
-        self._tf_bytes = tf_bytes
+        self._held_bytes = held_bytes
         self._proc = psutil.Process()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltestbed-sampler", daemon=True)
@@ -42,15 +42,15 @@ class Sampler:
             rss = self._proc.memory_info().rss
             cpu = self._proc.cpu_percent(interval=None)
         gpus = self._gpus()
-        tf_bytes = None
-        if self._tf_bytes is not None:
+        held = None
+        if self._held_bytes is not None:
             try:
-                tf_bytes = self._tf_bytes()
-            except Exception as exc:  # TensorFlow's allocator stats: as for NVML, the run goes on
-                self._tf_bytes = None
-                self.unseen.append(f"GPU samples: TensorFlow's memory stats stopped ({type(exc).__name__}: {exc})")
+                held = self._held_bytes()
+            except Exception as exc:  # the framework's allocator stats: as for NVML, the run goes on
+                self._held_bytes = None
+                self.unseen.append(f"GPU samples: the framework's memory stats stopped ({type(exc).__name__}: {exc})")
         return ResourceEvent(
-            t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus, tf_gpu_bytes=tf_bytes or None
+            t=time.time(), rss_bytes=int(rss), cpu_percent=float(cpu), gpus=gpus, gpu_bytes=held or None
         )
 
     def _gpus(self) -> list[dict[str, object]]:

@@ -12,7 +12,7 @@ from dltestbed.config import workload_spec
 from dltestbed.report import agreement, analysis, render
 from dltestbed.results import points
 from dltestbed.results.store import Store
-from dltestbed.workload import __main__ as workload_main
+from dltestbed.workload.args import parse
 from dltestbed.workload.events import StepEvent, Unparsed, encode, parse_line
 from tests.conftest import make_run
 
@@ -59,7 +59,7 @@ def test_a_step_result_travels_and_is_stored_bit_for_bit_even_nan(tmp_path: Path
 def test_deterministic_travels_to_the_workload_and_back() -> None:
     spec = workload_spec(model="alexnet", image_size=64, deterministic=True)
     assert "--deterministic" in spec.to_argv()
-    parsed, _ = workload_main.parse(spec.to_argv())
+    parsed, _ = parse(spec.to_argv())
     assert parsed.deterministic and parsed == spec
     assert "--deterministic" not in workload_spec(model="alexnet").to_argv()
 

@@ -57,3 +57,29 @@ def test_steady_state_comes_from_the_steps_and_reaches_the_json() -> None:
     assert out["steady"] == [{"run": run.id, "flags": a.steady[0][1]}]
     assert out["groups"][0]["key"] == GroupKey.of(run).to_dict() and "host" not in out["groups"][0]["key"]
     assert analyse([run]).steady == ()  # no steps read: nothing to flag
+
+
+def test_two_frameworks_are_never_averaged_together() -> None:
+    """The same model on the same layers, once per framework: a group each, each layer against its own
+    framework's bare metal (a second framework is a made-up name here: the key, not the registry, is tested)."""
+    runs = [
+        make_run(target_kind=k, repetition=i, status="ok", images_per_sec=v * (2 if fw == "other" else 1), framework=fw)
+        for fw in ("tensorflow", "other")
+        for k, v in (("bm", 100.0), ("cbm", 90.0))
+        for i in (1, 2)
+    ]
+    a = analyse(runs)
+    assert sorted((g.key.framework, g.key.target_kind) for g in a.groups) == [
+        ("other", "bm"),
+        ("other", "cbm"),
+        ("tensorflow", "bm"),
+        ("tensorflow", "cbm"),
+    ]
+    means = {(g.key.framework, g.key.target_kind): g.images_per_sec.mean for g in a.groups}
+    assert means == {
+        ("other", "bm"): 200.0,
+        ("other", "cbm"): 180.0,
+        ("tensorflow", "bm"): 100.0,
+        ("tensorflow", "cbm"): 90.0,
+    }
+    assert all(g.overhead_percent == pytest.approx(10.0) for g in a.groups if g.key.against_baseline)

@@ -18,9 +18,9 @@ from dltestbed.report import analysis, render
 from dltestbed.report import validate as v
 from dltestbed.results.store import Store
 from dltestbed.workload import checked, numerics, probes
-from dltestbed.workload.__main__ import run_micro
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import CheckEvent, encode, parse_line
+from dltestbed.workload.micro import run_micro
 from tests.conftest import make_run
 
 
@@ -144,7 +144,7 @@ def test_from_the_workload_to_validate_a_flipped_element_fails_naming_the_device
 def test_a_screen_sums_its_rounds_and_names_the_first_bad_round(tf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Four rounds (a clock that lets three more pass), fresh inputs each; the product goes wrong in round 2 only."""
     from dltestbed.workload import screen
-    from dltestbed.workload.__main__ import check_event
+    from dltestbed.workload.micro import check_event
 
     seeds: list[int] = []
     real = checked.gemm_check

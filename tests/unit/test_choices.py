@@ -12,9 +12,10 @@ import typer
 
 from dltestbed import choices, runtimes
 from dltestbed.cli import app
+from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import launchers, presets, scenarios
 from dltestbed.provision import wheelhouse
-from dltestbed.workload import mathmode
+from dltestbed.workload import frameworks, mathmode
 
 # the CLI's option → its axis (the names it must offer, in this order)
 AXES: dict[str, tuple[str, ...]] = {
@@ -61,6 +62,7 @@ def test_each_registry_holds_its_axis_names_and_no_other() -> None:
     assert set(scenarios.REGISTRY) == set(choices.SCENARIOS)
     assert tuple(launchers.LAUNCHERS) == tuple(choices.LAUNCHERS)
     assert tuple(wheelhouse.TF_PACKAGES) == choices.FLAVORS
+    assert tuple(frameworks.REGISTRY) == choices.FRAMEWORKS
     assert choices.PER_GPU in choices.GPUS
     assert tuple(choices.LAYOUTS) == tuple(choices.SCENARIOS)  # a layout places hosts for its scenario
     for math in choices.MATHS:  # each is one the workload applies (on a Hopper GPU: every one resolves)
@@ -130,3 +132,16 @@ def test_the_references_tables_list_each_registry() -> None:
     assert _docs_table("preset") == choices.PRESETS
     assert _docs_table("suite") == tuple(choices.SUITES)
     assert _docs_table("layout") == tuple(choices.LAYOUTS)
+
+
+def test_a_framework_is_asked_by_name_and_an_unknown_one_is_one_line() -> None:
+    """The controller asks the spec's framework for a distributed worker's environment; the worker reads its
+    cluster back from that environment; an unknown name lists the known ones."""
+    tf = frameworks.framework("tensorflow")
+    env = tf.worker_env(["10.0.0.1:2222", "10.0.0.2:2222"], 1)
+    cluster = tf.cluster(env)
+    assert (cluster.workers, cluster.index) == (("10.0.0.1:2222", "10.0.0.2:2222"), 1)
+    assert tf.build({"tensorflow": "2.20.0", "tensorflow_cuda_build": True}) == "TensorFlow 2.20.0 (CUDA build)"
+    assert tf.ran({"tensorflow": "2.20.0"}) and not tf.ran({"host": "x"})
+    with pytest.raises(ConfigError, match=r"^unknown framework 'caffe'; known: tensorflow$"):
+        frameworks.framework("caffe")

@@ -7,7 +7,7 @@ import pytest
 from dltestbed.catalog import MODELS
 from dltestbed.config import workload_spec
 from dltestbed.errors import ConfigError
-from dltestbed.workload.__main__ import parse
+from dltestbed.workload.args import parse
 
 
 @pytest.mark.parametrize(

@@ -159,7 +159,7 @@ def test_unreadable_files_are_found(tmp_path: Path) -> None:
 def test_a_target_refuses_a_copy_that_is_not_the_dataset(tmp_path: Path) -> None:
     """The workload checks its copy's files and bytes against the controller's identity, then records the digest."""
     from dltestbed.config import workload_spec
-    from dltestbed.workload.__main__ import _check_copy
+    from dltestbed.workload.start import _check_copy
 
     index = _tree(tmp_path / "d", {"a/1.jpg": _jpeg(b"one"), "b/1.jpg": _jpeg(b"two")})
     ident = dataset.identify(index)

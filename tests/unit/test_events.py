@@ -144,3 +144,9 @@ def test_encode_parse_round_trip(ev: object) -> None:
     line = encode(ev)  # type: ignore[arg-type]
     assert "\n" not in line
     assert parse_line(line) == ev
+
+
+def test_a_resource_sample_under_the_allocators_former_name_is_read() -> None:
+    """A workload of this schema that still says tf_gpu_bytes: read as gpu_bytes, not lost."""
+    ev = parse_line('{"v":1,"event":"resource","t":1.0,"rss_bytes":1,"cpu_percent":0.0,"tf_gpu_bytes":[7]}')
+    assert isinstance(ev, ResourceEvent) and ev.gpu_bytes == [7]

@@ -156,7 +156,7 @@ def test_a_run_shorter_than_the_interval_has_a_sample_at_its_start_and_its_end()
     sampler = Sampler(got.append, 60.0, None, lambda: [5 << 20])
     sampler.start()
     sampler.stop()
-    assert len(got) == 2 and got[0].t <= got[1].t and all(s.tf_gpu_bytes == [5 << 20] for s in got)
+    assert len(got) == 2 and got[0].t <= got[1].t and all(s.gpu_bytes == [5 << 20] for s in got)
     assert all(s.rss_bytes > 0 and s.gpus == [] for s in got)
 
 
@@ -249,7 +249,7 @@ def test_without_the_cuda_runtime_nvml_order_is_used_only_where_nothing_reorders
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from dltestbed.workload import cudart, probes, screen
-    from dltestbed.workload.__main__ import _in_tf_order
+    from dltestbed.workload.micro import _in_tf_order
 
     def no_runtime() -> list[str]:
         raise cudart.CudaError("NVIDIA's cuda-bindings is not installed")

@@ -21,10 +21,10 @@ from dltestbed.report.keys import GroupKey
 from dltestbed.results import points
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
-from dltestbed.workload.__main__ import run_micro
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import HealthEvent, ResourceEvent, StepEvent, encode, parse_line
 from dltestbed.workload.gpu import Nvml
+from dltestbed.workload.micro import run_micro
 from dltestbed.workload.sampler import watched
 from tests import fakenvml
 from tests.conftest import make_run

@@ -74,11 +74,8 @@ def test_a_layer_is_never_compared_across_math() -> None:
     """bm that chose bfloat16 for `mixed` against a container that chose float16 (its GPU older): refused,
     as runs on different devices are."""
     fp = {"tensorflow": "2.21.0", "step_device": "/job:localhost/replica:0/task:0/device:GPU:0"}
-    bm = [make_run(math="mixed", xla=True, fingerprint={**fp, "math": "mixed_bfloat16"}) for _ in range(2)]
-    cbm = [
-        make_run(target_kind="cbm", math="mixed", xla=True, fingerprint={**fp, "math": "mixed_float16"})
-        for _ in range(2)
-    ]
+    bm = [make_run(math="mixed_bfloat16", xla=True, fingerprint=fp) for _ in range(2)]
+    cbm = [make_run(target_kind="cbm", math="mixed_float16", xla=True, fingerprint=fp) for _ in range(2)]
     assert effective_math(bm[0]) == "mixed_bfloat16 + XLA"
     assert unlike(bm, cbm, "bm", "cbm") == (
         "refused: bm computed in mixed_bfloat16 + XLA, cbm in mixed_float16 + XLA; no overhead across math modes"
@@ -86,7 +83,7 @@ def test_a_layer_is_never_compared_across_math() -> None:
     assert unlike(bm, bm, "bm", "bm") is None
 
 
-def test_the_memory_figure_plots_what_tensorflow_holds_where_it_was_sampled(h100: Path) -> None:
+def test_the_memory_figure_plots_what_the_framework_holds_where_it_was_sampled(h100: Path) -> None:
     store = Store.open(h100, read_only=True)
     try:
         old = [s for r in store.runs() for s in store.resources(r.id)]
@@ -95,7 +92,7 @@ def test_the_memory_figure_plots_what_tensorflow_holds_where_it_was_sampled(h100
     row = gpu_memory_row(old)
     assert row is not None and row[0] == "GPU memory in use (device), GiB"
     assert row[1](old[0]) > 77 * 2**30  # the captured runs: the whole GPU mapped from the first second
-    new = [ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=0.0, gpus=old[0].gpus, tf_gpu_bytes=[3 << 30])]
+    new = [ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=0.0, gpus=old[0].gpus, gpu_bytes=[3 << 30])]
     row = gpu_memory_row(new)
-    assert row is not None and row[0] == "GPU memory held by TensorFlow, GiB" and row[1](new[0]) == 3 << 30
+    assert row is not None and row[0] == "GPU memory held by the framework, GiB" and row[1](new[0]) == 3 << 30
     assert gpu_memory_row([ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=0.0)]) is None

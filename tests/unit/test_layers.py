@@ -30,10 +30,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "config": ("catalog", "choices", "errors"),
     "dataset": ("errors",),
     "sizes": ("errors",),
-    "workload": ("catalog", "config", "dataset", "errors"),  # runs on the target: nothing of the controller
+    "workload": ("catalog", "choices", "config", "dataset", "errors"),  # runs on the target: nothing of the controller
     "inventory": ("errors",),
     "kinds": (),
-    "runtimes": ("errors", "paths", "secretenv"),
+    "runtimes": ("choices", "errors", "paths", "secretenv"),
     "layout": ("choices", "errors", "inventory", "kinds"),
     "transport": ("errors", "inventory", "paths", "secretenv"),
     "slurm": ("errors", "transport"),

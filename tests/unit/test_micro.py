@@ -20,7 +20,7 @@ from dltestbed.results.store import SCHEMA_VERSION, Store
 from dltestbed.runner import RunContext, execute
 from dltestbed.targets.local import LocalTarget
 from dltestbed.workload import cudart, peaks, probes
-from dltestbed.workload.__main__ import parse_micro
+from dltestbed.workload.args import parse_micro
 from dltestbed.workload.events import (
     MeasureEvent,
     ProbesDoneEvent,

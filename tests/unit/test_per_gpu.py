@@ -101,7 +101,7 @@ def test_per_gpu_specs_say_what_does_not_go_together() -> None:
         workload_spec(model="alexnet", gpu=H100[1], gpus="node")
     with pytest.raises(ConfigError, match="a distributed job's workers use theirs"):
         workload_spec(model="alexnet", gpus="per-gpu", distributed=True)
-    from dltestbed.workload.__main__ import parse
+    from dltestbed.workload.args import parse
 
     with pytest.raises(ConfigError, match="--gpus per-gpu is the controller's"):
         parse(["--model", "alexnet", "--gpus", "per-gpu"])

@@ -39,7 +39,7 @@ def test_workload_argv_carries_the_new_options() -> None:
     spec = workload_spec(model="alexnet", distributed=True, cpus="0-1")
     argv = spec.to_argv()
     assert argv[-3:] == ["--distributed", "--cpus", "0-1"]
-    from dltestbed.workload.__main__ import parse
+    from dltestbed.workload.args import parse
 
     parsed = parse(argv)[0]
     assert parsed.to_argv() == argv and parsed.distributed and parsed.cpus == "0-1"

@@ -99,13 +99,11 @@ def test_the_commands() -> None:
         ({"scenario": "distributed"}, 2),
         ({"scenario": "distributed", "workers": 3}, 3),
         ({"opts": SlurmOptions(nodes=4)}, 4),
-        ({"slurm": False}, None),
     ],
 )
-def test_the_node_count(kw: dict, wanted: int | None) -> None:
+def test_the_node_count(kw: dict, wanted: int) -> None:
     args = {
         "opts": SlurmOptions(),
-        "slurm": True,
         "scenario": "single",
         "workers": None,
         "kinds": ["auto"],
@@ -120,7 +118,6 @@ def test_the_node_count(kw: dict, wanted: int | None) -> None:
 @pytest.mark.parametrize(
     ("kw", "line"),
     [
-        ({"slurm": False, "opts": SlurmOptions(partition="p")}, "--partition goes with --launcher slurm"),
         ({"opts": SlurmOptions(nodes=0)}, "--nodes: at least 1"),
         ({"opts": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
         ({"kinds": ["bm", "vm"]}, "not vm"),
@@ -133,7 +130,6 @@ def test_the_node_count(kw: dict, wanted: int | None) -> None:
 def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
     args = {
         "opts": SlurmOptions(),
-        "slurm": True,
         "scenario": "single",
         "workers": None,
         "kinds": ["auto"],
@@ -144,6 +140,22 @@ def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
     }
     with pytest.raises(ConfigError, match=line):
         check(**args)
+
+
+def test_a_launchers_options_go_with_that_launcher_only() -> None:
+    """Each launcher is asked by name; another launcher's option given is refused in one line, and an unknown
+    launcher lists the known ones."""
+    from dltestbed.orchestrate.launchers import Direct, Slurm, launcher_class, launcher_for
+    from dltestbed.orchestrate.request import Machines
+
+    with pytest.raises(ConfigError, match=r"^--partition goes with --launcher slurm$"):
+        launcher_for(Machines(slurm=SlurmOptions(partition="p")), "single", None, False, False)
+    assert isinstance(launcher_for(Machines(), "single", None, False, False), Direct)
+    on_nodes = launcher_for(Machines(launcher="slurm", slurm=SlurmOptions(nodes=3)), "single", None, False, False)
+    assert isinstance(on_nodes, Slurm) and len(on_nodes.hosts()) == 3
+    assert Direct.on_this_machine(Machines()) and not Slurm.on_this_machine(Machines(launcher="slurm"))
+    with pytest.raises(ConfigError, match=r"^unknown launcher 'pbs'; known: direct or slurm$"):
+        launcher_class("pbs")
 
 
 def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: Path) -> None:

@@ -333,12 +333,12 @@ def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
         (
             {"tensorflow": "2.21.0", "tensorflow_cuda_build": False},
             "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.21.0 (CPU build); no overhead across "
-            "TensorFlow builds",
+            "framework builds",
         ),
         (
             {"tensorflow": "2.20.0", "tensorflow_cuda_build": True},
             "refused: bm ran TensorFlow 2.21.0 (CUDA build), cbm TensorFlow 2.20.0 (CUDA build); no overhead across "
-            "TensorFlow builds",
+            "framework builds",
         ),
     ],
 )

@@ -145,3 +145,23 @@ def test_two_processes_opening_an_old_store_at_once_migrate_it_once(results: Pat
     store = Store.open(results)
     assert [r[2] for r in store.outbox("d")] == ["old 1"]
     assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_schema_8_store_gains_the_framework_the_math_used_and_the_allocators_column(results: Path) -> None:
+    """Schema 9: every older run ran TensorFlow; the math a run used moves from its fingerprint onto the run;
+    resources.tf_gpu_bytes becomes gpu_bytes with its values."""
+    store = Store.open(results)
+    run = make_run(math="mixed", fingerprint={"host": "h", "math": "mixed_bfloat16"}, spec={"model": "alexnet"})
+    store.save_run(run)
+    store.add_resource(run.id, ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=0.0, gpu_bytes=[3 << 30]))
+    store.close()
+    with sqlite3.connect(results) as db:  # as dltestbed wrote it before schema 9
+        db.executescript(
+            "ALTER TABLE resources RENAME COLUMN gpu_bytes TO tf_gpu_bytes; ALTER TABLE runs DROP COLUMN framework;"
+            "PRAGMA user_version=8;"
+        )
+    again = Store.open(results)
+    (old,) = again.runs()
+    assert (old.framework, old.math) == ("tensorflow", "mixed_bfloat16")
+    assert again.resources(run.id)[0].gpu_bytes == [3 << 30]
+    assert again.upgrade_notice() is not None and "from schema 8 to 9" in str(again.upgrade_notice())

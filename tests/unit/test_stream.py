@@ -83,8 +83,8 @@ def test_resource_and_run_lines() -> None:
         "gpu0_util_percent=97.0",
         "rss_bytes=2048i",
     ]  # floats: no `i` suffix
-    held = points.resource_line(run, ResourceEvent(t=10.0, rss_bytes=2048, cpu_percent=1.0, tf_gpu_bytes=[3 << 30, 7]))
-    assert sorted(held.rsplit(" ", 2)[1].split(","))[-2:] == [f"tf_gpu0_bytes={3 << 30}i", "tf_gpu1_bytes=7i"]
+    held = points.resource_line(run, ResourceEvent(t=10.0, rss_bytes=2048, cpu_percent=1.0, gpu_bytes=[3 << 30, 7]))
+    assert sorted(held.rsplit(" ", 2)[1].split(","))[:2] == [f"alloc_gpu0_bytes={3 << 30}i", "alloc_gpu1_bytes=7i"]
     line = points.run_line(run)
     assert line.startswith("dltestbed_run,") and "status=ok" in line and "images_per_sec=12.5" in line
     assert line.endswith(" 1767225610000000000")

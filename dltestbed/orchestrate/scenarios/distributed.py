@@ -18,7 +18,7 @@ from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets import Site, make
 from dltestbed.targets.base import INTERRUPTED, Abort, Target
-from dltestbed.workload.distributed import tf_config
+from dltestbed.workload.frameworks import framework
 
 
 def worker_count(options: Options, hosts: Sequence[object]) -> int:
@@ -118,7 +118,7 @@ def _job(
 
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=len(targets), worker_index=i)
-        env = {"TF_CONFIG": tf_config(addresses, i)}
+        env = framework(worker_spec.framework).worker_env(addresses, i)
         rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks)
         results[i] = rec
         if rec.status != "ok":  # a worker stopped by another's failure changes nothing: the job is ending

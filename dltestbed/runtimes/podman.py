@@ -1,0 +1,39 @@
+"""Podman: daemonless, GPUs as CDI devices, run here with runc and cgroupfs (dltestbed's containers.conf)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dltestbed import paths
+from dltestbed.runtimes.base import OciCli, register
+from dltestbed.secretenv import scrub
+
+
+@register
+class Podman(OciCli):
+    """podman, without a daemon."""
+
+    name = "podman"
+    run_flags = ("--log-driver=none",)  # stdout is streamed to us; no second copy in a journal
+    build_flags = ("--pull=never", "--layers")
+    archive_flags = ("--format", "oci-archive")
+    remove_flags = ("--ignore",)
+    version_format = "{{.Version}}"
+
+    def gpu_flags(self, gpus: str) -> list[str]:
+        """CDI devices (nvidia-ctk cdi generate)."""
+        return [f"--device=nvidia.com/gpu={i}" for i in (["all"] if gpus == "all" else gpus.split(","))]
+
+    def cli_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """dltestbed's containers.conf (runc, cgroupfs, no default ulimits) unless the user set
+        CONTAINERS_CONF."""
+        out = scrub(env)
+        if "CONTAINERS_CONF" not in out:
+            conf = paths.cache_dir() / "containers.conf"
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            conf.write_text(
+                '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n'
+                'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+            )
+            out["CONTAINERS_CONF"] = str(conf)
+        return out

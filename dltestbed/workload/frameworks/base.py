@@ -1,0 +1,89 @@
+"""What a framework is to dltestbed: the one class per framework (`Framework`) that the workload runs a model
+with, that the controller asks for a distributed job's worker environment, and that the report asks for the
+facts of a run's build. Registered by name (choices.FRAMEWORKS); `framework(name)` gives one."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from dltestbed.choices import FRAMEWORKS, or_list
+from dltestbed.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dltestbed.config import WorkloadSpec
+    from dltestbed.dataset import DatasetIndex
+    from dltestbed.workload.distributed import Cluster
+    from dltestbed.workload.emit import Emitter
+    from dltestbed.workload.gpu import Nvml
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """What the workload has ready, whatever the framework, when a model's run starts: its spec, the classes,
+    the images it trains on and holds out (None: synthetic data), the job it is a worker of, NVML and its
+    GPUs, the fingerprint so far, and when its process started (its start-up is counted from there)."""
+
+    spec: WorkloadSpec
+    classes: int
+    trained: DatasetIndex | None
+    held: DatasetIndex | None
+    cluster: Cluster | None
+    nvml: Nvml | None
+    gpus: list[dict[str, Any]]
+    fingerprint: dict[str, Any]
+    process_start: Callable[[], float] = time.time
+
+
+class Framework(ABC):
+    """A deep-learning framework: how a model's run uses it (`run_model`), how a distributed job's workers
+    find each other (`worker_env`, `cluster`), and what a run's fingerprint says of its build."""
+
+    name: ClassVar[str]  # its key in choices.FRAMEWORKS
+    label: ClassVar[str]  # its name in words ("TensorFlow")
+    version_key: ClassVar[str]  # the fingerprint's fact that holds its version
+
+    @abstractmethod
+    def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:
+        """The controller's side of a distributed job: the environment worker `index` of `workers` (host:port
+        each) is started with, from which it finds the others."""
+
+    @abstractmethod
+    def cluster(self, environ: Mapping[str, str]) -> Cluster:
+        """The worker's side: its job, read from the environment `worker_env` made (a ConfigError says what
+        is wrong with it)."""
+
+    @abstractmethod
+    def run_model(self, run: ModelRun, emitter: Emitter) -> None:
+        """Build the model, run its warm-up and timed steps, and emit the start event, every step, the resource
+        samples and the summary (and the accuracy with --accuracy)."""
+
+    @abstractmethod
+    def build(self, fingerprint: Mapping[str, Any]) -> str:
+        """The build a run used, in words, from its fingerprint: "TensorFlow 2.20.0 (CPU build)"."""
+
+    def ran(self, fingerprint: Mapping[str, Any]) -> bool:
+        """Whether a run's workload reported this framework (a run that failed before it loaded did not)."""
+        return fingerprint.get(self.version_key) is not None
+
+
+REGISTRY: dict[str, type[Framework]] = {}
+
+
+def register(cls: type[Framework]) -> type[Framework]:
+    """Register a framework's class under its name, one of choices.FRAMEWORKS."""
+    if cls.name not in FRAMEWORKS:
+        raise ValueError(f"framework {cls.name!r} is not in choices.FRAMEWORKS")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def framework(name: str) -> Framework:
+    """The framework of that name, or a ConfigError that lists the known ones."""
+    cls = REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown framework {name!r}; known: {or_list(REGISTRY)}")
+    return cls()

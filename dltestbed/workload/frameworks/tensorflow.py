@@ -1,0 +1,139 @@
+"""TensorFlow with Keras 3: a model's run as MultiWorkerMirroredStrategy (a distributed job, its cluster in
+TF_CONFIG), MirroredStrategy (--gpus node) or one device. TensorFlow loads inside `run_model` only, after
+the environment (CUDA_VISIBLE_DEVICES, TF_CPP_MIN_LOG_LEVEL) is set."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dltestbed.errors import ConfigError
+from dltestbed.workload import distributed
+from dltestbed.workload.events import AccuracyEvent, StartEvent
+from dltestbed.workload.frameworks.base import Framework, ModelRun, register
+
+if TYPE_CHECKING:
+    from dltestbed.config import WorkloadSpec
+    from dltestbed.workload.distributed import Cluster
+    from dltestbed.workload.emit import Emitter
+
+
+@register
+class TensorFlow(Framework):
+    """TensorFlow 2 with Keras 3 (tensorflow-cpu, or tensorflow[and-cuda])."""
+
+    name = "tensorflow"
+    label = "TensorFlow"
+    version_key = "tensorflow"
+
+    def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:
+        """TF_CONFIG: the cluster's workers and this one's index."""
+        return {"TF_CONFIG": distributed.tf_config(list(workers), index)}
+
+    def cluster(self, environ: Mapping[str, str]) -> Cluster:
+        """The cluster of TF_CONFIG."""
+        return distributed.cluster_from_env(environ.get("TF_CONFIG"))
+
+    def build(self, fingerprint: Mapping[str, Any]) -> str:
+        """Its version and whether it is the CUDA build."""
+        cuda = "CUDA" if fingerprint.get("tensorflow_cuda_build") else "CPU"
+        return f"{self.label} {fingerprint.get(self.version_key)} ({cuda} build)"
+
+    def run_model(self, run: ModelRun, emitter: Emitter) -> None:
+        """Configure the devices (and the strategy) before any op, resolve the math, emit the start, then run
+        the steps with the sampler and the GPU health watch around them."""
+        # Keras loads TensorFlow: only the modes that run a model load it
+        import keras
+        import tensorflow as tf
+
+        # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
+        from dltestbed.workload import data, fingerprint, loop, mathmode, tfgpu
+        from dltestbed.workload.sampler import Sampler, watched
+
+        spec, cluster = run.spec, run.cluster
+        gpu_count, strategy, local, math = _devices(tf, run)
+        resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, "math": math}
+        emitter.emit(StartEvent(spec=resolved, fingerprint=run.fingerprint, t=time.time()))
+
+        tf.config.list_logical_devices()  # the runtime starts here, so the sampler may ask its allocator
+        sampler = Sampler(emitter.emit, spec.sample_interval, run.nvml, lambda: tfgpu.in_use(tf, gpu_count))
+        with contextlib.ExitStack() as running:  # unwinds in reverse: sampler, health after, NVML closed
+            if run.nvml:
+                running.callback(run.nvml.close)
+            running.enter_context(watched(run.nvml, emitter.emit, sampler))
+            running.enter_context(sampler.running())
+            mathmode.apply(tf, keras, math)
+            keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker (and every target)
+            if spec.deterministic:  # after the seed: TensorFlow refuses op determinism without one
+                tf.config.experimental.enable_op_determinism()
+            model, step = _step(tf, keras, spec, run.classes, math, strategy)
+            first = spec.seed + (cluster.index if cluster else 0) * local  # each replica its own data
+
+            def batches_of(replica: int) -> Any:
+                if run.trained is not None:
+                    return data.real(tf, run.trained, spec.batch_size, spec.size, first + replica)
+                return data.synthetic(tf, spec.batch_size, spec.size, run.classes, first + replica)
+
+            batches = batches_of(0) if strategy is None else loop.per_replica(strategy, batches_of, local)
+            startup = time.time() - run.process_start()
+            summary = loop.run(
+                step,
+                batches,
+                spec.batch_size * local,  # the images of one step on this worker: every local replica's batch
+                spec.warmup,
+                spec.steps,
+                emitter.emit,
+                require_gpu=spec.device == "gpu" and strategy is None,  # a strategy's result is reduced off the GPUs
+                libraries=fingerprint.loaded_cuda if gpu_count else None,
+                warmed=(lambda: tfgpu.reset_peak(tf, gpu_count)) if gpu_count else None,
+                agree=distributed.every_worker(tf, strategy) if cluster else None,
+            )
+            peak = tfgpu.peak(tf, gpu_count) if gpu_count else None
+            summary = dataclasses.replace(summary, startup_seconds=startup, gpu_memory_peak_bytes=peak)
+            if run.held is not None:
+                held = data.held_out(tf, run.held, spec.batch_size, spec.size)
+                images, correct, loss = data.evaluate(tf, keras, model, held)
+                emitter.emit(AccuracyEvent(images=images, correct=correct, loss=loss, t=time.time()))
+        emitter.emit(summary)
+
+
+def _devices(tf: Any, run: ModelRun) -> tuple[int, Any, int, str]:
+    """Before any other op: the CPU's logical devices, GPU memory's settings and the strategy (a distributed
+    job's, or --gpus node's); then the math resolved, and the fingerprint given TensorFlow's facts and the job's.
+    The GPUs TensorFlow sees, the strategy (None: one device), the replicas on this worker, and the math."""
+    # lazy: TensorFlow loads only in the modes that run a model
+    from dltestbed.workload import fingerprint, mathmode, tfgpu
+
+    spec, cluster, fp = run.spec, run.cluster, run.fingerprint
+    if spec.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
+        tfgpu.split_cpu(tf, spec.cpu_devices)
+    gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
+    strategy, collective = None, ""
+    if cluster:  # before any other TensorFlow op
+        strategy, collective = distributed.strategy(tf, gpu_count), distributed.collective(gpu_count)
+    elif spec.gpus == "node":
+        strategy, collective = distributed.node(tf, gpu_count)
+    math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
+    if spec.device == "gpu" and not gpu_count:
+        raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
+    fp.update(fingerprint.tensorflow(tf, run.gpus))
+    if strategy is not None:
+        fp.update(distributed.job_facts(strategy, cluster, collective))
+    return gpu_count, strategy, int(fp.get("local_replicas", 1)), math
+
+
+def _step(tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any) -> tuple[Any, Any]:
+    """The model built and its step compiled, under the strategy's scope when the run is distributed."""
+    # lazy: Keras and TensorFlow load only in the modes that run a model
+    from dltestbed.workload import loop, mathmode, models
+
+    how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
+    if strategy is None:
+        model = models.build(spec.model, spec.size, classes)
+        return model, loop.make_step(tf, keras, model, spec.mode, **how)
+    with strategy.scope():
+        model = models.build(spec.model, spec.size, classes)
+        return model, loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size, **how)
