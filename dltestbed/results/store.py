@@ -9,247 +9,28 @@ leaves each result either stored with its point waiting, or not stored at all.""
 from __future__ import annotations
 
 import json
-import math
-import os
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from dltestbed import paths
 from dltestbed.errors import StoreError
+from dltestbed.results.dbfile import read_only_folder, snapshot, when_free, why
 from dltestbed.results.records import RunRecord
+from dltestbed.results.schema import JSON_FIELDS, RUN_COLUMNS, SCHEMA_VERSION, UPSERT_SET, migrate, stored_number
 from dltestbed.workload.events import CheckEvent, HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
-SCHEMA_VERSION = 9  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
-# 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
-# 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
-# 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
-# 8: steps.result (each step's loss, or its logits' sum in inference); checks (probes' results checked);
-# runs.eval_images, eval_correct, eval_loss (--accuracy)
-# 9: runs.framework; runs.math is the math the run used (was in fingerprint.math); resources.gpu_bytes
-# (was tf_gpu_bytes: any framework's allocator)
-
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 E = TypeVar("E", StepEvent, MeasureEvent, CheckEvent, SkipEvent)  # an event the store reads back by its fields
-
-_JSON_FIELDS = {"fingerprint", "spec"}
-_RUN_COLUMNS = [f.name for f in fields(RunRecord)]
-
-# steps_done is counted by add_step in the database, never overwritten from a record in memory.
-_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS if c not in ("id", "steps_done"))
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS runs (
-    {", ".join(f"{c} {'TEXT PRIMARY KEY' if c == 'id' else ''}" for c in _RUN_COLUMNS)}
-);
-CREATE INDEX IF NOT EXISTS runs_bench ON runs (bench_id);
-CREATE TABLE IF NOT EXISTS steps (
-    run_id TEXT NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, phase TEXT NOT NULL,
-    images INTEGER NOT NULL, seconds REAL NOT NULL, images_per_sec REAL NOT NULL, t REAL NOT NULL,
-    result, PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE IF NOT EXISTS resources (
-    run_id TEXT NOT NULL REFERENCES runs(id), t REAL NOT NULL, rss_bytes INTEGER NOT NULL,
-    cpu_percent REAL NOT NULL, gpus TEXT NOT NULL, gpu_bytes TEXT
-);
-CREATE INDEX IF NOT EXISTS resources_run ON resources (run_id);
-CREATE TABLE IF NOT EXISTS measures (
-    run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, idx INTEGER NOT NULL,
-    phase TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, seconds REAL NOT NULL, t REAL NOT NULL,
-    PRIMARY KEY (run_id, probe, "case", idx)
-);
-CREATE TABLE IF NOT EXISTS skips (
-    run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, reason TEXT NOT NULL,
-    PRIMARY KEY (run_id, probe, "case")
-);
-CREATE TABLE IF NOT EXISTS health (
-    run_id TEXT NOT NULL REFERENCES runs(id), phase TEXT NOT NULL, t REAL NOT NULL, gpus TEXT NOT NULL,
-    xids TEXT NOT NULL, unseen TEXT NOT NULL, PRIMARY KEY (run_id, phase)
-);
-CREATE TABLE IF NOT EXISTS checks (
-    run_id TEXT NOT NULL REFERENCES runs(id), probe TEXT NOT NULL, "case" TEXT NOT NULL, kind TEXT NOT NULL,
-    gpu INTEGER, elements INTEGER NOT NULL, mismatches INTEGER NOT NULL, worst NOT NULL, tolerance REAL NOT NULL,
-    seed INTEGER NOT NULL, t REAL NOT NULL, "where" TEXT NOT NULL, rounds INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS checks_run ON checks (run_id);
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL, sending REAL
-);
-"""
-
-# Columns added after schema 1, with the value old rows get.
-_ADDED = {
-    "role": "'foreground'",
-    "job_id": "NULL",
-    "workers": "1",
-    "worker_index": "NULL",
-    "machine": "NULL",
-    "arm": "''",
-    "math": "''",
-    "xla": "0",
-    "gpu_memory_peak_bytes": "NULL",
-    "startup_seconds": "NULL",
-    "wall_seconds": "NULL",
-    "eval_images": "NULL",
-    "eval_correct": "NULL",
-    "eval_loss": "NULL",
-    "framework": "'tensorflow'",  # every run before schema 9 ran TensorFlow
-}
-_OUTBOX_ADDED = {"sending": "NULL"}
-_RESOURCES_ADDED = {"gpu_bytes": "NULL"}
-_RESOURCES_RENAMED = {"tf_gpu_bytes": "gpu_bytes"}  # schema 9: the column of any framework's allocator
-_STEPS_ADDED = {"result": "NULL"}
-# A model run stored before schema 6 ran TensorFlow's default math: float32 on a CPU, and on a GPU whatever
-# TensorFlow chose (TF32 on Ampere or later): "default", which is never compared with a named mode.
-_OLD_MATH = """UPDATE runs SET math = CASE
-    WHEN json_extract(fingerprint, '$.step_device') LIKE '%:GPU:%' THEN 'default'
-    WHEN json_extract(fingerprint, '$.step_device') IS NULL AND device != 'cpu'
-         AND json_extract(fingerprint, '$.gpus_visible_to_tf') > 0 THEN 'default'
-    ELSE 'float32' END
-WHERE mode != 'probe'"""
-# Before schema 9 a run kept the math it asked for (`mixed`) and its fingerprint the one it used: now the run does.
-_USED_MATH = """UPDATE runs SET math = json_extract(fingerprint, '$.math')
-WHERE json_extract(fingerprint, '$.math') IS NOT NULL AND json_extract(fingerprint, '$.math') != ''"""
 
 
 def default_path() -> Path:
     """$DLTESTBED_RESULTS, else $XDG_DATA_HOME/dltestbed/results.sqlite (~/.local/share/...)."""
     return paths.results_file()
-
-
-def _why(exc: sqlite3.DatabaseError) -> str:
-    text = str(exc)
-    return "it is not an SQLite database" if "file is not a database" in text else text
-
-
-def _read_only_folder(p: Path) -> str | None:
-    """Why the store's folder (or the nearest one that exists) cannot take writes, or None."""
-
-    d = p.parent
-    while not d.exists() and d != d.parent:
-        d = d.parent
-    if os.statvfs(d).f_flag & os.ST_RDONLY:
-        return f"{d} is on a read-only filesystem"
-    if not os.access(d, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        return f"{p if p.exists() and not os.access(p, os.W_OK) else d} is not writable by this user"
-    return None
-
-
-def _when_free(step: Callable[[], object], wait: float = 30.0) -> None:
-    """Run `step`, again while another process holds the database: switching to WAL and a first
-    write can fail at once with "database is locked" instead of waiting (SQLite avoids a deadlock)."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            step()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def _migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
-    """Create or bring the schema up to date in one transaction; the schema it had when it was older (None
-    when it was new or current). BEGIN IMMEDIATE takes the write lock before the version is read, so two
-    processes opening an old store at once migrate it once."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        upgraded = None
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"results store {str(p)!r} has schema {version}, newer than this dltestbed's "
-                f"{SCHEMA_VERSION}; upgrade dltestbed or {hint}"
-            )
-        if version < SCHEMA_VERSION:
-            cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-            if cols and not set(_RUN_COLUMNS) - set(_ADDED) <= cols:
-                raise StoreError(f"{str(p)!r} is not a dltestbed results store (its `runs` table differs); {hint}")
-            outbox_cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
-            resource_cols = {r[1] for r in conn.execute("PRAGMA table_info(resources)")}
-            step_cols = {r[1] for r in conn.execute("PRAGMA table_info(steps)")}
-            for old, new in _RESOURCES_RENAMED.items():
-                if old in resource_cols:  # before the schema's CREATE would see no column of the new name
-                    conn.execute(f"ALTER TABLE resources RENAME COLUMN {old} TO {new}")
-                    resource_cols = (resource_cols - {old}) | {new}
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            for table, added, had in (
-                ("runs", _ADDED, cols),
-                ("outbox", _OUTBOX_ADDED, outbox_cols),
-                ("resources", _RESOURCES_ADDED, resource_cols),
-                ("steps", _STEPS_ADDED, step_cols),
-            ):
-                for col, default in added.items():
-                    if had and col not in had:
-                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} DEFAULT {default}")
-            if cols and "math" not in cols:
-                conn.execute(_OLD_MATH)
-            if cols and version < 9:
-                conn.execute(_USED_MATH)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            upgraded = version if version else None
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return upgraded
-
-
-def _stamp(p: Path) -> tuple[int, int, int, bool]:
-    """What says the file changed: its inode, size, modification time, and whether a -wal file is beside it."""
-    st = p.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns, Path(f"{p}-wal").exists()
-
-
-def _snapshot(p: Path, tries: int = 5) -> sqlite3.Connection:
-    """The store at `p` copied into memory (SQLite's backup), reading it without changing anything: no -wal,
-    -shm or -journal file made beside it, nothing checkpointed or upgraded in it.
-
-    A store with no -wal beside it (no process holds it: a writer's last close checkpoints and removes it) is
-    read as immutable: SQLite then takes no lock and makes no file (a read-only open of a WAL store would make
-    its -wal and -shm, and leave them). Should a writer start meanwhile, the file's stamp changes and it is read
-    again. A store a writer holds (its -wal is there) is opened read-only through the files that writer made: a
-    consistent snapshot with what the -wal holds, the file itself untouched. On a read-only filesystem it is
-    always immutable: nothing can change it there."""
-    uri = f"file:{quote(str(p.resolve()))}"
-    frozen = _read_only_folder(p)
-    on_ro_fs = bool(frozen and "read-only filesystem" in frozen)
-    for _ in range(tries):
-        before = _stamp(p)
-        flags = "mode=ro" if before[3] and not on_ro_fs else "mode=ro&immutable=1"
-        mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        try:
-            src = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=30, isolation_level=None)
-            try:
-                src.backup(mem)
-            finally:
-                src.close()
-        except sqlite3.DatabaseError as exc:
-            mem.close()
-            if "immutable" in flags and _stamp(p) != before:
-                continue  # it changed under an immutable read (a writer started): read it again
-            raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
-        if "immutable" not in flags or on_ro_fs or _stamp(p) == before:
-            return mem
-        mem.close()  # a writer started while it was read: read it again
-    raise StoreError(f"results store {str(p)!r} cannot be read (it kept changing while it was read); try again")
-
-
-def _result(value: float | None) -> float | str | None:
-    """A step's result (or a check's worst error) as stored: a number, or "nan"/"inf"/"-inf" as text (SQLite
-    keeps no NaN: it would read back as NULL, a step that said nothing)."""
-    return value if value is None or math.isfinite(value) else repr(value)
 
 
 class Store:
@@ -278,19 +59,19 @@ class Store:
             raise StoreError(f"results path {str(p)!r} is a folder, not a file; {hint}")
         if read_only:
             return cls._open_existing(p, hint)
-        frozen = _read_only_folder(p)
+        frozen = read_only_folder(p)
         if frozen:
             raise StoreError(f"results store {str(p)!r} cannot be written ({frozen}); {hint}")
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
-            _when_free(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            when_free(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
             upgraded: list[int | None] = []
-            _when_free(lambda: upgraded.append(_migrate(conn, p, hint)))
+            when_free(lambda: upgraded.append(migrate(conn, p, hint)))
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {str(p)!r} cannot be written ({_why(exc)}); {hint}") from None
+            raise StoreError(f"results store {str(p)!r} cannot be written ({why(exc)}); {hint}") from None
         except OSError as exc:
             raise StoreError(f"results store {str(p)!r} cannot be created ({exc.strerror}); {hint}") from None
         conn.row_factory = sqlite3.Row
@@ -311,7 +92,7 @@ class Store:
         if head != b"SQLite format 3\x00":
             what = "is empty" if not head else "is not an SQLite database"
             raise StoreError(f"results store {str(p)!r} cannot be read (it {what}); {hint}")
-        conn = _snapshot(p)
+        conn = snapshot(p)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
@@ -322,11 +103,11 @@ class Store:
                     f"{SCHEMA_VERSION}; upgrade dltestbed"
                 )
             if version < SCHEMA_VERSION:
-                _migrate(conn, p, hint)  # the copy, not the file: a read leaves the store as it was
+                migrate(conn, p, hint)  # the copy, not the file: a read leaves the store as it was
             conn.execute("PRAGMA query_only=ON")  # a write to the copy would be lost: refused instead
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StoreError(f"results store {str(p)!r} cannot be read ({_why(exc)})") from None
+            raise StoreError(f"results store {str(p)!r} cannot be read ({why(exc)})") from None
         except BaseException:
             conn.close()
             raise
@@ -365,13 +146,13 @@ class Store:
     def save_run(self, run: RunRecord, outbox: Outbox = ()) -> None:
         """Insert or replace a run's record (with its points to send, in the same transaction)."""
         row = run.to_dict()
-        values = [json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _RUN_COLUMNS]
-        marks = ", ".join("?" for _ in _RUN_COLUMNS)
+        values = [json.dumps(row[c]) if c in JSON_FIELDS else row[c] for c in RUN_COLUMNS]
+        marks = ", ".join("?" for _ in RUN_COLUMNS)
         with self._write() as db:
             db.execute("BEGIN")
             db.execute(
-                f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks}) "
-                f"ON CONFLICT(id) DO UPDATE SET {_UPDATE}",
+                f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks}) "
+                f"ON CONFLICT(id) DO UPDATE SET {UPSERT_SET}",
                 values,
             )
             self._outbox(db, outbox)
@@ -380,7 +161,7 @@ class Store:
         """Store one step and its points; False (nothing written) when the run has this step already."""
         with self._write() as db:
             db.execute("BEGIN")
-            row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t, _result(ev.result))
+            row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t, stored_number(ev.result))
             sql = "INSERT OR IGNORE INTO steps (run_id, idx, phase, images, seconds, images_per_sec, t, result) "
             if not db.execute(sql + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount:
                 return False
@@ -437,7 +218,7 @@ class Store:
 
     def add_check(self, run_id: str, ev: CheckEvent) -> None:
         """Store a probe's result checked."""
-        row = (run_id, ev.probe, ev.case, ev.kind, ev.gpu, ev.elements, ev.mismatches, _result(ev.worst))
+        row = (run_id, ev.probe, ev.case, ev.kind, ev.gpu, ev.elements, ev.mismatches, stored_number(ev.worst))
         with self._write() as db:
             db.execute("BEGIN")
             db.execute(
@@ -478,8 +259,8 @@ class Store:
 
     @staticmethod
     def _record(row: sqlite3.Row) -> RunRecord:
-        values: dict[str, Any] = {c: row[c] for c in _RUN_COLUMNS}
-        for c in _JSON_FIELDS:
+        values: dict[str, Any] = {c: row[c] for c in RUN_COLUMNS}
+        for c in JSON_FIELDS:
             values[c] = json.loads(values[c]) if values[c] else {}
         values["xla"] = bool(values["xla"])
         return RunRecord(**values)

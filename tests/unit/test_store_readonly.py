@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed.errors import ConfigError, StoreError
-from dltestbed.results import ids
-from dltestbed.results import store as store_mod
+from dltestbed.results import dbfile, ids
 from dltestbed.results.ids import short
 from dltestbed.results.store import SCHEMA_VERSION, Store
 from tests.conftest import make_run, one_error_line, run_cli
@@ -166,7 +165,7 @@ def test_a_store_that_changes_while_it_is_read_is_read_again(tmp_path: Path, mon
     store = Store.open(results)
     store.save_run(make_run(bench_id="b-x"))
     store.close()
-    real = store_mod._stamp
+    real = dbfile._stamp
     calls: list[int] = []
 
     def moving(p: Path) -> tuple[int, int, int, bool]:
@@ -174,11 +173,11 @@ def test_a_store_that_changes_while_it_is_read_is_read_again(tmp_path: Path, mon
         ino, size, mtime, wal = real(p)
         return ino, size, mtime + (len(calls) if len(calls) <= 2 else 0), wal  # changes during the first read
 
-    monkeypatch.setattr(store_mod, "_stamp", moving)
+    monkeypatch.setattr(dbfile, "_stamp", moving)
     again = Store.open(results, read_only=True)
     assert [r.bench_id for r in again.runs()] == ["b-x"] and len(calls) == 4  # read twice
     again.close()
-    monkeypatch.setattr(store_mod, "_stamp", lambda p: (len(calls.append(1) or calls), 0, 0, False))
+    monkeypatch.setattr(dbfile, "_stamp", lambda p: (len(calls.append(1) or calls), 0, 0, False))
     with pytest.raises(StoreError, match="kept changing while it was read"):
         Store.open(results, read_only=True)
 

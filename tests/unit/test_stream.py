@@ -157,9 +157,9 @@ def test_the_outbox_keeps_points_until_deleted(results: Path) -> None:
 def test_a_schema_1_store_is_upgraded_in_place(results: Path) -> None:
     import sqlite3
 
-    from dltestbed.results.store import _ADDED, _RUN_COLUMNS
+    from dltestbed.results.schema import _ADDED, RUN_COLUMNS
 
-    old_cols = [c for c in _RUN_COLUMNS if c not in _ADDED]
+    old_cols = [c for c in RUN_COLUMNS if c not in _ADDED]
     with sqlite3.connect(results) as db:
         db.execute(f"CREATE TABLE runs ({', '.join(c + (' TEXT PRIMARY KEY' if c == 'id' else '') for c in old_cols)})")
         db.execute(
