@@ -1,0 +1,149 @@
+"""The report's sections of jobs and flags: distributed jobs, shared pairs, the fleet's slow hosts and the runs
+the steady-state check flagged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dltestbed.report import FLEET_MIN_SLOWDOWN
+from dltestbed.report.analysis import SteadyFlag
+from dltestbed.report.fleet import FleetFlag
+from dltestbed.report.fleet import rule as fleet_rule
+from dltestbed.report.jobs import DistributedStats, SharedStats
+from dltestbed.report.render.tables import num
+
+
+def fleet_section(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MIN_SLOWDOWN) -> list[str]:
+    if not compared:
+        return []
+    lines = ["", "## Fleet: hosts slower than their peers", ""]
+    if not flags:
+        return [
+            *lines,
+            f"No host is slower than its peers ({compared} comparison(s) of 3 or more hosts of the "
+            f"same kind and workload; a host is flagged when {fleet_rule(slowdown)}).",
+        ]
+    lines += [
+        "| kind | model | batch | size | host | img/s | peers' median img/s | below by % | modified z | hosts |",
+        "|" + "---|" * 10,
+    ]
+    for f in flags:
+        k = f.key
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    k.layer,
+                    k.model,
+                    str(k.batch_size),
+                    str(k.image_size),
+                    f.host,
+                    f"{f.images_per_sec:.1f}",
+                    f"{f.peers_median:.1f}",
+                    f"{(1 - f.images_per_sec / f.peers_median) * 100:.1f}",
+                    f"{f.robust_z:.1f}",
+                    str(f.hosts),
+                ]
+            )
+            + " |"
+        )
+    return [*lines, "", f"A host is flagged when {fleet_rule(slowdown)}."]
+
+
+def steady_section(flags: Sequence[SteadyFlag]) -> list[str]:
+    if not flags:
+        return []
+    lines = ["", "## Steady state: runs to look at", ""]
+    for r, words in flags:
+        lines.append(f"- {r.id} ({r.target_kind}, {r.model}, rep {r.repetition}): {'; '.join(words)}")
+    return [
+        *lines,
+        "",
+        "Trend: Theil–Sen slope of the timed steps' images/sec with its interval, 95 % over every run judged "
+        "together (Bonferroni: each run's at 1 − 0.05/n for n runs), flagged from a 2 % change over the run; "
+        "outlier steps: modified z beyond 3.5. Flags change no number.",
+    ]
+
+
+def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
+    lines: list[str] = []
+    if dist:
+        lines += [
+            "",
+            "## Distributed: total throughput and scaling efficiency",
+            "",
+            "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
+            "per worker img/s | 1 worker alone img/s | efficiency % mean | efficiency % min | "
+            "efficiency % max |",
+            "|" + "---|" * 13,
+        ]
+        for d in dist:
+            k = d.key
+            jobs = f"{d.jobs}" + (f" (+{d.failed_jobs} failed)" if d.failed_jobs else "")
+            t, e = d.total_images_per_sec, d.efficiency_percent
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        k.target_kind,
+                        k.model,
+                        str(k.batch_size),
+                        str(k.image_size),
+                        str(d.workers),
+                        jobs,
+                        num(t.mean if t else None),
+                        num(t.std if t else None),
+                        num(d.worker_images_per_sec.mean if d.worker_images_per_sec else None),
+                        num(d.single_images_per_sec.mean if d.single_images_per_sec else None),
+                        num(e.mean if e else None),
+                        num(e.min if e else None),
+                        num(e.max if e else None),
+                    ]
+                )
+                + " |"
+            )
+        lines += [
+            "",
+            "total: the sum of the workers' own measured images/sec in one job (not one worker × N);",
+            "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job).",
+        ]
+    return lines
+
+
+def shared_section(shared: Sequence[SharedStats]) -> list[str]:
+    lines: list[str] = []
+    if shared:
+        lines += [
+            "",
+            "## Shared: the foreground alone and with a co-tenant",
+            "",
+            "| kind | model | batch | size | co-tenant | pairs | alone img/s | with co-tenant img/s | "
+            "drop % mean | drop % min | drop % max | co-tenant img/s |",
+            "|" + "---|" * 12,
+        ]
+        for sh in shared:
+            k = sh.key
+            pairs = f"{sh.pairs}" + (f" (+{sh.failed_pairs} failed)" if sh.failed_pairs else "")
+            dr = sh.drop_percent
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        k.target_kind,
+                        k.model,
+                        str(k.batch_size),
+                        str(k.image_size),
+                        sh.contention,
+                        pairs,
+                        num(sh.alone_images_per_sec.mean if sh.alone_images_per_sec else None),
+                        num(sh.shared_images_per_sec.mean if sh.shared_images_per_sec else None),
+                        num(dr.mean if dr else None),
+                        num(dr.min if dr else None),
+                        num(dr.max if dr else None),
+                        num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
+                    ]
+                )
+                + " |"
+            )
+        lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
+    return lines

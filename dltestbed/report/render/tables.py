@@ -1,0 +1,294 @@
+"""The report's tables of groups: the summary, the environments, each group's throughput, elapsed time and
+overhead against bare metal, and the noise floor of the A/A arm."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dltestbed.report.environment import math_words
+from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
+from dltestbed.report.keys import GroupKey
+from dltestbed.report.stats import NO_INTERVAL, OVERHEAD_ESTIMATE, GroupStats, Spread
+
+
+def num(v: float | None, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def spread_cells(s: Spread | None, digits: int) -> list[str]:
+    if s is None:
+        return ["—"] * 4
+    return [num(s.mean, digits), num(s.min, digits), num(s.max, digits), num(s.std, digits)]
+
+
+def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
+    """The A/A table (--aa): bare metal against itself in the same repetitions, whose interval must
+    contain 0; the run-to-run variation per kind; what these repetitions can detect."""
+    rows = [g for g in groups if g.key.arm and g.effect is not None]
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"## Noise floor: A/A (bare metal twice per repetition), {CONFIDENCE:.0%} intervals",
+        "",
+        "| model | batch | size | n | A′ vs A % [interval] | contains 0 | run-to-run CV | smallest detectable "
+        "at n (95 %, 80 % power) | n for 1 % | n for 2 % | n for 5 % |",
+        "|" + "---|" * 11,
+    ]
+    for g in rows:
+        e, k = g.effect, g.key
+        assert e is not None and e.sd_log is not None
+        same = [o for o in groups if same_workload(o.key, k)]
+        cvs = ", ".join(f"{o.key.layer} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
+        need = [repetitions_needed(e.sd_log, pct) for pct in (1.0, 2.0, 5.0)]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    k.model,
+                    str(k.batch_size),
+                    str(k.image_size),
+                    str(e.n),
+                    f"{e.overhead_pct:.2f} [{e.lo_pct:.2f}, {e.hi_pct:.2f}]",
+                    "no" if e.excludes_zero else "yes",
+                    cvs,
+                    f"{mde_pct(e.sd_log, e.n):.2f} %",
+                    *[str(x) if x else ">10000" for x in need],
+                ]
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "A′ vs A: paired t on log ratios of two bare-metal runs in each repetition; an interval that "
+        "excludes 0 means something besides the layer varies between runs. CV: sample std ÷ mean of images/sec "
+        "over repetitions. Smallest detectable and n needed: from the A/A spread of log ratios, paired, "
+        "95 % confidence, 80 % power.",
+    ]
+    return lines
+
+
+def same_workload(a: GroupKey, b: GroupKey) -> bool:
+    """Whether two groups ran the same model, sizes, scenario, mode, data and device (the noise floor's peers)."""
+    return (a.model, a.batch_size, a.image_size, a.scenario, a.mode, a.data, a.device) == (
+        b.model,
+        b.batch_size,
+        b.image_size,
+        b.scenario,
+        b.mode,
+        b.data,
+        b.device,
+    )
+
+
+def summary(groups: Sequence[GroupStats]) -> list[str]:
+    """Each layer's verdict against bare metal, one line each: the answer before the evidence."""
+    rows = [g for g in groups if g.key.against_baseline and g.runs]
+    if not rows:
+        return []
+    lines = ["", "Each layer against bare metal (the tables and figures below give the evidence):", ""]
+    for g in rows:
+        k = g.key
+        what = f"{k.layer}, {k.model} b{k.batch_size} {k.image_size} px"
+        host = f" on {k.host}" if k.host is not None else ""
+        lines.append(f"- **{what}**{host}: {g.verdict or NO_INTERVAL}")
+    return lines
+
+
+def environments(groups: Sequence[GroupStats]) -> list[str]:
+    """What each group ran on: the facts every group shares once, then a row per group for the rest."""
+    envs = [(g, g.environment) for g in groups if g.environment]
+    if not envs:
+        return []
+    fields = list(dict.fromkeys(f for _, e in envs for f in e))
+    common = [f for f in fields if len({e.get(f, "—") for _, e in envs}) == 1]
+    differ = [f for f in fields if f not in common]
+    lines = ["", "## Environment of each group", ""]
+    lines += [f"- {f}: {envs[0][1].get(f, '—')}" for f in common]
+    if differ:
+        extra = [f for f in ("scenario", "contention") if len({getattr(g.key, f) for g, _ in envs}) > 1]
+        head = ["kind", *extra, "model", "batch", "size", *differ]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for g, e in envs:
+            k = g.key
+            cells = [
+                k.layer,
+                *[str(getattr(k, f)) for f in extra],
+                k.model,
+                str(k.batch_size),
+                str(k.image_size),
+                *[e.get(f, "—").replace("|", "\\|") for f in differ],
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def math_label(key: GroupKey) -> str:
+    """A group's math in a table cell: "mixed_bfloat16 + XLA", "float32"; "—" where no math was recorded."""
+    return math_words(key.math or "—", key.xla)
+
+
+def overhead_cell(g: GroupStats) -> str:
+    """A group's overhead in one cell: `baseline` for bare metal, else the one estimate with its 95 %
+    interval where there is one (stats.OVERHEAD_ESTIMATE)."""
+    if not g.key.against_baseline:
+        return "baseline"
+    if g.overhead_percent is None:
+        return "—"
+    e = g.effect
+    return f"{g.overhead_percent:.1f}" + (f" [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "")
+
+
+def groups_table(groups: Sequence[GroupStats]) -> list[str]:
+    """One row per group: throughput over repetitions and the overhead against bare metal with its interval;
+    what every group shares is said once above it; elapsed time (and GPU memory) in a table of its own."""
+    show_contention = any(g.key.contention != "none" for g in groups)
+    show_host = any(g.key.host is not None for g in groups)
+    show_scenario = any(g.key.scenario != "single" for g in groups)
+    show_wall = any(g.wall_seconds for g in groups)
+    show_memory = any(g.gpu_memory_peak_bytes for g in groups)
+    facts = {
+        "data": lambda k: k.data,
+        "mode": lambda k: k.mode,
+        "device": lambda k: k.device,
+        "math": math_label,
+        "batch": lambda k: str(k.batch_size),
+        "size": lambda k: str(k.image_size),
+    }
+    same = {f: fn(groups[0].key) for f, fn in facts.items() if groups and len({fn(g.key) for g in groups}) == 1}
+    varying = [f for f in facts if f not in same]
+    head = [
+        "kind",
+        *(["host"] if show_host else []),
+        *(["scenario", "workers"] if show_scenario else []),
+        "model",
+        *varying,
+        *(["contention"] if show_contention else []),
+        "runs",
+        "img/s mean",
+        "sd",
+        "min–max",
+        f"overhead % [{CONFIDENCE:.0%} interval]",
+    ]
+    lines = [""]
+    if same:
+        lines += ["Every row: " + ", ".join(f"{f} {v}" for f, v in same.items()) + ".", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for g in groups:
+        k = g.key
+        ips = g.images_per_sec
+        row = [
+            k.layer,
+            *([str(k.host)] if show_host else []),
+            *([k.scenario, str(k.workers)] if show_scenario else []),
+            k.model,
+            *[facts[f](k) for f in varying],
+            *([k.contention] if show_contention else []),
+            f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else ""),
+            num(ips.mean if ips else None, 1),
+            num(ips.std if ips else None, 1),
+            f"{ips.min:.1f}–{ips.max:.1f}" if ips else "—",
+            overhead_cell(g),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "img/s: total timed images ÷ timed seconds per run (warm-up excluded), its arithmetic mean and sample",
+        f"sd over repetitions (— below 2 runs); {OVERHEAD_ESTIMATE}; against bare metal (bm) with the same",
+        "model, data, mode, device, math, batch and size (— where no bm run matches). math: the arithmetic",
+        "asked for (float32 means TF32 off; default: TensorFlow's own, before dltestbed recorded it). Failed",
+        "runs are counted but not averaged. Distributed rows are per worker; co-tenants are not rows (see the",
+        "shared table).",
+    ]
+    return lines + elapsed_table(groups, show_host, show_wall, show_memory)
+
+
+def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool, show_memory: bool) -> list[str]:
+    """Each group's elapsed time per run (and launch to finish, GPU memory peak)."""
+    head = ["kind", *(["host"] if show_host else []), "model", "elapsed s mean", "min", "max", "sd"]
+    head += ["from launch s"] if show_wall else []
+    head += ["GPU memory peak GiB"] if show_memory else []
+    lines = ["", "### Time per run", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for g in groups:
+        k = g.key
+        row = [k.layer, *([str(k.host)] if show_host else []), k.model, *spread_cells(g.elapsed_seconds, 2)]
+        row += [num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
+        peak = g.gpu_memory_peak_bytes
+        row += [num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "elapsed: warm-up + timed wall time per run"
+        + (
+            "; from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the "
+            "layer's own start-up, TensorFlow's import and the model's build included)"
+            if show_wall
+            else ""
+        )
+        + ("; GPU memory peak: the most TensorFlow's allocator held at once on the run's GPUs" if show_memory else "")
+        + ".",
+    ]
+    return lines
+
+
+def overheads_table(groups: Sequence[GroupStats], equivalence: float | None) -> list[str]:
+    """Each layer's overhead against bare metal with its interval, method and verdict (and TOST)."""
+    show_host = any(g.key.host is not None for g in groups)
+    lines: list[str] = []
+    effects = [g for g in groups if g.effect is not None or (g.key.target_kind != "bm" and g.runs)]
+    if effects:
+        equiv = any(g.equivalence for g in effects)
+        lines += [
+            "",
+            f"## Overhead against bare metal, {CONFIDENCE:.0%} intervals",
+            "",
+            "| kind | " + ("host | " if show_host else "") + "model | batch | size | runs | method | "
+            "overhead % [interval] | verdict |" + (f" within ±{equivalence:g} % (TOST) |" if equiv else ""),
+            "|" + "---|" * (8 + show_host + equiv),
+        ]
+        for g in effects:
+            k, e = g.key, g.effect
+            kind = k.layer
+            cell = overhead_cell(g)  # the main table's number, not another estimate
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        kind,
+                        *([str(k.host)] if show_host else []),
+                        k.model,
+                        str(k.batch_size),
+                        str(k.image_size),
+                        str(e.n if e else g.runs - g.failed),
+                        e.method if e else "—",
+                        cell,
+                        g.verdict or NO_INTERVAL,
+                        *([g.equivalence or "—"] if equiv else []),
+                    ]
+                )
+                + " |"
+            )
+        lines += [
+            "",
+            "paired t on log ratios: repetition i of the layer against repetition i of bare metal in the "
+            "same bench (they ran side by side); Welch t on log throughput where runs are not paired. A "
+            "difference is called real only when its interval excludes 0; otherwise the row gives the "
+            "smallest slowdown these repetitions would detect (80 % power).",
+        ]
+    if equivalence is not None:
+        lines += [
+            "",
+            f"within ±{equivalence:g} %: two one-sided tests at 5 % — equivalent when the 90 % interval "
+            "lies inside the margin, not equivalent when the 95 % interval lies wholly outside it, "
+            "undecided otherwise.",
+        ]
+    return lines
+
+
+def environment_section(groups: Sequence[GroupStats]) -> list[str]:
+    lines: list[str] = []
+    diffs = [(g, line) for g in groups for line in g.env]
+    if diffs:
+        lines += ["", "## Environment differences against bare metal", ""]
+        lines += [f"- {g.key.layer}, {g.key.model}: {line}" for g, line in diffs]
+    return lines
