@@ -207,7 +207,7 @@ class WorkloadSpec(_RunSpec):
         ]
 
 
-# The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes.py measures them;
+# The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes/ measures them;
 # docs/reference.md, "Microbenchmarks", says what each measures and how).
 PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk", "net", "allreduce")
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target

@@ -1,5 +1,5 @@
 """`python -m dltestbed.workload`: run one benchmark and print JSON-line events on stdout.
-`python -m dltestbed.workload micro --probes gemm,membw,...`: run microbenchmarks instead (probes.py).
+`python -m dltestbed.workload micro --probes gemm,membw,...`: run microbenchmarks instead (probes/).
 
 stdout carries events and nothing else (see events.py); logs go to stderr. Exit codes: 0 done,
 1 the run failed, 2 bad arguments or data, 130 interrupted (SIGINT or SIGTERM).

@@ -1,4 +1,4 @@
-"""`python -m dltestbed.workload micro`: the microbenchmarks (probes.py) planned on this target, timed, checked
+"""`python -m dltestbed.workload micro`: the microbenchmarks (probes/) planned on this target, timed, checked
 where they have a check, or (--suite screen) only checked for a set time per GPU."""
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import sqlite3
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -336,7 +338,7 @@ def test_calibration_doubles_until_a_call_lasts_long_enough(monkeypatch: pytest.
         calls.append(reps)
         clock[0] += 0.01 * reps
 
-    monkeypatch.setattr(probes.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
     assert probes.calibrate(call, 0.05) == 8
     assert calls == [1, 1, 2, 4, 8]  # the first, untimed, traces
     case = probes.Case("x", "c", "B/s", 100.0, call)
@@ -365,7 +367,7 @@ def test_the_disk_probe_reads_a_datasets_files(tmp_path: Path) -> None:
 
 
 def test_the_disk_probe_removes_its_scratch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probes.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setitem(probes.SCRATCH_BYTES, "small", 2 << 20)
     seq, _ = probes.disk(probes.Where(None, (), "small", (), 0))
     assert isinstance(seq, probes.Case) and len(list(tmp_path.iterdir())) == 1

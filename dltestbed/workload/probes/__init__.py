@@ -1,0 +1,76 @@
+"""Microbenchmarks, run on the target by `python -m dltestbed.workload micro`: each probe is a list of
+cases, each case a callable timed `warmup` + `steps` times and turned into a rate (FLOP/s, B/s).
+
+A case's call does its work `reps` times and blocks until the result is on the host; `reps` is
+calibrated once so one call lasts at least CALL_SECONDS (so an emulated VM and a GPU are both timed
+over a span the clock resolves). Probes that cannot run here raise Skip with the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dltestbed.workload.probes.base import (
+    BLOCK,
+    RANDOM_READS,
+    SCRATCH_BYTES,
+    Case,
+    Skip,
+    Where,
+    calibrate,
+    cpu_flops_per_cycle,
+    near_node,
+    nvml_index,
+    parse_cpuinfo,
+    pcie_rate,
+    timed,
+)
+from dltestbed.workload.probes.collective import allreduce, net
+from dltestbed.workload.probes.compute import conv, conv_shapes, gemm
+from dltestbed.workload.probes.disk import disk, mount_of
+from dltestbed.workload.probes.memory import copy_cases, d2h, h2d, launch, membw
+
+# The probes that need TensorFlow: it says which GPUs a target's workload sees, the copies and launches included.
+NEED_TF = {"gemm", "conv", "h2d", "d2h", "launch", "net", "allreduce"}
+
+
+PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
+    "gemm": gemm,
+    "conv": conv,
+    "membw": membw,
+    "h2d": h2d,
+    "d2h": d2h,
+    "launch": launch,
+    "disk": disk,
+    "net": net,
+    "allreduce": allreduce,
+}
+
+__all__ = [
+    "BLOCK",
+    "NEED_TF",
+    "PROBES",
+    "RANDOM_READS",
+    "SCRATCH_BYTES",
+    "Case",
+    "Skip",
+    "Where",
+    "allreduce",
+    "calibrate",
+    "conv",
+    "conv_shapes",
+    "copy_cases",
+    "cpu_flops_per_cycle",
+    "d2h",
+    "disk",
+    "gemm",
+    "h2d",
+    "launch",
+    "membw",
+    "mount_of",
+    "near_node",
+    "net",
+    "nvml_index",
+    "parse_cpuinfo",
+    "pcie_rate",
+    "timed",
+]

@@ -1,0 +1,84 @@
+"""The probes between a job's workers: all-reduce over sizes, and the network as an all-gather."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dltestbed.workload import checked
+from dltestbed.workload.probes.base import ALLREDUCE_BYTES, GATHER_BYTES, Case, Skip, Where, size_words
+
+
+def _collective(w: Where, make: Callable[[Any], Any], x: Any) -> Callable[[int], None]:
+    """A call doing `reps` collectives `make(replica_context)(x)`, blocking on the last result."""
+    tf, strategy = w.tf, w.strategy
+
+    @tf.function
+    def once() -> Any:
+        return strategy.run(lambda: make(tf.distribute.get_replica_context())(x))
+
+    def call(reps: int) -> None:
+        out = None
+        for _ in range(reps):
+            out = once()
+        float(tf.reshape(strategy.experimental_local_results(out)[0], [-1])[0])
+
+    return call
+
+
+def allreduce(w: Where) -> list[Case | Skip]:
+    """All-reduce (sum) of float32 tensors over message sizes through MultiWorkerMirroredStrategy, as
+    nccl-tests reports it: algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
+    if w.strategy is None:
+        raise Skip("runs between the workers of a job: --scenario distributed")
+    tf, n = w.tf, int(w.strategy.num_replicas_in_sync)  # a rank per replica, as nccl-tests counts GPUs
+    cases: list[Case | Skip] = []
+    sizes = ALLREDUCE_BYTES[w.scale]
+    for size in sizes:
+        x = tf.ones([size // 4], tf.float32)
+        call = _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), x)
+        cases.append(
+            Case(
+                "allreduce",
+                f"{size_words(size)} algbw",
+                "B/s",
+                float(size),
+                call,
+                derived=((f"{size_words(size)} busbw", size * 2 * (n - 1) / n),),
+                headline=size == sizes[-1],
+                note=f"{n} replicas on {w.workers} workers; busbw = algbw x 2(n-1)/n (nccl-tests)",
+                check=checked.allreduce_check(tf, w.strategy, w.gpu, size),
+            )
+        )
+    return cases
+
+
+def net(w: Where) -> list[Case | Skip]:
+    """Between the workers, through TensorFlow's own gRPC path (its collectives): the latency of a
+    4-byte all-reduce, and the bytes each worker receives per second in an all-gather."""
+    if w.strategy is None:
+        raise Skip("runs between the workers of a job: --scenario distributed")
+    tf, n = w.tf, w.workers
+    one = tf.ones([1], tf.float32)
+    size = GATHER_BYTES[w.scale]
+    part = tf.ones([size // 4], tf.float32)
+    via = f"{n} workers, TensorFlow gRPC collectives"
+    return [
+        Case(
+            "net",
+            "latency: 4 B all-reduce",
+            "s",
+            1.0,
+            _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), one),
+            note=via,
+        ),
+        Case(
+            "net",
+            f"all-gather {size_words(size)} a worker: received",
+            "B/s",
+            float(size * (n - 1)),
+            _collective(w, lambda ctx: lambda t: ctx.all_gather(t, axis=0), part),
+            headline=True,
+            note=via,
+        ),
+    ]
