@@ -4,7 +4,6 @@ host or its ProxyCommand (from ansible_ssh_common_args, as Ansible's ssh would).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
 import functools
@@ -13,236 +12,32 @@ import os
 import select
 import shlex
 import socket
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dltestbed import paths
 from dltestbed.errors import HostKeyError, TargetError
 from dltestbed.inventory import Host
 from dltestbed.transport.base import INTERRUPT, STDERR_TAIL_LINES, Abort, Aborted, AbortLatch, CommandResult
+from dltestbed.transport.hostkeys import add_host_keys, known_hosts_files
+from dltestbed.transport.sshlink import (
+    DEAD_PEER_SECONDS,
+    POOL,
+    ErrStream,
+    LineStream,
+    Liveness,
+    Lost,
+    close_conn,
+    cut,
+    is_live,
+    notice_a_dead_peer,
+)
 
 # paramiko logs refused jump channels ("Secsh channel 0 open FAILED") while a VM boots; failures
 # reach the user as TargetError lines, so its log records are not printed (Python's last-resort handler would).
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-
-
-class LineStream:
-    """A file-like sink that calls on_line for each complete line written to it."""
-
-    def __init__(self, on_line: Callable[[str], None] | None) -> None:
-        self._on_line = on_line
-        self._buf = ""
-
-    def write(self, data: str) -> int:
-        """Split into lines; keep the unfinished rest."""
-        self._buf += data
-        *lines, self._buf = self._buf.split("\n")
-        for line in lines:
-            if self._on_line:
-                self._on_line(line.rstrip("\r"))
-        return len(data)
-
-    def flush(self) -> None:
-        """Lines are delivered as they complete; nothing to do."""
-
-    def close(self) -> None:
-        """Deliver a last line that had no newline."""
-        if self._buf and self._on_line:
-            self._on_line(self._buf)
-        self._buf = ""
-
-
-class _ErrStream(LineStream):
-    def __init__(self, log: Any, tail: deque[str]) -> None:
-        super().__init__(self._keep)
-        self._log = log
-        self._tail = tail
-
-    def _keep(self, line: str) -> None:
-        self._tail.append(line)
-        if self._log:
-            self._log.write(line + "\n")
-            self._log.flush()
-
-
-DEAD_PEER_SECONDS = 30  # a host whose network is cut is noticed within this (plus a keep-alive period)
-
-
-class _Lost(Exception):
-    """The connection died under a running command (not an abort)."""
-
-
-def _notice_a_dead_peer(transport: Any) -> None:
-    """Make a lost host an error within about DEAD_PEER_SECONDS instead of a read that waits forever:
-    SSH keep-alives every 5 s give TCP something to deliver, TCP_USER_TIMEOUT fails the connection when
-    it stays undelivered, and TCP keep-alive probes cover an idle socket."""
-    if transport is None:
-        return
-    transport.set_keepalive(5)
-    sock = transport.sock
-    if not isinstance(sock, socket.socket):  # a channel through a jump host: its own transport is set
-        return
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (
-        ("TCP_KEEPIDLE", 10),
-        ("TCP_KEEPINTVL", 5),
-        ("TCP_KEEPCNT", 4),
-        ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000),
-    ):
-        if hasattr(socket, name):
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
-
-
-class _Liveness:
-    """While a command runs, ask the host for an answer every few seconds (a keep-alive that wants a
-    reply, like ssh's ServerAliveInterval); with none for DEAD_PEER_SECONDS the connection is closed and
-    the command reads as lost. TCP alone cannot tell through a jump host or a ProxyCommand: the
-    connection it sees is the one to the bastion, which stays up when the host behind it is gone."""
-
-    INTERVAL = 5.0
-
-    def __init__(self, transport: Any, close: Callable[[], None]) -> None:
-        self._transport = transport
-        self._close = close
-        self._stop = threading.Event()
-        self.dead = False
-        self._thread = threading.Thread(target=self._watch, name="dltestbed-ssh-liveness", daemon=True)
-
-    def __enter__(self) -> _Liveness:
-        if self._transport is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-
-    def _probe(self, answered: threading.Event) -> None:
-        with contextlib.suppress(Exception):  # OpenSSH answers a request it does not know with a failure
-            self._transport.global_request("keepalive@openssh.com", wait=True)
-        answered.set()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.INTERVAL):
-            answered = threading.Event()
-            threading.Thread(target=self._probe, args=(answered,), name="dltestbed-ssh-probe", daemon=True).start()
-            if not answered.wait(DEAD_PEER_SECONDS) and not self._stop.is_set():
-                self.dead = True
-                self._close()
-                return
-
-
-def _cut(sock: Any) -> None:
-    """Cut a connection being opened (a socket or a ProxyCommand): the SSH handshake on it fails at once."""
-    with contextlib.suppress(Exception):
-        if isinstance(sock, socket.socket):
-            sock.shutdown(socket.SHUT_RDWR)
-        elif sock is not None:
-            sock.close()
-
-
-def _close(conn: Any) -> None:
-    """Close a connection and the gateways it jumped through (fabric leaves them open)."""
-    conn.close()
-    if conn.gateway and not isinstance(conn.gateway, str):
-        _close(conn.gateway)
-
-
-def _live(conn: Any) -> bool:
-    """Whether a connection's SSH transport is still up."""
-    transport = conn.client.get_transport()
-    return transport is not None and transport.is_active()
-
-
-class _Pool:
-    """Open connections kept for the next command to the same host: the preflight's key check hands
-    its connection to the bench's first run on that host, and a run that ended cleanly hands its own to
-    the next, so a bench makes one SSH handshake per host (and kind) instead of one per run. An entry is
-    taken by one command at a time; a dead one is closed, not given."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._conns: dict[tuple[Any, ...], list[Any]] = {}
-
-    def put(self, key: tuple[Any, ...], conn: Any) -> None:
-        """Keep an open connection for the next command with this key."""
-        with self._lock:
-            self._conns.setdefault(key, []).append(conn)
-
-    def take(self, key: tuple[Any, ...]) -> Any | None:
-        """A live kept connection for this key (now the caller's), or None."""
-        while True:
-            with self._lock:
-                kept = self._conns.get(key)
-                conn = kept.pop() if kept else None
-            if conn is None:
-                return None
-            if _live(conn):
-                return conn
-            with contextlib.suppress(Exception):
-                _close(conn)
-
-    def close_all(self) -> None:
-        """Close every kept connection (at exit)."""
-        with self._lock:
-            conns = [c for kept in self._conns.values() for c in kept]
-            self._conns.clear()
-        for conn in conns:
-            with contextlib.suppress(Exception):
-                _close(conn)
-
-
-_POOL = _Pool()
-atexit.register(_POOL.close_all)
-
-
-_PARSED_LOCK = threading.Lock()
-_PARSED: dict[str, tuple[tuple[int, int], Any]] = {}  # path → (its mtime and size when parsed, its keys)
-
-
-def _parsed(path: Path) -> Any | None:
-    """A known_hosts file parsed once per version of it (paramiko's parser takes the logging module's
-    lock for every line: a fleet's connections parsing the same files at once queued on it)."""
-    # SSH libraries load only where a command connects
-    import paramiko
-
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    version = (st.st_mtime_ns, st.st_size)
-    with _PARSED_LOCK:
-        seen = _PARSED.get(str(path))
-        if seen is None or seen[0] != version:
-            try:
-                seen = _PARSED[str(path)] = (version, paramiko.HostKeys(str(path)))
-            except OSError:
-                return None
-        return seen[1]
-
-
-def _add_host_keys(client: Any, files: Sequence[Path], address: str, port: int) -> None:
-    """Give the client the keys these files record for address:port (hashed names included), as its
-    load_host_keys would, for the one host it is about to check: of each key type, the first file's."""
-    name = address if port == 22 else f"[{address}]:{port}"
-    have = client.get_host_keys()
-    for f in files:
-        keys = _parsed(Path(f))
-        found = (keys.lookup(name) if keys is not None else None) or {}
-        for keytype in list(found):
-            if keytype not in (have.lookup(name) or {}):
-                have.add(name, keytype, found[keytype])
-
-
-def known_hosts_files(host: Host) -> list[Path]:
-    """Where this host's key may be recorded: the inventory's UserKnownHostsFile, dltestbed's
-    record from provisioning, and the user's ~/.ssh/known_hosts."""
-    files = [Path(f) for f in host.known_hosts_files]
-    files += [paths.known_hosts_file(), Path.home() / ".ssh" / "known_hosts"]
-    return [f for f in files if f.exists()]
 
 
 class SSH:
@@ -321,15 +116,15 @@ class SSH:
             sock = self._proxy(h.proxy_command) if h.proxy_command else self._dial(conn.host, conn.port, where)
             conn.connect_kwargs["sock"] = sock
         files = self.known_hosts if self.known_hosts is not None else known_hosts_files(h)
-        _add_host_keys(conn.client, files, conn.host, conn.port)
+        add_host_keys(conn.client, files, conn.host, conn.port)
         try:
             try:
                 conn.open()
             except BaseException:
                 if gateway is not None:
-                    _close(gateway)
+                    close_conn(gateway)
                 sock = conn.connect_kwargs.get("sock")
-                _cut(sock)
+                cut(sock)
                 with contextlib.suppress(Exception):
                     sock is not None and sock.close()
                 raise
@@ -346,9 +141,9 @@ class SSH:
             raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None
         except EOFError:  # a ProxyCommand that ended before SSH began
             raise TargetError(f"{where}: unreachable: its ProxyCommand ended ({h.proxy_command})") from None
-        _notice_a_dead_peer(conn.client.get_transport())
+        notice_a_dead_peer(conn.client.get_transport())
         if gateway is not None:
-            _notice_a_dead_peer(gateway.client.get_transport())
+            notice_a_dead_peer(gateway.client.get_transport())
         return conn
 
     def _dial(self, address: str, port: int, where: str) -> socket.socket:
@@ -373,7 +168,7 @@ class SSH:
                     code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if code == 0:
                 sock.setblocking(True)
-                self._abort.attach(functools.partial(_cut, sock))
+                self._abort.attach(functools.partial(cut, sock))
                 return sock
             sock.close()
             error = OSError(code, os.strerror(code))
@@ -387,7 +182,7 @@ class SSH:
         import paramiko
 
         proxy = paramiko.ProxyCommand(shlex.join(["sh", "-c", "exec " + command]))
-        self._abort.attach(lambda: _cut(proxy))
+        self._abort.attach(lambda: cut(proxy))
         return proxy
 
     def check_key(self) -> str | None:
@@ -399,7 +194,7 @@ class SSH:
             raise
         except TargetError as exc:
             return str(exc)
-        _POOL.put(self._key, conn)
+        POOL.put(self._key, conn)
         return None
 
     def run(
@@ -422,25 +217,25 @@ class SSH:
         start = time.monotonic()
         timed_out = False
         try:
-            conn = _POOL.take(self._key) or self.connect()
+            conn = POOL.take(self._key) or self.connect()
         except TargetError:
             if (first := self._abort.detach()) is not None:
                 raise Aborted(first) from None
             raise
         clean = False  # the command ran to its end: its connection is kept for the next one
         log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
-        out, err = LineStream(on_line), _ErrStream(log, tail)
+        out, err = LineStream(on_line), ErrStream(log, tail)
         why: Abort | None = None
-        alive: _Liveness | None = None
+        alive: Liveness | None = None
         transport = conn.client.get_transport()
         lost = f"host {self.host.name}: the SSH connection was lost"
         silent = f" (no answer to SSH keep-alives for {DEAD_PEER_SECONDS} s)"
         try:
-            self._abort.attach(lambda: _close(conn))
+            self._abort.attach(lambda: close_conn(conn))
             # only through a jump or a ProxyCommand: directly, TCP_USER_TIMEOUT notices a lost host, and
             # probes every few seconds disturb what a lab machine's hosts measure (seen in tests/lab/test_fleet.py)
             behind = self.via is not None or self.host.jump is not None or bool(self.host.proxy_command)
-            with _Liveness(transport if behind else None, lambda: _close(conn)) as alive:
+            with Liveness(transport if behind else None, lambda: close_conn(conn)) as alive:
                 result = conn.run(
                     command,
                     hide=True,
@@ -456,11 +251,11 @@ class SSH:
                 cause = getattr(transport, "saved_exception", None)
                 said = (str(cause) or type(cause).__name__) if cause is not None else ""  # EOFError() says ""
                 how = silent if alive.dead else f" ({said})" if said else ""
-                raise _Lost(f"{lost}{how} before the command ended")
+                raise Lost(f"{lost}{how} before the command ended")
             clean = code >= 0 and not alive.dead
         except CommandTimedOut:
             timed_out, code = True, 124
-        except _Lost as exc:
+        except Lost as exc:
             raise TargetError(str(exc)) from None
         except Exception as exc:
             why = self._abort.detach()
@@ -471,10 +266,10 @@ class SSH:
             raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
         finally:
             why = self._abort.detach() or why
-            if clean and why is None and _live(conn):
-                _POOL.put(self._key, conn)  # the command is over; its channel (the workload's stdin) is closed
+            if clean and why is None and is_live(conn):
+                POOL.put(self._key, conn)  # the command is over; its channel (the workload's stdin) is closed
             else:
-                _close(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
+                close_conn(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
             out.close()
             err.close()
             if log:

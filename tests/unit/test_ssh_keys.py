@@ -8,7 +8,7 @@ from typing import Any
 
 import paramiko
 
-from dltestbed.transport import ssh
+from dltestbed.transport import hostkeys, sshlink
 
 
 def _key() -> paramiko.PKey:
@@ -22,19 +22,19 @@ def test_the_first_files_key_wins_and_hashed_names_match(tmp_path: Path) -> None
     hashed = paramiko.HostKeys.hash_host("10.0.0.3")
     second.write_text(f"10.0.0.1 {b.get_name()} {b.get_base64()}\n{hashed} {b.get_name()} {b.get_base64()}\n")
     client = paramiko.SSHClient()
-    ssh._add_host_keys(client, [first, second], "10.0.0.1", 22)
+    hostkeys.add_host_keys(client, [first, second], "10.0.0.1", 22)
     assert client.get_host_keys().lookup("10.0.0.1")["ecdsa-sha2-nistp256"] == a  # not b: the first file's
     client = paramiko.SSHClient()
-    ssh._add_host_keys(client, [second, first], "10.0.0.1", 22)
+    hostkeys.add_host_keys(client, [second, first], "10.0.0.1", 22)
     assert client.get_host_keys().lookup("10.0.0.1")["ecdsa-sha2-nistp256"] == b
     client = paramiko.SSHClient()
-    ssh._add_host_keys(client, [first, second], "10.0.0.2", 2222)  # a port other than 22: [address]:port
+    hostkeys.add_host_keys(client, [first, second], "10.0.0.2", 2222)  # a port other than 22: [address]:port
     assert client.get_host_keys().lookup("[10.0.0.2]:2222")["ecdsa-sha2-nistp256"] == a
     client = paramiko.SSHClient()
-    ssh._add_host_keys(client, [first, second], "10.0.0.3", 22)
+    hostkeys.add_host_keys(client, [first, second], "10.0.0.3", 22)
     assert client.get_host_keys().lookup("10.0.0.3")["ecdsa-sha2-nistp256"] == b
     client = paramiko.SSHClient()
-    ssh._add_host_keys(client, [first, second, tmp_path / "missing"], "10.0.0.9", 22)
+    hostkeys.add_host_keys(client, [first, second, tmp_path / "missing"], "10.0.0.9", 22)
     assert client.get_host_keys().lookup("10.0.0.9") is None
 
 
@@ -42,10 +42,10 @@ def test_a_file_is_parsed_again_only_when_it_changes(tmp_path: Path) -> None:
     a, b = _key(), _key()
     f = tmp_path / "known_hosts"
     f.write_text(f"h1 {a.get_name()} {a.get_base64()}\n")
-    once = ssh._parsed(f)
-    assert ssh._parsed(f) is once
+    once = hostkeys.parsed_keys(f)
+    assert hostkeys.parsed_keys(f) is once
     f.write_text(f"h1 {b.get_name()} {b.get_base64()}\nh2 {b.get_name()} {b.get_base64()}\n")
-    again = ssh._parsed(f)
+    again = hostkeys.parsed_keys(f)
     assert again is not once and again.lookup("h1")["ecdsa-sha2-nistp256"] == b
 
 
@@ -71,7 +71,7 @@ class _Conn:
 
 
 def test_the_pool_gives_a_live_connection_once_and_closes_dead_ones() -> None:
-    pool = ssh._Pool()
+    pool = sshlink.Pool()
     live, dead = _Conn(True), _Conn(False)
     pool.put(("h1",), live)
     pool.put(("h1",), dead)
