@@ -3,7 +3,6 @@ where they have a check, or (--suite screen) only checked for a set time per GPU
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 from collections.abc import Sequence
@@ -11,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from dltestbed.config import ProbeSpec
 from dltestbed.errors import ConfigError
-from dltestbed.workload import distributed
 from dltestbed.workload.args import parse_micro
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import (
@@ -21,6 +19,7 @@ from dltestbed.workload.events import (
     SkipEvent,
     StartEvent,
 )
+from dltestbed.workload.frameworks import ProbeFramework, framework
 from dltestbed.workload.start import prepare
 
 if TYPE_CHECKING:
@@ -121,25 +120,14 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     nvml = Nvml.open()
     gpus = nvml.devices() if nvml else []
     fp = fingerprint.base()
-    tf: Any = None
-    visible: list[Any] = []
-    strategy: Any = None
-    if set(spec.probes) & probes.NEED_TF:  # membw and disk alone start in a second, even in an emulated VM
-        tf = importlib.import_module("tensorflow")  # seconds to import: only the probes that need it load it
-
-        # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
-        from dltestbed.workload import tfgpu
-
-        gpu_count = tfgpu.configure(tf, spec.gpu_memory_mib)  # before anything touches a GPU
-        if cluster:  # before any other TensorFlow op; it waits here for every worker
-            strategy = distributed.strategy(tf, gpu_count)
-            fp.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
-        visible = tf.config.list_physical_devices("GPU")
-        fp.update(fingerprint.tensorflow(tf, gpus))
+    fw = ProbeFramework()  # membw and disk alone start in a second, even in an emulated VM: no framework loaded
+    if set(spec.probes) & probes.NEED_TF:  # seconds to import: only the probes that need it load it
+        fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp)
+    tf, visible, strategy = fw.module, fw.gpus, fw.strategy
     if spec.device == "gpu" and not visible:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(data_facts)
-    facts = _in_tf_order(gpus, len(visible))
+    facts = _in_tf_order(gpus, visible)
     where = probes.Where(
         tf,
         tuple(str(f.get("name", "GPU")) for f in facts),

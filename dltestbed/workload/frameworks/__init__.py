@@ -2,6 +2,6 @@
 gives one. Importing this package registers them all: each is one module here and its name in choices."""
 
 from dltestbed.workload.frameworks import tensorflow
-from dltestbed.workload.frameworks.base import REGISTRY, Framework, ModelRun, framework, register
+from dltestbed.workload.frameworks.base import REGISTRY, Framework, ModelRun, ProbeFramework, framework, register
 
-__all__ = ["REGISTRY", "Framework", "ModelRun", "framework", "register", "tensorflow"]
+__all__ = ["REGISTRY", "Framework", "ModelRun", "ProbeFramework", "framework", "register", "tensorflow"]

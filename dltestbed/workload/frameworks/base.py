@@ -38,6 +38,16 @@ class ModelRun:
     process_start: Callable[[], float] = time.time
 
 
+@dataclass(frozen=True)
+class ProbeFramework:
+    """What the framework-specific probes (gemm, conv, the copies' devices, all-reduce) run with: the framework's
+    module (None: not loaded, no probe needs it), the GPUs it sees, and a distributed job's strategy."""
+
+    module: Any = None
+    gpus: int = 0
+    strategy: Any = None
+
+
 class Framework(ABC):
     """A deep-learning framework: how a model's run uses it (`run_model`), how a distributed job's workers
     find each other (`worker_env`, `cluster`), and what a run's fingerprint says of its build."""
@@ -60,6 +70,13 @@ class Framework(ABC):
     def run_model(self, run: ModelRun, emitter: Emitter) -> None:
         """Build the model, run its warm-up and timed steps, and emit the start event, every step, the resource
         samples and the summary (and the accuracy with --accuracy)."""
+
+    @abstractmethod
+    def for_probes(
+        self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
+    ) -> ProbeFramework:
+        """Load the framework for a micro run: GPU memory set before anything touches a GPU, a distributed job's
+        strategy made before any other op (it waits for every worker); the fingerprint given its facts."""
 
     @abstractmethod
     def build(self, fingerprint: Mapping[str, Any]) -> str:

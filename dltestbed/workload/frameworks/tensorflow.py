@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dltestbed.errors import ConfigError
 from dltestbed.workload import distributed
 from dltestbed.workload.events import AccuracyEvent, StartEvent
-from dltestbed.workload.frameworks.base import Framework, ModelRun, register
+from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, register
 
 if TYPE_CHECKING:
     from dltestbed.config import WorkloadSpec
@@ -36,6 +37,24 @@ class TensorFlow(Framework):
     def cluster(self, environ: Mapping[str, str]) -> Cluster:
         """The cluster of TF_CONFIG."""
         return distributed.cluster_from_env(environ.get("TF_CONFIG"))
+
+    def for_probes(
+        self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
+    ) -> ProbeFramework:
+        """TensorFlow, its GPUs configured (growth or a slice), and MultiWorkerMirroredStrategy for a job."""
+        tf = importlib.import_module("tensorflow")
+        # lazy: TensorFlow loads only in the modes that use it
+        from dltestbed.workload import fingerprint as facts
+        from dltestbed.workload import tfgpu
+
+        gpu_count = tfgpu.configure(tf, memory_mib)  # before anything touches a GPU
+        strategy = None
+        if cluster:  # before any other TensorFlow op; it waits here for every worker
+            strategy = distributed.strategy(tf, gpu_count)
+            fingerprint.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
+        visible = len(tf.config.list_physical_devices("GPU"))
+        fingerprint.update(facts.tensorflow(tf, gpus))
+        return ProbeFramework(tf, visible, strategy)
 
     def build(self, fingerprint: Mapping[str, Any]) -> str:
         """Its version and whether it is the CUDA build."""
