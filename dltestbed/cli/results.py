@@ -47,9 +47,10 @@ def push(
     import json
 
     from dltestbed import secretenv
-    from dltestbed.cli.runs import _select
+    from dltestbed.cli.runs import stderr
     from dltestbed.errors import ConfigError
     from dltestbed.results import influx
+    from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
 
     has_url = bool(influx_url or secretenv.environ().get(influx.URL_ENV))
@@ -62,7 +63,7 @@ def push(
         if bench is not None:
             if given is None:
                 raise ConfigError("--bench needs --influx-url (or INFLUXDB_V2_URL): where should its points go?")
-            n = influx.spool_runs(store, given, _select(store, None, bench))
+            n = influx.spool_runs(store, given, select_runs(store, None, bench, stderr))
             print(f"queued {n} point(s) of bench {bench}")
         if given is not None:
             targets = [given]

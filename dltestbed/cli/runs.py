@@ -23,44 +23,9 @@ def format_for(out: Path | None, fmt: str | None) -> str:
     return {".html": "html", ".htm": "html", ".json": "json"}.get(suffix, "md")
 
 
-def bench_named(store: object, given: str, option: str) -> str:
-    """The bench an id names where a bench is asked for: a bench's id or a unique prefix, or a run's (its bench,
-    said in a notice on stderr); a ConfigError listing the candidates when it names none, or several."""
-    from dltestbed.results import ids as idmod
-    from dltestbed.results.store import Store
-
-    assert isinstance(store, Store)
-    bench_id, notice = idmod.bench_of(given, store.bench_ids(), store.run_benches(), option, str(store.path))
-    if notice:
-        print(notice, file=sys.stderr)
-    return bench_id
-
-
-def _select(store: object, ids: list[str] | None, bench: str | None) -> list:
-    """The runs named: ids (whole, or a prefix of the id or of its short form), a bench's (an id, a
-    prefix, 'last', or a run's id: its bench), or every run; a ConfigError saying what the store holds when
-    none is found."""
-    from dltestbed.errors import ConfigError
-    from dltestbed.results import ids as idmod
-    from dltestbed.results.store import Store
-
-    assert isinstance(store, Store)
-    where = str(store.path)
-    if bench == "last":
-        bench_id = store.last_bench_id()
-    else:
-        bench_id = bench_named(store, bench, "--bench") if bench is not None else None
-    if ids:
-        known, benches = store.run_ids(), store.bench_ids()
-        for i in ids:
-            if i and not idmod.matches(i, known) and len(idmod.matches(i, benches)) == 1:
-                raise ConfigError(f"run id: {i!r} is a bench, not a run; give it as --bench {i}")
-        ids = [idmod.resolve(i, known, "run", "run id", where) for i in ids]
-    records = store.runs(ids=ids or None, bench_id=bench_id)
-    if not records:
-        what = f"bench {bench_id}" if bench_id else "runs"
-        raise ConfigError(f"no {what} in {store.path}; run `dltestbed bench` first")
-    return records
+def stderr(line: str) -> None:
+    """A notice for the user, on stderr."""
+    print(line, file=sys.stderr)
 
 
 def runs(
@@ -78,11 +43,12 @@ def runs(
     An id shown is the short form of the run's: `report ID` and `--bench ID` take it, or any unique prefix.
     """
     from dltestbed.cli import listing
+    from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
 
     store = Store.open(results, read_only=True)
     try:
-        records = _select(store, None, bench)
+        records = select_runs(store, None, bench, stderr)
     finally:
         store.close()
     if wants_json(fmt, as_json):
@@ -174,6 +140,7 @@ def report(
     """
     from dltestbed.errors import ConfigError
     from dltestbed.report.compose import Options
+    from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
 
     kind = format_for(out, fmt)
@@ -193,7 +160,7 @@ def report(
     store = Store.open(results, read_only=True)
     try:
         scope_bench = None if all_runs or run_ids else (bench or "last")
-        records = _select(store, run_ids, scope_bench)
+        records = select_runs(store, run_ids, scope_bench, stderr)
         opts = Options(kind, by_host, equivalence, fleet_slowdown=fleet_slowdown)
         text, line = write_report(store, records, _scope(records, run_ids, scope_bench), opts, out)
         if out is None and fmt is None and sys.stdout.isatty():
@@ -278,29 +245,14 @@ def write_report(
     return built.text, f"report written to {out} ({out.stat().st_size / 1024:.0f} KiB{figs if built.figures else ''})"
 
 
-def _bench_id(store: object, name: str) -> str:
-    """A bench id from an id (or a unique prefix of it or of its short form; a run's names its bench), 'last'
-    or 'prev' (the one before the last)."""
-    from dltestbed.errors import ConfigError
-    from dltestbed.results.store import Store
-
-    assert isinstance(store, Store)
-    ids = store.bench_ids()
-    if name in ("last", "prev"):
-        want = 1 if name == "last" else 2
-        if len(ids) < want:
-            raise ConfigError(f"--compare {name}: {store.path} holds {len(ids)} bench(es)")
-        return ids[-want]
-    return bench_named(store, name, "--compare")
-
-
 def _compare(names: tuple[str, str], fmt: str, out: Path | None, results: Path | None) -> None:
     from dltestbed.report import compare, render
+    from dltestbed.results.select import bench_id_of
     from dltestbed.results.store import Store
 
     store = Store.open(results, read_only=True)
     try:
-        a, b = (_bench_id(store, n) for n in names)
+        a, b = (bench_id_of(store, n, "--compare", stderr) for n in names)
         changes = compare.compare(store.runs(bench_id=a), store.runs(bench_id=b))
     finally:
         store.close()

@@ -33,10 +33,11 @@ def validate(
 
     Exits 0 only when every check passes; 1 when any fails; 3 when none fails but some cannot be judged.
     """
-    from dltestbed.cli.runs import _select
+    from dltestbed.cli.runs import stderr
     from dltestbed.errors import ConfigError
     from dltestbed.report import analysis
     from dltestbed.report import validate as v
+    from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
 
     if init and out is not None:
@@ -55,7 +56,7 @@ def validate(
         ref = v.parse_reference(text, str(reference))
     store = Store.open(results, read_only=True)
     try:
-        runs = _select(store, None, bench)
+        runs = select_runs(store, None, bench, stderr)
         a = analysis.read(store, runs, scope=f"bench {runs[0].bench_id}")
     finally:
         store.close()
