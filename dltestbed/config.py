@@ -14,6 +14,7 @@ from dltestbed.choices import PER_GPU, DataKind, Device, Framework, Gpus, Math, 
 from dltestbed.errors import ConfigError, plain
 
 # a GPU's UUID as NVIDIA's driver writes it (nvidia-smi, NVML, CUDA_VISIBLE_DEVICES): GPU-… or, a MIG slice, MIG-…
+DEFAULT_FRAMEWORK: Framework = "tensorflow"
 GPU_UUID = re.compile(r"(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F/-]*")
 
 
@@ -22,7 +23,7 @@ class _RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    framework: Framework = "tensorflow"  # what the run computes with (workload/frameworks/)
+    framework: Framework = DEFAULT_FRAMEWORK  # what the run computes with (workload/frameworks/)
     data: DataKind = "synthetic"
     data_dir: str | None = None
     data_digest: str | None = None  # real data: the dataset's content digest (dataset.identify) ...
@@ -66,8 +67,6 @@ class _RunSpec(BaseModel):
     def _common_argv(self) -> list[str]:
         """The arguments both of the workload's command lines take, for what differs from the defaults."""
         argv = [
-            "--framework",
-            self.framework,
             "--data",
             self.data,
             "--device",
@@ -77,6 +76,8 @@ class _RunSpec(BaseModel):
             "--seed",
             str(self.seed),
         ]
+        if self.framework != DEFAULT_FRAMEWORK:  # a workload older than the option still takes the default's run
+            argv += ["--framework", self.framework]
         if self.data_dir:
             argv += ["--data-dir", self.data_dir]
         if self.data_digest is not None:

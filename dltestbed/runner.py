@@ -143,8 +143,10 @@ class _Collector:
             case StartEvent():
                 self.started = ev.t
                 self.run.fingerprint = {**ev.fingerprint, **self.run.fingerprint}
-                self.run.spec = ev.spec
-                # what the target used, recorded once on the run: the math (`mixed`: the one it chose), the framework
+                # what the target used, recorded once on the run: the math (`mixed`: the one it chose; the spec keeps
+                # the math asked), the framework
+                asked = {"math_asked": self.run.math} if self.run.math else {}
+                self.run.spec = {**ev.spec, **asked}
                 self.run.math = str(ev.spec.get("math") or self.run.math)
                 self.run.framework = str(ev.spec.get("framework") or self.run.framework)
                 self.store.save_run(self.run)

@@ -144,13 +144,21 @@ def parse_reference(text: str, source: str) -> Reference:
         raise ConfigError(f"reference {source}: {where}: {err['msg']}") from None
 
 
+def _agrees(field: str, wanted: object, got: object) -> bool:
+    """Whether a run's (or a group's) value is the one a check's `match` names: `math: mixed` takes what mixed
+    resolved to on the target (a run records the math it used: mixed_bfloat16 or mixed_float16)."""
+    return got == wanted or (field == "math" and wanted == "mixed" and str(got).startswith("mixed_"))
+
+
 def _selected(check: Check, runs: Sequence[RunRecord]) -> list[RunRecord]:
     m = check.match
     out = []
     for r in runs:
         if r.role == "cotenant" or r.arm or r.vm_image:
             continue
-        if any(getattr(m, k) is not None and getattr(r, f) != getattr(m, k) for k, f in MATCH_FIELDS.items()):
+        if any(
+            getattr(m, k) is not None and not _agrees(k, getattr(m, k), getattr(r, f)) for k, f in MATCH_FIELDS.items()
+        ):
             continue
         if m.hosts is not None and r.machine not in m.hosts:
             continue
@@ -213,7 +221,7 @@ def _overhead(check: Check, groups: Sequence[GroupStats]) -> Judgement:
         if g.key.target_kind == m.kind
         and not g.key.arm
         and not g.key.vm_image
-        and all(getattr(m, k) is None or getattr(g.key, f) == getattr(m, k) for k, f in MATCH_FIELDS.items())
+        and all(getattr(m, k) is None or _agrees(k, getattr(m, k), getattr(g.key, f)) for k, f in MATCH_FIELDS.items())
     ]
     effects = [g for g in found if g.effect is not None]
     if len(effects) != 1:

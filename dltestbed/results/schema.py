@@ -95,8 +95,9 @@ _OLD_MATH = """UPDATE runs SET math = CASE
          AND json_extract(fingerprint, '$.gpus_visible_to_tf') > 0 THEN 'default'
     ELSE 'float32' END
 WHERE mode != 'probe'"""
-# Before schema 9 a run kept the math it asked for (`mixed`) and its fingerprint the one it used: now the run does.
-_USED_MATH = """UPDATE runs SET math = json_extract(fingerprint, '$.math')
+# Before schema 9 a run kept the math it asked for (`mixed`) and its fingerprint the one it used: now the run keeps
+# the one it used, and its spec the one it asked (math_asked).
+_USED_MATH = """UPDATE runs SET spec = json_set(spec, '$.math_asked', math), math = json_extract(fingerprint, '$.math')
 WHERE json_extract(fingerprint, '$.math') IS NOT NULL AND json_extract(fingerprint, '$.math') != ''"""
 
 

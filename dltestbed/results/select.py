@@ -1,5 +1,6 @@
 """Which stored runs a command names: run ids (whole, or a unique prefix of the id or of its short form), a
-bench (its id or a unique prefix, `last`, `prev`, or a run's id: its bench), or every run. One line that says
+bench (its id or a unique prefix, `last`, or a run's id: its bench; `prev` too where two benches are compared),
+or every run. One line that says
 what the store holds when nothing matches; a notice (`say`) when a run's id stood for its bench."""
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import NoReturn
 from dltestbed.catalog import model_names
 from dltestbed.choices import or_list
 from dltestbed.config import (
+    DEFAULT_FRAMEWORK,
     PAIR_PROBES,
     PER_GPU,
     PROBES,
@@ -22,6 +23,10 @@ from dltestbed.config import (
 from dltestbed.errors import ConfigError
 from dltestbed.workload.frameworks import REGISTRY
 
+USAGE = """run one benchmark and print JSON-line events on stdout (`micro --probes gemm,membw,...`: the
+microbenchmarks instead). stdout carries events and nothing else; logs go to stderr. Exit codes: 0 done, 1 the
+run failed, 2 bad arguments or data, 130 interrupted (SIGINT or SIGTERM)."""
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
@@ -30,9 +35,9 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     """The workload's arguments (the controller builds them with WorkloadSpec.to_argv)."""
-    p = _Parser(prog="python -m dltestbed.workload", description=__doc__)
+    p = _Parser(prog="python -m dltestbed.workload", description=USAGE)
     p.add_argument("--model", required=True, help=f"one of: {', '.join(model_names())}")
-    p.add_argument("--framework", default="tensorflow", help=f"what the run computes with: {or_list(REGISTRY)}")
+    p.add_argument("--framework", default=DEFAULT_FRAMEWORK, help=f"what the run computes with: {or_list(REGISTRY)}")
     p.add_argument("--data", default="synthetic", help="synthetic (in memory) or real (--data-dir)")
     p.add_argument("--data-dir", help="ImageNet-style folder: DIR/<class>/*.jpg")
     p.add_argument("--data-digest", help="the dataset's content digest: recorded once its files and bytes match")

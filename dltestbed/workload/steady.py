@@ -1,6 +1,7 @@
 """Warm-up until steady: a run's warm-up ends once its last WINDOW steps show no trend by the test the report
-flags a run with ("still speeding up"): the Theil–Sen slope of images/sec with its 95 % interval (Sen 1968,
-the normal approximation of Kendall's S, as scipy.stats.theilslopes computes it), a trend being an interval
+flags a run with, taken alone ("still speeding up"; the report judges its runs together): the Theil–Sen
+slope of images/sec with its 95 % interval (Sen 1968, the normal approximation of Kendall's S, as
+scipy.stats.theilslopes computes it), a trend being an interval
 that excludes 0 and a change over the window of at least BAND_PCT %. At most CAP warm-up steps. Pure Python:
 the workload does not load scipy."""
 

@@ -162,6 +162,23 @@ def test_a_schema_8_store_gains_the_framework_the_math_used_and_the_allocators_c
         )
     again = Store.open(results)
     (old,) = again.runs()
-    assert (old.framework, old.math) == ("tensorflow", "mixed_bfloat16")
+    assert (old.framework, old.math, old.spec["math_asked"]) == ("tensorflow", "mixed_bfloat16", "mixed")
     assert again.resources(run.id)[0].gpu_bytes == [3 << 30]
     assert again.upgrade_notice() is not None and "from schema 8 to 9" in str(again.upgrade_notice())
+
+
+def test_the_start_event_records_what_the_target_used(results: Path) -> None:
+    """The math mixed resolved to and the framework, from the workload's start event, on the run; the spec keeps
+    the math asked."""
+    from dltestbed import runner
+    from dltestbed.workload.events import StartEvent, encode
+
+    store = Store.open(results)
+    run = make_run(math="mixed", framework="tensorflow", spec={"model": "alexnet"})
+    store.save_run(run)
+    collect = runner._Collector(run, store, runner.NullObserver())
+    spec = {"model": "alexnet", "math": "mixed_float16", "framework": "tensorflow"}
+    collect.on_line(encode(StartEvent(spec=spec, fingerprint={"host": "h"}, t=1.0)))
+    (stored,) = store.runs()
+    assert (stored.math, stored.framework, stored.spec["math_asked"]) == ("mixed_float16", "tensorflow", "mixed")
+    assert "math" not in stored.fingerprint  # recorded once, on the run

@@ -127,3 +127,18 @@ def test_validate_cli_exit_codes_and_junit(results: Path, tmp_path: Path) -> Non
     assert ET.parse(junit).getroot().get("failures") == "2"
     line = one_error_line(run_cli("validate", "--results", str(results)))
     assert line == "error: --reference FILE: the reference to judge against (or to write, with --init)"
+
+
+def test_a_check_on_math_mixed_takes_what_mixed_resolved_to() -> None:
+    """A run records the math it used: `match: {math: mixed}` judges runs that computed in mixed_bfloat16."""
+    ref = v.Reference.model_validate(
+        {"checks": [{"name": "mixed", "match": {"kind": "bm", "math": "mixed", **KEY}, "images_per_sec": 100}]}
+    )
+    runs = [
+        make_run(repetition=i, images_per_sec=x, status="ok", math="mixed_bfloat16")
+        for i, x in enumerate([99.0, 101.0, 100.0], 1)
+    ]
+    (judged,) = v.judge(ref, analyse(runs))
+    assert judged.status == "pass", judged
+    float32 = [make_run(repetition=i, images_per_sec=100.0 + i, status="ok", math="float32") for i in (1, 2, 3)]
+    assert v.judge(ref, analyse(float32))[0].status == "cannot judge"
