@@ -32,6 +32,7 @@ from dltestbed.workload.events import (
     Unparsed,
     parse_line,
 )
+from dltestbed.workload.loop import on_gpu
 
 
 class Observer(Protocol):
@@ -131,6 +132,8 @@ class _Collector:
                 if ev.device is not None or ev.libraries:  # where TensorFlow really ran the step, and the CUDA
                     # libraries it loaded for it: part of the environment
                     said = {"step_device": ev.device} if ev.device is not None else {}
+                    if ev.device is not None:  # where the first step's result really was: the device it ran on
+                        self.run.used_device = "gpu" if on_gpu(ev.device) else "cpu"
                     self.run.fingerprint = {**self.run.fingerprint, **said, **(ev.libraries or {})}
                     self.store.save_run(self.run)
                 if ev.phase == "timed":
@@ -149,6 +152,7 @@ class _Collector:
                 self.run.spec = {**ev.spec, **asked}
                 self.run.math = str(ev.spec.get("math") or self.run.math)
                 self.run.framework = str(ev.spec.get("framework") or self.run.framework)
+                self.run.used_device = str(ev.spec.get("device_used") or self.run.used_device)
                 self.store.save_run(self.run)
             case MeasureEvent():
                 if not self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev))):

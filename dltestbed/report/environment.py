@@ -81,13 +81,9 @@ def environment(run: RunRecord) -> dict[str, str]:
 
 
 def effective_device(run: RunRecord) -> str:
-    """Where TensorFlow ran the steps: the device of the first step's result when the run recorded it,
-    else gpu when TensorFlow saw a GPU and the run did not hide them, else cpu."""
-    step = run.fingerprint.get("step_device")
-    if step:
-        return "gpu" if ":GPU:" in str(step).upper() else "cpu"
-    seen = int(run.fingerprint.get("gpus_visible_to_tf") or 0)
-    return "gpu" if seen > 0 and run.device != "cpu" else "cpu"
+    """Where the run's steps ran, as the run recorded it (its workload's start event, then the device of its
+    first step's result); "unknown" for a run that ended before it said."""
+    return run.used_device or "unknown"
 
 
 def math_words(math: str, xla: bool) -> str:

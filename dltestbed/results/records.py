@@ -72,6 +72,7 @@ class RunRecord:
     eval_correct: int | None = None  # ... how many it classified right (top-1) ...
     eval_loss: float | None = None  # ... and its mean loss on them
     framework: str = "tensorflow"  # what the run computed with (choices.FRAMEWORKS), as its workload said
+    used_device: str = ""  # where its steps ran (cpu or gpu), as its workload said; "" before its start event
 
     @property
     def top1(self) -> float | None:

@@ -82,6 +82,7 @@ _ADDED = {
     "eval_correct": "NULL",
     "eval_loss": "NULL",
     "framework": "'tensorflow'",  # every run before schema 9 ran TensorFlow
+    "used_device": "''",  # old runs: from their fingerprint (_USED_DEVICE)
 }
 _OUTBOX_ADDED = {"sending": "NULL"}
 _RESOURCES_ADDED = {"gpu_bytes": "NULL"}
@@ -99,6 +100,14 @@ WHERE mode != 'probe'"""
 # the one it used, and its spec the one it asked (math_asked).
 _USED_MATH = """UPDATE runs SET spec = json_set(spec, '$.math_asked', math), math = json_extract(fingerprint, '$.math')
 WHERE json_extract(fingerprint, '$.math') IS NOT NULL AND json_extract(fingerprint, '$.math') != ''"""
+# Before schema 9 the report worked out where a run's steps ran from its fingerprint each time: the device of its
+# first step's result, else a GPU where TensorFlow saw one and the run did not hide it. Now the run records it.
+_USED_DEVICE = """UPDATE runs SET used_device = CASE
+    WHEN json_extract(fingerprint, '$.step_device') LIKE '%:GPU:%' THEN 'gpu'
+    WHEN json_extract(fingerprint, '$.step_device') IS NOT NULL THEN 'cpu'
+    WHEN COALESCE(json_extract(fingerprint, '$.gpus_visible_to_tf'), 0) > 0 AND device != 'cpu' THEN 'gpu'
+    ELSE 'cpu' END
+WHERE json_extract(fingerprint, '$.tensorflow') IS NOT NULL"""
 
 
 def migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
@@ -141,6 +150,7 @@ def migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
                 conn.execute(_OLD_MATH)
             if cols and version < 9:
                 conn.execute(_USED_MATH)
+                conn.execute(_USED_DEVICE)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             upgraded = version if version else None
         conn.execute("COMMIT")

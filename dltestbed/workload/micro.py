@@ -145,7 +145,8 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
             _screen(spec, spec.screen_seconds, where, fp, nvml, emitter)
             return
         skips = _plan_cases(spec.probes, where, cases)
-        resolved = spec.model_dump() | {"cases": [d for c in cases for d in c.describe()]}
+        cases_of = [d for c in cases for d in c.describe()]
+        resolved = spec.model_dump() | {"cases": cases_of, "device_used": "gpu" if visible else "cpu"}
         emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
         for skip in skips:
             emitter.emit(skip)
@@ -171,7 +172,8 @@ def _screen(spec: ProbeSpec, seconds: float, where: Where, fp: dict[str, Any], n
     from dltestbed.workload import screen
     from dltestbed.workload.sampler import Sampler, watched
 
-    resolved = spec.model_dump() | {"devices": [d for d, _ in screen.devices(where)]}
+    devices = [d for d, _ in screen.devices(where)]
+    resolved = spec.model_dump() | {"devices": devices, "device_used": "gpu" if where.gpu_names else "cpu"}
     emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
     sampler = Sampler(emitter.emit, spec.sample_interval, nvml)
     with watched(nvml, emitter.emit, sampler), sampler.running():

@@ -29,7 +29,7 @@ def h100(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_old_runs_get_the_math_they_used(tmp_path: Path) -> None:
     """Stored before dltestbed recorded math: a GPU run used TensorFlow's default (TF32 on Hopper), "default";
     a CPU run float32 (one is added to the capture as schema 5 stored it); a micro run none (each GEMM case
-    names its own)."""
+    names its own). Each gets the device its steps ran on, from its fingerprint (schema 9)."""
     import sqlite3
 
     path = tmp_path / "results.sqlite"
@@ -47,8 +47,8 @@ def test_old_runs_get_the_math_they_used(tmp_path: Path) -> None:
         runs = store.runs()
     finally:
         store.close()
-    got = {(r.mode, r.device, r.math) for r in runs if r.role == "foreground"}
-    assert got == {("train", "gpu", "default"), ("probe", "gpu", ""), ("infer", "cpu", "float32")}
+    got = {(r.mode, r.device, r.math, r.used_device) for r in runs if r.role == "foreground"}
+    assert got == {("train", "gpu", "default", "gpu"), ("probe", "gpu", "", "gpu"), ("infer", "cpu", "float32", "cpu")}
     assert {r.math for r in runs if r.role == "cotenant"} == {"default"}  # device auto, ran on the GPU
     assert not any(r.xla for r in runs)
 

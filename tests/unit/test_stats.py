@@ -314,10 +314,10 @@ def test_a_gpu_run_is_never_compared_with_a_cpu_run() -> None:
     gpu = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 1}
     cpu = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 0}
     runs = [
-        rec("bm", 900.0, repetition=1, fingerprint=gpu),
-        rec("bm", 910.0, repetition=2, fingerprint=gpu),
-        rec("cbm", 90.0, repetition=1, fingerprint=cpu),
-        rec("cbm", 91.0, repetition=2, fingerprint=cpu),
+        rec("bm", 900.0, repetition=1, fingerprint=gpu, used_device="gpu"),
+        rec("bm", 910.0, repetition=2, fingerprint=gpu, used_device="gpu"),
+        rec("cbm", 90.0, repetition=1, fingerprint=cpu, used_device="cpu"),
+        rec("cbm", 91.0, repetition=2, fingerprint=cpu, used_device="cpu"),
     ]
     (cbm,) = [g for g in summarise(runs) if g.key.target_kind == "cbm"]
     assert cbm.effect is None and cbm.overhead_percent is None
@@ -384,16 +384,23 @@ def test_runs_on_another_dataset_are_no_layer_overhead() -> None:
     assert same.effect is not None and same.overhead_percent is not None
 
 
-def test_the_step_device_decides_the_effective_device() -> None:
-    """A run whose TensorFlow saw a GPU but whose first step ran on the CPU ran on the CPU."""
+def test_the_step_device_decides_the_effective_device(tmp_path: Path) -> None:
+    """A run whose workload saw a GPU but whose first step's result was on the CPU ran on the CPU: recorded on
+    the run from its events, once; the report reads it there."""
+    from dltestbed import runner
     from dltestbed.report.environment import effective_device
+    from dltestbed.results.store import Store
+    from dltestbed.workload.events import StartEvent, StepEvent, encode
 
-    seen = {"tensorflow": "2.21.0", "gpus_visible_to_tf": 1}
-    assert effective_device(rec("bm", 1.0, fingerprint=seen)) == "gpu"
-    assert (
-        effective_device(
-            rec("bm", 1.0, fingerprint={**seen, "step_device": "/job:localhost/replica:0/task:0/device:CPU:0"})
-        )
-        == "cpu"
-    )
-    assert effective_device(rec("bm", 1.0, fingerprint={**seen, "step_device": "/device:GPU:1"})) == "gpu"
+    store = Store.open(tmp_path / "r.sqlite")
+    for step_device, used in (("/job:localhost/replica:0/task:0/device:CPU:0", "cpu"), ("/device:GPU:1", "gpu")):
+        run = make_run(fingerprint={})
+        store.save_run(run)
+        collect = runner._Collector(run, store, runner.NullObserver())
+        start = StartEvent(spec={"model": "alexnet", "device_used": "gpu"}, fingerprint={"tensorflow": "2.21"}, t=1.0)
+        collect.on_line(encode(start))
+        assert run.used_device == "gpu"  # what the workload saw at its start
+        collect.on_line(encode(StepEvent(0, "warmup", 8, 0.1, 80.0, 2.0, device=step_device)))
+        assert effective_device(run) == used
+        assert {r.id: r.used_device for r in store.runs()}[run.id] == used
+    assert effective_device(make_run()) == "unknown"  # ended before its workload said

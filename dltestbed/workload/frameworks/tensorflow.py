@@ -74,7 +74,8 @@ class TensorFlow(Framework):
 
         spec, cluster = run.spec, run.cluster
         gpu_count, strategy, local, math = _devices(tf, run)
-        resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, "math": math}
+        used = {"math": math, "device_used": "gpu" if gpu_count else "cpu"}  # a --device cpu run sees no GPU
+        resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, **used}
         emitter.emit(StartEvent(spec=resolved, fingerprint=run.fingerprint, t=time.time()))
 
         tf.config.list_logical_devices()  # the runtime starts here, so the sampler may ask its allocator
