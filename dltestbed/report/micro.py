@@ -78,13 +78,10 @@ def run_values(measures: Sequence[MeasureEvent]) -> dict[tuple[str, str, str], f
     return {k: statistics.median(v) for k, v in by.items()}
 
 
-def summarise(
-    runs: Sequence[RunRecord], measures: Mapping[str, Sequence[MeasureEvent]], skips: Mapping[str, Sequence[SkipEvent]]
-) -> tuple[list[CaseStats], list[Skipped]]:
-    """Per layer and case: the runs' medians summarised, the limit, the change against bare metal's same
-    case; and what each layer skipped. Only ok micro runs count."""
-    ok = [r for r in runs if r.is_probe and r.status == "ok"]
-    values = {r.id: run_values(measures.get(r.id, ())) for r in ok}
+def _by_case(
+    ok: Sequence[RunRecord], values: Mapping[str, Mapping[tuple[str, str, str], float]]
+) -> dict[CaseKey, list[RunRecord]]:
+    """The ok micro runs grouped by layer and case (a run is in every case it measured)."""
     groups: dict[CaseKey, list[RunRecord]] = {}
     for r in ok:
         for probe, name, unit in values[r.id]:
@@ -101,36 +98,54 @@ def summarise(
                 unit=unit,
             )
             groups.setdefault(key, []).append(r)
+    return groups
+
+
+def _case_stats(
+    key: CaseKey,
+    members: list[RunRecord],
+    values: Mapping[str, Mapping[tuple[str, str, str], float]],
+    base: Mapping[tuple[object, ...], list[RunRecord]],
+) -> CaseStats:
+    """One layer's case: its runs' medians summarised, its limit, and its change against bare metal's same case
+    (paired where the runs pair, else Welch), or why there is none."""
+    case = (key.probe, key.case, key.unit)
+    vals = [values[r.id][case] for r in members]
+    info = _case_info(members[0], key.probe, key.case)
+    eff, why = None, ""
+    if key.against_baseline:
+        b = base.get(key.workload, [])
+        s = samples(b, members, value=_rate_of(values, case)) if b else None
+        if not b:
+            why = "no bare-metal run of this case"
+        elif s is None:
+            why = "too few runs for an interval (2 per side)"
+        else:
+            eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+    return CaseStats(
+        key,
+        len(members),
+        Spread.of(vals),
+        mean_interval(vals),
+        bool(info.get("headline")),
+        info.get("limit"),
+        str(info.get("limit_source") or ""),
+        str(info.get("note") or ""),
+        eff,
+        why,
+    )
+
+
+def summarise(
+    runs: Sequence[RunRecord], measures: Mapping[str, Sequence[MeasureEvent]], skips: Mapping[str, Sequence[SkipEvent]]
+) -> tuple[list[CaseStats], list[Skipped]]:
+    """Per layer and case: the runs' medians summarised, the limit, the change against bare metal's same
+    case; and what each layer skipped. Only ok micro runs count."""
+    ok = [r for r in runs if r.is_probe and r.status == "ok"]
+    values = {r.id: run_values(measures.get(r.id, ())) for r in ok}
+    groups = _by_case(ok, values)
     base = {k.workload: members for k, members in groups.items() if not k.against_baseline}
-    out = []
-    for key, members in groups.items():
-        case = (key.probe, key.case, key.unit)
-        vals = [values[r.id][case] for r in members]
-        info = _case_info(members[0], key.probe, key.case)
-        eff, why = None, ""
-        if key.against_baseline:
-            b = base.get(key.workload, [])
-            s = samples(b, members, value=_rate_of(values, case)) if b else None
-            if not b:
-                why = "no bare-metal run of this case"
-            elif s is None:
-                why = "too few runs for an interval (2 per side)"
-            else:
-                eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
-        out.append(
-            CaseStats(
-                key,
-                len(members),
-                Spread.of(vals),
-                mean_interval(vals),
-                bool(info.get("headline")),
-                info.get("limit"),
-                str(info.get("limit_source") or ""),
-                str(info.get("note") or ""),
-                eff,
-                why,
-            )
-        )
+    out = [_case_stats(key, members, values, base) for key, members in groups.items()]
     kinds = list(KINDS)
     order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
     out.sort(

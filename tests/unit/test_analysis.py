@@ -83,3 +83,7 @@ def test_two_frameworks_are_never_averaged_together() -> None:
         ("tensorflow", "cbm"): 90.0,
     }
     assert all(g.overhead_percent == pytest.approx(10.0) for g in a.groups if g.key.against_baseline)
+    table = render.markdown(a)
+    assert "| kind | model | framework |" in table and "| cbm | alexnet | other |" in table
+    one = render.markdown(analyse([r for r in runs if r.framework == "tensorflow"]))
+    assert "| kind | model | runs |" in one and "framework" not in one.split("| kind |")[1].splitlines()[0]

@@ -3,7 +3,7 @@ overhead against bare metal, and the noise floor of the A/A arm."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from dltestbed.report.environment import math_words
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
@@ -139,68 +139,78 @@ def overhead_cell(g: GroupStats) -> str:
     return f"{g.overhead_percent:.1f}" + (f" [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "")
 
 
+FACTS: dict[str, Callable[[GroupKey], str]] = {  # what a group's row may say of its workload, in this order
+    "framework": lambda k: k.framework,
+    "data": lambda k: k.data,
+    "mode": lambda k: k.mode,
+    "device": lambda k: k.device,
+    "math": math_label,
+    "batch": lambda k: str(k.batch_size),
+    "size": lambda k: str(k.image_size),
+}
+SAID_WHEN_SHARED = tuple(f for f in FACTS if f != "framework")  # one framework: not said above every table
+
+
+def _group_row(g: GroupStats, columns: Mapping[str, bool], varying: Sequence[str]) -> str:
+    """A group's row of groups_table."""
+    k, ips = g.key, g.images_per_sec
+    row = [
+        k.layer,
+        *([str(k.host)] if columns["host"] else []),
+        *([k.scenario, str(k.workers)] if columns["scenario"] else []),
+        k.model,
+        *[FACTS[f](k) for f in varying],
+        *([k.contention] if columns["contention"] else []),
+        f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else ""),
+        num(ips.mean if ips else None, 1),
+        num(ips.std if ips else None, 1),
+        f"{ips.min:.1f}–{ips.max:.1f}" if ips else "—",
+        overhead_cell(g),
+    ]
+    return "| " + " | ".join(row) + " |"
+
+
 def groups_table(groups: Sequence[GroupStats]) -> list[str]:
     """One row per group: throughput over repetitions and the overhead against bare metal with its interval;
     what every group shares is said once above it; elapsed time (and GPU memory) in a table of its own."""
-    show_contention = any(g.key.contention != "none" for g in groups)
-    show_host = any(g.key.host is not None for g in groups)
-    show_scenario = any(g.key.scenario != "single" for g in groups)
-    show_wall = any(g.wall_seconds for g in groups)
-    show_memory = any(g.gpu_memory_peak_bytes for g in groups)
-    facts = {
-        "data": lambda k: k.data,
-        "mode": lambda k: k.mode,
-        "device": lambda k: k.device,
-        "math": math_label,
-        "batch": lambda k: str(k.batch_size),
-        "size": lambda k: str(k.image_size),
+    columns = {
+        "contention": any(g.key.contention != "none" for g in groups),
+        "host": any(g.key.host is not None for g in groups),
+        "scenario": any(g.key.scenario != "single" for g in groups),
     }
-    same = {f: fn(groups[0].key) for f, fn in facts.items() if groups and len({fn(g.key) for g in groups}) == 1}
-    varying = [f for f in facts if f not in same]
+    shared = {f: fn(groups[0].key) for f, fn in FACTS.items() if groups and len({fn(g.key) for g in groups}) == 1}
+    varying = [f for f in FACTS if f not in shared]
     head = [
         "kind",
-        *(["host"] if show_host else []),
-        *(["scenario", "workers"] if show_scenario else []),
+        *(["host"] if columns["host"] else []),
+        *(["scenario", "workers"] if columns["scenario"] else []),
         "model",
         *varying,
-        *(["contention"] if show_contention else []),
+        *(["contention"] if columns["contention"] else []),
         "runs",
         "img/s mean",
         "sd",
         "min–max",
         f"overhead % [{CONFIDENCE:.0%} interval]",
     ]
+    said = {f: v for f, v in shared.items() if f in SAID_WHEN_SHARED}
     lines = [""]
-    if same:
-        lines += ["Every row: " + ", ".join(f"{f} {v}" for f, v in same.items()) + ".", ""]
+    if said:
+        lines += ["Every row: " + ", ".join(f"{f} {v}" for f, v in said.items()) + ".", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for g in groups:
-        k = g.key
-        ips = g.images_per_sec
-        row = [
-            k.layer,
-            *([str(k.host)] if show_host else []),
-            *([k.scenario, str(k.workers)] if show_scenario else []),
-            k.model,
-            *[facts[f](k) for f in varying],
-            *([k.contention] if show_contention else []),
-            f"{g.runs - g.failed}" + (f" (+{g.failed} failed)" if g.failed else ""),
-            num(ips.mean if ips else None, 1),
-            num(ips.std if ips else None, 1),
-            f"{ips.min:.1f}–{ips.max:.1f}" if ips else "—",
-            overhead_cell(g),
-        ]
-        lines.append("| " + " | ".join(row) + " |")
+    lines += [_group_row(g, columns, varying) for g in groups]
     lines += [
         "",
         "img/s: total timed images ÷ timed seconds per run (warm-up excluded), its arithmetic mean and sample",
         f"sd over repetitions (— below 2 runs); {OVERHEAD_ESTIMATE}; against bare metal (bm) with the same",
-        "model, data, mode, device, math, batch and size (— where no bm run matches). math: the arithmetic",
-        "asked for (float32 means TF32 off; default: TensorFlow's own, before dltestbed recorded it). Failed",
-        "runs are counted but not averaged. Distributed rows are per worker; co-tenants are not rows (see the",
-        "shared table).",
+        "framework, model, data, mode, device, math, batch and size (— where no bm run matches). math: the",
+        "arithmetic the run used (mixed as it resolved on the target; float32 means TF32 off; default: TensorFlow's",
+        "own, before dltestbed recorded it). Failed runs are counted but not averaged. Distributed rows are per",
+        "worker; co-tenants are not rows (see the shared table).",
     ]
-    return lines + elapsed_table(groups, show_host, show_wall, show_memory)
+    show_wall = any(g.wall_seconds for g in groups)
+    show_memory = any(g.gpu_memory_peak_bytes for g in groups)
+    return lines + elapsed_table(groups, columns["host"], show_wall, show_memory)
 
 
 def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool, show_memory: bool) -> list[str]:
