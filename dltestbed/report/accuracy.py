@@ -17,6 +17,7 @@ from typing import Any
 
 from dltestbed.kinds import BASELINE
 from dltestbed.report import inference
+from dltestbed.report.mdtable import row as md_row
 from dltestbed.results.records import RunRecord
 
 PAIRED, WELCH = "paired t on the differences (same seed, same machine)", "Welch t on the difference of means"
@@ -155,5 +156,5 @@ def markdown(rows: Sequence[AccuracyRow]) -> list[str]:
             vs,
             method,
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return lines

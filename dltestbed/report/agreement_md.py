@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dltestbed.report.agreement import DRIFT, FIRST_K_ROOT, Agreement, tolerance_text
+from dltestbed.report.mdtable import row as md_row
 
 
 def _rows(found: Sequence[Agreement]) -> list[str]:
@@ -34,7 +35,7 @@ def _rows(found: Sequence[Agreement]) -> list[str]:
             verdict,
             ", ".join(differs) or "none",
         ]
-        out.append("| " + " | ".join(cells) + " |")
+        out.append(md_row(cells))
     return out
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import BUSY_UTIL, ERROR, Finding, GpuHealth
 from dltestbed.report.health_rules import RULES
+from dltestbed.report.mdtable import row as md_row
 from dltestbed.results.records import gpu_label
 
 
@@ -31,7 +32,7 @@ def row(g: GpuHealth) -> str:
     slow = ", ".join(f"{name} {share:g} %" for name, share in g.throttled.items()) or "none"
     link = _link(g.link) + (f" ({_link(g.link_max)})" if g.link_max else "")
     cells = [g.host, str(g.gpu), g.model, str(g.runs), found or "none", clock, power, _cell(g.temperature_max_c)]
-    return "| " + " | ".join([*cells, slow if g.reasons_read else "—", link, str(g.busy_samples)]) + " |"
+    return md_row([*cells, slow if g.reasons_read else "—", link, str(g.busy_samples)])
 
 
 def _finding(f: Finding, runs: dict[str, str]) -> str:

@@ -10,6 +10,7 @@ from dltestbed.report import ROBUST_Z, accuracy, agreement_md, checks, health_md
 from dltestbed.report.analysis import Analysis
 from dltestbed.report.compare import Change
 from dltestbed.report.inference import CONFIDENCE
+from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.render.sections import distributed_section, fleet_section, shared_section, steady_section
 from dltestbed.report.render.tables import (
     environment_section,
@@ -105,8 +106,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
         k, e = c.key, c.effect
         sa, sb = c.a_images_per_sec, c.b_images_per_sec
         lines.append(
-            "| "
-            + " | ".join(
+            md_row(
                 [
                     k.layer,
                     k.model,
@@ -120,7 +120,6 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
                     c.verdict,
                 ]
             )
-            + " |"
         )
     lines += [
         "",

@@ -10,6 +10,7 @@ from dltestbed.report.analysis import SteadyFlag
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
 from dltestbed.report.jobs import DistributedStats, SharedStats
+from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.render.tables import num
 
 
@@ -30,8 +31,7 @@ def fleet_section(flags: Sequence[FleetFlag], compared: int, slowdown: float = F
     for f in flags:
         k = f.key
         lines.append(
-            "| "
-            + " | ".join(
+            md_row(
                 [
                     k.layer,
                     k.model,
@@ -45,7 +45,6 @@ def fleet_section(flags: Sequence[FleetFlag], compared: int, slowdown: float = F
                     str(f.hosts),
                 ]
             )
-            + " |"
         )
     return [*lines, "", f"A host is flagged when {fleet_rule(slowdown)}."]
 
@@ -82,8 +81,7 @@ def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
             jobs = f"{d.jobs}" + (f" (+{d.failed_jobs} failed)" if d.failed_jobs else "")
             t, e = d.total_images_per_sec, d.efficiency_percent
             lines.append(
-                "| "
-                + " | ".join(
+                md_row(
                     [
                         k.target_kind,
                         k.model,
@@ -100,7 +98,6 @@ def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
                         num(e.max if e else None),
                     ]
                 )
-                + " |"
             )
         lines += [
             "",
@@ -126,8 +123,7 @@ def shared_section(shared: Sequence[SharedStats]) -> list[str]:
             pairs = f"{sh.pairs}" + (f" (+{sh.failed_pairs} failed)" if sh.failed_pairs else "")
             dr = sh.drop_percent
             lines.append(
-                "| "
-                + " | ".join(
+                md_row(
                     [
                         k.target_kind,
                         k.model,
@@ -143,7 +139,6 @@ def shared_section(shared: Sequence[SharedStats]) -> list[str]:
                         num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
                     ]
                 )
-                + " |"
             )
         lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
     return lines

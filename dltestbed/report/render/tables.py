@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dltestbed.report.environment import math_words
 from dltestbed.report.inference import CONFIDENCE, mde_pct, repetitions_needed
 from dltestbed.report.keys import GroupKey
+from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.stats import NO_INTERVAL, OVERHEAD_ESTIMATE, GroupStats, Spread
 
 
@@ -42,8 +43,7 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
         cvs = ", ".join(f"{o.key.layer} {o.cv * 100:.2f} %" for o in same if o.cv is not None)
         need = [repetitions_needed(e.sd_log, pct) for pct in (1.0, 2.0, 5.0)]
         lines.append(
-            "| "
-            + " | ".join(
+            md_row(
                 [
                     k.model,
                     str(k.batch_size),
@@ -56,7 +56,6 @@ def noise_floor(groups: Sequence[GroupStats]) -> list[str]:
                     *[str(x) if x else ">10000" for x in need],
                 ]
             )
-            + " |"
         )
     lines += [
         "",
@@ -108,7 +107,7 @@ def environments(groups: Sequence[GroupStats]) -> list[str]:
     if differ:
         extra = [f for f in ("scenario", "contention") if len({getattr(g.key, f) for g, _ in envs}) > 1]
         head = ["kind", *extra, "model", "batch", "size", *differ]
-        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["", md_row(head), "|" + "---|" * len(head)]
         for g, e in envs:
             k = g.key
             cells = [
@@ -119,7 +118,7 @@ def environments(groups: Sequence[GroupStats]) -> list[str]:
                 str(k.image_size),
                 *[e.get(f, "—").replace("|", "\\|") for f in differ],
             ]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(md_row(cells))
     return lines
 
 
@@ -167,7 +166,7 @@ def _group_row(g: GroupStats, columns: Mapping[str, bool], varying: Sequence[str
         f"{ips.min:.1f}–{ips.max:.1f}" if ips else "—",
         overhead_cell(g),
     ]
-    return "| " + " | ".join(row) + " |"
+    return md_row(row)
 
 
 def groups_table(groups: Sequence[GroupStats]) -> list[str]:
@@ -197,7 +196,7 @@ def groups_table(groups: Sequence[GroupStats]) -> list[str]:
     lines = [""]
     if said:
         lines += ["Every row: " + ", ".join(f"{f} {v}" for f, v in said.items()) + ".", ""]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += [md_row(head), "|" + "---|" * len(head)]
     lines += [_group_row(g, columns, varying) for g in groups]
     lines += [
         "",
@@ -218,14 +217,14 @@ def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool
     head = ["kind", *(["host"] if show_host else []), "model", "elapsed s mean", "min", "max", "sd"]
     head += ["from launch s"] if show_wall else []
     head += ["GPU memory peak GiB"] if show_memory else []
-    lines = ["", "### Time per run", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = ["", "### Time per run", "", md_row(head), "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
         row = [k.layer, *([str(k.host)] if show_host else []), k.model, *spread_cells(g.elapsed_seconds, 2)]
         row += [num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
         peak = g.gpu_memory_peak_bytes
         row += [num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
-        lines.append("| " + " | ".join(row) + " |")
+        lines.append(md_row(row))
     lines += [
         "",
         "elapsed: warm-up + timed wall time per run"
@@ -261,8 +260,7 @@ def overheads_table(groups: Sequence[GroupStats], equivalence: float | None) -> 
             kind = k.layer
             cell = overhead_cell(g)  # the main table's number, not another estimate
             lines.append(
-                "| "
-                + " | ".join(
+                md_row(
                     [
                         kind,
                         *([str(k.host)] if show_host else []),
@@ -276,7 +274,6 @@ def overheads_table(groups: Sequence[GroupStats], equivalence: float | None) -> 
                         *([g.equivalence or "—"] if equiv else []),
                     ]
                 )
-                + " |"
             )
         lines += [
             "",
