@@ -18,6 +18,7 @@ from dltestbed.report.health import Finding, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats, Skipped
 from dltestbed.report.stats import GroupStats
+from dltestbed.report.trends import Wander
 from dltestbed.report.warmup import WarmupRow
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
@@ -41,6 +42,7 @@ class Analysis:
     fleet_slowdown: float = FLEET_MIN_SLOWDOWN
     equivalence: float | None = None  # the TOST margin in %, when one was asked
     steady: tuple[SteadyFlag, ...] = ()
+    wander: Wander | None = None  # what the steady-state trends were judged against
     distributed: tuple[DistributedStats, ...] = ()
     shared: tuple[SharedStats, ...] = ()
     cases: tuple[CaseStats, ...] = ()  # the probes' cases per layer
@@ -87,6 +89,7 @@ def analyse(
     found.sort(key=lambda f: (f.severity != health.ERROR, f.host, f.gpu))
     rows = health.gpus(records, samples, checks, found)
     checked, mismatches = summarise_checks(probes, results or {})
+    steady, wander = fleet.steady(runs, timed, _cause(steps, samples))
     return Analysis(
         scope=scope,
         runs=tuple(runs),
@@ -96,7 +99,8 @@ def analyse(
         fleet_compared=compared,
         fleet_slowdown=fleet_slowdown,
         equivalence=equivalence,
-        steady=tuple(fleet.steady(runs, timed, _cause(steps, samples))),
+        steady=tuple(steady),
+        wander=wander,
         distributed=tuple(jobs.distributed(runs)),
         shared=tuple(jobs.shared(runs)),
         cases=tuple(cases),

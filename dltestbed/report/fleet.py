@@ -4,15 +4,17 @@ steady. Pure; they change no number."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z, trends
 from dltestbed.report.health import GpuHealth
-from dltestbed.report.inference import CONFIDENCE, TREND_MIN_STEPS, slow_outliers, steady_state
+from dltestbed.report.inference import CONFIDENCE, TREND_BAND_PCT, TREND_MIN_STEPS, slow_outliers, steady_state
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.stats import GroupStats
+from dltestbed.report.trends import Wander
 from dltestbed.results.records import RunRecord
 
 FLEET_MIN_GPUS = 3  # GPUs of one model needed to compare their clocks and power
@@ -70,22 +72,34 @@ def steady(
     runs: Iterable[RunRecord],
     timed: Mapping[str, Sequence[float]],
     cause: Callable[[RunRecord], str | None] = lambda r: None,
-) -> list[tuple[RunRecord, list[str]]]:
-    """Runs whose timed steps are still trending or hold outlier steps, with what was seen (no number changes);
-    `cause`: what explains a run that slows down, asked of those runs only. The trends are judged together:
-    each run's interval at 1 − (1 − CONFIDENCE)/n for the n runs judged (Bonferroni), so that a bench of many
-    steady runs flags none of them with probability CONFIDENCE (uncorrected, 12 runs at 95 % each would flag
-    one or more up to 46 % of the time)."""
+) -> tuple[list[tuple[RunRecord, list[str]]], Wander | None]:
+    """Runs whose timed steps are still trending or hold outlier steps, with what was seen (no number changes),
+    and the machine's wander the trends were judged against (report/trends.py: a run's own Theil–Sen interval
+    and its change beyond the wander, and each setting's runs together, over every run and setting judged
+    together, each judgement at half of 1 − CONFIDENCE); `cause`: what explains a run that slows down, asked
+    of those runs only."""
     judged = [r for r in runs if r.status == "ok"]
-    each = 1 - (1 - CONFIDENCE) / max(1, sum(len(timed.get(r.id, ())) >= TREND_MIN_STEPS for r in judged))
+    half = 1 - (1 - CONFIDENCE) / 2
+    n = sum(len(timed.get(r.id, ())) >= TREND_MIN_STEPS for r in judged)
+    states = {r.id: steady_state(timed.get(r.id, ()), 1 - (1 - half) / max(1, n)) for r in judged}
+    changes: dict[GroupKey, dict[str, float]] = defaultdict(dict)
+    for r in judged:
+        if (drift := states[r.id].drift_pct) is not None:
+            changes[GroupKey.of(r, by_host=True)][r.id] = drift
+    w = trends.wander(changes)
+    together = trends.settings(changes, w, half, TREND_BAND_PCT)
     out = []
     for r in judged:
-        state = steady_state(timed.get(r.id, ()), each)
-        drift = state.trend()
-        words = state.flags(slower_because=cause(r) if drift is not None and drift < 0 else None)
+        others = trends.wander(changes, leave_out=r.id) if w is not None else None
+        beyond = others.bound(n, half) if others is not None else 0.0
+        drift = states[r.id].trend(TREND_BAND_PCT, beyond)
+        because = cause(r) if drift is not None and drift < 0 else None
+        words = states[r.id].flags(TREND_BAND_PCT, because, beyond)
+        if (setting := together.get(GroupKey.of(r, by_host=True))) is not None:
+            words.append(setting.words())
         if words:
             out.append((r, words))
-    return out
+    return out, w
 
 
 @dataclass(frozen=True)

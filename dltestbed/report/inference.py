@@ -36,6 +36,7 @@ WELCH_T = "Welch t on log throughput"
 MEAN_T = "t-interval of the mean"
 MIN_N = 2  # an interval needs at least two repetitions per side
 TREND_MIN_STEPS = 8  # fewer timed steps say nothing about a trend
+TREND_BAND_PCT = 2.0  # a change over the timed steps smaller than this is no trend, however sure
 
 
 def to_percent(d: float) -> float:
@@ -276,19 +277,23 @@ class SteadyState:
     drift_hi_pct: float | None
     outliers: tuple[int, ...]  # indices of steps whose images/sec is beyond ROBUST_Z from the median
 
-    def trend(self, min_drift_pct: float = 2.0) -> float | None:
+    def trend(self, min_drift_pct: float = TREND_BAND_PCT, beyond_pct: float = 0.0) -> float | None:
         """The change over the run in %, where it is a trend: the slope's interval excludes 0 and the change
-        is at least min_drift_pct %. None: no trend."""
+        is at least min_drift_pct % and more than beyond_pct % (what the machine's wander explains,
+        report/trends.py). None: no trend."""
         if self.drift_pct is None or self.drift_lo_pct is None or self.drift_hi_pct is None:
             return None
-        trending = (self.drift_lo_pct > 0 or self.drift_hi_pct < 0) and abs(self.drift_pct) >= min_drift_pct
+        size = abs(self.drift_pct)
+        trending = (self.drift_lo_pct > 0 or self.drift_hi_pct < 0) and size >= min_drift_pct and size > beyond_pct
         return self.drift_pct if trending else None
 
-    def flags(self, min_drift_pct: float = 2.0, slower_because: str | None = None) -> list[str]:
-        """Words for what is wrong: a trend, outlier steps. `slower_because`: what explains a slowing run
-        (its GPU's samples), said instead of the question "throttling?"."""
+    def flags(
+        self, min_drift_pct: float = TREND_BAND_PCT, slower_because: str | None = None, beyond_pct: float = 0.0
+    ) -> list[str]:
+        """Words for what is wrong: a trend (beyond `beyond_pct`, see trend), outlier steps. `slower_because`:
+        what explains a slowing run (its GPU's samples), said instead of the question "throttling?"."""
         out = []
-        drift = self.trend(min_drift_pct)
+        drift = self.trend(min_drift_pct, beyond_pct)
         if drift is not None and drift > 0:
             out.append(f"still speeding up: +{drift:.1f} % over its timed steps (warm-up too short?)")
         elif drift is not None:

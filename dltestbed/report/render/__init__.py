@@ -65,7 +65,7 @@ def markdown(
     lines += noise_floor(groups)
     lines += fleet_section(a.fleet, a.fleet_compared, a.fleet_slowdown)
     lines += _figures(figs, "fleet", captions)
-    lines += steady_section(a.steady)
+    lines += steady_section(a.steady, a.wander)
     lines += warmup.markdown(a.warmups)
     named = {r.id: f"{r.target_kind} {r.model} rep {r.repetition}" for r in a.runs}
     lines += health_md.markdown(a.gpus, a.findings, a.gpu_flags, a.fleet, named)
@@ -134,8 +134,8 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 
 def as_json(a: Analysis) -> str:
-    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "warmup", "micro",
-    "health", "accuracy", "agreement", "checks"} as JSON."""
+    """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "steady_wander", "warmup",
+    "micro", "health", "accuracy", "agreement", "checks"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
@@ -150,6 +150,7 @@ def as_json(a: Analysis) -> str:
             "fleet": [f.to_dict() for f in a.fleet],
             "fleet_rule": rule,
             "steady": [{"run": r.id, "flags": w} for r, w in a.steady],
+            "steady_wander": a.wander.to_dict() if a.wander else None,
             "warmup": [w.to_dict() for w in a.warmups],
             "micro": {"cases": [c.to_dict() for c in a.cases], "skipped": [s.__dict__ for s in a.skipped]},
             "health": {

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.analysis import SteadyFlag
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
+from dltestbed.report.inference import CONFIDENCE, TREND_BAND_PCT
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.render.tables import num
+from dltestbed.report.trends import Wander
 
 
 def fleet_section(flags: Sequence[FleetFlag], compared: int, slowdown: float = FLEET_MIN_SLOWDOWN) -> list[str]:
@@ -49,18 +51,29 @@ def fleet_section(flags: Sequence[FleetFlag], compared: int, slowdown: float = F
     return [*lines, "", f"A host is flagged when {fleet_rule(slowdown)}."]
 
 
-def steady_section(flags: Sequence[SteadyFlag]) -> list[str]:
-    if not flags:
+def steady_section(flags: Sequence[SteadyFlag], wander: Wander | None) -> list[str]:
+    if not flags and wander is None:
         return []
     lines = ["", "## Steady state: runs to look at", ""]
     for r, words in flags:
         lines.append(f"- {r.id} ({r.target_kind}, {r.model}, rep {r.repetition}): {'; '.join(words)}")
+    if not flags:
+        lines.append("None: no run trends beyond this machine's wander, and none holds an outlier step.")
+    seen = (
+        f"here {wander.sd_pct:.1f} % (sd of the change over the timed steps between runs of one setting, pooled "
+        f"over {wander.settings} settings and {wander.runs} runs, df {wander.df})"
+        if wander
+        else "unknown here (no setting ran twice), so each run is judged by its own interval alone"
+    )
     return [
         *lines,
         "",
-        "Trend: Theil–Sen slope of the timed steps' images/sec with its interval, 95 % over every run judged "
-        "together (Bonferroni: each run's at 1 − 0.05/n for n runs), flagged from a 2 % change over the run; "
-        "outlier steps: modified z beyond 3.5. Flags change no number.",
+        "Trend: Theil–Sen slope of the timed steps' images/sec with its interval, flagged from a "
+        f"{TREND_BAND_PCT:g} % change over the run, when it also lies beyond the machine's wander, {seen}; and "
+        "a setting whose runs trend together (t-interval of their mean change). Runs and settings are judged "
+        f"together (Bonferroni), each judgement at {(1 - CONFIDENCE) / 2 * 100:g} %, so that steady runs are "
+        f"flagged with at most {(1 - CONFIDENCE) * 100:g} % chance; outlier steps: modified z beyond "
+        f"{ROBUST_Z:g}. Flags change no number.",
     ]
 
 
