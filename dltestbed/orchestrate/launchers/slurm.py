@@ -1,0 +1,224 @@
+"""The Slurm launcher (`bench --launcher slurm`): this machine is a submit host; the options checked, one
+allocation of whole nodes held for the bench, a site per node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from dltestbed import inventory as inventory_mod
+from dltestbed import slurm
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
+from dltestbed.kinds import BASELINE, any_kind, kinds_where
+from dltestbed.orchestrate import gpus, prepare, scenarios
+from dltestbed.orchestrate.launchers.base import Say
+from dltestbed.orchestrate.request import Machines, SlurmOptions
+from dltestbed.owner import installation_id
+from dltestbed.shield import shielded
+from dltestbed.targets import ContainerImage, Site, SlurmPlace
+
+
+@dataclass
+class Slurm:
+    """This machine is a Slurm submit host: one allocation of whole nodes for the bench, a site per node."""
+
+    name: ClassVar[str] = "slurm"
+    machines: Machines
+    count: int
+    _opts: SlurmOptions = field(default_factory=SlurmOptions)
+    _inventory: Inventory | None = None
+    _images: dict[str, ContainerImage | None] = field(default_factory=dict)
+
+    @classmethod
+    def chosen(cls, m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Slurm:
+        """The launcher for a request that chose it, its options checked first (the node count among them)."""
+        count = check_options(m.slurm, scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory)
+        return cls(m, count)
+
+    @staticmethod
+    def given(m: Machines) -> list[str]:
+        """The Slurm options the request gave."""
+        return given(m.slurm)
+
+    @staticmethod
+    def on_this_machine(m: Machines) -> bool:
+        """The nodes are Slurm's: never this machine."""
+        return False
+
+    def hosts(self) -> list[Host | None]:
+        return [None] * self.count
+
+    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
+        return prepare.AutoKinds((BASELINE,), False, "--launcher slurm: bare metal (bm) on the nodes Slurm gives")
+
+    def check(self, setup: prepare.Setup) -> None:
+        inv = load(self.machines.inventory, self.machines.groups)
+        self._inventory = inv
+        self._opts = from_inventory(self.machines.slurm, inv) if inv is not None else self.machines.slurm
+        store = kinds_where(setup.kinds, lambda k: k.store_image)
+        if inv is not None and store:  # each container host's image, by name
+            hosts = tuple(container_hosts(inv))
+            ready = prepare.check(
+                prepare.Setup(store, hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory)
+            )
+            self._images = {s.host.name: s.container for s in ready.sites if s.host is not None}
+
+    def seen_gpus(self, kinds: Sequence[str], local: gpus.Local) -> list[gpus.Seen]:
+        why = "Slurm's nodes are known once it allocates them"
+        return [gpus.Seen(f"{k} on Slurm's nodes", None, why) for k in dict.fromkeys(kinds)]
+
+    @contextmanager
+    def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
+        alloc, sites = self._allocate(bench_id, say)
+        try:
+            yield sites
+        finally:
+            with shielded():  # a second Ctrl-C does not keep the nodes
+                alloc.release()
+
+    @property
+    def waiting_for(self) -> str:
+        return "waiting for Slurm's allocation: the request was revoked"
+
+    def _allocate(self, bench_id: str, say: Say) -> tuple[slurm.Allocation, list[Site]]:
+        """Hold the allocation (salloc's own lines said as it waits); a site per node, with its container
+        image when cbm runs (a node that is no container host is one line)."""
+        python = interpreters(self._opts, self._inventory)
+        cluster = slurm.check_cluster()
+        opts = self._opts
+        req = slurm.Request(
+            self.count,
+            opts.partition,
+            opts.account,
+            opts.time,
+            job_name=f"dltestbed-{bench_id}",
+            comment=f"dltestbed bench {bench_id} of installation {installation_id()}",
+        )
+        slurm.check_request(req)
+        alloc = slurm.Allocation.get(req, say)
+        say(
+            f"Slurm job {alloc.job_id} on cluster {cluster or '?'}, partition {alloc.partition or '?'}: "
+            f"{', '.join(n.name for n in alloc.nodes)} (given back when the bench ends)"
+        )
+        images = self._images
+        missing = [n.name for n in alloc.nodes if images and images.get(n.name) is None]
+        if missing:
+            alloc.release()
+            raise ConfigError(
+                f"cbm on Slurm node {missing[0]}: not a container host of --inventory (container_hosts, "
+                "where `provision` loads the image)"
+            )
+        places = [SlurmPlace(alloc, n, python(n.name)) for n in alloc.nodes]
+        return alloc, [Site(slurm=p, container=images.get(p.node.name)) for p in places]
+
+
+def given(opts: SlurmOptions) -> list[str]:
+    """The Slurm options the user gave (each goes with --launcher slurm only)."""
+    return [
+        flag
+        for flag, v in (
+            ("--partition", opts.partition),
+            ("--nodes", opts.nodes),
+            ("--account", opts.account),
+            ("--slurm-time", opts.time),
+            ("--venv", opts.venv),
+        )
+        if v is not None
+    ]
+
+
+def check_options(
+    opts: SlurmOptions,
+    scenario: str,
+    workers: int | None,
+    kinds: Sequence[str],
+    data_real: bool,
+    data_shared: bool,
+    limit: str | None,
+    inventory: Path | None = None,
+) -> int:
+    """With --launcher slurm: the node count the bench asks for; one line for a bad combination."""
+    if opts.nodes is not None and opts.nodes < 1:
+        raise ConfigError(f"--nodes: at least 1 (got {opts.nodes})")
+    if opts.venv is not None and not opts.venv.startswith("/"):
+        raise ConfigError(f"--venv {opts.venv}: an absolute path on the nodes")
+    if limit:
+        raise ConfigError(
+            "--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes (--nodes, --partition)"
+        )
+    on_nodes = kinds_where(kinds, lambda k: not k.in_vm)  # VMs are not Slurm's
+    other = [k for k in kinds if k != "auto" and k not in on_nodes]
+    if other:
+        raise ConfigError(f"--launcher slurm runs bm and cbm on the nodes (VMs are not Slurm's), not {other[0]}")
+    if any_kind(kinds, lambda k: k.in_container) and inventory is None:
+        raise ConfigError(
+            "--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
+            "from --inventory (its container_hosts, where `provision` loaded the image)"
+        )
+    if data_real and not data_shared:
+        raise ConfigError(
+            "--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
+            "(the same folder on every node, e.g. a shared filesystem)"
+        )
+    sc = scenarios.scenario(scenario)
+    if sc.one_host and (opts.nodes or 1) > 1:
+        raise ConfigError(f"scenario {scenario} runs on one node; --nodes {opts.nodes} given")
+    if opts.nodes is not None:
+        return opts.nodes
+    return sc.slurm_nodes(workers)
+
+
+def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
+    """The --inventory that describes the nodes (--group applied), read once for the bench; None without one."""
+    if inventory is None:
+        return None
+    return inventory_mod.load(inventory, None, inventory_mod.parse_group_options(list(groups)))
+
+
+INVENTORY_VARS = {
+    "partition": "dltestbed_slurm_partition",
+    "account": "dltestbed_slurm_account",
+    "time": "dltestbed_slurm_time",
+}
+
+
+def from_inventory(opts: SlurmOptions, inv: Inventory) -> SlurmOptions:
+    """The options the command line left out, from the inventory's dltestbed_slurm_* variables (a site's
+    setting: group `all`, so every host has the same value; hosts that disagree are one line)."""
+    found: dict[str, Any] = {}
+    for name, var in INVENTORY_VARS.items():
+        if getattr(opts, name) is not None:
+            continue
+        values = {str(h.vars[var]) for h in inv.hosts.values() if h.vars.get(var) not in (None, "")}
+        if len(values) > 1:
+            raise ConfigError(
+                f"inventory {str(inv.path)!r}: {var} differs between hosts ({', '.join(sorted(values))});"
+                f" set it once, for group all, or give --{name}"
+            )
+        if values:
+            found[name] = values.pop()
+    return replace(opts, **found)
+
+
+def container_hosts(inv: Inventory) -> list[Host]:
+    """The inventory's container hosts: the nodes cbm may run on under Slurm."""
+    hosts = inv.in_role("container_hosts")
+    if not hosts:
+        raise ConfigError(
+            f"--launcher slurm --targets cbm: inventory {str(inv.path)!r} has no hosts in "
+            f"{inv.role_help('container_hosts')}"
+        )
+    return hosts
+
+
+def interpreters(opts: SlurmOptions, inv: Inventory | None) -> Callable[[str], str]:
+    """Node name → the interpreter that has dltestbed there: --venv, else the inventory host of that
+    name's dltestbed_venv, else the default venv."""
+    if opts.venv:
+        return lambda _node: f"{opts.venv}/bin/python"
+    known = {h.name: h.python for h in inv.hosts.values()} if inv is not None else {}
+    return lambda node: known.get(node, f"{DEFAULT_VENV}/bin/python")
