@@ -187,8 +187,8 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
     """The bench the options ask for (their names: `bench`'s parameters)."""
     from dltestbed import orchestrate as orch
     from dltestbed.cli.runs import check_out
+    from dltestbed.orchestrate.request import SlurmOptions
     from dltestbed.orchestrate.scenarios import Options
-    from dltestbed.orchestrate.slurmlaunch import SlurmOptions
     from dltestbed.results import influx
 
     stream = influx.settings(o["influx_url"], o["influx_org"], o["influx_bucket"], o["influx_token_file"])

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dltestbed.errors import DltestbedError
 from dltestbed.orchestrate.scenarios import Options
-from dltestbed.orchestrate.slurmlaunch import SlurmOptions
 from dltestbed.runner import NullObserver, Observer
 
 if TYPE_CHECKING:
@@ -56,6 +55,17 @@ class Repetitions:
     aa: bool = False
     order: str = "interleaved"
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What `bench` was given for Slurm (each documented in `bench --help`)."""
+
+    partition: str | None = None
+    nodes: int | None = None
+    account: str | None = None
+    time: str | None = None
+    venv: str | None = None
 
 
 @dataclass(frozen=True)

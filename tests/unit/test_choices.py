@@ -96,7 +96,7 @@ def test_an_unknown_name_is_one_line_that_lists_the_known(option: str) -> None:
 
 
 def test_what_each_scenario_asks_of_the_launcher_and_the_gpu_checks() -> None:
-    """The registered scenarios answer what slurmlaunch, gpus and `--targets auto` used to read off their names."""
+    """The registered scenarios answer what the Slurm launcher, gpus and `--targets auto` read off their names."""
     from dltestbed.orchestrate import prepare
     from dltestbed.orchestrate.scenarios import Options, scenario
 

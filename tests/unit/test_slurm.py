@@ -10,7 +10,8 @@ import pytest
 from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
-from dltestbed.orchestrate.slurmlaunch import SlurmOptions, check, from_inventory
+from dltestbed.orchestrate.launchers.slurm import check_options, from_inventory
+from dltestbed.orchestrate.request import SlurmOptions
 from dltestbed.slurm import parse
 from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
 from tests.conftest import one_error_line, run_cli
@@ -112,7 +113,7 @@ def test_the_node_count(kw: dict, wanted: int) -> None:
         "limit": None,
         **kw,
     }
-    assert check(**args) == wanted
+    assert check_options(**args) == wanted
 
 
 @pytest.mark.parametrize(
@@ -139,7 +140,7 @@ def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
         **kw,
     }
     with pytest.raises(ConfigError, match=line):
-        check(**args)
+        check_options(**args)
 
 
 def test_a_launchers_options_go_with_that_launcher_only() -> None:
