@@ -23,7 +23,7 @@ from dltestbed.config import (
     workload_spec,
 )
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate.presets import preset
+from dltestbed.orchestrate.presets import Preset, preset
 from dltestbed.results.records import new_id
 
 T = TypeVar("T")
@@ -137,38 +137,13 @@ def plan(
         data_dir = str(resolve_path(data_dir))
     if common.get("data") == "real":
         common.update(_real_data(data_dir, bool(common.get("accuracy"))))
-    specs: list[Spec] = []
     names = list(dict.fromkeys(models)) if models else list(p.models)
     if suite == "screen":
         names, common = names[:1], {**common, "deterministic": True}
-    for name in names if suite != "micro" else ():
-        specs.append(
-            workload_spec(
-                model=name,
-                image_size=image_size if image_size is not None else p.sizes.get(name),
-                data_dir=data_dir,
-                batch_size=batch_size if batch_size is not None else p.batches.get(name, p.batch_size),
-                warmup=p.warmup if warmup is None else _warmup(warmup),
-                steps=steps if steps is not None else p.steps,
-                math=math if math is not None else p.math,
-                xla=xla if xla is not None else p.xla and not common.get("deterministic"),
-                **common,
-            )
-        )
+    given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
+    specs: list[Spec] = [] if suite == "micro" else [_model_spec(p, name, given, common) for name in names]
     if suite != "study":
-        pair = scenario == "distributed"
-        screen = suite == "screen"
-        specs.append(
-            probe_spec(
-                probes=tuple(probes) if probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
-                scale=probe_scale or p.probe_scale,
-                distributed=pair,
-                screen_seconds=screen_seconds if screen else None,
-                warmup=PROBE_WARMUP if warmup in (None, STEADY) else _warmup(warmup),
-                steps=steps if steps is not None else PROBE_STEPS,
-                **{k: v for k, v in {**common, "data_dir": data_dir}.items() if k in PROBE_KEEPS},
-            )
-        )
+        specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common))
     return Plan(
         bench_id=new_id("b"),
         specs=specs,
@@ -179,6 +154,58 @@ def plan(
         aa=aa,
         scenario=scenario,
         preset=p.name,
+    )
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the user gave of a workload's settings (None: the preset's)."""
+
+    image_size: int | None
+    batch_size: int | None
+    warmup: int | str | None
+    steps: int | None
+    math: str | None
+    xla: bool | None
+    data_dir: str | None
+
+
+def _model_spec(p: Preset, name: str, given: Given, common: dict[str, Any]) -> WorkloadSpec:
+    """A model's spec: what the user gave, else the preset's (its XLA left out of a deterministic run)."""
+    g = given
+    return workload_spec(
+        model=name,
+        image_size=g.image_size if g.image_size is not None else p.sizes.get(name),
+        data_dir=g.data_dir,
+        batch_size=g.batch_size if g.batch_size is not None else p.batches.get(name, p.batch_size),
+        warmup=p.warmup if g.warmup is None else _warmup(g.warmup),
+        steps=g.steps if g.steps is not None else p.steps,
+        math=g.math if g.math is not None else p.math,
+        xla=g.xla if g.xla is not None else p.xla and not common.get("deterministic"),
+        **common,
+    )
+
+
+def _probe_spec(
+    p: Preset,
+    suite: str,
+    scenario: str,
+    probes: Sequence[str] | None,
+    probe_scale: str | None,
+    screen_seconds: float,
+    given: Given,
+    common: dict[str, Any],
+) -> Spec:
+    """The probes' spec: those given, else the suite's and scenario's, at the preset's scale."""
+    pair, screen = scenario == "distributed", suite == "screen"
+    return probe_spec(
+        probes=tuple(probes) if probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
+        scale=probe_scale or p.probe_scale,
+        distributed=pair,
+        screen_seconds=screen_seconds if screen else None,
+        warmup=PROBE_WARMUP if given.warmup in (None, STEADY) else _warmup(given.warmup),
+        steps=given.steps if given.steps is not None else PROBE_STEPS,
+        **{k: v for k, v in {**common, "data_dir": given.data_dir}.items() if k in PROBE_KEEPS},
     )
 
 
