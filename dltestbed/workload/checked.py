@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from dltestbed.workload import numerics
@@ -24,23 +25,23 @@ class Checked:
     name: str = ""  # what was checked, where it is not the case's own shape ("float32 n=256")
 
 
-def set_math(tf: Any, math: str) -> None:
+def set_math(tf: ModuleType, math: str) -> None:
     """TF32 on only for the tf32 case (TensorFlow turns it on by default on Ampere and later GPUs)."""
     tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")
 
 
-def product(tf: Any, a: Any, b: Any) -> Any:
+def product(tf: ModuleType, a: Any, b: Any) -> Any:
     """The product a checked case computes (tests swap it for one that flips an element)."""
     return tf.linalg.matmul(a, b)
 
 
-def convolve(tf: Any, x: Any, f: Any, stride: int) -> Any:
+def convolve(tf: ModuleType, x: Any, f: Any, stride: int) -> Any:
     """The convolution a checked case computes (tests swap it for one that flips an element)."""
     return tf.nn.conv2d(x, f, stride, "SAME")
 
 
 def _verdicts(
-    tf: Any,
+    tf: ModuleType,
     gpu: int | None,
     compute: Callable[[], Any],
     exact: tuple[Any, Any],
@@ -59,7 +60,7 @@ def _verdicts(
     return out
 
 
-def gemm_check(tf: Any, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
+def gemm_check(tf: ModuleType, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
     """A check of an n x n x n product in `math` on `device`: fresh normal inputs from the seed, rounded to
     the math's format, the product against float64 within numerics.bound(n, math)."""
 
@@ -82,7 +83,7 @@ def gemm_check(tf: Any, device: str, gpu: int | None, n: int, math: str, repeat:
 
 
 def conv_check(
-    tf: Any, device: str, gpu: int | None, shape: tuple[int, int, int, int, int, int], repeat: bool = False
+    tf: ModuleType, device: str, gpu: int | None, shape: tuple[int, int, int, int, int, int], repeat: bool = False
 ) -> Any:
     """A check of a float32 convolution (TF32 off) of shape (H, W, Cin, Cout, k, stride) on `device`: fresh
     inputs from the seed, against float64 within the direct bound for k·k·Cin times numerics.FAST_CONV."""
@@ -106,7 +107,7 @@ def conv_check(
     return check
 
 
-def allreduce_check(tf: Any, strategy: Any, gpu: int | None, size: int) -> Any:
+def allreduce_check(tf: ModuleType, strategy: Any, gpu: int | None, size: int) -> Any:
     """A check of an all-reduce's sums: replica i (of every worker's devices) contributes (i + 1) x a pattern
     of small integers (from the seed); the sum must be the pattern x n(n+1)/2 exactly for the n replicas in
     sync, in any order (integers below 2^24 are exact in float32), so the tolerance is 0."""

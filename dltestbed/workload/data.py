@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 from dltestbed.dataset import DatasetIndex
 
 
-def synthetic(tf: Any, batch: int, size: int, classes: int, seed: int) -> Iterator[tuple[Any, Any]]:
+def synthetic(tf: ModuleType, batch: int, size: int, classes: int, seed: int) -> Iterator[tuple[Any, Any]]:
     """The same in-memory batch forever: the benchmark sees no input pipeline at all."""
     gen = tf.random.Generator.from_seed(seed)
     images = gen.uniform((batch, size, size, 3), 0.0, 1.0, dtype=tf.float32)
@@ -17,7 +18,7 @@ def synthetic(tf: Any, batch: int, size: int, classes: int, seed: int) -> Iterat
         yield images, labels
 
 
-def _loader(tf: Any, size: int) -> Any:
+def _loader(tf: ModuleType, size: int) -> Any:
     """Read, decode, resize a file to (size, size, 3) in [0, 1], with its label."""
 
     def load(path: Any, label: Any) -> tuple[Any, Any]:
@@ -29,7 +30,7 @@ def _loader(tf: Any, size: int) -> Any:
     return load
 
 
-def real(tf: Any, index: DatasetIndex, batch: int, size: int, seed: int) -> Iterator[tuple[Any, Any]]:
+def real(tf: ModuleType, index: DatasetIndex, batch: int, size: int, seed: int) -> Iterator[tuple[Any, Any]]:
     """tf.data over the files: shuffle, read, decode, resize, batch, prefetch. No cache: every
     step reads from disk (the page cache aside), as a real training input pipeline does."""
     load = _loader(tf, size)
@@ -40,13 +41,13 @@ def real(tf: Any, index: DatasetIndex, batch: int, size: int, seed: int) -> Iter
     return iter(ds)
 
 
-def held_out(tf: Any, index: DatasetIndex, batch: int, size: int) -> Any:
+def held_out(tf: ModuleType, index: DatasetIndex, batch: int, size: int) -> Any:
     """The held-out images once, in file order, in batches (the last one may be short): for --accuracy."""
     ds = tf.data.Dataset.from_tensor_slices((index.files, index.labels))
     return ds.map(_loader(tf, size)).batch(batch)
 
 
-def evaluate(tf: Any, keras: Any, model: Any, batches: Any) -> tuple[int, int, float]:
+def evaluate(tf: ModuleType, keras: ModuleType, model: Any, batches: Any) -> tuple[int, int, float]:
     """(images, right at top-1, mean cross-entropy loss) of the model in inference on the batches."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
     images = correct = 0

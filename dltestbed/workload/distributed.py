@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from dltestbed.errors import ConfigError
@@ -18,7 +19,7 @@ def collective(gpus: int) -> str:
     return "NCCL" if gpus else "RING"
 
 
-def strategy(tf: Any, gpus: int = 0) -> Any:
+def strategy(tf: ModuleType, gpus: int = 0) -> Any:
     """The job's MultiWorkerMirroredStrategy with its collective implementation named (`collective`), its
     collectives bounded by COLLECTIVE_TIMEOUT: a peer that is gone fails the run instead of hanging it.
     Made before any other TensorFlow op; it waits here for every worker."""
@@ -29,7 +30,7 @@ def strategy(tf: Any, gpus: int = 0) -> Any:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def every_worker(tf: Any, strategy: Any) -> Callable[[bool], bool]:
+def every_worker(tf: ModuleType, strategy: Any) -> Callable[[bool], bool]:
     """Whether a condition holds on every worker of the job (a sum over its replicas, each worker's flag
     counted once per replica): a collective, so every worker asks it at the same step."""
     holder = tf.Variable([0.0], dtype=tf.float32, trainable=False)
@@ -56,7 +57,7 @@ def local_replicas(strategy: Any, workers: int) -> int:
     return total // workers
 
 
-def node(tf: Any, gpus: int) -> tuple[Any, str]:
+def node(tf: ModuleType, gpus: int) -> tuple[Any, str]:
     """Every GPU of this machine in one data-parallel job (MirroredStrategy), NCCL's all-reduce between them;
     without a GPU, every logical CPU device (workload --cpu-devices), reduced on one of them. With the name
     of its all-reduce."""

@@ -6,6 +6,7 @@ import ctypes
 import os
 import platform
 import socket
+from types import ModuleType
 from typing import Any
 
 
@@ -50,7 +51,7 @@ def base() -> dict[str, Any]:
     }
 
 
-def tensorflow(tf: Any, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+def tensorflow(tf: ModuleType, gpus: list[dict[str, Any]]) -> dict[str, Any]:
     """The TensorFlow build and the GPUs it sees (NVML details merged in by index)."""
     build = dict(tf.sysconfig.get_build_info())
     visible = tf.config.list_physical_devices("GPU")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 from dltestbed.errors import ConfigError
@@ -47,8 +48,8 @@ def per_replica(strategy: Any, make: Callable[[int], Iterator[tuple[Any, Any]]],
 
 
 def make_step(
-    tf: Any,
-    keras: Any,
+    tf: ModuleType,
+    keras: ModuleType,
     model: Any,
     mode: str,
     strategy: Any = None,
@@ -109,7 +110,14 @@ def make_step(
 
 
 def _distributed_train_step(
-    tf: Any, keras: Any, model: Any, optimizer: Any, strategy: Any, global_batch: int, loss_scale: bool, xla: bool
+    tf: ModuleType,
+    keras: ModuleType,
+    model: Any,
+    optimizer: Any,
+    strategy: Any,
+    global_batch: int,
+    loss_scale: bool,
+    xla: bool,
 ) -> Any:
     """The replica's forward and backward pass compiled with XLA when asked; the all-reduce and the update
     stay outside it, in the strategy's own step."""

@@ -3,7 +3,7 @@ the device facts that decide what `mixed` means. Run on the target; imports noth
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 from dltestbed.errors import ConfigError
 
@@ -30,7 +30,7 @@ def resolve(math: str, capabilities: list[tuple[int, int]]) -> str:
     return math
 
 
-def capabilities(tf: Any) -> list[tuple[int, int]]:
+def capabilities(tf: ModuleType) -> list[tuple[int, int]]:
     """The compute capability of each GPU TensorFlow sees (none on a CPU)."""
     out = []
     for gpu in tf.config.list_physical_devices("GPU"):
@@ -39,7 +39,7 @@ def capabilities(tf: Any) -> list[tuple[int, int]]:
     return out
 
 
-def apply(tf: Any, keras: Any, math: str) -> None:
+def apply(tf: ModuleType, keras: ModuleType, math: str) -> None:
     """Set TensorFlow and Keras up for a resolved math mode, before any model is built: TF32 only for
     `tf32` (TensorFlow enables it by default on Ampere and later), the Keras dtype policy for mixed."""
     tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 
-def alexnet(keras: Any, size: int, classes: int) -> Any:
+def alexnet(keras: ModuleType, size: int, classes: int) -> Any:
     """AlexNet as in Krizhevsky et al. 2012: 5 conv + 3 dense, ReLU, max-pool, dropout.
 
     Adapted for small inputs: 'same' padding throughout, so the stem (11x11, stride 4) and the

@@ -26,14 +26,15 @@ def devices(w: Where) -> list[tuple[str, int | None]]:
 def checks(w: Where, device: str, gpu: int | None, names: Sequence[str]) -> list[Check]:
     """One round's checks on a device: gemm in every math the device has, each convolution shape."""
     out: list[Check] = []
+    tf = w.framework
     if "gemm" in names:
         n = checked.CHECK_N[w.scale]
         for math in peaks.MATHS if gpu is not None else ("float32",):
-            out.append(("gemm", f"{math} n={n}", checked.gemm_check(w.tf, device, gpu, n, math, repeat=True)))
+            out.append(("gemm", f"{math} n={n}", checked.gemm_check(tf, device, gpu, n, math, repeat=True)))
     if "conv" in names:
         for name, h, wd, cin, cout, k, stride in probes.conv_shapes(w.scale):
             shape = (h, wd, cin, cout, k, stride)
-            out.append(("conv", f"{name} at {h}x{wd}", checked.conv_check(w.tf, device, gpu, shape, repeat=True)))
+            out.append(("conv", f"{name} at {h}x{wd}", checked.conv_check(tf, device, gpu, shape, repeat=True)))
     return out
 
 

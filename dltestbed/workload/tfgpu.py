@@ -8,10 +8,10 @@ default) or takes a fixed slice (`--gpu-memory-mib`)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from types import ModuleType
 
 
-def configure(tf: Any, limit_mib: int | None) -> int:
+def configure(tf: ModuleType, limit_mib: int | None) -> int:
     """Before TensorFlow touches a GPU: memory growth on each GPU it sees, or one logical device of
     `limit_mib` MiB per GPU. The number of GPUs it sees."""
     gpus = tf.config.list_physical_devices("GPU")
@@ -23,13 +23,13 @@ def configure(tf: Any, limit_mib: int | None) -> int:
     return len(gpus)
 
 
-def split_cpu(tf: Any, devices: int) -> None:
+def split_cpu(tf: ModuleType, devices: int) -> None:
     """Before the runtime starts: the CPU as `devices` logical devices (a replica each under --gpus node)."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
 
 
-def in_use(tf: Any, count: int) -> list[int]:
+def in_use(tf: ModuleType, count: int) -> list[int]:
     """Bytes TensorFlow's allocator holds for tensors now, per GPU it sees ([] when it cannot say)."""
     try:
         return [int(tf.config.experimental.get_memory_info(f"GPU:{i}")["current"]) for i in range(count)]
@@ -37,7 +37,7 @@ def in_use(tf: Any, count: int) -> list[int]:
         return []
 
 
-def reset_peak(tf: Any, count: int) -> None:
+def reset_peak(tf: ModuleType, count: int) -> None:
     """Start the allocator's peak afresh (after warm-up: cuDNN's autotuning workspaces of the first steps are
     not what the model needs)."""
     for i in range(count):
@@ -46,7 +46,7 @@ def reset_peak(tf: Any, count: int) -> None:
             tf.config.experimental.reset_memory_stats(f"GPU:{i}")
 
 
-def peak(tf: Any, count: int) -> int | None:
+def peak(tf: ModuleType, count: int) -> int | None:
     """The most bytes TensorFlow's allocator held at once since the last reset_peak (after warm-up), summed over
     its GPUs."""
     try:

@@ -8,6 +8,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dltestbed.choices import FRAMEWORKS, or_list
@@ -43,7 +44,7 @@ class ProbeFramework:
     """What the framework-specific probes (gemm, conv, the copies' devices, all-reduce) run with: the framework's
     module (None: not loaded, no probe needs it), the GPUs it sees, and a distributed job's strategy."""
 
-    module: Any = None
+    module: ModuleType | None = None
     gpus: int = 0
     strategy: Any = None
 

@@ -9,6 +9,7 @@ import dataclasses
 import importlib
 import time
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dltestbed.errors import ConfigError
@@ -120,7 +121,7 @@ class TensorFlow(Framework):
         emitter.emit(summary)
 
 
-def _devices(tf: Any, run: ModelRun) -> tuple[int, Any, int, str]:
+def _devices(tf: ModuleType, run: ModelRun) -> tuple[int, Any, int, str]:
     """Before any other op: the CPU's logical devices, GPU memory's settings and the strategy (a distributed
     job's, or --gpus node's); then the math resolved, and the fingerprint given TensorFlow's facts and the job's.
     The GPUs TensorFlow sees, the strategy (None: one device), the replicas on this worker, and the math."""
@@ -145,7 +146,9 @@ def _devices(tf: Any, run: ModelRun) -> tuple[int, Any, int, str]:
     return gpu_count, strategy, int(fp.get("local_replicas", 1)), math
 
 
-def _step(tf: Any, keras: Any, spec: WorkloadSpec, classes: int, math: str, strategy: Any) -> tuple[Any, Any]:
+def _step(
+    tf: ModuleType, keras: ModuleType, spec: WorkloadSpec, classes: int, math: str, strategy: Any
+) -> tuple[Any, Any]:
     """The model built and its step compiled, under the strategy's scope when the run is distributed."""
     # lazy: Keras and TensorFlow load only in the modes that run a model
     from dltestbed.workload import loop, mathmode, models

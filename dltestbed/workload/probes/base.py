@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from dltestbed.workload.checked import Checked
@@ -212,7 +213,7 @@ def pcie_rate(gen: int | None, width: int | None) -> tuple[float | None, str]:
 class Where:
     """What the probes need to know of the target."""
 
-    tf: Any
+    tf: ModuleType | None  # None: not loaded (no probe that needs it runs)
     gpu_names: tuple[str, ...]  # GPUs TensorFlow sees (their NVML names where known)
     scale: str
     data_files: tuple[str, ...]  # the dataset's files as the target sees them; empty: a scratch file
@@ -223,11 +224,18 @@ class Where:
     worker: int = 0  # this worker's index in a distributed job
     _gather: list[Any] = field(default_factory=list, repr=False)  # the compiled all-gather of `agree`, once
 
+    @property
+    def framework(self) -> ModuleType:
+        """The framework's module, for the probes that need it (NEED_TF: it is loaded for them)."""
+        if self.tf is None:
+            raise RuntimeError("a probe outside NEED_TF asked for the framework's module")
+        return self.tf
+
     def agree(self, value: float) -> float:
         """The largest `value` over the job's workers (all-gather); the value itself when alone."""
         if self.strategy is None:
             return value
-        tf, strategy = self.tf, self.strategy
+        tf, strategy = self.framework, self.strategy
         if not self._gather:
             holder = tf.Variable([0.0], dtype=tf.float64, trainable=False)
 

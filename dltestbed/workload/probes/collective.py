@@ -11,7 +11,7 @@ from dltestbed.workload.probes.base import ALLREDUCE_BYTES, GATHER_BYTES, Case, 
 
 def _collective(w: Where, make: Callable[[Any], Any], x: Any) -> Callable[[int], None]:
     """A call doing `reps` collectives `make(replica_context)(x)`, blocking on the last result."""
-    tf, strategy = w.tf, w.strategy
+    tf, strategy = w.framework, w.strategy
 
     @tf.function
     def once() -> Any:
@@ -31,7 +31,7 @@ def allreduce(w: Where) -> list[Case | Skip]:
     nccl-tests reports it: algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
     if w.strategy is None:
         raise Skip("runs between the workers of a job: --scenario distributed")
-    tf, n = w.tf, int(w.strategy.num_replicas_in_sync)  # a rank per replica, as nccl-tests counts GPUs
+    tf, n = w.framework, int(w.strategy.num_replicas_in_sync)  # a rank per replica, as nccl-tests counts GPUs
     cases: list[Case | Skip] = []
     sizes = ALLREDUCE_BYTES[w.scale]
     for size in sizes:
@@ -58,7 +58,7 @@ def net(w: Where) -> list[Case | Skip]:
     4-byte all-reduce, and the bytes each worker receives per second in an all-gather."""
     if w.strategy is None:
         raise Skip("runs between the workers of a job: --scenario distributed")
-    tf, n = w.tf, w.workers
+    tf, n = w.framework, w.workers
     one = tf.ones([1], tf.float32)
     size = GATHER_BYTES[w.scale]
     part = tf.ones([size // 4], tf.float32)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math as math_lib
 import os
+from types import ModuleType
 from typing import Any
 
 from dltestbed.workload import checked, peaks
@@ -17,7 +18,7 @@ def gemm(w: Where) -> list[Case | Skip]:
     cases: list[Case | Skip] = []
     for math in peaks.MATHS if w.gpu_names else ("float32",):
         for n in GEMM_N[w.scale]:
-            cases.append(_gemm_case(w.tf, w, n, math))
+            cases.append(_gemm_case(w.framework, w, n, math))
     if not w.gpu_names:
         cases.append(Skip("a GPU's tensor-core math (Ampere or later)", "tf32"))
         for dtype in ("bfloat16", "float16"):
@@ -25,7 +26,7 @@ def gemm(w: Where) -> list[Case | Skip]:
     return cases
 
 
-def _gemm_case(tf: Any, w: Where, n: int, math: str) -> Case:
+def _gemm_case(tf: ModuleType, w: Where, n: int, math: str) -> Case:
     dt = getattr(tf, "float32" if math == "tf32" else math)
     with tf.device(w.device):
         x0 = tf.cast(tf.random.normal((n, n), seed=w.seed), dt)
@@ -71,7 +72,7 @@ def conv_shapes(scale: str) -> list[tuple[str, int, int, int, int, int, int]]:
 def conv(w: Where) -> list[Case | Skip]:
     """Forward convolutions at the models' heaviest layers' shapes: 2 H' W' k^2 Cin Cout FLOP each (float32,
     TF32 off)."""
-    tf = w.tf
+    tf = w.framework
     cases: list[Case | Skip] = []
     for i, (name, h, wd, cin, cout, k, stride) in enumerate(conv_shapes(w.scale)):
         with tf.device(w.device):
