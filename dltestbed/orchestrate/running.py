@@ -18,7 +18,6 @@ from dltestbed.results.store import Store
 from dltestbed.shield import shielded
 from dltestbed.targets import Site, make
 from dltestbed.targets.base import Target
-from dltestbed.targets.container import ContainerTarget
 
 
 def run_on(
@@ -47,9 +46,8 @@ def _runs(
             for slot in _slots(s, observer) if s.down is None else [None]:  # a host down: its runs fail, stored
                 machines.append([make(k, s) for k in kinds])
                 if slot is not None:
-                    for t in machines[-1]:
-                        if isinstance(t, ContainerTarget):  # cbm: the container sees its GPU alone
-                            t.confine(slot.uuid, slot.cpus)
+                    for t in machines[-1]:  # cbm: the container is given its GPU alone
+                        t.confine(slot.uuid, slot.cpus)
                 gpus.append(slot)
         observer.expect(len(plan.runs()) * len(kinds) * len(machines), plan.precision is not None)  # per GPU
     w = request.workloads

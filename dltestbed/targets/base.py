@@ -85,6 +85,11 @@ class Target(Protocol):
         """Facts about the target that the workload cannot see from inside (layer, image, host)."""
         ...
 
+    def confine(self, gpu: str, cpus: str | None) -> None:
+        """--gpus per-gpu: the runs of this target see this GPU (UUID) alone, on these CPUs, where the target
+        must be told (a container is made so); a target whose workload the runner pins does nothing."""
+        ...
+
 
 class RunOptions(TypedDict, total=False):
     """run()'s keyword arguments, as Target.run declares them."""
@@ -108,6 +113,9 @@ class OnTransport:
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the command in progress, or the one being started (from any thread)."""
         self._transport.abort(why)
+
+    def confine(self, gpu: str, cpus: str | None) -> None:
+        """Nothing to tell: the runner pins the workload itself (its environment and CPU affinity)."""
 
 
 def machine_under(target: Target) -> Target:

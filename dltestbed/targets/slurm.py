@@ -48,6 +48,9 @@ class SlurmTarget:
         """Stop the step in progress (srun forwards the SIGTERM to the task), or the one being started."""
         self._srun.abort(why)
 
+    def confine(self, gpu: str, cpus: str | None) -> None:
+        """Nothing to tell: the runner pins the workload itself."""
+
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal, placed by Slurm."""
         return {

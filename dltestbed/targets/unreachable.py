@@ -32,6 +32,9 @@ class UnreachableTarget:
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Nothing is running here to stop."""
 
+    def confine(self, gpu: str, cpus: str | None) -> None:
+        """Nothing to tell: the runner pins the workload itself."""
+
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts known without the machine: its kind and name."""
         return {"target_kind": self.kind, "target_host": self.name}
