@@ -24,7 +24,7 @@ Gpus = Literal["one", "node", "per-gpu"]
 PER_GPU: Gpus = "per-gpu"
 ProbeScale = Literal["small", "full"]  # small: seconds per probe on 2 cores; full: the models' shapes
 VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
-Framework = Literal["tensorflow"]  # what a model's run computes with (workload/frameworks/)
+Framework = Literal["tensorflow", "pytorch"]  # what a model's run computes with (workload/frameworks/)
 ReportFormat = Literal["md", "json", "html"]  # `report`: Markdown, JSON, or a page with its figures
 
 DATA: tuple[str, ...] = get_args(DataKind)

@@ -21,12 +21,13 @@ containers=0
 vm=0
 for arg in "$@"; do
     case "$arg" in
-        --test) extras+=(test); lab=1; slurm=1; containers=1; vm=1 ;;
+        --test) extras+=(test pytorch); lab=1; slurm=1; containers=1; vm=1 ;;
+        --pytorch) extras+=(pytorch) ;;
         --vm) extras+=(vm); vm=1; containers=1 ;;
         --lab) lab=1 ;;
         --slurm) lab=1; slurm=1 ;;
         --containers) containers=1 ;;
-        *) echo "usage: bash scripts/install.sh [--lab] [--slurm] [--containers] [--vm] [--test]" >&2; exit 2 ;;
+        *) echo "usage: bash scripts/install.sh [--pytorch] [--lab] [--slurm] [--containers] [--vm] [--test]" >&2; exit 2 ;;
     esac
 done
 

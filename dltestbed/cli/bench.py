@@ -29,6 +29,7 @@ from dltestbed.cli.bench_options import (
     DeviceOption,
     DryRunOption,
     FormatOption,
+    FrameworkOption,
     GpuMemoryMibOption,
     GpusOption,
     ImageSizeOption,
@@ -107,6 +108,7 @@ def bench(
     suite: SuiteOption = "study",
     data: DataOption = "synthetic",
     data_dir: DataDirOption = None,
+    framework: FrameworkOption = None,
     mode: ModeOption = "train",
     batch_size: BatchSizeOption = None,
     image_size: ImageSizeOption = None,
@@ -196,6 +198,7 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         check_out(o["report"])
     workloads = orch.Workloads(
         models=tuple(o["model"] or ()),
+        frameworks=_listed(o["framework"], "--framework") or (),
         preset=o["preset"],
         suite=o["suite"],
         probes=_listed(o["probes"], "--probes"),

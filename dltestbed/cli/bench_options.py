@@ -11,6 +11,7 @@ import typer
 from dltestbed.choices import (
     AUTO_PRESET,
     COTENANTS,
+    FRAMEWORKS,
     MATHS,
     MODES,
     ORDERS,
@@ -57,6 +58,15 @@ SuiteOption = Annotated[Suite, _opt("--suite", metavar="NAME", help=f"{or_list(S
 DataOption = Annotated[DataKind, _opt("--data", metavar="KIND", help="synthetic, or real: --data-dir.", panel=WHAT)]
 DataDirOption = Annotated[
     Path | None, _opt("--data-dir", metavar="DIR", help="DIR/<class>/*.jpg (`data make`).", panel=WHAT)
+]
+FrameworkOption = Annotated[
+    str | None,
+    _opt(
+        "--framework",
+        metavar="NAME[,NAME]",
+        help=f"{or_list(FRAMEWORKS)}, or both: run interleaved (tensorflow).",
+        panel=WHAT,
+    ),
 ]
 ModeOption = Annotated[Mode, _opt("--mode", metavar="MODE", help=f"{or_list(MODES)}.", panel=WHAT)]
 BatchSizeOption = Annotated[int | None, _opt("--batch-size", help="Images per step.", panel=WHAT)]

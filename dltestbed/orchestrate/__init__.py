@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+from collections.abc import Sequence
 
 from dltestbed.choices import AUTO_PRESET
+from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
 from dltestbed.orchestrate import gpus, planning, prepare, presets, preview, scenarios
@@ -27,6 +29,7 @@ from dltestbed.orchestrate.request import (
 from dltestbed.orchestrate.running import run_on
 from dltestbed.results import influx
 from dltestbed.results.store import Store
+from dltestbed.workload.frameworks import REGISTRY
 
 __all__ = [
     "BenchInterrupted",
@@ -48,10 +51,11 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     the run under way stored failed and everything taken given back."""
     _raise_fd_limit()
     w, m = request.workloads, request.machines
-    local = gpus.Local()  # this machine's nvidia-smi, read once (--preset auto, the GPU check)
+    local = gpus.Local(w.frameworks or (DEFAULT_FRAMEWORK,))  # nvidia-smi read once (--preset auto, the GPU check)
     plan = _plan(request, observer, local)
     launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
     plan, kinds, runtime = _kinds(plan, launcher, request, observer)
+    _check_images(w.frameworks, kinds)
     hosts = launcher.hosts()
     scenarios.check(request.scenario, hosts, plan, kinds)
     if w.data_shared and w.data != "real":
@@ -83,17 +87,31 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     return BenchOutcome(plan.bench_id, tuple(kinds), tuple(records), tuple(notes), store.path)
 
 
-def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local | None = None) -> Plan:
+def _check_images(frameworks: Sequence[str], kinds: Sequence[str]) -> None:
+    """Before any image is looked for or VM made: a framework that dltestbed's container and VM images do not
+    carry runs on bare metal only (one line)."""
+    boxed = [k for k in kinds if KINDS[k].in_container or KINDS[k].in_vm]
+    missing = [REGISTRY[f] for f in frameworks if not REGISTRY[f].in_images]
+    if boxed and missing:
+        raise ConfigError(
+            f"--framework {missing[0].name} runs on bare metal (bm) for now: dltestbed's container and VM images "
+            f"do not carry {missing[0].label}, so not on {boxed[0]}"
+        )
+
+
+def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local) -> Plan:
     """The bench's plan: every workload spec, validated; the preset auto chose, said on the first line."""
     w, r, m = request.workloads, request.repetitions, request.machines
     preset = w.preset
     if preset == AUTO_PRESET:
         here = launcher_class(m.launcher).on_this_machine(m)
-        found = ([] if w.device == "cpu" else (local or gpus.Local()).tf_gpus()) if here else None
-        preset, why = presets.auto_preset(found)
+        found = ([] if w.device == "cpu" else local.used_gpus()) if here else None
+        labels = " and ".join(REGISTRY[f].label for f in local.frameworks if f in REGISTRY)
+        preset, why = presets.auto_preset(found, labels)
         observer.say(why)
     return planning.plan(
         models=list(w.models) or None,
+        frameworks=list(w.frameworks) or None,
         preset_name=preset,
         repeat=r.repeat,
         math=w.math,

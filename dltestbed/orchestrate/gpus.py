@@ -7,17 +7,17 @@ running (a Slurm node not allocated yet, a host whose GPUs could not be read) is
 
 from __future__ import annotations
 
-import importlib.metadata as md
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from dltestbed.config import PER_GPU, WorkloadSpec
+from dltestbed.config import DEFAULT_FRAMEWORK, PER_GPU, WorkloadSpec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.scenarios import Options, scenario
 from dltestbed.provision import facts, localfacts
+from dltestbed.workload.frameworks import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -121,40 +121,42 @@ def from_probe(target: str, found: dict[str, Any], where: str) -> Seen:
 
 class Local:
     """This machine's GPUs, read once a bench (nvidia-smi may take a second): what its driver lists, and
-    whether its TensorFlow is the CUDA build that would use them."""
+    whether the frameworks the bench runs are builds that would use them."""
+
+    def __init__(self, frameworks: Sequence[str] = (DEFAULT_FRAMEWORK,)) -> None:
+        self.frameworks = tuple(frameworks)
 
     @cached_property
     def facts(self) -> dict[str, Any]:
         """nvidia-smi's answer, as the facts role reports it."""
         return localfacts.gpu_facts()
 
-    @cached_property
-    def tf_build(self) -> str | None:
-        """`tensorflow` (the CUDA build on Linux), `tensorflow-cpu`, or None: no TensorFlow here."""
-        for dist in ("tensorflow", "tensorflow-cpu"):
-            try:
-                md.version(dist)
-                return dist
-            except md.PackageNotFoundError:
-                continue
+    def _without_cuda(self) -> str | None:
+        """Why a framework of the bench would use no GPU here: "tensorflow-cpu, not TensorFlow's CUDA build";
+        None: each is a CUDA build."""
+        for fw in (REGISTRY[n] for n in self.frameworks if n in REGISTRY):  # an unknown one: the plan says so
+            found = fw.installed()
+            if found is None or not found[1]:
+                return f"{found[0] if found else f'no {fw.label}'}, not {fw.label}'s CUDA build"
         return None
 
-    def tf_gpus(self) -> list[str]:
-        """The GPUs this machine's TensorFlow would use: what NVIDIA's driver lists, where TensorFlow is its
-        CUDA build (not tensorflow-cpu); [] otherwise. Reads nvidia-smi, not TensorFlow (seconds to import)."""
-        if self.tf_build != "tensorflow" or self.facts["nvidia_smi_rc"] != 0:
+    def used_gpus(self) -> list[str]:
+        """The GPUs this machine's frameworks would use: what NVIDIA's driver lists, where each is a CUDA build
+        (not tensorflow-cpu, not torch's +cpu); [] otherwise. Reads nvidia-smi and package metadata, not the
+        frameworks (seconds to import)."""
+        if self._without_cuda() is not None or self.facts["nvidia_smi_rc"] != 0:
             return []
         return [g.name for g in facts.parse_nvidia_smi(self.facts["nvidia_smi"])]
 
     def seen(self, kind: str) -> Seen:
-        """bm (this machine's TensorFlow) or cbm (a container of this machine's flavour, given its GPUs)."""
+        """bm (this machine's frameworks) or cbm (a container of this machine's flavour, given its GPUs)."""
         target = f"{kind}:local"
         driver = from_probe(target, self.facts, "this machine")
         if kind == "cbm" or not driver.has:
             return driver
-        if self.tf_build != "tensorflow":
-            build = "tensorflow-cpu" if self.tf_build else "no TensorFlow"
-            return Seen(target, False, f"{driver.how}, but this venv has {build}, not TensorFlow's CUDA build")
+        without = self._without_cuda()
+        if without is not None:
+            return Seen(target, False, f"{driver.how}, but this venv has {without}")
         return driver
 
 

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
-from dltestbed.choices import ORDERS, SUITES
+from dltestbed.choices import FRAMEWORKS, ORDERS, SUITES, or_list
 from dltestbed.config import (
     ALONE_PROBES,
+    DEFAULT_FRAMEWORK,
     PAIR_PROBES,
     SCREEN_PROBES,
     STEADY,
@@ -97,6 +98,7 @@ def seeded(spec: Spec, rep: int) -> Spec:
 
 def plan(
     models: Sequence[str] | None = None,
+    frameworks: Sequence[str] | None = None,
     preset_name: str = "quick",
     repeat: int | str = 1,
     image_size: int | None = None,
@@ -141,7 +143,10 @@ def plan(
     if suite == "screen":
         names, common = names[:1], {**common, "deterministic": True}
     given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
-    specs: list[Spec] = [] if suite == "micro" else [_model_spec(p, name, given, common) for name in names]
+    chosen = _frameworks(frameworks, suite)
+    specs: list[Spec] = []
+    for name in names if suite != "micro" else ():
+        specs += [_model_spec(p, name, given, {**common, "framework": fw}) for fw in chosen]
     if suite != "study":
         specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common))
     return Plan(
@@ -207,6 +212,18 @@ def _probe_spec(
         steps=given.steps if given.steps is not None else PROBE_STEPS,
         **{k: v for k, v in {**common, "data_dir": given.data_dir}.items() if k in PROBE_KEEPS},
     )
+
+
+def _frameworks(frameworks: Sequence[str] | None, suite: str) -> list[str]:
+    """The frameworks each model runs with (none given: the default), known and each once; the probes'
+    gemm, conv and all-reduce are TensorFlow's."""
+    chosen: list[str] = list(dict.fromkeys(frameworks)) if frameworks else [DEFAULT_FRAMEWORK]
+    for fw in chosen:
+        if fw not in FRAMEWORKS:
+            raise ConfigError(f"--framework: unknown framework {fw!r}; known: {or_list(FRAMEWORKS)}")
+    if frameworks and suite in ("micro", "screen"):
+        raise ConfigError(f"--framework goes with --suite study or full (--suite {suite} runs TensorFlow's probes)")
+    return chosen
 
 
 PROBE_KEEPS = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")

@@ -69,13 +69,13 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def auto_preset(gpus: Sequence[str] | None) -> tuple[str, str]:
-    """`--preset auto`: (the preset, the line that says why). gpus: the GPUs this machine's TensorFlow would
-    use (NVIDIA's driver lists them and TensorFlow is its CUDA build), or None when the bench does not run
+def auto_preset(gpus: Sequence[str] | None, framework: str = "TensorFlow") -> tuple[str, str]:
+    """`--preset auto`: (the preset, the line that says why). gpus: the GPUs this machine's `framework` (in
+    words) would use (NVIDIA's driver lists them and it is a CUDA build), or None when the bench does not run
     on this machine (an inventory, Slurm): there the quick preset, as everywhere without a GPU."""
     if gpus:
         return "gpu", f"--preset auto: gpu, for this machine's {', '.join(sorted(set(gpus)))} ({len(gpus)} GPU(s))"
-    where = "this machine has no GPU TensorFlow can use" if gpus is not None else "not on this machine"
+    where = f"this machine has no GPU {framework} can use" if gpus is not None else "not on this machine"
     return "quick", f"--preset auto: quick ({where})"
 
 

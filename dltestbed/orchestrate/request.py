@@ -22,6 +22,7 @@ class Workloads:
     """What runs: the models or probes, their data, math and sizes (None: the preset's)."""
 
     models: tuple[str, ...] = ()
+    frameworks: tuple[str, ...] = ()  # each model with each, interleaved (none given: config.DEFAULT_FRAMEWORK)
     preset: str = "auto"
     suite: str = "study"
     probes: tuple[str, ...] | None = None

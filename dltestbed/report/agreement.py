@@ -29,6 +29,9 @@ STACK = (
     "tensorflow_git",
     "keras",
     "onednn",
+    "pytorch",
+    "pytorch_cuda",
+    "torch_threads",  # PyTorch splits a reduction over its intra-op threads
     "cpu_model",
     "cpu_affinity",  # Eigen and oneDNN split a reduction over the threads they may use
     "gpu",
@@ -119,6 +122,7 @@ class Agreement:
             "run_id": self.run.id,
             "layer": self.run.target_kind,
             "host": self.run.host,
+            "framework": self.run.framework,
             "model": self.run.model,
             "worker_index": self.run.worker_index,
             "reference_run_id": self.reference.id,
@@ -145,9 +149,9 @@ def _finite(x: float) -> float | None:
 
 
 def stack(fingerprint: Mapping[str, Any]) -> dict[str, str]:
-    """The facts of a run's fingerprint that decide how it computes (STACK), as text; the GPUs TensorFlow
+    """The facts of a run's fingerprint that decide how it computes (STACK), as text; the GPUs its framework
     saw by name and driver."""
-    seen = int(fingerprint.get("gpus_visible_to_tf") or 0)
+    seen = int(fingerprint.get("gpus_visible_to_tf") or fingerprint.get("gpus_visible") or 0)
     gpus = [g for g in fingerprint.get("gpus") or [] if isinstance(g, dict)][:seen]
     names = ", ".join(f"{g.get('name', '?')} (driver {g.get('driver', '?')})" for g in gpus)
     facts = {**fingerprint, "gpu": names or "none"}
@@ -200,6 +204,7 @@ def work(run: RunRecord) -> WorkKey:
     steps, math, seed, the job's shape and the worker's place in it."""
     spec = run.spec
     return (
+        run.framework,  # another framework's losses are another computation (other kernels, other init)
         run.model,
         run.mode,
         run.data,

@@ -11,9 +11,11 @@ from dltestbed.report.mdtable import row as md_row
 
 def _rows(found: Sequence[Agreement]) -> list[str]:
     rows: dict[tuple[str, str, str], list[Agreement]] = {}
+    named = len({a.run.framework for a in found}) > 1  # a report of two frameworks names each row's
     for a in found:
         worker = f" worker {a.run.worker_index}" if a.run.worker_index is not None else ""
-        rows.setdefault((a.run.model, a.run.target_kind + worker, a.run.unit), []).append(a)
+        model = f"{a.run.model} ({a.run.framework})" if named else a.run.model
+        rows.setdefault((model, a.run.target_kind + worker, a.run.unit), []).append(a)
     out = []
     for (model, layer, host), items in rows.items():
         identical = sum(a.identical for a in items)
@@ -48,12 +50,12 @@ def markdown(found: Sequence[Agreement]) -> list[str]:
         "",
         "## Same answer (deterministic runs, loss per step)",
         "",
-        f"Each run's loss at every step against {', '.join(refs)} of the same work (model, data, sizes, steps, "
-        "math, seed, worker). On the same stack (TensorFlow, Keras, oneDNN, CPU model and count, GPU and "
-        "driver, CUDA libraries) the losses must be bit for bit the same; on another stack within a relative "
-        f"tolerance: {FIRST_K_ROOT} × the math's unit roundoff at step 0 (one forward pass, reordered sums), "
-        f"{DRIFT:.0%} at later steps (training amplifies the first differences; beyond that it is not the same "
-        "training).",
+        f"Each run's loss at every step against {', '.join(refs)} of the same work (framework, model, data, "
+        "sizes, steps, math, seed, worker). On the same stack (the framework's build, Keras, oneDNN, CPU model "
+        "and count, GPU and driver, CUDA libraries) the losses must be bit for bit the same; on another stack "
+        f"within a relative tolerance: {FIRST_K_ROOT} × the math's unit roundoff at step 0 (one forward pass, "
+        f"reordered sums), {DRIFT:.0%} at later steps (training amplifies the first differences; beyond that it "
+        "is not the same training).",
         "",
         "| model | layer | host | runs | bit for bit | largest abs Δ | largest rel Δ | tolerance | first "
         "divergent step | verdict | stack differs in |",

@@ -13,8 +13,9 @@ from dltestbed.workload.steady import Warmup
 
 
 def on_gpu(device: str | None) -> bool:
-    """Whether a TensorFlow device name is a GPU's ("/job:localhost/replica:0/task:0/device:GPU:0")."""
-    return device is not None and ":GPU:" in device.upper()
+    """Whether a framework's device name is a GPU's: TensorFlow's "/job:localhost/replica:0/task:0/device:GPU:0",
+    PyTorch's "cuda:0"."""
+    return device is not None and (":GPU:" in device.upper() or device.startswith("cuda"))
 
 
 class StepError(Exception):

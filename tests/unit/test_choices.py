@@ -143,5 +143,5 @@ def test_a_framework_is_asked_by_name_and_an_unknown_one_is_one_line() -> None:
     assert (cluster.workers, cluster.index) == (("10.0.0.1:2222", "10.0.0.2:2222"), 1)
     assert tf.build({"tensorflow": "2.20.0", "tensorflow_cuda_build": True}) == "TensorFlow 2.20.0 (CUDA build)"
     assert tf.ran({"tensorflow": "2.20.0"}) and not tf.ran({"host": "x"})
-    with pytest.raises(ConfigError, match=r"^unknown framework 'caffe'; known: tensorflow$"):
+    with pytest.raises(ConfigError, match=r"^unknown framework 'caffe'; known: tensorflow or pytorch$"):
         frameworks.framework("caffe")

@@ -21,6 +21,7 @@ from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import localfacts
 from dltestbed.targets import Site
 from dltestbed.vms.settings import VMSettings
+from dltestbed.workload.frameworks.tensorflow import TensorFlow
 from tests.conftest import one_error_line, run_cli
 
 H100 = ["0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 00000000:1B:00.0"]  # tests/data/gpu/h100/query.csv
@@ -64,7 +65,7 @@ def test_device_gpu_without_one_is_one_line_before_any_run(
     assert proc.returncode == 2 and "rep 1" not in proc.stdout and not results.exists()  # no run, no store
 
 
-@pytest.mark.skipif(bool(gpus.Local().tf_gpus()), reason="this machine's TensorFlow has a GPU")
+@pytest.mark.skipif(bool(gpus.Local().used_gpus()), reason="this machine's TensorFlow has a GPU")
 def test_device_gpu_on_this_gpu_less_machine_as_it_is(results: Path) -> None:
     """The issue's command, on this machine as it is (no NVIDIA driver, or TensorFlow's CPU build)."""
     proc = run_cli("bench", "--device", "gpu", "--targets", "bm", "-m", "alexnet", "--results", str(results))
@@ -109,7 +110,7 @@ def _request(**workloads: object) -> BenchRequest:
 def test_the_check_passes_where_a_gpu_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The captured H100's nvidia-smi answer and TensorFlow's CUDA build: --device gpu and --math tf32 plan."""
     monkeypatch.setenv("PATH", f"{fake_smi(tmp_path / 'bin', H100)}:{os.environ['PATH']}")
-    monkeypatch.setattr(gpus.Local, "tf_build", "tensorflow")
+    monkeypatch.setattr(TensorFlow, "installed", classmethod(lambda cls: ("tensorflow", True)))
 
     said: list[str] = []
 
@@ -128,7 +129,7 @@ def test_a_cpu_build_of_tensorflow_sees_no_gpu_on_bare_metal(tmp_path: Path, mon
     GPU flavour, given the host's GPUs) has it."""
     monkeypatch.setenv("PATH", f"{fake_smi(tmp_path / 'bin', H100)}:{os.environ['PATH']}")
     local = gpus.Local()
-    monkeypatch.setattr(gpus.Local, "tf_build", "tensorflow-cpu")
+    monkeypatch.setattr(TensorFlow, "installed", classmethod(lambda cls: ("tensorflow-cpu", False)))
     bm, cbm = local.seen("bm"), local.seen("cbm")
     assert (bm.has, cbm.has) == (False, True)
     assert bm.how == "nvidia-smi lists 1 on this machine, but this venv has tensorflow-cpu, not TensorFlow's CUDA build"

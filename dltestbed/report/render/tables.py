@@ -105,7 +105,7 @@ def environments(groups: Sequence[GroupStats]) -> list[str]:
     lines = ["", "## Environment of each group", ""]
     lines += [f"- {f}: {envs[0][1].get(f, '—')}" for f in common]
     if differ:
-        extra = [f for f in ("scenario", "contention") if len({getattr(g.key, f) for g, _ in envs}) > 1]
+        extra = [f for f in ("scenario", "contention", "framework") if len({getattr(g.key, f) for g, _ in envs}) > 1]
         head = ["kind", *extra, "model", "batch", "size", *differ]
         lines += ["", md_row(head), "|" + "---|" * len(head)]
         for g, e in envs:
@@ -212,15 +212,24 @@ def groups_table(groups: Sequence[GroupStats]) -> list[str]:
     return lines + elapsed_table(groups, columns["host"], show_wall, show_memory)
 
 
+def frameworks_vary(groups: Sequence[GroupStats]) -> bool:
+    """Whether the groups ran with more than one framework: then a table that names a row's model names its
+    framework too."""
+    return len({g.key.framework for g in groups}) > 1
+
+
 def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool, show_memory: bool) -> list[str]:
     """Each group's elapsed time per run (and launch to finish, GPU memory peak)."""
-    head = ["kind", *(["host"] if show_host else []), "model", "elapsed s mean", "min", "max", "sd"]
+    fw = frameworks_vary(groups)
+    head = ["kind", *(["host"] if show_host else []), "model", *(["framework"] if fw else [])]
+    head += ["elapsed s mean", "min", "max", "sd"]
     head += ["from launch s"] if show_wall else []
     head += ["GPU memory peak GiB"] if show_memory else []
     lines = ["", "### Time per run", "", md_row(head), "|" + "---|" * len(head)]
     for g in groups:
         k = g.key
-        row = [k.layer, *([str(k.host)] if show_host else []), k.model, *spread_cells(g.elapsed_seconds, 2)]
+        row = [k.layer, *([str(k.host)] if show_host else []), k.model, *([k.framework] if fw else [])]
+        row += spread_cells(g.elapsed_seconds, 2)
         row += [num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
         peak = g.gpu_memory_peak_bytes
         row += [num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
@@ -230,11 +239,15 @@ def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool
         "elapsed: warm-up + timed wall time per run"
         + (
             "; from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the "
-            "layer's own start-up, TensorFlow's import and the model's build included)"
+            "layer's own start-up, the framework's import and the model's build included)"
             if show_wall
             else ""
         )
-        + ("; GPU memory peak: the most TensorFlow's allocator held at once on the run's GPUs" if show_memory else "")
+        + (
+            "; GPU memory peak: the most the framework's allocator held at once on the run's GPUs"
+            if show_memory
+            else ""
+        )
         + ".",
     ]
     return lines
@@ -247,13 +260,18 @@ def overheads_table(groups: Sequence[GroupStats], equivalence: float | None) -> 
     effects = [g for g in groups if g.effect is not None or (g.key.target_kind != "bm" and g.runs)]
     if effects:
         equiv = any(g.equivalence for g in effects)
+        fw = frameworks_vary(effects)
         lines += [
             "",
             f"## Overhead against bare metal, {CONFIDENCE:.0%} intervals",
             "",
-            "| kind | " + ("host | " if show_host else "") + "model | batch | size | runs | method | "
-            "overhead % [interval] | verdict |" + (f" within ±{equivalence:g} % (TOST) |" if equiv else ""),
-            "|" + "---|" * (8 + show_host + equiv),
+            "| kind | "
+            + ("host | " if show_host else "")
+            + "model | "
+            + ("framework | " if fw else "")
+            + "batch | size | runs | method | overhead % [interval] | verdict |"
+            + (f" within ±{equivalence:g} % (TOST) |" if equiv else ""),
+            "|" + "---|" * (8 + show_host + fw + equiv),
         ]
         for g in effects:
             k, e = g.key, g.effect
@@ -265,6 +283,7 @@ def overheads_table(groups: Sequence[GroupStats], equivalence: float | None) -> 
                         kind,
                         *([str(k.host)] if show_host else []),
                         k.model,
+                        *([k.framework] if fw else []),
                         str(k.batch_size),
                         str(k.image_size),
                         str(e.n if e else g.runs - g.failed),

@@ -56,6 +56,7 @@ class Framework(ABC):
     name: ClassVar[str]  # its key in choices.FRAMEWORKS
     label: ClassVar[str]  # its name in words ("TensorFlow")
     version_key: ClassVar[str]  # the fingerprint's fact that holds its version
+    in_images: ClassVar[bool]  # whether dltestbed's container and VM images carry it
 
     @abstractmethod
     def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:
@@ -83,6 +84,12 @@ class Framework(ABC):
     def build(self, fingerprint: Mapping[str, Any]) -> str:
         """The build a run used, in words, from its fingerprint: "TensorFlow 2.20.0 (CPU build)"."""
 
+    @classmethod
+    @abstractmethod
+    def installed(cls) -> tuple[str, bool] | None:
+        """This machine's build of the framework, from its package's metadata (no import: seconds saved): its
+        distribution in words, and whether it is a build that uses NVIDIA GPUs; None: not installed."""
+
     def ran(self, fingerprint: Mapping[str, Any]) -> bool:
         """Whether a run's workload reported this framework (a run that failed before it loaded did not)."""
         return fingerprint.get(self.version_key) is not None
@@ -96,6 +103,8 @@ def register(cls: type[Framework]) -> type[Framework]:
     if cls.name not in FRAMEWORKS:
         raise ValueError(f"framework {cls.name!r} is not in choices.FRAMEWORKS")
     REGISTRY[cls.name] = cls
+    for name in sorted(REGISTRY, key=FRAMEWORKS.index):  # in choices' order, whatever the imports' order
+        REGISTRY[name] = REGISTRY.pop(name)
     return cls
 
 

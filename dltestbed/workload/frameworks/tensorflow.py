@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.metadata as md
 import time
 from collections.abc import Mapping, Sequence
 from types import ModuleType
@@ -30,6 +31,16 @@ class TensorFlow(Framework):
     name = "tensorflow"
     label = "TensorFlow"
     version_key = "tensorflow"
+    in_images = True
+
+    @classmethod
+    def installed(cls) -> tuple[str, bool] | None:
+        """`tensorflow` (the CUDA build on Linux) or `tensorflow-cpu`."""
+        for dist, cuda in (("tensorflow", True), ("tensorflow-cpu", False)):
+            with contextlib.suppress(md.PackageNotFoundError):
+                md.version(dist)
+                return dist, cuda
+        return None
 
     def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:
         """TF_CONFIG: the cluster's workers and this one's index."""

@@ -1,0 +1,136 @@
+"""PyTorch beside TensorFlow, for real on this machine's CPU: the models layer for layer against Keras's, every
+model trained and inferred, both frameworks in one bench and one report, determinism bit for bit, real data and
+accuracy."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = [pytest.mark.tf, pytest.mark.torch]
+
+TINY = ["--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3", "--targets", "bm"]
+KINDS = {"Conv2D": "conv", "Dense": "dense", "BatchNormalization": "norm"}
+
+
+def _built(name: str) -> int:
+    """Keras's layers carry the order they were built in: ResNet's in their names (conv3_block2_1_conv),
+    Inception's in their numbered defaults (conv2d_12); model.layers lists them by depth instead."""
+    if m := re.fullmatch(r"conv(\d)_block(\d+)_(\d)_(conv|bn)", name):
+        return int(m[1]) * 10**6 + int(m[2]) * 10**3 + int(m[3]) * 10 + (m[4] == "bn")
+    if m := re.fullmatch(r"(conv2d|batch_normalization)(?:_(\d+))?", name):
+        return int(m[2] or 0) * 10 + (m[1] == "batch_normalization")
+    return {"conv1_conv": 0, "conv1_bn": 1}.get(name, 10**9)  # the stem first, the logits last
+
+
+@pytest.mark.parametrize(("model", "size"), [("alexnet", 64), ("resnet50", 64), ("inception3", 75)])
+def test_each_model_has_kerass_weights_layer_for_layer(model: str, size: int) -> None:
+    """The same layers in the same order with the same weights each (Keras's count_params: a batch norm's
+    moving statistics included), and the same total: ResNet-50 25,636,712 and Inception-v3 23,851,784 at
+    1000 classes, Keras's published figures."""
+    import keras
+
+    from dltestbed.workload import models
+    from dltestbed.workload.frameworks import torchmodels
+
+    keras.backend.clear_session()  # default names numbered from 0 again (conv2d, conv2d_1, ...)
+    keras_model = models.build(model, size, 1000)
+    layers = sorted((x for x in keras_model.layers if x.count_params()), key=lambda x: _built(x.name))
+    keras = [(KINDS[type(x).__name__], x.count_params()) for x in layers]
+    torch = torchmodels.weights_per_layer(torchmodels.build(model, size, 1000))
+    assert torch == keras
+    assert sum(n for _, n in torch) == keras_model.count_params()
+
+
+def _workload(*args: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dltestbed.workload", "--framework", "pytorch", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+@pytest.mark.parametrize(("model", "size"), [("alexnet", 32), ("resnet50", 32), ("inception3", 75)])
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_every_model_trains_and_infers(model: str, size: int, mode: str) -> None:
+    events = _workload("--model", model, "--image-size", str(size), "--mode", mode, *TINY[2:8])
+    start = next(e for e in events if e["event"] == "start")
+    assert start["spec"]["framework"] == "pytorch" and start["spec"]["device_used"] == "cpu"
+    assert start["fingerprint"]["pytorch"].startswith("2.") and start["fingerprint"]["pytorch_cuda"] is None
+    steps = [e for e in events if e["event"] == "step"]
+    assert [s["phase"] for s in steps] == ["warmup", "timed", "timed", "timed"] and steps[0]["device"] == "cpu"
+    summary = events[-1]
+    assert summary["event"] == "summary" and summary["timed_steps"] == 3 and summary["images_per_sec"] > 0
+
+
+def test_both_frameworks_in_one_bench_and_one_report(results: Path) -> None:
+    """--framework tensorflow,pytorch: each model with each, interleaved; the report never averages them
+    together (a group each, a framework column), and each framework's deterministic repetitions agree bit for
+    bit with its own first."""
+    proc = run_cli(
+        "bench",
+        "-m",
+        "alexnet",
+        "--framework",
+        "tensorflow,pytorch",
+        "--deterministic",
+        *TINY,
+        "--repeat",
+        "2",
+        "--format",
+        "json",
+        "--results",
+        str(results),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert [(r["framework"], r["repetition"], r["status"]) for r in runs] == [
+        ("tensorflow", 1, "ok"),
+        ("pytorch", 1, "ok"),
+        ("tensorflow", 2, "ok"),
+        ("pytorch", 2, "ok"),
+    ]
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    assert sorted(g["key"]["framework"] for g in report["groups"]) == ["pytorch", "tensorflow"]
+    agreed = {(a["framework"], a["verdict"], a["steps_compared"]) for a in report["agreement"]}
+    assert agreed == {("tensorflow", "identical", 4), ("pytorch", "identical", 4)}
+    md = run_cli("report", "--results", str(results)).stdout
+    assert "| bm | alexnet | pytorch | " in md and "| bm | alexnet | tensorflow | " in md  # time per run
+    assert "| alexnet (pytorch) | bm |" in md and "| alexnet (tensorflow) | bm |" in md  # same answer
+
+
+def test_real_data_and_accuracy(results: Path, dataset_dir: Path) -> None:
+    proc = run_cli(
+        "bench",
+        "-m",
+        "alexnet",
+        "--framework",
+        "pytorch",
+        "--data",
+        "real",
+        "--data-dir",
+        str(dataset_dir),
+        "--accuracy",
+        *TINY,
+        "--repeat",
+        "1",
+        "--format",
+        "json",
+        "--results",
+        str(results),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = json.loads(proc.stdout)
+    assert (run["framework"], run["status"], run["eval_images"]) == ("pytorch", "ok", 3)
+    assert 0 <= run["eval_correct"] <= 3

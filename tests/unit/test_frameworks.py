@@ -1,0 +1,77 @@
+"""The framework axis without running a model: the plan of two frameworks, bad names and combinations as one
+line, PyTorch's rendezvous, what a framework's build is on this machine, and where it may run."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+
+import pytest
+
+from dltestbed.errors import ConfigError
+from dltestbed.orchestrate import BenchRequest, Machines, Silent, Workloads, gpus, planning, run_bench
+from dltestbed.orchestrate.preview import describe
+from dltestbed.workload.frameworks import REGISTRY, framework
+from dltestbed.workload.frameworks.pytorch import PyTorch
+
+
+def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:
+    plan = planning.plan(models=["alexnet", "resnet50"], frameworks=["tensorflow", "pytorch"])
+    assert [(s.model, s.framework) for s in plan.specs] == [
+        ("alexnet", "tensorflow"),
+        ("alexnet", "pytorch"),
+        ("resnet50", "tensorflow"),
+        ("resnet50", "pytorch"),
+    ]
+    assert describe(plan.specs[1]).startswith("alexnet (pytorch) train ")
+    assert describe(plan.specs[0]).startswith("alexnet train ")  # the default is not named: output unchanged
+    assert [s.framework for s in planning.plan(models=["alexnet"]).specs] == ["tensorflow"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"frameworks": ["caffe"]}, "--framework: unknown framework 'caffe'; known: tensorflow or pytorch"),
+        ({"frameworks": ["pytorch"], "suite": "micro"}, "--framework goes with --suite study or full"),
+        ({"frameworks": ["pytorch"], "suite": "screen"}, "--framework goes with --suite study or full"),
+    ],
+)
+def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        planning.plan(**kwargs)
+
+
+def test_a_framework_the_images_lack_runs_on_bare_metal_only() -> None:
+    request = BenchRequest(
+        workloads=Workloads(models=("alexnet",), frameworks=("pytorch",)),
+        machines=Machines(targets=("bm", "cbm")),
+        dry_run=True,
+    )
+    with pytest.raises(ConfigError, match=r"^--framework pytorch runs on bare metal \(bm\) for now: .* not on cbm$"):
+        run_bench(request, Silent())
+    assert [f for f, cls in REGISTRY.items() if cls.in_images] == ["tensorflow"]
+
+
+def test_pytorchs_rendezvous_round_trips() -> None:
+    env = PyTorch().worker_env(["10.0.0.1:29500", "10.0.0.2:29500"], 1)
+    assert env == {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    cluster = PyTorch().cluster(env)
+    assert (cluster.index, cluster.size, cluster.workers[0]) == (1, 2, "10.0.0.1:29500")
+    with pytest.raises(ConfigError, match=r"needs MASTER_PORT, RANK in the environment"):
+        PyTorch().cluster({k: v for k, v in env.items() if k not in ("MASTER_PORT", "RANK")})
+    with pytest.raises(ConfigError, match=r"^RANK 2 of WORLD_SIZE 2"):
+        PyTorch().cluster({**env, "RANK": "2"})
+    pt = framework("pytorch")
+    assert pt.build({"pytorch": "2.13.0+cpu", "pytorch_cuda": None}) == "PyTorch 2.13.0+cpu (CPU build)"
+    assert pt.build({"pytorch": "2.11.0", "pytorch_cuda": "13.0"}) == "PyTorch 2.11.0 (CUDA 13.0 build)"
+
+
+def test_this_machines_builds_are_read_from_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This venv's torch is the CPU build (its version says +cpu) and TensorFlow is tensorflow-cpu: neither
+    would use a GPU; a CUDA build of torch would (as the lent GPU machines have it)."""
+    assert PyTorch.installed() == (f"torch {md.version('torch')}", False)
+    assert REGISTRY["tensorflow"].installed() == ("tensorflow-cpu", False)
+    local = gpus.Local(("pytorch",))
+    assert local._without_cuda() is not None and local._without_cuda().endswith("not PyTorch's CUDA build")
+    monkeypatch.setattr(PyTorch, "installed", classmethod(lambda cls: ("torch 2.11.0", True)))
+    assert local._without_cuda() is None
+    assert gpus.Local(("tensorflow", "pytorch"))._without_cuda() == "tensorflow-cpu, not TensorFlow's CUDA build"
