@@ -34,6 +34,7 @@ MATHS: tuple[str, ...] = get_args(Math)
 GPUS: tuple[str, ...] = get_args(Gpus)
 PROBE_SCALES: tuple[str, ...] = get_args(ProbeScale)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+DEFAULT_FRAMEWORK: Framework = "tensorflow"  # a run that names none (and every run stored before the option)
 VIRT_TYPES: tuple[str, ...] = get_args(VirtType)
 
 SCENARIOS = {

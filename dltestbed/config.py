@@ -10,11 +10,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dltestbed.catalog import MODELS, model_names
-from dltestbed.choices import PER_GPU, DataKind, Device, Framework, Gpus, Math, Mode, ProbeScale
+from dltestbed.choices import DEFAULT_FRAMEWORK, PER_GPU, DataKind, Device, Framework, Gpus, Math, Mode, ProbeScale
 from dltestbed.errors import ConfigError, plain
 
 # a GPU's UUID as NVIDIA's driver writes it (nvidia-smi, NVML, CUDA_VISIBLE_DEVICES): GPU-… or, a MIG slice, MIG-…
-DEFAULT_FRAMEWORK: Framework = "tensorflow"
 GPU_UUID = re.compile(r"(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F/-]*")
 
 

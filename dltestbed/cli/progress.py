@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.results.ids import short
 from dltestbed.results.records import RunRecord
 from dltestbed.workload import steady
@@ -22,8 +23,9 @@ def label(run: RunRecord) -> str:
     if run.is_probe:
         probes = ",".join(run.spec.get("probes", ()))
         return f"{run.target_kind}:{run.target_name} micro {probes} {run.data} rep {run.repetition}"
+    framework = f" ({run.framework})" if run.framework != DEFAULT_FRAMEWORK else ""  # the default: unchanged
     text = (
-        f"{run.target_kind}:{run.target_name} {run.model} {run.mode} {run.data} "
+        f"{run.target_kind}:{run.target_name} {run.model}{framework} {run.mode} {run.data} "
         f"{run.image_size}px bs{run.batch_size} rep {run.repetition}"
     )
     if run.role == "cotenant":

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dltestbed.results.store import Store
 from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.tf, pytest.mark.torch]
@@ -134,3 +135,39 @@ def test_real_data_and_accuracy(results: Path, dataset_dir: Path) -> None:
     (run,) = json.loads(proc.stdout)
     assert (run["framework"], run["status"], run["eval_images"]) == ("pytorch", "ok", 3)
     assert 0 <= run["eval_correct"] <= 3
+
+
+def test_a_ddp_job_of_two_gloo_workers(results: Path) -> None:
+    """--scenario distributed: two workers on loopback join through torch.distributed's env:// rendezvous (the
+    controller's MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), all-reduce their gradients over gloo and report
+    the same averaged loss at every step."""
+    proc = run_cli(
+        "bench", "--framework", "pytorch", "--scenario", "distributed", "-m", "alexnet", *TINY[:8], "--repeat", "1",
+        "--format", "json", "--results", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
+    assert [(w["worker_index"], w["status"], w["framework"]) for w in workers] == [
+        (0, "ok", "pytorch"),
+        (1, "ok", "pytorch"),
+    ]
+    facts = [(w["fingerprint"][k] for k in ("collective", "workers", "replicas")) for w in workers]
+    assert [tuple(f) for f in facts] == [("gloo", 2, 2), ("gloo", 2, 2)]
+
+    store = Store.open(results)
+    losses = [[s.result for s in store.steps(w["id"])] for w in workers]
+    store.close()
+    assert losses[0] == losses[1] and len(losses[0]) == 4  # every step's loss is the job's, averaged
+
+
+@pytest.mark.parametrize("option", [["--math", "mixed_bfloat16"], ["--math", "mixed_float16"], ["--xla"]])
+def test_math_modes_and_compile(option: list[str]) -> None:
+    """Autocast in bfloat16, autocast in float16 with the gradient scaler, and torch.compile (--xla's
+    counterpart) each train: finite losses, the math the run used in its start event."""
+    events = _workload("--model", "alexnet", *TINY[:8], *option)
+    start = next(e for e in events if e["event"] == "start")
+    assert start["spec"]["math"] == (option[1] if option[0] == "--math" else "float32")
+    assert start["spec"]["xla"] is (option == ["--xla"])
+    losses = [e["result"] for e in events if e["event"] == "step"]
+    assert len(losses) == 4 and all(0 < x < 20 for x in losses)

@@ -1,8 +1,8 @@
-"""PyTorch: a model's run on one device (the CPU, or the one GPU the process sees), its models those of
-torchmodels.py (Keras's, layer for layer). The math as for TensorFlow: float32 with TF32 off, TF32, autocast
-bfloat16, autocast float16 with a gradient scaler; `--xla` compiles the step with torch.compile (PyTorch's
-counterpart); --deterministic asks for deterministic algorithms, cuBLAS's fixed workspace and the seed.
-PyTorch loads inside `run_model` only."""
+"""PyTorch: a model's run on one device (the CPU, or the one GPU the process sees), alone or as a worker of a
+DDP job (one process per GPU), its models those of torchmodels.py (Keras's, layer for layer). The math as
+for TensorFlow: float32 with TF32 off, TF32, autocast bfloat16, autocast float16 with a gradient scaler;
+`--xla` compiles the step with torch.compile (PyTorch's counterpart); --deterministic asks for deterministic
+algorithms, cuBLAS's fixed workspace and the seed. PyTorch loads inside `run_model` only."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import dataclasses
 import importlib.metadata as md
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dltestbed.errors import ConfigError
-from dltestbed.workload.distributed import Cluster
+from dltestbed.workload.distributed import COLLECTIVE_TIMEOUT, Cluster
 from dltestbed.workload.events import AccuracyEvent, StartEvent
 from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, register
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")  # torch.distributed's env://
 # cuBLAS's fixed workspace, which deterministic GEMMs need (CUDA's documentation, "Results reproducibility")
 CUBLAS_WORKSPACE = ":4096:8"
-AUTOCAST = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}  # math → autocast's dtype
 
 
 @register
@@ -82,26 +82,17 @@ class PyTorch(Framework):
         return f"{self.label} {fingerprint.get(self.version_key)} ({f'CUDA {cuda}' if cuda else 'CPU'} build)"
 
     def run_model(self, run: ModelRun, emitter: Emitter) -> None:
-        """Pick the device, resolve the math, emit the start, then run the steps with the sampler and the GPU
-        health watch around them."""
+        """Pick the device, join the job (a DDP worker), resolve the math, emit the start, then run the steps
+        with the sampler and the GPU health watch around them."""
         spec = run.spec
-        if run.cluster is not None:
-            raise ConfigError("--framework pytorch runs one process for now: a distributed job is TensorFlow's")
         if spec.gpus == "node":
             raise ConfigError("--framework pytorch: --gpus node (one job over a node's GPUs) is TensorFlow's for now")
         if spec.deterministic:  # before CUDA starts: cuBLAS reads it once
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-        try:
-            import torch
-        except ImportError:
-            raise ConfigError(
-                f"--framework pytorch: PyTorch is not installed on {run.fingerprint['host']} "
-                "(pip install 'dltestbed[pytorch]' there; provisioning installs TensorFlow only for now)"
-            ) from None
-
+        torch = _import(run.fingerprint["host"])
         # lazy: PyTorch, NVML and the CUDA runtime load only in the modes that use them
         from dltestbed.workload import fingerprint, loop, mathmode
-        from dltestbed.workload.frameworks import torchmodels
+        from dltestbed.workload.frameworks import torchmodels, torchsteps
         from dltestbed.workload.sampler import Sampler, watched
 
         gpu = spec.device != "cpu" and torch.cuda.is_available()
@@ -111,13 +102,16 @@ class PyTorch(Framework):
         caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())] if gpu else []
         math = mathmode.resolve(spec.math, caps)
         run.fingerprint.update(facts(torch, run.gpus, gpu))
-        used = {"math": math, "device_used": "gpu" if gpu else "cpu"}
-        resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, **used}
-        emitter.emit(StartEvent(spec=resolved, fingerprint=run.fingerprint, t=time.time()))
-
-        held = (lambda: [int(torch.cuda.memory_allocated(device))]) if gpu else None
-        sampler = Sampler(emitter.emit, spec.sample_interval, run.nvml, held)
-        with contextlib.ExitStack() as running:  # unwinds in reverse: sampler, health after, NVML closed
+        with contextlib.ExitStack() as running:  # unwinds in reverse: sampler, health after, NVML closed, job left
+            workers, agree = 1, None
+            if run.cluster is not None:  # before any other op: it waits here for every worker
+                workers, agree = _join(torch, run.cluster, gpu, device, run.fingerprint)
+                running.callback(torch.distributed.destroy_process_group)
+            used = {"math": math, "device_used": "gpu" if gpu else "cpu"}
+            resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, **used}
+            emitter.emit(StartEvent(spec=resolved, fingerprint=run.fingerprint, t=time.time()))
+            held = (lambda: [int(torch.cuda.memory_allocated(device))]) if gpu else None
+            sampler = Sampler(emitter.emit, spec.sample_interval, run.nvml, held)
             if run.nvml:
                 running.callback(run.nvml.close)
             running.enter_context(watched(run.nvml, emitter.emit, sampler))
@@ -126,11 +120,15 @@ class PyTorch(Framework):
             model: Any = torchmodels.build(spec.model, spec.size, run.classes).to(device)
             if gpu:
                 model = model.to(memory_format=torch.channels_last)  # NHWC: what tensor cores' convolutions read
-            step = make_step(torch, model, spec.mode, math, spec.xla, device)
+            trained = model
+            if workers > 1:
+                trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0] if gpu else None)
+            step = torchsteps.make_step(torch, trained, spec.mode, math, spec.xla, device, workers)
+            seed = spec.seed + (run.cluster.index if run.cluster else 0)  # each worker its own data
             batches: Any = (
-                real_batches(torch, run.trained, spec.batch_size, spec.size, spec.seed, device)
+                torchsteps.real_batches(torch, run.trained, spec.batch_size, spec.size, seed, device)
                 if run.trained is not None
-                else synthetic(torch, spec.batch_size, spec.size, run.classes, spec.seed, device)
+                else torchsteps.synthetic(torch, spec.batch_size, spec.size, run.classes, seed, device)
             )
             startup = time.time() - run.process_start()
             summary = loop.run(
@@ -143,13 +141,48 @@ class PyTorch(Framework):
                 require_gpu=spec.device == "gpu",
                 libraries=fingerprint.loaded_cuda if gpu else None,
                 warmed=(lambda: torch.cuda.reset_peak_memory_stats(device)) if gpu else None,
+                agree=agree,
             )
             peak = int(torch.cuda.max_memory_allocated(device)) if gpu else None
             summary = dataclasses.replace(summary, startup_seconds=startup, gpu_memory_peak_bytes=peak)
             if run.held is not None:
-                images, correct, loss = evaluate(torch, model, run.held, spec.batch_size, spec.size, math, device)
-                emitter.emit(AccuracyEvent(images=images, correct=correct, loss=loss, t=time.time()))
+                got = torchsteps.evaluate(torch, model, run.held, spec.batch_size, spec.size, math, device)
+                emitter.emit(AccuracyEvent(images=got[0], correct=got[1], loss=got[2], t=time.time()))
         emitter.emit(summary)
+
+
+def _import(host: str) -> ModuleType:
+    """PyTorch, or one line that says it is not installed here."""
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError(
+            f"--framework pytorch: PyTorch is not installed on {host} "
+            "(pip install 'dltestbed[pytorch]' there; provisioning installs TensorFlow only for now)"
+        ) from None
+    return torch
+
+
+def _join(
+    torch: ModuleType, cluster: Cluster, gpu: bool, device: Any, fp: dict[str, Any]
+) -> tuple[int, Callable[[bool], bool]]:
+    """Join the job (torch.distributed's env:// rendezvous: NCCL on GPUs, gloo on CPUs, collectives bounded
+    by COLLECTIVE_TIMEOUT), the fingerprint given its facts; the workers, and whether a condition holds on
+    every worker (a collective: every worker asks it at the same step)."""
+    backend = "nccl" if gpu else "gloo"
+    timeout = timedelta(seconds=COLLECTIVE_TIMEOUT)
+    torch.distributed.init_process_group(backend, init_method="env://", timeout=timeout)
+    size = torch.distributed.get_world_size()
+    fp.update(
+        {"worker_index": cluster.index, "workers": size, "replicas": size, "local_replicas": 1, "collective": backend}
+    )
+
+    def agree(flag: bool) -> bool:
+        held = torch.tensor([1 if flag else 0], device=device)
+        torch.distributed.all_reduce(held, op=torch.distributed.ReduceOp.MIN)
+        return bool(held.item())
+
+    return size, agree
 
 
 def facts(torch: ModuleType, gpus: list[dict[str, Any]], gpu: bool) -> dict[str, Any]:
@@ -175,115 +208,3 @@ def _arithmetic(torch: ModuleType, math: str, deterministic: bool, seed: int) ->
     torch.backends.cudnn.benchmark = not deterministic
     torch.use_deterministic_algorithms(deterministic)
     torch.manual_seed(seed)
-
-
-def make_step(torch: ModuleType, model: Any, mode: str, math: str, compile_: bool, device: Any) -> Any:
-    """A step returning a float32 scalar tensor that depends on the whole computation: the loss of a training
-    step (SGD, learning rate 0.01, momentum 0.9, as TensorFlow's), the sum of the logits in inference. Under
-    autocast the model computes in 16 bit, the loss in float32; float16 scales the loss (GradScaler)."""
-    dtype = getattr(torch, AUTOCAST[math]) if math in AUTOCAST else None
-    forward = torch.compile(model) if compile_ else model
-
-    def cast() -> Any:
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=dtype)
-
-    if mode == "infer":
-        model.eval()
-
-        def infer(images: Any, labels: Any) -> Any:
-            with torch.no_grad(), cast():
-                return forward(images).float().sum()
-
-        return infer
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    scaler = torch.amp.GradScaler(device.type, enabled=math == "mixed_float16")
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def train(images: Any, labels: Any) -> Any:
-        optimizer.zero_grad(set_to_none=True)
-        with cast():
-            logits = forward(images)
-        loss = loss_fn(logits.float(), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        return loss.detach()
-
-    return train
-
-
-def synthetic(torch: ModuleType, batch: int, size: int, classes: int, seed: int, device: Any) -> Any:
-    """The same batch forever, on the device: the benchmark sees no input pipeline at all."""
-    gen = torch.Generator().manual_seed(seed)
-    images = torch.rand((batch, 3, size, size), generator=gen).to(device)
-    labels = torch.randint(0, classes, (batch,), generator=gen).to(device)
-    if device.type == "cuda":
-        images = images.contiguous(memory_format=torch.channels_last)
-    while True:
-        yield images, labels
-
-
-def _load(path: str, size: int) -> Any:
-    """A JPEG decoded, resized to (size, size) bilinear, as float32 CHW in [0, 1] (Pillow, not torchvision)."""
-    import numpy as np
-    from PIL import Image
-
-    with Image.open(path) as img:
-        rgb = img.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
-    return np.asarray(rgb, dtype=np.float32).transpose(2, 0, 1) / 255.0
-
-
-def real_batches(torch: ModuleType, index: Any, batch: int, size: int, seed: int, device: Any) -> Any:
-    """The files read from disk every step, shuffled each pass (seeded), decoded in worker processes, in
-    batches of `batch` (the last short one dropped), forever."""
-    from torch.utils.data import DataLoader, Dataset
-
-    files, labels = list(index.files), list(index.labels)
-
-    class Files(Dataset):
-        def __len__(self) -> int:
-            return len(files)
-
-        def __getitem__(self, i: int) -> tuple[Any, int]:
-            return torch.from_numpy(_load(files[i], size)), labels[i]
-
-    gen = torch.Generator().manual_seed(seed)
-    workers = min(4, len(os.sched_getaffinity(0)))
-    loader = DataLoader(
-        Files(),
-        batch_size=batch,
-        shuffle=True,
-        drop_last=True,
-        num_workers=workers,
-        generator=gen,
-        persistent_workers=workers > 0,
-        pin_memory=device.type == "cuda",
-    )
-    while True:
-        for images, y in loader:
-            yield images.to(device, non_blocking=True), y.to(device, non_blocking=True)
-
-
-def evaluate(
-    torch: ModuleType, model: Any, index: Any, batch: int, size: int, math: str, device: Any
-) -> tuple[int, int, float]:
-    """(images, right at top-1, mean cross-entropy loss) of the model in inference on the held-out images,
-    in file order."""
-    model.eval()
-    dtype = getattr(torch, AUTOCAST[math]) if math in AUTOCAST else None
-    images = correct = 0
-    total = 0.0
-    files, labels = list(index.files), list(index.labels)
-    with torch.no_grad():
-        for start in range(0, len(files), batch):
-            x = torch.stack([torch.from_numpy(_load(f, size)) for f in files[start : start + batch]]).to(device)
-            y = torch.tensor(labels[start : start + batch], device=device)
-            with torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext():
-                logits = model(x).float()
-            correct += int((logits.argmax(dim=1) == y).sum())
-            total += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
-            images += len(y)
-    return images, correct, total / images if images else float("nan")
