@@ -1,9 +1,11 @@
 """Harness fidelity: images/sec through `dltestbed bench` (its library call, `orchestrate.run_bench`) ÷ a
-bare tf.function loop, interleaved.
+bare training loop in the same framework, interleaved (--framework tensorflow: a tf.function step;
+pytorch: a plain PyTorch loop).
 
-The bare loop is the least a benchmark can do: same model builder, same synthetic batch, a compiled
-train step, warm-up, then the timed steps with the result synced once per step. No events, no
-sampler, no controller. Goal: ratio >= 0.99.
+The bare loop is the least a benchmark can do: same model builder, same synthetic batch, a train step,
+warm-up, then the timed steps with the result synced once per step. No events, no sampler, no
+controller. The ratio's interval: paired t on the log ratios of the pairs (report/inference.py).
+Goal: ratio >= 0.99.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
+from dltestbed.report.inference import paired
 
 BARE = r"""
 import sys, time
@@ -43,10 +46,37 @@ for _ in range(steps):
 print(batch * steps / (time.perf_counter() - t0))
 """
 
+BARE_TORCH = r"""
+import sys, time
+import torch
+from dltestbed.workload.frameworks import torchmodels
+model_name = sys.argv[1]
+size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
+torch.manual_seed(0)
+model = torchmodels.build(model_name, size, 1000).train()
+x = torch.rand(batch, 3, size, size)
+y = torch.randint(0, 1000, (batch,))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+loss_fn = torch.nn.CrossEntropyLoss()
+def step():
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+for _ in range(warmup):
+    float(step())
+t0 = time.perf_counter()
+for _ in range(steps):
+    float(step())
+print(batch * steps / (time.perf_counter() - t0))
+"""
+LOOPS = {"tensorflow": BARE, "pytorch": BARE_TORCH}
+
 
 def bare(a: argparse.Namespace) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", BARE, a.model, str(a.image_size), str(a.batch_size), str(a.warmup), str(a.steps)],
+        [sys.executable, "-c", LOOPS[a.framework], a.model, *map(str, (a.image_size, a.batch_size, a.warmup, a.steps))],
         capture_output=True,
         text=True,
         check=True,
@@ -58,7 +88,12 @@ def harness(a: argparse.Namespace, results: Path) -> float:
     """One bare-metal run through the library call under `dltestbed bench`: its images/sec."""
     request = BenchRequest(
         workloads=Workloads(
-            models=(a.model,), image_size=a.image_size, batch_size=a.batch_size, warmup=a.warmup, steps=a.steps
+            models=(a.model,),
+            frameworks=(a.framework,),
+            image_size=a.image_size,
+            batch_size=a.batch_size,
+            warmup=a.warmup,
+            steps=a.steps,
         ),
         repetitions=Repetitions(repeat="1"),
         machines=Machines(targets=("bm",)),
@@ -72,6 +107,7 @@ def harness(a: argparse.Namespace, results: Path) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--framework", choices=tuple(LOOPS), default="tensorflow")
     p.add_argument("--model", default="alexnet")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
@@ -90,13 +126,16 @@ def main() -> None:
                 print(f"pair {i + 1}: {'bare   ' if fn is bare else 'harness'} {v:8.1f} img/s", flush=True)
     ratio = statistics.fmean(harnesses) / statistics.fmean(bares)
     pair_ratios = [h / b for h, b in zip(harnesses, bares, strict=True)]
-    print(f"\n{a.model} {a.image_size}px batch {a.batch_size}, {a.warmup}+{a.steps} steps, {a.pairs} pairs")
+    what = f"{a.framework} {a.model} {a.image_size}px batch {a.batch_size}"
+    print(f"\n{what}, {a.warmup}+{a.steps} steps, {a.pairs} pairs")
     print(f"bare    mean {statistics.fmean(bares):.1f} img/s (sd {statistics.pstdev(bares):.1f})")
     print(f"harness mean {statistics.fmean(harnesses):.1f} img/s (sd {statistics.pstdev(harnesses):.1f})")
     print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in pair_ratios)}")
     if len(pair_ratios) > 1:
-        half = 1.96 * statistics.stdev(pair_ratios) / len(pair_ratios) ** 0.5
-        print(f"mean per-pair ratio {statistics.fmean(pair_ratios):.3f} ± {half:.3f} (95% normal interval)")
+        e = paired(bares, harnesses)  # harness against bare: 1 - ratio, in %
+        lo, hi = 1 - e.hi_pct / 100, 1 - e.lo_pct / 100
+        mid = 1 - e.overhead_pct / 100
+        print(f"ratio of the pairs (geometric mean) {mid:.3f} [{lo:.3f}, {hi:.3f}] ({e.method}, 95 %)")
     print(f"harness fidelity ratio: {ratio:.3f} (goal >= 0.99) {'MET' if ratio >= 0.99 else 'NOT MET'}")
 
 

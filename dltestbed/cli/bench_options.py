@@ -60,13 +60,7 @@ DataDirOption = Annotated[
     Path | None, _opt("--data-dir", metavar="DIR", help="DIR/<class>/*.jpg (`data make`).", panel=WHAT)
 ]
 FrameworkOption = Annotated[
-    str | None,
-    _opt(
-        "--framework",
-        metavar="NAME[,NAME]",
-        help=f"{or_list(FRAMEWORKS)}, or both: run interleaved (tensorflow).",
-        panel=WHAT,
-    ),
+    str | None, _opt("--framework", metavar="NAME", help=f"{or_list(FRAMEWORKS)} (or both: a,b).", panel=WHAT)
 ]
 ModeOption = Annotated[Mode, _opt("--mode", metavar="MODE", help=f"{or_list(MODES)}.", panel=WHAT)]
 BatchSizeOption = Annotated[int | None, _opt("--batch-size", help="Images per step.", panel=WHAT)]

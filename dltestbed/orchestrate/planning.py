@@ -120,33 +120,28 @@ def plan(
     screen_seconds: float = DEFAULT_SCREEN_SECONDS,
     **common: Any,
 ) -> Plan:
-    """Validate everything up front: a bad value fails before any run starts. repeat: a count, or
-    "auto" (repetitions added until every overhead's interval is within ±precision %, at most max_repeat).
-    warmup: a count, STEADY (until steady), or None (the preset's; the probes' PROBE_WARMUP).
-    suite: study (the models), micro (one microbenchmark run of `probes` per target and repetition) or full;
-    the probes by default: those that run on one target, or with scenario distributed those between workers,
-    at the preset's probe_scale; the preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC);
-    screen: the checks for `screen_seconds` per GPU (in the first repetition only) and a deterministic
-    training of the first model."""
+    """Validate everything up front: a bad value fails before any run starts. repeat: a count, or "auto" (until
+    every overhead's interval is within ±precision %, at most max_repeat). warmup: a count, STEADY, or None (the
+    preset's; the probes' PROBE_WARMUP). suite: study (the models, each with each framework), micro (`probes`
+    per target and repetition; by default those of one target, or between a distributed job's workers) or
+    full; screen: the checks for `screen_seconds` per GPU (first repetition) and a deterministic training of
+    the first model. The preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC)."""
     p = preset(preset_name)
-    _check_suite(suite, probes, models, math, xla)
+    chosen = _check_suite(suite, probes, models, math, xla, frameworks)
     if common.get("device") == "cpu" and common.get("gpu_memory_mib") is not None:
         raise ConfigError("--gpu-memory-mib sizes GPU memory, and --device cpu hides the GPUs: leave one out")
     count, auto = _repetitions(repeat, precision, max_repeat)
     if order not in ORDERS:
         raise ConfigError(f"--order: unknown order {order!r}; known: {', '.join(ORDERS)}")
-    if data_dir is not None:
-        data_dir = str(resolve_path(data_dir))
+    data_dir = str(resolve_path(data_dir)) if data_dir is not None else None
     if common.get("data") == "real":
         common.update(_real_data(data_dir, bool(common.get("accuracy"))))
     names = list(dict.fromkeys(models)) if models else list(p.models)
     if suite == "screen":
         names, common = names[:1], {**common, "deterministic": True}
     given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
-    chosen = _frameworks(frameworks, suite)
-    specs: list[Spec] = []
-    for name in names if suite != "micro" else ():
-        specs += [_model_spec(p, name, given, {**common, "framework": fw}) for fw in chosen]
+    trained = names if suite != "micro" else []
+    specs: list[Spec] = [_model_spec(p, n, given, {**common, "framework": fw}) for n in trained for fw in chosen]
     if suite != "study":
         specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common))
     return Plan(
@@ -230,9 +225,14 @@ PROBE_KEEPS = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "d
 
 
 def _check_suite(
-    suite: str, probes: Sequence[str] | None, models: Sequence[str] | None, math: str | None, xla: bool | None
-) -> None:
-    """The suite is known and the options given go with it."""
+    suite: str,
+    probes: Sequence[str] | None,
+    models: Sequence[str] | None,
+    math: str | None,
+    xla: bool | None,
+    frameworks: Sequence[str] | None,
+) -> list[str]:
+    """The suite is known and the options given go with it; the frameworks each model runs with."""
     if suite not in SUITES:
         raise ConfigError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
     if probes and suite == "study":
@@ -244,6 +244,7 @@ def _check_suite(
     other = [p for p in probes or () if p not in SCREEN_PROBES]
     if suite == "screen" and other:
         raise ConfigError(f"--probes: --suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
+    return _frameworks(frameworks, suite)
 
 
 def _warmup(warmup: int | str) -> int | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, accuracy, agreement, fleet, health, jobs, micro, stats, warmup
+from dltestbed.report import FLEET_MIN_SLOWDOWN, accuracy, agreement, fleet, health, jobs, micro, stats, versus, warmup
 from dltestbed.report.accuracy import AccuracyRow
 from dltestbed.report.agreement import Agreement
 from dltestbed.report.checks import CheckRow, Mismatch
@@ -19,6 +19,7 @@ from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats, Skipped
 from dltestbed.report.stats import GroupStats
 from dltestbed.report.trends import Wander
+from dltestbed.report.versus import Versus
 from dltestbed.report.warmup import WarmupRow
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
@@ -57,6 +58,7 @@ class Analysis:
     mismatches: tuple[Mismatch, ...] = ()  # the checks that failed
     accuracy: tuple[AccuracyRow, ...] = ()  # --accuracy runs: top-1 per layer, against bare metal
     warmups: tuple[WarmupRow, ...] = ()  # --warmup auto: the steps each run needed, per model and layer
+    frameworks: tuple[Versus, ...] = ()  # a framework against the first on the same layer and workload
 
 
 def analyse(
@@ -115,6 +117,7 @@ def analyse(
         mismatches=tuple(mismatches),
         accuracy=tuple(accuracy.table(runs)),
         warmups=tuple(warmup.table(runs, steps)),
+        frameworks=tuple(versus.compare(runs)),
     )
 
 

@@ -104,11 +104,20 @@ def test_both_frameworks_in_one_bench_and_one_report(results: Path) -> None:
     ]
     report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
     assert sorted(g["key"]["framework"] for g in report["groups"]) == ["pytorch", "tensorflow"]
+    (versus,) = report["frameworks"]  # NYSDS'17's question: the second framework against the first, paired
+    assert (versus["first"], versus["other"], versus["runs"], versus["effect"]["method"]) == (
+        "tensorflow",
+        "pytorch",
+        2,
+        "paired t on log ratios",
+    )
+    assert versus["first_launch"] > 0 and versus["other_launch"] > 0
     agreed = {(a["framework"], a["verdict"], a["steps_compared"]) for a in report["agreement"]}
     assert agreed == {("tensorflow", "identical", 4), ("pytorch", "identical", 4)}
     md = run_cli("report", "--results", str(results)).stdout
     assert "| bm | alexnet | pytorch | " in md and "| bm | alexnet | tensorflow | " in md  # time per run
     assert "| alexnet (pytorch) | bm |" in md and "| alexnet (tensorflow) | bm |" in md  # same answer
+    assert "## Framework against framework" in md and "| bm | alexnet | float32 | 4 | 32 | tensorflow |" in md
 
 
 def test_real_data_and_accuracy(results: Path, dataset_dir: Path) -> None:

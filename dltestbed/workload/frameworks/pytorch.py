@@ -92,7 +92,7 @@ class PyTorch(Framework):
         torch = _import(run.fingerprint["host"])
         # lazy: PyTorch, NVML and the CUDA runtime load only in the modes that use them
         from dltestbed.workload import fingerprint, loop, mathmode
-        from dltestbed.workload.frameworks import torchmodels, torchsteps
+        from dltestbed.workload.frameworks import torchsteps
         from dltestbed.workload.sampler import Sampler, watched
 
         gpu = spec.device != "cpu" and torch.cuda.is_available()
@@ -117,19 +117,7 @@ class PyTorch(Framework):
             running.enter_context(watched(run.nvml, emitter.emit, sampler))
             running.enter_context(sampler.running())
             _arithmetic(torch, math, spec.deterministic, spec.seed)
-            model: Any = torchmodels.build(spec.model, spec.size, run.classes).to(device)
-            if gpu:
-                model = model.to(memory_format=torch.channels_last)  # NHWC: what tensor cores' convolutions read
-            trained = model
-            if workers > 1:
-                trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0] if gpu else None)
-            step = torchsteps.make_step(torch, trained, spec.mode, math, spec.xla, device, workers)
-            seed = spec.seed + (run.cluster.index if run.cluster else 0)  # each worker its own data
-            batches: Any = (
-                torchsteps.real_batches(torch, run.trained, spec.batch_size, spec.size, seed, device)
-                if run.trained is not None
-                else torchsteps.synthetic(torch, spec.batch_size, spec.size, run.classes, seed, device)
-            )
+            model, step, batches = _model(torch, run, math, device, workers)
             startup = time.time() - run.process_start()
             summary = loop.run(
                 step,
@@ -151,10 +139,33 @@ class PyTorch(Framework):
         emitter.emit(summary)
 
 
+def _model(torch: ModuleType, run: ModelRun, math: str, device: Any, workers: int) -> tuple[Any, Any, Any]:
+    """The model on its device (channels last on a GPU: what tensor cores' convolutions read), its step (the model
+    wrapped in DDP in a job) and its batches (each worker its own data)."""
+    # lazy: these import PyTorch
+    from dltestbed.workload.frameworks import torchmodels, torchsteps
+
+    spec = run.spec
+    model: Any = torchmodels.build(spec.model, spec.size, run.classes).to(device)
+    if device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    trained = model
+    if workers > 1:
+        trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0] if device.type == "cuda" else None)
+    step = torchsteps.make_step(torch, trained, spec.mode, math, spec.xla, device, workers)
+    seed = spec.seed + (run.cluster.index if run.cluster else 0)
+    batches = (
+        torchsteps.real_batches(torch, run.trained, spec.batch_size, spec.size, seed, device)
+        if run.trained is not None
+        else torchsteps.synthetic(torch, spec.batch_size, spec.size, run.classes, seed, device)
+    )
+    return model, step, batches
+
+
 def _import(host: str) -> ModuleType:
     """PyTorch, or one line that says it is not installed here."""
     try:
-        import torch
+        import torch  # lazy: PyTorch loads in a PyTorch run only (seconds to import)
     except ImportError:
         raise ConfigError(
             f"--framework pytorch: PyTorch is not installed on {host} "

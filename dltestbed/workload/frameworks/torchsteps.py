@@ -9,6 +9,10 @@ import os
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
 AUTOCAST = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}  # math → autocast's dtype
 
 
@@ -71,9 +75,6 @@ def synthetic(torch: ModuleType, batch: int, size: int, classes: int, seed: int,
 
 def _load(path: str, size: int) -> Any:
     """A JPEG decoded, resized to (size, size) bilinear, as float32 CHW in [0, 1] (Pillow, not torchvision)."""
-    import numpy as np
-    from PIL import Image
-
     with Image.open(path) as img:
         rgb = img.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
     return np.asarray(rgb, dtype=np.float32).transpose(2, 0, 1) / 255.0
@@ -82,8 +83,6 @@ def _load(path: str, size: int) -> Any:
 def real_batches(torch: ModuleType, index: Any, batch: int, size: int, seed: int, device: Any) -> Any:
     """The files read from disk every step, shuffled each pass (seeded), decoded in worker processes, in
     batches of `batch` (the last short one dropped), forever."""
-    from torch.utils.data import DataLoader, Dataset
-
     files, labels = list(index.files), list(index.labels)
 
     class Files(Dataset):
