@@ -27,6 +27,7 @@ from dltestbed.workload import models
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
 keras.utils.set_random_seed(0)
+tf.config.experimental.enable_tensor_float_32_execution(False)  # float32 as the harness asks it: TF32 off
 model = models.build(model_name, size, 1000)
 x = tf.random.uniform((batch, size, size, 3))
 y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
@@ -53,9 +54,13 @@ from dltestbed.workload.frameworks import torchmodels
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
 torch.manual_seed(0)
-model = torchmodels.build(model_name, size, 1000).train()
-x = torch.rand(batch, 3, size, size)
-y = torch.randint(0, 1000, (batch,))
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")  # where the harness's auto runs
+torch.backends.cudnn.allow_tf32 = False  # float32 as the harness asks it: TF32 off
+torch.backends.cudnn.benchmark = True
+fmt = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+model = torchmodels.build(model_name, size, 1000).to(device, memory_format=fmt).train()
+x = torch.rand(batch, 3, size, size, device=device).contiguous(memory_format=fmt)
+y = torch.randint(0, 1000, (batch,), device=device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 loss_fn = torch.nn.CrossEntropyLoss()
 def step():
@@ -90,6 +95,8 @@ def harness(a: argparse.Namespace, results: Path) -> float:
         workloads=Workloads(
             models=(a.model,),
             frameworks=(a.framework,),
+            math="float32",  # as the bare loops compute, whatever the preset (gpu: mixed)
+            xla=False,
             image_size=a.image_size,
             batch_size=a.batch_size,
             warmup=a.warmup,

@@ -51,7 +51,8 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     the run under way stored failed and everything taken given back."""
     _raise_fd_limit()
     w, m = request.workloads, request.machines
-    local = gpus.Local(w.frameworks or (DEFAULT_FRAMEWORK,))  # nvidia-smi read once (--preset auto, the GPU check)
+    probes = (DEFAULT_FRAMEWORK,) if w.suite != "study" else ()  # the gemm, conv and all-reduce probes' framework
+    local = gpus.Local(tuple(dict.fromkeys((*(w.frameworks or (DEFAULT_FRAMEWORK,)), *probes))))  # nvidia-smi once
     plan = _plan(request, observer, local)
     launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
     plan, kinds, runtime = _kinds(plan, launcher, request, observer)

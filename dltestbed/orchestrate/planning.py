@@ -26,6 +26,7 @@ from dltestbed.config import (
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.presets import Preset, preset
 from dltestbed.results.records import new_id
+from dltestbed.workload.frameworks import REGISTRY
 
 T = TypeVar("T")
 DEFAULT_PRECISION = 2.0  # --repeat auto: the overheads' 95 % half-width to reach, in %
@@ -127,7 +128,7 @@ def plan(
     full; screen: the checks for `screen_seconds` per GPU (first repetition) and a deterministic training of
     the first model. The preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC)."""
     p = preset(preset_name)
-    chosen = _check_suite(suite, probes, models, math, xla, frameworks)
+    chosen = _check_suite(suite, probes, models, math, xla, frameworks, str(common.get("gpus", "one")))
     if common.get("device") == "cpu" and common.get("gpu_memory_mib") is not None:
         raise ConfigError("--gpu-memory-mib sizes GPU memory, and --device cpu hides the GPUs: leave one out")
     count, auto = _repetitions(repeat, precision, max_repeat)
@@ -209,13 +210,18 @@ def _probe_spec(
     )
 
 
-def _frameworks(frameworks: Sequence[str] | None, suite: str) -> list[str]:
-    """The frameworks each model runs with (none given: the default), known and each once; the probes'
-    gemm, conv and all-reduce are TensorFlow's."""
+def _frameworks(frameworks: Sequence[str] | None, suite: str, gpus: str) -> list[str]:
+    """The frameworks each model runs with (none given: the default), known and each once, each able to run
+    --gpus as asked; the probes' gemm, conv and all-reduce are TensorFlow's."""
     chosen: list[str] = list(dict.fromkeys(frameworks)) if frameworks else [DEFAULT_FRAMEWORK]
     for fw in chosen:
         if fw not in FRAMEWORKS:
             raise ConfigError(f"--framework: unknown framework {fw!r}; known: {or_list(FRAMEWORKS)}")
+        if gpus == "node" and not REGISTRY[fw].node_jobs:
+            raise ConfigError(
+                f"--gpus node runs one process over every GPU, which {REGISTRY[fw].label} does not here: "
+                "use --gpus per-gpu, or --scenario distributed (one process per GPU)"
+            )
     if frameworks and suite in ("micro", "screen"):
         raise ConfigError(f"--framework goes with --suite study or full (--suite {suite} runs TensorFlow's probes)")
     return chosen
@@ -231,6 +237,7 @@ def _check_suite(
     math: str | None,
     xla: bool | None,
     frameworks: Sequence[str] | None,
+    gpus: str,
 ) -> list[str]:
     """The suite is known and the options given go with it; the frameworks each model runs with."""
     if suite not in SUITES:
@@ -244,7 +251,7 @@ def _check_suite(
     other = [p for p in probes or () if p not in SCREEN_PROBES]
     if suite == "screen" and other:
         raise ConfigError(f"--probes: --suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
-    return _frameworks(frameworks, suite)
+    return _frameworks(frameworks, suite, gpus)
 
 
 def _warmup(warmup: int | str) -> int | None:

@@ -82,15 +82,13 @@ def steady(
     half = 1 - (1 - CONFIDENCE) / 2
     n = sum(len(timed.get(r.id, ())) >= TREND_MIN_STEPS for r in judged)
     states = {r.id: steady_state(timed.get(r.id, ()), 1 - (1 - half) / max(1, n)) for r in judged}
-    changes: dict[GroupKey, dict[str, float]] = defaultdict(dict)
-    for r in judged:
-        if (drift := states[r.id].drift_pct) is not None:
-            changes[GroupKey.of(r, by_host=True)][r.id] = drift
+    changes = _changes(judged, {r.id: s.drift_pct for r, s in ((r, states[r.id]) for r in judged)})
     w = trends.wander(changes)
     together = trends.settings(changes, w, half, TREND_BAND_PCT)
     out = []
     for r in judged:
-        others = trends.wander(changes, leave_out=r.id) if w is not None else None
+        # the other runs' wander: t with its df, however few (3 runs of one setting leave df 1: wide, not none)
+        others = trends.wander(changes, leave_out=_unit(r), min_df=1) if w is not None else None
         beyond = others.bound(n, half) if others is not None else 0.0
         drift = states[r.id].trend(TREND_BAND_PCT, beyond)
         because = cause(r) if drift is not None and drift < 0 else None
@@ -100,6 +98,22 @@ def steady(
         if words:
             out.append((r, words))
     return out, w
+
+
+def _unit(r: RunRecord) -> str:
+    """What one repetition of a setting is: a run, or a distributed job (its workers ran in lock step, so they
+    are one repetition, not several)."""
+    return r.job_id if r.job_id and r.worker_index is not None else r.id
+
+
+def _changes(runs: Sequence[RunRecord], drift: Mapping[str, float | None]) -> dict[GroupKey, dict[str, float]]:
+    """Each setting's repetitions (on one machine) and their change over the timed steps in %: a job's workers
+    averaged into one."""
+    units: dict[GroupKey, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        if (d := drift.get(r.id)) is not None:
+            units[GroupKey.of(r, by_host=True)][_unit(r)].append(d)
+    return {k: {u: sum(v) / len(v) for u, v in per.items()} for k, per in units.items()}
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,15 @@
 A run's change over its timed steps is its Theil–Sen slope × (steps − 1) ÷ median, in % (inference.steady_state).
 Its own interval assumes independent steps. A shared or virtual machine's speed wanders for seconds at a time,
 though (on this project's 2-core VM, 300 steps of AlexNet correlated 0.56 step to step and still 0.22 ten steps
-apart), and that interval calls the wander a trend: judged alone, 19 of 20 simulated benches of steady runs with
-such noise flagged one. So a trend must also stand out from the wander:
+apart), and that interval calls the wander a trend: judged alone, 20 of 20 simulated benches of steady runs with
+such noise flagged one (tests/unit/test_trends.py). So a trend must also stand out from the wander:
 
-- **the wander**: how much the change varies between runs of one setting on one machine, the pooled within-setting
-  sample sd (one-way ANOVA's residual mean square, df = runs − settings). It assumes every setting wanders alike;
+- **the wander**: how much the change varies between repetitions of one setting on one machine (a distributed
+  job's workers averaged: one repetition), the pooled within-setting sample sd (one-way ANOVA's residual mean
+  square, df = repetitions − settings). It assumes every setting wanders alike;
 - **a run** is flagged when its own interval excludes 0 and its change lies beyond t(df) × the wander of the
-  other runs (left out, so that one run's large trend cannot hide itself), both over every run judged together
-  (Bonferroni);
+  other runs (left out, so that one run's large trend cannot hide itself; with its df however few), both over
+  every run judged together (Bonferroni);
 - **a setting** is flagged when the mean change of its runs has a t-interval (with the pooled wander) that
   excludes 0, over the settings with 2+ runs together (Bonferroni): a warm-up that ends too soon does so in
   every repetition, a wander does not.
@@ -50,8 +51,11 @@ class Wander:
         return asdict(self)
 
 
-def wander(changes: Mapping[K, Mapping[str, float]], leave_out: str | None = None) -> Wander | None:
-    """The wander of the changes (setting → run id → change in %), run `leave_out` left out; None below MIN_DF."""
+def wander(
+    changes: Mapping[K, Mapping[str, float]], leave_out: str | None = None, min_df: int = MIN_DF
+) -> Wander | None:
+    """The wander of the changes (setting → repetition → change in %), repetition `leave_out` left out; None
+    below `min_df`."""
     ss, df, runs, settings = 0.0, 0, 0, 0
     for per_run in changes.values():
         values = [c for run, c in per_run.items() if run != leave_out]
@@ -62,7 +66,7 @@ def wander(changes: Mapping[K, Mapping[str, float]], leave_out: str | None = Non
         df += len(values) - 1
         runs += len(values)
         settings += 1
-    return Wander(math.sqrt(ss / df), df, runs, settings) if df >= MIN_DF else None
+    return Wander(math.sqrt(ss / df), df, runs, settings) if df >= max(1, min_df) else None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,8 +59,9 @@ def compare(runs: Iterable[RunRecord]) -> list[Versus]:
         first = names[0]
         for other in names[1:]:
             a, b = by_fw[first], by_fw[other]
-            eff = effect(a, b)
-            words = verdict(eff) if eff is not None else "no interval: fewer than 2 runs a side"
+            unlike = _unlike(a, b, first, other)
+            eff = effect(a, b) if unlike is None else None
+            words = unlike or (verdict(eff) if eff is not None else "no interval: fewer than 2 runs a side")
             out.append(
                 Versus(
                     dataclasses.replace(key, framework=first),
@@ -76,6 +77,16 @@ def compare(runs: Iterable[RunRecord]) -> list[Versus]:
                 )
             )
     return out
+
+
+def _unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], first: str, other: str) -> str | None:
+    """Why two frameworks' runs are not compared: they computed on another device or in another math (asked
+    `auto`, a CUDA build runs on the GPU and a CPU build on the CPU); None: like for like."""
+    for what, of in (("device", lambda r: r.used_device), ("math", lambda r: r.math)):
+        sa, sb = {of(r) for r in a}, {of(r) for r in b}
+        if sa != sb:
+            return f"not compared: {first} ran {what} {'/'.join(sorted(sa))}, {other} {'/'.join(sorted(sb))}"
+    return None
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

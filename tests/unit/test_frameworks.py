@@ -75,3 +75,28 @@ def test_this_machines_builds_are_read_from_package_metadata(monkeypatch: pytest
     monkeypatch.setattr(PyTorch, "installed", classmethod(lambda cls: ("torch 2.11.0", True)))
     assert local._without_cuda() is None
     assert gpus.Local(("tensorflow", "pytorch"))._without_cuda() == "tensorflow-cpu, not TensorFlow's CUDA build"
+
+
+def test_gpus_node_is_refused_for_a_framework_that_runs_a_process_per_gpu() -> None:
+    with pytest.raises(ConfigError, match=r"^--gpus node runs one process over every GPU, which PyTorch does not"):
+        planning.plan(models=["alexnet"], frameworks=["pytorch"], gpus="node")
+    assert planning.plan(models=["alexnet"], gpus="node").specs[0].framework == "tensorflow"
+
+
+def test_two_frameworks_are_compared_like_for_like_only() -> None:
+    """Asked `auto`, TensorFlow's CUDA build ran on the GPU and torch's CPU build on the CPU: not a framework's
+    difference, so no interval; on the same device, paired by repetition."""
+    from dltestbed.report import versus
+    from tests.conftest import make_run
+
+    def runs(fw: str, device: str, ips: float) -> list:
+        return [
+            make_run(framework=fw, used_device=device, math="float32", repetition=i, status="ok", images_per_sec=v)
+            for i, v in ((1, ips), (2, ips * 1.02), (3, ips * 0.99))
+        ]
+
+    (v,) = versus.compare([*runs("tensorflow", "gpu", 1000.0), *runs("pytorch", "cpu", 50.0)])
+    assert v.effect is None and v.verdict == "not compared: tensorflow ran device gpu, pytorch cpu"
+    (v,) = versus.compare([*runs("tensorflow", "cpu", 40.0), *runs("pytorch", "cpu", 50.0)])
+    assert v.effect is not None and v.effect.method == "paired t on log ratios"
+    assert v.verdict.startswith("faster by 25.0 %")

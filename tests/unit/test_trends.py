@@ -85,3 +85,21 @@ def test_without_a_second_run_a_run_is_judged_alone() -> None:
     timed = {runs[0].id: [100.0 + 2 * i for i in range(20)], runs[1].id: [100.0 + math.sin(i) for i in range(20)]}
     flags, w = fleet.steady(runs, timed)
     assert w is None and [(r.id, words[0][:19]) for r, words in flags] == [(runs[0].id, "still speeding up: ")]
+
+
+def test_three_runs_of_one_setting_judge_each_other_and_a_jobs_workers_are_one() -> None:
+    """README's `-m alexnet --targets bm` (one setting, 3 repetitions): leaving a run out leaves df 1, a wide
+    wander but one, so a 28 % climb among wandering repetitions is not called a trend, while a run that never
+    warmed up is.
+    A distributed job's workers ran in lock step: they are one repetition of the setting."""
+    runs = [make_run(repetition=i, status="ok") for i in (1, 2, 3)]
+    flat = [100.0 + 3 * math.sin(i) for i in range(20)]
+    timed = {runs[0].id: [100.0 + 1.5 * i for i in range(20)], runs[1].id: flat, runs[2].id: flat[::-1]}
+    flags, w = fleet.steady(runs, timed)
+    assert w is not None and w.df == 2 and flags == []
+    timed[runs[0].id] = [10.0 * 1.5**i for i in range(20)]  # a run that never warmed up: +1406 % over its steps
+    flags, _ = fleet.steady(runs, timed)
+    assert [r.id for r, words in flags if "still speeding up" in words[0]] == [runs[0].id]
+    job = [make_run(job_id="j1", worker_index=i, workers=2, status="ok") for i in (0, 1)]
+    changes = fleet._changes(job, {job[0].id: 4.0, job[1].id: 6.0})
+    assert list(changes.values()) == [{"j1": 5.0}]

@@ -69,7 +69,8 @@ def steady_section(flags: Sequence[SteadyFlag], wander: Wander | None) -> list[s
         *lines,
         "",
         "Trend: Theil–Sen slope of the timed steps' images/sec with its interval, flagged from a "
-        f"{TREND_BAND_PCT:g} % change over the run, when it also lies beyond the machine's wander, {seen}; and "
+        f"{TREND_BAND_PCT:g} % change over the run, when it also lies beyond t × the machine's wander (the other "
+        f"runs' wander, t at its df and the runs' Bonferroni level), {seen}; and "
         "a setting whose runs trend together (t-interval of their mean change). Runs and settings are judged "
         f"together (Bonferroni), each judgement at {(1 - CONFIDENCE) / 2 * 100:g} %, so that steady runs are "
         f"flagged with at most {(1 - CONFIDENCE) * 100:g} % chance; outlier steps: modified z beyond "

@@ -57,6 +57,7 @@ class Framework(ABC):
     label: ClassVar[str]  # its name in words ("TensorFlow")
     version_key: ClassVar[str]  # the fingerprint's fact that holds its version
     in_images: ClassVar[bool]  # whether dltestbed's container and VM images carry it
+    node_jobs: ClassVar[bool]  # whether it runs --gpus node (one process over every GPU of the machine)
 
     @abstractmethod
     def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:

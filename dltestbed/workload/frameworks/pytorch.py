@@ -37,6 +37,7 @@ class PyTorch(Framework):
     label = "PyTorch"
     version_key = "pytorch"
     in_images = False
+    node_jobs = False  # one process per GPU: a DDP job
 
     @classmethod
     def installed(cls) -> tuple[str, bool] | None:
@@ -85,8 +86,6 @@ class PyTorch(Framework):
         """Pick the device, join the job (a DDP worker), resolve the math, emit the start, then run the steps
         with the sampler and the GPU health watch around them."""
         spec = run.spec
-        if spec.gpus == "node":
-            raise ConfigError("--framework pytorch: --gpus node (one job over a node's GPUs) is TensorFlow's for now")
         if spec.deterministic:  # before CUDA starts: cuBLAS reads it once
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         torch = _import(run.fingerprint["host"])
@@ -99,6 +98,9 @@ class PyTorch(Framework):
         if spec.device == "gpu" and not gpu:
             raise ConfigError(f"--device gpu: no GPU is visible to PyTorch on {run.fingerprint['host']}")
         device = torch.device("cuda:0" if gpu else "cpu")
+        if gpu and spec.gpu_memory_mib is not None:  # a fixed slice, as TensorFlow's logical device takes
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, spec.gpu_memory_mib * 2**20 / total), 0)
         caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())] if gpu else []
         math = mathmode.resolve(spec.math, caps)
         run.fingerprint.update(facts(torch, run.gpus, gpu))

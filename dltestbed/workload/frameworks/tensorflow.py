@@ -32,6 +32,7 @@ class TensorFlow(Framework):
     label = "TensorFlow"
     version_key = "tensorflow"
     in_images = True
+    node_jobs = True
 
     @classmethod
     def installed(cls) -> tuple[str, bool] | None:

@@ -1,5 +1,5 @@
 """The benchmark models in PyTorch, layer for layer those of workload/models.py (Keras): the same layers,
-sizes and padding, the same weights per layer (tests/tf/test_torch_models.py counts them against Keras).
+sizes and padding, the same weights per layer (tests/tf/test_pytorch.py counts them against Keras's).
 Written here, not taken from torchvision: torchvision's ResNet-50 is v1.5 without conv biases, its
 Inception-v3 has an auxiliary head and scaled batch norms, and torchvision does not import beside the CPU
 build of PyTorch this project's CI installs.

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
@@ -80,22 +81,27 @@ def _load(path: str, size: int) -> Any:
     return np.asarray(rgb, dtype=np.float32).transpose(2, 0, 1) / 255.0
 
 
+class Files(Dataset):
+    """The dataset's files, each decoded on demand with its label (at module level: DataLoader's workers may be
+    started by spawn or forkserver, which pickle it)."""
+
+    def __init__(self, files: list[str], labels: list[int], size: int) -> None:
+        self.files, self.labels, self.size = files, labels, size
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        return torch.from_numpy(_load(self.files[i], self.size)), self.labels[i]
+
+
 def real_batches(torch: ModuleType, index: Any, batch: int, size: int, seed: int, device: Any) -> Any:
     """The files read from disk every step, shuffled each pass (seeded), decoded in worker processes, in
     batches of `batch` (the last short one dropped), forever."""
-    files, labels = list(index.files), list(index.labels)
-
-    class Files(Dataset):
-        def __len__(self) -> int:
-            return len(files)
-
-        def __getitem__(self, i: int) -> tuple[Any, int]:
-            return torch.from_numpy(_load(files[i], size)), labels[i]
-
     gen = torch.Generator().manual_seed(seed)
     workers = min(4, len(os.sched_getaffinity(0)))
     loader = DataLoader(
-        Files(),
+        Files(list(index.files), list(index.labels), size),
         batch_size=batch,
         shuffle=True,
         drop_last=True,
