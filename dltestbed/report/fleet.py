@@ -82,7 +82,7 @@ def steady(
     half = 1 - (1 - CONFIDENCE) / 2
     n = sum(len(timed.get(r.id, ())) >= TREND_MIN_STEPS for r in judged)
     states = {r.id: steady_state(timed.get(r.id, ()), 1 - (1 - half) / max(1, n)) for r in judged}
-    changes = _changes(judged, {r.id: s.drift_pct for r, s in ((r, states[r.id]) for r in judged)})
+    changes = _changes(judged, {r.id: states[r.id].drift_pct for r in judged})
     w = trends.wander(changes)
     together = trends.settings(changes, w, half, TREND_BAND_PCT)
     out = []

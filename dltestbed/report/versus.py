@@ -16,7 +16,7 @@ from dltestbed.report.inference import Effect, verdict
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.mdtable import head as md_head
 from dltestbed.report.mdtable import row as md_row
-from dltestbed.report.stats import effect
+from dltestbed.report.stats import effect, spread
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.frameworks import REGISTRY
 
@@ -69,8 +69,8 @@ def compare(runs: Iterable[RunRecord]) -> list[Versus]:
                     other,
                     statistics.geometric_mean([r.images_per_sec or 0.0 for r in a]),
                     statistics.geometric_mean([r.images_per_sec or 0.0 for r in b]),
-                    _mean([r.wall_seconds for r in a]),
-                    _mean([r.wall_seconds for r in b]),
+                    _mean_wall(a),
+                    _mean_wall(b),
                     len(b),
                     eff,
                     words,
@@ -89,9 +89,10 @@ def _unlike(a: Sequence[RunRecord], b: Sequence[RunRecord], first: str, other: s
     return None
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
-    have = [v for v in values if v is not None]
-    return statistics.fmean(have) if have else None
+def _mean_wall(runs: Sequence[RunRecord]) -> float | None:
+    """The runs' mean launch-to-finish seconds (stats.spread, as the report's time table has it)."""
+    s = spread([r.wall_seconds for r in runs])
+    return s.mean if s else None
 
 
 def markdown(found: Iterable[Versus]) -> list[str]:

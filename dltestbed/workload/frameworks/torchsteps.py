@@ -17,6 +17,13 @@ from torch.utils.data import DataLoader, Dataset
 AUTOCAST = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}  # math → autocast's dtype
 
 
+def autocast(torch: ModuleType, math: str, device: Any) -> Any:
+    """The context the model's forward pass runs in: autocast to the math's 16-bit type, or nothing."""
+    if math not in AUTOCAST:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, AUTOCAST[math]))
+
+
 def make_step(
     torch: ModuleType, model: Any, mode: str, math: str, compile_: bool, device: Any, workers: int = 1
 ) -> Any:
@@ -25,13 +32,10 @@ def make_step(
     autocast the model computes in 16 bit, the loss in float32; float16 scales the loss (GradScaler). In a
     job of `workers` (the model wrapped in DDP, which averages the gradients), the loss is averaged over the
     workers too, as TensorFlow's job reports the global batch's."""
-    dtype = getattr(torch, AUTOCAST[math]) if math in AUTOCAST else None
     forward = torch.compile(model) if compile_ else model
 
     def cast() -> Any:
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=dtype)
+        return autocast(torch, math, device)
 
     if mode == "infer":
         model.eval()
@@ -121,7 +125,6 @@ def evaluate(
     """(images, right at top-1, mean cross-entropy loss) of the model in inference on the held-out images,
     in file order."""
     model.eval()
-    dtype = getattr(torch, AUTOCAST[math]) if math in AUTOCAST else None
     images = correct = 0
     total = 0.0
     files, labels = list(index.files), list(index.labels)
@@ -129,7 +132,7 @@ def evaluate(
         for start in range(0, len(files), batch):
             x = torch.stack([torch.from_numpy(_load(f, size)) for f in files[start : start + batch]]).to(device)
             y = torch.tensor(labels[start : start + batch], device=device)
-            with torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+            with autocast(torch, math, device):
                 logits = model(x).float()
             correct += int((logits.argmax(dim=1) == y).sum())
             total += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
