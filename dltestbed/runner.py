@@ -268,7 +268,7 @@ def execute(
     """Run spec on target and return its stored record (status ok or failed, never raising for a
     failed workload). Ctrl-C, here or passed on by another thread (`abort()`), stores the run as failed,
     keeps its steps, and is raised again; any other abort ends the run as its reason says, without raising.
-    on_start is set once the first timed step has arrived (or the run ended)."""
+    on_start is set once the first timed step has arrived (not when the run ends: the return says that)."""
     observer = observer or NullObserver()
     spec = for_target(spec, target)
     run = _new_record(target, spec, ctx)
@@ -308,9 +308,6 @@ def execute(
                 reason = "stopped before its first timed step"
     except DltestbedError as exc:
         reason = str(exc)
-    finally:
-        if on_start is not None:
-            on_start.set()
 
     _log_unparsed(log, col.unparsed)
     _finish(run, store, col, reason, sinks)

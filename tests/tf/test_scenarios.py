@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -268,6 +269,7 @@ def test_a_co_tenant_that_cannot_start(results: Path, monkeypatch: pytest.Monkey
     (taken as given here) and the co-tenant still cannot start (TensorFlow sees none): one line, and the
     foreground measured alone is kept."""
     from dltestbed import orchestrate as o
+    from dltestbed import runner
     from dltestbed.errors import DltestbedError
     from dltestbed.orchestrate import gpus
     from dltestbed.orchestrate.scenarios import Options
@@ -277,6 +279,13 @@ def test_a_co_tenant_that_cannot_start(results: Path, monkeypatch: pytest.Monkey
     assert line.startswith("error: --cotenant gpu: no GPU on bm:local (") and not results.exists()
 
     monkeypatch.setattr(gpus.Local, "seen", lambda self, kind: gpus.Seen(f"{kind}:local", True, "taken as given"))
+    finish = runner._finish
+
+    def slow_finish(*args: Any, **kwargs: Any) -> None:  # a store slow to keep a run's end, as under CI's load
+        time.sleep(2)
+        finish(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_finish", slow_finish)
     request = o.BenchRequest(
         workloads=o.Workloads(models=("alexnet",), image_size=64, batch_size=8, warmup=1, steps=2),
         repetitions=o.Repetitions(repeat="1"),

@@ -165,7 +165,7 @@ def _with_cotenant(
 ) -> list[RunRecord]:
     """Start the co-tenant, wait for its first timed step, time the foreground, stop the co-tenant."""
     co_target = make(kind, site)
-    started, ending = threading.Event(), threading.Event()
+    started, ended, ending = threading.Event(), threading.Event(), threading.Event()
     co_record: list[RunRecord] = []
     co_ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, role="cotenant", job_id=job)
 
@@ -173,7 +173,12 @@ def _with_cotenant(
     bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
 
     def cotenant() -> None:
-        co_record.append(execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, on_start=started))
+        try:
+            record = execute(co_target, co, store, co_ctx, observer, timeout=bound, sinks=sinks, on_start=started)
+            co_record.append(record)
+        finally:  # its end, once its record is kept, however long the store took: wakes the wait below
+            ended.set()
+            started.set()
 
     thread = threading.Thread(target=cotenant, name="dltestbed-cotenant")
     thread.start()
@@ -186,9 +191,8 @@ def _with_cotenant(
             thread.join(0.2)
 
     try:
-        started.wait(COTENANT_START_TIMEOUT)
-        thread.join(0.5)  # a co-tenant that failed before its first step is ending now
-        if not thread.is_alive() or not started.is_set():
+        started.wait(COTENANT_START_TIMEOUT)  # its first timed step, or its end (however long its store takes)
+        if ended.is_set() or not started.is_set():
             end_cotenant(Abort("the co-tenant did not reach its first timed step in time"))
             why = co_record[0].reason if co_record else f"no timed step within {COTENANT_START_TIMEOUT:.0f} s"
             raise WorkloadError(
