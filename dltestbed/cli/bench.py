@@ -83,6 +83,7 @@ from dltestbed.cli.options import (
     influx_org_opt,
     influx_token_opt,
     influx_url_opt,
+    listed,
     wants_json,
 )
 
@@ -198,10 +199,10 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         check_out(o["report"])
     workloads = orch.Workloads(
         models=tuple(o["model"] or ()),
-        frameworks=_listed(o["framework"], "--framework") or (),
+        frameworks=listed(o["framework"], "--framework") or (),
         preset=o["preset"],
         suite=o["suite"],
-        probes=_listed(o["probes"], "--probes"),
+        probes=listed(o["probes"], "--probes"),
         probe_scale=o["probe_scale"],
         data=o["data"],
         data_dir=o["data_dir"],
@@ -250,7 +251,7 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         "disk_gib": o["vm_disk"],
     }
     machines = orch.Machines(
-        targets=_listed(o["targets_opt"], "--targets") or (),
+        targets=listed(o["targets_opt"], "--targets") or (),
         inventory=o["inventory"],
         limit=o["limit"],
         groups=tuple(o["group"] or ()),
@@ -327,18 +328,6 @@ def _vm_memory(text: str | None) -> int | None:
     if text.strip().isdigit():
         deprecated.warn(f"--vm-memory {text} (MiB without a unit)", f"--vm-memory {text}m")
     return mib(text, "--vm-memory")
-
-
-def _listed(text: str | None, option: str) -> tuple[str, ...] | None:
-    """A comma-separated option's items (None: not given); an empty item is refused (`bm,,cbm`)."""
-    from dltestbed.errors import ConfigError
-
-    if text is None:
-        return None
-    items = tuple(p.strip() for p in text.split(","))
-    if not all(items):
-        raise ConfigError(f"{option}: a comma-separated list with no empty item (got {text!r})")
-    return items
 
 
 def _report(bench_id: str, out: Path, results: Path | None) -> str:

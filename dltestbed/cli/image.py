@@ -10,7 +10,7 @@ import typer
 
 from dltestbed.choices import RUNTIMES, or_list
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import Flavor, Runtime
+from dltestbed.cli.options import Flavor, Runtime, listed
 
 app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
 
@@ -40,6 +40,13 @@ def build(
         help="TensorFlow build in the container image: cpu, gpu (the CUDA build with its CUDA libraries), or auto: "
         "gpu when this machine's NVIDIA driver answers with GPUs (the rule provision applies to hosts).",
     ),
+    framework: str | None = typer.Option(
+        None,
+        "--framework",
+        metavar="NAME",
+        help="Another framework the container image carries beside TensorFlow: pytorch. The VM guest image "
+        "carries TensorFlow only.",
+    ),
     out: Path | None = deprecated.param(None, "--out", "--guest-copy"),
 ) -> None:
     """Build (or find, when its inputs are unchanged) the workload images; prints their tags."""
@@ -49,7 +56,9 @@ def build(
     from dltestbed.cli.runs import check_folder
     from dltestbed.errors import ConfigError
     from dltestbed.provision import image, localfacts, wheelhouse
+    from dltestbed.workload.frameworks import REGISTRY
 
+    frameworks = wheelhouse.carried(listed(framework, "--framework") or ())  # an unknown name: one line first
     out = guest_copy or out
     want_vm = vm == "yes" or (vm == "auto" and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
     if out is not None and not want_vm:
@@ -59,21 +68,24 @@ def build(
     t0 = time.monotonic()
     rt = image.usable_runtime(runtime)
     chosen = localfacts.flavor() if flavor == "auto" else flavor
-    house = wheelhouse.build(chosen)
+    house = wheelhouse.build(chosen, frameworks)
     found = image.find(rt, house, base)
     built = found or image.build(rt, house, base)
+    built_house_path = house.path
     what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
-    typer.echo(f"{rt} image {built.tag} ({chosen} flavour, {what}): {built.digest}", err=True)
+    carries = " and ".join(REGISTRY[f].label for f in frameworks)
+    typer.echo(f"{rt} image {built.tag} ({chosen} flavour, {carries}, {what}): {built.digest}", err=True)
     typer.echo(built.tag)
     if not want_vm:
         return
     from dltestbed.provision import guestimage as guest
 
     t1 = time.monotonic()
-    if chosen != "cpu":  # the guest image holds the CPU build for now (vm-images/README.md)
-        typer.echo("the VM guest image holds TensorFlow's CPU build (a GPU guest flavour is not built yet)", err=True)
-        house = wheelhouse.build("cpu")
-    same = rt == "podman" and chosen == "cpu"
+    guest_frameworks = tuple(f for f in frameworks if REGISTRY[f].in_guest_image)
+    if chosen != "cpu" or guest_frameworks != frameworks:  # the guest's build for now (vm-images/README.md)
+        typer.echo("the VM guest image holds TensorFlow's CPU build only (no GPU flavour or other framework)", err=True)
+        house = wheelhouse.build("cpu", guest_frameworks)
+    same = rt == "podman" and house.path == built_house_path
     pod = built if same else (image.find("podman", house, base) or image.build("podman", house, base))
     existing = guest.find(house, pod)
     g = existing or guest.build(house, pod, out)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import typer
 
 from dltestbed import choices
+from dltestbed.errors import ConfigError
 
 # Each choice a type typer reads its names from (a Literal: `<a|b>` in --help, one line for a bad one), built
 # from dltestbed.choices, where each name is spelled once (a run's data, mode, device, math and GPUs are typed
@@ -79,3 +80,13 @@ GROUP_HELP = "e.g. bare_metal=gpu_nodes; repeatable."  # ROLE=GROUP in full: doc
 def group_opt(panel: str | None = None, short: bool = False) -> list[str] | None:
     text = "e.g. bare_metal=gpu_nodes." if short else GROUP_HELP
     return typer.Option(None, "--group", metavar="ROLE=GROUP", help=text, rich_help_panel=panel)
+
+
+def listed(text: str | None, option: str) -> tuple[str, ...] | None:
+    """A comma-separated option's items (None: not given); an empty item is refused (`bm,,cbm`)."""
+    if text is None:
+        return None
+    items = tuple(p.strip() for p in text.split(","))
+    if not all(items):
+        raise ConfigError(f"{option}: a comma-separated list with no empty item (got {text!r})")
+    return items

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from dltestbed.choices import LAYOUTS
-from dltestbed.cli.options import Layout, group_opt
+from dltestbed.cli.options import Layout, group_opt, listed
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,6 +22,9 @@ def provision(
     limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups."),
     group: list[str] | None = group_opt(),
     check: bool = typer.Option(False, "--check", help="Ansible check mode: what would change."),
+    framework: str | None = typer.Option(
+        None, "--framework", metavar="NAME", help="Also install this framework beside TensorFlow: pytorch."
+    ),
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
@@ -45,6 +48,7 @@ def provision(
         on_phase=shown.phase,
         on_notice=shown.notice,
         groups=parse_group_options(group or []),
+        frameworks=listed(framework, "--framework") or (),
     )
     _summary(report, shown.console, check)
 

@@ -63,7 +63,7 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
         raise ConfigError("--data-shared goes with --data real --data-dir DIR")
     limits = {"cpuset": m.container_cpuset, "memory": m.container_memory}
     dataset = Dataset.of(plan.specs[0], w.data_shared)
-    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory)
+    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory, w.frameworks)
     launcher.check(setup)
     need = gpus.needs(plan, request.scenario)
     if need:  # an option that needs a GPU where a target has none, or pools that do not fit it: one line
@@ -89,14 +89,14 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
 
 
 def _check_images(frameworks: Sequence[str], kinds: Sequence[str]) -> None:
-    """Before any image is looked for or VM made: a framework that dltestbed's container and VM images do not
-    carry runs on bare metal only (one line)."""
-    boxed = [k for k in kinds if KINDS[k].in_container or KINDS[k].in_vm]
-    missing = [REGISTRY[f] for f in frameworks if not REGISTRY[f].in_images]
-    if boxed and missing:
+    """Before any image is looked for or VM made: a framework that dltestbed's VM guest image does not carry
+    runs on bare metal and in containers only (one line)."""
+    guests = [k for k in kinds if KINDS[k].in_vm]
+    missing = [REGISTRY[f] for f in frameworks if not REGISTRY[f].in_guest_image]
+    if guests and missing:
         raise ConfigError(
-            f"--framework {missing[0].name} runs on bare metal (bm) for now: dltestbed's container and VM images "
-            f"do not carry {missing[0].label}, so not on {boxed[0]}"
+            f"--framework {missing[0].name} runs on bare metal and in containers (bm, cbm) for now: dltestbed's VM "
+            f"guest image does not carry {missing[0].label}, so not on {guests[0]}"
         )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
 from dltestbed.kinds import any_kind
@@ -25,6 +26,7 @@ from dltestbed.targets import ContainerImage, Site, check_kind, make
 from dltestbed.targets.container import check_limits, options_from_vars
 from dltestbed.transport.ssh import SSH
 from dltestbed.vms.settings import VMSettings
+from dltestbed.workload.frameworks import REGISTRY
 
 REMOTE_CONTAINERS_CONF = "/etc/dltestbed/containers.conf"  # written by the container_host role
 
@@ -42,6 +44,7 @@ class Setup:
     container_limits: Mapping[str, str | None] = field(default_factory=dict)  # cpuset, memory: over the inventory's
     dataset: dataplace.Dataset | None = None  # real data: placed where each kind reads it
     inventory: Path | None = None  # the hosts' inventory (the dataset role runs on it)
+    frameworks: tuple[str, ...] = ()  # those the bench runs: a container image must carry each
 
     @property
     def uses_vms(self) -> bool:
@@ -72,7 +75,9 @@ def check(setup: Setup) -> Checked:
     def built(runtime: str, flavor: str) -> image.Image | None:  # once per runtime and flavour: it hashes the tree
         if (runtime, flavor) not in found:
             # the CPU wheelhouse is built when missing, as before; the GPU one (gigabytes) never during a check
-            house = wheelhouse.cached(flavor) or (wheelhouse.build(flavor) if flavor == "cpu" else None)
+            house = wheelhouse.cached(flavor, setup.frameworks) or (
+                wheelhouse.build(flavor, setup.frameworks) if flavor == "cpu" else None
+            )
             found[runtime, flavor] = image.find(runtime, house) if house is not None and shutil.which(runtime) else None
         return found[runtime, flavor]
 
@@ -90,7 +95,7 @@ def check(setup: Setup) -> Checked:
             sites.append(Site(host=host, down=down[host.name]))
             vms.append(None)
             continue
-        container = _container(host, setup.runtime, built) if any_kind(setup.kinds, lambda k: k.store_image) else None
+        container = _container(host, setup, built) if any_kind(setup.kinds, lambda k: k.store_image) else None
         if container is not None and limits:
             container = dataclasses.replace(container, options=dataclasses.replace(container.options, **limits))
         vm = None
@@ -241,8 +246,13 @@ def host_flavor(host: Host) -> str:
     return flavor
 
 
-def _container(host: Host | None, runtime: str | None, built: Built) -> ContainerImage:
-    """This build's workload image for cbm on a host, of the host's flavour, found in the controller's store."""
+def _container(host: Host | None, setup: Setup, built: Built) -> ContainerImage:
+    """This build's workload image for cbm on a host, of the host's flavour and carrying the bench's frameworks,
+    found in the controller's store."""
+    runtime = setup.runtime
+    extra = [f for f in wheelhouse.carried(setup.frameworks) if f != DEFAULT_FRAMEWORK]
+    option = "".join(f" --framework {f}" for f in extra)  # what the command that makes it needs
+    carrying = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
     if host is None:
         try:
             rt = image.usable_runtime(runtime)
@@ -251,7 +261,8 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
         img = built(rt, localfacts.flavor())  # this machine's flavour (image build --flavor auto)
         if img is None:
             raise ConfigError(
-                f"cbm: no {rt} image for this dltestbed build; run `dltestbed image build --runtime {rt}`"
+                f"cbm: no {rt} image{carrying} for this dltestbed build; run `dltestbed image build --runtime {rt}"
+                f"{option}`"
             )
         return ContainerImage(rt, img.tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
     opts = options_from_vars(host.vars)  # a host outside container_hosts was refused by check_host_values
@@ -260,8 +271,8 @@ def _container(host: Host | None, runtime: str | None, built: Built) -> Containe
     img = built(rt, flavor)
     if img is None:
         raise ConfigError(
-            f"cbm on {host.name}: no {rt} image of the {flavor} flavour for this dltestbed build here; "
-            "run `dltestbed provision`"
+            f"cbm on {host.name}: no {rt} image of the {flavor} flavour{carrying} for this dltestbed build here; "
+            f"run `dltestbed provision{option}`"
         )
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
     return ContainerImage(rt, img.tag, img.digest, env, opts)

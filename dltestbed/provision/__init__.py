@@ -95,9 +95,12 @@ def provision(
     on_phase: Callable[[str], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
     groups: Mapping[str, Sequence[str]] | None = None,
+    frameworks: Sequence[str] = (),
 ) -> ProvisionReport:
     """Run the facts and site phases on the hosts of `layout`, then make the VMs of its libvirt hosts;
-    never raises for a host's failure."""
+    never raises for a host's failure. `frameworks`: those installed beside the default one (and carried by
+    the container images made for the hosts)."""
+    chosen = wheelhouse.carried(frameworks)  # an unknown name: one line before any host is contacted
     inv = inventory_mod.load(inventory_path, limit, groups)
     placements = layout_mod.resolve(layout, inv)
     root = wheelhouse.source_root()
@@ -124,7 +127,11 @@ def provision(
 
     targets = [h for h in report.hosts if h.status != "failed"]
     if targets:
-        report.wheelhouses = _install(inv, targets, flavors, check, on_event, on_phase, on_notice, private, forks)
+        if on_phase:
+            on_phase("wheelhouse")
+        houses = {f: wheelhouse.build(f, chosen) for f in sorted({h.flavor for h in targets if h.flavor})}
+        _install(inv, targets, flavors, houses, check, on_event, on_phase, on_notice, private, forks)
+        report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
 
@@ -167,20 +174,16 @@ def _install(
     inv: inventory_mod.Inventory,
     targets: list[HostReport],
     flavors: dict[str, str],
+    houses: dict[str, wheelhouse.Wheelhouse],
     check: bool,
     on_event: EventHook | None,
     on_phase: Callable[[str], None] | None,
     on_notice: Callable[[str], None] | None,
     private: Path,
     forks: int,
-) -> dict[str, str]:
-    """The wheelhouses and container images built, the site playbook run, then the VMs made on the
-    libvirt hosts that took it; the wheelhouse of each flavour."""
-    houses: dict[str, wheelhouse.Wheelhouse] = {}
-    if on_phase:
-        on_phase("wheelhouse")
-    for flavor in sorted({h.flavor for h in targets if h.flavor}):
-        houses[flavor] = wheelhouse.build(flavor)
+) -> None:
+    """The container images built from the wheelhouses (one a flavour), the site playbook run, then the VMs
+    made on the libvirt hosts that took it."""
     containers = _container_images(inv, targets, houses, on_phase)
     libvirt_hosts = [h for h in targets if any_kind(h.kinds, lambda k: k.in_vm)]
     extravars = {
@@ -196,7 +199,6 @@ def _install(
     ready = [h for h in libvirt_hosts if h.status != "failed"]
     if ready and not check:
         _vms(inv, ready, on_phase, on_notice)
-    return {f: str(w.path) for f, w in houses.items()}
 
 
 def image_key(runtime: str, flavor: str) -> str:

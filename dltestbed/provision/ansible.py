@@ -106,6 +106,7 @@ def site_vars(hosts: list[str], flavors: dict[str, str], houses: dict[str, Wheel
         "dltestbed_wheels": {f: w.wheel for f, w in houses.items()},
         "dltestbed_wheel_dirs": {f: str(w.path) for f, w in houses.items()},
         "dltestbed_pins": {f: w.requirements.read_text().split() for f, w in houses.items()},
+        "dltestbed_imports": {f: w.imports for f, w in houses.items()},
         "dltestbed_container_targets": "",
         "dltestbed_libvirt_targets": "",
     }

@@ -303,7 +303,7 @@ def _configure(root: Path) -> None:
 
 def install_workload(root: Path, house: Wheelhouse) -> None:
     """The workload venv (/opt/dltestbed/venv, with its manifest) in a Debian root tree, from the wheelhouse. The
-    import check writes the bytecode of what the workload imports (TensorFlow and Keras too) here, at the build
+    import check writes the bytecode of what the workload imports (its frameworks too) here, at the build
     machine's speed: pip installs with --no-compile, and a guest's first run would otherwise compile TensorFlow's
     modules itself (minutes in an emulated guest; ext4's -d keeps the sources' times, so the bytecode stays valid)."""
     dest = root / "tmp/wheelhouse"
@@ -312,7 +312,7 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
     script = (
         f"python3 -m venv /opt/dltestbed/venv && {pip} --find-links /tmp/wheelhouse -r "
         f"/tmp/wheelhouse/requirements.txt && {pip} --no-deps /tmp/wheelhouse/{house.wheel} "
-        "&& /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop, tensorflow, keras' "
+        f"&& /opt/dltestbed/venv/bin/python -c '{house.imports}' "
         "&& cp /tmp/wheelhouse/manifest.txt /opt/dltestbed/venv/dltestbed-manifest.txt"
     )
     with _mounted(root):

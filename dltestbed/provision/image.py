@@ -42,7 +42,7 @@ FROM deps AS install
 LABEL {stage_label}="install"
 COPY dltestbed/ /tmp/dltestbed/
 RUN /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{wheel} \\
- && /opt/dltestbed/venv/bin/python -c 'import dltestbed.workload.loop, tensorflow, keras'
+ && /opt/dltestbed/venv/bin/python -c '{imports}'
 
 FROM {base}
 COPY --from=install /opt/dltestbed/venv /opt/dltestbed/venv
@@ -211,7 +211,13 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         (ctx / "dltestbed").mkdir()
         shutil.copy(house.path / house.wheel, ctx / "dltestbed" / house.wheel)
         (ctx / "Containerfile").write_text(
-            CONTAINERFILE.format(base=base_ref, wheel=house.wheel, inputs=tag.split(":", 1)[1], stage_label=STAGE_LABEL)
+            CONTAINERFILE.format(
+                base=base_ref,
+                wheel=house.wheel,
+                imports=house.imports,
+                inputs=tag.split(":", 1)[1],
+                stage_label=STAGE_LABEL,
+            )
         )
         argv = runtimes.runtime(runtime).build_argv(tag, ctx / "Containerfile", ctx)
         _run(argv, f"{runtime} build", runtime_env(runtime), timeout=3600)

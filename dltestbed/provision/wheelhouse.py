@@ -17,15 +17,17 @@ import subprocess
 import sys
 import tarfile
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from dltestbed import locks, paths
+from dltestbed.choices import DEFAULT_FRAMEWORK, FLAVORS, or_list
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision.cache import prune
+from dltestbed.workload.frameworks import REGISTRY, Framework
 
-WORKLOAD_REQUIREMENTS = ("pydantic", "psutil")  # what `python -m dltestbed.workload` imports, besides TF
-TF_PACKAGES = {"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"}
+WORKLOAD_REQUIREMENTS = ("pydantic", "psutil")  # what `python -m dltestbed.workload` imports, besides a framework
 GPU_EXTRA = {"nvidia-ml-py": ">=12.560", "cuda-bindings": ">=12.6,<13"}  # name: the range when the controller has none
 
 
@@ -51,24 +53,35 @@ def _installed(name: str) -> str | None:
         return None
 
 
-def tf_version(root: Path) -> str:
-    """The TensorFlow version to install: the controller's, else the minimum of pyproject's extra."""
-    for dist in ("tensorflow-cpu", "tensorflow"):
+def carried(frameworks: Sequence[str] = ()) -> tuple[str, ...]:
+    """The frameworks a wheelhouse carries: the default one (the probes and the screen run on it) and those
+    asked for, in choices' order; an unknown name is a ConfigError."""
+    unknown = [f for f in frameworks if f not in REGISTRY]
+    if unknown:
+        raise ConfigError(f"--framework: unknown framework {unknown[0]!r}; known: {or_list(REGISTRY)}")
+    return tuple(f for f in REGISTRY if f == DEFAULT_FRAMEWORK or f in frameworks)
+
+
+def framework_version(fw: type[Framework], root: Path) -> str:
+    """The version of a framework to install: the controller's, else the one pyproject's extra names."""
+    for dist in fw.distributions:
         v = _installed(dist)
         if v:
             return v
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    m = re.search(r"tensorflow-cpu\s*[>=]=\s*([\w.]+)", " ".join(extras.get("cpu", [])))
+    names = "|".join(re.escape(d) for d in fw.distributions)
+    m = re.search(rf"(?:{names})\s*[>=]=\s*([\w.+]+)", " ".join(extras.get(fw.extra, [])))
     if not m:
-        raise WheelhouseError("cannot tell which TensorFlow to install (no TensorFlow here, none in pyproject.toml)")
+        raise WheelhouseError(f"cannot tell which {fw.label} to install (none here, none in pyproject.toml)")
     return m.group(1)
 
 
-def requirements(flavor: str, root: Path) -> list[str]:
-    """Top-level requirements of the workload for a TF flavor (cpu or gpu), pinned to the controller."""
-    if flavor not in TF_PACKAGES:
-        raise ConfigError(f"unknown TensorFlow flavor {flavor!r}; known: {', '.join(TF_PACKAGES)}")
-    reqs = [f"{TF_PACKAGES[flavor]}=={tf_version(root)}"]
+def requirements(flavor: str, root: Path, frameworks: Sequence[str] = ()) -> list[str]:
+    """Top-level requirements of the workload for a flavour (cpu or gpu) and the frameworks it carries (see
+    `carried`), pinned to the controller."""
+    if flavor not in FLAVORS:
+        raise ConfigError(f"unknown flavour {flavor!r}; known: {', '.join(FLAVORS)}")
+    reqs = [REGISTRY[f].pinned(flavor, framework_version(REGISTRY[f], root)) for f in carried(frameworks)]
     for name, wanted in [*((n, "") for n in WORKLOAD_REQUIREMENTS), *(GPU_EXTRA.items() if flavor == "gpu" else ())]:
         v = _installed(name)
         reqs.append(f"{name}=={v}" if v else name + wanted)
@@ -95,6 +108,13 @@ class Wheelhouse:
     path: Path
     flavor: str
     manifest: str  # sha256 of the wheels' names and contents
+    frameworks: tuple[str, ...] = (DEFAULT_FRAMEWORK,)  # those it carries (`carried`)
+
+    @property
+    def imports(self) -> str:
+        """What an install of it imports to check that it works, as a Python import statement."""
+        modules = [m for f in self.frameworks for m in REGISTRY[f].imports]
+        return "import " + ", ".join(["dltestbed.workload.loop", *modules])
 
     @property
     def requirements(self) -> Path:
@@ -129,45 +149,49 @@ def _manifest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _path(flavor: str, root: Path, reqs: list[str]) -> Path:
+def _name(flavor: str, frameworks: tuple[str, ...]) -> str:
+    """A wheelhouse's name before its key: `cpu-py3.11`, or `cpu+pytorch-py3.11` with another framework."""
+    return flavor + "".join(f"+{f}" for f in frameworks if f != DEFAULT_FRAMEWORK) + f"-py{_py()}"
+
+
+def _path(flavor: str, frameworks: tuple[str, ...], root: Path, reqs: list[str]) -> Path:
     """Where the wheelhouse of these inputs lives (named by their hash)."""
     key = hashlib.sha256("\n".join([source_hash(root), *reqs, _py(), os.uname().machine]).encode()).hexdigest()[:16]
-    return paths.wheelhouse_root() / f"{flavor}-py{_py()}-{key}"
+    return paths.wheelhouse_root() / f"{_name(flavor, frameworks)}-{key}"
 
 
 def _py() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def cached(flavor: str = "cpu") -> Wheelhouse | None:
+def cached(flavor: str = "cpu", frameworks: Sequence[str] = ()) -> Wheelhouse | None:
     """The wheelhouse of this build if it was built already; None otherwise (nothing is built)."""
-    root = source_root()
-    return _finished(flavor, _path(flavor, root, requirements(flavor, root)))
+    root, chosen = source_root(), carried(frameworks)
+    return _finished(flavor, chosen, _path(flavor, chosen, root, requirements(flavor, root, chosen)))
 
 
-def _finished(flavor: str, path: Path) -> Wheelhouse | None:
+def _finished(flavor: str, frameworks: tuple[str, ...], path: Path) -> Wheelhouse | None:
     """The wheelhouse at path when its build completed (manifest and archive both there)."""
     done = path / "manifest.txt"
     if done.exists() and _archive_path(path).exists():
-        return Wheelhouse(path, flavor, done.read_text().strip())
+        return Wheelhouse(path, flavor, done.read_text().strip(), frameworks)
     return None
 
 
-def build(flavor: str = "cpu") -> Wheelhouse:
-    """The wheelhouse for a flavor, from the cache when its inputs are unchanged (built by one process
-    at a time: a second one waits, then finds it)."""
-    root = source_root()
-    reqs = requirements(flavor, root)
-    path = _path(flavor, root, reqs)
-    found = _finished(flavor, path)
+def build(flavor: str = "cpu", frameworks: Sequence[str] = ()) -> Wheelhouse:
+    """The wheelhouse for a flavour and the frameworks it carries, from the cache when its inputs are unchanged
+    (built by one process at a time: a second one waits, then finds it)."""
+    root, chosen = source_root(), carried(frameworks)
+    reqs = requirements(flavor, root, chosen)
+    path = _path(flavor, chosen, root, reqs)
+    found = _finished(flavor, chosen, path)
     if found is not None:
         return found
     with locks.beside(path, "the wheelhouse"):
-        return _finished(flavor, path) or _build(flavor, root, reqs, path)
+        return _finished(flavor, chosen, path) or _build(flavor, chosen, root, reqs, path)
 
 
-def _build(flavor: str, root: Path, reqs: list[str], path: Path) -> Wheelhouse:
-    py = _py()
+def _build(flavor: str, frameworks: tuple[str, ...], root: Path, reqs: list[str], path: Path) -> Wheelhouse:
     tmp = path.with_name(path.name + ".partial")
     for stale in (path, tmp):  # an older layout, or a crash between the renames below: rebuild
         if stale.exists():
@@ -195,7 +219,7 @@ def _build(flavor: str, root: Path, reqs: list[str], path: Path) -> Wheelhouse:
     (tmp / "requirements.txt").write_text("\n".join(pins) + "\n")
     manifest = _manifest(tmp)
     (tmp / "manifest.txt").write_text(manifest + "\n")
-    house = Wheelhouse(path, flavor, manifest)
+    house = Wheelhouse(path, flavor, manifest, frameworks)
     partial_tar = house.archive.with_name(house.archive.name + ".partial")
     with tarfile.open(partial_tar, "w") as tar:
         for f in sorted(tmp.iterdir()):
@@ -203,7 +227,9 @@ def _build(flavor: str, root: Path, reqs: list[str], path: Path) -> Wheelhouse:
     partial_tar.rename(house.archive)
     tmp.rename(path)
     olds = [
-        p for p in paths.wheelhouse_root().glob(f"{flavor}-py{py}-*") if p.is_dir() and not p.name.endswith(".partial")
+        p
+        for p in paths.wheelhouse_root().glob(f"{_name(flavor, frameworks)}-*")
+        if p.is_dir() and not p.name.endswith(".partial")
     ]
     for removed in prune(olds, current=path):
         _archive_path(removed).unlink(missing_ok=True)

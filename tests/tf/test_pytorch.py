@@ -170,6 +170,29 @@ def test_a_ddp_job_of_two_gloo_workers(results: Path) -> None:
     assert losses[0] == losses[1] and len(losses[0]) == 4  # every step's loss is the job's, averaged
 
 
+def test_the_shared_scenario_with_a_pytorch_co_tenant(results: Path) -> None:
+    """--scenario shared: a PyTorch foreground alone, then beside a PyTorch co-tenant (the foreground's
+    framework) that started before it was timed and stopped after; the report's shared section pairs them."""
+    proc = run_cli(
+        "bench", "--framework", "pytorch", "--scenario", "shared", "-m", "alexnet", *TINY[:6], "--steps", "6",
+        "--cotenant-batch", "16", "--format", "json", "--results", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted((r["role"], r["contention"], r["framework"], r["status"]) for r in runs) == [
+        ("cotenant", "alexnet b16", "pytorch", "ok"),
+        ("foreground", "alexnet b16", "pytorch", "ok"),
+        ("foreground", "none", "pytorch", "ok"),
+    ]
+    under = next(r for r in runs if r["role"] == "foreground" and r["contention"] != "none")
+    co = next(r for r in runs if r["role"] == "cotenant")
+    assert co["batch_size"] == 16 and co["steps_done"] >= 2
+    assert co["started_at"] <= under["started_at"] and co["finished_at"] >= under["finished_at"]
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (shared,) = report["shared"]
+    assert shared["contention"] == "alexnet b16" and shared["pairs"] == 1
+
+
 @pytest.mark.parametrize("option", [["--math", "mixed_bfloat16"], ["--math", "mixed_float16"], ["--xla"]])
 def test_math_modes_and_compile(option: list[str]) -> None:
     """Autocast in bfloat16, autocast in float16 with the gradient scaler, and torch.compile (--xla's

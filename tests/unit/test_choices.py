@@ -14,7 +14,6 @@ from dltestbed import choices, runtimes
 from dltestbed.cli import app
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import launchers, presets, scenarios
-from dltestbed.provision import wheelhouse
 from dltestbed.workload import frameworks, mathmode
 
 # the CLI's option → its axis (the names it must offer, in this order)
@@ -61,7 +60,7 @@ def test_each_registry_holds_its_axis_names_and_no_other() -> None:
     assert tuple(n for n in choices.SCENARIOS if n in scenarios.REGISTRY) == tuple(choices.SCENARIOS)
     assert set(scenarios.REGISTRY) == set(choices.SCENARIOS)
     assert tuple(launchers.LAUNCHERS) == tuple(choices.LAUNCHERS)
-    assert tuple(wheelhouse.TF_PACKAGES) == choices.FLAVORS
+    assert all(tuple(fw.packages) == choices.FLAVORS for fw in frameworks.REGISTRY.values())
     assert tuple(frameworks.REGISTRY) == choices.FRAMEWORKS
     assert choices.PER_GPU in choices.GPUS
     assert tuple(choices.LAYOUTS) == tuple(choices.SCENARIOS)  # a layout places hosts for its scenario

@@ -40,15 +40,30 @@ def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:
         planning.plan(**kwargs)
 
 
-def test_a_framework_the_images_lack_runs_on_bare_metal_only() -> None:
+def test_a_framework_the_guest_image_lacks_runs_on_bare_metal_and_in_containers() -> None:
     request = BenchRequest(
         workloads=Workloads(models=("alexnet",), frameworks=("pytorch",)),
-        machines=Machines(targets=("bm", "cbm")),
+        machines=Machines(targets=("bm", "cbm", "vm")),
         dry_run=True,
     )
-    with pytest.raises(ConfigError, match=r"^--framework pytorch runs on bare metal \(bm\) for now: .* not on cbm$"):
+    with pytest.raises(
+        ConfigError, match=r"^--framework pytorch runs on bare metal and in containers \(bm, cbm\) .* not on vm$"
+    ):
         run_bench(request, Silent())
-    assert [f for f, cls in REGISTRY.items() if cls.in_images] == ["tensorflow"]
+    assert [f for f, cls in REGISTRY.items() if cls.in_guest_image] == ["tensorflow"]
+
+
+@pytest.mark.parametrize(
+    ("flavor", "version", "pinned"),
+    [
+        ("cpu", "2.13.0+cpu", "torch==2.13.0+cpu"),
+        ("cpu", "2.13.0", "torch==2.13.0+cpu"),
+        ("gpu", "2.13.0+cpu", "torch==2.13.0"),
+    ],
+)
+def test_pytorchs_build_follows_the_flavour(flavor: str, version: str, pinned: str) -> None:
+    """The CPU build carries `+cpu` whatever the controller has; the GPU flavour takes PyPI's (CUDA) build."""
+    assert PyTorch.pinned(flavor, version) == pinned
 
 
 def test_pytorchs_rendezvous_round_trips() -> None:

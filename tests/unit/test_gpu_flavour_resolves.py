@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed.provision import wheelhouse
+from dltestbed.workload.frameworks import REGISTRY
 
 pytestmark = pytest.mark.registry
 
@@ -39,7 +40,9 @@ def test_the_gpu_flavour_resolves_with_its_cuda_libraries(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr[-3000:]
     installs = json.loads(report.read_text())["install"]
     resolved = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in installs}
-    assert resolved["tensorflow"] == wheelhouse.tf_version(wheelhouse.source_root())  # the controller's version
+    assert resolved["tensorflow"] == wheelhouse.framework_version(
+        REGISTRY["tensorflow"], wheelhouse.source_root()
+    )  # the controller's version
     assert "tensorflow-cpu" not in resolved
     for lib in (
         "nvidia-cudnn-cu12",

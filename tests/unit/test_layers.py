@@ -42,6 +42,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "vms": ("choices", "config", "errors", "inventory", "locks", "owner", "paths", "shield", "transport"),
     "provision": (
         "__init__",
+        "choices",
         "errors",
         "inventory",
         "kinds",
@@ -53,6 +54,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "secretenv",
         "transport",
         "vms",
+        "workload",
     ),
     "targets": (
         "config",

@@ -90,10 +90,16 @@ def test_cbm_on_a_host_looks_up_the_image_of_the_hosts_flavour(monkeypatch) -> N
 
     monkeypatch.setattr(prepare, "host_flavor", lambda h: "gpu")  # read on the host (lab tests do it for real)
     with pytest.raises(ConfigError) as err:
-        prepare._container(host, "podman", built)
+        prepare._container(host, prepare.Setup(("cbm",), (host,), "podman"), built)
     assert asked == [("podman", "gpu")]
     assert str(err.value) == (
         "cbm on g1: no podman image of the gpu flavour for this dltestbed build here; run `dltestbed provision`"
+    )
+    with pytest.raises(ConfigError) as err:  # a bench of PyTorch: the image that carries it, and how it is made
+        prepare._container(host, prepare.Setup(("cbm",), (host,), "podman", frameworks=("pytorch",)), built)
+    assert str(err.value) == (
+        "cbm on g1: no podman image of the gpu flavour with PyTorch for this dltestbed build here; "
+        "run `dltestbed provision --framework pytorch`"
     )
 
 

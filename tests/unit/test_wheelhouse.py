@@ -19,8 +19,27 @@ def test_requirements_follow_the_controller() -> None:
     assert f"pydantic=={md.version('pydantic')}" in cpu and f"psutil=={md.version('psutil')}" in cpu
     gpu = wheelhouse.requirements("gpu", root)
     assert gpu[0].startswith("tensorflow[and-cuda]==") and any(r.startswith("nvidia-ml-py") for r in gpu)
-    with pytest.raises(ConfigError, match="unknown TensorFlow flavor 'rocm'"):
+    with pytest.raises(ConfigError, match="unknown flavour 'rocm'"):
         wheelhouse.requirements("rocm", root)
+
+
+@pytest.mark.torch
+def test_another_framework_rides_beside_the_default() -> None:
+    """--framework pytorch: the wheelhouse carries TensorFlow (the probes' framework) and PyTorch's CPU build at
+    the controller's version, is named and keyed apart, and its install check imports both."""
+    root = wheelhouse.source_root()
+    assert (
+        wheelhouse.carried(("pytorch",)) == wheelhouse.carried(("pytorch", "tensorflow")) == ("tensorflow", "pytorch")
+    )
+    assert wheelhouse.carried() == ("tensorflow",)
+    both = wheelhouse.requirements("cpu", root, ("pytorch",))
+    assert both[:2] == [f"tensorflow-cpu=={md.version('tensorflow-cpu')}", f"torch=={md.version('torch')}"]
+    assert both[2:] == wheelhouse.requirements("cpu", root)[1:]
+    assert wheelhouse._name("cpu", ("tensorflow", "pytorch")) != wheelhouse._name("cpu", ("tensorflow",))
+    house = wheelhouse.Wheelhouse(root, "cpu", "m", ("tensorflow", "pytorch"))
+    assert house.imports == "import dltestbed.workload.loop, tensorflow, keras, torch"
+    with pytest.raises(ConfigError, match=r"^--framework: unknown framework 'jax'; known: tensorflow or pytorch$"):
+        wheelhouse.carried(("jax",))
 
 
 def test_the_source_hash_changes_with_the_source(tmp_path: Path) -> None:

@@ -63,7 +63,9 @@ class Slurm:
         if inv is not None and store:  # each container host's image, by name
             hosts = tuple(container_hosts(inv))
             ready = prepare.check(
-                prepare.Setup(store, hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory)
+                prepare.Setup(
+                    store, hosts, setup.runtime, {}, setup.container_limits, None, setup.inventory, setup.frameworks
+                )
             )
             self._images = {s.host.name: s.container for s in ready.sites if s.host is not None}
 

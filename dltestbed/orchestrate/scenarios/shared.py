@@ -116,11 +116,12 @@ def contention_label(cotenant: str, batch: int, fg_cpus: str | None, co_cpus: st
 
 
 def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) -> WorkloadSpec:
-    """The co-tenant's workload: AlexNet training at the foreground's size, math and GPU memory rule (growth, or
-    the same slice), until it is stopped."""
+    """The co-tenant's workload: AlexNet training with the foreground's framework, at its size, math and GPU
+    memory rule (growth, or the same slice), until it is stopped."""
     size = max(fg.size, MODELS["alexnet"].min_size)
     values: dict[str, Any] = dict(
         model="alexnet",
+        framework=fg.framework,
         mode="train",
         batch_size=batch,
         image_size=size,

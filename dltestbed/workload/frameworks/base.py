@@ -56,8 +56,12 @@ class Framework(ABC):
     name: ClassVar[str]  # its key in choices.FRAMEWORKS
     label: ClassVar[str]  # its name in words ("TensorFlow")
     version_key: ClassVar[str]  # the fingerprint's fact that holds its version
-    in_images: ClassVar[bool]  # whether dltestbed's container and VM images carry it
+    in_guest_image: ClassVar[bool]  # whether dltestbed's VM guest image carries it (a container image may)
     node_jobs: ClassVar[bool]  # whether it runs --gpus node (one process over every GPU of the machine)
+    packages: ClassVar[Mapping[str, str]]  # the requirement a wheelhouse installs, per flavour (cpu, gpu)
+    distributions: ClassVar[tuple[str, ...]]  # the installed distributions whose version the wheelhouse pins
+    extra: ClassVar[str]  # pyproject.toml's extra that names its version where the controller has none
+    imports: ClassVar[tuple[str, ...]]  # what an install imports to check it works
 
     @abstractmethod
     def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:
@@ -90,6 +94,11 @@ class Framework(ABC):
     def installed(cls) -> tuple[str, bool] | None:
         """This machine's build of the framework, from its package's metadata (no import: seconds saved): its
         distribution in words, and whether it is a build that uses NVIDIA GPUs; None: not installed."""
+
+    @classmethod
+    def pinned(cls, flavor: str, version: str) -> str:
+        """The requirement of a flavour's build at a version, as pip takes it: `tensorflow-cpu==2.20.0`."""
+        return f"{cls.packages[flavor]}=={version}"
 
     def ran(self, fingerprint: Mapping[str, Any]) -> bool:
         """Whether a run's workload reported this framework (a run that failed before it loaded did not)."""

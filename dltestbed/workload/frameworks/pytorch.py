@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dltestbed.errors import ConfigError
@@ -36,8 +36,19 @@ class PyTorch(Framework):
     name = "pytorch"
     label = "PyTorch"
     version_key = "pytorch"
-    in_images = False
+    in_guest_image = False  # the guest image carries TensorFlow only (vm-images/README.md)
     node_jobs = False  # one process per GPU: a DDP job
+    packages = MappingProxyType({"cpu": "torch", "gpu": "torch"})
+    distributions = ("torch",)
+    extra = "pytorch"
+    imports = ("torch",)
+
+    @classmethod
+    def pinned(cls, flavor: str, version: str) -> str:
+        """torch's CPU build carries the local label `+cpu` (PyTorch's CPU index, or a pip that finds it on disk);
+        PyPI's build of the same release, CUDA's, has none."""
+        release = version.split("+", 1)[0]
+        return f"torch=={release}+cpu" if flavor == "cpu" else f"torch=={release}"
 
     @classmethod
     def installed(cls) -> tuple[str, bool] | None:

@@ -10,7 +10,7 @@ import importlib
 import importlib.metadata as md
 import time
 from collections.abc import Mapping, Sequence
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dltestbed.errors import ConfigError
@@ -31,8 +31,12 @@ class TensorFlow(Framework):
     name = "tensorflow"
     label = "TensorFlow"
     version_key = "tensorflow"
-    in_images = True
+    in_guest_image = True
     node_jobs = True
+    packages = MappingProxyType({"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"})
+    distributions = ("tensorflow-cpu", "tensorflow")
+    extra = "cpu"
+    imports = ("tensorflow", "keras")
 
     @classmethod
     def installed(cls) -> tuple[str, bool] | None:
