@@ -143,8 +143,10 @@ def plan(
     given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
     trained = names if suite != "micro" else []
     specs: list[Spec] = [_model_spec(p, n, given, {**common, "framework": fw}) for n in trained for fw in chosen]
-    if suite != "study":
-        specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common))
+    if suite != "study":  # the probes with each framework (gemm, conv, net and allreduce are each one's own)
+        for fw in chosen:
+            probe_common = {**common, "framework": fw}
+            specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, probe_common))
     return Plan(
         bench_id=new_id("b"),
         specs=specs,
@@ -211,8 +213,8 @@ def _probe_spec(
 
 
 def _frameworks(frameworks: Sequence[str] | None, suite: str, gpus: str) -> list[str]:
-    """The frameworks each model runs with (none given: the default), known and each once, each able to run
-    --gpus as asked; the probes' gemm, conv and all-reduce are TensorFlow's."""
+    """The frameworks each model and the probes run with (none given: the default), known and each once, each able
+    to run --gpus as asked; the screen's checks are TensorFlow's."""
     chosen: list[str] = list(dict.fromkeys(frameworks)) if frameworks else [DEFAULT_FRAMEWORK]
     for fw in chosen:
         if fw not in FRAMEWORKS:
@@ -222,12 +224,12 @@ def _frameworks(frameworks: Sequence[str] | None, suite: str, gpus: str) -> list
                 f"--gpus node runs one process over every GPU, which {REGISTRY[fw].label} does not here: "
                 "use --gpus per-gpu, or --scenario distributed (one process per GPU)"
             )
-    if frameworks and suite in ("micro", "screen"):
-        raise ConfigError(f"--framework goes with --suite study or full (--suite {suite} runs TensorFlow's probes)")
+    if suite == "screen" and chosen != [DEFAULT_FRAMEWORK]:
+        raise ConfigError("--suite screen checks with TensorFlow for now: leave --framework out")
     return chosen
 
 
-PROBE_KEEPS = ("data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
+PROBE_KEEPS = ("framework", "data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
 
 
 def _check_suite(

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dltestbed import locks, paths, runtimes
 from dltestbed.errors import ConfigError, DltestbedError
+from dltestbed.provision import wheelhouse
 from dltestbed.provision.cache import KEEP, prune
 from dltestbed.provision.wheelhouse import Wheelhouse
 from dltestbed.secretenv import scrub
@@ -31,14 +32,20 @@ STAGE_LABEL = "org.dltestbed.stage"  # on the builder's install stage: left unta
 
 CONTAINERFILE = """\
 # written by dltestbed: the workload image. Multi-stage, so no wheel is kept in a layer; the
-# dependencies' stage is cached by the builder until they change, so a new dltestbed build only
-# redoes the small last install.
+# dependencies' stages are cached by the builder until they change, so a new dltestbed build only
+# redoes the small last install. deps/: the default framework's; more/: another framework's (the
+# default's image shares the first stage with it).
 FROM {base} AS deps
 COPY deps/ /tmp/deps/
 RUN python3 -m venv /opt/dltestbed/venv \\
  && /opt/dltestbed/venv/bin/pip install --no-index --no-compile --find-links /tmp/deps -r /tmp/deps/requirements.txt
 
-FROM deps AS install
+FROM deps AS more
+COPY more/ /tmp/more/
+RUN if [ -s /tmp/more/requirements.txt ]; then /opt/dltestbed/venv/bin/pip install --no-index --no-compile \\
+    --find-links /tmp/more --find-links /tmp/deps -r /tmp/more/requirements.txt; fi
+
+FROM more AS install
 LABEL {stage_label}="install"
 COPY dltestbed/ /tmp/dltestbed/
 RUN /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{wheel} \\
@@ -207,7 +214,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
     tag = f"{REPO}:{_inputs(base_ref, house)}"
     with tempfile.TemporaryDirectory(prefix="dltestbed-image-") as tmp:
         ctx = Path(tmp)
-        shutil.copytree(house.path, ctx / "deps", ignore=shutil.ignore_patterns("dltestbed-*.whl", "manifest.txt"))
+        _dependencies(ctx, house)
         (ctx / "dltestbed").mkdir()
         shutil.copy(house.path / house.wheel, ctx / "dltestbed" / house.wheel)
         (ctx / "Containerfile").write_text(
@@ -226,6 +233,21 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
     prune_store(runtime, keep={tag})
     return Image(runtime, tag, digest)
+
+
+def _dependencies(ctx: Path, house: Wheelhouse) -> None:
+    """The build context's wheels: deps/, the default framework's wheelhouse (the same files for every image of
+    this flavour, so the builder's cache serves its stage), and more/, what `house` has beyond it."""
+    first = house if house.frameworks == wheelhouse.carried() else wheelhouse.build(house.flavor)
+    skip = shutil.ignore_patterns("dltestbed-*.whl", "manifest.txt")
+    shutil.copytree(first.path, ctx / "deps", ignore=skip)
+    more = ctx / "more"
+    more.mkdir()
+    (more / "requirements.txt").write_text("" if first is house else house.requirements.read_text())
+    held = {p.name for p in first.path.glob("*.whl")}
+    for whl in house.path.glob("*.whl"):
+        if whl.name not in held and not whl.name.startswith("dltestbed-"):
+            shutil.copy(whl, more / whl.name)
 
 
 def _listed(runtime: str, *args: str) -> list[str]:

@@ -81,8 +81,10 @@ def requirements(flavor: str, root: Path, frameworks: Sequence[str] = ()) -> lis
     `carried`), pinned to the controller."""
     if flavor not in FLAVORS:
         raise ConfigError(f"unknown flavour {flavor!r}; known: {', '.join(FLAVORS)}")
-    reqs = [REGISTRY[f].pinned(flavor, framework_version(REGISTRY[f], root)) for f in carried(frameworks)]
-    for name, wanted in [*((n, "") for n in WORKLOAD_REQUIREMENTS), *(GPU_EXTRA.items() if flavor == "gpu" else ())]:
+    chosen = [REGISTRY[f] for f in carried(frameworks)]
+    reqs = [fw.pinned(flavor, framework_version(fw, root)) for fw in chosen]
+    needs = dict.fromkeys([*WORKLOAD_REQUIREMENTS, *(n for fw in chosen for n in fw.requires)], "")
+    for name, wanted in [*needs.items(), *(GPU_EXTRA.items() if flavor == "gpu" else ())]:
         v = _installed(name)
         reqs.append(f"{name}=={v}" if v else name + wanted)
     return reqs

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.kinds import BASELINE
 from dltestbed.results.records import RunRecord
 
@@ -94,11 +95,22 @@ class CaseKey(LayerKey):
 
     scenario: str
     workers: int
+    framework: str  # gemm, conv, net and all-reduce are each framework's own: never averaged together
     device: str
     scale: str
     probe: str
     case: str
     unit: str
+
+    @property
+    def shown(self) -> str:
+        """The case as tables name it: the framework named beside it when it is not the default."""
+        return with_framework(self.case, self.framework)
+
+
+def with_framework(case: str, framework: str) -> str:
+    """A probe's case, with "(pytorch)" after it when another framework than the default measured it. Pure."""
+    return case if framework == DEFAULT_FRAMEWORK else f"{case} ({framework})"
 
 
 @dataclass(frozen=True, kw_only=True)

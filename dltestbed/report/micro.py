@@ -19,7 +19,7 @@ from typing import Any
 from dltestbed.config import PROBES
 from dltestbed.kinds import KINDS
 from dltestbed.report.inference import Effect, mean_interval, paired, welch
-from dltestbed.report.keys import CaseKey
+from dltestbed.report.keys import CaseKey, with_framework
 from dltestbed.report.stats import GroupStats, Spread, samples
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, SkipEvent
@@ -91,6 +91,7 @@ def _by_case(
                 arm=r.arm,
                 scenario=r.scenario,
                 workers=r.workers,
+                framework=r.framework,
                 device=r.device,
                 scale=r.spec.get("scale", ""),
                 probe=probe,
@@ -206,7 +207,7 @@ def _skipped(runs: Sequence[RunRecord], skips: Mapping[str, Sequence[SkipEvent]]
     by: dict[tuple[str, str, str], list[str]] = {}
     for r in runs:
         for s in skips.get(r.id, ()):
-            reasons = by.setdefault((r.target_kind, s.probe, s.case), [])
+            reasons = by.setdefault((r.target_kind, s.probe, with_framework(s.case, r.framework)), [])
             if s.reason not in reasons:
                 reasons.append(s.reason)
     return [Skipped(k, p, c, tuple(v)) for (k, p, c), v in sorted(by.items())]
@@ -293,7 +294,7 @@ def _probes_table(cases: Sequence[CaseStats]) -> list[str]:
         frac += " (above its limit!)" if c in above else ""
         eff = change(c.effect) if c.effect else (c.why_none or "baseline")
         lines.append(
-            f"| {c.key.probe} | {c.key.case} | {c.key.layer} | {c.runs} | "
+            f"| {c.key.probe} | {c.key.shown} | {c.key.layer} | {c.runs} | "
             f"{show(c.value.mean, u)} | {show(c.value.min, u)} | {show(c.value.max, u)} | {frac} | {eff} | "
             f"{c.effect.method if c.effect else '—'} |"
         )
@@ -304,7 +305,7 @@ def _probes_table(cases: Sequence[CaseStats]) -> list[str]:
             "(before dltestbed named each GEMM's math, a GPU's float32 case ran as TF32, TensorFlow's default on "
             "Ampere and later) or the device is not the one the table names: "
             + "; ".join(
-                f"{c.key.probe} {c.key.case} on {c.key.layer} {c.fraction * 100:.0f} %"
+                f"{c.key.probe} {c.key.shown} on {c.key.layer} {c.fraction * 100:.0f} %"
                 for c in above
                 if c.fraction is not None
             )

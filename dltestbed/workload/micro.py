@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltestbed.config import ProbeSpec
@@ -24,19 +24,19 @@ from dltestbed.workload.start import prepare
 
 if TYPE_CHECKING:
     from dltestbed.workload.checked import Checked
-    from dltestbed.workload.probes import Case, Where
+    from dltestbed.workload.probes import Case, Probe, Where
 
 
-def _plan_cases(names: Sequence[str], where: Where, cases: list[Case]) -> list[SkipEvent]:
-    """Each probe's cases on this target, appended to `cases` (so that cleanup reaches every case
-    planned, even when a later probe fails); the skips, each with its reason."""
+def _plan_cases(names: Sequence[str], where: Where, cases: list[Case], table: Mapping[str, Probe]) -> list[SkipEvent]:
+    """Each probe's cases on this target (from `table`: the probes by name), appended to `cases` (so that cleanup
+    reaches every case planned, even when a later probe fails); the skips, each with its reason."""
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import probes
 
     skips: list[SkipEvent] = []
     for name in names:
         try:
-            planned = probes.PROBES[name](where)
+            planned = table[name](where)
         except probes.Skip as why:
             skips.append(SkipEvent(probe=name, case="", reason=str(why)))
             continue
@@ -121,7 +121,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     gpus = nvml.devices() if nvml else []
     fp = fingerprint.base()
     fw = ProbeFramework()  # membw and disk alone start in a second, even in an emulated VM: no framework loaded
-    if set(spec.probes) & probes.NEED_TF:  # seconds to import: only the probes that need it load it
+    if set(spec.probes) & probes.NEED_FRAMEWORK:  # seconds to import: only the probes that need it load it
         fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp)
     tf, visible, strategy = fw.module, fw.gpus, fw.strategy
     if spec.device == "gpu" and not visible:
@@ -138,13 +138,15 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         cluster.size if cluster else 1,
         tuple(facts),
         cluster.index if cluster else 0,
+        fw.agree or probes.alone,
     )
+    table = {**probes.PROBES, **fw.probes}
     cases: list[probes.Case] = []
     try:
         if spec.screen_seconds is not None:
             _screen(spec, spec.screen_seconds, where, fp, nvml, emitter)
             return
-        skips = _plan_cases(spec.probes, where, cases)
+        skips = _plan_cases(spec.probes, where, cases, table)
         cases_of = [d for c in cases for d in c.describe()]
         resolved = spec.model_dump() | {"cases": cases_of, "device_used": "gpu" if visible else "cpu"}
         emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))

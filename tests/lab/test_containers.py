@@ -3,6 +3,7 @@ failures inside the container, and no container left behind."""
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
 import os
 import shutil
@@ -150,6 +151,34 @@ def test_bm_and_cbm_interleaved_with_docker(results: Path, tmp_path: Path) -> No
     kinds = {g["key"]["target_kind"]: g for g in groups}
     assert set(kinds) == {"bm", "cbm"}
     assert kinds["cbm"]["overhead_percent"] is not None and kinds["cbm"]["images_per_sec"]["std"] is not None
+    assert not containers("docker")
+
+
+@pytest.mark.torch
+def test_pytorch_in_a_container(results: Path, dataset_dir: Path) -> None:
+    """image build --framework pytorch: an image that carries PyTorch beside TensorFlow, built on the TensorFlow
+    image's cached dependencies stage. Before it, a PyTorch bench on cbm is one line naming that command; after,
+    the three models train and infer in it, real data decoded there."""
+    argv = ["bench", "--framework", "pytorch", "--targets", "cbm", "--runtime", "docker"]
+    line = one_error_line(run_cli(*argv, *QUICK, "--results", str(results)))
+    assert line == (
+        "error: cbm: no docker image with PyTorch for this dltestbed build; "
+        "run `dltestbed image build --runtime docker --framework pytorch`"
+    )
+    built = run_cli("image", "build", "--runtime", "docker", "--vm", "no", "--framework", "pytorch", timeout=1800)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "(cpu flavour, TensorFlow and PyTorch, built in " in built.stderr
+    models = ["-m", "alexnet", "-m", "resnet50", "-m", "inception3"]
+    sizes = ["--image-size", "75", "--batch-size", "2", "--warmup", "1", "--steps", "2", "--repeat", "1"]
+    for mode, data in (("train", []), ("infer", ["--data", "real", "--data-dir", str(dataset_dir)])):
+        proc = run_cli(*argv, *models, *sizes, "--mode", mode, *data, "--format", "json", "--results", str(results))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs = json.loads(proc.stdout)
+        assert [(r["model"], r["mode"], r["framework"], r["status"]) for r in runs] == [
+            (m, mode, "pytorch", "ok") for m in ("alexnet", "resnet50", "inception3")
+        ]
+        assert all(r["fingerprint"]["container_runtime"] == "docker" and r["images_per_sec"] > 0 for r in runs)
+        assert all(r["fingerprint"]["pytorch"] == md.version("torch") for r in runs)  # the controller's build
     assert not containers("docker")
 
 

@@ -171,6 +171,41 @@ def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[st
     assert {lab["host"] for lab in tsdb.series_labels(bench_id)} == {"tp-h1", "tp-h2"}
 
 
+@pytest.mark.torch
+def test_pytorch_provisioned_then_a_ddp_job_across_the_hosts(
+    cluster: LabState, env: dict[str, str], results: Path
+) -> None:
+    """provision --framework pytorch puts PyTorch's CPU build beside TensorFlow in every host's venv, from the
+    wheelhouse that carries both; then a DDP job over gloo with a worker on each host, the rendezvous on the
+    first (each worker's gloo on the interface that routes to it), every step's averaged loss the same on both."""
+    from dltestbed.results.store import Store
+
+    proc = run_cli(
+        "provision", "--layout", "distributed", "--framework", "pytorch", "--inventory", str(cluster.inventory),
+        env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for h in cluster.hosts:
+        check = "import torch, tensorflow; print(torch.__version__)"
+        out = ssh(cluster, h.name, f"/opt/dltestbed/venv/bin/python -c '{check}'")
+        assert out.returncode == 0 and out.stdout.strip() == md.version("torch"), out.stderr[-2000:]
+    proc = run_cli(
+        "bench", "--inventory", str(cluster.inventory), "--framework", "pytorch", "--scenario", "distributed", *BENCH,
+        "--format", "json", "--results", str(results), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    workers = sorted(json.loads(proc.stdout), key=lambda r: r["worker_index"])
+    assert [(w["host"], w["fingerprint"]["host"], w["framework"], w["status"]) for w in workers] == [
+        ("tp-h1", "tp-h1", "pytorch", "ok"),
+        ("tp-h2", "tp-h2", "pytorch", "ok"),
+    ]
+    assert all((w["fingerprint"]["collective"], w["fingerprint"]["workers"]) == ("gloo", 2) for w in workers)
+    store = Store.open(results)
+    losses = [[s.result for s in store.steps(w["id"])] for w in workers]
+    store.close()
+    assert losses[0] == losses[1] and len(losses[0]) == 4
+
+
 def test_layouts_that_do_not_fit(cluster: LabState, env: dict[str, str]) -> None:
     line = one_error_line(run_cli("provision", "--layout", "shared", "--inventory", str(cluster.inventory), env=env))
     assert "layout shared needs a host that can hold several target kinds" in line

@@ -174,8 +174,8 @@ def test_the_shared_scenario_with_a_pytorch_co_tenant(results: Path) -> None:
     """--scenario shared: a PyTorch foreground alone, then beside a PyTorch co-tenant (the foreground's
     framework) that started before it was timed and stopped after; the report's shared section pairs them."""
     proc = run_cli(
-        "bench", "--framework", "pytorch", "--scenario", "shared", "-m", "alexnet", *TINY[:6], "--steps", "6",
-        "--cotenant-batch", "16", "--format", "json", "--results", str(results),
+        "bench", "--framework", "pytorch", "--scenario", "shared", "-m", "alexnet", *TINY, "--steps", "6",
+        "--repeat", "1", "--cotenant-batch", "16", "--format", "json", "--results", str(results),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)
@@ -191,6 +191,56 @@ def test_the_shared_scenario_with_a_pytorch_co_tenant(results: Path) -> None:
     report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
     (shared,) = report["shared"]
     assert shared["contention"] == "alexnet b16" and shared["pairs"] == 1
+
+
+def test_pytorchs_own_probes_checked_against_float64(results: Path) -> None:
+    """--suite micro --framework pytorch: PyTorch's own gemm and conv (NCHW, TensorFlow's SAME padding), the same
+    cases as TensorFlow's, each product checked against float64 on the device; the report names the framework
+    beside each case and never averages the two frameworks' cases together."""
+    proc = run_cli(
+        "bench", "--suite", "micro", "--framework", "tensorflow,pytorch", "--probes", "gemm,conv", "--warmup", "0",
+        "--steps", "2", "--repeat", "1", "--targets", "bm", "--format", "json", "--results", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert [(r["framework"], r["model"], r["status"]) for r in runs] == [
+        ("tensorflow", "micro", "ok"),
+        ("pytorch", "micro", "ok"),
+    ]
+    assert runs[1]["fingerprint"]["pytorch"] and runs[1]["fingerprint"].get("tensorflow") is None
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    cases = report["micro"]["cases"]
+    assert all(c["runs"] == 1 for c in cases)  # a case each per framework
+    by = {(c["key"]["framework"], c["key"]["case"]) for c in cases}
+    for fw in ("tensorflow", "pytorch"):
+        assert (fw, "float32 n=512") in by and (fw, "alexnet conv2 5x5 96-256 at 7x7") in by
+    rows = report["checks"]["rows"]
+    assert {r["probe"] for r in rows} == {"gemm", "conv"} and all(r["failed"] == 0 for r in rows)
+    assert sum(r["checks"] for r in rows) == 2 * (1 + 3)  # per framework: gemm at size, the three convolutions
+    md = run_cli("report", "--results", str(results)).stdout
+    assert "| gemm | float32 n=512 (pytorch) | bm | 1 |" in md and "| gemm | float32 n=512 | bm | 1 |" in md
+
+
+def test_pytorchs_collectives_between_two_workers(results: Path) -> None:
+    """--suite micro --scenario distributed --framework pytorch: all-reduce and the all-gather between two gloo
+    workers through torch.distributed, the calls calibrated together, each size's sums checked exactly."""
+    proc = run_cli(
+        "bench", "--scenario", "distributed", "--suite", "micro", "--framework", "pytorch", "--warmup", "0",
+        "--steps", "2", "--repeat", "1", "--format", "json", "--results", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted(r["worker_index"] for r in runs) == [0, 1]
+    assert all(r["status"] == "ok" and r["framework"] == "pytorch" for r in runs)
+    assert all(r["fingerprint"]["collective"] == "gloo" for r in runs)
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    (checked,) = report["checks"]["rows"]
+    assert (checked["probe"], checked["checks"], checked["failed"], checked["worst_share"]) == ("allreduce", 6, 0, 0)
+    cases = report["micro"]["cases"]
+    assert [c["key"]["case"] for c in cases][:2] == ["latency: 4 B all-reduce", "all-gather 4 MiB a worker: received"]
+    assert all(c["runs"] == 2 and c["key"]["framework"] == "pytorch" for c in cases)
+    by = {c["key"]["case"]: c["value"]["mean"] for c in cases}
+    assert by["4 MiB busbw"] == pytest.approx(by["4 MiB algbw"]) and 0 < by["latency: 4 B all-reduce"] < 1
 
 
 @pytest.mark.parametrize("option", [["--math", "mixed_bfloat16"], ["--math", "mixed_float16"], ["--xla"]])

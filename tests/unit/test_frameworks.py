@@ -27,12 +27,22 @@ def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:
     assert [s.framework for s in planning.plan(models=["alexnet"]).specs] == ["tensorflow"]
 
 
+def test_the_probes_run_with_each_framework() -> None:
+    """--suite micro (or full) with both frameworks: a probe run each, PyTorch's bringing its own gemm, conv,
+    all-reduce and net; the screen stays TensorFlow's."""
+    micro = planning.plan(suite="micro", frameworks=["tensorflow", "pytorch"]).specs
+    assert [(s.model, s.framework) for s in micro] == [("micro", "tensorflow"), ("micro", "pytorch")]
+    full = planning.plan(models=["alexnet"], suite="full", frameworks=["pytorch"]).specs
+    assert [(s.model, s.framework) for s in full] == [("alexnet", "pytorch"), ("micro", "pytorch")]
+    argv = full[1].to_argv()
+    assert argv[argv.index("--framework") + 1] == "pytorch"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"frameworks": ["caffe"]}, "--framework: unknown framework 'caffe'; known: tensorflow or pytorch"),
-        ({"frameworks": ["pytorch"], "suite": "micro"}, "--framework goes with --suite study or full"),
-        ({"frameworks": ["pytorch"], "suite": "screen"}, "--framework goes with --suite study or full"),
+        ({"frameworks": ["pytorch"], "suite": "screen"}, "--suite screen checks with TensorFlow for now"),
     ],
 )
 def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:
@@ -115,3 +125,24 @@ def test_two_frameworks_are_compared_like_for_like_only() -> None:
     (v,) = versus.compare([*runs("tensorflow", "cpu", 40.0), *runs("pytorch", "cpu", 50.0)])
     assert v.effect is not None and v.effect.method == "paired t on log ratios"
     assert v.verdict.startswith("faster by 25.0 %")
+
+
+def test_gloo_is_given_the_interface_that_routes_to_the_rendezvous() -> None:
+    """Each of this machine's IPv4 addresses is reached through its own interface (loopback's through lo); gloo
+    would otherwise take the address the host name resolves to."""
+    import socket
+
+    import psutil
+
+    from dltestbed.workload.frameworks.pytorch import route_interface
+
+    own = {
+        name: a.address
+        for name, addrs in psutil.net_if_addrs().items()
+        for a in addrs
+        if a.family == socket.AF_INET and psutil.net_if_stats()[name].isup
+    }
+    assert own.get("lo") == "127.0.0.1"
+    for name, address in own.items():
+        assert route_interface(address, 29500) == name  # its own address: the source the kernel picks
+    assert route_interface("127.0.0.1", 29500) == "lo"

@@ -34,10 +34,10 @@ def test_another_framework_rides_beside_the_default() -> None:
     assert wheelhouse.carried() == ("tensorflow",)
     both = wheelhouse.requirements("cpu", root, ("pytorch",))
     assert both[:2] == [f"tensorflow-cpu=={md.version('tensorflow-cpu')}", f"torch=={md.version('torch')}"]
-    assert both[2:] == wheelhouse.requirements("cpu", root)[1:]
+    assert both[2:] == [*wheelhouse.requirements("cpu", root)[1:], f"pillow=={md.version('pillow')}"]  # real data
     assert wheelhouse._name("cpu", ("tensorflow", "pytorch")) != wheelhouse._name("cpu", ("tensorflow",))
     house = wheelhouse.Wheelhouse(root, "cpu", "m", ("tensorflow", "pytorch"))
-    assert house.imports == "import dltestbed.workload.loop, tensorflow, keras, torch"
+    assert house.imports == "import dltestbed.workload.loop, tensorflow, keras, torch, PIL"
     with pytest.raises(ConfigError, match=r"^--framework: unknown framework 'jax'; known: tensorflow or pytorch$"):
         wheelhouse.carried(("jax",))
 

@@ -152,7 +152,7 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
             by_row.setdefault(f"{g.key.model} {g.key.mode} img/s", []).append((g.key.layer, g.effect))
     for c in cases:
         if c.headline and c.effect is not None:
-            by_row.setdefault(f"{c.key.probe}: {c.key.case}", []).append((c.key.layer, c.effect))
+            by_row.setdefault(f"{c.key.probe}: {c.key.shown}", []).append((c.key.layer, c.effect))
     rows = list(by_row.items())
     layers = list(dict.fromkeys(lay for _, pts in rows for lay, _ in pts))
     fig = new_figure(1.0 + 0.5 * len(rows) * max(1, len(layers)) ** 0.5)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,11 +42,15 @@ class ModelRun:
 @dataclass(frozen=True)
 class ProbeFramework:
     """What the framework-specific probes (gemm, conv, the copies' devices, all-reduce) run with: the framework's
-    module (None: not loaded, no probe needs it), the GPUs it sees, and a distributed job's strategy."""
+    module (None: not loaded, no probe needs it), the GPUs it sees, a distributed job's strategy (or process
+    group), how the job's workers agree on a value (the largest), and the framework's own probes by name where
+    they are not the catalog's (probes.PROBES: TensorFlow's)."""
 
     module: ModuleType | None = None
     gpus: int = 0
     strategy: Any = None
+    agree: Callable[[float], float] | None = None
+    probes: Mapping[str, Callable[[Any], list[Any]]] = field(default_factory=dict)
 
 
 class Framework(ABC):
@@ -62,6 +66,7 @@ class Framework(ABC):
     distributions: ClassVar[tuple[str, ...]]  # the installed distributions whose version the wheelhouse pins
     extra: ClassVar[str]  # pyproject.toml's extra that names its version where the controller has none
     imports: ClassVar[tuple[str, ...]]  # what an install imports to check it works
+    requires: ClassVar[tuple[str, ...]] = ()  # what else its workload imports (pinned to the controller's)
 
     @abstractmethod
     def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:

@@ -6,6 +6,7 @@ algorithms, cuBLAS's fixed workspace and the seed. PyTorch loads inside `run_mod
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import importlib.metadata as md
@@ -41,7 +42,8 @@ class PyTorch(Framework):
     packages = MappingProxyType({"cpu": "torch", "gpu": "torch"})
     distributions = ("torch",)
     extra = "pytorch"
-    imports = ("torch",)
+    imports = ("torch", "PIL")
+    requires = ("pillow",)  # real data's JPEGs (TensorFlow decodes its own)
 
     @classmethod
     def pinned(cls, flavor: str, version: str) -> str:
@@ -82,11 +84,23 @@ class PyTorch(Framework):
     def for_probes(
         self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
     ) -> ProbeFramework:
-        """Not yet: gemm, conv and all-reduce are TensorFlow's (the copies, launch, memory and disk need none)."""
-        raise ConfigError(
-            "--framework pytorch: the gemm, conv and all-reduce probes run with TensorFlow for now; "
-            "membw, h2d, d2h, launch and disk need no framework (--probes membw,h2d,d2h,launch,disk)"
-        )
+        """PyTorch, its GPU's memory sliced as asked, a job's process group joined (left when the process ends),
+        and its own gemm, conv, all-reduce and net probes (probes/torchprobes.py)."""
+        torch = _import(fingerprint["host"])
+        # lazy: the probes import nothing of PyTorch themselves, but are PyTorch's only
+        from dltestbed.workload.probes import torchprobes
+
+        gpu = torch.cuda.is_available()
+        if gpu:
+            _memory_slice(torch, memory_mib)
+        dist, agree = None, None
+        if cluster is not None:  # before any other op: it waits here for every worker
+            _join(torch, cluster, gpu, torch.device("cuda:0" if gpu else "cpu"), fingerprint)
+            atexit.register(torch.distributed.destroy_process_group)
+            dist = torch.distributed
+            agree = torchprobes.agreeing(torch, dist, "cuda:0" if gpu else "cpu")
+        fingerprint.update(facts(torch, gpus, gpu))
+        return ProbeFramework(torch, torch.cuda.device_count() if gpu else 0, dist, agree, torchprobes.PROBES)
 
     def build(self, fingerprint: Mapping[str, Any]) -> str:
         """Its version and the CUDA it was built with, if any."""
@@ -109,9 +123,8 @@ class PyTorch(Framework):
         if spec.device == "gpu" and not gpu:
             raise ConfigError(f"--device gpu: no GPU is visible to PyTorch on {run.fingerprint['host']}")
         device = torch.device("cuda:0" if gpu else "cpu")
-        if gpu and spec.gpu_memory_mib is not None:  # a fixed slice, as TensorFlow's logical device takes
-            total = torch.cuda.get_device_properties(0).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, spec.gpu_memory_mib * 2**20 / total), 0)
+        if gpu:
+            _memory_slice(torch, spec.gpu_memory_mib)
         caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())] if gpu else []
         math = mathmode.resolve(spec.math, caps)
         run.fingerprint.update(facts(torch, run.gpus, gpu))
@@ -175,6 +188,13 @@ def _model(torch: ModuleType, run: ModelRun, math: str, device: Any, workers: in
     return model, step, batches
 
 
+def _memory_slice(torch: ModuleType, mib: int | None) -> None:
+    """--gpu-memory-mib: a fixed slice of GPU 0 for the caching allocator, as TensorFlow's logical device takes."""
+    if mib is not None:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, mib * 2**20 / total), 0)
+
+
 def _import(host: str) -> ModuleType:
     """PyTorch, or one line that says it is not installed here."""
     try:
@@ -182,7 +202,7 @@ def _import(host: str) -> ModuleType:
     except ImportError:
         raise ConfigError(
             f"--framework pytorch: PyTorch is not installed on {host} "
-            "(pip install 'dltestbed[pytorch]' there; provisioning installs TensorFlow only for now)"
+            "(`dltestbed provision --framework pytorch`, or pip install 'dltestbed[pytorch]' there)"
         ) from None
     return torch
 
@@ -195,6 +215,10 @@ def _join(
     every worker (a collective: every worker asks it at the same step)."""
     backend = "nccl" if gpu else "gloo"
     timeout = timedelta(seconds=COLLECTIVE_TIMEOUT)
+    if not gpu and "GLOO_SOCKET_IFNAME" not in os.environ:  # the user's choice stands
+        found = route_interface(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+        if found:
+            os.environ["GLOO_SOCKET_IFNAME"] = found
     torch.distributed.init_process_group(backend, init_method="env://", timeout=timeout)
     size = torch.distributed.get_world_size()
     fp.update(
@@ -207,6 +231,26 @@ def _join(
         return bool(held.item())
 
     return size, agree
+
+
+def route_interface(address: str, port: int) -> str | None:
+    """The network interface this machine reaches `address` through (None: no route, or none matched). gloo
+    otherwise takes the address its host name resolves to, which on a host of several networks (a cluster's
+    management and data networks, a lab's namespaces) may be one the other workers cannot reach."""
+    import socket  # lazy: a distributed job's only
+
+    import psutil  # lazy: as above
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((address, port))  # UDP: nothing is sent, the kernel picks the route
+            local = probe.getsockname()[0]
+    except OSError:
+        return None
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local for a in addrs):
+            return name
+    return None
 
 
 def facts(torch: ModuleType, gpus: list[dict[str, Any]], gpu: bool) -> dict[str, Any]:

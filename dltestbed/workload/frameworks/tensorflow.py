@@ -65,13 +65,17 @@ class TensorFlow(Framework):
         from dltestbed.workload import tfgpu
 
         gpu_count = tfgpu.configure(tf, memory_mib)  # before anything touches a GPU
-        strategy = None
+        strategy, agree = None, None
         if cluster:  # before any other TensorFlow op; it waits here for every worker
+            # lazy: as above
+            from dltestbed.workload.probes.collective import agreeing
+
             strategy = distributed.strategy(tf, gpu_count)
             fingerprint.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
+            agree = agreeing(tf, strategy)
         visible = len(tf.config.list_physical_devices("GPU"))
         fingerprint.update(facts.tensorflow(tf, gpus))
-        return ProbeFramework(tf, visible, strategy)
+        return ProbeFramework(tf, visible, strategy, agree)  # the catalog's gemm, conv, net, allreduce are its own
 
     def build(self, fingerprint: Mapping[str, Any]) -> str:
         """Its version and whether it is the CUDA build."""

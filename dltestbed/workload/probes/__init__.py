@@ -16,6 +16,7 @@ from dltestbed.workload.probes.base import (
     Case,
     Skip,
     Where,
+    alone,
     calibrate,
     cpu_flops_per_cycle,
     near_node,
@@ -29,11 +30,15 @@ from dltestbed.workload.probes.compute import conv, conv_shapes, gemm
 from dltestbed.workload.probes.disk import disk, mount_of
 from dltestbed.workload.probes.memory import copy_cases, d2h, h2d, launch, membw
 
-# The probes that need TensorFlow: it says which GPUs a target's workload sees, the copies and launches included.
-NEED_TF = {"gemm", "conv", "h2d", "d2h", "launch", "net", "allreduce"}
+# The probes that need the run's framework: it says which GPUs a target's workload sees, the copies and launches
+# included.
+NEED_FRAMEWORK = {"gemm", "conv", "h2d", "d2h", "launch", "net", "allreduce"}
 
+Probe = Callable[[Where], list[Case | Skip]]
 
-PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
+# Every probe; gemm, conv, net and allreduce here are TensorFlow's, and another framework brings its own
+# (frameworks.ProbeFramework.probes).
+PROBES: dict[str, Probe] = {
     "gemm": gemm,
     "conv": conv,
     "membw": membw,
@@ -47,14 +52,16 @@ PROBES: dict[str, Callable[[Where], list[Case | Skip]]] = {
 
 __all__ = [
     "BLOCK",
-    "NEED_TF",
+    "NEED_FRAMEWORK",
     "PROBES",
     "RANDOM_READS",
     "SCRATCH_BYTES",
     "Case",
+    "Probe",
     "Skip",
     "Where",
     "allreduce",
+    "alone",
     "calibrate",
     "conv",
     "conv_shapes",

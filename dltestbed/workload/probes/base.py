@@ -222,31 +222,14 @@ class Where:
     workers: int = 1
     gpu_facts: tuple[dict[str, Any], ...] = ()  # NVML's facts of the GPUs (gpu.Nvml.devices), where known
     worker: int = 0  # this worker's index in a distributed job
-    _gather: list[Any] = field(default_factory=list, repr=False)  # the compiled all-gather of `agree`, once
+    agree: Agree = alone  # the largest of a value over the job's workers (the framework's collective)
 
     @property
     def framework(self) -> ModuleType:
-        """The framework's module, for the probes that need it (NEED_TF: it is loaded for them)."""
+        """The framework's module, for the probes that need it (NEED_FRAMEWORK: it is loaded for them)."""
         if self.tf is None:
-            raise RuntimeError("a probe outside NEED_TF asked for the framework's module")
+            raise RuntimeError("a probe outside NEED_FRAMEWORK asked for the framework's module")
         return self.tf
-
-    def agree(self, value: float) -> float:
-        """The largest `value` over the job's workers (all-gather); the value itself when alone."""
-        if self.strategy is None:
-            return value
-        tf, strategy = self.framework, self.strategy
-        if not self._gather:
-            holder = tf.Variable([0.0], dtype=tf.float64, trainable=False)
-
-            @tf.function
-            def gather() -> Any:
-                return strategy.run(lambda: tf.distribute.get_replica_context().all_gather(holder + 0.0, axis=0))
-
-            self._gather.extend([holder, gather])
-        self._gather[0].assign([value])
-        out = self._gather[1]()
-        return float(tf.reduce_max(strategy.experimental_local_results(out)[0]))
 
     @property
     def device(self) -> str:

@@ -26,6 +26,21 @@ def _collective(w: Where, make: Callable[[Any], Any], x: Any) -> Callable[[int],
     return call
 
 
+def agreeing(tf: Any, strategy: Any) -> Callable[[float], float]:
+    """The largest of a value over a job's workers, by an all-gather through the job's strategy (compiled once)."""
+    holder = tf.Variable([0.0], dtype=tf.float64, trainable=False)
+
+    @tf.function
+    def gather() -> Any:
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_gather(holder + 0.0, axis=0))
+
+    def agree(value: float) -> float:
+        holder.assign([value])
+        return float(tf.reduce_max(strategy.experimental_local_results(gather())[0]))
+
+    return agree
+
+
 def allreduce(w: Where) -> list[Case | Skip]:
     """All-reduce (sum) of float32 tensors over message sizes through MultiWorkerMirroredStrategy, as
     nccl-tests reports it: algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
