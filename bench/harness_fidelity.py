@@ -1,6 +1,8 @@
 """Harness fidelity: images/sec through `dltestbed bench` (its library call, `orchestrate.run_bench`) ÷ a
 bare training loop in the same framework, interleaved (--framework tensorflow: a tf.function step;
-pytorch: a plain PyTorch loop).
+pytorch: a plain PyTorch loop), in the same math (--math: float32 with TF32 off, or mixed_bfloat16 /
+mixed_float16: Keras's mixed policy, PyTorch's autocast) and compiled alike (--xla: jit_compile,
+torch.compile). `--math mixed_bfloat16 --xla` is the gpu preset's.
 
 The bare loop is the least a benchmark can do: same model builder, same synthetic batch, a train step,
 warm-up, then the timed steps with the result synced once per step. No events, no sampler, no
@@ -26,14 +28,19 @@ import keras, tensorflow as tf
 from dltestbed.workload import models
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
+math, xla = sys.argv[6], sys.argv[7] == "1"
 keras.utils.set_random_seed(0)
 tf.config.experimental.enable_tensor_float_32_execution(False)  # float32 as the harness asks it: TF32 off
+if math != "float32":
+    keras.mixed_precision.set_global_policy(math)
 model = models.build(model_name, size, 1000)
 x = tf.random.uniform((batch, size, size, 3))
 y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 opt = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
-@tf.function
+if math == "mixed_float16":
+    opt = keras.optimizers.LossScaleOptimizer(opt)
+@tf.function(jit_compile=xla)
 def step(x, y):
     with tf.GradientTape() as tape:
         loss = loss_fn(y, model(x, training=True))
@@ -53,6 +60,8 @@ import torch
 from dltestbed.workload.frameworks import torchmodels
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
+math, xla = sys.argv[6], sys.argv[7] == "1"
+half = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}.get(math)
 torch.manual_seed(0)
 device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")  # where the harness's auto runs
 torch.backends.cudnn.allow_tf32 = False  # float32 as the harness asks it: TF32 off
@@ -63,11 +72,15 @@ x = torch.rand(batch, 3, size, size, device=device).contiguous(memory_format=fmt
 y = torch.randint(0, 1000, (batch,), device=device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 loss_fn = torch.nn.CrossEntropyLoss()
+scaler = torch.amp.GradScaler(device.type, enabled=half is torch.float16)
+forward = torch.compile(model) if xla else model
 def step():
     opt.zero_grad()
-    loss = loss_fn(model(x), y)
-    loss.backward()
-    opt.step()
+    with torch.autocast(device.type, dtype=half or torch.float32, enabled=half is not None):
+        loss = loss_fn(forward(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
     return loss
 for _ in range(warmup):
     float(step())
@@ -81,7 +94,15 @@ LOOPS = {"tensorflow": BARE, "pytorch": BARE_TORCH}
 
 def bare(a: argparse.Namespace) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", LOOPS[a.framework], a.model, *map(str, (a.image_size, a.batch_size, a.warmup, a.steps))],
+        [
+            sys.executable,
+            "-c",
+            LOOPS[a.framework],
+            a.model,
+            *map(str, (a.image_size, a.batch_size, a.warmup, a.steps)),
+            a.math,
+            "1" if a.xla else "0",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -95,8 +116,8 @@ def harness(a: argparse.Namespace, results: Path) -> float:
         workloads=Workloads(
             models=(a.model,),
             frameworks=(a.framework,),
-            math="float32",  # as the bare loops compute, whatever the preset (gpu: mixed)
-            xla=False,
+            math=a.math,  # as the bare loop computes, whatever the preset
+            xla=a.xla,
             image_size=a.image_size,
             batch_size=a.batch_size,
             warmup=a.warmup,
@@ -121,6 +142,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--pairs", type=int, default=4)
+    p.add_argument("--math", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32")
+    p.add_argument("--xla", action="store_true", help="compile the step (jit_compile, torch.compile) on both sides")
     a = p.parse_args()
     bares, harnesses = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,7 +156,7 @@ def main() -> None:
                 print(f"pair {i + 1}: {'bare   ' if fn is bare else 'harness'} {v:8.1f} img/s", flush=True)
     ratio = statistics.fmean(harnesses) / statistics.fmean(bares)
     pair_ratios = [h / b for h, b in zip(harnesses, bares, strict=True)]
-    what = f"{a.framework} {a.model} {a.image_size}px batch {a.batch_size}"
+    what = f"{a.framework} {a.model} {a.image_size}px batch {a.batch_size} {a.math}{' compiled' if a.xla else ''}"
     print(f"\n{what}, {a.warmup}+{a.steps} steps, {a.pairs} pairs")
     print(f"bare    mean {statistics.fmean(bares):.1f} img/s (sd {statistics.pstdev(bares):.1f})")
     print(f"harness mean {statistics.fmean(harnesses):.1f} img/s (sd {statistics.pstdev(harnesses):.1f})")

@@ -7,6 +7,9 @@
 #
 #   bash scripts/gpu-check.sh OUT         # on the GPU machine
 #   bash scripts/gpu-check.sh OUT --cpu   # the same steps at CPU sizes: tries the script where there is no GPU
+#   FRAMEWORK=pytorch bash scripts/gpu-check.sh OUT   # with the machine's own PyTorch, no TensorFlow needed: the
+#       benches, probes and determinism in PyTorch, the gpu preset's ResNet-50 against a bare loop (fidelity);
+#       the screen and --gpus node are TensorFlow's (said in the summary, not run)
 #
 # A step that fails is said in the summary and the others still run; the exit code is the number of failed
 # steps (0: all passed); validate's own exit codes count too: 1 a check failed, 3 one cannot be judged (two
@@ -25,6 +28,8 @@ py=${PYTHON:-$(command -v python3)}
 [[ -x .venv/bin/python ]] && py=${PYTHON:-.venv/bin/python}
 export PYTHONUNBUFFERED=1 DLTESTBED_RESULTS="$out/results.sqlite"
 failed=0
+framework=${FRAMEWORK:-tensorflow}
+fw=(--framework "$framework")
 
 step() { # step NAME COMMAND...: output to logs/NAME.log; its exit code and seconds to the summary
     local name=$1 started rc
@@ -46,6 +51,7 @@ if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each,
     screen=5
     sampler=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 3 --device cpu)
     node=(-m alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 5)
+    fidelity=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 2 --math mixed_bfloat16 --xla)
 else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 beside the probes), 50 timed steps
     device=gpu
     models=(--preset gpu -m resnet50 -m alexnet --steps 50)
@@ -54,27 +60,37 @@ else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 bes
     screen=20
     sampler=(--model resnet50 --image-size 224 --batch-size 128 --warmup 5 --steps 20 --pairs 2 --device gpu)
     node=(-m resnet50 --image-size 224 --batch-size 64 --steps 30)
+    fidelity=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 2 --math mixed_bfloat16 --xla)
 fi
 
 [[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
 step facts bash -c 'nvidia-smi -q 2>&1; nvidia-smi topo -m 2>&1; uname -a; '"$py"' -m dltestbed --version'
 # two repetitions: validate --init takes a reference from groups of 2 ok runs or more
-step bench dlt bench --targets bm --repeat 2 --device "$device" "${models[@]}"
+step bench dlt bench --targets bm --repeat 2 --device "$device" "${fw[@]}" "${models[@]}"
 step validate-init dlt validate --init --reference "$out/logs/reference.yml" --bench last
 step validate bash -c "$py -m dltestbed validate --reference $out/logs/reference.yml --bench last >$out/validate.txt"
-step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${full[@]}"
-step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1
-step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${det[@]}"
-step det-on-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${det[@]}"
+step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${fw[@]}" "${full[@]}"
+if [[ $framework == tensorflow ]]; then
+    step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1
+else
+    echo "screen           not run: its checks are TensorFlow's (the probes' float64 checks ran in full)" | tee -a "$out/summary.txt"
+    step fidelity bash -c "$py bench/harness_fidelity.py --framework $framework ${fidelity[*]} >$out/fidelity.txt"
+fi
+step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${fw[@]}" "${det[@]}"
+step det-on-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${fw[@]}" "${det[@]}"
 # every GPU of the machine in one data-parallel job: MirroredStrategy, NCCL's all-reduce (one replica per GPU)
-if [[ $device == cpu ]] || "$py" -c 'import importlib.metadata as m; m.version("nvidia-nccl-cu12")' 2>/dev/null; then
+if [[ $framework != tensorflow ]]; then
+    echo "gpus-node        not run: one process over every GPU is TensorFlow's (PyTorch: --scenario distributed)" | tee -a "$out/summary.txt"
+elif [[ $device == cpu ]] || "$py" -c 'import importlib.metadata as m; m.version("nvidia-nccl-cu12")' 2>/dev/null; then
     step gpus-node dlt bench --targets bm --repeat 1 --gpus node --device "$device" "${node[@]}"
 else
     echo "gpus-node        skipped: no NCCL in this install (bundle.sh's EXTRA_PACKAGES=nvidia-nccl-cu12)" | tee -a "$out/summary.txt"
 fi
 step report-html dlt report --all --out "$out/report.html"
 step report-json dlt report --all --out "$out/report.json"
-step sampler bash -c "$py bench/sampler_cost.py ${sampler[*]} >$out/sampler.txt"
+if [[ $framework == tensorflow ]]; then  # its workload arms are TensorFlow's
+    step sampler bash -c "$py bench/sampler_cost.py ${sampler[*]} >$out/sampler.txt"
+fi
 
 {
     echo
@@ -92,7 +108,7 @@ for c in cases:
     if k["probe"] in ("gemm", "h2d", "d2h", "conv"):
         frac = c.get("fraction")
         share = f"{frac:.0%} of {c['limit']:.4g} ({c['limit_source']})" if frac else "no limit read"
-        print(f"{k['probe']:5} {k['case'][:48]:48} {c['value']['mean']:.4g} {k['unit']}: {share}")
+        print(f"{k['probe']:5} {k['framework'][:10]:10} {k['case'][:48]:48} {c['value']['mean']:.4g} {k['unit']}: {share}")
 for g in r["health"]["gpus"]:
     print("health:", json.dumps(g)[:400])
 for f in r["health"]["findings"]:
@@ -108,6 +124,9 @@ EOF
     echo
     echo "== sampler's cost"
     tail -5 "$out/sampler.txt" 2>/dev/null
+    echo
+    echo "== the harness against a bare loop (gpu preset's math, compiled)"
+    tail -6 "$out/fidelity.txt" 2>/dev/null
 } >>"$out/summary.txt" 2>&1
 tar -C "$out" -czf "$out/logs.tgz" logs
 echo "failed steps: $failed (figures in $out)" | tee -a "$out/summary.txt"

@@ -194,7 +194,10 @@ def test_pytorch_provisioned_then_a_ddp_job_across_the_hosts(
         "--format", "json", "--results", str(results), env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    workers = sorted(json.loads(proc.stdout), key=lambda r: r["worker_index"])
+    runs = json.loads(proc.stdout)
+    workers = sorted((r for r in runs if r["worker_index"] is not None), key=lambda r: r["worker_index"])
+    alone = [(r["framework"], r["status"], r["workers"]) for r in runs if r["worker_index"] is None]
+    assert alone == [("pytorch", "ok", 1)]  # the scaling efficiency's one-worker run
     assert [(w["host"], w["fingerprint"]["host"], w["framework"], w["status"]) for w in workers] == [
         ("tp-h1", "tp-h1", "pytorch", "ok"),
         ("tp-h2", "tp-h2", "pytorch", "ok"),
