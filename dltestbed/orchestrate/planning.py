@@ -143,10 +143,8 @@ def plan(
     given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
     trained = names if suite != "micro" else []
     specs: list[Spec] = [_model_spec(p, n, given, {**common, "framework": fw}) for n in trained for fw in chosen]
-    if suite != "study":  # the probes with each framework (gemm, conv, net and allreduce are each one's own)
-        for fw in chosen:
-            probe_common = {**common, "framework": fw}
-            specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, probe_common))
+    for fw in chosen if suite != "study" else ():  # the probes with each framework (gemm, conv... are its own)
+        specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common, fw))
     return Plan(
         bench_id=new_id("b"),
         specs=specs,
@@ -198,8 +196,9 @@ def _probe_spec(
     screen_seconds: float,
     given: Given,
     common: dict[str, Any],
+    framework: str,
 ) -> Spec:
-    """The probes' spec: those given, else the suite's and scenario's, at the preset's scale."""
+    """The probes' spec with a framework: those given, else the suite's and scenario's, at the preset's scale."""
     pair, screen = scenario == "distributed", suite == "screen"
     return probe_spec(
         probes=tuple(probes) if probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
@@ -208,7 +207,7 @@ def _probe_spec(
         screen_seconds=screen_seconds if screen else None,
         warmup=PROBE_WARMUP if given.warmup in (None, STEADY) else _warmup(given.warmup),
         steps=given.steps if given.steps is not None else PROBE_STEPS,
-        **{k: v for k, v in {**common, "data_dir": given.data_dir}.items() if k in PROBE_KEEPS},
+        **{k: v for k, v in {**common, "data_dir": given.data_dir, "framework": framework}.items() if k in PROBE_KEEPS},
     )
 
 

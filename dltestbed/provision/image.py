@@ -31,10 +31,8 @@ REPO = "dltestbed-workload"
 STAGE_LABEL = "org.dltestbed.stage"  # on the builder's install stage: left untagged, pruned after each build
 
 CONTAINERFILE = """\
-# written by dltestbed: the workload image. Multi-stage, so no wheel is kept in a layer; the
-# dependencies' stages are cached by the builder until they change, so a new dltestbed build only
-# redoes the small last install. deps/: the default framework's; more/: another framework's (the
-# default's image shares the first stage with it).
+# written by dltestbed: the workload image. Multi-stage: no wheel is kept in a layer, and the builder caches the
+# dependencies' stages (deps/: the default framework's, shared by every image; more/: another framework's).
 FROM {base} AS deps
 COPY deps/ /tmp/deps/
 RUN python3 -m venv /opt/dltestbed/venv \\
@@ -239,15 +237,12 @@ def _dependencies(ctx: Path, house: Wheelhouse) -> None:
     """The build context's wheels: deps/, the default framework's wheelhouse (the same files for every image of
     this flavour, so the builder's cache serves its stage), and more/, what `house` has beyond it."""
     first = house if house.frameworks == wheelhouse.carried() else wheelhouse.build(house.flavor)
-    skip = shutil.ignore_patterns("dltestbed-*.whl", "manifest.txt")
-    shutil.copytree(first.path, ctx / "deps", ignore=skip)
-    more = ctx / "more"
-    more.mkdir()
-    (more / "requirements.txt").write_text("" if first is house else house.requirements.read_text())
-    held = {p.name for p in first.path.glob("*.whl")}
-    for whl in house.path.glob("*.whl"):
-        if whl.name not in held and not whl.name.startswith("dltestbed-"):
-            shutil.copy(whl, more / whl.name)
+    shutil.copytree(first.path, ctx / "deps", ignore=shutil.ignore_patterns("dltestbed-*.whl", "manifest.txt"))
+    (ctx / "more").mkdir()
+    (ctx / "more/requirements.txt").write_text("" if first is house else house.requirements.read_text())
+    held = {p.name for p in first.path.glob("*.whl")} | {house.wheel}
+    for whl in (w for w in house.path.glob("*.whl") if w.name not in held):
+        shutil.copy(whl, ctx / "more" / whl.name)
 
 
 def _listed(runtime: str, *args: str) -> list[str]:
