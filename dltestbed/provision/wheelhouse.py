@@ -54,7 +54,7 @@ def _installed(name: str) -> str | None:
 
 
 def carried(frameworks: Sequence[str] = ()) -> tuple[str, ...]:
-    """The frameworks a wheelhouse carries: the default one (the probes and the screen run on it) and those
+    """The frameworks a wheelhouse carries: the default one (always: the screen's checks run on it) and those
     asked for, in choices' order; an unknown name is a ConfigError."""
     unknown = [f for f in frameworks if f not in REGISTRY]
     if unknown:
@@ -135,13 +135,28 @@ class Wheelhouse:
         return next(p.name for p in self.path.glob("dltestbed-*.whl"))
 
 
-def _pip(args: list[str], what: str) -> None:
+def _pip(args: list[str], what: str, hint: str = "") -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *args], capture_output=True, text=True
     )
     if proc.returncode != 0:
         last = [line for line in proc.stderr.splitlines() if line.strip() and "WARNING: Location" not in line]
-        raise WheelhouseError(f"{what} failed: {last[-1] if last else f'pip exited {proc.returncode}'}")
+        raise WheelhouseError(f"{what} failed: {last[-1] if last else f'pip exited {proc.returncode}'}{hint}")
+
+
+def constraints_text(reqs: list[str]) -> str:
+    """pip's constraints: every distribution of the controller at its version (the hosts run what it measured
+    with), but those the requirements pin themselves (a GPU host's torch is not the controller's +cpu build)."""
+    named = {_canonical(re.split(r"[\[=<>!~ ]", r, maxsplit=1)[0]) for r in reqs}
+    return "".join(
+        f"{d.metadata['Name']}=={d.version}\n"
+        for d in md.distributions()
+        if d.metadata["Name"] and _canonical(d.metadata["Name"]) not in {"dltestbed", *named}
+    )
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _manifest(path: Path) -> str:
@@ -200,17 +215,13 @@ def _build(flavor: str, frameworks: tuple[str, ...], root: Path, reqs: list[str]
             shutil.rmtree(stale)
     tmp.mkdir(parents=True)
     constraints = tmp / "constraints.txt"
-    constraints.write_text(
-        "".join(
-            f"{d.metadata['Name']}=={d.version}\n"
-            for d in md.distributions()
-            if d.metadata["Name"] and d.metadata["Name"].lower() != "dltestbed"
-        )
-    )
+    constraints.write_text(constraints_text(reqs))
     _pip(["wheel", "--no-deps", "-q", "-w", str(tmp), str(root)], "building the dltestbed wheel")
+    cpu_torch = " (PyTorch's CPU build is on its own index: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)"
     _pip(
         ["download", "-q", "-d", str(tmp), "--only-binary=:all:", "-c", str(constraints), *reqs],
         f"downloading {', '.join(reqs)}",
+        cpu_torch if any("+cpu" in r for r in reqs) else "",
     )
     constraints.unlink()
     pins = []

@@ -71,3 +71,15 @@ def test_prune_keeps_the_newest_and_the_current(tmp_path: Path) -> None:
     removed = prune(entries, keep=2, current=entries[0])  # the oldest is the current one: it stays
     assert sorted(p.name for p in removed) == ["e1", "e2", "e3"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e0", "e4"]
+
+
+@pytest.mark.torch
+def test_the_pinned_requirements_are_not_constrained_again() -> None:
+    """A GPU host's torch (PyPI's CUDA build) is pinned by the requirements: the controller's +cpu build must not
+    be a constraint beside it (pip would find no release that is both); every other distribution is."""
+    gpu = wheelhouse.requirements("gpu", wheelhouse.source_root(), ("pytorch",))
+    text = wheelhouse.constraints_text(gpu)
+    pinned = {line.split("==")[0].lower().replace("_", "-") for line in text.splitlines()}
+    assert "torch" not in pinned and "tensorflow-cpu" in pinned and "numpy" in pinned
+    assert "tensorflow" not in pinned  # tensorflow[and-cuda]: named by the requirements
+    assert "torch" in {line.split("==")[0].lower() for line in wheelhouse.constraints_text(["numpy"]).splitlines()}

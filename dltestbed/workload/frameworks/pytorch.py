@@ -50,7 +50,7 @@ class PyTorch(Framework):
         """torch's CPU build carries the local label `+cpu` (PyTorch's CPU index, or a pip that finds it on disk);
         PyPI's build of the same release, CUDA's, has none."""
         release = version.split("+", 1)[0]
-        return f"torch=={release}+cpu" if flavor == "cpu" else f"torch=={release}"
+        return f"{cls.packages[flavor]}=={release}" + ("+cpu" if flavor == "cpu" else "")
 
     @classmethod
     def installed(cls) -> tuple[str, bool] | None:
