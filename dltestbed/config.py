@@ -213,6 +213,7 @@ PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk", "net", "allre
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
 SCREEN_PROBES = ("gemm", "conv")  # what --suite screen checks, with fresh inputs, for a set time per GPU
+FRAMEWORK_PROBES = ("gemm", "conv", "net", "allreduce")  # each framework's own; the others need none of its code
 
 
 class ProbeSpec(_RunSpec):

@@ -18,6 +18,7 @@
 # H100 (2026-11-26), after 34 pieces in about 2 minutes:
 #   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
+# With FRAMEWORK=pytorch, `fidelity` takes screen's and sampler's place (not yet timed on a GPU).
 set -uo pipefail
 out=${1:?usage: bash scripts/gpu-check.sh OUT_DIR [--cpu]}
 cpu=${2:-}
@@ -42,6 +43,15 @@ step() { # step NAME COMMAND...: output to logs/NAME.log; its exit code and seco
     printf '%-16s rc=%-3s %4s s\n' "$name" "$rc" "$(($(date +%s) - started))" | tee -a "$out/summary.txt"
 }
 dlt() { "$py" -m dltestbed "$@"; }
+skip() { # skip NAME WHY: a step this run does not make, said in the summary
+    [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]] || return 0
+    printf '%-16s not run: %s\n' "$1" "$2" | tee -a "$out/summary.txt"
+}
+into() { # into FILE COMMAND...: the command's output to FILE (for a step whose output is a figure)
+    local file=$1
+    shift
+    "$@" >"$file"
+}
 
 if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each, no GPU needed
     device=cpu
@@ -68,28 +78,30 @@ step facts bash -c 'nvidia-smi -q 2>&1; nvidia-smi topo -m 2>&1; uname -a; '"$py
 # two repetitions: validate --init takes a reference from groups of 2 ok runs or more
 step bench dlt bench --targets bm --repeat 2 --device "$device" "${fw[@]}" "${models[@]}"
 step validate-init dlt validate --init --reference "$out/logs/reference.yml" --bench last
-step validate bash -c "$py -m dltestbed validate --reference $out/logs/reference.yml --bench last >$out/validate.txt"
+step validate into "$out/validate.txt" "$py" -m dltestbed validate --reference "$out/logs/reference.yml" --bench last
 step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${fw[@]}" "${full[@]}"
 if [[ $framework == tensorflow ]]; then
     step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1
 else
-    echo "screen           not run: its checks are TensorFlow's (the probes' float64 checks ran in full)" | tee -a "$out/summary.txt"
-    step fidelity bash -c "$py bench/harness_fidelity.py --framework $framework ${fidelity[*]} >$out/fidelity.txt"
+    skip screen "its checks are TensorFlow's (the probes' float64 checks ran in full)"
+    step fidelity into "$out/fidelity.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${fidelity[@]}"
 fi
 step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${fw[@]}" "${det[@]}"
 step det-on-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${fw[@]}" "${det[@]}"
 # every GPU of the machine in one data-parallel job: MirroredStrategy, NCCL's all-reduce (one replica per GPU)
 if [[ $framework != tensorflow ]]; then
-    echo "gpus-node        not run: one process over every GPU is TensorFlow's (PyTorch: --scenario distributed)" | tee -a "$out/summary.txt"
+    skip gpus-node "one process over every GPU is TensorFlow's (PyTorch: --scenario distributed)"
 elif [[ $device == cpu ]] || "$py" -c 'import importlib.metadata as m; m.version("nvidia-nccl-cu12")' 2>/dev/null; then
     step gpus-node dlt bench --targets bm --repeat 1 --gpus node --device "$device" "${node[@]}"
 else
-    echo "gpus-node        skipped: no NCCL in this install (bundle.sh's EXTRA_PACKAGES=nvidia-nccl-cu12)" | tee -a "$out/summary.txt"
+    skip gpus-node "no NCCL in this install (bundle.sh's EXTRA_PACKAGES=nvidia-nccl-cu12)"
 fi
 step report-html dlt report --all --out "$out/report.html"
 step report-json dlt report --all --out "$out/report.json"
-if [[ $framework == tensorflow ]]; then  # its workload arms are TensorFlow's
-    step sampler bash -c "$py bench/sampler_cost.py ${sampler[*]} >$out/sampler.txt"
+if [[ $framework == tensorflow ]]; then
+    step sampler into "$out/sampler.txt" "$py" bench/sampler_cost.py "${sampler[@]}"
+else
+    skip sampler "its workload arms are TensorFlow's"
 fi
 
 {
@@ -121,12 +133,16 @@ for w in r.get("warmup", []):
 for s in r["steady"]:
     print("steady-state flag:", s)
 EOF
-    echo
-    echo "== sampler's cost"
-    tail -5 "$out/sampler.txt" 2>/dev/null
-    echo
-    echo "== the harness against a bare loop (gpu preset's math, compiled)"
-    tail -6 "$out/fidelity.txt" 2>/dev/null
+    if [[ -s "$out/sampler.txt" ]]; then
+        echo
+        echo "== sampler's cost"
+        tail -5 "$out/sampler.txt"
+    fi
+    if [[ -s "$out/fidelity.txt" ]]; then
+        echo
+        echo "== the harness against a bare loop (gpu preset's math, compiled)"
+        tail -6 "$out/fidelity.txt"
+    fi
 } >>"$out/summary.txt" 2>&1
 tar -C "$out" -czf "$out/logs.tgz" logs
 echo "failed steps: $failed (figures in $out)" | tee -a "$out/summary.txt"

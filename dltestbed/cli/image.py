@@ -8,9 +8,9 @@ from typing import Literal
 
 import typer
 
-from dltestbed.choices import RUNTIMES, or_list
+from dltestbed.choices import DEFAULT_FRAMEWORK, RUNTIMES, or_list
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import Flavor, Runtime, listed
+from dltestbed.cli.options import OTHER_FRAMEWORKS, Flavor, Runtime, listed
 
 app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
 
@@ -44,8 +44,8 @@ def build(
         None,
         "--framework",
         metavar="NAME",
-        help="Another framework the container image carries beside TensorFlow: pytorch. The VM guest image "
-        "carries TensorFlow only.",
+        help=f"Another framework the container image carries beside {DEFAULT_FRAMEWORK}: {OTHER_FRAMEWORKS}. The VM "
+        f"guest image carries {DEFAULT_FRAMEWORK} only.",
     ),
     out: Path | None = deprecated.param(None, "--out", "--guest-copy"),
 ) -> None:

@@ -82,6 +82,9 @@ def group_opt(panel: str | None = None, short: bool = False) -> list[str] | None
     return typer.Option(None, "--group", metavar="ROLE=GROUP", help=text, rich_help_panel=panel)
 
 
+OTHER_FRAMEWORKS = choices.or_list([f for f in choices.FRAMEWORKS if f != choices.DEFAULT_FRAMEWORK])
+
+
 def listed(text: str | None, option: str) -> tuple[str, ...] | None:
     """A comma-separated option's items (None: not given); an empty item is refused (`bm,,cbm`)."""
     if text is None:

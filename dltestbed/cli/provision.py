@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from dltestbed.choices import LAYOUTS
-from dltestbed.cli.options import Layout, group_opt, listed
+from dltestbed.cli.options import OTHER_FRAMEWORKS, Layout, group_opt, listed
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,7 +23,7 @@ def provision(
     group: list[str] | None = group_opt(),
     check: bool = typer.Option(False, "--check", help="Ansible check mode: what would change."),
     framework: str | None = typer.Option(
-        None, "--framework", metavar="NAME", help="Also install this framework beside TensorFlow: pytorch."
+        None, "--framework", metavar="NAME", help=f"Also install this framework beside the default: {OTHER_FRAMEWORKS}."
     ),
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.

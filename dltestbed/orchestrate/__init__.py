@@ -150,7 +150,7 @@ def _kinds(
     (which may turn A/A on); with A/A, bare metal first and its A′ last in every repetition."""
     kinds, runtime = list(request.machines.targets), request.machines.runtime
     if kinds == ["auto"]:
-        auto = launcher.auto_kinds(request.scenario.scenario, runtime)
+        auto = launcher.auto_kinds(request.scenario.scenario, runtime, request.workloads.frameworks)
         observer.say(auto.why)
         kinds, runtime = list(auto.kinds), runtime or auto.runtime
         plan = dataclasses.replace(plan, aa=plan.aa or auto.aa)

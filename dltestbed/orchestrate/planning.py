@@ -12,6 +12,7 @@ from dltestbed.choices import FRAMEWORKS, ORDERS, SUITES, or_list
 from dltestbed.config import (
     ALONE_PROBES,
     DEFAULT_FRAMEWORK,
+    FRAMEWORK_PROBES,
     PAIR_PROBES,
     SCREEN_PROBES,
     STEADY,
@@ -43,8 +44,7 @@ def arms(kinds: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Plan:
-    """The runs of a bench, in order: repetitions outermost, so drift hits every model alike. Immutable: a
-    change is a new plan (dataclasses.replace)."""
+    """The runs of a bench, in order: repetitions outermost, so drift hits every model alike. Immutable."""
 
     bench_id: str
     specs: list[Spec]
@@ -61,9 +61,8 @@ class Plan:
         return [(rep, spec) for rep in range(1, self.repeat + 1) for spec in self.specs_in(rep)]
 
     def specs_in(self, rep: int) -> list[Spec]:
-        """The specs a repetition runs: every one, but a screen only in the first. A screen is a health
-        check of each GPU for --screen-time, passed or failed, not a measure that repetitions sharpen: three
-        repetitions of 300 s would hold every GPU 15 minutes for the same answer."""
+        """The specs a repetition runs: every one, but a screen (a health check of each GPU, passed or failed, not
+        a measure that repetitions sharpen) only in the first."""
         return [s for s in self.specs if rep == 1 or not is_screen(s)]
 
     @property
@@ -89,9 +88,8 @@ def is_screen(spec: Spec) -> bool:
 
 
 def seeded(spec: Spec, rep: int) -> Spec:
-    """The spec a repetition runs: an --accuracy run trains from the seed plus the repetition (other weights,
-    another order of the images), the same on every target of the repetition — the spread over repetitions
-    is the training's own, and each layer is paired with bare metal's run of the same seed."""
+    """The spec a repetition runs: an --accuracy run trains from the seed plus the repetition, the same on every
+    target of it (the spread over repetitions is the training's own; each layer pairs with bare metal's)."""
     if isinstance(spec, WorkloadSpec) and spec.accuracy:
         return spec.model_copy(update={"seed": spec.seed + rep - 1})
     return spec
@@ -143,8 +141,10 @@ def plan(
     given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
     trained = names if suite != "micro" else []
     specs: list[Spec] = [_model_spec(p, n, given, {**common, "framework": fw}) for n in trained for fw in chosen]
-    for fw in chosen if suite != "study" else ():  # the probes with each framework (gemm, conv... are its own)
-        specs.append(_probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common, fw))
+    for i, fw in enumerate(chosen if suite != "study" else ()):  # the probes with each framework
+        spec = _probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common, fw)
+        own = tuple(x for x in spec.probes if x in FRAMEWORK_PROBES)  # the others once, with the first framework
+        specs += [spec] if not i else [spec.model_copy(update={"probes": own})] if own else []
     return Plan(
         bench_id=new_id("b"),
         specs=specs,
@@ -197,7 +197,7 @@ def _probe_spec(
     given: Given,
     common: dict[str, Any],
     framework: str,
-) -> Spec:
+) -> ProbeSpec:
     """The probes' spec with a framework: those given, else the suite's and scenario's, at the preset's scale."""
     pair, screen = scenario == "distributed", suite == "screen"
     return probe_spec(
@@ -224,7 +224,7 @@ def _frameworks(frameworks: Sequence[str] | None, suite: str, gpus: str) -> list
                 "use --gpus per-gpu, or --scenario distributed (one process per GPU)"
             )
     if suite == "screen" and chosen != [DEFAULT_FRAMEWORK]:
-        raise ConfigError("--suite screen checks with TensorFlow for now: leave --framework out")
+        raise ConfigError(f"--suite screen checks with {REGISTRY[DEFAULT_FRAMEWORK].label}: leave --framework out")
     return chosen
 
 

@@ -176,7 +176,9 @@ class AutoKinds:
     runtime: str | None = None  # the container runtime it found working (cbm): prepare need not probe again
 
 
-def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None = None) -> AutoKinds:
+def auto_kinds(
+    scenario: str, hosts: Sequence[Host | None], runtime: str | None = None, frameworks: Sequence[str] = ()
+) -> AutoKinds:
     """`--targets auto`: on this machine in scenario single, bare metal and a container when a runtime
     answers and holds this build's image, else bare metal twice (A and A′: the noise floor); with an
     inventory or in another scenario, bare metal. Nothing is built here."""
@@ -188,7 +190,7 @@ def auto_kinds(scenario: str, hosts: Sequence[Host | None], runtime: str | None 
         rt = image.usable_runtime(runtime)
     except image.ImageError as exc:
         return _aa_only(str(exc))
-    house = wheelhouse.cached(localfacts.flavor())
+    house = wheelhouse.cached(localfacts.flavor(), frameworks)  # an image that carries the bench's frameworks
     img = image.find(rt, house) if house is not None else None
     if img is None:
         return _aa_only(f"{rt} has no image of this dltestbed build; `dltestbed image build` makes it")

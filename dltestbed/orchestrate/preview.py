@@ -25,13 +25,13 @@ def count(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[ob
 def describe(spec: Spec) -> str:
     """A workload in a few words: `alexnet train synthetic 64px bs8 2+20 steps float32` (the size the run
     uses: the preset's, or the model's native one; a framework other than the default named after the model)."""
+    framework = f" ({spec.framework})" if spec.framework != DEFAULT_FRAMEWORK else ""
     if isinstance(spec, ProbeSpec):
         if spec.screen_seconds is not None:
             return f"screen {','.join(spec.probes)} for {spec.screen_seconds:g} s per GPU (once per bench)"
-        return f"micro {','.join(spec.probes)} ({spec.scale})"
+        return f"micro{framework} {','.join(spec.probes)} ({spec.scale})"
     assert isinstance(spec, WorkloadSpec)
     extra = (" deterministic" if spec.deterministic else "") + (" every GPU" if spec.gpus == "node" else "")
-    framework = f" ({spec.framework})" if spec.framework != DEFAULT_FRAMEWORK else ""
     return (
         f"{spec.model}{framework} {spec.mode} {spec.data} {spec.size}px bs{spec.batch_size} "
         f"{STEADY if spec.warmup is None else spec.warmup}+{spec.steps} steps {spec.math}{extra}"

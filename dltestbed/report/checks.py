@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dltestbed.report.keys import with_framework
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import CheckEvent
 
@@ -65,6 +66,7 @@ class CheckRow:
     layer: str
     gpu: int | None
     probe: str
+    framework: str  # whose product (each framework's gemm and conv are its own)
     checks: int  # products checked
     failed: int  # elements beyond the tolerance, over them all
     worst_share: float  # the largest worst error ÷ tolerance among its reference checks (≤ 1: all within)
@@ -86,12 +88,12 @@ def summarise(
     runs: Sequence[RunRecord], checks: Mapping[str, Sequence[CheckEvent]]
 ) -> tuple[list[CheckRow], list[Mismatch]]:
     """The rows (in the runs' order) and the mismatches (in the order they were made)."""
-    rows: dict[tuple[str, str, int | None, str], list[CheckEvent]] = {}
+    rows: dict[tuple[str, str, int | None, str, str], list[CheckEvent]] = {}
     bad: list[Mismatch] = []
     for r in runs:
         host = r.machine or r.host
         for c in checks.get(r.id, ()):
-            rows.setdefault((host, r.target_kind, c.gpu, c.probe), []).append(c)
+            rows.setdefault((host, r.target_kind, c.gpu, c.probe, r.framework), []).append(c)
             if not c.ok:
                 bad.append(Mismatch(r.id, r.host, r.target_kind, c.gpu, c))
     out = [
@@ -100,12 +102,13 @@ def summarise(
             layer,
             gpu,
             probe,
+            framework,
             sum(c.rounds for c in items),
             sum(c.mismatches for c in items),
             max(_share(c) for c in items),
             tuple(dict.fromkeys(c.kind for c in items)),
         )
-        for (host, layer, gpu, probe), items in rows.items()
+        for (host, layer, gpu, probe, framework), items in rows.items()
     ]
     return out, sorted(bad, key=lambda m: m.check.t)
 
@@ -131,7 +134,8 @@ def markdown(rows: Sequence[CheckRow], bad: Sequence[Mismatch]) -> list[str]:
         gpu = "CPU" if r.gpu is None else str(r.gpu)
         worst = "∞" if r.worst_share == float("inf") else f"{r.worst_share:.2g}"
         lines.append(
-            f"| {r.host} | {r.layer} | {gpu} | {r.probe} | {r.checks} | {failed} | {worst} | {', '.join(r.kinds)} |"
+            f"| {r.host} | {r.layer} | {gpu} | {with_framework(r.probe, r.framework)} | {r.checks} | {failed} | "
+            f"{worst} | {', '.join(r.kinds)} |"
         )
     if bad:
         lines += ["", *[f"- **error** {m.describe()}" for m in bad]]

@@ -160,7 +160,7 @@ def summarise(
     )
     out = _copy_ceiling(out)
     failed = [
-        Skipped(r.target_kind, "all", "", (f"run {r.id} {r.status}: {r.reason}",))
+        Skipped(r.target_kind, "all", "all", (f"run {r.id} {r.status}: {r.reason}",))
         for r in runs
         if r.is_probe and r.status != "ok"
     ]
@@ -207,7 +207,7 @@ def _skipped(runs: Sequence[RunRecord], skips: Mapping[str, Sequence[SkipEvent]]
     by: dict[tuple[str, str, str], list[str]] = {}
     for r in runs:
         for s in skips.get(r.id, ()):
-            reasons = by.setdefault((r.target_kind, s.probe, with_framework(s.case, r.framework)), [])
+            reasons = by.setdefault((r.target_kind, s.probe, with_framework(s.case or "all", r.framework)), [])
             if s.reason not in reasons:
                 reasons.append(s.reason)
     return [Skipped(k, p, c, tuple(v)) for (k, p, c), v in sorted(by.items())]
@@ -244,7 +244,7 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
             "| layer | probe | case | why |",
             "|---|---|---|---|",
         ]
-        lines += [f"| {s.target_kind} | {s.probe} | {s.case or 'all'} | {'; '.join(s.reasons)} |" for s in skipped]
+        lines += [f"| {s.target_kind} | {s.probe} | {s.case} | {'; '.join(s.reasons)} |" for s in skipped]
     return lines
 
 
@@ -254,18 +254,19 @@ def _decomposition(cases: Sequence[CaseStats], models: Sequence[GroupStats]) -> 
     if not layers:
         return ["Only bare metal ran the probes: nothing to decompose (add --targets cbm, vm or cvm)."]
     heads = [c for c in cases if c.headline]
-    probes = list(dict.fromkeys(c.key.probe for c in heads))
+    probes = list(dict.fromkeys((c.key.probe, c.key.framework) for c in heads))  # each framework's its own column
     effects: dict[tuple[str, str], Effect] = {}  # the first group of a layer and model, as the table has it
     for g in models:
         if g.effect is not None:
-            effects.setdefault((g.key.layer, f"{g.key.model} {g.key.mode}"), g.effect)
+            model = with_framework(f"{g.key.model} {g.key.mode}", g.key.framework)
+            effects.setdefault((g.key.layer, model), g.effect)
     model_cols = list(dict.fromkeys(m for _, m in effects))
-    cols = [*[f"{m} img/s" for m in model_cols], *[f"{p}: {_headline_case(heads, p)}" for p in probes]]
+    cols = [*[f"{m} img/s" for m in model_cols], *[f"{p}: {_headline_case(heads, p, fw)}" for p, fw in probes]]
     lines = ["| layer | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for layer in layers:
         cells = [change(e) if (e := effects.get((layer, m))) else "—" for m in model_cols]
-        for p in probes:
-            c = next((c for c in heads if c.key.layer == layer and c.key.probe == p), None)
+        for p, fw in probes:
+            c = next((c for c in heads if (c.key.layer, c.key.probe, c.key.framework) == (layer, p, fw)), None)
             cells.append(change(c.effect) if c and c.effect else (c.why_none if c else "—"))
         lines.append(f"| {layer} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -329,5 +330,5 @@ def _said(cases: Sequence[CaseStats]) -> list[str]:
     return lines
 
 
-def _headline_case(heads: Sequence[CaseStats], probe: str) -> str:
-    return next(c.key.case for c in heads if c.key.probe == probe)
+def _headline_case(heads: Sequence[CaseStats], probe: str, framework: str) -> str:
+    return next(c.key.shown for c in heads if (c.key.probe, c.key.framework) == (probe, framework))

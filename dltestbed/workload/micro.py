@@ -125,7 +125,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp)
     tf, visible, strategy = fw.module, fw.gpus, fw.strategy
     if spec.device == "gpu" and not visible:
-        raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
+        raise ConfigError(f"--device gpu: no GPU is visible to {framework(spec.framework).label} on {fp['host']}")
     fp.update(data_facts)
     facts = _in_tf_order(gpus, visible)
     where = probes.Where(

@@ -7,11 +7,13 @@ import importlib.metadata as md
 
 import pytest
 
+from dltestbed.config import ALONE_PROBES, FRAMEWORK_PROBES, PROBES
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchRequest, Machines, Silent, Workloads, gpus, planning, run_bench
 from dltestbed.orchestrate.preview import describe
 from dltestbed.workload.frameworks import REGISTRY, framework
 from dltestbed.workload.frameworks.pytorch import PyTorch
+from dltestbed.workload.probes import torchprobes
 
 
 def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:
@@ -32,6 +34,12 @@ def test_the_probes_run_with_each_framework() -> None:
     all-reduce and net; the screen stays TensorFlow's."""
     micro = planning.plan(suite="micro", frameworks=["tensorflow", "pytorch"]).specs
     assert [(s.model, s.framework) for s in micro] == [("micro", "tensorflow"), ("micro", "pytorch")]
+    # the memory, copy and disk probes need no framework's code: once, with the first
+    assert micro[0].probes == ALONE_PROBES and micro[1].probes == ("gemm", "conv")
+    assert [
+        s.probes for s in planning.plan(suite="micro", probes=["membw"], frameworks=["tensorflow", "pytorch"]).specs
+    ] == [("membw",)]
+    assert tuple(torchprobes.PROBES) == tuple(p for p in PROBES if p in FRAMEWORK_PROBES)  # PyTorch brings each
     full = planning.plan(models=["alexnet"], suite="full", frameworks=["pytorch"]).specs
     assert [(s.model, s.framework) for s in full] == [("alexnet", "pytorch"), ("micro", "pytorch")]
     argv = full[1].to_argv()
@@ -42,7 +50,10 @@ def test_the_probes_run_with_each_framework() -> None:
     ("kwargs", "message"),
     [
         ({"frameworks": ["caffe"]}, "--framework: unknown framework 'caffe'; known: tensorflow or pytorch"),
-        ({"frameworks": ["pytorch"], "suite": "screen"}, "--suite screen checks with TensorFlow for now"),
+        (
+            {"frameworks": ["pytorch"], "suite": "screen"},
+            "--suite screen checks with TensorFlow: leave --framework out",
+        ),
     ],
 )
 def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:

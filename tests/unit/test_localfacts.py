@@ -8,6 +8,7 @@ import os
 import shlex
 import shutil
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -85,9 +86,9 @@ def test_the_bench_looks_up_the_image_of_this_machines_flavour(tmp_path: Path, m
     asked: list[str] = []
     real = wheelhouse.cached
 
-    def cached(flavor: str = "cpu") -> wheelhouse.Wheelhouse | None:
+    def cached(flavor: str = "cpu", frameworks: Sequence[str] = ()) -> wheelhouse.Wheelhouse | None:
         asked.append(flavor)
-        return real(flavor)
+        return real(flavor, frameworks)
 
     monkeypatch.setattr(wheelhouse, "cached", cached)
     auto = prepare.auto_kinds("single", [None], "podman")

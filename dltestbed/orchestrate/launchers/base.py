@@ -20,8 +20,9 @@ class Launcher(Protocol):
         """The machines the bench plans for (None: this machine, or a node not given yet)."""
         ...
 
-    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
-        """`--targets auto` where this launcher runs, with the line that says why."""
+    def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
+        """`--targets auto` where this launcher runs (a container where an image carries `frameworks`), with the
+        line that says why."""
         ...
 
     def check(self, setup: prepare.Setup) -> None:

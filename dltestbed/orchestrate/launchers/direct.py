@@ -48,8 +48,8 @@ class Direct:
             self._hosts = bare_metal_hosts(self.machines.inventory, self.machines.limit, self.machines.groups)
         return self._hosts
 
-    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
-        return prepare.auto_kinds(scenario, self.hosts(), runtime)
+    def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
+        return prepare.auto_kinds(scenario, self.hosts(), runtime, frameworks)
 
     def check(self, setup: prepare.Setup) -> None:
         self._checked = prepare.check(setup)

@@ -52,7 +52,7 @@ class Slurm:
     def hosts(self) -> list[Host | None]:
         return [None] * self.count
 
-    def auto_kinds(self, scenario: str, runtime: str | None) -> prepare.AutoKinds:
+    def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
         return prepare.AutoKinds((BASELINE,), False, "--launcher slurm: bare metal (bm) on the nodes Slurm gives")
 
     def check(self, setup: prepare.Setup) -> None:

@@ -93,6 +93,7 @@ class PyTorch(Framework):
         gpu = torch.cuda.is_available()
         if gpu:
             _memory_slice(torch, memory_mib)
+            torch.backends.cudnn.benchmark = True  # the convolutions' algorithms tuned, as TensorFlow's are
         dist, agree = None, None
         if cluster is not None:  # before any other op: it waits here for every worker
             _join(torch, cluster, gpu, torch.device("cuda:0" if gpu else "cpu"), fingerprint)

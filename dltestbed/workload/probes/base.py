@@ -214,11 +214,11 @@ class Where:
     """What the probes need to know of the target."""
 
     tf: ModuleType | None  # None: not loaded (no probe that needs it runs)
-    gpu_names: tuple[str, ...]  # GPUs TensorFlow sees (their NVML names where known)
+    gpu_names: tuple[str, ...]  # GPUs the framework sees (their NVML names where known)
     scale: str
     data_files: tuple[str, ...]  # the dataset's files as the target sees them; empty: a scratch file
     seed: int
-    strategy: Any = None  # a distributed job's MultiWorkerMirroredStrategy (net, allreduce)
+    strategy: Any = None  # a distributed job's: TensorFlow's strategy, PyTorch's torch.distributed (net, allreduce)
     workers: int = 1
     gpu_facts: tuple[dict[str, Any], ...] = ()  # NVML's facts of the GPUs (gpu.Nvml.devices), where known
     worker: int = 0  # this worker's index in a distributed job
@@ -233,12 +233,12 @@ class Where:
 
     @property
     def device(self) -> str:
-        """Where gemm and conv run: the first GPU, else the CPU."""
+        """Where TensorFlow's gemm and conv run: the first GPU, else the CPU."""
         return "/GPU:0" if self.gpu_names else "/CPU:0"
 
     @property
     def gpu(self) -> int | None:
-        """The NVML index of the GPU gemm and conv run on (TensorFlow's /GPU:0), as health checks name it
+        """The NVML index of the GPU gemm and conv run on (the framework's first), as health checks name it
         (None: the CPU)."""
         return nvml_index(self, 0) if self.gpu_names else None
 
@@ -252,7 +252,7 @@ def nvml_index(w: Where, i: int) -> int:
 def first_gpu(w: Where) -> dict[str, Any]:
     """The facts of the GPU the copy and launch probes use (GPU 0); Skip without one."""
     if not w.gpu_names:
-        raise Skip("no GPU is visible to TensorFlow on this target")
+        raise Skip("no GPU is visible to the framework on this target")
     return w.gpu_facts[0] if w.gpu_facts else {}
 
 

@@ -34,9 +34,13 @@ def device(w: Where) -> str:
 
 
 def set_math(torch: ModuleType, math: str) -> None:
-    """TF32 on only for the tf32 case, for matmuls and convolutions both (PyTorch's convolutions default to on)."""
+    """TF32 on only for the tf32 case, for matmuls and convolutions both (PyTorch's convolutions default to on);
+    half-precision products accumulated in float32 (PyTorch may otherwise reduce in half precision, which
+    numerics.bound does not allow for, and TensorFlow does not do)."""
     torch.backends.cuda.matmul.allow_tf32 = math == "tf32"
     torch.backends.cudnn.allow_tf32 = math == "tf32"
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 
 
 def _sync(torch: ModuleType, where: str) -> None:
@@ -60,7 +64,7 @@ def gemm(w: Where) -> list[Case | Skip]:
     if not w.gpu_names:
         cases.append(Skip("a GPU's tensor-core math (Ampere or later)", "tf32"))
         for dtype in ("bfloat16", "float16"):
-            cases.append(Skip("measured on a GPU only (half precision on a CPU is not what the models use)", dtype))
+            cases.append(Skip("measured on a GPU only (its tensor cores' rate)", dtype))
     return cases
 
 
@@ -105,9 +109,12 @@ def same_padding(size: int, k: int, stride: int) -> tuple[int, int]:
 
 
 def _convolve(torch: ModuleType, x: Any, f: Any, stride: int) -> Any:
-    """x (N, C, H, W) convolved with f (Cout, Cin, k, k) as TensorFlow's SAME does."""
+    """x (N, C, H, W) convolved with f (Cout, Cin, k, k) as TensorFlow's SAME does: by the convolution's own
+    padding where it is even on both sides (the models' layers: no copy of the input), else padded first."""
     k = f.shape[-1]
     (top, bottom), (left, right) = (same_padding(x.shape[d], k, stride) for d in (2, 3))
+    if (top, left) == (bottom, right):
+        return torch.nn.functional.conv2d(x, f, stride=stride, padding=(top, left))
     padded = torch.nn.functional.pad(x, (left, right, top, bottom))
     return torch.nn.functional.conv2d(padded, f, stride=stride)
 
@@ -295,4 +302,4 @@ def agreeing(torch: ModuleType, dist: Any, where: str) -> Callable[[float], floa
     return agree
 
 
-PROBES = {"gemm": gemm, "conv": conv, "allreduce": allreduce, "net": net}
+PROBES = {"gemm": gemm, "conv": conv, "net": net, "allreduce": allreduce}  # config.FRAMEWORK_PROBES, in its order
