@@ -221,6 +221,23 @@ def test_pytorchs_own_probes_checked_against_float64(results: Path) -> None:
     assert "| gemm | float32 n=512 (pytorch) | bm | 1 |" in md and "| gemm | float32 n=512 | bm | 1 |" in md
 
 
+@pytest.mark.parametrize(("h", "w", "k", "stride"), [(7, 7, 5, 1), (8, 8, 3, 2), (7, 9, 4, 2)])
+def test_pytorchs_convolution_pads_as_tensorflows_same(h: int, w: int, k: int, stride: int) -> None:
+    """The conv probe's convolution in PyTorch (NCHW) gives TensorFlow's SAME convolution (NHWC), odd padding
+    and strides included: the same case measures the same arithmetic in both frameworks."""
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    from dltestbed.workload.probes.torchchecked import convolve
+
+    rng = np.random.default_rng(0)
+    x, f = rng.standard_normal((1, h, w, 3)).astype("float32"), rng.standard_normal((k, k, 3, 4)).astype("float32")
+    want = tf.nn.conv2d(x, f, stride, "SAME").numpy()
+    got = convolve(torch, torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(f).permute(3, 2, 0, 1), stride)
+    assert got.permute(0, 2, 3, 1).numpy() == pytest.approx(want, abs=1e-4)
+
+
 def test_pytorchs_collectives_between_two_workers(results: Path) -> None:
     """--suite micro --scenario distributed --framework pytorch: all-reduce and the all-gather between two gloo
     workers through torch.distributed, the calls calibrated together, each size's sums checked exactly."""

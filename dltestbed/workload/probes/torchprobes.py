@@ -11,8 +11,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dltestbed.workload import numerics, peaks
-from dltestbed.workload.checked import CHECK_N, Checked
+from dltestbed.workload import peaks
+from dltestbed.workload.checked import CHECK_N
 from dltestbed.workload.probes.base import (
     ALLREDUCE_BYTES,
     GATHER_BYTES,
@@ -24,34 +24,20 @@ from dltestbed.workload.probes.base import (
     size_words,
 )
 from dltestbed.workload.probes.compute import conv_shapes
-
-DTYPES = {"float32": "float32", "tf32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+from dltestbed.workload.probes.torchchecked import (
+    allreduce_check,
+    conv_check,
+    convolve,
+    dtype,
+    gemm_check,
+    normal,
+    set_math,
+)
 
 
 def device(w: Where) -> str:
     """Where gemm and conv run: the first GPU PyTorch sees, else the CPU."""
     return "cuda:0" if w.gpu_names else "cpu"
-
-
-def set_math(torch: ModuleType, math: str) -> None:
-    """TF32 on only for the tf32 case, for matmuls and convolutions both (PyTorch's convolutions default to on);
-    half-precision products accumulated in float32 (PyTorch may otherwise reduce in half precision, which
-    numerics.bound does not allow for, and TensorFlow does not do)."""
-    torch.backends.cuda.matmul.allow_tf32 = math == "tf32"
-    torch.backends.cudnn.allow_tf32 = math == "tf32"
-    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-
-
-def _sync(torch: ModuleType, where: str) -> None:
-    if where.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def _normal(torch: ModuleType, shape: tuple[int, ...], seed: int, where: str) -> Any:
-    """Standard normal values from a seed, made on the CPU (the same values on every device) and moved."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g, dtype=torch.float32).to(where)
 
 
 def gemm(w: Where) -> list[Case | Skip]:
@@ -69,9 +55,9 @@ def gemm(w: Where) -> list[Case | Skip]:
 
 
 def _gemm_case(torch: ModuleType, w: Where, n: int, math: str) -> Case:
-    where, dt = device(w), getattr(torch, DTYPES[math])
-    x0 = _normal(torch, (n, n), w.seed, where).to(dt)
-    b = (_normal(torch, (n, n), w.seed + 1, where) / math_lib.sqrt(n)).to(dt)
+    where, dt = device(w), dtype(torch, math)
+    x0 = normal(torch, (n, n), w.seed, where).to(dt)
+    b = (normal(torch, (n, n), w.seed + 1, where) / math_lib.sqrt(n)).to(dt)
 
     def call(reps: int) -> None:
         set_math(torch, math)
@@ -100,40 +86,21 @@ def _gemm_case(torch: ModuleType, w: Where, n: int, math: str) -> Case:
     )
 
 
-def same_padding(size: int, k: int, stride: int) -> tuple[int, int]:
-    """TensorFlow's SAME padding of one dimension, (before, after): the output is ceil(size / stride), the
-    odd pixel after. Pure."""
-    out = -(-size // stride)
-    total = max((out - 1) * stride + k - size, 0)
-    return total // 2, total - total // 2
-
-
-def _convolve(torch: ModuleType, x: Any, f: Any, stride: int) -> Any:
-    """x (N, C, H, W) convolved with f (Cout, Cin, k, k) as TensorFlow's SAME does: by the convolution's own
-    padding where it is even on both sides (the models' layers: no copy of the input), else padded first."""
-    k = f.shape[-1]
-    (top, bottom), (left, right) = (same_padding(x.shape[d], k, stride) for d in (2, 3))
-    if (top, left) == (bottom, right):
-        return torch.nn.functional.conv2d(x, f, stride=stride, padding=(top, left))
-    padded = torch.nn.functional.pad(x, (left, right, top, bottom))
-    return torch.nn.functional.conv2d(padded, f, stride=stride)
-
-
 def conv(w: Where) -> list[Case | Skip]:
     """Forward convolutions at the models' heaviest layers' shapes: 2 H' W' k^2 Cin Cout FLOP each (float32,
     TF32 off), NCHW as PyTorch lays them out."""
     torch, where = w.framework, device(w)
     cases: list[Case | Skip] = []
     for i, (name, h, wd, cin, cout, k, stride) in enumerate(conv_shapes(w.scale)):
-        x = _normal(torch, (1, cin, h, wd), w.seed, where)
-        f = _normal(torch, (cout, cin, k, k), w.seed + 1, where) / math_lib.sqrt(k * k * cin)
+        x = normal(torch, (1, cin, h, wd), w.seed, where)
+        f = normal(torch, (cout, cin, k, k), w.seed + 1, where) / math_lib.sqrt(k * k * cin)
 
         def call(reps: int, x: Any = x, f: Any = f, stride: int = stride) -> None:
             set_math(torch, "float32")
             acc: Any = None
             with torch.no_grad():
                 for _ in range(reps):
-                    acc = _convolve(torch, x, f, stride)[0, 0, 0, 0]
+                    acc = convolve(torch, x, f, stride)[0, 0, 0, 0]
             float(acc)  # on the host: every convolution is done
 
         ho, wo = -(-h // stride), -(-wd // stride)
@@ -153,59 +120,8 @@ def conv(w: Where) -> list[Case | Skip]:
     return cases
 
 
-def _verdicts(
-    torch: ModuleType, gpu: int | None, compute: Callable[[], Any], exact: tuple[Any, Any], tol: float, name: str = ""
-) -> list[Checked]:
-    """A computation's result against float64: `exact` is (the result in float64, the magnitudes |A|·|B|)."""
-    got = compute().to(torch.float64).cpu().numpy()
-    expected, magnitude = (t.cpu().numpy() for t in exact)
-    return [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
-
-
-def gemm_check(torch: ModuleType, where: str, gpu: int | None, n: int, math: str) -> Callable[[int], list[Checked]]:
-    """A check of an n x n x n product in `math`: fresh normal inputs from the seed, rounded to the math's format,
-    the product against float64 of the same rounded values within numerics.bound(n, math)."""
-    dt = getattr(torch, DTYPES[math])
-
-    def check(seed: int) -> list[Checked]:
-        a, b = (_normal(torch, (n, n), seed + i, where).to(dt) for i in (0, 1))
-        a64, b64 = a.to(torch.float64), b.to(torch.float64)  # the values the device holds, exactly
-
-        def compute() -> Any:
-            set_math(torch, math)
-            with torch.no_grad():
-                return a @ b
-
-        exact = a64 @ b64, a64.abs() @ b64.abs()
-        return _verdicts(torch, gpu, compute, exact, numerics.bound(n, math), f"{math} n={n}")
-
-    return check
-
-
-def conv_check(
-    torch: ModuleType, where: str, gpu: int | None, shape: tuple[int, int, int, int, int, int]
-) -> Callable[[int], list[Checked]]:
-    """A check of a float32 convolution (TF32 off) of shape (H, W, Cin, Cout, k, stride): fresh inputs from the
-    seed, against float64 within the direct bound for k·k·Cin times numerics.FAST_CONV."""
-    h, wd, cin, cout, k, stride = shape
-
-    def check(seed: int) -> list[Checked]:
-        x, f = _normal(torch, (1, cin, h, wd), seed, where), _normal(torch, (cout, cin, k, k), seed + 1, where)
-        x64, f64 = x.to(torch.float64), f.to(torch.float64)
-
-        def compute() -> Any:
-            set_math(torch, "float32")
-            with torch.no_grad():
-                return _convolve(torch, x, f, stride)
-
-        exact = _convolve(torch, x64, f64, stride), _convolve(torch, x64.abs(), f64.abs(), stride)
-        return _verdicts(torch, gpu, compute, exact, numerics.bound(k * k * cin, "float32", numerics.FAST_CONV))
-
-    return check
-
-
-def _job(w: Where) -> Any:
-    """torch.distributed, joined (the process group the framework made); Skip outside a job."""
+def job(w: Where) -> Any:
+    """torch.distributed, joined by the framework; Skip outside a job."""
     if w.strategy is None:
         raise Skip("runs between the workers of a job: --scenario distributed")
     return w.strategy
@@ -215,13 +131,14 @@ def _blocking(torch: ModuleType, where: str, reps: int, once: Callable[[], Any])
     """`reps` collectives, then wait for the last (NCCL's are asynchronous on the GPU)."""
     for _ in range(reps):
         once()
-    _sync(torch, where)
+    if where.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def allreduce(w: Where) -> list[Case | Skip]:
     """All-reduce (sum) of float32 tensors over message sizes, a rank per worker, as nccl-tests reports it:
     algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
-    dist, torch = _job(w), w.framework
+    dist, torch = job(w), w.framework
     n, where = dist.get_world_size(), device(w)
     cases: list[Case | Skip] = []
     sizes = ALLREDUCE_BYTES[w.scale]
@@ -248,28 +165,10 @@ def allreduce(w: Where) -> list[Case | Skip]:
     return cases
 
 
-def allreduce_check(
-    torch: ModuleType, dist: Any, where: str, gpu: int | None, size: int
-) -> Callable[[int], list[Checked]]:
-    """Rank r contributes (r + 1) x a pattern of small integers (from the seed); the sum must be the pattern x
-    n(n+1)/2 exactly (integers below 2^24 are exact in float32, in any order), so the tolerance is 0."""
-
-    def check(seed: int) -> list[Checked]:
-        n, rank = dist.get_world_size(), dist.get_rank()
-        pattern = (torch.arange(size // 4, dtype=torch.float32) % 7 + 1 + seed % 5).to(where)
-        got = pattern * (rank + 1)
-        dist.all_reduce(got)
-        expected = (pattern.to(torch.float64) * (n * (n + 1) / 2)).cpu().numpy()
-        verdict = numerics.judge(got.to(torch.float64).cpu().numpy(), expected, expected, 0.0)
-        return [Checked("reference", gpu, verdict)]
-
-    return check
-
-
 def net(w: Where) -> list[Case | Skip]:
     """Between the workers, through the job's backend (gloo over TCP, NCCL over its transport): the latency of a
     4-byte all-reduce, and the bytes each worker receives per second in an all-gather."""
-    dist, torch = _job(w), w.framework
+    dist, torch = job(w), w.framework
     n, where = dist.get_world_size(), device(w)
     one = torch.ones(1, dtype=torch.float32, device=where)
     size = GATHER_BYTES[w.scale]
