@@ -8,8 +8,8 @@
 #   bash scripts/gpu-check.sh OUT         # on the GPU machine
 #   bash scripts/gpu-check.sh OUT --cpu   # the same steps at CPU sizes: tries the script where there is no GPU
 #   FRAMEWORK=pytorch bash scripts/gpu-check.sh OUT   # with the machine's own PyTorch, no TensorFlow needed: the
-#       benches, probes and determinism in PyTorch, the gpu preset's ResNet-50 against a bare loop (fidelity);
-#       the screen and --gpus node are TensorFlow's (said in the summary, not run)
+#       benches, probes, screen and determinism in PyTorch, the gpu preset's ResNet-50 against a bare loop
+#       (fidelity); --gpus node and the sampler's cost are TensorFlow's (said in the summary, not run)
 #
 # A step that fails is said in the summary and the others still run; the exit code is the number of failed
 # steps (0: all passed); validate's own exit codes count too: 1 a check failed, 3 one cannot be judged (two
@@ -18,7 +18,7 @@
 # H100 (2026-11-26), after 34 pieces in about 2 minutes:
 #   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
-# With FRAMEWORK=pytorch, `fidelity` takes screen's and sampler's place (not yet timed on a GPU).
+# With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU).
 set -uo pipefail
 out=${1:?usage: bash scripts/gpu-check.sh OUT_DIR [--cpu]}
 cpu=${2:-}
@@ -80,10 +80,8 @@ step bench dlt bench --targets bm --repeat 2 --device "$device" "${fw[@]}" "${mo
 step validate-init dlt validate --init --reference "$out/logs/reference.yml" --bench last
 step validate into "$out/validate.txt" "$py" -m dltestbed validate --reference "$out/logs/reference.yml" --bench last
 step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${fw[@]}" "${full[@]}"
-if [[ $framework == tensorflow ]]; then
-    step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1
-else
-    skip screen "its checks are TensorFlow's (the probes' float64 checks ran in full)"
+step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1 "${fw[@]}"
+if [[ $framework != tensorflow ]]; then
     step fidelity into "$out/fidelity.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${fidelity[@]}"
 fi
 step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${fw[@]}" "${det[@]}"

@@ -51,8 +51,7 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     the run under way stored failed and everything taken given back."""
     _raise_fd_limit()
     w, m = request.workloads, request.machines
-    probes = (DEFAULT_FRAMEWORK,) if w.suite == "screen" else ()  # the screen's checks' framework
-    local = gpus.Local(tuple(dict.fromkeys((*(w.frameworks or (DEFAULT_FRAMEWORK,)), *probes))))  # nvidia-smi once
+    local = gpus.Local(tuple(w.frameworks or (DEFAULT_FRAMEWORK,)))  # nvidia-smi once
     plan = _plan(request, observer, local)
     launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
     plan, kinds, runtime = _kinds(plan, launcher, request, observer)

@@ -211,9 +211,9 @@ def _probe_spec(
     )
 
 
-def _frameworks(frameworks: Sequence[str] | None, suite: str, gpus: str) -> list[str]:
-    """The frameworks each model and the probes run with (none given: the default), known and each once, each able
-    to run --gpus as asked; the screen's checks are TensorFlow's."""
+def _frameworks(frameworks: Sequence[str] | None, gpus: str) -> list[str]:
+    """The frameworks each model and the probes (the screen's checks too) run with (none given: the default),
+    known and each once, each able to run --gpus as asked."""
     chosen: list[str] = list(dict.fromkeys(frameworks)) if frameworks else [DEFAULT_FRAMEWORK]
     for fw in chosen:
         if fw not in FRAMEWORKS:
@@ -223,8 +223,6 @@ def _frameworks(frameworks: Sequence[str] | None, suite: str, gpus: str) -> list
                 f"--gpus node runs one process over every GPU, which {REGISTRY[fw].label} does not here: "
                 "use --gpus per-gpu, or --scenario distributed (one process per GPU)"
             )
-    if suite == "screen" and chosen != [DEFAULT_FRAMEWORK]:
-        raise ConfigError(f"--suite screen checks with {REGISTRY[DEFAULT_FRAMEWORK].label}: leave --framework out")
     return chosen
 
 
@@ -252,7 +250,7 @@ def _check_suite(
     other = [p for p in probes or () if p not in SCREEN_PROBES]
     if suite == "screen" and other:
         raise ConfigError(f"--probes: --suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
-    return _frameworks(frameworks, suite, gpus)
+    return _frameworks(frameworks, gpus)
 
 
 def _warmup(warmup: int | str) -> int | None:

@@ -139,6 +139,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         tuple(facts),
         cluster.index if cluster else 0,
         fw.agree or probes.alone,
+        fw.checks,
     )
     table = {**probes.PROBES, **fw.probes}
     cases: list[probes.Case] = []

@@ -18,23 +18,26 @@ Check = tuple[str, str, Callable[[int], list[Checked]]]  # probe, case, the chec
 
 
 def devices(w: Where) -> list[tuple[str, int | None]]:
-    """(TensorFlow device, the GPU's NVML index, as its health is named) of each device screened: every GPU
-    TensorFlow sees, else the CPU."""
+    """(the framework's device, the GPU's NVML index, as its health is named) of each device screened: every GPU
+    the framework sees, else the CPU (TensorFlow's names, or the framework's own checks')."""
+    if w.checks is not None:
+        return list(w.checks.devices(w))
     return [(f"/GPU:{i}", probes.nvml_index(w, i)) for i in range(len(w.gpu_names))] or [("/CPU:0", None)]
 
 
 def checks(w: Where, device: str, gpu: int | None, names: Sequence[str]) -> list[Check]:
-    """One round's checks on a device: gemm in every math the device has, each convolution shape."""
+    """One round's checks on a device: gemm in every math the device has, each convolution shape (with the
+    framework's own checks where it has them, else TensorFlow's: workload/checked.py)."""
     out: list[Check] = []
-    tf = w.framework
+    module, kit = w.framework, w.checks or checked
     if "gemm" in names:
         n = checked.CHECK_N[w.scale]
         for math in peaks.MATHS if gpu is not None else ("float32",):
-            out.append(("gemm", f"{math} n={n}", checked.gemm_check(tf, device, gpu, n, math, repeat=True)))
+            out.append(("gemm", f"{math} n={n}", kit.gemm_check(module, device, gpu, n, math, repeat=True)))
     if "conv" in names:
         for name, h, wd, cin, cout, k, stride in probes.conv_shapes(w.scale):
             shape = (h, wd, cin, cout, k, stride)
-            out.append(("conv", f"{name} at {h}x{wd}", checked.conv_check(tf, device, gpu, shape, repeat=True)))
+            out.append(("conv", f"{name} at {h}x{wd}", kit.conv_check(module, device, gpu, shape, repeat=True)))
     return out
 
 

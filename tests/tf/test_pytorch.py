@@ -221,6 +221,25 @@ def test_pytorchs_own_probes_checked_against_float64(results: Path) -> None:
     assert "| gemm | float32 n=512 (pytorch) | bm | 1 |" in md and "| gemm | float32 n=512 | bm | 1 |" in md
 
 
+def test_a_screen_in_pytorch(results: Path) -> None:
+    """--suite screen --framework pytorch: PyTorch's own gemm and conv products checked against float64 and
+    against themselves for the screen's time, and the deterministic training of rep 2 bit for bit rep 1's."""
+    tiny = ["--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3", "--repeat", "2"]
+    proc = run_cli(
+        "bench", "--suite", "screen", "--framework", "pytorch", "--screen-time", "1", "--targets", "bm", *tiny,
+        "--format", "json", "--results", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {r["framework"] for r in json.loads(proc.stdout)} == {"pytorch"}
+    report = json.loads(run_cli("report", "--format", "json", "--results", str(results)).stdout)
+    rows = {r["probe"]: r for r in report["checks"]["rows"]}
+    assert set(rows) == {"gemm", "conv"} and report["checks"]["mismatches"] == []
+    assert all(r["framework"] == "pytorch" and r["failed"] == 0 for r in rows.values())
+    assert all(r["kinds"] == ["reference", "repeat"] and r["checks"] >= 2 for r in rows.values())
+    (same,) = report["agreement"]
+    assert (same["framework"], same["verdict"], same["steps_compared"]) == ("pytorch", "identical", 4)
+
+
 @pytest.mark.parametrize(("h", "w", "k", "stride"), [(7, 7, 5, 1), (8, 8, 3, 2), (7, 9, 4, 2)])
 def test_pytorchs_convolution_pads_as_tensorflows_same(h: int, w: int, k: int, stride: int) -> None:
     """The conv probe's convolution in PyTorch (NCHW) gives TensorFlow's SAME convolution (NHWC), odd padding

@@ -44,16 +44,15 @@ def test_the_probes_run_with_each_framework() -> None:
     assert [(s.model, s.framework) for s in full] == [("alexnet", "pytorch"), ("micro", "pytorch")]
     argv = full[1].to_argv()
     assert argv[argv.index("--framework") + 1] == "pytorch"
+    screen = planning.plan(suite="screen", frameworks=["pytorch"]).specs  # its checks are PyTorch's own too
+    assert [(s.model, s.framework) for s in screen][1:] == [("micro", "pytorch")] and screen[0].framework == "pytorch"
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"frameworks": ["caffe"]}, "--framework: unknown framework 'caffe'; known: tensorflow or pytorch"),
-        (
-            {"frameworks": ["pytorch"], "suite": "screen"},
-            "--suite screen checks with TensorFlow: leave --framework out",
-        ),
+        ({"frameworks": ["pytorch"], "gpus": "node"}, "--gpus node runs one process over every GPU, which PyTorch"),
     ],
 )
 def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:

@@ -85,10 +85,10 @@ class PyTorch(Framework):
         self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
     ) -> ProbeFramework:
         """PyTorch, its GPU's memory sliced as asked, a job's process group joined (left when the process ends),
-        and its own gemm, conv, all-reduce and net probes (probes/torchprobes.py)."""
+        its own gemm, conv, all-reduce and net probes (probes/torchprobes.py) and checks (torchchecked.py)."""
         torch = _import(fingerprint["host"])
         # lazy: the probes import nothing of PyTorch themselves, but are PyTorch's only
-        from dltestbed.workload.probes import torchprobes
+        from dltestbed.workload.probes import torchchecked, torchprobes
 
         gpu = torch.cuda.is_available()
         if gpu:
@@ -101,7 +101,8 @@ class PyTorch(Framework):
             dist = torch.distributed
             agree = torchprobes.agreeing(torch, dist, "cuda:0" if gpu else "cpu")
         fingerprint.update(facts(torch, gpus, gpu))
-        return ProbeFramework(torch, torch.cuda.device_count() if gpu else 0, dist, agree, torchprobes.PROBES)
+        visible = torch.cuda.device_count() if gpu else 0
+        return ProbeFramework(torch, visible, dist, agree, torchprobes.PROBES, torchchecked)
 
     def build(self, fingerprint: Mapping[str, Any]) -> str:
         """Its version and the CUDA it was built with, if any."""

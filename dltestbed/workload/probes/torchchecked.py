@@ -10,6 +10,7 @@ from typing import Any
 
 from dltestbed.workload import numerics
 from dltestbed.workload.checked import Checked
+from dltestbed.workload.probes.base import Where, nvml_index
 
 
 def dtype(torch: ModuleType, math: str) -> Any:
@@ -51,16 +52,35 @@ def convolve(torch: ModuleType, x: Any, f: Any, stride: int) -> Any:
     return torch.nn.functional.conv2d(padded, f, stride=stride)
 
 
+def devices(w: Where) -> list[tuple[str, int | None]]:
+    """(PyTorch device, the GPU's NVML index, as its health is named) of each device a screen checks: every GPU
+    PyTorch sees, else the CPU."""
+    return [(f"cuda:{i}", nvml_index(w, i)) for i in range(len(w.gpu_names))] or [("cpu", None)]
+
+
 def _verdicts(
-    torch: ModuleType, gpu: int | None, compute: Callable[[], Any], exact: tuple[Any, Any], tol: float, name: str = ""
+    torch: ModuleType,
+    gpu: int | None,
+    compute: Callable[[], Any],
+    exact: tuple[Any, Any],
+    tol: float,
+    repeat: bool,
+    name: str = "",
 ) -> list[Checked]:
-    """A computation's result against float64: `exact` is (the result in float64, the magnitudes |A|·|B|)."""
+    """A computation's result against float64 (and, with `repeat`, against a second run of it, bit for bit):
+    `exact` is (the result in float64, the magnitudes |A|·|B|)."""
     got = compute().to(torch.float64).cpu().numpy()
     expected, magnitude = (t.cpu().numpy() for t in exact)
-    return [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
+    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
+    if repeat:
+        again = compute().to(torch.float64).cpu().numpy()
+        out.append(Checked("repeat", gpu, numerics.judge(again, got, magnitude, 0.0), name))
+    return out
 
 
-def gemm_check(torch: ModuleType, where: str, gpu: int | None, n: int, math: str) -> Callable[[int], list[Checked]]:
+def gemm_check(
+    torch: ModuleType, where: str, gpu: int | None, n: int, math: str, repeat: bool = False
+) -> Callable[[int], list[Checked]]:
     """A check of an n x n x n product in `math`: fresh normal inputs from the seed, rounded to the math's format,
     the product against float64 of the same rounded values within numerics.bound(n, math)."""
     dt = dtype(torch, math)
@@ -75,13 +95,13 @@ def gemm_check(torch: ModuleType, where: str, gpu: int | None, n: int, math: str
                 return a @ b
 
         exact = a64 @ b64, a64.abs() @ b64.abs()
-        return _verdicts(torch, gpu, compute, exact, numerics.bound(n, math), f"{math} n={n}")
+        return _verdicts(torch, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
 
     return check
 
 
 def conv_check(
-    torch: ModuleType, where: str, gpu: int | None, shape: tuple[int, int, int, int, int, int]
+    torch: ModuleType, where: str, gpu: int | None, shape: tuple[int, int, int, int, int, int], repeat: bool = False
 ) -> Callable[[int], list[Checked]]:
     """A check of a float32 convolution (TF32 off) of shape (H, W, Cin, Cout, k, stride): fresh inputs from the
     seed, against float64 within the direct bound for k·k·Cin times numerics.FAST_CONV."""
@@ -97,7 +117,8 @@ def conv_check(
                 return convolve(torch, x, f, stride)
 
         exact = convolve(torch, x64, f64, stride), convolve(torch, x64.abs(), f64.abs(), stride)
-        return _verdicts(torch, gpu, compute, exact, numerics.bound(k * k * cin, "float32", numerics.FAST_CONV))
+        tol = numerics.bound(k * k * cin, "float32", numerics.FAST_CONV)
+        return _verdicts(torch, gpu, compute, exact, tol, repeat)
 
     return check
 
