@@ -40,6 +40,20 @@ def convolve(tf: ModuleType, x: Any, f: Any, stride: int) -> Any:
     return tf.nn.conv2d(x, f, stride, "SAME")
 
 
+def verdicts(
+    gpu: int | None, result: Callable[[], Any], exact: tuple[Any, Any], tol: float, repeat: bool, name: str = ""
+) -> list[Checked]:
+    """The checks of one computation, whatever the framework: its result (`result()`, a float64 array) against
+    float64 (and against a second run of it, bit for bit, with `repeat`). `exact`: (the result in float64, the
+    magnitudes |A|·|B|), as arrays."""
+    got = result()
+    expected, magnitude = exact
+    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
+    if repeat:
+        out.append(Checked("repeat", gpu, numerics.judge(result(), got, magnitude, 0.0), name))
+    return out
+
+
 def _verdicts(
     tf: ModuleType,
     gpu: int | None,
@@ -49,15 +63,9 @@ def _verdicts(
     repeat: bool,
     name: str = "",
 ) -> list[Checked]:
-    """The checks of one computation: its result against float64 (and against a second run of it, bit for
-    bit, with `repeat`). `exact`: (the result in float64, the magnitudes |A|·|B|)."""
-    got = tf.cast(compute(), tf.float64).numpy()
-    expected, magnitude = (t.numpy() for t in exact)
-    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
-    if repeat:
-        again = tf.cast(compute(), tf.float64).numpy()
-        out.append(Checked("repeat", gpu, numerics.judge(again, got, magnitude, 0.0), name))
-    return out
+    """`verdicts` of a TensorFlow computation."""
+    arrays = (exact[0].numpy(), exact[1].numpy())
+    return verdicts(gpu, lambda: tf.cast(compute(), tf.float64).numpy(), arrays, tol, repeat, name)
 
 
 def gemm_check(tf: ModuleType, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:

@@ -9,7 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from dltestbed.workload import numerics
-from dltestbed.workload.checked import Checked
+from dltestbed.workload.checked import Checked, verdicts
 from dltestbed.workload.probes.base import Where, nvml_index
 
 
@@ -67,15 +67,9 @@ def _verdicts(
     repeat: bool,
     name: str = "",
 ) -> list[Checked]:
-    """A computation's result against float64 (and, with `repeat`, against a second run of it, bit for bit):
-    `exact` is (the result in float64, the magnitudes |A|·|B|)."""
-    got = compute().to(torch.float64).cpu().numpy()
-    expected, magnitude = (t.cpu().numpy() for t in exact)
-    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
-    if repeat:
-        again = compute().to(torch.float64).cpu().numpy()
-        out.append(Checked("repeat", gpu, numerics.judge(again, got, magnitude, 0.0), name))
-    return out
+    """checked.verdicts of a PyTorch computation (its tensors brought to the host as float64)."""
+    arrays = (exact[0].cpu().numpy(), exact[1].cpu().numpy())
+    return verdicts(gpu, lambda: compute().to(torch.float64).cpu().numpy(), arrays, tol, repeat, name)
 
 
 def gemm_check(
