@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math as math_lib
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -15,15 +16,36 @@ from dltestbed.workload.probes.base import CONVS, GEMM_N, Case, Skip, Where, cpu
 def gemm(w: Where) -> list[Case | Skip]:
     """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each, per math: float32 with
     TF32 off (the non-tensor-core rate), TF32, bfloat16, float16 — each against its own dense peak."""
-    cases: list[Case | Skip] = []
-    for math in peaks.MATHS if w.gpu_names else ("float32",):
-        for n in GEMM_N[w.scale]:
-            cases.append(_gemm_case(w.framework, w, n, math))
+    why = "TensorFlow converts half precision on a CPU"
+    return gemm_plan(w, lambda n, math: _gemm_case(w.framework, w, n, math), why)
+
+
+def gemm_plan(w: Where, case: Callable[[int, str], Case], half_why: str) -> list[Case | Skip]:
+    """Any framework's gemm cases: `case(n, math)` for each math the target has (a CPU: float32) and each size;
+    on a CPU, the skipped maths (`half_why`: why half precision is measured on a GPU only)."""
+    cases: list[Case | Skip] = [case(n, math) for math in peaks.MATHS if w.gpu_names or math == "float32"
+                                for n in GEMM_N[w.scale]]  # fmt: skip
     if not w.gpu_names:
         cases.append(Skip("a GPU's tensor-core math (Ampere or later)", "tf32"))
         for dtype in ("bfloat16", "float16"):
-            cases.append(Skip("measured on a GPU only (TensorFlow converts half precision on a CPU)", dtype))
+            cases.append(Skip(f"measured on a GPU only ({half_why})", dtype))
     return cases
+
+
+def at_size(w: Where, n: int) -> bool:
+    """Whether a gemm case is the one timed at size (its math's check and, for float32, the headline)."""
+    return n == GEMM_N[w.scale][-1]
+
+
+def gemm_case(w: Where, n: int, math: str, call: Callable[[int], None], check: Any = None) -> Case:
+    """Any framework's gemm case of n and math: its work, its limit (the GPU's peak, else the CPUs')."""
+    if w.gpu_names:
+        limit, src = peaks.gpu_peak(w.gpu_names[0], math)
+    else:
+        limit, src = cpu_peak(len(os.sched_getaffinity(0)))
+    headline = math == "float32" and at_size(w, n)
+    return Case("gemm", f"{math} n={n}", "FLOP/s", 2.0 * n**3, call, headline=headline, limit=limit,
+                limit_source=src, math=math, check=check)  # fmt: skip
 
 
 def _gemm_case(tf: ModuleType, w: Where, n: int, math: str) -> Case:
@@ -43,23 +65,8 @@ def _gemm_case(tf: ModuleType, w: Where, n: int, math: str) -> Case:
         with tf.device(w.device):
             float(chain(x0, tf.constant(reps)))
 
-    if w.gpu_names:
-        limit, src = peaks.gpu_peak(w.gpu_names[0], math)
-    else:
-        limit, src = cpu_peak(len(os.sched_getaffinity(0)))
-    at_size = n == GEMM_N[w.scale][-1]  # one check per math, on the case that is timed at size
-    return Case(
-        "gemm",
-        f"{math} n={n}",
-        "FLOP/s",
-        2.0 * n**3,
-        call,
-        headline=(math == "float32" and n == GEMM_N[w.scale][-1]),
-        limit=limit,
-        limit_source=src,
-        math=math,
-        check=checked.gemm_check(tf, w.device, w.gpu, CHECK_N[w.scale], math) if at_size else None,
-    )
+    check = checked.gemm_check(tf, w.device, w.gpu, CHECK_N[w.scale], math) if at_size(w, n) else None
+    return gemm_case(w, n, math, call, check)
 
 
 def conv_shapes(scale: str) -> list[tuple[str, int, int, int, int, int, int]]:

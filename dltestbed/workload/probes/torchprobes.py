@@ -6,24 +6,20 @@ Same cases, same work counts, same names: a report compares them case for case."
 from __future__ import annotations
 
 import math as math_lib
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dltestbed.workload import peaks
 from dltestbed.workload.checked import CHECK_N
 from dltestbed.workload.probes.base import (
     ALLREDUCE_BYTES,
     GATHER_BYTES,
-    GEMM_N,
     Case,
     Skip,
     Where,
-    cpu_peak,
     size_words,
 )
-from dltestbed.workload.probes.compute import conv_shapes
+from dltestbed.workload.probes.compute import at_size, conv_shapes, gemm_case, gemm_plan
 from dltestbed.workload.probes.torchchecked import (
     allreduce_check,
     conv_check,
@@ -43,15 +39,7 @@ def device(w: Where) -> str:
 def gemm(w: Where) -> list[Case | Skip]:
     """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each, per math: float32 with
     TF32 off, TF32, bfloat16, float16, each against its own dense peak (on a CPU: float32)."""
-    cases: list[Case | Skip] = []
-    for math in peaks.MATHS if w.gpu_names else ("float32",):
-        for n in GEMM_N[w.scale]:
-            cases.append(_gemm_case(w.framework, w, n, math))
-    if not w.gpu_names:
-        cases.append(Skip("a GPU's tensor-core math (Ampere or later)", "tf32"))
-        for dtype in ("bfloat16", "float16"):
-            cases.append(Skip("measured on a GPU only (its tensor cores' rate)", dtype))
-    return cases
+    return gemm_plan(w, lambda n, math: _gemm_case(w.framework, w, n, math), "its tensor cores' rate")
 
 
 def _gemm_case(torch: ModuleType, w: Where, n: int, math: str) -> Case:
@@ -67,23 +55,8 @@ def _gemm_case(torch: ModuleType, w: Where, n: int, math: str) -> Case:
                 x = x @ b
         float(x[0, :8].float().sum())  # on the host: the chain is done
 
-    if w.gpu_names:
-        limit, src = peaks.gpu_peak(w.gpu_names[0], math)
-    else:
-        limit, src = cpu_peak(len(os.sched_getaffinity(0)))
-    at_size = n == GEMM_N[w.scale][-1]  # one check per math, on the case that is timed at size
-    return Case(
-        "gemm",
-        f"{math} n={n}",
-        "FLOP/s",
-        2.0 * n**3,
-        call,
-        headline=(math == "float32" and at_size),
-        limit=limit,
-        limit_source=src,
-        math=math,
-        check=gemm_check(torch, where, w.gpu, CHECK_N[w.scale], math) if at_size else None,
-    )
+    check = gemm_check(torch, where, w.gpu, CHECK_N[w.scale], math) if at_size(w, n) else None
+    return gemm_case(w, n, math, call, check)
 
 
 def conv(w: Where) -> list[Case | Skip]:
