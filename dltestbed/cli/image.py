@@ -81,10 +81,9 @@ def build(
     from dltestbed.provision import guestimage as guest
 
     t1 = time.monotonic()
-    guest_frameworks = tuple(f for f in frameworks if REGISTRY[f].in_guest_image)
-    if chosen != "cpu" or guest_frameworks != frameworks:  # the guest's build for now (vm-images/README.md)
-        typer.echo("the VM guest image holds TensorFlow's CPU build only (no GPU flavour or other framework)", err=True)
-        house = wheelhouse.build("cpu", guest_frameworks)
+    if chosen != "cpu":  # the guest's build for now (vm-images/README.md)
+        typer.echo(f"the VM guest image holds the CPU build of {carries} (no GPU flavour)", err=True)
+        house = wheelhouse.build("cpu", frameworks)
     same = rt == "podman" and house.path == built_house_path
     pod = built if same else (image.find("podman", house, base) or image.build("podman", house, base))
     existing = guest.find(house, pod)
@@ -93,7 +92,7 @@ def build(
         guest.build(house, pod, out)
     what = "up to date" if existing else f"built in {time.monotonic() - t1:.0f} s"
     typer.echo(
-        f"VM guest image {g.key} ({what}): {g.size_bytes / 1e9:.2f} GB at {g.path}"
+        f"VM guest image {g.key} ({carries}, {what}): {g.size_bytes / 1e9:.2f} GB at {g.path}"
         + (f", copied to {out}" if out else ""),
         err=True,
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import resource
-from collections.abc import Sequence
 
 from dltestbed.choices import AUTO_PRESET
 from dltestbed.config import DEFAULT_FRAMEWORK
@@ -55,7 +54,6 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     plan = _plan(request, observer, local)
     launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
     plan, kinds, runtime = _kinds(plan, launcher, request, observer)
-    _check_images(w.frameworks, kinds)
     hosts = launcher.hosts()
     scenarios.check(request.scenario, hosts, plan, kinds)
     if w.data_shared and w.data != "real":
@@ -85,18 +83,6 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     finally:
         store.close()
     return BenchOutcome(plan.bench_id, tuple(kinds), tuple(records), tuple(notes), store.path)
-
-
-def _check_images(frameworks: Sequence[str], kinds: Sequence[str]) -> None:
-    """Before any image is looked for or VM made: a framework that dltestbed's VM guest image does not carry
-    runs on bare metal and in containers only (one line)."""
-    guests = [k for k in kinds if KINDS[k].in_vm]
-    missing = [REGISTRY[f] for f in frameworks if not REGISTRY[f].in_guest_image]
-    if guests and missing:
-        raise ConfigError(
-            f"--framework {missing[0].name} runs on bare metal and in containers (bm, cbm) for now: dltestbed's VM "
-            f"guest image does not carry {missing[0].label}, so not on {guests[0]}"
-        )
 
 
 def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local) -> Plan:

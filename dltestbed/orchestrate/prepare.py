@@ -105,6 +105,7 @@ def check(setup: Setup) -> Checked:
                 setup.vm_overrides,
                 cvm=any_kind(setup.kinds, lambda k: k.guest_image),
                 guest=guest[0] if guest else None,
+                frameworks=setup.frameworks,
             )
             if isinstance(vm.image, GuestImage) and not guest:
                 guest.append(vm.image)  # dltestbed's guest image (no user image), found once

@@ -198,7 +198,8 @@ def _install(
     _finish(targets, site, check)
     ready = [h for h in libvirt_hosts if h.status != "failed"]
     if ready and not check:
-        _vms(inv, ready, on_phase, on_notice)
+        carried = next((w.frameworks for w in houses.values()), wheelhouse.carried())
+        _vms(inv, ready, carried, on_phase, on_notice)
 
 
 def image_key(runtime: str, flavor: str) -> str:
@@ -240,6 +241,7 @@ def _container_images(
 def _vms(
     inv: inventory_mod.Inventory,
     hosts: list[HostReport],
+    frameworks: tuple[str, ...],
     on_phase: Callable[[str], None] | None,
     on_notice: Callable[[str], None] | None,
 ) -> None:
@@ -252,7 +254,7 @@ def _vms(
     for h in hosts:
         host = inv.hosts[h.name]
         try:
-            p = vmready.plan(host, build=True, guest=ours)
+            p = vmready.plan(host, build=True, guest=ours, frameworks=frameworks)
             if isinstance(p.image, GuestImage):
                 ours = p.image  # built (or found) once for every host
             rec, made, installed = vmready.ready(p, on_notice)

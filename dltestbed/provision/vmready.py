@@ -7,10 +7,11 @@ it). Both agree on a host's VM through `lifecycle.placement`."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
 from dltestbed.provision import guest, guestimage, wheelhouse
@@ -20,6 +21,7 @@ from dltestbed.vms.hypervisor import Hypervisor
 from dltestbed.vms.images import BaseImage
 from dltestbed.vms.record import VMRecord
 from dltestbed.vms.settings import VMSettings
+from dltestbed.workload.frameworks import REGISTRY
 
 Notice = Callable[[str], None]
 
@@ -30,16 +32,19 @@ def flavor(settings: VMSettings) -> str:
     return "gpu" if settings.image and settings.passthrough else "cpu"
 
 
-def guest_image(build: bool) -> guestimage.GuestImage:
-    """dltestbed's guest image of this build: built when `build` (found first when up to date), else
-    found or a ConfigError saying how to build it."""
-    house = wheelhouse.build("cpu")  # the guest image holds the CPU build (see vm-images/README.md)
+def guest_image(build: bool, frameworks: Sequence[str] = ()) -> guestimage.GuestImage:
+    """dltestbed's guest image of this build that carries these frameworks (`wheelhouse.carried`): built when
+    `build` (found first when up to date), else found or a ConfigError saying how to build it."""
+    house = wheelhouse.build("cpu", frameworks)  # the guest image holds the CPU builds (see vm-images/README.md)
     if build:
         return guestimage.build(house, ctr_image.build("podman", house))
     pod = ctr_image.find("podman", house) if shutil.which("podman") else None
     img = guestimage.find(house, pod) if pod else None
     if img is None:
-        raise ConfigError("vm: no VM guest image for this dltestbed build; run `dltestbed image build`")
+        extra = [f for f in house.frameworks if f != DEFAULT_FRAMEWORK]
+        how = "dltestbed image build" + "".join(f" --framework {f}" for f in extra)
+        with_ = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
+        raise ConfigError(f"vm: no VM guest image{with_} for this dltestbed build; run `{how}`")
     return img
 
 
@@ -52,6 +57,7 @@ class VMPlan:
     name: str
     settings: VMSettings
     image: BaseImage
+    frameworks: tuple[str, ...]  # those its workload carries (`wheelhouse.carried`)
 
 
 def plan(
@@ -61,6 +67,7 @@ def plan(
     build: bool = False,
     cvm: bool = False,
     guest: guestimage.GuestImage | None = None,
+    frameworks: Sequence[str] = (),
 ) -> VMPlan:
     """Everything cheap about a host's VM, checked before anything is made: the host may hold one, its
     settings are valid, its base image is there (a user's, inspected; or the guest image, `guest` when
@@ -79,13 +86,15 @@ def plan(
                 "give --vm-image a cloud image with the driver (vm-images/README.md); cvm needs "
                 "dltestbed's guest image, so it has no GPU in this version"
             )
-        img = guest or guest_image(build)
-    return VMPlan(host, hv, name, settings, img)
+        img = guest or guest_image(build, frameworks)
+    return VMPlan(host, hv, name, settings, img, wheelhouse.carried(frameworks))
 
 
 def ready(p: VMPlan, on_notice: Notice | None = None) -> tuple[VMRecord, bool, bool]:
     """The planned VM, running, with this build's workload: reused while current, else (re)made, the
     workload installed when missing or older. (record, made, workload installed)."""
     rec, made = lifecycle.ensure(p.name, p.image, p.settings, p.hv, on_notice)
-    installed = guest.ensure_workload(rec, wheelhouse.build(flavor(p.settings)), via=p.host, on_notice=on_notice)
+    installed = guest.ensure_workload(
+        rec, wheelhouse.build(flavor(p.settings), p.frameworks), via=p.host, on_notice=on_notice
+    )
     return rec, made, installed

@@ -106,7 +106,7 @@ def guest_image(vm_env: dict[str, str]) -> Path:
     path = Path(proc.stdout.split()[-1])
     assert (path / "disk.qcow2").exists() and (path / "vmlinuz").exists()
     again = run_cli("image", "build", "--runtime", "podman", "--vm", "yes", env=vm_env)
-    assert "VM guest image" in again.stderr and "(up to date)" in again.stderr.split("VM guest image", 1)[1]
+    assert "VM guest image" in again.stderr and "(TensorFlow, up to date)" in again.stderr.split("VM guest image", 1)[1]
     return path
 
 
@@ -324,6 +324,51 @@ def test_vm_and_cvm_runs_and_teardown(
     assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
     assert "dltvm0" not in subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
     assert run_cli("teardown", env=vm_env).stderr.strip().endswith("nothing to remove")  # idempotent
+
+
+@pytest.mark.torch
+def test_pytorch_in_a_vm_and_in_a_container_in_it(
+    vm_env: dict[str, str], guest_image: Path, results: Path, dataset_dir: Path
+) -> None:
+    """image build --framework pytorch --vm yes: a guest image whose venv and Podman image carry PyTorch beside
+    TensorFlow. Before it, a PyTorch bench on vm is one line naming that command; after, the three models train
+    and infer in the VM at their smallest sizes (real data decoded there for inference), and a model runs in a
+    container in that VM (cvm): the PyTorch the controller has, in each."""
+    import importlib.metadata as md
+
+    argv = ["bench", "--framework", "pytorch", "--results", str(results), "--format", "json"]
+    line = one_error_line(run_cli(*argv, "--targets", "vm", *TINY, env=vm_env, timeout=1800))
+    assert line == (
+        "error: vm: no VM guest image with PyTorch for this dltestbed build; "
+        "run `dltestbed image build --framework pytorch`"
+    )
+    built = run_cli(
+        "image", "build", "--runtime", "podman", "--vm", "yes", "--framework", "pytorch", env=vm_env, timeout=3000
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "VM guest image" in built.stderr and "(TensorFlow and PyTorch, built in " in built.stderr
+    path = Path(built.stdout.split()[-1])
+    assert path != guest_image and (path / "disk.qcow2").exists()
+    models = ["-m", "alexnet", "-m", "resnet50", "-m", "inception3"]
+    sizes = ["--image-size", "75", "--batch-size", "2", *ONE_STEP]
+    runs = []
+    for mode, data in (("train", []), ("infer", ["--data", "real", "--data-dir", str(dataset_dir)])):
+        proc = run_cli(*argv, "--targets", "vm", *models, *sizes, "--mode", mode, *data, env=vm_env, timeout=2400)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs += json.loads(proc.stdout)
+    in_vm = run_cli(*argv, "--targets", "cvm", "-m", "alexnet", *sizes, env=vm_env, timeout=1800)
+    assert in_vm.returncode == 0, in_vm.stderr[-3000:]
+    runs += json.loads(in_vm.stdout)
+    assert [(r["target_kind"], r["model"], r["mode"], r["status"]) for r in runs] == [
+        *(("vm", m, mode, "ok") for mode in ("train", "infer") for m in ("alexnet", "resnet50", "inception3")),
+        ("cvm", "alexnet", "train", "ok"),
+    ]
+    assert all(r["framework"] == "pytorch" and r["images_per_sec"] > 0 for r in runs)
+    assert {r["fingerprint"]["pytorch"] for r in runs} == {md.version("torch")}  # the controller's build
+    assert all(r["fingerprint"]["vm_virt_type"] == "qemu" for r in runs)
+    meta = json.loads((path / "image.json").read_text())
+    assert runs[-1]["fingerprint"]["container_image_digest"] == meta["container_digest"]
+    assert len(_domains()) == 1  # one VM, made on the PyTorch guest image, for every run
 
 
 @pytest.fixture(scope="module")

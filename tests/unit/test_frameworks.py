@@ -9,7 +9,7 @@ import pytest
 
 from dltestbed.config import ALONE_PROBES, FRAMEWORK_PROBES, PROBES
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate import BenchRequest, Machines, Silent, Workloads, gpus, planning, run_bench
+from dltestbed.orchestrate import gpus, planning
 from dltestbed.orchestrate.preview import describe
 from dltestbed.workload.frameworks import REGISTRY, framework
 from dltestbed.workload.frameworks.pytorch import PyTorch
@@ -58,19 +58,6 @@ def test_the_probes_run_with_each_framework() -> None:
 def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         planning.plan(**kwargs)
-
-
-def test_a_framework_the_guest_image_lacks_runs_on_bare_metal_and_in_containers() -> None:
-    request = BenchRequest(
-        workloads=Workloads(models=("alexnet",), frameworks=("pytorch",)),
-        machines=Machines(targets=("bm", "cbm", "vm")),
-        dry_run=True,
-    )
-    with pytest.raises(
-        ConfigError, match=r"^--framework pytorch runs on bare metal and in containers \(bm, cbm\) .* not on vm$"
-    ):
-        run_bench(request, Silent())
-    assert [f for f, cls in REGISTRY.items() if cls.in_guest_image] == ["tensorflow"]
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,6 @@ class Framework(ABC):
     name: ClassVar[str]  # its key in choices.FRAMEWORKS
     label: ClassVar[str]  # its name in words ("TensorFlow")
     version_key: ClassVar[str]  # the fingerprint's fact that holds its version
-    in_guest_image: ClassVar[bool]  # whether dltestbed's VM guest image carries it (a container image may)
     node_jobs: ClassVar[bool]  # whether it runs --gpus node (one process over every GPU of the machine)
     packages: ClassVar[Mapping[str, str]]  # the requirement a wheelhouse installs, per flavour (cpu, gpu)
     distributions: ClassVar[tuple[str, ...]]  # the installed distributions whose version the wheelhouse pins

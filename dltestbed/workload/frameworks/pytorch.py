@@ -37,7 +37,6 @@ class PyTorch(Framework):
     name = "pytorch"
     label = "PyTorch"
     version_key = "pytorch"
-    in_guest_image = False  # the guest image carries TensorFlow only (vm-images/README.md)
     node_jobs = False  # one process per GPU: a DDP job
     packages = MappingProxyType({"cpu": "torch", "gpu": "torch"})
     distributions = ("torch",)

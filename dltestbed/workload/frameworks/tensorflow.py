@@ -31,7 +31,6 @@ class TensorFlow(Framework):
     name = "tensorflow"
     label = "TensorFlow"
     version_key = "tensorflow"
-    in_guest_image = True
     node_jobs = True
     packages = MappingProxyType({"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"})
     distributions = ("tensorflow-cpu", "tensorflow")
