@@ -5,22 +5,32 @@
    when the server has acknowledged the last batch; then the points are counted back. Goal ≥ 50,000/s, 0 lost.
 2. images/sec with streaming ÷ without, interleaved pairs of benches (`orchestrate.run_bench`, the call under
    `dltestbed bench`). Goal ≥ 0.99.
+3. a store that falls behind: images/sec of a bench whose store takes --slow-commit-ms more for every commit (a
+   disk that syncs slowly) ÷ a bench on a plain store, against plain ÷ plain (the A/A floor), interleaved, many
+   short steps (AlexNet's inference at 32 px, batch 1: more lines than a pipe holds, faster than a slowed store
+   commits them one by one). Goal: the slowed ratio within the A/A floor (plain ÷ plain's interval).
 Needs the `victoria-metrics` binary (scripts/install.sh --test).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
+from dltestbed.report.inference import log_ratios, t_interval
 from dltestbed.results import influx
+from dltestbed.results import store as store_mod
 from tests.tsdb import VictoriaMetrics
 
 
@@ -64,6 +74,7 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
         store.add_step(run.id, ev, [(sink.dest, line)] if line is not None else [])
     left = sink.close()
     elapsed = time.perf_counter() - start
+    print(f"the store's writer committed {store.writer.commits:,} transactions")
     counted = server.count("b-stream-bench")["dltestbed_step"]
     if counted < n:  # short: a count taken before the server shows everything, or points it dropped?
         time.sleep(5)
@@ -73,11 +84,52 @@ def points_per_second(server: VictoriaMetrics, n: int, tmp: Path) -> tuple[float
     return n / elapsed, counted, left
 
 
-def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace) -> float:
+class _SlowDisk:
+    """A store's connection whose every commit takes `seconds` more: a disk that syncs slowly."""
+
+    def __init__(self, db: Any, seconds: float) -> None:
+        self.db, self.seconds = db, seconds
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT":
+            time.sleep(self.seconds)
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+@contextlib.contextmanager
+def slowed(seconds: float) -> Iterator[None]:
+    """Every store opened for writing meanwhile commits `seconds` slower."""
+    plain = store_mod.Store.open
+
+    def open_slow(cls: type[store_mod.Store], path: Any = None, **kw: Any) -> store_mod.Store:
+        store = plain(path, **kw)
+        store.writer = store_mod.Writer(_SlowDisk(store._db, seconds), store._lock, store._failed)  # type: ignore[arg-type]
+        return store
+
+    store_mod.Store.open = classmethod(open_slow)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        store_mod.Store.open = plain  # type: ignore[method-assign]
+
+
+def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace, short: bool = False) -> float:
     """One bare-metal run through the library call under `dltestbed bench`, streaming when `env` names a
-    server (the client's INFLUXDB_V2_* variables, as the CLI reads them): its images/sec."""
+    server (the client's INFLUXDB_V2_* variables, as the CLI reads them): its images/sec. `short`: many short
+    steps (inference at 32 px, batch 1)."""
+    size, batch, steps = (32, 1, a.short_steps) if short else (64, a.batch_size, a.steps)
     request = BenchRequest(
-        workloads=Workloads(models=("alexnet",), image_size=64, batch_size=a.batch_size, warmup=5, steps=a.steps),
+        workloads=Workloads(
+            models=("alexnet",),
+            image_size=size,
+            batch_size=batch,
+            warmup=5,
+            steps=steps,
+            mode="infer" if short else "train",
+        ),
         repetitions=Repetitions(repeat="1"),
         machines=Machines(targets=("bm",)),
         results=results,
@@ -89,13 +141,54 @@ def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace) -> floa
     return run.images_per_sec
 
 
+def interval(ratios: list[float]) -> tuple[float, float, float]:
+    """The ratio and its 95 % interval: paired t on the log ratios."""
+    logs = log_ratios([1.0] * len(ratios), ratios)
+    mean, sd = float(logs.mean()), float(logs.std(ddof=1))
+    lo, hi = t_interval(mean, sd / math.sqrt(len(logs)), len(logs) - 1)
+    return math.exp(mean), math.exp(lo), math.exp(hi)
+
+
+def slow_store(a: argparse.Namespace, tmp: Path) -> None:
+    """3: rounds of a plain bench, one on a store slowed by --slow-commit-ms, and a second plain one, their order
+    rotating; slowed ÷ plain and plain ÷ plain per round."""
+    slow, aa = [], []
+    for i in range(a.rounds):
+        arms = ["plain", "slowed", "again"]
+        got = {}
+        for arm in arms[i % 3 :] + arms[: i % 3]:
+            with slowed(a.slow_commit_ms / 1000) if arm == "slowed" else contextlib.nullcontext():
+                got[arm] = bench_ips({}, tmp / f"{arm}{i}.sqlite", a, short=True)
+        slow.append(got["slowed"] / got["plain"])
+        aa.append(got["again"] / got["plain"])
+        print(
+            f"round {i + 1}: plain {got['plain']:.1f}, slowed {got['slowed']:.1f}, plain again {got['again']:.1f} img/s"
+        )
+    r, lo, hi = interval(slow)
+    f, flo, fhi = interval(aa)
+    within = flo <= r <= fhi  # the slowed ratio no farther from 1 than two plain benches are apart
+    print(
+        f"images/sec on a store {a.slow_commit_ms:g} ms slower a commit ÷ plain: {r:.3f} [{lo:.3f}, {hi:.3f}]; "
+        f"plain ÷ plain (the A/A floor): {f:.3f} [{flo:.3f}, {fhi:.3f}] (95 %, paired t on log ratios, "
+        f"{a.rounds} rounds of {a.short_steps} steps) — goal: within the floor: {'yes' if within else 'no'}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--points", type=int, default=200_000)
     p.add_argument("--pairs", type=int, default=4, help="interleaved on/off bench pairs (0: skip part 2)")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=5, help="rounds of part 3 (0: skip it)")
+    p.add_argument("--short-steps", type=int, default=1500, help="part 3's steps a run")
+    p.add_argument("--slow-commit-ms", type=float, default=20.0)
+    p.add_argument("--only-slow", action="store_true", help="part 3 alone (no server)")
     a = p.parse_args()
+    if a.only_slow:
+        with tempfile.TemporaryDirectory() as d:
+            slow_store(a, Path(d))
+        return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         server = VictoriaMetrics(tmp / "vm")
@@ -122,6 +215,8 @@ def main() -> None:
                 print(f"images/sec streaming on ÷ off: {mean:.3f} (95% ±{half:.3f}) — goal ≥ 0.99")
         finally:
             server.stop()
+        if a.rounds:
+            slow_store(a, tmp)
 
 
 if __name__ == "__main__":

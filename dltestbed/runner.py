@@ -116,6 +116,7 @@ class _Collector:
         self.error: ErrorEvent | None = None
         self.unparsed: list[Unparsed] = []
         self.timed: list[StepEvent] = []
+        self.seen: set[tuple[object, ...]] = set()  # the steps' and measures' keys: a repeat is not stored again
         self.started: float | None = None
         self.launched = time.monotonic()  # when the workload's command was started (execute sets it)
 
@@ -125,9 +126,10 @@ class _Collector:
     def apply(self, ev: Event) -> None:
         match ev:
             case StepEvent():
-                if not self.store.add_step(self.run.id, ev, _points(self.sinks, lambda s: s.step(self.run, ev))):
+                if not self._first(("step", ev.index)):
                     self.unparsed.append(Unparsed(f"step {ev.index}", "a step index seen before: ignored"))
                     return
+                self.store.add_step(self.run.id, ev, _points(self.sinks, lambda s: s.step(self.run, ev)))
                 self.run.steps_done += 1
                 if ev.device is not None or ev.libraries:  # where TensorFlow really ran the step, and the CUDA
                     # libraries it loaded for it: part of the environment
@@ -155,9 +157,10 @@ class _Collector:
                 self.run.used_device = str(ev.spec.get("device_used") or self.run.used_device)
                 self.store.save_run(self.run)
             case MeasureEvent():
-                if not self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev))):
+                if not self._first(("measure", ev.probe, ev.case, ev.index)):
                     self.unparsed.append(Unparsed(f"{ev.probe} {ev.case} {ev.index}", "a measure seen before: ignored"))
                     return
+                self.store.add_measure(self.run.id, ev, _points(self.sinks, lambda s: s.measure(self.run, ev)))
                 self.run.steps_done += 1
                 self.measures += ev.phase == "timed"
             case SkipEvent():
@@ -176,6 +179,13 @@ class _Collector:
                 self.error = ev
             case Unparsed():
                 self.unparsed.append(ev)
+
+    def _first(self, key: tuple[object, ...]) -> bool:
+        """Whether this step or measure is new to the run (the store is written later, by its writer thread)."""
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
     def partial_summary(self) -> SummaryEvent | None:
         """A summary of the timed steps seen so far (for a run stopped before its end), or None."""
@@ -338,3 +348,4 @@ def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, s
     run.status = "failed" if reason else "ok"
     run.reason = reason
     store.save_run(run, _points(sinks, lambda s: s.finished(run)))
+    store.flush()  # the run's every result committed before it is said to be over

@@ -162,9 +162,9 @@ def send_batch(store: Store, s: Settings, client: Any, limit: int = 5000) -> tup
             try:
                 _post(client, s, "\n".join(r[2] for r in rows))
             except BaseException:
-                store.outbox_release(s.dest, [r[0] for r in rows])
+                store.outbox_release(s.dest)
                 raise
-            store.outbox_delete(r[0] for r in rows)
+            store.outbox_sent(s.dest)
         return len(rows), in_doubt
 
 

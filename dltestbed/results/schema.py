@@ -11,14 +11,16 @@ from pathlib import Path
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
 
-SCHEMA_VERSION = 9  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
-# 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery).
+SCHEMA_VERSION = 10  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+# 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery; unused
+# from 10).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
 # 7: health (each GPU's counters before and after a run, the XIDs seen while it ran)
 # 8: steps.result (each step's loss, or its logits' sum in inference); checks (probes' results checked);
 # runs.eval_images, eval_correct, eval_loss (--accuracy)
 # 9: runs.framework; runs.math is the math the run used (was in fingerprint.math); resources.gpu_bytes
 # (was tf_gpu_bytes: any framework's allocator)
+# 10: outbox_claims: the points being sent, one row a destination (was outbox.sending, one mark a point)
 
 JSON_FIELDS = {"fingerprint", "spec"}
 RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -63,7 +65,14 @@ CREATE INDEX IF NOT EXISTS checks_run ON checks (run_id);
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dest TEXT NOT NULL, line TEXT NOT NULL, sending REAL
 );
+CREATE TABLE IF NOT EXISTS outbox_claims (
+    dest TEXT PRIMARY KEY, last INTEGER NOT NULL, since REAL NOT NULL
+);
 """
+
+# schema 5 to 9 marked each point being sent (outbox.sending); from 10 a claim names the last one, per destination
+_OUTBOX_CLAIMED = """INSERT OR REPLACE INTO outbox_claims (dest, last, since)
+SELECT dest, MAX(id), MIN(sending) FROM outbox WHERE sending IS NOT NULL GROUP BY dest"""
 
 # Columns added after schema 1, with the value old rows get.
 _ADDED = {
@@ -146,6 +155,8 @@ def migrate(conn: sqlite3.Connection, p: Path, hint: str) -> int | None:
                 for col, default in added.items():
                     if had and col not in had:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} DEFAULT {default}")
+            if outbox_cols and version < 10:
+                conn.execute(_OUTBOX_CLAIMED)  # after outbox.sending is there
             if cols and "math" not in cols:
                 conn.execute(_OLD_MATH)
             if cols and version < 9:

@@ -1,18 +1,21 @@
 """The local results store: SQLite, written as results arrive, so nothing measured is lost.
 
-Durability: WAL with synchronous=FULL, so a result is on disk when its write returns (with NORMAL a
-commit in WAL mode can be rolled back by a power loss until the next checkpoint: the last steps of a
-run would vanish). Foreign keys are enforced. A time-series point waiting to be sent (the outbox) is
-written in the same transaction as the result it comes from, so a controller killed at any moment
-leaves each result either stored with its point waiting, or not stored at all."""
+Durability: WAL with synchronous=FULL (with NORMAL a commit in WAL mode can be rolled back by a power loss
+until the next checkpoint: the last steps of a run would vanish). One writer thread commits the writes in
+order, as many as have arrived in one transaction (results/writer.py): a result is on disk one commit after
+it arrived, and the thread that hands it over (reading a workload's output) never waits for the disk, so a
+slow disk cannot slow the workload it measures. `flush` waits for every write so far; every read does.
+Foreign keys are enforced. A time-series point waiting to be sent (the outbox) is written in the same
+transaction as the result it comes from, so a controller killed at any moment leaves each result either
+stored with its point waiting, or not stored at all."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,11 +24,44 @@ from dltestbed.errors import StoreError
 from dltestbed.results.dbfile import read_only_folder, snapshot, when_free, why
 from dltestbed.results.records import RunRecord
 from dltestbed.results.schema import JSON_FIELDS, RUN_COLUMNS, SCHEMA_VERSION, UPSERT_SET, migrate, stored_number
+from dltestbed.results.writer import Apply, Writer, each
 from dltestbed.workload.events import CheckEvent, HealthEvent, MeasureEvent, ResourceEvent, SkipEvent, StepEvent
 
 ENV_VAR = paths.RESULTS_ENV
 Outbox = Sequence[tuple[str, str]]  # (destination, line-protocol point) stored with a result
 E = TypeVar("E", StepEvent, MeasureEvent, CheckEvent, SkipEvent)  # an event the store reads back by its fields
+
+
+OUTBOX_INSERT = "INSERT INTO outbox (dest, line) VALUES (?, ?)"
+
+
+class _Counted:
+    """The writer's `Apply` of steps (or measures): each inserted unless its run has it already, with its points,
+    and counted on its run. A run of them is one `executemany` each for the rows and the points, and one count
+    per run; when one of them is a repeat, they are written one at a time, so a repeat queues no point."""
+
+    def __init__(self, table: str, columns: str, width: int) -> None:
+        self.sql = f"INSERT OR IGNORE INTO {table} {columns} VALUES ({', '.join('?' for _ in range(width))})"
+
+    def __call__(self, db: sqlite3.Connection, items: Sequence[tuple[str, tuple[Any, ...], Outbox]]) -> list[None]:
+        db.execute("SAVEPOINT counted")
+        if db.executemany(self.sql, [row for _, row, _ in items]).rowcount == len(items):
+            db.executemany(OUTBOX_INSERT, [p for *_, out in items for p in out])
+            counts = Counter(run_id for run_id, _, _ in items)
+        else:
+            db.execute("ROLLBACK TO counted")
+            counts = Counter()
+            for run_id, row, out in items:
+                if db.execute(self.sql, row).rowcount:
+                    db.executemany(OUTBOX_INSERT, out)
+                    counts[run_id] += 1
+        db.executemany("UPDATE runs SET steps_done = steps_done + ? WHERE id = ?", [(n, r) for r, n in counts.items()])
+        db.execute("RELEASE counted")
+        return [None] * len(items)
+
+
+_STEPS = _Counted("steps", "(run_id, idx, phase, images, seconds, images_per_sec, t, result)", 8)
+_MEASURES = _Counted("measures", "", 9)
 
 
 def default_path() -> Path:
@@ -34,13 +70,16 @@ def default_path() -> Path:
 
 
 class Store:
-    """Runs, their steps and resource samples. Every write is committed (and synced) at once."""
+    """Runs, their steps and resource samples. Results are committed (and synced) by the store's writer thread,
+    in order; the outbox's writes wait for their commit."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._db = conn
         self.upgraded_from: int | None = None  # the schema a write-opening brought up to date (upgrade_notice)
-        self._lock = threading.RLock()  # runs on several hosts write from several threads
+        self._lock = threading.RLock()  # the writer thread's transactions and the readers take turns
+        self.writer = Writer(conn, self._lock, self._failed)
+        self.read_only = False  # opened for reading (`open(read_only=True)`): a write is refused at once
 
     @staticmethod
     def where(path: str | Path | None = None) -> Path:
@@ -112,7 +151,9 @@ class Store:
             conn.close()
             raise
         conn.row_factory = sqlite3.Row
-        return cls(p, conn)
+        store = cls(p, conn)
+        store.read_only = True
+        return store
 
     def upgrade_notice(self) -> str | None:
         """What a write-opening changed in the file, for the user: a store of an older schema upgraded."""
@@ -120,9 +161,16 @@ class Store:
             return None
         return f"notice: results store {self.path} upgraded from schema {self.upgraded_from} to {SCHEMA_VERSION}"
 
+    def flush(self) -> None:
+        """Wait until every result handed over so far is committed; a StoreError for one that could not be."""
+        self.writer.flush()
+
     def close(self) -> None:
-        """Close the database."""
-        self._db.close()
+        """Commit what is left, then close the database (a StoreError when a result could not be stored)."""
+        try:
+            self.writer.close()
+        finally:
+            self._db.close()
 
     @property
     def log_dir(self) -> Path:
@@ -131,81 +179,66 @@ class Store:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        try:
-            with self._lock, self._db:
-                yield self._db
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {str(self.path)!r}: write failed ({exc})") from None
+    def _later(self, item: Any, apply: Apply = each) -> None:
+        """A result's write, handed to the writer (`Writer.later`); a store opened read-only refuses it at once."""
+        if self.read_only:
+            self.writer.now(lambda db: apply(db, [item]))
+        else:
+            self.writer.later(item, apply)
+
+    def _failed(self, exc: Exception) -> StoreError:
+        return StoreError(f"results store {str(self.path)!r}: write failed ({exc})")
 
     @staticmethod
     def _outbox(db: sqlite3.Connection, outbox: Outbox) -> None:
-        db.executemany("INSERT INTO outbox (dest, line) VALUES (?, ?)", outbox)
+        db.executemany(OUTBOX_INSERT, outbox)
 
     def save_run(self, run: RunRecord, outbox: Outbox = ()) -> None:
         """Insert or replace a run's record (with its points to send, in the same transaction)."""
         row = run.to_dict()
         values = [json.dumps(row[c]) if c in JSON_FIELDS else row[c] for c in RUN_COLUMNS]
         marks = ", ".join("?" for _ in RUN_COLUMNS)
-        with self._write() as db:
-            db.execute("BEGIN")
-            db.execute(
-                f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks}) "
-                f"ON CONFLICT(id) DO UPDATE SET {UPSERT_SET}",
-                values,
-            )
+        sql = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {UPSERT_SET}"
+        outbox = list(outbox)
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(sql, values)
             self._outbox(db, outbox)
 
-    def add_step(self, run_id: str, ev: StepEvent, outbox: Outbox = ()) -> bool:
-        """Store one step and its points; False (nothing written) when the run has this step already."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t, stored_number(ev.result))
-            sql = "INSERT OR IGNORE INTO steps (run_id, idx, phase, images, seconds, images_per_sec, t, result) "
-            if not db.execute(sql + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount:
-                return False
-            db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
-            self._outbox(db, outbox)
-            return True
+        self._later(write)
+
+    def add_step(self, run_id: str, ev: StepEvent, outbox: Outbox = ()) -> None:
+        """Store one step and its points (a step the run has already is ignored: the runner tells the user)."""
+        row = (run_id, ev.index, ev.phase, ev.images, ev.seconds, ev.images_per_sec, ev.t, stored_number(ev.result))
+        self._later((run_id, row, outbox), _STEPS)
 
     def add_resource(self, run_id: str, ev: ResourceEvent, outbox: Outbox = ()) -> None:
         """Store one resource sample and its points."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            held = json.dumps(ev.gpu_bytes) if ev.gpu_bytes is not None else None
-            db.execute(
-                "INSERT INTO resources VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus), held),
-            )
+        held = json.dumps(ev.gpu_bytes) if ev.gpu_bytes is not None else None
+        row = (run_id, ev.t, ev.rss_bytes, ev.cpu_percent, json.dumps(ev.gpus), held)
+        outbox = list(outbox)
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT INTO resources VALUES (?, ?, ?, ?, ?, ?)", row)
             self._outbox(db, outbox)
+
+        self._later(write)
 
     def add_health(self, run_id: str, ev: HealthEvent) -> None:
         """Store a run's health counters before or after it (a second of the same phase replaces the first)."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            db.execute(
-                "INSERT OR REPLACE INTO health VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, ev.phase, ev.t, json.dumps(ev.gpus), json.dumps(ev.xids), json.dumps(ev.unseen)),
-            )
+        row = (run_id, ev.phase, ev.t, json.dumps(ev.gpus), json.dumps(ev.xids), json.dumps(ev.unseen))
+        self._later(lambda db: db.execute("INSERT OR REPLACE INTO health VALUES (?, ?, ?, ?, ?, ?)", row))
 
-    def add_measure(self, run_id: str, ev: MeasureEvent, outbox: Outbox = ()) -> bool:
-        """Store one measure of a microbenchmark case and its points; False (nothing written) when the
-        run has this case's index already."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            row = (run_id, ev.probe, ev.case, ev.index, ev.phase, ev.value, ev.unit, ev.seconds, ev.t)
-            if not db.execute("INSERT OR IGNORE INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount:
-                return False
-            db.execute("UPDATE runs SET steps_done = steps_done + 1 WHERE id = ?", (run_id,))
-            self._outbox(db, outbox)
-            return True
+    def add_measure(self, run_id: str, ev: MeasureEvent, outbox: Outbox = ()) -> None:
+        """Store one measure of a microbenchmark case and its points (a case's index the run has already is
+        ignored: the runner tells the user)."""
+        row = (run_id, ev.probe, ev.case, ev.index, ev.phase, ev.value, ev.unit, ev.seconds, ev.t)
+        self._later((run_id, row, outbox), _MEASURES)
 
     def add_skip(self, run_id: str, ev: SkipEvent) -> None:
         """Store a probe (or case) that could not run, with the reason."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            db.execute("INSERT OR REPLACE INTO skips VALUES (?, ?, ?, ?)", (run_id, ev.probe, ev.case, ev.reason))
+        row = (run_id, ev.probe, ev.case, ev.reason)
+        self._later(lambda db: db.execute("INSERT OR REPLACE INTO skips VALUES (?, ?, ?, ?)", row))
 
     def measures(self, run_id: str) -> list[MeasureEvent]:
         """A microbenchmark run's measures, in the order they were made."""
@@ -218,13 +251,9 @@ class Store:
 
     def add_check(self, run_id: str, ev: CheckEvent) -> None:
         """Store a probe's result checked."""
-        row = (run_id, ev.probe, ev.case, ev.kind, ev.gpu, ev.elements, ev.mismatches, stored_number(ev.worst))
-        with self._write() as db:
-            db.execute("BEGIN")
-            db.execute(
-                "INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row, ev.tolerance, ev.seed, ev.t, ev.where, ev.rounds),
-            )
+        row: tuple[Any, ...] = (run_id, ev.probe, ev.case, ev.kind, ev.gpu, ev.elements, ev.mismatches)
+        row += (stored_number(ev.worst), ev.tolerance, ev.seed, ev.t, ev.where, ev.rounds)
+        self._later(lambda db: db.execute("INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row))
 
     def checks(self, run_id: str) -> list[CheckEvent]:
         """A microbenchmark run's checked results, in the order they were made."""
@@ -243,6 +272,7 @@ class Store:
         )
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        self.writer.flush()  # every result handed over is read back
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
@@ -339,21 +369,16 @@ class Store:
 
     def outbox_add(self, dest: str, lines: Sequence[str]) -> list[int]:
         """Keep points for `dest` (committed before they are sent); their ids, in order."""
-        with self._write() as db:
-            db.execute("BEGIN")
+        lines = list(lines)
+
+        def write(db: sqlite3.Connection) -> list[int]:
             return [
                 db.execute("INSERT INTO outbox (dest, line) VALUES (?, ?)", (dest, line)).lastrowid or 0
                 for line in lines
             ]
 
-    def outbox_delete(self, ids: Iterable[int]) -> None:
-        """Forget points the server has acknowledged."""
-        ids = list(ids)
-        with self._write() as db:
-            db.execute("BEGIN")
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                db.execute(f"DELETE FROM outbox WHERE id IN ({', '.join('?' for _ in chunk)})", chunk)
+        ids: list[int] = self.writer.now(write)
+        return ids
 
     def outbox(self, dest: str | None = None, limit: int = 5000) -> list[tuple[int, str, str]]:
         """Waiting points (id, dest, line), oldest first, optionally for one destination."""
@@ -365,27 +390,51 @@ class Store:
         return [(r[0], r[1], r[2]) for r in rows]
 
     def outbox_claim(self, dest: str, limit: int = 5000) -> list[tuple[int, str, str]]:
-        """Mark the oldest waiting points for `dest` as being sent (committed before they are sent) and
-        return them. The caller holds the destination's send lock (results/influx.py)."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            rows = db.execute(
-                "SELECT id, dest, line FROM outbox WHERE dest = ? AND sending IS NULL ORDER BY id LIMIT ?",
-                (dest, limit),
-            ).fetchall()
-            db.executemany("UPDATE outbox SET sending = julianday('now') WHERE id = ?", [(r[0],) for r in rows])
-        return [(r[0], r[1], r[2]) for r in rows]
+        """Mark the oldest waiting points for `dest` as being sent (committed before they are sent) and return
+        them. The caller holds the destination's send lock (results/influx.py). A destination's claim is one row,
+        the last point being sent: each point up to it is."""
 
-    def outbox_release(self, dest: str, ids: Iterable[int] | None = None) -> int:
-        """Points marked as being sent are waiting again (a send that failed, or, with ids None, one a
-        process was making when it died: the server may or may not have them); how many."""
-        with self._write() as db:
-            db.execute("BEGIN")
-            if ids is None:
-                return db.execute(
-                    "UPDATE outbox SET sending = NULL WHERE dest = ? AND sending IS NOT NULL", (dest,)
-                ).rowcount
-            return sum(db.execute("UPDATE outbox SET sending = NULL WHERE id = ?", (i,)).rowcount for i in ids)
+        def write(db: sqlite3.Connection) -> list[tuple[int, str, str]]:
+            claim = db.execute("SELECT last FROM outbox_claims WHERE dest = ?", (dest,)).fetchone()
+            rows = db.execute(
+                "SELECT id, dest, line FROM outbox WHERE dest = ? AND id > ? ORDER BY id LIMIT ?",
+                (dest, claim[0] if claim else 0, limit),
+            ).fetchall()
+            if rows:
+                db.execute(
+                    "INSERT INTO outbox_claims (dest, last, since) VALUES (?, ?, julianday('now')) "
+                    "ON CONFLICT(dest) DO UPDATE SET last = excluded.last",
+                    (dest, rows[-1][0]),
+                )
+            return [(r[0], r[1], r[2]) for r in rows]
+
+        claimed: list[tuple[int, str, str]] = self.writer.now(write)
+        return claimed
+
+    def outbox_release(self, dest: str) -> int:
+        """The points being sent to `dest` are waiting again (a send that failed, or one a process was making when
+        it died: the server may or may not have them); how many."""
+
+        def write(db: sqlite3.Connection) -> int:
+            claim = db.execute("DELETE FROM outbox_claims WHERE dest = ? RETURNING last", (dest,)).fetchone()
+            if claim is None:
+                return 0
+            return int(
+                db.execute("SELECT COUNT(*) FROM outbox WHERE dest = ? AND id <= ?", (dest, claim[0])).fetchone()[0]
+            )
+
+        released: int = self.writer.now(write)
+        return released
+
+    def outbox_sent(self, dest: str) -> None:
+        """Forget the points being sent to `dest`: the server has acknowledged them."""
+
+        def write(db: sqlite3.Connection) -> None:
+            claim = db.execute("DELETE FROM outbox_claims WHERE dest = ? RETURNING last", (dest,)).fetchone()
+            if claim is not None:
+                db.execute("DELETE FROM outbox WHERE dest = ? AND id <= ?", (dest, claim[0]))
+
+        self.writer.now(write)
 
     def outbox_dests(self) -> list[str]:
         """Destinations with points waiting."""

@@ -2,7 +2,8 @@
 
 Env: REPLAY_FILE (lines to print), REPLAY_EXIT (exit code, default 0), REPLAY_STDERR (a line for
 stderr), REPLAY_KILL (send itself this signal after the lines), REPLAY_HANG (then wait to be stopped,
-as a co-tenant or a distributed worker waiting for its peer does). Arguments are ignored.
+as a co-tenant or a distributed worker waiting for its peer does), REPLAY_DONE (a file to create once every
+line is written). Arguments are ignored.
 """
 
 import os
@@ -12,6 +13,8 @@ with open(os.environ["REPLAY_FILE"], encoding="utf-8") as f:
     for line in f:
         sys.stdout.write(line)
         sys.stdout.flush()
+if os.environ.get("REPLAY_DONE"):
+    open(os.environ["REPLAY_DONE"], "w").close()
 if os.environ.get("REPLAY_STDERR"):
     print(os.environ["REPLAY_STDERR"], file=sys.stderr)
 if os.environ.get("REPLAY_KILL"):

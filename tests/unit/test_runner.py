@@ -169,3 +169,57 @@ def test_an_interrupt_passed_on_is_stored_and_raised_again(monkeypatch, results:
     assert out == ["raised: interrupted (Ctrl-C or a stop signal)"]
     (run,) = store.runs()
     assert run.status == "failed" and run.reason == "interrupted (Ctrl-C or a stop signal)"
+
+
+class _StalledDisk:
+    """A store's connection whose first commit waits until `ready()` (at most 60 s): a disk that stalls."""
+
+    def __init__(self, db: object, ready: object) -> None:
+        self.db, self.ready = db, ready
+        self.commits: list[bool] = []  # whether each commit found `ready()` before the 60 s were up
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql == "COMMIT":
+            import time
+
+            deadline = time.monotonic() + (0 if self.commits else 60)  # the first commit stalls, at most 60 s
+            while not self.ready() and time.monotonic() < deadline:  # type: ignore[operator]
+                time.sleep(0.01)
+            self.commits.append(bool(self.ready()))  # type: ignore[operator]
+        return self.db.execute(sql, *args)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_stalled_store_never_holds_the_workload_back(replay, tmp_path: Path, monkeypatch) -> None:
+    """20,000 steps (3 MB, fifty times a pipe's buffer) printed while no commit can finish: the workload still
+    writes every line and exits before the first commit returns (the controller reads on and hands the steps to
+    the store's writer), and then every step is stored, in a few transactions."""
+    import json
+
+    from dltestbed.results import store as store_mod
+    from dltestbed.results.writer import Writer
+
+    lines = (CAPTURED / "alexnet_train_ok.jsonl").read_text().splitlines()
+    start, step, summary = lines[0], json.loads(lines[5]), lines[-1]
+    n = 20_000
+    steps = [json.dumps({**step, "index": i, "phase": "warmup" if i == 0 else "timed"}) for i in range(n)]
+    (tmp_path / "many.jsonl").write_text("\n".join([start, *steps, summary]) + "\n")
+    done = tmp_path / "printed"
+    disks: list[_StalledDisk] = []
+
+    def stalled(cls: type[Store], path: object = None, **kw: object) -> Store:
+        store = opened(path, **kw)
+        disks.append(_StalledDisk(store._db, done.exists))
+        store.writer = Writer(disks[-1], store._lock, store._failed)  # type: ignore[arg-type]
+        return store
+
+    opened = Store.open
+    monkeypatch.setattr(store_mod.Store, "open", classmethod(stalled))
+    monkeypatch.setattr("tests.unit.test_runner.CAPTURED", tmp_path)
+    record, store, _ = replay("many.jsonl", REPLAY_DONE=str(done))
+    (disk,) = disks
+    assert disk.commits[0], "the workload could not print all its steps while the store was stalled"
+    assert record.status == "ok" and len(store.steps(record.id)) == n and store.runs()[0].steps_done == n
+    assert store.writer.commits == len(disk.commits) < 50  # one transaction for all that arrived meanwhile

@@ -86,21 +86,30 @@ def test_a_repeated_step_is_stored_and_counted_once_and_its_point_queued_once(re
     store = Store.open(results)
     run = _run()
     store.save_run(run)
-    assert store.add_step(run.id, _step(0), [("d", "p 0")])
-    assert not store.add_step(run.id, _step(0), [("d", "p 0 again")])  # the same index again: nothing written
-    assert store.add_step(run.id, _step(1), [("d", "p 1")])
+    store.add_step(run.id, _step(0), [("d", "p 0")])
+    store.add_step(run.id, _step(0), [("d", "p 0 again")])  # the same index again: nothing written
+    store.add_step(run.id, _step(1), [("d", "p 1")])
     (stored,) = store.runs()
     assert stored.steps_done == 2 and [s.index for s in store.steps(run.id)] == [0, 1]
     assert [r[2] for r in store.outbox("d")] == ["p 0", "p 1"]
 
 
 def test_foreign_keys_are_enforced_and_a_refused_result_queues_no_point(results: Path) -> None:
+    """A refused write fails alone (the others handed over with it are committed) and is raised by the next
+    flush, once."""
     store = Store.open(results)
+    run = _run()
+    store.save_run(run)
+    store.add_step("r-nobody", _step(0), [("d", "p 0")])
+    store.add_step(run.id, _step(0), [("d", "p ok")])
     with pytest.raises(StoreError, match="FOREIGN KEY constraint failed"):
-        store.add_step("r-nobody", _step(0), [("d", "p 0")])
+        store.flush()
+    store.add_resource("r-nobody", ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=1.0, gpus=[]), [("d", "p")])
     with pytest.raises(StoreError, match="FOREIGN KEY"):
-        store.add_resource("r-nobody", ResourceEvent(t=1.0, rss_bytes=1, cpu_percent=1.0, gpus=[]), [("d", "p")])
-    assert store.outbox_count() == 0  # the point and its result: one transaction
+        store.close()
+    again = Store.open(results)
+    assert [r[2] for r in again.outbox()] == ["p ok"]  # the point and its result: one transaction
+    assert [s.index for s in again.steps(run.id)] == [0]
 
 
 def test_results_are_synced_at_each_commit(results: Path) -> None:
@@ -116,9 +125,32 @@ def test_claimed_points_are_released_when_a_send_fails_or_its_sender_died(result
     assert [r[2] for r in first] == ["a 1", "b 2"]
     assert [r[2] for r in store.outbox_claim("d")] == ["c 3"]  # claimed rows are not handed out twice
     assert store.outbox_claim("d") == []
-    assert store.outbox_release("d", [first[0][0]]) == 1  # a failed send: that row waits again
-    assert store.outbox_release("d") == 2  # the rest: a sender that died mid-send
-    assert len(store.outbox_claim("d")) == 3 and store.outbox_count("d") == 3  # nothing is lost
+    assert store.outbox_release("d") == 3  # a failed send, or a sender that died mid-send: all wait again
+    assert store.outbox_release("d") == 0
+    store.outbox_add("e", ["e 1"])  # another destination's points are its own
+    assert [r[2] for r in store.outbox_claim("d", limit=2)] == ["a 1", "b 2"]
+    assert [r[2] for r in store.outbox_claim("e")] == ["e 1"]
+    store.outbox_sent("d")  # acknowledged: forgotten; the rest still wait
+    assert [r[2] for r in store.outbox()] == ["c 3", "e 1"] and store.outbox_release("e") == 1
+    assert len(store.outbox_claim("d")) == 1 and store.outbox_count() == 2  # nothing is lost
+
+
+def test_points_a_schema_9_sender_had_marked_are_in_doubt_after_the_upgrade(results: Path) -> None:
+    """Schema 9 marked each point being sent; 10 keeps one claim a destination: the marks become claims."""
+    store = Store.open(results)
+    store.outbox_add("d", ["a 1", "b 2", "c 3"])
+    store.outbox_add("e", ["e 1"])
+    store.close()
+    db = sqlite3.connect(results)
+    db.executescript(
+        "UPDATE outbox SET sending = 2460000.5 WHERE line IN ('a 1', 'b 2', 'e 1'); DROP TABLE outbox_claims; "
+        "PRAGMA user_version=9;"
+    )
+    db.close()
+    again = Store.open(results)
+    assert again.upgrade_notice() is not None
+    assert (again.outbox_release("d"), again.outbox_release("e"), again.outbox_release("d")) == (2, 1, 0)
+    assert again.outbox_count() == 4  # nothing lost
 
 
 def _open_old_store(path: str, barrier: object) -> int:
@@ -164,7 +196,7 @@ def test_a_schema_8_store_gains_the_framework_the_math_used_and_the_allocators_c
     (old,) = again.runs()
     assert (old.framework, old.math, old.spec["math_asked"]) == ("tensorflow", "mixed_bfloat16", "mixed")
     assert again.resources(run.id)[0].gpu_bytes == [3 << 30]
-    assert again.upgrade_notice() is not None and "from schema 8 to 9" in str(again.upgrade_notice())
+    assert again.upgrade_notice() is not None and f"from schema 8 to {SCHEMA_VERSION}" in str(again.upgrade_notice())
 
 
 def test_the_start_event_records_what_the_target_used(results: Path) -> None:

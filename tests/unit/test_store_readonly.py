@@ -97,6 +97,7 @@ def test_a_store_a_writer_holds_open_is_read_with_what_it_has_not_checkpointed(t
     try:
         run = make_run(bench_id="b-live", status="ok", images_per_sec=10.0)
         writer.save_run(run)
+        writer.flush()
         before = _state(tmp_path)
         assert "results.sqlite-wal" in before[0]
         proc = run_cli("runs", "--format", "json", "--results", str(results))

@@ -141,14 +141,15 @@ def test_error_lines_name_the_cause_without_the_token() -> None:
     assert influx.describe_error(ConnectionRefusedError(111, "Connection refused"), s).startswith("unreachable (")
 
 
-def test_the_outbox_keeps_points_until_deleted(results: Path) -> None:
+def test_the_outbox_keeps_points_until_sent(results: Path) -> None:
     store = Store.open(results)
-    ids = store.outbox_add("d1", ["a 1", "b 2", "c 3"])
+    store.outbox_add("d1", ["a 1", "b 2", "c 3"])
     store.outbox_add("d2", ["x 9"])
     assert store.outbox_count() == 4 and store.outbox_count("d1") == 3
     assert [r[2] for r in store.outbox("d1", limit=2)] == ["a 1", "b 2"]
     assert store.outbox_dests() == ["d1", "d2"]
-    store.outbox_delete(ids[:2])
+    store.outbox_claim("d1", limit=2)
+    store.outbox_sent("d1")
     store.close()
     store = Store.open(results)  # it survives a restart
     assert [r[2] for r in store.outbox("d1")] == ["c 3"]
