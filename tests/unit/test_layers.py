@@ -30,6 +30,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "config": ("catalog", "choices", "errors"),
     "dataset": ("errors",),
     "sizes": ("errors",),
+    "expected": ("errors",),  # each board's expected values (data), for acceptance
     "workload": ("catalog", "choices", "config", "dataset", "errors"),  # runs on the target: nothing of the controller
     "inventory": ("errors",),
     "kinds": (),
