@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"
+WARN = "warn"  # acceptance's third verdict: a finding that does not fail a GPU alone (report/xids.py)
 
 
 @dataclass(frozen=True)
