@@ -12,9 +12,8 @@ import pytest
 from dltestbed import expected
 from dltestbed.errors import ConfigError
 from dltestbed.workload import peaks
+from tests.h100data import H100_NAME, captured
 
-H100 = Path(__file__).parents[1] / "data" / "gpu" / "h100"
-H100_NAME = "NVIDIA H100 80GB HBM3"
 GEN5_X16_GBS = 32 * 16 * 128 / 130 / 8  # 32 GT/s a lane, 128b/130b encoding: GB/s a direction
 
 
@@ -63,35 +62,11 @@ def test_a_board_with_no_file_is_judged_against_its_peers() -> None:
         h100.get("no_such_value")
 
 
-def _measured() -> dict[str, float]:
-    """The H100's figures as it printed them (ceilings measured outside TensorFlow, nvidia-smi -q, ResNet-50)."""
-    text = (H100 / "ceilings-measured-outside-tensorflow.txt").read_text()
-    out = {}
-    for math, label in (
-        ("float32", "float32"),
-        ("tf32", "float32 tf32"),
-        ("bfloat16", "bfloat16"),
-        ("float16", "float16"),
-    ):
-        out[f"gemm_{math}"] = float(re.search(rf"^gemm {label} n=8192: ([\d.]+) TFLOP/s", text, re.M)[1])  # type: ignore[index]
-    out["h2d"] = float(re.search(r"^h2d pinned 256MiB: ([\d.]+) GB/s", text, re.M)[1])  # type: ignore[index]
-    out["d2h"] = float(re.search(r"^d2h pinned 256MiB: ([\d.]+) GB/s", text, re.M)[1])  # type: ignore[index]
-    out["d2d"] = float(re.search(r"^d2d 1GiB: ([\d.]+) TB/s", text, re.M)[1])  # type: ignore[index]
-    smi = (H100 / "nvidia-smi-q.txt").read_text()
-    out["pcie_gen"] = float(re.search(r"PCIe Generation\s+Max\s+: (\d+)", smi)[1])  # type: ignore[index]
-    out["pcie_width"] = float(re.search(r"Link Width\s+Max\s+: (\d+)x", smi)[1])  # type: ignore[index]
-    out["power"] = float(re.search(r"Default Power Limit\s+: ([\d.]+) W", smi)[1])  # type: ignore[index]
-    out["memory_mib"] = float(re.search(r"FB Memory Usage\s+Total\s+: (\d+) MiB", smi)[1])  # type: ignore[index]
-    r50 = (H100 / "resnet50-math-modes.txt").read_text()
-    out["resnet50"] = float(re.search(r"mixed_bfloat16.*, XLA:\s+(\d+) img/s", r50)[1])  # type: ignore[index]
-    return out
-
-
 def test_the_h100s_measured_figures_are_the_known_answers() -> None:
     """Each measured value of the H100 SXM file is what the H100 printed, over the datasheet's figure it names."""
     board = expected.for_gpu(H100_NAME, expected.shipped())
     assert board is not None
-    got = _measured()
+    got = captured()
     for math in peaks.MATHS:
         peak, _ = peaks.gpu_peak(H100_NAME, math)
         assert peak is not None

@@ -39,7 +39,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "transport": ("errors", "inventory", "paths", "secretenv"),
     "slurm": ("errors", "transport"),
     "results": ("errors", "locks", "paths", "secretenv", "workload"),
-    "report": ("__init__", "config", "errors", "kinds", "results", "workload"),
+    "report": ("__init__", "config", "errors", "expected", "kinds", "results", "workload"),
     "vms": ("choices", "config", "errors", "inventory", "locks", "owner", "paths", "shield", "transport"),
     "provision": (
         "__init__",

@@ -1,0 +1,118 @@
+"""A verdict per GPU (report/gpu_verdicts.py) on the H100's captured figures, healthy, and on the unhealthy cases
+built from them: a link trained down to Gen3 x8, an uncorrectable ECC error, XID 79, power capped 30 % below its
+default, one GPU 15 % slow among eight; a board with no file, judged against its peers alone; evidence that was
+not read, which cannot be judged."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dltestbed import expected
+from dltestbed.report.gpu_verdicts import GpuEvidence, exit_code, judge, link_bytes_per_s
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+from tests.h100data import H100_NAME, captured
+
+
+def _h100(node: str = "gpu-a1", index: int = 0, scale: float = 1.0, **facts: float) -> GpuEvidence:
+    """The captured H100 as acceptance would see it (its measures × scale)."""
+    c = captured()
+    seen = {
+        "pcie_gen": c["pcie_gen_now"],
+        "pcie_width": c["pcie_width_now"],
+        "power_limit_w": c["power_now"],
+        "power_default_w": c["power"],
+        "memory_total_bytes": c["memory_mib"] * 2**20,
+        "ecc_uncorrected": c["ecc_uncorrected"],
+    }
+    measures = {f"gemm_{m}": c[f"gemm_{m}"] * 1e12 for m in ("float32", "tf32", "bfloat16", "float16")}
+    measures |= {"h2d_pinned": c["h2d"] * 1e9, "d2h_pinned": c["d2h"] * 1e9, "memory_copy": c["d2d"] * 1e12}
+    measures["resnet50_gpu_preset_ips"] = c["resnet50"]
+    return GpuEvidence(node, index, H100_NAME, seen | facts, (), {k: v * scale for k, v in measures.items()})
+
+
+def _one(ev: GpuEvidence):  # type: ignore[no-untyped-def]
+    (verdict,) = judge([ev], expected.shipped())
+    return verdict
+
+
+def test_the_captured_h100_passes_every_check_against_its_board() -> None:
+    v = _one(_h100())
+    assert (v.verdict, v.board) == (PASS, "h100-sxm") and v.reasons == ()
+    assert exit_code([v]) == 0
+
+
+def test_a_link_trained_down_to_gen3_x8_fails_with_reseat() -> None:
+    v = _one(_h100(pcie_gen=3, pcie_width=8))
+    (reason,) = v.reasons
+    assert (v.verdict, reason.check) == (FAIL, "pcie")
+    assert reason.why == "PCIe link at Gen3 x8 under load; the board's is Gen5 x16" and "reseat" in reason.action
+
+
+def test_an_uncorrectable_ecc_error_fails() -> None:
+    (reason,) = _one(_h100(ecc_uncorrected=1)).reasons
+    assert (reason.verdict, reason.why) == (
+        FAIL,
+        "1 uncorrectable ECC error(s)",
+    ) and "return the board" in reason.action
+
+
+def test_xid_79_fails_with_the_catalogues_action_and_an_applications_xid_warns() -> None:
+    v = _one(dataclasses.replace(_h100(), xids=(79,)))
+    (reason,) = v.reasons
+    assert v.verdict == FAIL and reason.why.startswith("XID 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS")
+    assert "power-cycle" in reason.action
+    warned = _one(dataclasses.replace(_h100(), xids=(13,)))
+    assert warned.verdict == WARN and exit_code([warned]) == 0
+
+
+def test_power_capped_30_percent_below_its_default_fails() -> None:
+    (reason,) = _one(_h100(power_limit_w=490)).reasons
+    assert (reason.verdict, reason.why) == (FAIL, "power limit 490 W, 30 % below the expected 700 W")
+    assert "nvidia-smi -pl 700" in reason.action
+
+
+def test_one_gpu_15_percent_slow_among_eight_fails_against_its_peers_alone() -> None:
+    """Noise of ±1 % among the eight; the slow one is still above the board's floor (0.85 > 0.75), so only the
+    peer comparison catches it, in every measure."""
+    wobble = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.008]
+    gpus = [_h100("gpu-a1", i, w) for i, w in enumerate(wobble)] + [_h100("gpu-a1", 7, 0.85)]
+    verdicts = judge(gpus, expected.shipped())
+    assert [v.verdict for v in verdicts] == [PASS] * 7 + [FAIL]
+    slow = verdicts[-1].reasons
+    assert {r.check for r in slow} == {
+        "gemm_float32", "gemm_tf32", "gemm_bfloat16", "gemm_float16", "h2d_pinned", "d2h_pinned", "memory_copy",
+        "resnet50_gpu_preset_ips",
+    }  # fmt: skip
+    assert all(r.verdict == FAIL and "% below its 7 peers' median (modified z " in r.why for r in slow)
+    assert "15 % below its 7 peers' median" in slow[0].why and "second pass" in slow[0].action
+    assert exit_code(verdicts) == 1
+
+
+def test_a_gpu_far_below_its_boards_figures_fails_even_alone() -> None:
+    (reason, *_) = _one(_h100(scale=0.6)).reasons
+    assert reason.verdict == FAIL and reason.why.startswith("float32 GEMM at 0.60 of what a healthy H100 SXM reaches")
+
+
+def test_a_board_with_no_file_is_judged_against_its_peers_alone() -> None:
+    gpus = [dataclasses.replace(_h100("n", i, 1 + i / 1000), name="NVIDIA H200 NVL") for i in range(4)]
+    verdicts = judge(gpus, expected.shipped())
+    for v in verdicts:  # no file: no link, power or floor to hold it to; the peers still compare its measures
+        assert v.board == "" and v.verdict == UNDECIDED
+        assert {(r.check, r.verdict) for r in v.reasons} == {("pcie", UNDECIDED), ("board", PASS)}
+        assert any(r.why.endswith("judged against its peers alone") for r in v.reasons)
+    lone = judge(gpus[:1], expected.shipped())[0]  # and one alone has nothing to compare its measures with
+    assert sum(r.verdict == UNDECIDED for r in lone.reasons) == 1 + 8
+
+
+def test_evidence_not_read_cannot_be_judged_never_passes() -> None:
+    ev = _h100()
+    v = _one(dataclasses.replace(ev, facts={k: x for k, x in ev.facts.items() if k != "ecc_uncorrected"}))
+    assert v.verdict == UNDECIDED and [r.why for r in v.reasons] == ["its uncorrectable ECC errors were not read"]
+    assert exit_code([v, _one(_h100())]) == 3 and exit_code([v, _one(_h100(ecc_uncorrected=2))]) == 1
+
+
+@pytest.mark.parametrize(("gen", "width", "gbs"), [(5, 16, 63.02), (4, 16, 31.51), (3, 8, 7.88), (2, 16, 8.0)])
+def test_a_pcie_links_bandwidth(gen: int, width: int, gbs: float) -> None:
+    assert link_bytes_per_s(gen, width) / 1e9 == pytest.approx(gbs, abs=0.01)
