@@ -31,6 +31,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "dataset": ("errors",),
     "sizes": ("errors",),
     "expected": ("errors",),  # each board's expected values (data), for acceptance
+    "evidence": ("errors",),  # an acceptance's evidence pack: its manifest and SSH signature
     "workload": ("catalog", "choices", "config", "dataset", "errors"),  # runs on the target: nothing of the controller
     "inventory": ("errors",),
     "kinds": (),
