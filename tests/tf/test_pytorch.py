@@ -289,3 +289,28 @@ def test_math_modes_and_compile(option: list[str]) -> None:
     assert start["spec"]["xla"] is (option == ["--xla"])
     losses = [e["result"] for e in events if e["event"] == "step"]
     assert len(losses) == 4 and all(0 < x < 20 for x in losses)
+
+
+@pytest.mark.parametrize("math", ["float32", "tf32", "bfloat16", "float16"])
+def test_a_flipped_top_exponent_bit_is_always_caught_and_a_lowest_significand_bit_never(math: str) -> None:
+    """The screen's check (torchchecked.gemm_check) with one bit flipped in one element of its product, through
+    its product hook (bench/screen_sensitivity.py measures every position): the exponent's highest bit makes the
+    element huge or nearly 0, always beyond the bound; the significand's lowest is a rounding's size, never."""
+    import numpy as np
+    import torch
+
+    from bench.screen_sensitivity import Flip, bits
+    from dltestbed.workload.probes import torchchecked
+
+    plain, rng, seen = torchchecked.product, np.random.default_rng(7), {}
+    try:
+        for name in ("exponent, highest", "significand, lowest"):
+            hits = 0
+            for seed in range(15):
+                torchchecked.product = Flip(bits(math)[name], rng)
+                (ref,) = torchchecked.gemm_check(torch, "cpu", None, 128, math)(seed)
+                hits += ref.verdict.mismatches > 0
+            seen[name] = hits
+    finally:
+        torchchecked.product = plain
+    assert seen == {"exponent, highest": 15, "significand, lowest": 0}

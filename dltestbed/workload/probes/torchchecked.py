@@ -72,6 +72,11 @@ def _verdicts(
     return verdicts(gpu, lambda: compute().to(torch.float64).cpu().numpy(), arrays, tol, repeat, name)
 
 
+def product(torch: ModuleType, a: Any, b: Any) -> Any:
+    """The product a checked case computes (bench/screen_sensitivity.py swaps it for one that flips a bit)."""
+    return a @ b
+
+
 def gemm_check(
     torch: ModuleType, where: str, gpu: int | None, n: int, math: str, repeat: bool = False
 ) -> Callable[[int], list[Checked]]:
@@ -86,7 +91,7 @@ def gemm_check(
         def compute() -> Any:
             set_math(torch, math)
             with torch.no_grad():
-                return a @ b
+                return product(torch, a, b)
 
         exact = a64 @ b64, a64.abs() @ b64.abs()
         return _verdicts(torch, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
