@@ -119,11 +119,15 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
     if ecc is None:
         out.append(Reason("ecc", UNDECIDED, "its uncorrectable ECC errors were not read"))
     elif ecc > 0:
-        out.append(Reason(
-            "ecc", FAIL, f"{ecc:g} uncorrectable ECC error(s)",
-            "drain the node and reset the GPU (the rows are remapped on reset); return the board if they recur",
-            f"ecc_uncorrected {ecc:g}",
-        ))  # fmt: skip
+        out.append(
+            Reason(
+                "ecc",
+                FAIL,
+                f"{ecc:g} uncorrectable ECC error(s)",
+                "drain the node and reset the GPU (the rows are remapped on reset); return the board if they recur",
+                f"ecc_uncorrected {ecc:g}",
+            )
+        )
     gen, width = ev.facts.get("pcie_gen"), ev.facts.get("pcie_width")
     want_gen = board.get("pcie_gen") if board else None
     want_width = board.get("pcie_width") if board else None
@@ -132,29 +136,42 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
     elif want_gen is None or want_width is None:
         out.append(Reason("pcie", UNDECIDED, f"PCIe Gen{gen:g} x{width:g}: no expected link for this board"))
     elif gen < want_gen.value or width < want_width.value:
-        out.append(Reason(
-            "pcie", FAIL, f"PCIe link at Gen{gen:g} x{width:g} under load; the board's is "
-            f"Gen{want_gen.value:g} x{want_width.value:g}",
-            "drain the node and reseat or service the link (slot, riser, retimer, cable), then accept it again",
-            want_gen.source,
-        ))  # fmt: skip
+        out.append(
+            Reason(
+                "pcie",
+                FAIL,
+                f"PCIe link at Gen{gen:g} x{width:g} under load; the board's is "
+                f"Gen{want_gen.value:g} x{want_width.value:g}",
+                "drain the node and reseat or service the link (slot, riser, retimer, cable), then accept it again",
+                want_gen.source,
+            )
+        )
     limit = ev.facts.get("power_limit_w")
     board_power = board.get("power_limit_w") if board else None
     want = ev.facts.get("power_default_w") or (board_power.value if board_power else None)
     if limit is None or want is None:
         out.append(Reason("power", UNDECIDED, "its power limit or the expected one was not read"))
     elif limit < want * (1 - POWER_SHORT):
-        out.append(Reason(
-            "power", FAIL, f"power limit {limit:g} W, {(1 - limit / want) * 100:.0f} % below the expected {want:g} W",
-            f"restore the limit (nvidia-smi -pl {want:g}), or give the site's cap in its expected values",
-            f"power_limit_w {limit:g}",
-        ))  # fmt: skip
+        out.append(
+            Reason(
+                "power",
+                FAIL,
+                f"power limit {limit:g} W, {(1 - limit / want) * 100:.0f} % below the expected {want:g} W",
+                f"restore the limit (nvidia-smi -pl {want:g}), or give the site's cap in its expected values",
+                f"power_limit_w {limit:g}",
+            )
+        )
     total, gb = ev.facts.get("memory_total_bytes"), board.get("memory_gb") if board else None
     if total is not None and gb is not None and total < gb.value * 1024**3 * (1 - MEMORY_SHORT):
-        out.append(Reason(
-            "memory", FAIL, f"{total / 1024**3:.1f} GiB of memory; the board has {gb.value:g} GB",
-            "drain the node and return the board (or turn MIG off if it is on)", gb.source,
-        ))  # fmt: skip
+        out.append(
+            Reason(
+                "memory",
+                FAIL,
+                f"{total / 1024**3:.1f} GiB of memory; the board has {gb.value:g} GB",
+                "drain the node and return the board (or turn MIG off if it is on)",
+                gb.source,
+            )
+        )
     return out
 
 
@@ -169,24 +186,40 @@ def _measured(
             continue
         expected = _expected_measure(name, ev, board) if board is not None else None
         if expected is not None and value < expected[0] * (1 - MARGIN):
-            out.append(Reason(
-                name, FAIL, f"{label} at {value / expected[0]:.2f} of what a healthy {board.board if board else ''} "
-                f"reaches ({expected[1]}); it fails below {1 - MARGIN:.2f}",
-                "drain the node, reset the GPU and look at its clocks and throttle reasons; return the board if it "
-                "stays slow", f"{name} {value:.4g}",
-            ))  # fmt: skip
+            out.append(
+                Reason(
+                    name,
+                    FAIL,
+                    f"{label} at {value / expected[0]:.2f} of what a healthy {board.board if board else ''} "
+                    f"reaches ({expected[1]}); it fails below {1 - MARGIN:.2f}",
+                    "drain the node, reset the GPU and look at its clocks and throttle reasons; return the board if it "
+                    "stays slow",
+                    f"{name} {value:.4g}",
+                )
+            )
         compared = peers.get((name, ev.name))
         flagged = compared.get(ev.gpu) if compared is not None else None
         if flagged is not None:
-            out.append(Reason(
-                name, FAIL, f"{label} {(1 - value / flagged.median) * 100:.0f} % below its {flagged.count} peers' "
-                f"median (modified z {flagged.z:.1f})",
-                "rerun it in the second pass; if it stays slow, drain the node, reset the GPU and look at its "
-                "clocks, power and cooling", f"{name} {value:.4g}, peers' median {flagged.median:.4g}",
-            ))  # fmt: skip
+            out.append(
+                Reason(
+                    name,
+                    FAIL,
+                    f"{label} {(1 - value / flagged.median) * 100:.0f} % below its {flagged.count} peers' "
+                    f"median (modified z {flagged.z:.1f})",
+                    "rerun it in the second pass; if it stays slow, drain the node, reset the GPU and look at its "
+                    "clocks, power and cooling",
+                    f"{name} {value:.4g}, peers' median {flagged.median:.4g}",
+                )
+            )
         if expected is None and compared is None:
-            out.append(Reason(name, UNDECIDED, f"{label}: no expected value for its board and fewer than "
-                              f"{PEERS_MIN} GPUs of its name to compare it with"))  # fmt: skip
+            out.append(
+                Reason(
+                    name,
+                    UNDECIDED,
+                    f"{label}: no expected value for its board and fewer than "
+                    f"{PEERS_MIN} GPUs of its name to compare it with",
+                )
+            )
     return out
 
 
