@@ -106,12 +106,11 @@ def verify(folder: Path, signers: Path | None = None, identity: str = "") -> Che
         argv = [_ssh_keygen(), "-Y", "verify", "-f", str(signers), "-I", identity, "-n", NAMESPACE]
         with manifest.open("rb") as stdin:
             proc = subprocess.run(
-                [*argv, "-s", str(folder / SIGNATURE)], stdin=stdin, capture_output=True, timeout=60, check=False
+                [*argv, "-s", str(folder / SIGNATURE)], stdin=stdin, capture_output=True, text=True, timeout=60
             )
-        text = subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
         if proc.returncode != 0:
-            raise ConfigError(f"{folder}: the manifest's signature does not verify: {_last_line(text)}")
-        said = _last_line(text)
+            raise ConfigError(f"{folder}: the manifest's signature does not verify: {_last_line(proc)}")
+        said = _last_line(proc)
     listed = {}
     for line in manifest.read_text(encoding="utf-8").splitlines():
         digest, _, name = line.partition("  ")

@@ -16,6 +16,7 @@ from dltestbed.report import xids as xid_table
 from dltestbed.report.inference import slow_outliers
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.workload.peaks import gpu_peak
+from dltestbed.workload.probes import pcie_rate
 
 MARGIN = 0.25  # a measure fails below (1 − MARGIN) × what a healthy board reaches (DCGM's thresholds: 0.75 × measured)
 POWER_SHORT = 0.05  # an enforced power limit this far below the expected one fails
@@ -77,14 +78,6 @@ class GpuVerdict:
     reasons: tuple[Reason, ...]
 
 
-def link_bytes_per_s(gen: float, width: float) -> float:
-    """One direction of a PCIe link: the lane rate of its generation (2.5, 5, 8, 16, 32, 64 GT/s) × lanes ×
-    encoding (8b/10b to Gen2, 128b/130b from Gen3; Gen6's FLIT taken as 1)."""
-    rate = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}[int(gen)]
-    encoding = 0.8 if gen <= 2 else (128 / 130 if gen <= 5 else 1.0)
-    return rate * 1e9 * width * encoding / 8
-
-
 def _expected_measure(name: str, ev: GpuEvidence, board: Board) -> tuple[float, str] | None:
     """What a healthy GPU of this board measures for `name`, in the measure's unit, and whence; None: no value."""
     if name.startswith("gemm_"):
@@ -96,7 +89,9 @@ def _expected_measure(name: str, ev: GpuEvidence, board: Board) -> tuple[float, 
         fraction, gen, width = board.get(f"{name}_fraction"), board.get("pcie_gen"), board.get("pcie_width")
         if fraction is None or gen is None or width is None:
             return None
-        link = link_bytes_per_s(gen.value, width.value)
+        link, _ = pcie_rate(int(gen.value), int(width.value))
+        if link is None:
+            return None
         return (
             fraction.value * link,
             f"{fraction.value:.3f} of Gen{gen.value:g} x{width.value:g}'s {link / 1e9:.1f} GB/s",

@@ -10,8 +10,9 @@ import dataclasses
 import pytest
 
 from dltestbed import expected
-from dltestbed.report.gpu_verdicts import GpuEvidence, exit_code, judge, link_bytes_per_s
+from dltestbed.report.gpu_verdicts import GpuEvidence, exit_code, judge
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+from dltestbed.workload.probes import pcie_rate
 from tests.h100data import H100_NAME, captured
 
 
@@ -115,4 +116,5 @@ def test_evidence_not_read_cannot_be_judged_never_passes() -> None:
 
 @pytest.mark.parametrize(("gen", "width", "gbs"), [(5, 16, 63.02), (4, 16, 31.51), (3, 8, 7.88), (2, 16, 8.0)])
 def test_a_pcie_links_bandwidth(gen: int, width: int, gbs: float) -> None:
-    assert link_bytes_per_s(gen, width) / 1e9 == pytest.approx(gbs, abs=0.01)
+    rate, _ = pcie_rate(gen, width)  # the rate the verdicts hold pinned copies to (probes.pcie_rate)
+    assert rate is not None and rate / 1e9 == pytest.approx(gbs, abs=0.01)
