@@ -63,6 +63,13 @@ SUITES = {
     "training per target and repetition (the preset's first model, or --model) whose loss every layer, host, "
     "GPU and repetition must match",
 }
+# `accept --level`: how much acceptance measures (accept/levels.py holds each one's numbers), as DCGM's levels
+LEVELS = {
+    "quick": "at most 5 minutes a node: one model run, short probes, a 30 s screen per GPU",
+    "standard": "three model runs, the probes at 20 calls a case, a 5-minute screen per GPU",
+    "burn-in": "standard, then the screen and a model run in rounds for --hold (default 4 h): a node that slows "
+    "down over the hours fails",
+}
 AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
 PRESETS = ("quick", "study", "gpu")  # what each holds: orchestrate/presets.py
 ORDERS = ("interleaved", "random")

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from dltestbed import __version__, secretenv
+from dltestbed.cli import accept as _accept
 from dltestbed.cli import bench as _bench
 from dltestbed.cli import data as _data
 from dltestbed.cli import image as _image
@@ -54,6 +55,7 @@ app.command("provision")(_provision.provision)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
 app.command("validate")(_validate.validate)
+app.command("accept", epilog=_accept.EXAMPLES)(_accept.accept)
 app.command("push")(_results.push)
 app.command("teardown")(_teardown.teardown)
 app.add_typer(_data.app, name="data")

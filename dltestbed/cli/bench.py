@@ -4,8 +4,9 @@ itself is `dltestbed.orchestrate.run_bench`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -88,7 +89,7 @@ from dltestbed.cli.options import (
 )
 
 if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
-    from dltestbed.orchestrate import BenchOutcome, BenchRequest
+    from dltestbed.orchestrate import BenchObserver, BenchOutcome, BenchRequest
 
 
 EXAMPLES = """[bold]Examples[/]
@@ -267,6 +268,16 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
 
 def run(request: BenchRequest) -> BenchOutcome:
     """Run the bench with progress bars on stderr; Ctrl-C is exit 130, said in one line."""
+    from dltestbed import orchestrate as orch
+
+    return run_observed(lambda observer: orch.run_bench(request, observer))
+
+
+T = TypeVar("T")
+
+
+def run_observed(call: Callable[[BenchObserver], T]) -> T:
+    """A library call with progress bars on stderr; Ctrl-C (BenchInterrupted) is exit 130, said in one line."""
     from rich.console import Console
 
     from dltestbed import orchestrate as orch
@@ -274,7 +285,7 @@ def run(request: BenchRequest) -> BenchOutcome:
 
     with RichObserver(Console(stderr=True, soft_wrap=True, highlight=False)) as observer:
         try:
-            return orch.run_bench(request, observer)
+            return call(observer)
         except orch.BenchInterrupted as exc:
             observer.say(str(exc))
             raise typer.Exit(130) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata as md
 import os
 import platform
 import socket
@@ -48,7 +49,25 @@ def base() -> dict[str, Any]:
         "memory_bytes": psutil.virtual_memory().total,
         "python": platform.python_version(),
         "container_image": os.environ.get("DLTESTBED_IMAGE_DIGEST"),
+        "packages": packages(),
     }
+
+
+# The distributions whose versions acceptance compares across a fleet (report/drift.py): dltestbed, the frameworks
+# (TensorFlow under either distribution name), and NumPy beneath both.
+PACKAGES = ("dltestbed", "tensorflow", "tensorflow-cpu", "torch", "numpy")
+
+
+def packages() -> dict[str, str]:
+    """The installed version of each of PACKAGES this Python has, as its package metadata says (pip's view;
+    nothing imported)."""
+    out = {}
+    for dist in PACKAGES:
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    return out
 
 
 def tensorflow(tf: ModuleType, gpus: list[dict[str, Any]]) -> dict[str, Any]:

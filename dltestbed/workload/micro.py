@@ -127,6 +127,7 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     if spec.device == "gpu" and not visible:
         raise ConfigError(f"--device gpu: no GPU is visible to {framework(spec.framework).label} on {fp['host']}")
     fp.update(data_facts)
+    fp.setdefault("gpus", gpus)  # NVML's view, also where no framework loaded (acceptance's preflight reads it)
     facts = _in_tf_order(gpus, visible)
     where = probes.Where(
         tf,

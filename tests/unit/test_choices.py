@@ -11,6 +11,7 @@ import pytest
 import typer
 
 from dltestbed import choices, runtimes
+from dltestbed.accept import levels
 from dltestbed.cli import app
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import launchers, presets, scenarios
@@ -60,6 +61,8 @@ def test_each_registry_holds_its_axis_names_and_no_other() -> None:
     assert tuple(n for n in choices.SCENARIOS if n in scenarios.REGISTRY) == tuple(choices.SCENARIOS)
     assert set(scenarios.REGISTRY) == set(choices.SCENARIOS)
     assert tuple(launchers.LAUNCHERS) == tuple(choices.LAUNCHERS)
+    assert tuple(levels.LEVELS) == tuple(choices.LEVELS)
+    assert all(lv.summary == choices.LEVELS[name] for name, lv in levels.LEVELS.items())
     assert all(tuple(fw.packages) == choices.FLAVORS for fw in frameworks.REGISTRY.values())
     assert tuple(frameworks.REGISTRY) == choices.FRAMEWORKS
     assert choices.PER_GPU in choices.GPUS

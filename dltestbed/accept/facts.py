@@ -1,0 +1,153 @@
+"""What acceptance reads from the runs its stages stored: each node's facts for the drift check, its measures
+for the peer comparison, what explains a slow one, and each GPU's evidence for its verdict. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from statistics import mean, median
+from typing import Any
+
+from dltestbed.report import health
+from dltestbed.report.gpu_verdicts import GpuEvidence
+from dltestbed.results.records import RunRecord
+from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent
+
+# TensorFlow's distributions, either of which is "TensorFlow" to the drift check
+TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu")
+
+
+def _joined(values: Iterable[Any]) -> str:
+    """One fact of a node's GPUs: their value, or each distinct one in order when they differ."""
+    seen = sorted({str(v) for v in values if v is not None})
+    return ", ".join(seen)
+
+
+def node_facts(fp: Mapping[str, Any]) -> dict[str, str]:
+    """The drift check's facts (report/drift.FACTS, and NumPy's version) from a run's fingerprint: its GPUs'
+    driver, CUDA, VBIOS, PCIe link at its maximum, ECC and MIG mode and power limit (where it has GPUs, and
+    how many), the kernel, and the versions of dltestbed and the frameworks as their package metadata says."""
+    out: dict[str, str] = {}
+    gpus = [g for g in fp.get("gpus") or [] if isinstance(g, Mapping)]
+    if gpus:
+        out["gpu_count"] = str(len(gpus))
+        out["driver"] = _joined(g.get("driver") for g in gpus)
+        out["cuda"] = _joined(g.get("cuda_driver") for g in gpus)
+        out["vbios"] = _joined(g.get("vbios") for g in gpus)
+        out["pcie_max"] = _joined(
+            f"Gen{g['pcie_gen_max']} x{g['pcie_width_max']}"
+            for g in gpus
+            if g.get("pcie_gen_max") is not None and g.get("pcie_width_max") is not None
+        )
+        out["ecc_mode"] = _joined(g.get("ecc") for g in gpus)
+        out["mig_mode"] = _joined(g.get("mig") for g in gpus)
+        out["power_limit_w"] = _joined(
+            f"{g['power_limit_watts']:g} W" for g in gpus if g.get("power_limit_watts") is not None
+        )
+    if fp.get("kernel"):
+        out["kernel"] = str(fp["kernel"])
+    packages = fp.get("packages") or {}
+    for dist, version in packages.items():
+        key = "tensorflow" if dist in TENSORFLOW_DISTS else dist
+        out[key] = str(version)
+    return {k: v for k, v in out.items() if v}
+
+
+def cpu_share(samples: Sequence[ResourceEvent], cpus: int | None) -> float | None:
+    """The share of its CPUs the workload process had while it ran: its mean CPU % over 100 × the CPUs it
+    may run on (None: no sample, or unknown CPUs). Where something else on the node competes for them, it
+    falls well below 1."""
+    values = [s.cpu_percent for s in samples[1:]]  # psutil's first reading of a process is 0 by definition
+    if not values or not cpus:
+        return None
+    return mean(values) / (100.0 * cpus)
+
+
+def slow_cause(run: RunRecord, samples: Sequence[ResourceEvent], peers_share: float | None) -> str:
+    """What explains a slow node, in words: its GPUs' samples (throttle reasons, clocks) where it has busy
+    GPUs, else the share of its CPUs its workload had, against its peers'."""
+    said = health.cause(samples)
+    if said is not None:
+        return said
+    share = cpu_share(samples, run.fingerprint.get("cpu_affinity"))
+    if share is None:
+        return "no sample says why"
+    cpus = run.fingerprint.get("cpu_affinity")
+    peers = f" (its peers' workloads had {peers_share * 100:.0f} %)" if peers_share is not None else ""
+    if peers_share is not None and share < 0.8 * peers_share:
+        return (
+            f"its workload had {share * 100:.0f} % of its {cpus} CPU(s){peers}: something else on the node "
+            "competes for them"
+        )
+    return f"its workload had {share * 100:.0f} % of its {cpus} CPU(s){peers}"
+
+
+def run_measures(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, float]:
+    """A run's results by name: a model run's images/sec (`alexnet img/s`), a micro run's median of each
+    case's timed measures (`gemm float32 n=256`). A launch case is a time: its rate (launches/s) is kept, so
+    that for every measure more is better."""
+    if not run.is_probe:
+        return {f"{run.model} img/s": run.images_per_sec} if run.images_per_sec else {}
+    by: dict[str, list[float]] = {}
+    for m in measures:
+        if m.phase == "timed" and m.value > 0:
+            value = 1.0 / m.value if m.unit == "s" else m.value
+            by.setdefault(f"{m.probe} {m.case}", []).append(value)
+    return {k: median(v) for k, v in by.items()}
+
+
+def units(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, str]:
+    """Each of `run_measures`' names and its unit."""
+    if not run.is_probe:
+        return {f"{run.model} img/s": "img/s"}
+    return {f"{m.probe} {m.case}": ("1/s" if m.unit == "s" else m.unit) for m in measures}
+
+
+def _case_value(measures: Mapping[str, float], probe: str, want: str) -> float | None:
+    """The largest value of a probe's cases whose name has `want` in it (the largest size is the one nearest
+    the ceiling)."""
+    found = [v for k, v in measures.items() if k.startswith(f"{probe} ") and want in k]
+    return max(found) if found else None
+
+
+def gpu_evidence(
+    node: str,
+    index: int,
+    device: Mapping[str, Any],
+    checks: Sequence[HealthEvent],
+    samples: Sequence[ResourceEvent],
+    measures: Mapping[str, float],
+    resnet50_ips: float | None,
+) -> GpuEvidence:
+    """One GPU's evidence from its runs: `device` its NVML facts (a fingerprint's `gpus` entry), `checks` the
+    health counters before and after its runs (XIDs seen meanwhile), `samples` its runs' samples (the link
+    under load), `measures` its micro runs' values (run_measures' names), `resnet50_ips` its gpu-preset run."""
+    after = [g for ev in checks if ev.phase == "after" for g in ev.gpus if int(g.get("index", -1)) == index]
+    facts: dict[str, float] = {}
+    if after:
+        last = after[-1]
+        if last.get("ecc_uncorrected") is not None:
+            facts["ecc_uncorrected"] = float(last["ecc_uncorrected"])
+    mine = [g for s in samples for g in s.gpus if int(g.get("index", -1)) == index]
+    at = health.link(health.busy(samples, index) or mine, device)
+    if at is not None:
+        facts["pcie_gen"], facts["pcie_width"] = float(at[0]), float(at[1])
+    if device.get("power_limit_watts") is not None:
+        facts["power_limit_w"] = float(device["power_limit_watts"])
+    if device.get("memory_total_bytes") is not None:
+        facts["memory_total_bytes"] = float(device["memory_total_bytes"])
+    xids = tuple(int(x["xid"]) for ev in checks for x in ev.xids if int(x.get("index", -1)) == index)
+    out: dict[str, float] = {}
+    for math in ("float32", "tf32", "bfloat16", "float16"):
+        v = _case_value(measures, "gemm", f"{math} n=")
+        if v is not None:
+            out[f"gemm_{math}"] = v
+    for probe in ("h2d", "d2h"):
+        v = _case_value(measures, probe, "pinned")
+        if v is not None:
+            out[f"{probe}_pinned"] = v
+    v = _case_value(measures, "membw", "device")
+    if v is not None:
+        out["memory_copy"] = v
+    if resnet50_ips:
+        out["resnet50_gpu_preset_ips"] = resnet50_ips
+    return GpuEvidence(node, index, str(device.get("name", "GPU")), facts, xids, out)

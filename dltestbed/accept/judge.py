@@ -1,0 +1,179 @@
+"""A verdict for each node of an acceptance: pass, warn, fail or cannot judge, the worst of its reasons. A node
+is judged on its drift from the fleet (report/drift.py), on each measure against its peers' (the other nodes'),
+confirmed by a second pass before it fails, on runs that failed, and on its GPUs' verdicts
+(report/gpu_verdicts.py). Pure.
+
+The peer rule, as the fleet report's: a node is slow in a measure when its leave-one-out modified z-score is
+below −3.5 and it is at least `slowdown` % below the other nodes' median (Iglewicz & Hoaglin; needs 3 nodes).
+A slowdown counts only when it holds over a whole run's timed steps, in the first pass and again in the second
+(its rerun judged against the same peers' first-pass values)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dltestbed.report import ROBUST_Z
+from dltestbed.report.drift import Drift
+from dltestbed.report.gpu_verdicts import EXIT, ORDER, GpuVerdict, Reason
+from dltestbed.report.inference import PeerScore, slow_outliers
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+
+PEERS_MIN = 3  # nodes needed to judge one against the others
+SLOW_ACTION = "drain the node; look at what else runs on it, its clocks, power and cooling; accept it again once mended"
+DRIFT_ACTION = "install the fleet's (or the golden spec's) version on the node and accept it again"
+FAILED_ACTION = "drain the node and read the run's log; accept it again once mended"
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A node slower than its peers in one measure of the first pass."""
+
+    node: str
+    measure: str
+    value: float
+    score: PeerScore
+    peers: int
+
+
+@dataclass(frozen=True)
+class Findings:
+    """Everything a node is judged on. measures: first pass, measure → node → value (more is better); second:
+    the suspects' reruns; failed: node → the first failed run's reason per pass (second: None where the rerun
+    worked); causes: node → what explains its slowness; extra: reasons found elsewhere (the pairs, burn-in)."""
+
+    nodes: tuple[str, ...]
+    drifts: Sequence[Drift] = ()
+    measures: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    second: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    failed_second: Mapping[str, str | None] = field(default_factory=dict)
+    causes: Mapping[str, str] = field(default_factory=dict)
+    gpus: Sequence[GpuVerdict] = ()
+    extra: Mapping[str, Sequence[Reason]] = field(default_factory=dict)
+    slowdown: float = 5.0
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """A node's verdict (its worst reason's), every reason, and its GPUs' verdicts."""
+
+    node: str
+    verdict: str
+    reasons: tuple[Reason, ...]
+    gpus: tuple[GpuVerdict, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """Its failing (or else undecided) reasons in one line: what a drain's reason says."""
+        worst = [r.why for r in self.reasons if r.verdict == self.verdict and r.verdict != PASS]
+        return "; ".join(worst) or self.verdict
+
+
+def suspects(measures: Mapping[str, Mapping[str, float]], slowdown: float) -> list[Suspect]:
+    """Every node slower than its peers in a measure (needs PEERS_MIN nodes), measure by measure."""
+    out = []
+    for name, values in measures.items():
+        if len(values) >= PEERS_MIN:
+            for node, sc in slow_outliers(values, ROBUST_Z, slowdown).items():
+                out.append(Suspect(node, name, values[node], sc, len(values) - 1))
+    return out
+
+
+def still_slow(s: Suspect, first: Mapping[str, float], rerun: float, slowdown: float) -> PeerScore | None:
+    """The rerun of a suspect against the same peers' first-pass values: its score when still slow, else None."""
+    values = {**first, s.node: rerun}
+    return slow_outliers(values, ROBUST_Z, slowdown).get(s.node)
+
+
+def _measured(f: Findings, node: str) -> list[Reason]:
+    out = []
+    mine = [s for s in suspects(f.measures, f.slowdown) if s.node == node]
+    for s in mine:
+        below = (1 - s.value / s.score.median) * 100
+        first = f"{s.measure} {below:.0f} % below its {s.peers} peers' median (modified z {s.score.z:.1f})"
+        rerun = f.second.get(s.measure, {}).get(node)
+        if rerun is None:
+            why = f"{first}; the second pass did not measure it again"
+            out.append(Reason(s.measure, UNDECIDED, why, "accept the node again", f"{s.value:.4g}"))
+            continue
+        again = still_slow(s, f.measures[s.measure], rerun, f.slowdown)
+        if again is None:
+            why = f"{first} in the first pass; cleared by the second pass ({rerun:.4g}, within its peers)"
+            out.append(Reason(s.measure, PASS, why, "", f"first {s.value:.4g}, second {rerun:.4g}"))
+            continue
+        cause = f.causes.get(node)
+        why = f"{first}; the second pass measured it {(1 - rerun / again.median) * 100:.0f} % below" + (
+            f"; cause: {cause}" if cause else ""
+        )
+        out.append(
+            Reason(
+                s.measure,
+                FAIL,
+                why,
+                SLOW_ACTION,
+                f"first {s.value:.4g}, second {rerun:.4g}, peers' median {again.median:.4g}",
+            )
+        )
+    for name, values in f.measures.items():
+        if node in values and len(values) < PEERS_MIN:
+            out.append(
+                Reason(
+                    name, UNDECIDED, f"{name}: {len(values)} node(s) measured it; a peer comparison needs {PEERS_MIN}"
+                )
+            )
+    return out
+
+
+def _failures(f: Findings, node: str) -> list[Reason]:
+    first = f.failed.get(node)
+    if first is None:
+        return []
+    if len(f.failed) == len(f.nodes) and all(f.failed_second.get(n) for n in f.nodes):
+        return [Reason("runs", UNDECIDED, f"a check failed on every node, twice ({first}): it cannot run here")]
+    if node not in f.failed_second:
+        return [Reason("runs", UNDECIDED, f"a run failed ({first}) and was not run again")]
+    again = f.failed_second[node]
+    if again is None:
+        return [Reason("runs", WARN, f"a run failed in the first pass ({first}) and worked in the second")]
+    return [Reason("runs", FAIL, f"a run failed in both passes: {again}", FAILED_ACTION, first)]
+
+
+def _gpus(f: Findings, node: str) -> list[Reason]:
+    out = []
+    for g in f.gpus:
+        if g.gpu.rsplit(":", 1)[0] != node or g.verdict == PASS:
+            continue
+        worst = [r for r in g.reasons if r.verdict == g.verdict]
+        out.append(
+            Reason(
+                f"gpu {g.gpu}",
+                g.verdict,
+                f"GPU {g.gpu} ({g.name}): " + "; ".join(r.why for r in worst),
+                worst[0].action if worst else "",
+                "; ".join(r.evidence for r in worst if r.evidence),
+            )
+        )
+    return out
+
+
+def judge(f: Findings) -> list[NodeVerdict]:
+    """Every node's verdict, in the order of `f.nodes`."""
+    out = []
+    for node in f.nodes:
+        reasons = [
+            Reason(f"drift {d.fact}", d.verdict, d.why, DRIFT_ACTION if d.verdict == FAIL else "", d.basis)
+            for d in f.drifts
+            if d.node == node
+        ]
+        reasons += _failures(f, node) + _measured(f, node) + _gpus(f, node) + list(f.extra.get(node, ()))
+        verdict = next(v for v in ORDER if v == PASS or any(r.verdict == v for r in reasons))
+        gpus = tuple(g for g in f.gpus if g.gpu.rsplit(":", 1)[0] == node)
+        out.append(NodeVerdict(node, verdict, tuple(reasons), gpus))
+    return out
+
+
+def exit_code(nodes: Sequence[NodeVerdict]) -> int:
+    """1 when any node fails, else 3 when any cannot be judged, else 0 (a warning alone passes)."""
+    seen = {n.verdict for n in nodes}
+    return EXIT[FAIL] if FAIL in seen else EXIT[UNDECIDED] if UNDECIDED in seen else EXIT[PASS]

@@ -1,0 +1,110 @@
+"""The evidence pack: one folder with the verdicts (JSON, JUnit per node and GPU, an HTML page), every fact,
+the inventory as used, the remedies, and MANIFEST.sha256 over every file (signed when a key is given:
+dltestbed/evidence.py). The signed manifest is the signed verdict."""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from dltestbed.accept.judge import NodeVerdict
+from dltestbed.remedy import Done
+from dltestbed.report.gpu_verdicts import Reason
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+
+VERDICT, FACTS, JUNIT, PAGE, REMEDIES = "verdict.json", "facts.json", "junit.xml", "report.html", "remedies.txt"
+
+
+def _case(suite: ET.Element, name: str, r: Reason) -> None:
+    case = ET.SubElement(suite, "testcase", classname=suite.get("name", ""), name=name)
+    text = f"{r.why}\naction: {r.action}\nevidence: {r.evidence}".strip()
+    if r.verdict == FAIL:
+        ET.SubElement(case, "failure", message=r.why, type="fail").text = text
+    elif r.verdict == UNDECIDED:  # never counted as a pass
+        ET.SubElement(case, "error", message=r.why, type="cannot judge").text = text
+    else:
+        ET.SubElement(case, "system-out").text = text
+
+
+def junit(nodes: Sequence[NodeVerdict]) -> str:
+    """A testsuite per node (its checks) and per GPU (its own), a testcase per reason; a node or GPU with no
+    reason has one passing case."""
+    root = ET.Element("testsuites", name="dltestbed accept")
+    for n in nodes:
+        suites = [(f"node {n.node}", [r for r in n.reasons if not r.check.startswith("gpu ")])]
+        suites += [(f"node {n.node} GPU {g.gpu}", list(g.reasons)) for g in n.gpus]
+        for name, reasons in suites:
+            suite = ET.SubElement(root, "testsuite", name=name)
+            for r in reasons or [Reason("all checks", PASS, "every check passed")]:
+                _case(suite, r.check, r)
+            suite.set("tests", str(len(suite)))
+            suite.set("failures", str(sum(c.find("failure") is not None for c in suite)))
+            suite.set("errors", str(sum(c.find("error") is not None for c in suite)))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", UNDECIDED: "#6e7781"}
+
+
+def page(summary: Mapping[str, Any], nodes: Sequence[NodeVerdict]) -> str:
+    """The pack's HTML page: the verdict per node, then each node's reasons with their actions and evidence."""
+    e = html.escape
+    rows = "".join(
+        f'<tr><td>{e(n.node)}</td><td style="color:{COLOURS[n.verdict]}"><b>{e(n.verdict)}</b></td>'
+        f"<td>{len(n.gpus)}</td><td>{e(n.summary if n.verdict != PASS else '')}</td></tr>"
+        for n in nodes
+    )
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>dltestbed accept {e(summary['id'])}</title>",
+        "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:4px 8px;"
+        "vertical-align:top}table{border-collapse:collapse}</style></head><body><main>",
+        f"<h1>Acceptance {e(summary['id'])}: {e(summary['outcome'])}</h1>",
+        f"<p>Level {e(summary['level'])}; {len(nodes)} node(s); inventory {e(summary['inventory'])}; "
+        f"dltestbed {e(summary['dltestbed'])}; {e(summary['started_at'])} to {e(summary['finished_at'])}.</p>",
+        f"<p>{e(summary['sensitivity'])}</p>",
+        "<table><tr><th>node</th><th>verdict</th><th>GPUs</th><th>why</th></tr>",
+        rows,
+        "</table>",
+    ]
+    for n in nodes:
+        parts.append(f"<h2 id='{e(n.node)}'>{e(n.node)}: {e(n.verdict)}</h2>")
+        reasons = list(n.reasons) + [r for g in n.gpus for r in g.reasons if g.verdict != PASS]
+        if not reasons:
+            parts.append("<p>Every check passed.</p>")
+            continue
+        parts.append("<table><tr><th>check</th><th>verdict</th><th>why</th><th>action</th><th>evidence</th></tr>")
+        parts += [
+            f'<tr><td>{e(r.check)}</td><td style="color:{COLOURS[r.verdict]}">{e(r.verdict)}</td><td>{e(r.why)}</td>'
+            f"<td>{e(r.action)}</td><td>{e(r.evidence)}</td></tr>"
+            for r in reasons
+        ]
+        parts.append("</table>")
+    parts.append("</main></body></html>\n")
+    return "".join(parts)
+
+
+def write(
+    folder: Path,
+    summary: Mapping[str, Any],
+    nodes: Sequence[NodeVerdict],
+    facts: Mapping[str, Any],
+    inventory: Path,
+    remedies: Sequence[Done],
+) -> None:
+    """Every file of the pack but the manifest (evidence.write_manifest writes it last)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {**summary, "nodes": [asdict(n) for n in nodes], "remedies": [d.line for d in remedies]}
+    (folder / VERDICT).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    (folder / FACTS).write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (folder / JUNIT).write_text(junit(nodes), encoding="utf-8")
+    (folder / PAGE).write_text(page(summary, nodes), encoding="utf-8")
+    (folder / REMEDIES).write_text("".join(d.line + "\n" for d in remedies) or "none asked\n", encoding="utf-8")
+    shutil.copyfile(inventory, folder / f"inventory{inventory.suffix or '.txt'}")

@@ -1,0 +1,217 @@
+"""Acceptance's pure parts on known answers: the node verdicts (peers, the second pass, failed runs, drift, GPUs),
+the facts read from fingerprints (the fake NVML serving the captured H100, made eight), the GPU evidence of an
+unhealthy node, the pack's JUnit, the levels, the state kept for --resume, and the CLI's one-line refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from dltestbed.accept import facts, judge, levels, pack, stages
+from dltestbed.accept.state import StageRecord, State
+from dltestbed.errors import ConfigError
+from dltestbed.expected import shipped
+from dltestbed.report import drift
+from dltestbed.report.gpu_verdicts import Reason
+from dltestbed.report.gpu_verdicts import judge as judge_gpus
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+from dltestbed.workload.events import HealthEvent, ResourceEvent
+from dltestbed.workload.gpu import Nvml
+from tests import fakenvml
+from tests.conftest import run_cli
+
+NODES = ("n1", "n2", "n3", "n4")
+FIRST = {"alexnet img/s": {"n1": 100.0, "n2": 103.0, "n3": 98.0, "n4": 50.0}}
+
+
+def _one(verdicts: list[judge.NodeVerdict], node: str) -> judge.NodeVerdict:
+    return next(v for v in verdicts if v.node == node)
+
+
+def test_a_slow_node_fails_only_when_the_second_pass_confirms_it() -> None:
+    confirmed = judge.judge(
+        judge.Findings(NODES, measures=FIRST, second={"alexnet img/s": {"n4": 52.0}}, causes={"n4": "a CPU hog"})
+    )
+    assert [v.verdict for v in confirmed] == [PASS, PASS, PASS, FAIL]
+    (r,) = _one(confirmed, "n4").reasons
+    assert r.why.startswith("alexnet img/s 50 % below its 3 peers' median")
+    assert "the second pass measured it 48 % below" in r.why and r.why.endswith("cause: a CPU hog")
+    assert r.action.startswith("drain the node")
+    cleared = judge.judge(judge.Findings(NODES, measures=FIRST, second={"alexnet img/s": {"n4": 99.0}}))
+    assert _one(cleared, "n4").verdict == PASS and "cleared by the second pass" in _one(cleared, "n4").reasons[0].why
+    unmeasured = judge.judge(judge.Findings(NODES, measures=FIRST))
+    assert _one(unmeasured, "n4").verdict == UNDECIDED
+    assert judge.exit_code(confirmed) == 1 and judge.exit_code(cleared) == 0 and judge.exit_code(unmeasured) == 3
+
+
+def test_the_bar_is_the_users_and_two_nodes_cannot_be_compared() -> None:
+    mild = {"m": {"n1": 100.0, "n2": 101.0, "n3": 99.0, "n4": 80.0}}
+    assert [s.node for s in judge.suspects(mild, 5.0)] == ["n4"]
+    assert judge.suspects(mild, 25.0) == []
+    two = judge.judge(judge.Findings(("n1", "n2"), measures={"m": {"n1": 100.0, "n2": 50.0}}))
+    assert [v.verdict for v in two] == [UNDECIDED, UNDECIDED]
+    assert "a peer comparison needs 3" in two[0].reasons[0].why
+
+
+def test_failed_runs_fail_twice_warn_once_and_everywhere_cannot_judge() -> None:
+    twice = judge.judge(judge.Findings(NODES, failed={"n2": "boom"}, failed_second={"n2": "boom again"}))
+    assert _one(twice, "n2").verdict == FAIL and "both passes" in _one(twice, "n2").reasons[0].why
+    once = judge.judge(judge.Findings(NODES, failed={"n2": "boom"}, failed_second={"n2": None}))
+    assert _one(once, "n2").verdict == WARN and judge.exit_code(once) == 0
+    every = judge.judge(
+        judge.Findings(NODES, failed={n: "no module" for n in NODES}, failed_second={n: "no module" for n in NODES})
+    )
+    assert {v.verdict for v in every} == {UNDECIDED}
+
+
+def test_drift_fails_the_node_with_what_the_fleet_has() -> None:
+    found = {n: {"driver": "580.159.04", "tensorflow": "2.21.0"} for n in NODES}
+    found["n3"] = {"driver": "580.159.04", "tensorflow": "2.19.1"}
+    verdicts = judge.judge(judge.Findings(NODES, drifts=drift.drift(found)))
+    n3 = _one(verdicts, "n3")
+    assert n3.verdict == FAIL and n3.summary == "TensorFlow 2.19.1, where 3 of 4 nodes have 2.21.0"
+    assert n3.reasons[0].action.startswith("install the fleet's")
+    assert [v.verdict for v in verdicts if v.node != "n3"] == [PASS] * 3
+
+
+def _devices(smi: str) -> list[dict]:
+    return Nvml(fakenvml.FakeNvml(smi)).devices()
+
+
+def test_node_facts_from_eight_captured_gpus_and_the_package_metadata() -> None:
+    eight = fakenvml.several(fakenvml.h100_text(), 8)
+    fp = {"kernel": "6.8.0", "gpus": _devices(eight), "packages": {"tensorflow-cpu": "2.21.0", "dltestbed": "0.1.0"}}
+    got = facts.node_facts(fp)
+    assert got == {
+        "gpu_count": "8",
+        "driver": "580.159.04",
+        "cuda": got["cuda"],
+        "vbios": "96.00.DA.00.0C",
+        "pcie_max": "Gen5 x16",
+        "ecc_mode": got["ecc_mode"],
+        "mig_mode": got["mig_mode"],
+        "power_limit_w": "700 W",
+        "kernel": "6.8.0",
+        "tensorflow": "2.21.0",
+        "dltestbed": "0.1.0",
+    }
+    assert got["cuda"].startswith("13.") or got["cuda"].startswith("12.")
+    capped = fakenvml.set_value(eight, "GPU Power Readings/Current Power Limit", "490.00 W", gpu=5)
+    assert facts.node_facts({"gpus": _devices(capped)})["power_limit_w"] == "490 W, 700 W"
+    assert facts.node_facts({"kernel": "6.1", "gpus": []}) == {"kernel": "6.1"}  # a CPU node: no GPU facts
+
+
+def test_a_gpu_trained_down_and_one_with_an_uncorrectable_error_fail_their_node() -> None:
+    eight = fakenvml.several(fakenvml.h100_text(), 8)
+    down = fakenvml.set_value(eight, "PCI/GPU Link Info/PCIe Generation/Current", "3", gpu=2)
+    down = fakenvml.set_value(down, "PCI/GPU Link Info/Link Width/Current", "8x", gpu=2)
+    devices = _devices(down)
+    health = [HealthEvent("after", 0.0, [{"index": i, "ecc_uncorrected": 1 if i == 6 else 0} for i in range(8)])]
+    found = [facts.gpu_evidence("n1", i, devices[i], health, [], {}, None) for i in range(8)]
+    assert found[2].facts["pcie_gen"] == 3 and found[2].facts["pcie_width"] == 8
+    gpus = judge_gpus(found, shipped())
+    assert [g.verdict for g in gpus] == [PASS, PASS, FAIL, PASS, PASS, PASS, FAIL, PASS]
+    node = judge.judge(judge.Findings(("n1",), gpus=gpus))[0]
+    assert node.verdict == FAIL and len(node.gpus) == 8
+    assert [r.check for r in node.reasons] == ["gpu n1:2", "gpu n1:6"]
+    assert "Gen3 x8" in node.reasons[0].why and "uncorrectable" in node.reasons[1].why
+
+
+def test_what_explains_a_slow_cpu_node() -> None:
+    def samples(pct: float) -> list[ResourceEvent]:
+        return [ResourceEvent(t=float(i), rss_bytes=1, cpu_percent=0.0 if i == 0 else pct) for i in range(5)]
+
+    assert facts.cpu_share(samples(48.0), 1) == pytest.approx(0.48)
+    assert facts.cpu_share(samples(48.0), None) is None
+    from dltestbed.results.records import RunRecord
+
+    run = RunRecord("r", "b", "t", "single", "bm", "bm", "n4", "alexnet", "synthetic", "train", "cpu", 8, 64, 3, 20, 1)
+    run.fingerprint = {"cpu_affinity": 1}
+    said = facts.slow_cause(run, samples(48.0), 0.97)
+    assert said == (
+        "its workload had 48 % of its 1 CPU(s) (its peers' workloads had 97 %): something else on the node "
+        "competes for them"
+    )
+    assert "competes" not in facts.slow_cause(run, samples(95.0), 0.97)
+
+
+def test_the_junit_never_counts_cannot_judge_as_a_pass() -> None:
+    nodes = [
+        judge.NodeVerdict("n1", PASS, ()),
+        judge.NodeVerdict("n2", FAIL, (Reason("drift kernel", FAIL, "kernel 6.1", "install it"),)),
+        judge.NodeVerdict("n3", UNDECIDED, (Reason("pairs", UNDECIDED, "no known-good node"),)),
+    ]
+    root = ET.fromstring(pack.junit(nodes))
+    suites = {s.get("name"): s for s in root}
+    assert suites["node n1"].get("failures") == "0" and suites["node n1"].get("errors") == "0"
+    assert suites["node n2"].get("failures") == "1"
+    assert suites["node n3"].get("errors") == "1"
+    assert "cannot judge" in pack.page(
+        {
+            "id": "a",
+            "outcome": "x",
+            "level": "quick",
+            "inventory": "i",
+            "dltestbed": "0",
+            "started_at": "s",
+            "finished_at": "f",
+            "sensitivity": "s",
+        },
+        nodes,
+    )
+
+
+def test_levels_and_durations() -> None:
+    assert levels.level("quick").repeat == 1 and levels.level("burn-in").hold_seconds == 4 * 3600
+    assert levels.seconds("90s") == 90 and levels.seconds("30m") == 1800 and levels.seconds("4h") == 14400
+    for bad in ("soon", "-1h", "0"):
+        with pytest.raises(ConfigError):
+            levels.seconds(bad)
+    with pytest.raises(ConfigError, match="known: quick, standard, burn-in"):
+        levels.level("fast")
+    assert stages.pairs_of(["a", "b", "c"]) == [("a", "b"), ("c", "a")]
+    assert stages.pairs_of(["a", "b", "c", "d"]) == [("a", "b"), ("c", "d")]
+    assert list(stages.STAGES) == ["provision", "preflight", "measure", "node", "pairs", "fleet", "second", "hold"]
+
+
+def test_state_is_kept_and_resumed_only_for_the_same_request(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no acceptance to resume"):
+        State.begin(tmp_path, "r1", resume=True)
+    st, resumed = State.begin(tmp_path, "r1", resume=False)
+    assert not resumed
+    st.record("provision", StageRecord("k0"))
+    st.record("preflight", StageRecord("k1", ["b-1"], {"facts": {}}))
+    again, resumed = State.begin(tmp_path, "r1", resume=True)
+    assert resumed and again.id == st.id and again.finished("preflight", "k1") is not None
+    assert again.finished("preflight", "other") is None and again.benches() == ["b-1"]
+    with pytest.raises(ConfigError, match="other inputs"):
+        State.begin(tmp_path, "r2", resume=True)
+    new, _ = State.begin(tmp_path, "r2", resume=False)  # a new acceptance keeps the provisioning that passed
+    assert new.id != st.id and list(new.stages) == ["provision"]
+    (tmp_path / "accept-state.json").write_text("{")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        State.begin(tmp_path, "r1", resume=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--inventory", "/nonexistent.yml"], "/nonexistent.yml"),
+        (["--level", "fast"], "--level 'fast': unknown"),
+        (["--skip", "lunch"], "--skip 'lunch': no such stage"),
+        (["--on-fail", "notify {nodes}"], "unknown placeholder {nodes}"),
+        (["--hold", "soon"], "--hold 'soon'"),
+        (["--sign-key", "/nonexistent-key"], "--sign-key '/nonexistent-key': no such file"),
+    ],
+)
+def test_bad_input_is_one_line_before_any_node_is_touched(tmp_path: Path, args: list[str], said: str) -> None:
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  children:\n    bare_metal:\n      hosts:\n        n1: {ansible_host: 192.0.2.1}\n")
+    argv = ["accept", "--inventory", str(inv), "--out", str(tmp_path / "pack"), *args]
+    proc = run_cli(*argv)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], proc.stderr
+    assert not (tmp_path / "pack").exists()
