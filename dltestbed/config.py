@@ -209,7 +209,7 @@ class WorkloadSpec(_RunSpec):
 
 # The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes/ measures them;
 # docs/reference.md, "Microbenchmarks", says what each measures and how).
-PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk", "net", "allreduce")
+PROBES = ("gemm", "conv", "membw", "h2d", "d2h", "d2d", "launch", "disk", "net", "allreduce")
 PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; the others run on one target
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
 SCREEN_PROBES = ("gemm", "conv")  # what --suite screen checks, with fresh inputs, for a set time per GPU

@@ -4,6 +4,6 @@ signed and the failed nodes drained when asked (`dltestbed accept`)."""
 from __future__ import annotations
 
 from dltestbed.accept.request import AcceptRequest
-from dltestbed.accept.run import AcceptOutcome, run_accept
+from dltestbed.accept.run import AcceptOutcome, run_accept, run_init
 
-__all__ = ["AcceptOutcome", "AcceptRequest", "run_accept"]
+__all__ = ["AcceptOutcome", "AcceptRequest", "run_accept", "run_init"]

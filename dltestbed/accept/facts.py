@@ -11,6 +11,7 @@ from dltestbed.report import health
 from dltestbed.report.gpu_verdicts import GpuEvidence
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent
+from dltestbed.workload.probes.base import GEMM_N
 
 # TensorFlow's distributions, either of which is "TensorFlow" to the drift check
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu")
@@ -72,7 +73,7 @@ def slow_cause(run: RunRecord, samples: Sequence[ResourceEvent], peers_share: fl
     if share is None:
         return "no sample says why"
     cpus = run.fingerprint.get("cpu_affinity")
-    peers = f" (its peers' workloads had {peers_share * 100:.0f} %)" if peers_share is not None else ""
+    peers = f", its peers' {peers_share * 100:.0f} %" if peers_share is not None else ""
     if peers_share is not None and share < 0.8 * peers_share:
         return (
             f"its workload had {share * 100:.0f} % of its {cpus} CPU(s){peers}: something else on the node "
@@ -102,11 +103,19 @@ def units(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, str]:
     return {f"{m.probe} {m.case}": ("1/s" if m.unit == "s" else m.unit) for m in measures}
 
 
-def _case_value(measures: Mapping[str, float], probe: str, want: str) -> float | None:
-    """The largest value of a probe's cases whose name has `want` in it (the largest size is the one nearest
-    the ceiling)."""
-    found = [v for k, v in measures.items() if k.startswith(f"{probe} ") and want in k]
-    return max(found) if found else None
+def measure_of(case: str) -> str | None:
+    """The name gpu_verdicts judges a probe case's figure by (run_measures' `probe case` names), or None: GEMM
+    per math at the size the boards' fractions were measured at (like with like), the pinned copies (from each
+    NUMA node where there are several: the best is the link's), and the device copy."""
+    probe, _, rest = case.partition(" ")
+    if probe == "gemm":
+        math, _, n = rest.partition(" n=")
+        return f"gemm_{math}" if n == str(GEMM_N["full"][-1]) else None
+    if probe in ("h2d", "d2h") and rest.startswith("pinned "):
+        return f"{probe}_pinned"
+    if probe == "d2d":
+        return "memory_copy"
+    return None
 
 
 def gpu_evidence(
@@ -137,17 +146,10 @@ def gpu_evidence(
         facts["memory_total_bytes"] = float(device["memory_total_bytes"])
     xids = tuple(int(x["xid"]) for ev in checks for x in ev.xids if int(x.get("index", -1)) == index)
     out: dict[str, float] = {}
-    for math in ("float32", "tf32", "bfloat16", "float16"):
-        v = _case_value(measures, "gemm", f"{math} n=")
-        if v is not None:
-            out[f"gemm_{math}"] = v
-    for probe in ("h2d", "d2h"):
-        v = _case_value(measures, probe, "pinned")
-        if v is not None:
-            out[f"{probe}_pinned"] = v
-    v = _case_value(measures, "membw", "device")
-    if v is not None:
-        out["memory_copy"] = v
+    for case, value in measures.items():
+        name = measure_of(case)
+        if name is not None:
+            out[name] = max(value, out.get(name, 0.0))
     if resnet50_ips:
         out["resnet50_gpu_preset_ips"] = resnet50_ips
     return GpuEvidence(node, index, str(device.get("name", "GPU")), facts, xids, out)

@@ -11,7 +11,9 @@ from statistics import median
 from typing import Any
 
 from dltestbed import expected
-from dltestbed.accept.facts import gpu_evidence, run_measures
+from dltestbed.accept.facts import gpu_evidence, measure_of, run_measures
+from dltestbed.accept.golden import Golden
+from dltestbed.orchestrate.presets import PRESETS
 from dltestbed.report.gpu_verdicts import GpuEvidence, GpuVerdict, Reason, judge
 from dltestbed.report.verdicts import FAIL
 from dltestbed.results.records import RunRecord
@@ -25,13 +27,23 @@ def boards(site: Path | None) -> tuple[expected.Board, ...]:
 
 
 def _device(r: RunRecord) -> tuple[int, dict[str, Any]] | None:
-    """The GPU a per-GPU run used: its index (NVML's, as the controller read it) and its NVML facts."""
+    """The GPU a run used: a per-GPU run's (its index, NVML's as the controller read it), or the one GPU of a
+    machine that has one; and its NVML facts. None: no GPU, or one of several not named."""
     index, uuid = r.spec.get("gpu_index"), r.spec.get("gpu")
-    if index is None:
-        return None
     devices = [g for g in r.fingerprint.get("gpus") or [] if isinstance(g, Mapping)]
+    if index is None:
+        if len(devices) != 1 or r.device == "cpu":
+            return None
+        return int(devices[0].get("index", 0)), dict(devices[0])
     found = next((g for g in devices if uuid and g.get("uuid") == uuid), devices[0] if len(devices) == 1 else {})
     return int(index), dict(found)
+
+
+def gpu_preset(r: RunRecord) -> bool:
+    """Whether a model run ran in the `gpu` preset's settings (its batch, mixed precision, XLA, native size):
+    the only ResNet-50 figure a board's expected value is for."""
+    p = PRESETS["gpu"]
+    return r.batch_size == p.batch_size and r.xla == p.xla and r.math.startswith("mixed") and r.image_size == 224
 
 
 def evidence(store: Store, runs: Sequence[RunRecord]) -> tuple[list[GpuEvidence], dict[str, list[Reason]]]:
@@ -53,7 +65,7 @@ def evidence(store: Store, runs: Sequence[RunRecord]) -> tuple[list[GpuEvidence]
             for c in store.checks(r.id):
                 if c.mismatches:
                     e.setdefault("wrong", []).append(c)
-        elif r.model == "resnet50" and r.images_per_sec:
+        elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
             e["ips"].append(r.images_per_sec)
     out, wrong = [], {}
     for (node, index), e in by.items():
@@ -83,6 +95,29 @@ def verdicts(store: Store, runs: Sequence[RunRecord], site: Path | None) -> list
         extra = tuple(wrong.get(v.gpu, ()))
         out.append(replace(v, verdict=FAIL, reasons=v.reasons + extra) if extra else v)
     return out
+
+
+def golden(store: Store, runs: Sequence[RunRecord]) -> list[Golden]:
+    """Each GPU's samples for `accept --init`: every timed call of its probes (by measure_of's names) and each
+    of its gpu-preset ResNet-50 runs."""
+    by: dict[tuple[str, int], tuple[dict[str, Any], dict[str, list[float]]]] = {}
+    for r in runs:
+        found = _device(r)
+        if found is None or r.status != "ok":
+            continue
+        index, device = found
+        _, samples = by.setdefault((r.host, index), (device, {}))
+        if r.is_probe:
+            for m in store.measures(r.id):
+                name = measure_of(f"{m.probe} {m.case}")
+                if m.phase == "timed" and name is not None:
+                    samples.setdefault(name, []).append(m.value)
+        elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
+            samples.setdefault("resnet50_gpu_preset_ips", []).append(r.images_per_sec)
+    return [
+        Golden(node, index, str(dev.get("name", "GPU")), str(dev.get("driver", "")), samples)
+        for (node, index), (dev, samples) in by.items()
+    ]
 
 
 def failing_nodes(site: Path | None, store: Store, runs: Sequence[RunRecord]) -> list[str]:

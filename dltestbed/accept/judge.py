@@ -62,12 +62,23 @@ class NodeVerdict:
     verdict: str
     reasons: tuple[Reason, ...]
     gpus: tuple[GpuVerdict, ...] = ()
+    slow: tuple[
+        str, ...
+    ] = ()  # its measures confirmed slow, each in a few words ("alexnet img/s 50 % below its peers")
+    cause: str = ""  # what explains its slowness, where it is slow
 
     @property
     def summary(self) -> str:
-        """Its failing (or else undecided) reasons in one line: what a drain's reason says."""
-        worst = [r.why for r in self.reasons if r.verdict == self.verdict and r.verdict != PASS]
-        return "; ".join(worst) or self.verdict
+        """Its worst reasons in one short line (what a drain's reason says): each drift and failure in words,
+        the slow measures named once, then their cause."""
+        worst = [r for r in self.reasons if r.verdict == self.verdict and r.verdict != PASS]
+        said = [r.why for r in worst if not (r.verdict == FAIL and r.action == SLOW_ACTION)]
+        if self.slow and self.verdict == FAIL:
+            more = f" and {len(self.slow) - 1} more measure(s)" if len(self.slow) > 1 else ""
+            said.append(
+                f"slow: {self.slow[0]}{more}, in both passes" + (f"; cause: {self.cause}" if self.cause else "")
+            )
+        return "; ".join(said) or self.verdict
 
 
 def suspects(measures: Mapping[str, Mapping[str, float]], slowdown: float) -> list[Suspect]:
@@ -106,15 +117,8 @@ def _measured(f: Findings, node: str) -> list[Reason]:
         why = f"{first}; the second pass measured it {(1 - rerun / again.median) * 100:.0f} % below" + (
             f"; cause: {cause}" if cause else ""
         )
-        out.append(
-            Reason(
-                s.measure,
-                FAIL,
-                why,
-                SLOW_ACTION,
-                f"first {s.value:.4g}, second {rerun:.4g}, peers' median {again.median:.4g}",
-            )
-        )
+        evidence = f"first {s.value:.4g}, second {rerun:.4g}, peers' median {again.median:.4g}"
+        out.append(Reason(s.measure, FAIL, why, SLOW_ACTION, evidence))
     for name, values in f.measures.items():
         if node in values and len(values) < PEERS_MIN:
             out.append(
@@ -169,7 +173,12 @@ def judge(f: Findings) -> list[NodeVerdict]:
         reasons += _failures(f, node) + _measured(f, node) + _gpus(f, node) + list(f.extra.get(node, ()))
         verdict = next(v for v in ORDER if v == PASS or any(r.verdict == v for r in reasons))
         gpus = tuple(g for g in f.gpus if g.gpu.rsplit(":", 1)[0] == node)
-        out.append(NodeVerdict(node, verdict, tuple(reasons), gpus))
+        slow = tuple(
+            f"{s.measure} {(1 - s.value / s.score.median) * 100:.0f} % below its peers"
+            for s in suspects(f.measures, f.slowdown)
+            if s.node == node and any(r.check == s.measure and r.verdict == FAIL for r in reasons)
+        )
+        out.append(NodeVerdict(node, verdict, tuple(reasons), gpus, slow, f.causes.get(node, "")))
     return out
 
 

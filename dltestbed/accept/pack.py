@@ -64,15 +64,17 @@ def page(summary: Mapping[str, Any], nodes: Sequence[NodeVerdict]) -> str:
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>dltestbed accept {e(summary['id'])}</title>",
-        "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:4px 8px;"
-        "vertical-align:top}table{border-collapse:collapse}</style></head><body><main>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        "<style>body{font-family:sans-serif;margin:1em;max-width:80em}td,th{border:1px solid #ccc;padding:4px 8px;"
+        "vertical-align:top;text-align:left}table{border-collapse:collapse}.t{overflow-x:auto}</style>",
+        "</head><body><main>",
         f"<h1>Acceptance {e(summary['id'])}: {e(summary['outcome'])}</h1>",
         f"<p>Level {e(summary['level'])}; {len(nodes)} node(s); inventory {e(summary['inventory'])}; "
         f"dltestbed {e(summary['dltestbed'])}; {e(summary['started_at'])} to {e(summary['finished_at'])}.</p>",
         f"<p>{e(summary['sensitivity'])}</p>",
-        "<table><tr><th>node</th><th>verdict</th><th>GPUs</th><th>why</th></tr>",
+        "<div class='t'><table><tr><th>node</th><th>verdict</th><th>GPUs</th><th>why</th></tr>",
         rows,
-        "</table>",
+        "</table></div>",
     ]
     for n in nodes:
         parts.append(f"<h2 id='{e(n.node)}'>{e(n.node)}: {e(n.verdict)}</h2>")
@@ -80,13 +82,15 @@ def page(summary: Mapping[str, Any], nodes: Sequence[NodeVerdict]) -> str:
         if not reasons:
             parts.append("<p>Every check passed.</p>")
             continue
-        parts.append("<table><tr><th>check</th><th>verdict</th><th>why</th><th>action</th><th>evidence</th></tr>")
+        parts.append(
+            "<div class='t'><table><tr><th>check</th><th>verdict</th><th>why</th><th>action</th><th>evidence</th></tr>"
+        )
         parts += [
             f'<tr><td>{e(r.check)}</td><td style="color:{COLOURS[r.verdict]}">{e(r.verdict)}</td><td>{e(r.why)}</td>'
             f"<td>{e(r.action)}</td><td>{e(r.evidence)}</td></tr>"
             for r in reasons
         ]
-        parts.append("</table>")
+        parts.append("</table></div>")
     parts.append("</main></body></html>\n")
     return "".join(parts)
 

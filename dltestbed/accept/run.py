@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -13,10 +13,11 @@ from typing import Any
 import yaml
 
 from dltestbed import __version__, evidence, inventory, remedy
+from dltestbed import expected as expected_mod
 from dltestbed.accept import facts as facts_mod
+from dltestbed.accept import golden, pack
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
-from dltestbed.accept import pack
 from dltestbed.accept.levels import level as level_of
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.stages import (
@@ -26,6 +27,7 @@ from dltestbed.accept.stages import (
     Hold,
     Measure,
     Preflight,
+    Provision,
     SecondPass,
     failures,
     node_measures,
@@ -91,7 +93,7 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     return nodes, hashlib.sha256(request.inventory.read_bytes()).hexdigest()
 
 
-def _request_digest(request: AcceptRequest, inventory_digest: str) -> str:
+def _request_digest(request: AcceptRequest, inventory_digest: str, init: bool = False) -> str:
     """What makes two acceptances the same one (for --resume): the inventory's content and the options that
     change what is measured."""
     return digest(
@@ -104,6 +106,7 @@ def _request_digest(request: AcceptRequest, inventory_digest: str) -> str:
             "parallel": request.parallel,
             "hold": request.hold_seconds,
             "skip": sorted(request.skip),
+            "init": init,
         }
     )
 
@@ -125,6 +128,43 @@ def run_accept(request: AcceptRequest, observer: BenchObserver) -> AcceptOutcome
             "options) goes on from there"
         ) from None
     return verdict(ctx)
+
+
+INIT_STAGES = (Provision.name, Preflight.name, Measure.name)  # what --init measures of its golden nodes
+
+
+def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int]:
+    """`accept --init`: measure the golden nodes (provision, preflight, measure) and write the site's expected
+    values to `request.expected` (golden.site_file); the file and how many values it holds."""
+    target = request.expected
+    if target is None:
+        raise ConfigError("accept --init: --expected FILE: where to write the site's expected values")
+    if level_of(request.level).repeat < golden.MIN_SAMPLES:
+        raise ConfigError(
+            f"accept --init: --level {request.level} runs the model once; a reference needs "
+            f"{golden.MIN_SAMPLES} runs to say how much it varies: --level standard"
+        )
+    nodes, inv_digest = check(replace(request, expected=None))  # the file is what --init writes
+    state, _ = State.begin(request.out, _request_digest(request, inv_digest, init=True), request.resume)
+    ctx = Ctx(request, level_of(request.level), nodes, inv_digest, observer, state)
+    try:
+        run_stages(ctx, observer.say, only=INIT_STAGES)
+    except BenchInterrupted as exc:
+        raise BenchInterrupted(f"{exc}; `dltestbed accept --init --resume` (with the same options) goes on") from None
+    if not ctx.gpu:
+        raise ConfigError("accept --init: the golden nodes have no GPU; expected values are per GPU board")
+    store = Store.open(request.results, read_only=True)
+    try:
+        found = gpus_mod.golden(store, read_runs(store, state.stages[Measure.name].benches))
+    finally:
+        store.close()
+    text, count = golden.site_file(found, expected_mod.shipped(), now_iso()[:10])
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--expected {str(target)!r}: cannot write ({exc.strerror})") from None
+    return target, count
 
 
 def _cpu_shares(store: Store, runs: Sequence[RunRecord]) -> dict[str, float]:

@@ -7,7 +7,7 @@ inputs have not changed is not run again."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any, ClassVar
@@ -122,7 +122,12 @@ class Provision(Stage):
         others = () if ctx.request.framework == DEFAULT_FRAMEWORK else (ctx.request.framework,)
         layout = "distributed" if len(ctx.nodes) > 1 else "single"
         report = provision(
-            ctx.request.inventory, layout, ctx.request.limit, on_notice=ctx.observer.say, frameworks=others
+            ctx.request.inventory,
+            layout,
+            ctx.request.limit,
+            on_phase=lambda phase: ctx.observer.say(f"provision: {phase}"),
+            on_notice=ctx.observer.say,
+            frameworks=others,
         )
         if report.failed:
             first = report.failed[0]
@@ -139,7 +144,7 @@ class Preflight(Stage):
     title = "preflight: each node's GPU and host facts, for the drift check"
 
     def run(self, ctx: Ctx) -> StageRecord:
-        probe = Workloads(suite="micro", probes=("membw",), warmup=0, steps=1, probe_scale="small")
+        probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
         bench = ctx.bench(probe, scenario=Options(parallel=True))
         store, runs = read(ctx, [bench])
         store.close()
@@ -164,7 +169,8 @@ def workloads(ctx: Ctx) -> dict[str, tuple[Workloads, int]]:
             "probes": (
                 Workloads(
                     suite="micro",
-                    probes=("gemm", "membw", "h2d", "d2h", "launch"),
+                    preset="gpu",
+                    probes=("gemm", "membw", "h2d", "d2h", "d2d", "launch"),
                     probe_scale="full",
                     gpus="per-gpu",
                     device="gpu",
@@ -186,7 +192,14 @@ def workloads(ctx: Ctx) -> dict[str, tuple[Workloads, int]]:
             lv.repeat,
         ),
         "probes": (
-            Workloads(suite="micro", probes=("gemm", "membw"), probe_scale="small", warmup=1, steps=lv.probe_steps),
+            Workloads(
+                suite="micro",
+                preset="quick",
+                probes=("gemm", "membw"),
+                probe_scale="small",
+                warmup=1,
+                steps=lv.probe_steps,
+            ),
             1,
         ),
     }
@@ -220,7 +233,13 @@ class NodeGpus(Stage):
 
     def run(self, ctx: Ctx) -> StageRecord:
         allreduce = Workloads(
-            suite="micro", probes=("allreduce",), gpus="node", device="gpu", warmup=2, steps=ctx.level.probe_steps
+            suite="micro",
+            preset="gpu",
+            probes=("allreduce",),
+            gpus="node",
+            device="gpu",
+            warmup=2,
+            steps=ctx.level.probe_steps,
         )
         return StageRecord("", [ctx.bench(allreduce)])
 
@@ -235,7 +254,8 @@ def pairs_of(nodes: Sequence[str]) -> list[tuple[str, str]]:
 
 def pair_bench(ctx: Ctx, pair: Sequence[str]) -> str:
     """The network and all-reduce between two nodes: one distributed job of a worker on each."""
-    probes = Workloads(suite="micro", probes=("net", "allreduce"), warmup=1, steps=ctx.level.probe_steps)
+    preset = "gpu" if ctx.gpu else "quick"
+    probes = Workloads(suite="micro", preset=preset, probes=("net", "allreduce"), warmup=1, steps=ctx.level.probe_steps)
     job = Options(scenario="distributed", workers=2, baseline=False, parallel=True)
     return ctx.bench(probes, limit=pair, scenario=job)
 
@@ -340,10 +360,12 @@ class Hold(Stage):
         return StageRecord("", [b for r in rounds for b in r], {"rounds": rounds})
 
 
-def run_stages(ctx: Ctx, say: Callable[[str], None]) -> None:
-    """Every stage in order: skipped when asked, when it does not apply, or when it finished on the same
-    inputs (a resumed or repeated acceptance); each kept in the state as it finishes."""
+def run_stages(ctx: Ctx, say: Callable[[str], None], only: Collection[str] = ()) -> None:
+    """Every stage in order (or those in `only`): skipped when asked, when it does not apply, or when it
+    finished on the same inputs (a resumed or repeated acceptance); each kept in the state as it finishes."""
     for name, cls in STAGES.items():
+        if only and name not in only:
+            continue
         st = cls()
         key = digest(st.inputs(ctx))
         done = ctx.state.finished(name, key)

@@ -32,6 +32,9 @@ def accept(
     level: str = typer.Option("quick", metavar="NAME", help=LEVEL_HELP),
     out: Path = typer.Option(Path("acceptance"), metavar="DIR", help="The evidence pack's folder (and --resume's)."),
     resume: bool = typer.Option(False, "--resume", help="Go on with the acceptance in --out: no finished stage again."),
+    init: bool = typer.Option(
+        False, "--init", help="Measure these (golden) nodes and write --expected FILE from them instead of judging."
+    ),
     golden: Path | None = typer.Option(
         None, metavar="FILE", help="A golden spec (YAML, fact: value) for the drift check; else the fleet's majority."
     ),
@@ -65,10 +68,13 @@ def accept(
     inventory as used, the remedies, and MANIFEST.sha256 over every file, signed with --sign-key
     (`ssh-keygen -Y verify`, namespace dltestbed-acceptance).
 
+    --init measures golden nodes instead (--level standard or burn-in) and writes what they reached to
+    --expected FILE, per board, each value with its source; too noisy a measure is refused, nothing written.
+
     Exits 0 when every node passes (a warning passes), 1 when any fails, 3 when none fails but some cannot
     be judged; 130 when stopped (--resume goes on).
     """
-    from dltestbed.accept import AcceptRequest, run_accept
+    from dltestbed.accept import AcceptRequest, run_accept, run_init
     from dltestbed.accept.levels import seconds
     from dltestbed.cli.bench import run_observed
 
@@ -91,6 +97,10 @@ def accept(
         apply=apply,
         limit=limit,
     )
+    if init:
+        path, count = run_observed(lambda observer: run_init(request, observer))
+        typer.echo(f"{count} expected value(s) from the golden nodes written to {path}", err=True)
+        return
     outcome = run_observed(lambda observer: run_accept(request, observer))
     for done in outcome.remedies:
         typer.echo(done.line, err=True)

@@ -148,6 +148,40 @@ class Copies:
         self._keep = None
 
 
+class DeviceCopies:
+    """`size` bytes copied from one buffer to another on GPU `device`, asynchronously on a stream: `call(reps)`
+    makes reps copies and waits for the last."""
+
+    def __init__(self, device: int, size: int) -> None:
+        self.rt = rt = runtime()
+        self.size = size
+        call(rt, "cudaSetDevice", device)
+        self._free: list[Callable[[], None]] = []
+        try:
+            self.src = call(rt, "cudaMalloc", size)
+            self._free.append(lambda: call(rt, "cudaFree", self.src))
+            self.dst = call(rt, "cudaMalloc", size)
+            self._free.append(lambda: call(rt, "cudaFree", self.dst))
+            self.stream = call(rt, "cudaStreamCreate")
+            self._free.append(lambda: call(rt, "cudaStreamDestroy", self.stream))
+        except BaseException:
+            self.close()
+            raise
+
+    def __call__(self, reps: int) -> None:
+        """reps copies, then wait for them."""
+        kind = self.rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        for _ in range(reps):
+            call(self.rt, "cudaMemcpyAsync", self.dst, self.src, self.size, kind, self.stream)
+        call(self.rt, "cudaStreamSynchronize", self.stream)
+
+    def close(self) -> None:
+        """Free the buffers and the stream (each once, whatever failed before)."""
+        while self._free:
+            with contextlib.suppress(CudaError):
+                self._free.pop()()
+
+
 class Launches:
     """Empty kernels launched on GPU `device`, one block of one thread each: `call(reps)` launches reps and
     waits for them (launch rate), or with `sync` waits after each (launch + completion round trip)."""

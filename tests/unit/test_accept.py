@@ -4,23 +4,26 @@ unhealthy node, the pack's JUnit, the levels, the state kept for --resume, and t
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from dltestbed.accept import facts, judge, levels, pack, stages
+from dltestbed.accept import facts, golden, gpus, judge, levels, pack, stages
 from dltestbed.accept.state import StageRecord, State
 from dltestbed.errors import ConfigError
-from dltestbed.expected import shipped
+from dltestbed.expected import shipped, with_site
 from dltestbed.report import drift
 from dltestbed.report.gpu_verdicts import Reason
 from dltestbed.report.gpu_verdicts import judge as judge_gpus
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+from dltestbed.results.store import Store
 from dltestbed.workload.events import HealthEvent, ResourceEvent
 from dltestbed.workload.gpu import Nvml
 from tests import fakenvml
 from tests.conftest import run_cli
+from tests.h100data import H100, H100_NAME
 
 NODES = ("n1", "n2", "n3", "n4")
 FIRST = {"alexnet img/s": {"n1": 100.0, "n2": 103.0, "n3": 98.0, "n4": 50.0}}
@@ -39,6 +42,7 @@ def test_a_slow_node_fails_only_when_the_second_pass_confirms_it() -> None:
     assert r.why.startswith("alexnet img/s 50 % below its 3 peers' median")
     assert "the second pass measured it 48 % below" in r.why and r.why.endswith("cause: a CPU hog")
     assert r.action.startswith("drain the node")
+    assert _one(confirmed, "n4").summary == "slow: alexnet img/s 50 % below its peers, in both passes; cause: a CPU hog"
     cleared = judge.judge(judge.Findings(NODES, measures=FIRST, second={"alexnet img/s": {"n4": 99.0}}))
     assert _one(cleared, "n4").verdict == PASS and "cleared by the second pass" in _one(cleared, "n4").reasons[0].why
     unmeasured = judge.judge(judge.Findings(NODES, measures=FIRST))
@@ -103,20 +107,24 @@ def test_node_facts_from_eight_captured_gpus_and_the_package_metadata() -> None:
     assert facts.node_facts({"kernel": "6.1", "gpus": []}) == {"kernel": "6.1"}  # a CPU node: no GPU facts
 
 
-def test_a_gpu_trained_down_and_one_with_an_uncorrectable_error_fail_their_node() -> None:
+def test_a_link_trained_down_xid_79_a_power_cap_and_an_uncorrectable_error_each_fail_their_gpu() -> None:
     eight = fakenvml.several(fakenvml.h100_text(), 8)
     down = fakenvml.set_value(eight, "PCI/GPU Link Info/PCIe Generation/Current", "3", gpu=2)
     down = fakenvml.set_value(down, "PCI/GPU Link Info/Link Width/Current", "8x", gpu=2)
+    down = fakenvml.set_value(down, "GPU Power Readings/Current Power Limit", "490.00 W", gpu=4)  # 30 % below
     devices = _devices(down)
-    health = [HealthEvent("after", 0.0, [{"index": i, "ecc_uncorrected": 1 if i == 6 else 0} for i in range(8)])]
+    counters = [{"index": i, "ecc_uncorrected": 1 if i == 6 else 0} for i in range(8)]
+    health = [HealthEvent("after", 0.0, counters, xids=[{"index": 3, "xid": 79, "t": 1.0}])]
     found = [facts.gpu_evidence("n1", i, devices[i], health, [], {}, None) for i in range(8)]
-    assert found[2].facts["pcie_gen"] == 3 and found[2].facts["pcie_width"] == 8
+    assert found[2].facts["pcie_gen"] == 3 and found[2].facts["pcie_width"] == 8 and found[3].xids == (79,)
     gpus = judge_gpus(found, shipped())
-    assert [g.verdict for g in gpus] == [PASS, PASS, FAIL, PASS, PASS, PASS, FAIL, PASS]
+    assert [g.verdict for g in gpus] == [PASS, PASS, FAIL, FAIL, FAIL, PASS, FAIL, PASS]
     node = judge.judge(judge.Findings(("n1",), gpus=gpus))[0]
     assert node.verdict == FAIL and len(node.gpus) == 8
-    assert [r.check for r in node.reasons] == ["gpu n1:2", "gpu n1:6"]
-    assert "Gen3 x8" in node.reasons[0].why and "uncorrectable" in node.reasons[1].why
+    assert [r.check for r in node.reasons] == ["gpu n1:2", "gpu n1:3", "gpu n1:4", "gpu n1:6"]
+    why = [r.why for r in node.reasons]
+    assert "Gen3 x8" in why[0] and "uncorrectable" in why[3] and "power limit 490 W, 30 % below" in why[2]
+    assert "power-cycle" in node.reasons[1].action  # XID 79: fallen off the bus
 
 
 def test_what_explains_a_slow_cpu_node() -> None:
@@ -131,8 +139,7 @@ def test_what_explains_a_slow_cpu_node() -> None:
     run.fingerprint = {"cpu_affinity": 1}
     said = facts.slow_cause(run, samples(48.0), 0.97)
     assert said == (
-        "its workload had 48 % of its 1 CPU(s) (its peers' workloads had 97 %): something else on the node "
-        "competes for them"
+        "its workload had 48 % of its 1 CPU(s), its peers' 97 %: something else on the node competes for them"
     )
     assert "competes" not in facts.slow_cause(run, samples(95.0), 0.97)
 
@@ -204,6 +211,8 @@ def test_state_is_kept_and_resumed_only_for_the_same_request(tmp_path: Path) -> 
         (["--on-fail", "notify {nodes}"], "unknown placeholder {nodes}"),
         (["--hold", "soon"], "--hold 'soon'"),
         (["--sign-key", "/nonexistent-key"], "--sign-key '/nonexistent-key': no such file"),
+        (["--init"], "--expected FILE: where to write"),
+        (["--init", "--expected", "site.toml"], "--level quick runs the model once"),
     ],
 )
 def test_bad_input_is_one_line_before_any_node_is_touched(tmp_path: Path, args: list[str], said: str) -> None:
@@ -215,3 +224,164 @@ def test_bad_input_is_one_line_before_any_node_is_touched(tmp_path: Path, args: 
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], proc.stderr
     assert not (tmp_path / "pack").exists()
+
+
+def test_the_captured_h100_store_is_read_but_not_judged_against_other_sizes(tmp_path: Path) -> None:
+    """The H100's stored runs (2026-11-24): its GEMMs were probed at n ≤ 4096 then, and the board's fractions are
+    at n = 8192, so they are not compared (a healthy H100 would have failed at 0.49); its ResNet-50 ran at batch
+    32 in float32, not in the gpu preset; ECC, the link and the power limit were not read then. So the GPU
+    cannot be judged: never a pass, never a false fail."""
+    store_file = tmp_path / "results.sqlite"
+    shutil.copyfile(H100 / "results.sqlite", store_file)
+    store = Store.open(store_file)  # upgraded to today's schema
+    try:
+        runs = store.runs()
+        (ev,), wrong = gpus.evidence(store, runs)
+        (verdict,) = gpus.verdicts(store, runs, None)
+    finally:
+        store.close()
+    assert wrong == {} and ev.gpu == "vm:0" and ev.name == "NVIDIA H100 80GB HBM3"
+    assert ev.facts == {"memory_total_bytes": 85520809984.0} and ev.measures == {}
+    assert verdict.board == "h100-sxm" and verdict.verdict == UNDECIDED
+    assert sorted(r.check for r in verdict.reasons if r.verdict == UNDECIDED) == ["ecc", "pcie", "power"]
+
+
+def _stored_node(store: Store, node: str, slow_gpu: int | None) -> None:
+    """A node of eight H100s as acceptance's measure stage stores it: a per-GPU micro run and a gpu-preset
+    ResNet-50 run on each GPU, with today's case names, at the captured H100's figures (one GPU 15 % slower),
+    their NVML facts (the fake NVML serving the captured GPU, made eight) and health counters after."""
+    from dltestbed.results.records import RunRecord
+    from dltestbed.workload.events import MeasureEvent
+    from tests.h100data import captured
+
+    c = captured()
+    devices = _devices(fakenvml.several(fakenvml.h100_text(), 8))
+    for i, dev in enumerate(devices):
+        k = 0.85 if i == slow_gpu else 1.0
+        cases = {f"gemm {m} n=8192": c[f"gemm_{m}"] * 1e12 for m in ("float32", "tf32", "bfloat16", "float16")}
+        cases |= {"h2d pinned 256 MiB": c["h2d"] * 1e9, "d2h pinned 256 MiB": c["d2h"] * 1e9}
+        cases |= {"d2d device copy 1 GiB": c["d2d"] * 1e12, "gemm float32 n=2048": 1e12}
+        spec = {"gpu": dev["uuid"], "gpu_index": i, "device": "gpu"}
+        fp = {"gpus": [dev]}
+        micro = RunRecord(
+            f"m{node}{i}",
+            "b1",
+            "t",
+            "single",
+            "bm",
+            "bm",
+            node,
+            "micro",
+            "synthetic",
+            "probe",
+            "gpu",
+            0,
+            0,
+            2,
+            5,
+            1,
+            status="ok",
+            fingerprint=fp,
+            spec=spec,
+        )
+        model = RunRecord(
+            f"r{node}{i}",
+            "b2",
+            "t",
+            "single",
+            "bm",
+            "bm",
+            node,
+            "resnet50",
+            "synthetic",
+            "train",
+            "gpu",
+            256,
+            224,
+            None,
+            20,
+            1,
+            status="ok",
+            fingerprint=fp,
+            spec=spec,
+            math="mixed_bfloat16",
+            xla=True,
+            images_per_sec=c["resnet50"] * k,
+        )
+        for run in (micro, model):
+            store.save_run(run)
+            store.add_health(run.id, HealthEvent("after", 1.0, [{"index": i, "ecc_uncorrected": 0}]))
+        for j, (case, value) in enumerate(cases.items()):
+            probe, name = case.split(" ", 1)
+            store.add_measure(micro.id, MeasureEvent(probe, name, j, "timed", value * k, "B/s", 1.0, 1.0))
+    store.flush()
+
+
+def test_gpu_evidence_from_stored_runs_names_the_slow_gpu_among_sixteen(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "results.sqlite")
+    try:
+        _stored_node(store, "g1", None)
+        _stored_node(store, "g2", 5)
+        runs = store.runs()
+        found, _ = gpus.evidence(store, runs)
+        verdicts = gpus.verdicts(store, runs, None)
+    finally:
+        store.close()
+    first = next(e for e in found if e.gpu == "g1:0")
+    assert sorted(first.measures) == sorted(
+        ["gemm_float32", "gemm_tf32", "gemm_bfloat16", "gemm_float16", "h2d_pinned", "d2h_pinned", "memory_copy",
+         "resnet50_gpu_preset_ips"]
+    )  # fmt: skip
+    assert first.facts["pcie_gen"] == 5 and first.facts["ecc_uncorrected"] == 0
+    assert [v.gpu for v in verdicts if v.verdict != PASS] == ["g2:5"]
+    (bad,) = [v for v in verdicts if v.gpu == "g2:5"]
+    assert {r.check for r in bad.reasons if r.verdict == FAIL} == set(first.measures)  # slower in every measure
+    nodes = judge.judge(judge.Findings(("g1", "g2"), gpus=verdicts))
+    assert [n.verdict for n in nodes] == [PASS, FAIL] and nodes[1].reasons[0].check == "gpu g2:5"
+
+
+def _golden_h100(node: str, index: int, spread: float) -> golden.Golden:
+    """A golden H100 with the captured figures, each sampled 5 times within ±spread."""
+    from tests.h100data import captured
+
+    c = captured()
+    base = {f"gemm_{m}": c[f"gemm_{m}"] * 1e12 for m in ("float32", "tf32", "bfloat16", "float16")}
+    base |= {"h2d_pinned": c["h2d"] * 1e9, "d2h_pinned": c["d2h"] * 1e9, "memory_copy": c["d2d"] * 1e12}
+    base["resnet50_gpu_preset_ips"] = c["resnet50"]
+    wobble = (1 - spread, 1 - spread / 2, 1.0, 1 + spread / 2, 1 + spread)
+    return golden.Golden(node, index, H100_NAME, "580.159.04", {k: [v * w for w in wobble] for k, v in base.items()})
+
+
+def test_init_writes_the_golden_h100s_values_as_the_boards_hold_them(tmp_path: Path) -> None:
+    """Known answers: the captured H100 as a golden node gives back the H100 SXM file's measured fractions, and
+    the site file it writes is read by --expected as it is."""
+    text, count = golden.site_file([_golden_h100("gold", i, 0.01) for i in range(2)], shipped(), "2026-11-27")
+    assert count == 8
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    mine = next(b for b in with_site(shipped(), site) if b.key == "h100-sxm")
+    theirs = next(b for b in shipped() if b.key == "h100-sxm")
+    for name in (
+        "gemm_bfloat16",
+        "gemm_tf32",
+        "h2d_pinned_fraction",
+        "memory_copy_fraction",
+        "resnet50_gpu_preset_ips",
+    ):
+        assert mine.values[name].value == pytest.approx(theirs.values[name].value, rel=0.01), name
+        assert mine.values[name].source.startswith(
+            "measured: NVIDIA H100 80GB HBM3, driver 580.159.04, on gold:0, gold:1"
+        )
+        assert "2026-11-27" in mine.values[name].source and "median of 10" in mine.values[name].source
+    assert mine.values["pcie_gen"] == theirs.values["pcie_gen"]  # datasheet values stay
+
+
+def test_init_refuses_noise_an_unknown_board_and_too_few_samples() -> None:
+    with pytest.raises(ConfigError, match=r"too noisy to be a reference: 8 varied beyond ±8.3 %.*nothing written"):
+        golden.site_file([_golden_h100("gold", 0, 0.3)], shipped(), "2026-11-27")
+    unknown = golden.Golden("n", 0, "NVIDIA RTX PRO 6000", "580", {"resnet50_gpu_preset_ips": [1.0, 1.0, 1.0]})
+    with pytest.raises(ConfigError, match="has no board file"):
+        golden.site_file([unknown], shipped(), "2026-11-27")
+    few = golden.Golden("n", 0, H100_NAME, "580", {"resnet50_gpu_preset_ips": [5700.0]})
+    with pytest.raises(ConfigError, match="no measure of the golden GPUs has 3 samples"):
+        golden.site_file([few], shipped(), "2026-11-27")

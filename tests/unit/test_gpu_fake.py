@@ -273,7 +273,7 @@ class _FakeRuntime:
     Fails closed: a call it does not serve raises AttributeError."""
 
     class cudaMemcpyKind:  # cuda-bindings' name
-        cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost = 1, 2
+        cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice = 1, 2, 3
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -302,6 +302,24 @@ def test_a_timed_copy_waits_for_its_last_transfer(
     copies(3)
     assert rt.calls == [copy] * 3 + [wait]
     copies.close()
+
+
+def test_a_device_copy_is_two_buffers_on_a_stream_and_waits_for_its_last_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's memory bandwidth: copies between two device buffers on one stream, timed to the stream's end;
+    closed, every buffer and the stream are freed once."""
+    from dltestbed.workload import cudart
+
+    rt = _FakeRuntime()
+    monkeypatch.setattr(cudart, "runtime", lambda: rt)
+    copies = cudart.DeviceCopies(0, 4096)
+    assert rt.calls == ["cudaSetDevice", "cudaMalloc", "cudaMalloc", "cudaStreamCreate"]
+    rt.calls.clear()
+    copies(3)
+    assert rt.calls == ["cudaMemcpyAsync"] * 3 + ["cudaStreamSynchronize"]
+    rt.calls.clear()
+    copies.close()
+    copies.close()
+    assert sorted(rt.calls) == ["cudaFree", "cudaFree", "cudaStreamDestroy"]
 
 
 def test_the_peak_memory_is_measured_after_warm_up() -> None:

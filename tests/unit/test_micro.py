@@ -166,7 +166,7 @@ def test_each_scenario_gets_its_probes() -> None:
     from dltestbed.orchestrate import scenarios
 
     (alone,) = planning.plan(suite="micro").specs
-    assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "launch", "disk") and not alone.distributed
+    assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "d2d", "launch", "disk") and not alone.distributed
     (pair,) = planning.plan(suite="micro", scenario="distributed").specs
     assert pair.probes == ("net", "allreduce") and pair.distributed and "--distributed" in pair.to_argv()
     scenarios.check(
@@ -322,7 +322,7 @@ def test_without_a_driver_the_cuda_probes_skip_with_cudas_own_words() -> None:
         0,
         gpu_facts=({"pcie_gen_max": 5, "pcie_width_max": 16, "numa_node": None},),
     )
-    for probe in ("h2d", "d2h", "launch"):
+    for probe in ("h2d", "d2h", "d2d", "launch"):
         cases = probes.PROBES[probe](where)
         assert cases and all(isinstance(c, probes.Skip) for c in cases), cases
         assert all("cudaErrorInsufficientDriver" in str(c) or "cudaErrorNoDevice" in str(c) for c in cases), cases

@@ -28,11 +28,11 @@ from dltestbed.workload.probes.base import (
 from dltestbed.workload.probes.collective import allreduce, net
 from dltestbed.workload.probes.compute import conv, conv_shapes, gemm
 from dltestbed.workload.probes.disk import disk, mount_of
-from dltestbed.workload.probes.memory import copy_cases, d2h, h2d, launch, membw
+from dltestbed.workload.probes.memory import copy_cases, d2d, d2h, h2d, launch, membw
 
 # The probes that need the run's framework: it says which GPUs a target's workload sees, the copies and launches
 # included.
-NEED_FRAMEWORK = {"gemm", "conv", "h2d", "d2h", "launch", "net", "allreduce"}
+NEED_FRAMEWORK = {"gemm", "conv", "h2d", "d2h", "d2d", "launch", "net", "allreduce"}
 
 Probe = Callable[[Where], list[Case | Skip]]
 
@@ -44,6 +44,7 @@ PROBES: dict[str, Probe] = {
     "membw": membw,
     "h2d": h2d,
     "d2h": d2h,
+    "d2d": d2d,
     "launch": launch,
     "disk": disk,
     "net": net,
@@ -67,6 +68,7 @@ __all__ = [
     "conv_shapes",
     "copy_cases",
     "cpu_flops_per_cycle",
+    "d2d",
     "d2h",
     "disk",
     "gemm",

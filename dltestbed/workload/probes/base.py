@@ -35,6 +35,9 @@ MEMBW_BYTES = {"small": 64 << 20, "full": 1 << 30}
 COPY_BYTES = {"small": 64 << 20, "full": 256 << 20}  # h2d / d2h
 
 
+DEVICE_COPY_BYTES = {"small": 64 << 20, "full": 1 << 30}  # d2d: 1 GiB, as the boards' memory_copy_fraction
+
+
 SCRATCH_BYTES = {"small": 32 << 20, "full": 1 << 30}  # disk without a dataset
 
 

@@ -1,5 +1,6 @@
 """The memory probes: host memory bandwidth, host-to-device and device-to-host copies (pinned and pageable,
-from the GPU's own NUMA node and the other), and a kernel launch's latency."""
+from the GPU's own NUMA node and the other), the GPU's own memory bandwidth (a device-to-device copy), and a
+kernel launch's latency."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dltestbed.workload import cudart
 from dltestbed.workload.probes.base import (
     COPY_BYTES,
+    DEVICE_COPY_BYTES,
     MEMBW_BYTES,
     Case,
     Skip,
@@ -114,6 +116,20 @@ def h2d(w: Where) -> list[Case | Skip]:
 def d2h(w: Where) -> list[Case | Skip]:
     """Device-to-host copies through the CUDA runtime, into pinned and pageable host memory (GPU only)."""
     return _copies(w, "d2h")
+
+
+def d2d(w: Where) -> list[Case | Skip]:
+    """A device-to-device copy through the CUDA runtime: the GPU's memory bandwidth, bytes read plus bytes
+    written, as DCGM's memory bandwidth check and the boards' expected values count it (GPU only)."""
+    first_gpu(w)
+    size = DEVICE_COPY_BYTES[w.scale]
+    name = f"device copy {size_words(size)}"
+    try:
+        copies = cudart.DeviceCopies(0, size)
+    except cudart.CudaError as exc:
+        return [Skip(str(exc), name)]
+    note = "CUDA runtime, cudaMemcpyAsync device to device on a stream; bytes read + written"
+    return [Case("d2d", name, "B/s", 2.0 * size, copies, headline=True, note=note, cleanup=copies.close)]
 
 
 def launch(w: Where) -> list[Case | Skip]:
