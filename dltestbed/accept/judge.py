@@ -161,6 +161,23 @@ def _gpus(f: Findings, node: str) -> list[Reason]:
     return out
 
 
+def trends(rounds: Sequence[Mapping[tuple[str, str, str], float]], slowdown: float) -> dict[str, list[Reason]]:
+    """Burn-in's rounds, each (node, unit, measure) → value: a unit (a node, or one of its GPUs) whose value fell
+    by `slowdown` % or more from the first round to the last fails its node. Fewer than 2 rounds: nothing."""
+    out: dict[str, list[Reason]] = {}
+    if len(rounds) < 2:
+        return out
+    first, last = rounds[0], rounds[-1]
+    for (node, unit, measure), v in first.items():
+        w = last.get((node, unit, measure))
+        if w is None or v <= 0 or (1 - w / v) * 100 < slowdown:
+            continue
+        fell = (1 - w / v) * 100
+        why = f"{unit} {measure} fell {fell:.0f} % from the first of {len(rounds)} burn-in rounds to the last"
+        out.setdefault(node, []).append(Reason("burn-in", FAIL, why, SLOW_ACTION, f"{v:.4g} → {w:.4g}"))
+    return out
+
+
 def judge(f: Findings) -> list[NodeVerdict]:
     """Every node's verdict, in the order of `f.nodes`."""
     out = []

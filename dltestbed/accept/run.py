@@ -213,24 +213,17 @@ def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
 
 
 def _trends(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
-    """Burn-in: a node whose model img/s fell from the first round to the last by the slowdown or more."""
-    rounds = ctx.data(Hold.name).get("rounds", [])
-    if len(rounds) < 2:
-        return {}
-    first = node_measures([r for b in rounds[0] for r in store.runs(bench_id=b)], store)
-    last = node_measures([r for b in rounds[-1] for r in store.runs(bench_id=b)], store)
-    out: dict[str, list[Reason]] = {}
-    for name, values in first.items():
-        for node, v in values.items():
-            w = last.get(name, {}).get(node)
-            if w is not None and v > 0 and (1 - w / v) * 100 >= ctx.request.slowdown:
-                why = (
-                    f"{name} fell {(1 - w / v) * 100:.0f} % from the first of {len(rounds)} burn-in rounds to the last"
-                )
-                out.setdefault(node, []).append(
-                    Reason("burn-in", FAIL, why, judge_mod.SLOW_ACTION, f"{v:.4g} → {w:.4g}")
-                )
-    return out
+    """Burn-in: each round's model img/s per node (and per GPU), judged from the first round to the last."""
+    rounds = [
+        {
+            (r.host, r.unit, f"{r.model} img/s"): r.images_per_sec
+            for b in benches
+            for r in store.runs(bench_id=b)
+            if r.role == "foreground" and r.status == "ok" and r.images_per_sec and not r.is_probe
+        }
+        for benches in ctx.data(Hold.name).get("rounds", [])
+    ]
+    return judge_mod.trends(rounds, ctx.request.slowdown)
 
 
 def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:

@@ -354,7 +354,7 @@ class Hold(Stage):
     def run(self, ctx: Ctx) -> StageRecord:
         end = time.monotonic() + self.seconds(ctx)
         rounds: list[list[str]] = []
-        while not rounds or time.monotonic() < end:
+        while len(rounds) < 2 or time.monotonic() < end:  # two rounds at least: a trend needs both ends
             ctx.observer.say(f"burn-in: round {len(rounds) + 1}")
             rounds.append(measure_benches(ctx, None, only=("screen", "model")))
         return StageRecord("", [b for r in rounds for b in r], {"rounds": rounds})

@@ -385,3 +385,16 @@ def test_init_refuses_noise_an_unknown_board_and_too_few_samples() -> None:
     few = golden.Golden("n", 0, H100_NAME, "580", {"resnet50_gpu_preset_ips": [5700.0]})
     with pytest.raises(ConfigError, match="no measure of the golden GPUs has 3 samples"):
         golden.site_file([few], shipped(), "2026-11-27")
+
+
+def test_burn_in_fails_a_unit_that_slows_from_the_first_round_to_the_last() -> None:
+    rounds = [
+        {("g1", "g1/gpu0", "resnet50 img/s"): 5000.0, ("g1", "g1/gpu1", "resnet50 img/s"): 5000.0},
+        {("g1", "g1/gpu0", "resnet50 img/s"): 4990.0, ("g1", "g1/gpu1", "resnet50 img/s"): 4600.0},
+        {("g1", "g1/gpu0", "resnet50 img/s"): 4980.0, ("g1", "g1/gpu1", "resnet50 img/s"): 4200.0},
+    ]
+    found = judge.trends(rounds, 5.0)
+    (r,) = found["g1"]
+    assert r.why == "g1/gpu1 resnet50 img/s fell 16 % from the first of 3 burn-in rounds to the last"
+    assert judge.trends(rounds, 20.0) == {} and judge.trends(rounds[:1], 5.0) == {}
+    assert judge.judge(judge.Findings(("g1",), extra=found))[0].verdict == FAIL
