@@ -40,6 +40,10 @@ class _RunSpec(BaseModel):
     # run of --gpus per-gpu, whose CUDA and NVML indices then cannot name another GPU
     gpu: str | None = None
     gpu_index: int | None = Field(None, ge=0)  # its NVML index as the controller read it (the run's `host/gpuN`)
+    gpus: Gpus = "one"
+    # with gpus node: the CPU split into this many logical devices (TensorFlow's), a replica each where there is
+    # no GPU: a multi-GPU node's replica arithmetic, on a CPU (the workload's own option, for tests)
+    cpu_devices: int | None = Field(None, ge=2, le=64)
 
     @field_validator("gpu")
     @classmethod
@@ -54,6 +58,17 @@ class _RunSpec(BaseModel):
         if v is not None:
             parse_cpu_list(v)
         return v
+
+    def _check_gpus(self) -> None:
+        """--gpus against the rest: one machine's GPUs, not a distributed job's; --cpu-devices only with node."""
+        if self.gpus != "one" and self.distributed:
+            raise ValueError(f"--gpus {self.gpus} is for one machine's GPUs; a distributed job's workers use theirs")
+        if self.cpu_devices is not None and self.gpus != "node":
+            raise ValueError("--cpu-devices splits the CPU into replicas for --gpus node")
+        if self.gpus == PER_GPU and self.device == "cpu":
+            raise ValueError("--gpus per-gpu runs a process on each GPU, and --device cpu hides them")
+        if self.gpu is not None and (self.gpus != "one" or self.device == "cpu"):
+            raise ValueError("--gpu names the one GPU of a run: not with --gpus node or per-gpu, nor --device cpu")
 
     def _check_data(self) -> None:
         if self.data == "real" and not self.data_dir:
@@ -96,6 +111,10 @@ class _RunSpec(BaseModel):
             argv += ["--gpu", self.gpu]
         if self.gpu_memory_mib is not None:
             argv += ["--gpu-memory-mib", str(self.gpu_memory_mib)]
+        if self.gpus != "one":
+            argv += ["--gpus", self.gpus]
+        if self.cpu_devices is not None:
+            argv += ["--cpu-devices", str(self.cpu_devices)]
         return argv
 
 
@@ -138,10 +157,6 @@ class WorkloadSpec(_RunSpec):
     # hold out a fifth of the real dataset (dataset.split), train on the rest, then report the top-1 accuracy on
     # the held-out images (not timed): does a layer change what the model learns?
     accuracy: bool = False
-    gpus: Gpus = "one"
-    # with gpus node: the CPU split into this many logical devices (TensorFlow's), a replica each where there is
-    # no GPU: a multi-GPU node's replica arithmetic, on a CPU (the workload's own option, for tests)
-    cpu_devices: int | None = Field(None, ge=2, le=64)
 
     @field_validator("model")
     @classmethod
@@ -162,14 +177,7 @@ class WorkloadSpec(_RunSpec):
             raise ValueError("--accuracy trains on real data and tests on held-out images: --data real, --mode train")
         if self.math == "tf32" and self.device == "cpu":
             raise ValueError("--math tf32 is a GPU's (Ampere or later) tensor-core math; on --device cpu use float32")
-        if self.gpus != "one" and self.distributed:
-            raise ValueError(f"--gpus {self.gpus} is for one machine's GPUs; a distributed job's workers use theirs")
-        if self.cpu_devices is not None and self.gpus != "node":
-            raise ValueError("--cpu-devices splits the CPU into replicas for --gpus node")
-        if self.gpus == PER_GPU and self.device == "cpu":
-            raise ValueError("--gpus per-gpu runs a process on each GPU, and --device cpu hides them")
-        if self.gpu is not None and (self.gpus != "one" or self.device == "cpu"):
-            raise ValueError("--gpu names the one GPU of a run: not with --gpus node or per-gpu, nor --device cpu")
+        self._check_gpus()
         if self.deterministic and self.xla and self.mode == "train":
             raise ValueError(XLA_NOT_DETERMINISTIC)
         return self
@@ -201,8 +209,6 @@ class WorkloadSpec(_RunSpec):
             *(["--xla"] if self.xla else []),
             *(["--deterministic"] if self.deterministic else []),
             *(["--accuracy"] if self.accuracy else []),
-            *(["--gpus", self.gpus] if self.gpus != "one" else []),
-            *(["--cpu-devices", str(self.cpu_devices)] if self.cpu_devices is not None else []),
             *self._common_argv(),
         ]
 
@@ -214,6 +220,7 @@ PAIR_PROBES = ("net", "allreduce")  # between the workers of a distributed job; 
 ALONE_PROBES = tuple(p for p in PROBES if p not in PAIR_PROBES)
 SCREEN_PROBES = ("gemm", "conv")  # what --suite screen checks, with fresh inputs, for a set time per GPU
 FRAMEWORK_PROBES = ("gemm", "conv", "net", "allreduce")  # each framework's own; the others need none of its code
+NODE_PROBES = ("allreduce",)  # also between one machine's GPUs (--gpus node: every GPU in one process)
 
 
 class ProbeSpec(_RunSpec):
@@ -247,11 +254,16 @@ class ProbeSpec(_RunSpec):
             raise ValueError(
                 f"{alone[0]} runs on one target (--scenario single); between workers: {', '.join(PAIR_PROBES)}"
             )
-        if not self.distributed and pair:
-            raise ValueError(f"{pair[0]} runs between the workers of a job: --scenario distributed")
+        local = [p for p in pair if p in NODE_PROBES and self.gpus == "node"]  # between a machine's GPUs
+        if not self.distributed and len(local) < len(pair):
+            raise ValueError(
+                f"{pair[0]} runs between the workers of a job: --scenario distributed"
+                + (" (allreduce also between one machine's GPUs: --gpus node)" if pair[0] in NODE_PROBES else "")
+            )
         other = [p for p in self.probes if p not in SCREEN_PROBES]
         if self.screen_seconds is not None and other:
             raise ValueError(f"--suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
+        self._check_gpus()
         self._check_data()
         return self
 

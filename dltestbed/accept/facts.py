@@ -96,13 +96,6 @@ def run_measures(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, 
     return {k: median(v) for k, v in by.items()}
 
 
-def units(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, str]:
-    """Each of `run_measures`' names and its unit."""
-    if not run.is_probe:
-        return {f"{run.model} img/s": "img/s"}
-    return {f"{m.probe} {m.case}": ("1/s" if m.unit == "s" else m.unit) for m in measures}
-
-
 def measure_of(case: str) -> str | None:
     """The name gpu_verdicts judges a probe case's figure by (run_measures' `probe case` names), or None: GEMM
     per math at the size the boards' fractions were measured at (like with like), the pinned copies (from each
@@ -136,8 +129,8 @@ def gpu_evidence(
         last = after[-1]
         if last.get("ecc_uncorrected") is not None:
             facts["ecc_uncorrected"] = float(last["ecc_uncorrected"])
-    mine = [g for s in samples for g in s.gpus if int(g.get("index", -1)) == index]
-    at = health.link(health.busy(samples, index) or mine, device)
+    busy = health.busy(samples, index)  # an idle link trains down: only a busy GPU's link says anything
+    at = health.link(busy, {}) if busy else None
     if at is not None:
         facts["pcie_gen"], facts["pcie_width"] = float(at[0]), float(at[1])
     if device.get("power_limit_watts") is not None:

@@ -65,8 +65,8 @@ def site_file(golden: Sequence[Golden], boards: Sequence[Board], when: str) -> t
         board = for_gpu(g.name, boards)
         if board is None:
             raise ConfigError(
-                f"accept --init: {g.name} ({g.node}:{g.index}) has no board file: give its datasheet values in a "
-                "site file first (docs/reference.md, 'Expected values per board')"
+                f"accept --init: {g.name} ({g.node}:{g.index}) has no board file: add one with its datasheet values to "
+                "dltestbed/boards/ (docs/reference.md, 'Expected values per board')"
             )
         for measure in g.samples:
             by.setdefault((board.key, measure), []).append(g)

@@ -14,10 +14,11 @@ from dltestbed import expected
 from dltestbed.accept.facts import gpu_evidence, measure_of, run_measures
 from dltestbed.accept.golden import Golden
 from dltestbed.orchestrate.presets import PRESETS
-from dltestbed.report.gpu_verdicts import GpuEvidence, GpuVerdict, Reason, judge
-from dltestbed.report.verdicts import FAIL
+from dltestbed.report.gpu_verdicts import MEASURES, ORDER, GpuEvidence, GpuVerdict, Reason, judge
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
+from dltestbed.workload.events import CheckEvent
 
 
 def boards(site: Path | None) -> tuple[expected.Board, ...]:
@@ -46,25 +47,52 @@ def gpu_preset(r: RunRecord) -> bool:
     return r.batch_size == p.batch_size and r.xla == p.xla and r.math.startswith("mixed") and r.image_size == 224
 
 
-def evidence(store: Store, runs: Sequence[RunRecord]) -> tuple[list[GpuEvidence], dict[str, list[Reason]]]:
-    """Every GPU's evidence from its ok runs, and the screen's wrong results per GPU (`node:index`)."""
+def _wrong(c: CheckEvent) -> Reason:
+    return Reason(
+        "screen",
+        FAIL,
+        f"computed a wrong result: {c.case}, {c.mismatches} of {c.elements} elements beyond the bound "
+        f"({c.worst:.3g} > {c.tolerance:.3g}){'; ' + c.where if c.where else ''}",
+        "drain the node and return the board (a GPU that computes wrong numbers silently corrupts jobs)",
+        f"{c.kind} check, seed {c.seed}",
+    )
+
+
+def evidence(
+    store: Store, runs: Sequence[RunRecord], earlier: Sequence[RunRecord] = ()
+) -> tuple[list[GpuEvidence], dict[str, list[Reason]]]:
+    """Every GPU's evidence from its ok runs, and the screen's wrong results per GPU (`node:index`). `earlier`:
+    runs whose measures were superseded (the first pass of a node run again) but whose XIDs, ECC errors and
+    wrong results still count. A run over several GPUs gives each its health and wrong results by index."""
     by: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in runs:
+
+    def entry(node: str, index: int) -> dict[str, Any]:
+        return by.setdefault(
+            (node, index), {"device": {}, "checks": [], "samples": [], "measures": {}, "ips": [], "wrong": []}
+        )
+
+    for r in [*earlier, *runs]:
+        measured = r in runs and r.status == "ok"
+        health, checks = store.health(r.id), store.checks(r.id) if r.status == "ok" else []
         found = _device(r)
         if found is None:
+            for h in health:
+                for g in h.gpus:
+                    entry(r.host, int(g.get("index", 0)))["checks"].append(h)
+            for c in checks:
+                if c.mismatches and c.gpu is not None:
+                    entry(r.host, c.gpu)["wrong"].append(c)
             continue
         index, device = found
-        e = by.setdefault((r.host, index), {"device": {}, "checks": [], "samples": [], "measures": {}, "ips": []})
+        e = entry(r.host, index)
         e["device"] = device or e["device"]
-        e["checks"] += store.health(r.id)
-        if r.status != "ok":
+        e["checks"] += health
+        e["wrong"] += [c for c in checks if c.mismatches]
+        if not measured:
             continue
         e["samples"] += store.resources(r.id)
         if r.is_probe:
             e["measures"].update(run_measures(r, store.measures(r.id)))
-            for c in store.checks(r.id):
-                if c.mismatches:
-                    e.setdefault("wrong", []).append(c)
         elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
             e["ips"].append(r.images_per_sec)
     out, wrong = [], {}
@@ -72,52 +100,68 @@ def evidence(store: Store, runs: Sequence[RunRecord]) -> tuple[list[GpuEvidence]
         ips = median(e["ips"]) if e["ips"] else None
         ev = gpu_evidence(node, index, e["device"], e["checks"], e["samples"], e["measures"], ips)
         out.append(ev)
-        if e.get("wrong"):
-            c = e["wrong"][0]
-            wrong[ev.gpu] = [
-                Reason(
-                    "screen",
-                    FAIL,
-                    f"computed a wrong result: {c.case}, {c.mismatches} of {c.elements} elements beyond the bound "
-                    f"({c.worst:.3g} > {c.tolerance:.3g}){'; ' + c.where if c.where else ''}",
-                    "drain the node and return the board (a GPU that computes wrong numbers silently corrupts jobs)",
-                    f"{c.kind} check, seed {c.seed}",
-                )
-            ]
+        if e["wrong"]:
+            wrong[ev.gpu] = [_wrong(e["wrong"][0])]
     return out, wrong
 
 
-def verdicts(store: Store, runs: Sequence[RunRecord], site: Path | None) -> list[GpuVerdict]:
-    """Every GPU's verdict: gpu_verdicts' checks, and the screen's wrong results."""
-    found, wrong = evidence(store, runs)
+def _unmeasured(ev: GpuEvidence, found: Sequence[GpuEvidence], board: expected.Board | None) -> list[Reason]:
+    """What a GPU was not measured in that its board expects or another GPU of its name was measured in: cannot
+    judge (a probe that could not run is never a pass)."""
     out = []
-    for v in judge(found, boards(site)):
-        extra = tuple(wrong.get(v.gpu, ()))
-        out.append(replace(v, verdict=FAIL, reasons=v.reasons + extra) if extra else v)
+    for name, label in MEASURES.items():
+        if name in ev.measures:
+            continue
+        others = any(name in g.measures for g in found if g.name == ev.name)
+        wanted = board is not None and any(k in board.values for k in (name, f"{name}_fraction"))
+        if others or wanted:
+            out.append(Reason(name, UNDECIDED, f"{label} was not measured on this GPU"))
+    return out
+
+
+def verdicts(
+    store: Store, runs: Sequence[RunRecord], site: Path | None, earlier: Sequence[RunRecord] = ()
+) -> list[GpuVerdict]:
+    """Every GPU's verdict: gpu_verdicts' checks, what it was not measured in, and the screen's wrong results."""
+    found, wrong = evidence(store, runs, earlier)
+    known = boards(site)
+    out = []
+    for v, ev in zip(judge(found, known), found, strict=True):
+        extra = tuple(_unmeasured(ev, found, expected.for_gpu(ev.name, known)) + wrong.get(v.gpu, []))
+        if extra:
+            reasons = v.reasons + extra
+            verdict = next(x for x in ORDER if x == PASS or any(r.verdict == x for r in reasons))
+            v = replace(v, verdict=verdict, reasons=reasons)
+        out.append(v)
     return out
 
 
 def golden(store: Store, runs: Sequence[RunRecord]) -> list[Golden]:
-    """Each GPU's samples for `accept --init`: every timed call of its probes (by measure_of's names) and each
-    of its gpu-preset ResNet-50 runs."""
-    by: dict[tuple[str, int], tuple[dict[str, Any], dict[str, list[float]]]] = {}
+    """Each GPU's samples for `accept --init`: every timed call of its probes (by measure_of's names; of cases
+    with the same name, such as a pinned copy from each NUMA node, the best one's, as judging takes) and each of
+    its gpu-preset ResNet-50 runs."""
+    by: dict[tuple[str, int], tuple[dict[str, Any], dict[tuple[str, str], list[float]]]] = {}
     for r in runs:
         found = _device(r)
         if found is None or r.status != "ok":
             continue
         index, device = found
-        _, samples = by.setdefault((r.host, index), (device, {}))
+        _, cases = by.setdefault((r.host, index), (device, {}))
         if r.is_probe:
             for m in store.measures(r.id):
                 name = measure_of(f"{m.probe} {m.case}")
                 if m.phase == "timed" and name is not None:
-                    samples.setdefault(name, []).append(m.value)
+                    cases.setdefault((name, m.case), []).append(m.value)
         elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
-            samples.setdefault("resnet50_gpu_preset_ips", []).append(r.images_per_sec)
-    return [
-        Golden(node, index, str(dev.get("name", "GPU")), str(dev.get("driver", "")), samples)
-        for (node, index), (dev, samples) in by.items()
-    ]
+            cases.setdefault(("resnet50_gpu_preset_ips", ""), []).append(r.images_per_sec)
+    out = []
+    for (node, index), (dev, cases) in by.items():
+        best: dict[str, list[float]] = {}
+        for (name, _), values in cases.items():
+            if name not in best or median(values) > median(best[name]):
+                best[name] = values
+        out.append(Golden(node, index, str(dev.get("name", "GPU")), str(dev.get("driver", "")), best))
+    return out
 
 
 def failing_nodes(site: Path | None, store: Store, runs: Sequence[RunRecord]) -> list[str]:

@@ -22,6 +22,7 @@ from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 PEERS_MIN = 3  # nodes needed to judge one against the others
 SLOW_ACTION = "drain the node; look at what else runs on it, its clocks, power and cooling; accept it again once mended"
 DRIFT_ACTION = "install the fleet's (or the golden spec's) version on the node and accept it again"
+BURN_IN_ACTION = "drain the node; look at its cooling, power and clocks over time (a board that slows as it heats)"
 FAILED_ACTION = "drain the node and read the run's log; accept it again once mended"
 
 
@@ -170,11 +171,15 @@ def trends(rounds: Sequence[Mapping[tuple[str, str, str], float]], slowdown: flo
     first, last = rounds[0], rounds[-1]
     for (node, unit, measure), v in first.items():
         w = last.get((node, unit, measure))
-        if w is None or v <= 0 or (1 - w / v) * 100 < slowdown:
+        if w is None:
+            why = f"{unit} {measure}: no result in the last of {len(rounds)} burn-in rounds"
+            out.setdefault(node, []).append(Reason("burn-in", UNDECIDED, why))
+            continue
+        if v <= 0 or (1 - w / v) * 100 < slowdown:
             continue
         fell = (1 - w / v) * 100
         why = f"{unit} {measure} fell {fell:.0f} % from the first of {len(rounds)} burn-in rounds to the last"
-        out.setdefault(node, []).append(Reason("burn-in", FAIL, why, SLOW_ACTION, f"{v:.4g} → {w:.4g}"))
+        out.setdefault(node, []).append(Reason("burn-in", FAIL, why, BURN_IN_ACTION, f"{v:.4g} → {w:.4g}"))
     return out
 
 

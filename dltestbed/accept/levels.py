@@ -3,6 +3,7 @@ would hold nothing but these numbers, so a level is data. Pure."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dltestbed.choices import LEVELS as NAMES
@@ -70,6 +71,6 @@ def seconds(text: str, option: str = "--hold") -> float:
         value = float(number) * (unit or 1.0)
     except ValueError:
         raise ConfigError(f"{option} {text!r}: give a duration such as 90s, 30m or 4h") from None
-    if value <= 0:
-        raise ConfigError(f"{option} {text!r}: must be more than 0")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{option} {text!r}: must be more than 0, and finite")
     return value

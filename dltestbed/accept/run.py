@@ -21,16 +21,19 @@ from dltestbed.accept import judge as judge_mod
 from dltestbed.accept.levels import level as level_of
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.stages import (
+    SKIPPABLE,
     STAGES,
     Ctx,
     Fleet,
     Hold,
     Measure,
+    NodeGpus,
     Preflight,
     Provision,
     SecondPass,
     failures,
     node_measures,
+    read_runs,
     run_stages,
 )
 from dltestbed.accept.state import State, digest
@@ -38,7 +41,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchInterrupted, BenchObserver
 from dltestbed.report import drift as drift_mod
 from dltestbed.report.gpu_verdicts import GpuVerdict, Reason
-from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.records import RunRecord, now_iso
 from dltestbed.results.store import Store
 
@@ -63,7 +66,7 @@ def _golden(path: Path | None) -> dict[str, str] | None:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"--golden {str(path)!r}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--golden {str(path)!r}: not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(doc, dict) or not doc:
         raise ConfigError(f"--golden {str(path)!r}: give a mapping of fact to value, e.g. 'driver: 570.133.20'")
@@ -78,6 +81,9 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     unknown = sorted(set(request.skip) - set(STAGES))
     if unknown:
         raise ConfigError(f"--skip {unknown[0]!r}: no such stage; the stages: {', '.join(STAGES)}")
+    core = sorted(set(request.skip) - set(SKIPPABLE))
+    if core:
+        raise ConfigError(f"--skip {core[0]}: the verdict needs it; a stage may be skipped: {', '.join(SKIPPABLE)}")
     if request.on_fail is not None:
         remedy.check_spec(request.on_fail, "--on-fail")
     if request.on_pass is not None:
@@ -90,15 +96,21 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     nodes = tuple(h.name for h in inv.in_role("bare_metal"))
     if not nodes:
         raise ConfigError(f"{request.inventory}: no node to accept in {inv.role_help('bare_metal')}")
+    if request.on_fail is not None or request.on_pass is not None:
+        for node in nodes:  # a remedy's name check, before any node is measured
+            remedy.command(remedy.RESUME, node)
     return nodes, hashlib.sha256(request.inventory.read_bytes()).hexdigest()
 
 
 def _request_digest(request: AcceptRequest, inventory_digest: str, init: bool = False) -> str:
-    """What makes two acceptances the same one (for --resume): the inventory's content and the options that
-    change what is measured."""
+    """What makes two acceptances the same one (for --resume): the inventory's content, the store its benches
+    are in, the expected values, and the options that change what is measured."""
+    site = request.expected.read_bytes() if request.expected is not None and not init else b""
     return digest(
         {
             "inventory": inventory_digest,
+            "results": str(Store.where(request.results)),
+            "expected": hashlib.sha256(site).hexdigest(),
             "level": request.level,
             "limit": request.limit,
             "framework": request.framework,
@@ -148,11 +160,12 @@ def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int
     state, _ = State.begin(request.out, _request_digest(request, inv_digest, init=True), request.resume)
     ctx = Ctx(request, level_of(request.level), nodes, inv_digest, observer, state)
     try:
+        run_stages(ctx, observer.say, only=INIT_STAGES[:-1])
+        if not ctx.gpu:  # before the GPUs' measures are asked of nodes that have none
+            raise ConfigError("accept --init: the golden nodes have no GPU; expected values are per GPU board")
         run_stages(ctx, observer.say, only=INIT_STAGES)
     except BenchInterrupted as exc:
         raise BenchInterrupted(f"{exc}; `dltestbed accept --init --resume` (with the same options) goes on") from None
-    if not ctx.gpu:
-        raise ConfigError("accept --init: the golden nodes have no GPU; expected values are per GPU board")
     store = Store.open(request.results, read_only=True)
     try:
         found = gpus_mod.golden(store, read_runs(store, state.stages[Measure.name].benches))
@@ -231,9 +244,9 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     pre, fleet, second = ctx.data(Preflight.name), ctx.data(Fleet.name), ctx.data(SecondPass.name)
     node_facts: dict[str, dict[str, str]] = pre.get("facts", {})
     drifts = drift_mod.drift(node_facts, _golden(ctx.request.golden)) if node_facts else []
-    stages = ctx.state.stages
-    first_runs = read_runs(store, stages[Measure.name].benches) if Measure.name in stages else []
-    second_runs = read_runs(store, stages[SecondPass.name].benches) if SecondPass.name in stages else []
+    first_runs = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
+    second_runs = read_runs(store, second.get("measure", []))
+    hold_runs = read_runs(store, [b for r in ctx.data(Hold.name).get("rounds", []) for b in r])
     rerun = second.get("rerun", [])
     measures = fleet.get("measures") or node_measures(first_runs, store)
     failed = {**fleet.get("failed", failures(first_runs))}
@@ -241,7 +254,11 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     extra: dict[str, list[Reason]] = {}
     for node, why in pre.get("failed", {}).items():
         extra.setdefault(node, []).append(Reason("preflight", UNDECIDED, f"its facts could not be read: {why}"))
-    for src in (_pairs(ctx, store), _trends(ctx, store)):
+    held = {
+        node: [Reason("burn-in", FAIL, f"a burn-in run failed: {why}", judge_mod.FAILED_ACTION)]
+        for node, why in failures(hold_runs).items()
+    }
+    for src in (_pairs(ctx, store), _trends(ctx, store), held):
         for node, reasons in src.items():
             extra.setdefault(node, []).extend(reasons)
     for node in ctx.nodes:
@@ -250,7 +267,13 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     gpus: list[GpuVerdict] = []
     if ctx.gpu:
         final = [r for r in first_runs if r.host not in rerun] + second_runs
-        gpus = gpus_mod.verdicts(store, final, ctx.request.expected)
+        superseded = [r for r in first_runs if r.host in rerun] + hold_runs  # their XIDs and wrong results count
+        gpus = gpus_mod.verdicts(store, final, ctx.request.expected, superseded)
+        for node, count in pre.get("gpus", {}).items():
+            judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
+            if judged < count:
+                why = f"preflight saw {count} GPU(s); {judged} were measured"
+                extra.setdefault(node, []).append(Reason("gpus", UNDECIDED, why))
     slow = sorted({s.node for s in judge_mod.suspects(measures, ctx.request.slowdown)})
     f = judge_mod.Findings(
         nodes=ctx.nodes,
@@ -270,11 +293,6 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         "measures": {"first pass": measures, "second pass": f.second},
     }
     return f, every
-
-
-def read_runs(store: Store, benches: Sequence[str]) -> list[RunRecord]:
-    """The foreground runs of `benches`, in order."""
-    return [r for b in benches for r in store.runs(bench_id=b) if r.role == "foreground"]
 
 
 def _remedies(request: AcceptRequest, nodes: Sequence[judge_mod.NodeVerdict]) -> list[remedy.Done]:
@@ -298,7 +316,7 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
     nodes = judge_mod.judge(f)
     code = judge_mod.exit_code(nodes)
     done = _remedies(ctx.request, nodes)
-    counts = {v: sum(n.verdict == v for n in nodes) for v in (PASS, "warn", FAIL, UNDECIDED)}
+    counts = {v: sum(n.verdict == v for n in nodes) for v in (PASS, WARN, FAIL, UNDECIDED)}
     summary = {
         "id": ctx.state.id,
         "outcome": ", ".join(f"{c} {v}" for v, c in counts.items() if c),

@@ -21,13 +21,23 @@ from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import StageRecord, State, digest
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import DltestbedError
-from dltestbed.orchestrate import BenchObserver, BenchRequest, Machines, Repetitions, Workloads, run_bench
+from dltestbed.orchestrate import (
+    BenchInterrupted,
+    BenchObserver,
+    BenchRequest,
+    Machines,
+    Repetitions,
+    Workloads,
+    run_bench,
+)
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import provision
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
+from dltestbed.workload.probes.base import ALLREDUCE_BYTES, size_words
 
 BARE_METAL = ("bm",)  # acceptance measures the nodes themselves
+SKIPPABLE = ("provision", "node", "pairs", "second", "hold")  # the verdict needs the others
 
 
 @dataclass
@@ -45,6 +55,11 @@ class Ctx:
         """What a finished stage found ({} when it did not run)."""
         rec = self.state.stages.get(stage)
         return rec.data if rec is not None else {}
+
+    def data_benches(self, stage: str) -> list[str]:
+        """The benches a finished stage stored ([] when it did not run)."""
+        rec = self.state.stages.get(stage)
+        return list(rec.benches) if rec is not None else []
 
     @property
     def gpu(self) -> bool:
@@ -71,11 +86,14 @@ class Ctx:
         return run_bench(req, self.observer).bench_id
 
 
-def read(ctx: Ctx, benches: Sequence[str]) -> tuple[Store, list[RunRecord]]:
-    """The store (read-only; the caller closes it) and the foreground runs of `benches`, in order."""
-    store = Store.open(ctx.request.results, read_only=True)
-    runs = [r for b in benches for r in store.runs(bench_id=b) if r.role == "foreground"]
-    return store, runs
+def read_runs(store: Store, benches: Sequence[str]) -> list[RunRecord]:
+    """The foreground runs of `benches`, in order."""
+    return [r for b in benches for r in store.runs(bench_id=b) if r.role == "foreground"]
+
+
+class StageError(DltestbedError):
+    """A stage could not go on (a bench refused, a host's key changed): said with the stage, and that --resume
+    goes on from it; exit 2, never a node's failure."""
 
 
 class Stage:
@@ -115,8 +133,13 @@ class Provision(Stage):
     title = "provision the nodes (offline, idempotent)"
 
     def inputs(self, ctx: Ctx) -> dict[str, Any]:
-        # not the acceptance's: a provisioning that passed stands until the inventory or dltestbed changes
-        return {"inventory": ctx.inventory_digest, "dltestbed": __version__, "framework": ctx.request.framework}
+        # not the acceptance's: a provisioning that passed stands until the nodes, the inventory or dltestbed change
+        return {
+            "inventory": ctx.inventory_digest,
+            "nodes": sorted(ctx.nodes),
+            "dltestbed": __version__,
+            "framework": ctx.request.framework,
+        }
 
     def run(self, ctx: Ctx) -> StageRecord:
         others = () if ctx.request.framework == DEFAULT_FRAMEWORK else (ctx.request.framework,)
@@ -146,8 +169,11 @@ class Preflight(Stage):
     def run(self, ctx: Ctx) -> StageRecord:
         probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
         bench = ctx.bench(probe, scenario=Options(parallel=True))
-        store, runs = read(ctx, [bench])
-        store.close()
+        store = Store.open(ctx.request.results, read_only=True)
+        try:
+            runs = read_runs(store, [bench])
+        finally:
+            store.close()
         found = {r.host: facts_mod.node_facts(r.fingerprint) for r in runs if r.status == "ok"}
         gpus = {r.host: len(r.fingerprint.get("gpus") or []) for r in runs if r.status == "ok"}
         failed = {r.host: r.reason or r.status for r in runs if r.status != "ok"}
@@ -232,16 +258,22 @@ class NodeGpus(Stage):
         return None if ctx.gpu else "the nodes have no GPU"
 
     def run(self, ctx: Ctx) -> StageRecord:
-        allreduce = Workloads(
-            suite="micro",
-            preset="gpu",
-            probes=("allreduce",),
-            gpus="node",
-            device="gpu",
-            warmup=2,
-            steps=ctx.level.probe_steps,
-        )
-        return StageRecord("", [ctx.bench(allreduce)])
+        return StageRecord("", [node_bench(ctx, None)])
+
+
+def node_bench(ctx: Ctx, limit: Sequence[str] | None) -> str:
+    """Every GPU of each node (or `limit`'s) in one process: all-reduce over them, NCCL's (its bus bandwidth is
+    judged against the other nodes')."""
+    allreduce = Workloads(
+        suite="micro",
+        preset="gpu",
+        probes=("allreduce",),
+        gpus="node",
+        device="gpu",
+        warmup=2,
+        steps=ctx.level.probe_steps,
+    )
+    return ctx.bench(allreduce, limit=limit)
 
 
 def pairs_of(nodes: Sequence[str]) -> list[tuple[str, str]]:
@@ -274,12 +306,17 @@ class Pairs(Stage):
 
 
 def node_measures(runs: Sequence[RunRecord], store: Store) -> dict[str, dict[str, float]]:
-    """measure → node → its median over the node's ok runs (CPU runs; a GPU's are judged per GPU)."""
+    """measure → node → its median over the node's ok runs: the runs of the node as a whole (a CPU node's, and
+    the all-reduce over a node's GPUs at its largest size, as nccl-tests quotes it); a run of one GPU is judged
+    per GPU."""
     by: dict[str, dict[str, list[float]]] = {}
     for r in runs:
-        if r.status != "ok" or r.used_device == "gpu" or r.spec.get("gpu"):
+        if r.status != "ok" or r.spec.get("gpu"):
             continue
+        largest = f"allreduce {size_words(ALLREDUCE_BYTES[r.spec.get('scale', 'small')][-1])} busbw"
         for name, value in facts_mod.run_measures(r, store.measures(r.id) if r.is_probe else []).items():
+            if name.startswith("allreduce ") and name != largest:
+                continue
             by.setdefault(name, {}).setdefault(r.host, []).append(value)
     return {name: {node: median(v) for node, v in nodes.items()} for name, nodes in by.items()}
 
@@ -299,20 +336,20 @@ class Fleet(Stage):
     title = "the fleet analysis: who is slower than its peers, whose runs failed"
 
     def run(self, ctx: Ctx) -> StageRecord:
-        store, runs = read(ctx, ctx.state.stages[Measure.name].benches)
+        store = Store.open(ctx.request.results, read_only=True)
         try:
+            runs = read_runs(store, ctx.state.stages[Measure.name].benches + ctx.data_benches(NodeGpus.name))
             measures = node_measures(runs, store)
             gpu_nodes = failing_nodes(ctx.request.expected, store, runs) if ctx.gpu else []
+            bad_pairs = []
+            for a, b, bench in ctx.data(Pairs.name).get("pairs", []):
+                prs = read_runs(store, [bench])
+                if not prs or any(r.status != "ok" for r in prs):
+                    bad_pairs.append([a, b])
         finally:
             store.close()
         slow = sorted({s.node for s in suspects(measures, ctx.request.slowdown)})
         failed = failures(runs)
-        bad_pairs = []
-        for a, b, bench in ctx.data(Pairs.name).get("pairs", []):
-            store, prs = read(ctx, [bench])
-            store.close()
-            if not prs or any(r.status != "ok" for r in prs):
-                bad_pairs.append([a, b])
         rerun = sorted(set(slow) | set(failed) | set(gpu_nodes), key=ctx.nodes.index)
         return StageRecord("", [], {"measures": measures, "failed": failed, "rerun": rerun, "pairs": bad_pairs})
 
@@ -325,7 +362,9 @@ class SecondPass(Stage):
     def run(self, ctx: Ctx) -> StageRecord:
         fleet = ctx.data(Fleet.name)
         rerun, bad_pairs = fleet.get("rerun", []), fleet.get("pairs", [])
-        benches = measure_benches(ctx, rerun) if rerun else []
+        measured = measure_benches(ctx, rerun) if rerun else []
+        if rerun and NodeGpus.name in ctx.state.stages:
+            measured.append(node_bench(ctx, rerun))
         suspect = {n for pair in bad_pairs for n in pair}
         good = [n for n in ctx.nodes if n not in suspect and n not in rerun]
         pairs = []
@@ -333,16 +372,15 @@ class SecondPass(Stage):
             if not good:
                 pairs.append([node, "", ""])
                 continue
-            bench = pair_bench(ctx, (node, good[0]))
-            pairs.append([node, good[0], bench])
-            benches.append(bench)
-        return StageRecord("", benches, {"rerun": rerun, "pairs": pairs})
+            pairs.append([node, good[0], pair_bench(ctx, (node, good[0]))])
+        benches = measured + [b for *_, b in pairs if b]
+        return StageRecord("", benches, {"rerun": rerun, "measure": measured, "pairs": pairs})
 
 
 @stage
 class Hold(Stage):
     name = "hold"
-    title = "burn-in: the model (and the screen) in rounds, held for hours"
+    title = "burn-in: the model (and the screen) in rounds, held for --hold (4 h at level burn-in)"
 
     def applies(self, ctx: Ctx) -> str | None:
         return None if self.seconds(ctx) > 0 else f"level {ctx.level.name} holds nothing"
@@ -380,6 +418,14 @@ def run_stages(ctx: Ctx, say: Callable[[str], None], only: Collection[str] = ())
             say(f"stage {name}: does not apply ({why_not})")
             continue
         say(f"stage {name}: {cls.title}")
-        rec = st.run(ctx)
+        try:
+            rec = st.run(ctx)
+        except BenchInterrupted:
+            raise
+        except DltestbedError as exc:
+            raise StageError(
+                f"stage {name}: {exc}; the finished stages are kept: once it is mended, `dltestbed accept --resume` "
+                "(with the same options) goes on from this stage"
+            ) from None
         rec.key = key
         ctx.state.record(name, rec)

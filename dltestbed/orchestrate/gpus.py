@@ -55,7 +55,7 @@ def needs(plan: Plan, options: Options) -> list[Need]:
     if sized is not None:
         out.append(Need(f"--gpu-memory-mib {sized}", "it sizes GPU memory: leave it out there"))
     for how, what in (("node", "one job of a machine's GPUs"), (PER_GPU, "a process on each GPU of a machine")):
-        if any(isinstance(s, WorkloadSpec) and s.gpus == how for s in plan.specs):
+        if any(s.gpus == how for s in plan.specs):
             out.append(Need(f"--gpus {how}", f"it is {what}: leave it out there"))
     out += [Need(option, instead) for option, instead in scenario(options.scenario).gpu_needs(options)]
     return out

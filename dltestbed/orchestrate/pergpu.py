@@ -58,8 +58,7 @@ class GpuSlot:
         one` (a process per GPU)."""
         update: dict[str, object] = {"gpu": self.uuid, "gpu_index": self.index, "device": "gpu"}
         update["cpus"] = spec.cpus or (self.cpus if pin else None)
-        if isinstance(spec, WorkloadSpec):
-            update["gpus"] = "one"
+        update["gpus"] = "one"
         return spec.model_copy(update=update)
 
 
@@ -98,4 +97,4 @@ def usable(cpus: str, allowed: Sequence[int]) -> str:
 
 def wanted(specs: Sequence[Spec]) -> bool:
     """Whether a plan runs a process per GPU."""
-    return any(isinstance(s, WorkloadSpec) and s.gpus == PER_GPU for s in specs)
+    return any(s.gpus == PER_GPU for s in specs)

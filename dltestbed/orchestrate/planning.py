@@ -226,7 +226,17 @@ def _frameworks(frameworks: Sequence[str] | None, gpus: str) -> list[str]:
     return chosen
 
 
-PROBE_KEEPS = ("framework", "data", "data_dir", "data_digest", "data_files", "data_bytes", "device", "gpu_memory_mib")
+PROBE_KEEPS = (
+    "framework",
+    "data",
+    "data_dir",
+    "data_digest",
+    "data_files",
+    "data_bytes",
+    "device",
+    "gpu_memory_mib",
+    "gpus",
+)
 
 
 def _check_suite(

@@ -122,6 +122,8 @@ def micro_parser() -> argparse.ArgumentParser:
         p.add_argument(name)
     for name in ("--data-files", "--data-bytes", "--warmup", "--steps", "--seed", "--gpu-memory-mib"):
         p.add_argument(name, type=int)
+    p.add_argument("--gpus", help="node: allreduce between every GPU of this machine, in this one process")
+    p.add_argument("--cpu-devices", type=int, help="with --gpus node and no GPU: the CPU split into this many replicas")
     p.add_argument("--sample-interval", type=float)
     p.add_argument(
         "--screen-seconds",
@@ -151,4 +153,7 @@ def parse_micro(argv: list[str]) -> tuple[ProbeSpec, argparse.Namespace]:
         values["probes"] = tuple(p.strip() for p in values["probes"].split(",") if p.strip())
     elif ns.distributed:
         values["probes"] = PAIR_PROBES
-    return probe_spec(**values), ns
+    spec = probe_spec(**values)
+    if spec.gpus == PER_GPU:  # the controller's: it starts one process per GPU, each with its --gpu
+        raise ConfigError("--gpus per-gpu is the controller's (a process per GPU); a workload takes --gpu UUID")
+    return spec, ns

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dltestbed.config import ProbeSpec
+from dltestbed.config import NODE_PROBES, ProbeSpec
 from dltestbed.errors import ConfigError
 from dltestbed.workload.args import parse_micro
 from dltestbed.workload.emit import Emitter
@@ -122,7 +122,8 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
     fp = fingerprint.base()
     fw = ProbeFramework()  # membw and disk alone start in a second, even in an emulated VM: no framework loaded
     if set(spec.probes) & probes.NEED_FRAMEWORK:  # seconds to import: only the probes that need it load it
-        fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp)
+        node = spec.gpus == "node" and bool(set(spec.probes) & set(NODE_PROBES))  # the others: as on one GPU
+        fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp, node, spec.cpu_devices)
     tf, visible, strategy = fw.module, fw.gpus, fw.strategy
     if spec.device == "gpu" and not visible:
         raise ConfigError(f"--device gpu: no GPU is visible to {framework(spec.framework).label} on {fp['host']}")

@@ -63,3 +63,30 @@ def test_a_node_job_of_two_replicas_counts_both(tmp_path: object) -> None:
     assert fp["collective"] == "ReductionToOneDevice"  # NCCL on GPUs
     steps = [e for e in events if isinstance(e, StepEvent)]
     assert [s.images for s in steps] == [8] * 4 and summary.images == 24
+
+
+def test_allreduce_between_a_nodes_devices_in_one_process() -> None:
+    """The probe with --gpus node (acceptance's all of a node's GPUs together) on 2 logical CPU devices: every
+    size timed and checked exact, its bus bandwidth derived as nccl-tests does (2(n−1)/n: n = 2 gives algbw)."""
+    from dltestbed.workload.events import CheckEvent, MeasureEvent, StartEvent, parse_line
+
+    argv = ["micro", "--probes", "allreduce", "--gpus", "node", "--cpu-devices", "2", "--device", "cpu"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "dltestbed.workload", *argv, "--warmup", "1", "--steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [parse_line(line) for line in proc.stdout.splitlines()]
+    (start,) = [e for e in events if isinstance(e, StartEvent)]
+    assert (start.fingerprint["replicas"], start.fingerprint["workers"]) == (2, 1)
+    timed = [e for e in events if isinstance(e, MeasureEvent) and e.phase == "timed"]
+    sizes = {e.case.rsplit(" ", 1)[0] for e in timed}
+    assert sizes == {"4 KiB", "256 KiB", "4 MiB"}
+    for e in timed:
+        if e.case.endswith("busbw"):
+            twin = next(t for t in timed if t.index == e.index and t.case == e.case.replace("busbw", "algbw"))
+            assert e.value == pytest.approx(twin.value)  # 2(n-1)/n = 1 for n = 2
+    checks = [e for e in events if isinstance(e, CheckEvent)]
+    assert len(checks) == 3 and all(c.mismatches == 0 for c in checks)

@@ -15,7 +15,7 @@ from dltestbed.accept.state import StageRecord, State
 from dltestbed.errors import ConfigError
 from dltestbed.expected import shipped, with_site
 from dltestbed.report import drift
-from dltestbed.report.gpu_verdicts import Reason
+from dltestbed.report.gpu_verdicts import MEASURES, Reason
 from dltestbed.report.gpu_verdicts import judge as judge_gpus
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.store import Store
@@ -108,14 +108,17 @@ def test_node_facts_from_eight_captured_gpus_and_the_package_metadata() -> None:
 
 
 def test_a_link_trained_down_xid_79_a_power_cap_and_an_uncorrectable_error_each_fail_their_gpu() -> None:
-    eight = fakenvml.several(fakenvml.h100_text(), 8)
+    eight = fakenvml.several(fakenvml.busy(fakenvml.h100_text()), 8)  # under load: an idle link says nothing
     down = fakenvml.set_value(eight, "PCI/GPU Link Info/PCIe Generation/Current", "3", gpu=2)
     down = fakenvml.set_value(down, "PCI/GPU Link Info/Link Width/Current", "8x", gpu=2)
     down = fakenvml.set_value(down, "GPU Power Readings/Current Power Limit", "490.00 W", gpu=4)  # 30 % below
     devices = _devices(down)
     counters = [{"index": i, "ecc_uncorrected": 1 if i == 6 else 0} for i in range(8)]
     health = [HealthEvent("after", 0.0, counters, xids=[{"index": 3, "xid": 79, "t": 1.0}])]
-    found = [facts.gpu_evidence("n1", i, devices[i], health, [], {}, None) for i in range(8)]
+    samples = [ResourceEvent(float(t), 1, 100.0, Nvml(fakenvml.FakeNvml(down)).sample()) for t in range(3)]
+    found = [facts.gpu_evidence("n1", i, devices[i], health, samples, {}, None) for i in range(8)]
+    idle = facts.gpu_evidence("n1", 2, devices[2], health, [], {}, None)
+    assert "pcie_gen" not in idle.facts  # not read under load: cannot judge, never the idle link's
     assert found[2].facts["pcie_gen"] == 3 and found[2].facts["pcie_width"] == 8 and found[3].xids == (79,)
     gpus = judge_gpus(found, shipped())
     assert [g.verdict for g in gpus] == [PASS, PASS, FAIL, FAIL, FAIL, PASS, FAIL, PASS]
@@ -173,7 +176,7 @@ def test_the_junit_never_counts_cannot_judge_as_a_pass() -> None:
 def test_levels_and_durations() -> None:
     assert levels.level("quick").repeat == 1 and levels.level("burn-in").hold_seconds == 4 * 3600
     assert levels.seconds("90s") == 90 and levels.seconds("30m") == 1800 and levels.seconds("4h") == 14400
-    for bad in ("soon", "-1h", "0"):
+    for bad in ("soon", "-1h", "0", "inf", "nan"):
         with pytest.raises(ConfigError):
             levels.seconds(bad)
     with pytest.raises(ConfigError, match="known: quick, standard, burn-in"):
@@ -212,6 +215,7 @@ def test_state_is_kept_and_resumed_only_for_the_same_request(tmp_path: Path) -> 
         (["--hold", "soon"], "--hold 'soon'"),
         (["--sign-key", "/nonexistent-key"], "--sign-key '/nonexistent-key': no such file"),
         (["--init"], "--expected FILE: where to write"),
+        (["--skip", "measure"], "--skip measure: the verdict needs it"),
         (["--init", "--expected", "site.toml"], "--level quick runs the model once"),
     ],
 )
@@ -243,7 +247,9 @@ def test_the_captured_h100_store_is_read_but_not_judged_against_other_sizes(tmp_
     assert wrong == {} and ev.gpu == "vm:0" and ev.name == "NVIDIA H100 80GB HBM3"
     assert ev.facts == {"memory_total_bytes": 85520809984.0} and ev.measures == {}
     assert verdict.board == "h100-sxm" and verdict.verdict == UNDECIDED
-    assert sorted(r.check for r in verdict.reasons if r.verdict == UNDECIDED) == ["ecc", "pcie", "power"]
+    undecided = {r.check for r in verdict.reasons if r.verdict == UNDECIDED}
+    assert undecided == {"ecc", "pcie", "power", *MEASURES}  # each measure: "was not measured on this GPU"
+    assert [r.verdict for r in verdict.reasons if r.check not in undecided] == []
 
 
 def _stored_node(store: Store, node: str, slow_gpu: int | None) -> None:
@@ -255,7 +261,9 @@ def _stored_node(store: Store, node: str, slow_gpu: int | None) -> None:
     from tests.h100data import captured
 
     c = captured()
-    devices = _devices(fakenvml.several(fakenvml.h100_text(), 8))
+    busy = fakenvml.several(fakenvml.busy(fakenvml.h100_text()), 8)
+    devices = _devices(busy)
+    sampled = Nvml(fakenvml.FakeNvml(busy)).sample()
     for i, dev in enumerate(devices):
         k = 0.85 if i == slow_gpu else 1.0
         cases = {f"gemm {m} n=8192": c[f"gemm_{m}"] * 1e12 for m in ("float32", "tf32", "bfloat16", "float16")}
@@ -311,6 +319,7 @@ def _stored_node(store: Store, node: str, slow_gpu: int | None) -> None:
         for run in (micro, model):
             store.save_run(run)
             store.add_health(run.id, HealthEvent("after", 1.0, [{"index": i, "ecc_uncorrected": 0}]))
+            store.add_resource(run.id, ResourceEvent(1.0, 1, 100.0, [sampled[i]]))
         for j, (case, value) in enumerate(cases.items()):
             probe, name = case.split(" ", 1)
             store.add_measure(micro.id, MeasureEvent(probe, name, j, "timed", value * k, "B/s", 1.0, 1.0))
@@ -397,4 +406,27 @@ def test_burn_in_fails_a_unit_that_slows_from_the_first_round_to_the_last() -> N
     (r,) = found["g1"]
     assert r.why == "g1/gpu1 resnet50 img/s fell 16 % from the first of 3 burn-in rounds to the last"
     assert judge.trends(rounds, 20.0) == {} and judge.trends(rounds[:1], 5.0) == {}
-    assert judge.judge(judge.Findings(("g1",), extra=found))[0].verdict == FAIL
+    node = judge.judge(judge.Findings(("g1",), extra=found))[0]
+    assert node.verdict == FAIL and node.summary == r.why  # what a drain says: the burn-in's words, not "fail"
+    lost = judge.trends([rounds[0], {("g1", "g1/gpu0", "resnet50 img/s"): 4990.0}], 5.0)["g1"]
+    assert [(x.verdict, x.why) for x in lost] == [
+        (UNDECIDED, "g1/gpu1 resnet50 img/s: no result in the last of 2 burn-in rounds")
+    ]
+
+
+def test_init_reads_the_golden_gpus_samples_from_stored_runs(tmp_path: Path) -> None:
+    """The stored node of eight H100s as golden: each GPU's timed calls by measure, and its gpu-preset
+    ResNet-50 runs; the site file holds the captured fractions back."""
+    store = Store.open(tmp_path / "results.sqlite")
+    try:
+        _stored_node(store, "gold", None)
+        found = gpus.golden(store, store.runs())
+    finally:
+        store.close()
+    assert len(found) == 8 and found[0].driver == "580.159.04"
+    assert sorted(found[0].samples) == sorted(MEASURES) and len(found[0].samples["gemm_bfloat16"]) == 1
+    text, count = golden.site_file(found, shipped(), "2026-11-27")
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    mine = next(b for b in with_site(shipped(), site) if b.key == "h100-sxm")
+    assert mine.values["gemm_bfloat16"].value == pytest.approx(0.801, abs=0.001) and count == 8

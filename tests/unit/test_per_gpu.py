@@ -173,3 +173,31 @@ def test_a_dry_run_and_the_announcement_count_per_gpu() -> None:
     aa = planning.plan(models=["alexnet"], repeat=1, aa=True)  # a machine's own targets stay listed: bm twice
     line = running.announce(aa, Options(), [[make("bm", Site()), make("bm", Site())]], [Site()])
     assert line.count("bm:local") == 2, line
+
+
+def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus() -> None:
+    """--gpus reaches the probes: per-gpu makes a micro run (and a screen) per GPU, each given its GPU alone;
+    node lets allreduce run between one machine's GPUs in one process; the workload refuses per-gpu itself."""
+    from dltestbed.config import probe_spec
+    from dltestbed.workload.args import parse_micro
+
+    plan = planning.plan(suite="micro", probes=["gemm", "d2d"], gpus="per-gpu")
+    (spec,) = plan.specs
+    assert spec.gpus == "per-gpu" and pergpu.wanted(plan.specs)
+    bound = pergpu.GpuSlot(3, H100[1], "0000:00:07.0", "0-7").bind(spec)
+    assert (bound.gpus, bound.gpu, bound.gpu_index, bound.device) == ("one", H100[1], 3, "gpu")
+    assert "--gpus" not in bound.to_argv() and bound.to_argv()[bound.to_argv().index("--gpu") + 1] == H100[1]
+    screen = planning.plan(suite="screen", gpus="per-gpu")
+    assert all(s.gpus == "per-gpu" for s in screen.specs) and pergpu.wanted(screen.specs)
+    node = probe_spec(probes=("allreduce",), gpus="node", cpu_devices=2)
+    assert node.to_argv()[-4:] == ["--gpus", "node", "--cpu-devices", "2"]
+    assert parse_micro(node.to_argv()[1:])[0] == node
+    with pytest.raises(ConfigError, match=r"allreduce runs between the workers of a job.*also between one machine's"):
+        probe_spec(probes=("allreduce",))
+    with pytest.raises(ConfigError, match="net runs between the workers of a job"):
+        probe_spec(probes=("net",), gpus="node")
+    with pytest.raises(ConfigError, match="--gpus per-gpu is the controller's"):
+        parse_micro(["--probes", "gemm", "--gpus", "per-gpu"])
+    with pytest.raises(ConfigError, match="--cpu-devices splits the CPU into replicas for --gpus node"):
+        probe_spec(probes=("gemm",), cpu_devices=2)
+    assert planning.plan(suite="micro", gpus="node").specs[0].probes == probe_spec().probes  # as before: no allreduce

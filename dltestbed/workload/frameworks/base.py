@@ -85,10 +85,18 @@ class Framework(ABC):
 
     @abstractmethod
     def for_probes(
-        self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
+        self,
+        memory_mib: int | None,
+        cluster: Cluster | None,
+        gpus: list[dict[str, Any]],
+        fingerprint: dict[str, Any],
+        node: bool = False,
+        cpu_devices: int | None = None,
     ) -> ProbeFramework:
         """Load the framework for a micro run: GPU memory set before anything touches a GPU, a distributed job's
-        strategy made before any other op (it waits for every worker); the fingerprint given its facts."""
+        strategy made before any other op (it waits for every worker), or with `node` one over every GPU of this
+        machine (`cpu_devices`: the CPU's logical devices where there is none); the fingerprint given its
+        facts."""
 
     @abstractmethod
     def build(self, fingerprint: Mapping[str, Any]) -> str:

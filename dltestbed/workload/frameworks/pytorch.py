@@ -81,10 +81,17 @@ class PyTorch(Framework):
         return Cluster((first, *(f"rank {i}" for i in range(1, size))), rank)
 
     def for_probes(
-        self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
+        self,
+        memory_mib: int | None,
+        cluster: Cluster | None,
+        gpus: list[dict[str, Any]],
+        fingerprint: dict[str, Any],
+        node: bool = False,
+        cpu_devices: int | None = None,
     ) -> ProbeFramework:
         """PyTorch, its GPU's memory sliced as asked, a job's process group joined (left when the process ends),
-        its own gemm, conv, all-reduce and net probes (probes/torchprobes.py) and checks (torchchecked.py)."""
+        its own gemm, conv, all-reduce and net probes (probes/torchprobes.py) and checks (torchchecked.py). One
+        process over every GPU (`node`) is not PyTorch's way: planning refuses it before anything runs."""
         torch = _import(fingerprint["host"])
         # lazy: the probes import nothing of PyTorch themselves, but are PyTorch's only
         from dltestbed.workload.probes import torchchecked, torchprobes

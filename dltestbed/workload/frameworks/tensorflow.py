@@ -55,14 +55,24 @@ class TensorFlow(Framework):
         return distributed.cluster_from_env(environ.get("TF_CONFIG"))
 
     def for_probes(
-        self, memory_mib: int | None, cluster: Cluster | None, gpus: list[dict[str, Any]], fingerprint: dict[str, Any]
+        self,
+        memory_mib: int | None,
+        cluster: Cluster | None,
+        gpus: list[dict[str, Any]],
+        fingerprint: dict[str, Any],
+        node: bool = False,
+        cpu_devices: int | None = None,
     ) -> ProbeFramework:
-        """TensorFlow, its GPUs configured (growth or a slice), and MultiWorkerMirroredStrategy for a job."""
+        """TensorFlow, its GPUs configured (growth or a slice), and MultiWorkerMirroredStrategy for a job, or
+        MirroredStrategy over every GPU of this machine (`node`: NCCL's all-reduce; without a GPU, `cpu_devices`
+        logical CPU devices)."""
         tf = importlib.import_module("tensorflow")
         # lazy: TensorFlow loads only in the modes that use it
         from dltestbed.workload import fingerprint as facts
         from dltestbed.workload import tfgpu
 
+        if cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
+            tfgpu.split_cpu(tf, cpu_devices)
         gpu_count = tfgpu.configure(tf, memory_mib)  # before anything touches a GPU
         strategy, agree = None, None
         if cluster:  # before any other TensorFlow op; it waits here for every worker
@@ -72,6 +82,9 @@ class TensorFlow(Framework):
             strategy = distributed.strategy(tf, gpu_count)
             fingerprint.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
             agree = agreeing(tf, strategy)
+        elif node:
+            strategy, collective = distributed.node(tf, gpu_count)
+            fingerprint.update(distributed.job_facts(strategy, None, collective))
         visible = len(tf.config.list_physical_devices("GPU"))
         fingerprint.update(facts.tensorflow(tf, gpus))
         return ProbeFramework(tf, visible, strategy, agree)  # the catalog's gemm, conv, net, allreduce are its own
