@@ -89,8 +89,7 @@ GpusOption = Annotated[
     _opt(
         "--gpus",
         metavar="HOW",
-        help="one (the first GPU), node (all, one data-parallel job; allreduce between them) or per-gpu (a process "
-        "each, at once; the probes too).",
+        help="one (the first GPU), node (all, one data-parallel job) or per-gpu (a process each, at once).",
         panel=WHAT,
     ),
 ]
