@@ -1,6 +1,6 @@
 """The stages of an acceptance, one registered class each, in the order they run: provision, preflight, the
 measures (every GPU of a node at once), the node's GPUs together, the pairs of nodes, the fleet analysis, the
-second pass, burn-in's hold, and the verdict (acceptance's own module: run.py). Each stage runs its benches
+second pass and burn-in's hold; the verdict follows them (run.py). Each stage runs its benches (workloads.py)
 through `run_bench`, into the store, and keeps what it found in the acceptance's state; a finished stage whose
 inputs have not changed is not run again."""
 
@@ -8,27 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any, ClassVar
 
 from dltestbed import __version__
 from dltestbed.accept import facts as facts_mod
+from dltestbed.accept.context import PREFLIGHT, Ctx, read_runs
 from dltestbed.accept.gpus import failing_nodes
 from dltestbed.accept.judge import suspects
-from dltestbed.accept.levels import Level
-from dltestbed.accept.request import AcceptRequest
-from dltestbed.accept.state import StageRecord, State, digest
+from dltestbed.accept.state import StageRecord, digest
+from dltestbed.accept.workloads import measure_benches, node_bench, pair_bench, pairs_of
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import DltestbedError
 from dltestbed.orchestrate import (
     BenchInterrupted,
-    BenchObserver,
-    BenchRequest,
-    Machines,
-    Repetitions,
     Workloads,
-    run_bench,
 )
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import provision
@@ -36,59 +30,7 @@ from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.probes.base import ALLREDUCE_BYTES, size_words
 
-BARE_METAL = ("bm",)  # acceptance measures the nodes themselves
 SKIPPABLE = ("provision", "node", "pairs", "second", "hold")  # the verdict needs the others
-
-
-@dataclass
-class Ctx:
-    """What every stage reads: the request, its level, the nodes, the progress, and the stages before it."""
-
-    request: AcceptRequest
-    level: Level
-    nodes: tuple[str, ...]
-    inventory_digest: str
-    observer: BenchObserver
-    state: State
-
-    def data(self, stage: str) -> dict[str, Any]:
-        """What a finished stage found ({} when it did not run)."""
-        rec = self.state.stages.get(stage)
-        return rec.data if rec is not None else {}
-
-    def data_benches(self, stage: str) -> list[str]:
-        """The benches a finished stage stored ([] when it did not run)."""
-        rec = self.state.stages.get(stage)
-        return list(rec.benches) if rec is not None else []
-
-    @property
-    def gpu(self) -> bool:
-        """Whether the nodes have GPUs (as preflight saw them): the GPU checks, else the CPU's."""
-        return bool(self.data(Preflight.name).get("gpus"))
-
-    def bench(
-        self,
-        workloads: Workloads,
-        *,
-        limit: Sequence[str] | None = None,
-        scenario: Options | None = None,
-        repeat: int = 1,
-    ) -> str:
-        """Run one bench on the nodes (or `limit`'s) and return its id."""
-        w = replace(workloads, frameworks=(self.request.framework,))
-        options = scenario or Options(parallel=self.request.parallel)
-        machines = Machines(
-            targets=BARE_METAL,
-            inventory=self.request.inventory,
-            limit=",".join(limit) if limit is not None else self.request.limit,
-        )
-        req = BenchRequest(w, Repetitions(repeat=str(repeat)), options, machines, self.request.results)
-        return run_bench(req, self.observer).bench_id
-
-
-def read_runs(store: Store, benches: Sequence[str]) -> list[RunRecord]:
-    """The foreground runs of `benches`, in order."""
-    return [r for b in benches for r in store.runs(bench_id=b) if r.role == "foreground"]
 
 
 class StageError(DltestbedError):
@@ -163,7 +105,7 @@ class Provision(Stage):
 
 @stage
 class Preflight(Stage):
-    name = "preflight"
+    name = PREFLIGHT
     title = "preflight: each node's GPU and host facts, for the drift check"
 
     def run(self, ctx: Ctx) -> StageRecord:
@@ -180,64 +122,6 @@ class Preflight(Stage):
         return StageRecord(
             "", [bench], {"facts": found, "gpus": {k: v for k, v in gpus.items() if v}, "failed": failed}
         )
-
-
-def workloads(ctx: Ctx) -> dict[str, tuple[Workloads, int]]:
-    """What measures a node, with its repetitions: with GPUs, the screen, the probes and ResNet-50 in the gpu
-    preset, on every GPU of a node at once; without, AlexNet and the CPU's probes."""
-    lv = ctx.level
-    if ctx.gpu:
-        return {
-            "screen": (
-                Workloads(suite="screen", preset="gpu", gpus="per-gpu", device="gpu", screen_seconds=lv.screen_seconds),
-                1,
-            ),
-            "probes": (
-                Workloads(
-                    suite="micro",
-                    preset="gpu",
-                    probes=("gemm", "membw", "h2d", "d2h", "d2d", "launch"),
-                    probe_scale="full",
-                    gpus="per-gpu",
-                    device="gpu",
-                    warmup=2,
-                    steps=lv.probe_steps,
-                ),
-                1,
-            ),
-            "model": (
-                Workloads(models=("resnet50",), preset="gpu", gpus="per-gpu", device="gpu", steps=lv.steps),
-                lv.repeat,
-            ),
-        }
-    return {
-        "model": (
-            Workloads(
-                models=("alexnet",), preset="quick", device="cpu", image_size=64, batch_size=8, warmup=3, steps=lv.steps
-            ),
-            lv.repeat,
-        ),
-        "probes": (
-            Workloads(
-                suite="micro",
-                preset="quick",
-                probes=("gemm", "membw"),
-                probe_scale="small",
-                warmup=1,
-                steps=lv.probe_steps,
-            ),
-            1,
-        ),
-    }
-
-
-def measure_benches(ctx: Ctx, limit: Sequence[str] | None, only: Sequence[str] = ()) -> list[str]:
-    """The benches of `workloads` (those named in `only`, else all) on every node (or `limit`'s)."""
-    return [
-        ctx.bench(w, limit=limit, repeat=repeat)
-        for name, (w, repeat) in workloads(ctx).items()
-        if not only or name in only
-    ]
 
 
 @stage
@@ -259,37 +143,6 @@ class NodeGpus(Stage):
 
     def run(self, ctx: Ctx) -> StageRecord:
         return StageRecord("", [node_bench(ctx, None)])
-
-
-def node_bench(ctx: Ctx, limit: Sequence[str] | None) -> str:
-    """Every GPU of each node (or `limit`'s) in one process: all-reduce over them, NCCL's (its bus bandwidth is
-    judged against the other nodes')."""
-    allreduce = Workloads(
-        suite="micro",
-        preset="gpu",
-        probes=("allreduce",),
-        gpus="node",
-        device="gpu",
-        warmup=2,
-        steps=ctx.level.probe_steps,
-    )
-    return ctx.bench(allreduce, limit=limit)
-
-
-def pairs_of(nodes: Sequence[str]) -> list[tuple[str, str]]:
-    """Nodes two by two in order; an odd one out goes with the first."""
-    out = [(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
-    if len(nodes) % 2 and len(nodes) > 1:
-        out.append((nodes[-1], nodes[0]))
-    return out
-
-
-def pair_bench(ctx: Ctx, pair: Sequence[str]) -> str:
-    """The network and all-reduce between two nodes: one distributed job of a worker on each."""
-    preset = "gpu" if ctx.gpu else "quick"
-    probes = Workloads(suite="micro", preset=preset, probes=("net", "allreduce"), warmup=1, steps=ctx.level.probe_steps)
-    job = Options(scenario="distributed", workers=2, baseline=False, parallel=True)
-    return ctx.bench(probes, limit=pair, scenario=job)
 
 
 @stage

@@ -1,0 +1,77 @@
+"""What every stage of an acceptance reads (its request, level, nodes, progress and the stages before it) and
+how it runs a bench: through `run_bench`, on bare metal, into the acceptance's store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dltestbed.accept.levels import Level
+from dltestbed.accept.request import AcceptRequest
+from dltestbed.accept.state import State
+from dltestbed.orchestrate import (
+    BenchObserver,
+    BenchRequest,
+    Machines,
+    Repetitions,
+    Workloads,
+    run_bench,
+)
+from dltestbed.orchestrate.scenarios import Options
+from dltestbed.results.records import RunRecord
+from dltestbed.results.store import Store
+
+BARE_METAL = ("bm",)  # acceptance measures the nodes themselves
+PREFLIGHT = "preflight"  # the stage whose facts say whether the nodes have GPUs
+
+
+@dataclass
+class Ctx:
+    """What every stage reads: the request, its level, the nodes, the progress, and the stages before it."""
+
+    request: AcceptRequest
+    level: Level
+    nodes: tuple[str, ...]
+    inventory_digest: str
+    observer: BenchObserver
+    state: State
+
+    def data(self, stage: str) -> dict[str, Any]:
+        """What a finished stage found ({} when it did not run)."""
+        rec = self.state.stages.get(stage)
+        return rec.data if rec is not None else {}
+
+    def data_benches(self, stage: str) -> list[str]:
+        """The benches a finished stage stored ([] when it did not run)."""
+        rec = self.state.stages.get(stage)
+        return list(rec.benches) if rec is not None else []
+
+    @property
+    def gpu(self) -> bool:
+        """Whether the nodes have GPUs (as preflight saw them): the GPU checks, else the CPU's."""
+        return bool(self.data(PREFLIGHT).get("gpus"))
+
+    def bench(
+        self,
+        workloads: Workloads,
+        *,
+        limit: Sequence[str] | None = None,
+        scenario: Options | None = None,
+        repeat: int = 1,
+    ) -> str:
+        """Run one bench on the nodes (or `limit`'s) and return its id."""
+        w = replace(workloads, frameworks=(self.request.framework,))
+        options = scenario or Options(parallel=self.request.parallel)
+        machines = Machines(
+            targets=BARE_METAL,
+            inventory=self.request.inventory,
+            limit=",".join(limit) if limit is not None else self.request.limit,
+        )
+        req = BenchRequest(w, Repetitions(repeat=str(repeat)), options, machines, self.request.results)
+        return run_bench(req, self.observer).bench_id
+
+
+def read_runs(store: Store, benches: Sequence[str]) -> list[RunRecord]:
+    """The foreground runs of `benches`, in order."""
+    return [r for b in benches for r in store.runs(bench_id=b) if r.role == "foreground"]

@@ -1,0 +1,164 @@
+"""Everything an acceptance's nodes are judged on, read from its stages' data and the store: drift, the two
+passes' measures and failures, what explains a slow node, the pairs, burn-in's trends, the GPUs' verdicts, and
+every fact for the pack."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import yaml
+
+from dltestbed.accept import facts as facts_mod
+from dltestbed.accept import gpus as gpus_mod
+from dltestbed.accept import judge as judge_mod
+from dltestbed.accept.stages import (
+    Ctx,
+    Fleet,
+    Hold,
+    Measure,
+    NodeGpus,
+    Preflight,
+    SecondPass,
+    failures,
+    node_measures,
+    read_runs,
+)
+from dltestbed.errors import ConfigError
+from dltestbed.report import drift as drift_mod
+from dltestbed.report.gpu_verdicts import GpuVerdict, Reason
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
+from dltestbed.results.records import RunRecord
+from dltestbed.results.store import Store
+
+
+def golden_spec(path: Path | None) -> dict[str, str] | None:
+    """The golden spec: a YAML mapping of fact → value (drift.FACTS' names), or one line."""
+    if path is None:
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--golden {str(path)!r}: cannot read ({exc.strerror})") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--golden {str(path)!r}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or not doc:
+        raise ConfigError(f"--golden {str(path)!r}: give a mapping of fact to value, e.g. 'driver: 570.133.20'")
+    return {str(k): str(v) for k, v in doc.items()}
+
+
+def _cpu_shares(store: Store, runs: Sequence[RunRecord]) -> dict[str, float]:
+    """Each node's median share of its CPUs over its ok model runs (facts.cpu_share)."""
+    by: dict[str, list[float]] = {}
+    for r in runs:
+        if r.status == "ok" and not r.is_probe:
+            share = facts_mod.cpu_share(store.resources(r.id), r.fingerprint.get("cpu_affinity"))
+            if share is not None:
+                by.setdefault(r.host, []).append(share)
+    return {k: median(v) for k, v in by.items()}
+
+
+def _causes(store: Store, runs: Sequence[RunRecord], first: Sequence[RunRecord], slow: Sequence[str]) -> dict[str, str]:
+    """What explains each slow node: its own model run (the second pass's) against its peers' CPU shares."""
+    shares = _cpu_shares(store, first)
+    out = {}
+    for node in slow:
+        mine = [r for r in runs if r.host == node and r.status == "ok" and not r.is_probe]
+        if not mine:
+            continue
+        peers = [v for k, v in shares.items() if k != node]
+        out[node] = facts_mod.slow_cause(mine[-1], store.resources(mine[-1].id), median(peers) if peers else None)
+    return out
+
+
+def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
+    """The second pass's pairs: each node of a failed pair again, with a known-good node."""
+    out: dict[str, list[Reason]] = {}
+    for node, partner, bench in ctx.data(SecondPass.name).get("pairs", []):
+        if not bench:
+            why = "its pair's network or all-reduce failed, and no known-good node was left to pair it with"
+            out.setdefault(node, []).append(Reason("pairs", UNDECIDED, why))
+            continue
+        runs = [r for r in store.runs(bench_id=bench) if r.role == "foreground"]
+        bad = [r for r in runs if r.status != "ok"]
+        if bad or not runs:
+            said = bad[0].reason if bad else "no run"
+            why = f"the network or all-reduce with known-good {partner} failed too: {said}"
+            act = "drain the node; look at its network (link, cabling, switch port) and accept it again"
+            out.setdefault(node, []).append(Reason("pairs", FAIL, why, act, f"bench {bench}"))
+        else:
+            why = f"its pair failed in the first pass; with known-good {partner} it worked"
+            out.setdefault(node, []).append(Reason("pairs", PASS, why, "", f"bench {bench}"))
+    return out
+
+
+def _trends(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
+    """Burn-in: each round's model img/s per node (and per GPU), judged from the first round to the last."""
+    rounds = [
+        {
+            (r.host, r.unit, f"{r.model} img/s"): r.images_per_sec
+            for b in benches
+            for r in store.runs(bench_id=b)
+            if r.role == "foreground" and r.status == "ok" and r.images_per_sec and not r.is_probe
+        }
+        for benches in ctx.data(Hold.name).get("rounds", [])
+    ]
+    return judge_mod.trends(rounds, ctx.request.slowdown)
+
+
+def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:
+    """Everything the nodes are judged on, from the stages' data and the store; and every fact (for the pack)."""
+    pre, fleet, second = ctx.data(Preflight.name), ctx.data(Fleet.name), ctx.data(SecondPass.name)
+    node_facts: dict[str, dict[str, str]] = pre.get("facts", {})
+    drifts = drift_mod.drift(node_facts, golden_spec(ctx.request.golden)) if node_facts else []
+    first_runs = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
+    second_runs = read_runs(store, second.get("measure", []))
+    hold_runs = read_runs(store, [b for r in ctx.data(Hold.name).get("rounds", []) for b in r])
+    rerun = second.get("rerun", [])
+    measures = fleet.get("measures") or node_measures(first_runs, store)
+    failed = {**fleet.get("failed", failures(first_runs))}
+    second_failed = failures(second_runs)
+    extra: dict[str, list[Reason]] = {}
+    for node, why in pre.get("failed", {}).items():
+        extra.setdefault(node, []).append(Reason("preflight", UNDECIDED, f"its facts could not be read: {why}"))
+    held = {
+        node: [Reason("burn-in", FAIL, f"a burn-in run failed: {why}", judge_mod.FAILED_ACTION)]
+        for node, why in failures(hold_runs).items()
+    }
+    for src in (_pairs(ctx, store), _trends(ctx, store), held):
+        for node, reasons in src.items():
+            extra.setdefault(node, []).extend(reasons)
+    for node in ctx.nodes:
+        if node not in node_facts and node not in pre.get("failed", {}) and pre:
+            extra.setdefault(node, []).append(Reason("preflight", UNDECIDED, "no preflight run reported its facts"))
+    gpus: list[GpuVerdict] = []
+    if ctx.gpu:
+        final = [r for r in first_runs if r.host not in rerun] + second_runs
+        superseded = [r for r in first_runs if r.host in rerun] + hold_runs  # their XIDs and wrong results count
+        gpus = gpus_mod.verdicts(store, final, ctx.request.expected, superseded)
+        for node, count in pre.get("gpus", {}).items():
+            judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
+            if judged < count:
+                why = f"preflight saw {count} GPU(s); {judged} were measured"
+                extra.setdefault(node, []).append(Reason("gpus", UNDECIDED, why))
+    slow = sorted({s.node for s in judge_mod.suspects(measures, ctx.request.slowdown)})
+    f = judge_mod.Findings(
+        nodes=ctx.nodes,
+        drifts=drifts,
+        measures=measures,
+        second=node_measures(second_runs, store),
+        failed=failed,
+        failed_second={n: second_failed.get(n) for n in rerun},
+        causes=_causes(store, second_runs or first_runs, first_runs, slow),
+        gpus=gpus,
+        extra=extra,
+        slowdown=ctx.request.slowdown,
+    )
+    every = {
+        "nodes": node_facts,
+        "fingerprints": {r.host: r.fingerprint for r in first_runs if r.status == "ok"},
+        "measures": {"first pass": measures, "second pass": f.second},
+    }
+    return f, every

@@ -1,0 +1,102 @@
+"""What an acceptance runs on the nodes, as `bench` requests: the measures of a node (with GPUs: the screen,
+the probes and ResNet-50 on every GPU at once; without: AlexNet and the CPU's probes), all of a node's GPUs
+together, and a pair of nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dltestbed.accept.context import Ctx
+from dltestbed.orchestrate import (
+    Workloads,
+)
+from dltestbed.orchestrate.scenarios import Options
+
+
+def workloads(ctx: Ctx) -> dict[str, tuple[Workloads, int]]:
+    """What measures a node, with its repetitions: with GPUs, the screen, the probes and ResNet-50 in the gpu
+    preset, on every GPU of a node at once; without, AlexNet and the CPU's probes."""
+    lv = ctx.level
+    if ctx.gpu:
+        return {
+            "screen": (
+                Workloads(suite="screen", preset="gpu", gpus="per-gpu", device="gpu", screen_seconds=lv.screen_seconds),
+                1,
+            ),
+            "probes": (
+                Workloads(
+                    suite="micro",
+                    preset="gpu",
+                    probes=("gemm", "membw", "h2d", "d2h", "d2d", "launch"),
+                    probe_scale="full",
+                    gpus="per-gpu",
+                    device="gpu",
+                    warmup=2,
+                    steps=lv.probe_steps,
+                ),
+                1,
+            ),
+            "model": (
+                Workloads(models=("resnet50",), preset="gpu", gpus="per-gpu", device="gpu", steps=lv.steps),
+                lv.repeat,
+            ),
+        }
+    return {
+        "model": (
+            Workloads(
+                models=("alexnet",), preset="quick", device="cpu", image_size=64, batch_size=8, warmup=3, steps=lv.steps
+            ),
+            lv.repeat,
+        ),
+        "probes": (
+            Workloads(
+                suite="micro",
+                preset="quick",
+                probes=("gemm", "membw"),
+                probe_scale="small",
+                warmup=1,
+                steps=lv.probe_steps,
+            ),
+            1,
+        ),
+    }
+
+
+def measure_benches(ctx: Ctx, limit: Sequence[str] | None, only: Sequence[str] = ()) -> list[str]:
+    """The benches of `workloads` (those named in `only`, else all) on every node (or `limit`'s)."""
+    return [
+        ctx.bench(w, limit=limit, repeat=repeat)
+        for name, (w, repeat) in workloads(ctx).items()
+        if not only or name in only
+    ]
+
+
+def node_bench(ctx: Ctx, limit: Sequence[str] | None) -> str:
+    """Every GPU of each node (or `limit`'s) in one process: all-reduce over them, NCCL's (its bus bandwidth is
+    judged against the other nodes')."""
+    allreduce = Workloads(
+        suite="micro",
+        preset="gpu",
+        probes=("allreduce",),
+        gpus="node",
+        device="gpu",
+        warmup=2,
+        steps=ctx.level.probe_steps,
+    )
+    return ctx.bench(allreduce, limit=limit)
+
+
+def pairs_of(nodes: Sequence[str]) -> list[tuple[str, str]]:
+    """Nodes two by two in order; an odd one out goes with the first."""
+    out = [(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
+    if len(nodes) % 2 and len(nodes) > 1:
+        out.append((nodes[-1], nodes[0]))
+    return out
+
+
+def pair_bench(ctx: Ctx, pair: Sequence[str]) -> str:
+    """The network and all-reduce between two nodes: one distributed job of a worker on each."""
+    preset = "gpu" if ctx.gpu else "quick"
+    probes = Workloads(suite="micro", preset=preset, probes=("net", "allreduce"), warmup=1, steps=ctx.level.probe_steps)
+    job = Options(scenario="distributed", workers=2, baseline=False, parallel=True)
+    return ctx.bench(probes, limit=pair, scenario=job)
