@@ -127,7 +127,8 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         node: [Reason("burn-in", FAIL, f"a burn-in run failed: {why}", judge_mod.FAILED_ACTION)]
         for node, why in failures(hold_runs).items()
     }
-    for src in (_pairs(ctx, store), _trends(ctx, store), held):
+    wrong_sums = gpus_mod.node_wrong(store, [*first_runs, *second_runs])
+    for src in (_pairs(ctx, store), _trends(ctx, store), held, wrong_sums):
         for node, reasons in src.items():
             extra.setdefault(node, []).extend(reasons)
     for node in ctx.nodes:

@@ -54,6 +54,8 @@ def _value(board: Board, gpu: str, measure: str, x: float) -> tuple[str, float, 
         return ("memory_copy_fraction", x / (bw.value * 1e12), f"{x / 1e12:.2f} TB/s of {bw.value:g}") if bw else None
     if measure == "resnet50_gpu_preset_ips":
         return measure, x, f"{x:.0f} img/s"
+    if measure == "kernel_launches_per_s":
+        return measure, x, f"{x:.0f} launches/s"
     return None
 
 

@@ -79,9 +79,10 @@ def evidence(
             for h in health:
                 for g in h.gpus:
                     entry(r.host, int(g.get("index", 0)))["checks"].append(h)
-            for c in checks:
-                if c.mismatches and c.gpu is not None:
-                    entry(r.host, c.gpu)["wrong"].append(c)
+            if r.spec.get("gpus") != "node":  # a node's all-reduce is the node's (node_wrong): no one GPU to blame
+                for c in checks:
+                    if c.mismatches and c.gpu is not None:
+                        entry(r.host, c.gpu)["wrong"].append(c)
             continue
         index, device = found
         e = entry(r.host, index)
@@ -103,6 +104,22 @@ def evidence(
         if e["wrong"]:
             wrong[ev.gpu] = [_wrong(e["wrong"][0])]
     return out, wrong
+
+
+def node_wrong(store: Store, runs: Sequence[RunRecord]) -> dict[str, list[Reason]]:
+    """The wrong sums of an all-reduce over a node's GPUs (`--gpus node`), as the node's reasons: which GPU or
+    link is at fault is for nccl-tests or DCGM's diagnostic to say."""
+    out: dict[str, list[Reason]] = {}
+    for r in runs:
+        if r.spec.get("gpus") != "node" or r.status != "ok":
+            continue
+        bad = [c for c in store.checks(r.id) if c.mismatches]
+        if bad:
+            c = bad[0]
+            why = f"all-reduce over the node's GPUs gave a wrong sum: {c.case}, {c.mismatches} of {c.elements} elements"
+            act = "drain the node; find the GPU or NVLink at fault with nccl-tests or dcgmi diag, then service it"
+            out.setdefault(r.host, []).append(Reason("allreduce", FAIL, why, act, f"{c.kind} check, seed {c.seed}"))
+    return out
 
 
 def _unmeasured(ev: GpuEvidence, found: Sequence[GpuEvidence], board: expected.Board | None) -> list[Reason]:

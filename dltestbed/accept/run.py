@@ -32,6 +32,7 @@ from dltestbed.orchestrate import BenchInterrupted, BenchObserver
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.records import now_iso
 from dltestbed.results.store import Store
+from dltestbed.workload import frameworks
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     golden spec, the site's expected values and the inventory's nodes (bare_metal). The nodes, and the
     inventory's digest."""
     level_of(request.level)
+    frameworks.framework(request.framework)
     unknown = sorted(set(request.skip) - set(STAGES))
     if unknown:
         raise ConfigError(f"--skip {unknown[0]!r}: no such stage; the stages: {', '.join(STAGES)}")

@@ -28,6 +28,7 @@ from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import provision
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
+from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
 from dltestbed.workload.probes.base import ALLREDUCE_BYTES, size_words
 
 SKIPPABLE = ("provision", "node", "pairs", "second", "hold")  # the verdict needs the others
@@ -139,7 +140,10 @@ class NodeGpus(Stage):
     title = "all of a node's GPUs together: all-reduce bus bandwidth"
 
     def applies(self, ctx: Ctx) -> str | None:
-        return None if ctx.gpu else "the nodes have no GPU"
+        if not ctx.gpu:
+            return "the nodes have no GPU"
+        fw = FRAMEWORKS[ctx.request.framework]
+        return None if fw.node_jobs else f"{fw.label} runs no process over every GPU (--gpus node)"
 
     def run(self, ctx: Ctx) -> StageRecord:
         return StageRecord("", [node_bench(ctx, None)])
@@ -160,15 +164,17 @@ class Pairs(Stage):
 
 def node_measures(runs: Sequence[RunRecord], store: Store) -> dict[str, dict[str, float]]:
     """measure → node → its median over the node's ok runs: the runs of the node as a whole (a CPU node's, and
-    the all-reduce over a node's GPUs at its largest size, as nccl-tests quotes it); a run of one GPU is judged
-    per GPU."""
+    the all-reduce over a node's GPUs at its largest size, as nccl-tests quotes it), and the host's memory
+    bandwidth as its GPUs' runs measured it; the rest of a GPU's run is judged per GPU."""
     by: dict[str, dict[str, list[float]]] = {}
     for r in runs:
-        if r.status != "ok" or r.spec.get("gpu"):
+        if r.status != "ok":
             continue
         largest = f"allreduce {size_words(ALLREDUCE_BYTES[r.spec.get('scale', 'small')][-1])} busbw"
         for name, value in facts_mod.run_measures(r, store.measures(r.id) if r.is_probe else []).items():
             if name.startswith("allreduce ") and name != largest:
+                continue
+            if r.spec.get("gpu") and not name.startswith("membw "):  # of a GPU's run, only the host's memory
                 continue
             by.setdefault(name, {}).setdefault(r.host, []).append(value)
     return {name: {node: median(v) for node, v in nodes.items()} for name, nodes in by.items()}

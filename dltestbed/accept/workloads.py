@@ -5,6 +5,7 @@ together, and a pair of nodes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dltestbed.accept.context import Ctx
 from dltestbed.orchestrate import (
@@ -13,42 +14,50 @@ from dltestbed.orchestrate import (
 from dltestbed.orchestrate.scenarios import Options
 
 
-def workloads(ctx: Ctx) -> dict[str, tuple[Workloads, int]]:
-    """What measures a node, with its repetitions: with GPUs, the screen, the probes and ResNet-50 in the gpu
-    preset, on every GPU of a node at once; without, AlexNet and the CPU's probes."""
+@dataclass(frozen=True)
+class Measures:
+    """One bench of a node's measures: what it runs, how often, and whether a node's GPUs take it in turn."""
+
+    workloads: Workloads
+    repeat: int = 1
+    in_turn: bool = False  # a host's GPUs one after another: what they share is measured by one at a time
+
+
+def workloads(ctx: Ctx) -> dict[str, Measures]:
+    """What measures a node: with GPUs, the screen, the probes and ResNet-50 in the gpu preset on every GPU of a
+    node at once, and the host copies one GPU at a time (GPUs share a PCIe switch's uplink: at once, each would
+    see a share of it); without, AlexNet and the CPU's probes."""
     lv = ctx.level
     if ctx.gpu:
+
+        def probes(*names: str) -> Workloads:
+            return Workloads(
+                suite="micro",
+                preset="gpu",
+                probes=names,
+                probe_scale="full",
+                gpus="per-gpu",
+                device="gpu",
+                warmup=2,
+                steps=lv.probe_steps,
+            )
+
         return {
-            "screen": (
-                Workloads(suite="screen", preset="gpu", gpus="per-gpu", device="gpu", screen_seconds=lv.screen_seconds),
-                1,
+            "screen": Measures(
+                Workloads(suite="screen", preset="gpu", gpus="per-gpu", device="gpu", screen_seconds=lv.screen_seconds)
             ),
-            "probes": (
-                Workloads(
-                    suite="micro",
-                    preset="gpu",
-                    probes=("gemm", "membw", "h2d", "d2h", "d2d", "launch"),
-                    probe_scale="full",
-                    gpus="per-gpu",
-                    device="gpu",
-                    warmup=2,
-                    steps=lv.probe_steps,
-                ),
-                1,
-            ),
-            "model": (
-                Workloads(models=("resnet50",), preset="gpu", gpus="per-gpu", device="gpu", steps=lv.steps),
-                lv.repeat,
+            "probes": Measures(probes("gemm", "membw", "d2d", "launch")),
+            "copies": Measures(probes("h2d", "d2h"), in_turn=True),
+            "model": Measures(
+                Workloads(models=("resnet50",), preset="gpu", gpus="per-gpu", device="gpu", steps=lv.steps), lv.repeat
             ),
         }
+    model = Workloads(
+        models=("alexnet",), preset="quick", device="cpu", image_size=64, batch_size=8, warmup=3, steps=lv.steps
+    )
     return {
-        "model": (
-            Workloads(
-                models=("alexnet",), preset="quick", device="cpu", image_size=64, batch_size=8, warmup=3, steps=lv.steps
-            ),
-            lv.repeat,
-        ),
-        "probes": (
+        "model": Measures(model, lv.repeat),
+        "probes": Measures(
             Workloads(
                 suite="micro",
                 preset="quick",
@@ -56,19 +65,19 @@ def workloads(ctx: Ctx) -> dict[str, tuple[Workloads, int]]:
                 probe_scale="small",
                 warmup=1,
                 steps=lv.probe_steps,
-            ),
-            1,
+            )
         ),
     }
 
 
 def measure_benches(ctx: Ctx, limit: Sequence[str] | None, only: Sequence[str] = ()) -> list[str]:
     """The benches of `workloads` (those named in `only`, else all) on every node (or `limit`'s)."""
-    return [
-        ctx.bench(w, limit=limit, repeat=repeat)
-        for name, (w, repeat) in workloads(ctx).items()
-        if not only or name in only
-    ]
+    out = []
+    for name, m in workloads(ctx).items():
+        if not only or name in only:
+            turn = Options(parallel=ctx.request.parallel, gpus_in_turn=True) if m.in_turn else None
+            out.append(ctx.bench(m.workloads, limit=limit, repeat=m.repeat, scenario=turn))
+    return out
 
 
 def node_bench(ctx: Ctx, limit: Sequence[str] | None) -> str:

@@ -34,6 +34,7 @@ MEASURES = {
     "d2h_pinned": "device-to-host copy (pinned)",
     "memory_copy": "device-to-device copy",
     "resnet50_gpu_preset_ips": "ResNet-50 (gpu preset)",
+    "kernel_launches_per_s": "kernel launch rate",
 }
 
 

@@ -125,7 +125,8 @@ def run_micro(argv: list[str], emitter: Emitter) -> None:
         node = spec.gpus == "node" and bool(set(spec.probes) & set(NODE_PROBES))  # the others: as on one GPU
         fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp, node, spec.cpu_devices)
     tf, visible, strategy = fw.module, fw.gpus, fw.strategy
-    if spec.device == "gpu" and not visible:
+    seen = visible if fw.module is not None else len(gpus)  # no framework loaded (membw, disk): NVML's count
+    if spec.device == "gpu" and not seen:
         raise ConfigError(f"--device gpu: no GPU is visible to {framework(spec.framework).label} on {fp['host']}")
     fp.update(data_facts)
     fp.setdefault("gpus", gpus)  # NVML's view, also where no framework loaded (acceptance's preflight reads it)

@@ -39,3 +39,23 @@ def test_each_gpu_of_a_node_runs_at_once_on_its_own_cpu(tmp_path: Path) -> None:
     refused = run_cli("bench", "--gpus", "per-gpu", "--targets", "bm", "-m", "alexnet", "--results", results)
     assert refused.returncode == 2
     assert one_error_line(refused).startswith("error: --gpus per-gpu: no GPU on bm:local (no nvidia-smi")
+
+
+def test_a_nodes_gpus_take_the_copies_in_turn(tmp_path: Path) -> None:
+    """The probes per GPU too (acceptance's copies): with in_turn a node's GPUs run one after another, since at
+    once each would measure a share of the PCIe switch's uplink they share. Each run fails closed here."""
+    listed = [[str(i), u, f"00000000:00:0{6 + i}.0", "Disabled", str(i)] for i, u in enumerate(UUIDS)]
+    slots = pergpu.parse_slots(json.dumps(listed), "local")
+    plan = planning.plan(suite="micro", probes=["membw"], warmup=0, steps=1, repeat=1, gpus="per-gpu")
+    store = Store.open(tmp_path / "results.sqlite")
+    machines = [[make("bm", Site())] for _ in slots]
+    records = single.run_all(plan, machines, store, NullObserver(), gpus=slots, in_turn=True)
+    assert [(r.status, r.spec["gpu"], r.spec["device"]) for r in records] == [
+        ("failed", UUIDS[0], "gpu"),
+        ("failed", UUIDS[1], "gpu"),
+    ]
+    assert all("no GPU is visible" in (r.reason or "") for r in records), [r.reason for r in records]
+    first, second = (
+        (datetime.fromisoformat(r.started_at), datetime.fromisoformat(r.finished_at or "")) for r in records
+    )
+    assert first[1] <= second[0]  # one after the other

@@ -248,7 +248,8 @@ def test_the_captured_h100_store_is_read_but_not_judged_against_other_sizes(tmp_
     assert ev.facts == {"memory_total_bytes": 85520809984.0} and ev.measures == {}
     assert verdict.board == "h100-sxm" and verdict.verdict == UNDECIDED
     undecided = {r.check for r in verdict.reasons if r.verdict == UNDECIDED}
-    assert undecided == {"ecc", "pcie", "power", *MEASURES}  # each measure: "was not measured on this GPU"
+    # each measure the board expects: "was not measured on this GPU" (no board has a launch rate, no peer measured it)
+    assert undecided == {"ecc", "pcie", "power", *MEASURES} - {"kernel_launches_per_s"}
     assert [r.verdict for r in verdict.reasons if r.check not in undecided] == []
 
 
@@ -269,6 +270,7 @@ def _stored_node(store: Store, node: str, slow_gpu: int | None) -> None:
         cases = {f"gemm {m} n=8192": c[f"gemm_{m}"] * 1e12 for m in ("float32", "tf32", "bfloat16", "float16")}
         cases |= {"h2d pinned 256 MiB": c["h2d"] * 1e9, "d2h pinned 256 MiB": c["d2h"] * 1e9}
         cases |= {"d2d device copy 1 GiB": c["d2d"] * 1e12, "gemm float32 n=2048": 1e12}
+        launch = 1 / 200_000 / k  # seconds a launch (200,000 a second), the slow GPU's longer
         spec = {"gpu": dev["uuid"], "gpu_index": i, "device": "gpu"}
         fp = {"gpus": [dev]}
         micro = RunRecord(
@@ -323,6 +325,9 @@ def _stored_node(store: Store, node: str, slow_gpu: int | None) -> None:
         for j, (case, value) in enumerate(cases.items()):
             probe, name = case.split(" ", 1)
             store.add_measure(micro.id, MeasureEvent(probe, name, j, "timed", value * k, "B/s", 1.0, 1.0))
+        store.add_measure(
+            micro.id, MeasureEvent("launch", "empty kernel, launches in a row", 99, "timed", launch, "s", 1.0, 1.0)
+        )
     store.flush()
 
 
@@ -337,10 +342,8 @@ def test_gpu_evidence_from_stored_runs_names_the_slow_gpu_among_sixteen(tmp_path
     finally:
         store.close()
     first = next(e for e in found if e.gpu == "g1:0")
-    assert sorted(first.measures) == sorted(
-        ["gemm_float32", "gemm_tf32", "gemm_bfloat16", "gemm_float16", "h2d_pinned", "d2h_pinned", "memory_copy",
-         "resnet50_gpu_preset_ips"]
-    )  # fmt: skip
+    assert sorted(first.measures) == sorted(MEASURES)
+    assert first.measures["kernel_launches_per_s"] == pytest.approx(200_000)
     assert first.facts["pcie_gen"] == 5 and first.facts["ecc_uncorrected"] == 0
     assert [v.gpu for v in verdicts if v.verdict != PASS] == ["g2:5"]
     (bad,) = [v for v in verdicts if v.gpu == "g2:5"]
@@ -429,4 +432,37 @@ def test_init_reads_the_golden_gpus_samples_from_stored_runs(tmp_path: Path) -> 
     site = tmp_path / "site.toml"
     site.write_text(text)
     mine = next(b for b in with_site(shipped(), site) if b.key == "h100-sxm")
-    assert mine.values["gemm_bfloat16"].value == pytest.approx(0.801, abs=0.001) and count == 8
+    assert mine.values["gemm_bfloat16"].value == pytest.approx(0.801, abs=0.001) and count == 9  # the launch rate too
+
+
+def test_a_wrong_allreduce_over_a_nodes_gpus_fails_the_node_not_gpu_0(tmp_path: Path) -> None:
+    from dltestbed.results.records import RunRecord
+    from dltestbed.workload.events import CheckEvent
+
+    store = Store.open(tmp_path / "results.sqlite")
+    try:
+        run = RunRecord("a1", "b", "t", "single", "bm", "bm", "g1", "micro", "synthetic", "probe", "gpu", 0, 0, 2, 5, 1)
+        run.status, run.spec = "ok", {"gpus": "node", "scale": "full"}
+        store.save_run(run)
+        store.add_check(run.id, CheckEvent("allreduce", "256 MiB algbw", "reference", 64, 3, 1.0, 0.0, 0, 1.0, gpu=0))
+        store.flush()
+        _, wrong = gpus.evidence(store, [run])
+        (reason,) = gpus.node_wrong(store, [run])["g1"]
+    finally:
+        store.close()
+    assert wrong == {}  # no GPU blamed
+    assert reason.verdict == FAIL and reason.why.startswith("all-reduce over the node's GPUs gave a wrong sum")
+
+
+def test_the_node_stage_is_tensorflows(tmp_path: Path) -> None:
+    """PyTorch runs no process over every GPU: its acceptance leaves the node stage out, saying why."""
+    from dltestbed.accept.context import Ctx
+    from dltestbed.accept.request import AcceptRequest
+    from dltestbed.orchestrate import Silent
+
+    state, _ = State.begin(tmp_path, "r", resume=False)
+    state.record("preflight", StageRecord("k", [], {"gpus": {"g1": 8}}))
+    for fw, said in (("pytorch", "PyTorch runs no process over every GPU (--gpus node)"), ("tensorflow", None)):
+        request = AcceptRequest(tmp_path / "inv.yml", tmp_path, framework=fw)
+        ctx = Ctx(request, levels.level("quick"), ("g1",), "", Silent(), state)
+        assert stages.NodeGpus().applies(ctx) == said

@@ -20,6 +20,9 @@ class Options:
     cotenant_batch: int | None = None  # default: 512 with a GPU, else 64
     isolate: bool = False  # shared: foreground and co-tenant pinned to disjoint CPUs
     parallel: bool = True
+    # --gpus per-gpu: a host's GPUs one after another (what they share, a PCIe switch's uplink or the host's
+    # memory, measured by one at a time), not at once; hosts still as `parallel` says
+    gpus_in_turn: bool = False
     timeout: float | None = None
 
 

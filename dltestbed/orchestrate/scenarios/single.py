@@ -4,8 +4,9 @@ time until every overhead's 95 % interval is narrow enough."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from functools import partial
 
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan, arms
@@ -41,6 +42,7 @@ class Single(Scenario):
                 sinks=env.sinks,
                 reps=reps,
                 gpus=env.gpus,
+                in_turn=options.gpus_in_turn,
             )
 
         if plan.precision is None:
@@ -115,22 +117,36 @@ def run_all(
     sinks: Sequence[Sink] = (),
     reps: Sequence[int] | None = None,
     gpus: Sequence[GpuSlot | None] | None = None,
+    in_turn: bool = False,
 ) -> list[RunRecord]:
     """Run the plan on every machine's targets: machines at once (one thread each) or one after
     another; within a machine, interleaved (see `run_machine`). gpus: with --gpus per-gpu, each machine's GPU
-    (machines then hold a set of targets per GPU, all of a host's GPUs at once).
+    (machines then hold a set of targets per GPU, all of a host's GPUs at once, or with `in_turn` one after
+    another, hosts still at once unless not `parallel`).
 
     One machine failing never stops or hides the others. Ctrl-C stops every machine's current run
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
     bound = list(gpus) if gpus is not None else [None] * len(machines)
+    by_host: dict[str, list[int]] = {}
+    for i, targets in enumerate(machines):
+        by_host.setdefault(targets[0].host, []).append(i)
+    groups = list(by_host.values())
+    if in_turn and len(machines) > 1:  # a host's GPUs one after another
+
+        def host(ii: list[int]) -> list[RunRecord]:
+            out: list[RunRecord] = []
+            for i in ii:
+                out += run_machine(bench, machines[i], store, observer, timeout, sinks, reps, bound[i])
+            return out
+
+        if not parallel or len(groups) == 1:
+            return [r for ii in groups for r in host(ii)]
+        return _threads([partial(host, ii) for ii in groups], machines)
     if not parallel and len(machines) > 1:  # hosts one after another; a host's GPUs (per-gpu) still at once
-        hosts: dict[str, list[int]] = {}
-        for i, targets in enumerate(machines):
-            hosts.setdefault(targets[0].host, []).append(i)
         return [
             r
-            for ii in hosts.values()
+            for ii in groups
             for r in _at_once(
                 bench, [machines[i] for i in ii], [bound[i] for i in ii], store, observer, timeout, sinks, reps
             )
@@ -151,11 +167,20 @@ def _at_once(
     """`run_machine` on every machine at once, a thread each (one machine: in this thread); see run_all."""
     if len(machines) == 1:
         return run_machine(bench, machines[0], store, observer, timeout, sinks, reps, bound[0])
-    pool = ThreadPoolExecutor(max_workers=len(machines), thread_name_prefix="dltestbed-machine")
-    futures = [
-        pool.submit(run_machine, bench, targets, store, observer, timeout, sinks, reps, gpu)
-        for targets, gpu in zip(machines, bound, strict=True)
-    ]
+    return _threads(
+        [
+            partial(run_machine, bench, targets, store, observer, timeout, sinks, reps, gpu)
+            for targets, gpu in zip(machines, bound, strict=True)
+        ],
+        machines,
+    )
+
+
+def _threads(jobs: Sequence[Callable[[], list[RunRecord]]], machines: Sequence[Sequence[Target]]) -> list[RunRecord]:
+    """Each job in a thread of its own, their records in the jobs' order; Ctrl-C aborts every target of
+    `machines` and is raised again once the jobs have stopped."""
+    pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="dltestbed-machine")
+    futures = [pool.submit(job) for job in jobs]
     try:
         wait(futures)
     except KeyboardInterrupt:

@@ -47,6 +47,8 @@ def allreduce(w: Where) -> list[Case | Skip]:
     if w.strategy is None:
         raise Skip("runs between the workers of a job: --scenario distributed")
     tf, n = w.framework, int(w.strategy.num_replicas_in_sync)  # a rank per replica, as nccl-tests counts GPUs
+    if n < 2:
+        raise Skip("one replica: nothing to all-reduce between (a machine with one GPU)")
     cases: list[Case | Skip] = []
     sizes = ALLREDUCE_BYTES[w.scale]
     for size in sizes:
