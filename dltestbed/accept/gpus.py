@@ -14,8 +14,8 @@ from dltestbed import expected
 from dltestbed.accept.facts import gpu_evidence, measure_of, run_measures
 from dltestbed.accept.golden import Golden
 from dltestbed.orchestrate.presets import PRESETS
-from dltestbed.report.gpu_verdicts import MEASURES, ORDER, GpuEvidence, GpuVerdict, Reason, judge
-from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
+from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, Reason, judge, worst
+from dltestbed.report.verdicts import FAIL, UNDECIDED
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.events import CheckEvent
@@ -147,8 +147,7 @@ def verdicts(
         extra = tuple(_unmeasured(ev, found, expected.for_gpu(ev.name, known)) + wrong.get(v.gpu, []))
         if extra:
             reasons = v.reasons + extra
-            verdict = next(x for x in ORDER if x == PASS or any(r.verdict == x for r in reasons))
-            v = replace(v, verdict=verdict, reasons=reasons)
+            v = replace(v, verdict=worst(reasons), reasons=reasons)
         out.append(v)
     return out
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from dltestbed.report import ROBUST_Z
 from dltestbed.report.drift import Drift
-from dltestbed.report.gpu_verdicts import EXIT, ORDER, GpuVerdict, Reason
+from dltestbed.report.gpu_verdicts import GpuVerdict, Reason, worst
 from dltestbed.report.inference import PeerScore, slow_outliers
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 
@@ -98,9 +98,9 @@ def still_slow(s: Suspect, first: Mapping[str, float], rerun: float, slowdown: f
     return slow_outliers(values, ROBUST_Z, slowdown).get(s.node)
 
 
-def _measured(f: Findings, node: str) -> list[Reason]:
+def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
+    """Each of the node's suspects (`mine`) after the second pass, and each measure too few nodes had."""
     out = []
-    mine = [s for s in suspects(f.measures, f.slowdown) if s.node == node]
     for s in mine:
         below = (1 - s.value / s.score.median) * 100
         first = f"{s.measure} {below:.0f} % below its {s.peers} peers' median (modified z {s.score.z:.1f})"
@@ -186,25 +186,20 @@ def trends(rounds: Sequence[Mapping[tuple[str, str, str], float]], slowdown: flo
 def judge(f: Findings) -> list[NodeVerdict]:
     """Every node's verdict, in the order of `f.nodes`."""
     out = []
+    found = suspects(f.measures, f.slowdown)
     for node in f.nodes:
+        mine = [s for s in found if s.node == node]
         reasons = [
             Reason(f"drift {d.fact}", d.verdict, d.why, DRIFT_ACTION if d.verdict == FAIL else "", d.basis)
             for d in f.drifts
             if d.node == node
         ]
-        reasons += _failures(f, node) + _measured(f, node) + _gpus(f, node) + list(f.extra.get(node, ()))
-        verdict = next(v for v in ORDER if v == PASS or any(r.verdict == v for r in reasons))
+        reasons += _failures(f, node) + _measured(f, node, mine) + _gpus(f, node) + list(f.extra.get(node, ()))
         gpus = tuple(g for g in f.gpus if g.gpu.rsplit(":", 1)[0] == node)
         slow = tuple(
             f"{s.measure} {(1 - s.value / s.score.median) * 100:.0f} % below its peers"
-            for s in suspects(f.measures, f.slowdown)
-            if s.node == node and any(r.check == s.measure and r.verdict == FAIL for r in reasons)
+            for s in mine
+            if any(r.check == s.measure and r.verdict == FAIL for r in reasons)
         )
-        out.append(NodeVerdict(node, verdict, tuple(reasons), gpus, slow, f.causes.get(node, "")))
+        out.append(NodeVerdict(node, worst(reasons), tuple(reasons), gpus, slow, f.causes.get(node, "")))
     return out
-
-
-def exit_code(nodes: Sequence[NodeVerdict]) -> int:
-    """1 when any node fails, else 3 when any cannot be judged, else 0 (a warning alone passes)."""
-    seen = {n.verdict for n in nodes}
-    return EXIT[FAIL] if FAIL in seen else EXIT[UNDECIDED] if UNDECIDED in seen else EXIT[PASS]

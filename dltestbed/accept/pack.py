@@ -11,43 +11,36 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree as ET
 
 from dltestbed.accept.judge import NodeVerdict
 from dltestbed.remedy import Done
 from dltestbed.report.gpu_verdicts import Reason
-from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+from dltestbed.report.validate import junit_suites
+from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN, Judgement
 
 VERDICT, FACTS, JUNIT, PAGE, REMEDIES = "verdict.json", "facts.json", "junit.xml", "report.html", "remedies.txt"
 
 
-def _case(suite: ET.Element, name: str, r: Reason) -> None:
-    case = ET.SubElement(suite, "testcase", classname=suite.get("name", ""), name=name)
-    text = f"{r.why}\naction: {r.action}\nevidence: {r.evidence}".strip()
-    if r.verdict == FAIL:
-        ET.SubElement(case, "failure", message=r.why, type="fail").text = text
-    elif r.verdict == UNDECIDED:  # never counted as a pass
-        ET.SubElement(case, "error", message=r.why, type="cannot judge").text = text
-    else:
-        ET.SubElement(case, "system-out").text = text
+def _judgement(r: Reason, what: str) -> Judgement:
+    """A reason as validate's JUnit writes a check: a warning passes, cannot judge is never a pass."""
+    text = "\n".join(
+        x for x in (r.why, r.action and f"action: {r.action}", r.evidence and f"evidence: {r.evidence}") if x
+    )
+    if r.verdict == WARN:  # passes, and says it warned
+        return Judgement(r.check, PASS, f"{WARN}: {text}", what)
+    return Judgement(r.check, r.verdict, text, what)
 
 
 def junit(nodes: Sequence[NodeVerdict]) -> str:
     """A testsuite per node (its checks) and per GPU (its own), a testcase per reason; a node or GPU with no
     reason has one passing case."""
-    root = ET.Element("testsuites", name="dltestbed accept")
+    every = [Reason("all checks", PASS, "every check passed")]
+    suites = []
     for n in nodes:
-        suites = [(f"node {n.node}", [r for r in n.reasons if not r.check.startswith("gpu ")])]
-        suites += [(f"node {n.node} GPU {g.gpu}", list(g.reasons)) for g in n.gpus]
-        for name, reasons in suites:
-            suite = ET.SubElement(root, "testsuite", name=name)
-            for r in reasons or [Reason("all checks", PASS, "every check passed")]:
-                _case(suite, r.check, r)
-            suite.set("tests", str(len(suite)))
-            suite.set("failures", str(sum(c.find("failure") is not None for c in suite)))
-            suite.set("errors", str(sum(c.find("error") is not None for c in suite)))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        mine = [r for r in n.reasons if not r.check.startswith("gpu ")]
+        suites.append((f"node {n.node}", [_judgement(r, "node") for r in mine or every]))
+        suites += [(f"node {n.node} GPU {g.gpu}", [_judgement(r, "gpu") for r in g.reasons or every]) for g in n.gpus]
+    return junit_suites("dltestbed accept", suites, "dltestbed.accept")
 
 
 COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", UNDECIDED: "#6e7781"}

@@ -29,6 +29,7 @@ from dltestbed.accept.stages import (
 from dltestbed.accept.state import State, digest
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchInterrupted, BenchObserver
+from dltestbed.report import gpu_verdicts
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.records import now_iso
 from dltestbed.results.store import Store
@@ -174,7 +175,7 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
     finally:
         store.close()
     nodes = judge_mod.judge(f)
-    code = judge_mod.exit_code(nodes)
+    code = gpu_verdicts.exit_code(nodes)  # a node's, as a GPU's: 0 pass, 1 any fail, 3 any cannot judge
     done = _remedies(ctx.request, nodes)
     counts = {v: sum(n.verdict == v for n in nodes) for v in (PASS, WARN, FAIL, UNDECIDED)}
     summary = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dltestbed.expected import Board, for_gpu, unknown_board
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
@@ -251,12 +252,23 @@ def judge(gpus: Sequence[GpuEvidence], boards: Sequence[Board]) -> list[GpuVerdi
         reasons = _facts(ev, board) + _measured(ev, board, peers)
         if board is None:
             reasons.append(Reason("board", PASS, unknown_board(ev.name)))
-        verdict = next(v for v in ORDER if v == PASS or any(r.verdict == v for r in reasons))
-        out.append(GpuVerdict(ev.gpu, ev.name, board.key if board else "", verdict, tuple(reasons)))
+        out.append(GpuVerdict(ev.gpu, ev.name, board.key if board else "", worst(reasons), tuple(reasons)))
     return out
 
 
-def exit_code(verdicts: Sequence[GpuVerdict]) -> int:
-    """1 when any GPU fails, else 3 when any cannot be judged, else 0 (a warning alone passes)."""
-    seen = {v.verdict for v in verdicts}
+def worst(reasons: Sequence[Reason]) -> str:
+    """The verdict of a set of reasons: the worst of theirs in ORDER (none: pass)."""
+    return next(v for v in ORDER if v == PASS or any(r.verdict == v for r in reasons))
+
+
+class Judged(Protocol):
+    """Anything with a verdict: a GPU's, a node's (accept/judge.py)."""
+
+    @property
+    def verdict(self) -> str: ...
+
+
+def exit_code(judged: Sequence[Judged]) -> int:
+    """1 when any fails, else 3 when any cannot be judged, else 0 (a warning alone passes)."""
+    seen = {v.verdict for v in judged}
     return EXIT[FAIL] if FAIL in seen else EXIT[UNDECIDED] if UNDECIDED in seen else EXIT[PASS]

@@ -307,16 +307,28 @@ def init_reference(a: Analysis) -> dict[str, Any]:
     return data
 
 
+XML_HEAD = '<?xml version="1.0" encoding="UTF-8"?>'
+
+
 def junit_xml(judgements: Sequence[Judgement], suite: str = "dltestbed validate") -> str:
     """JUnit XML: a testcase per judgement; fail → <failure>, cannot judge → <error> (never a pass)."""
+    return "\n".join([XML_HEAD, *_suite(suite, judgements, "dltestbed.validate")]) + "\n"
+
+
+def junit_suites(name: str, suites: Sequence[tuple[str, Sequence[Judgement]]], classname: str) -> str:
+    """JUnit XML of several testsuites (each as junit_xml's), under one <testsuites>."""
+    lines = [XML_HEAD, f"<testsuites name={quoteattr(name)}>"]
+    for suite, judgements in suites:
+        lines += ["  " + line for line in _suite(suite, judgements, classname)]
+    return "\n".join([*lines, "</testsuites>"]) + "\n"
+
+
+def _suite(suite: str, judgements: Sequence[Judgement], classname: str) -> list[str]:
     fails = sum(j.status == FAIL for j in judgements)
     errors = sum(j.status == UNDECIDED for j in judgements)
-    lines = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuite name={quoteattr(suite)} tests="{len(judgements)}" failures="{fails}" errors="{errors}">',
-    ]
+    lines = [f'<testsuite name={quoteattr(suite)} tests="{len(judgements)}" failures="{fails}" errors="{errors}">']
     for j in judgements:
-        head = f'  <testcase classname="dltestbed.validate.{j.what}" name={quoteattr(j.name)}'
+        head = f"  <testcase classname={quoteattr(f'{classname}.{j.what}')} name={quoteattr(j.name)}"
         if j.status == PASS:
             lines.append(f"{head}><system-out>{escape(j.evidence)}</system-out></testcase>")
         else:
@@ -326,4 +338,4 @@ def junit_xml(judgements: Sequence[Judgement], suite: str = "dltestbed validate"
                 f"{escape(j.evidence)}</{tag}></testcase>"
             )
     lines.append("</testsuite>")
-    return "\n".join(lines) + "\n"
+    return lines

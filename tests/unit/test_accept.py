@@ -15,7 +15,7 @@ from dltestbed.accept.state import StageRecord, State
 from dltestbed.errors import ConfigError
 from dltestbed.expected import shipped, with_site
 from dltestbed.report import drift
-from dltestbed.report.gpu_verdicts import MEASURES, Reason
+from dltestbed.report.gpu_verdicts import MEASURES, Reason, exit_code
 from dltestbed.report.gpu_verdicts import judge as judge_gpus
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.store import Store
@@ -47,7 +47,7 @@ def test_a_slow_node_fails_only_when_the_second_pass_confirms_it() -> None:
     assert _one(cleared, "n4").verdict == PASS and "cleared by the second pass" in _one(cleared, "n4").reasons[0].why
     unmeasured = judge.judge(judge.Findings(NODES, measures=FIRST))
     assert _one(unmeasured, "n4").verdict == UNDECIDED
-    assert judge.exit_code(confirmed) == 1 and judge.exit_code(cleared) == 0 and judge.exit_code(unmeasured) == 3
+    assert exit_code(confirmed) == 1 and exit_code(cleared) == 0 and exit_code(unmeasured) == 3
 
 
 def test_the_bar_is_the_users_and_two_nodes_cannot_be_compared() -> None:
@@ -63,7 +63,7 @@ def test_failed_runs_fail_twice_warn_once_and_everywhere_cannot_judge() -> None:
     twice = judge.judge(judge.Findings(NODES, failed={"n2": "boom"}, failed_second={"n2": "boom again"}))
     assert _one(twice, "n2").verdict == FAIL and "both passes" in _one(twice, "n2").reasons[0].why
     once = judge.judge(judge.Findings(NODES, failed={"n2": "boom"}, failed_second={"n2": None}))
-    assert _one(once, "n2").verdict == WARN and judge.exit_code(once) == 0
+    assert _one(once, "n2").verdict == WARN and exit_code(once) == 0
     every = judge.judge(
         judge.Findings(NODES, failed={n: "no module" for n in NODES}, failed_second={n: "no module" for n in NODES})
     )
