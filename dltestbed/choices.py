@@ -77,7 +77,7 @@ LAUNCHERS = {
     "direct": "dltestbed starts every run itself: on this machine, over SSH, in containers and VMs",
     "slurm": "srun steps inside one salloc; Slurm picks the nodes",
 }
-RUNTIMES = ("docker", "podman")  # the classes: runtimes/, a module each
+RUNTIMES = ("docker", "podman", "podman-rootless", "charliecloud")  # the classes: runtimes/, a module each
 FLAVORS = ("cpu", "gpu")  # TensorFlow's build in the workload image: tensorflow-cpu, or tensorflow[and-cuda]
 
 

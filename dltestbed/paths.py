@@ -66,6 +66,12 @@ def vm_images_root() -> Path:
     return _env("DLTESTBED_VM_IMAGES") or SYSTEM_ROOT / "vm-images"
 
 
+def charliecloud_root() -> Path:
+    """$DLTESTBED_CH_DIR, else /var/lib/dltestbed/charliecloud: Charliecloud's image folders, which the users
+    who run them must reach (not under root's home)."""
+    return _env("DLTESTBED_CH_DIR") or SYSTEM_ROOT / "charliecloud"
+
+
 def labs_root() -> Path:
     """Labs: $DLTESTBED_LAB_DIR, else /var/lib/dltestbed/labs."""
     return _env("DLTESTBED_LAB_DIR") or SYSTEM_ROOT / "labs"

@@ -74,10 +74,10 @@ fresh_start() {
     fresh_root=$(mktemp -d /var/lib/dltestbed/fresh.XXXXXX)
     echo "$$" >"$fresh_root.pid" # this run's: a later run's fresh_sweep leaves the folder alone while it lives
     chmod 755 "$fresh_root" # qemu's own user reaches guest images and VM disks under it
-    mkdir -p "$fresh_root"/{cache,state,data,vms,vm-images,labs,podman}
+    mkdir -p "$fresh_root"/{cache,state,data,vms,vm-images,labs,podman,charliecloud}
     export XDG_CACHE_HOME="$fresh_root/cache" XDG_STATE_HOME="$fresh_root/state" XDG_DATA_HOME="$fresh_root/data"
     export DLTESTBED_VM_DIR="$fresh_root/vms" DLTESTBED_VM_IMAGES="$fresh_root/vm-images"
-    export DLTESTBED_LAB_DIR="$fresh_root/labs"
+    export DLTESTBED_LAB_DIR="$fresh_root/labs" DLTESTBED_CH_DIR="$fresh_root/charliecloud"
     export CONTAINERS_STORAGE_CONF="$fresh_root/podman/storage.conf"
     printf '[storage]\ndriver = "overlay"\nrunroot = "%s"\ngraphroot = "%s"\n' \
         "$fresh_root/podman/run" "$fresh_root/podman/storage" >"$CONTAINERS_STORAGE_CONF"
@@ -98,11 +98,11 @@ fresh_start() {
         fi
     fi
     local files docker_images podman_images
-    files=$(find "$fresh_root"/{cache,state,data,vms,vm-images,labs} -mindepth 1 | wc -l)
+    files=$(find "$fresh_root"/{cache,state,data,vms,vm-images,labs,charliecloud} -mindepth 1 | wc -l)
     docker_images=$(docker images -qa 2>/dev/null | wc -l)
     podman_images=$(podman images -qa 2>/dev/null | wc -l)
     echo "fresh: every dltestbed folder and image store starts empty under $fresh_root:"
-    echo "fresh:   XDG cache/state/data, DLTESTBED_VM_DIR, DLTESTBED_VM_IMAGES, DLTESTBED_LAB_DIR: $files files"
+    echo "fresh:   XDG cache/state/data, DLTESTBED_VM_DIR, DLTESTBED_VM_IMAGES, DLTESTBED_LAB_DIR, DLTESTBED_CH_DIR: $files files"
     echo "fresh:   docker (this run's own dockerd, ${DOCKER_HOST:-none}): $docker_images images;" \
         "podman (storage $fresh_root/podman/storage): $podman_images images"
     echo "fresh:   pip's cache stays at $PIP_CACHE_DIR; everything else is removed when the run ends"

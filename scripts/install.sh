@@ -4,7 +4,8 @@
 #   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
 #   --slurm adds Slurm (slurmctld, slurmd, its client commands) and munge: `lab up --slurm`, and this
 #           machine as a submit host for `bench --launcher slurm` (a site's own Slurm needs only slurm-client)
-#   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally)
+#   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally), and Charliecloud
+#           with what rootless Podman needs (uidmap, fuse-overlayfs, slirp4netns): containers run as a user
 #   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
 #   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --slurm --containers --vm), and
 #           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests,
@@ -49,6 +50,12 @@ if ((containers)); then
     [[ -x /usr/sbin/dockerd ]] || apt_needed+=(docker.io)
     [[ -x /usr/bin/podman ]] || apt_needed+=(podman)
     command -v debootstrap >/dev/null || apt_needed+=(debootstrap)
+    # containers run as a user (bench --runtime charliecloud or podman-rootless --as-user NAME)
+    command -v ch-run >/dev/null || apt_needed+=(charliecloud-runtime)
+    command -v ch-convert >/dev/null || apt_needed+=(charliecloud-builders)
+    command -v newuidmap >/dev/null || apt_needed+=(uidmap)
+    command -v fuse-overlayfs >/dev/null || apt_needed+=(fuse-overlayfs)
+    command -v slirp4netns >/dev/null || apt_needed+=(slirp4netns)
 fi
 if ((vm)); then
     command -v libvirtd >/dev/null || apt_needed+=(libvirt-daemon-system)

@@ -34,6 +34,7 @@ class SecretWatch:
         self.every = every
         self.leaks: list[str] = []  # "pid comm (environ|cmdline)" of each process that held it
         self.seen: set[str] = set()  # the command names of every process read
+        self.procs: dict[int, tuple[int, str, int, str]] = {}  # pid → parent, name, real uid, command line (last read)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started = 0.0
@@ -60,9 +61,17 @@ class SecretWatch:
             stat = Path(f"/proc/{pid}/stat").read_text()
             comm = stat[stat.index("(") + 1 : stat.rindex(")")]
             ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            uid = int(
+                next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:")).split()[1]
+            )
+            known = self.procs.get(int(pid))
+            shown = cmdline.replace(b"\0", b" ").decode(errors="replace")
+            if not shown and known is not None and known[0] == ppid:
+                shown = known[3]  # a process that has exited (a zombie) shows no command line: keep the last one
+            self.procs[int(pid)] = (ppid, comm, uid, shown)
             if int(pid) == me or (self.cli_children and ppid == me):
                 return  # the test itself, or a CLI the test started (given the secret)
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             if self.cli_children and self._is_cli(ppid, me) and cmdline == Path(f"/proc/{ppid}/cmdline").read_bytes():
                 return  # the CLI forked, not yet exec'd
             self.seen.add(comm)
@@ -71,6 +80,16 @@ class SecretWatch:
                     self.leaks.append(f"{pid} {comm} ({part})")
         except (OSError, ValueError, IndexError):
             return  # gone, or not ours to read
+
+    def descendants(self, root: int) -> list[tuple[int, str, int, str]]:
+        """The processes seen below `root` (pid, name, real uid, command line), as their parents were read."""
+        below = {root}
+        grew = True
+        while grew:
+            new = {pid for pid, (ppid, *_) in self.procs.items() if ppid in below and pid not in below}
+            below |= new
+            grew = bool(new)
+        return [(pid, *self.procs[pid][1:]) for pid in sorted(below - {root}) if pid in self.procs]
 
     @staticmethod
     def _is_cli(pid: int, me: int) -> bool:

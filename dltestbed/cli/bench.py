@@ -16,6 +16,7 @@ from dltestbed.cli.bench_options import (
     AccountOption,
     AccuracyOption,
     AsJsonOption,
+    AsUserOption,
     BaselineOption,
     BatchSizeOption,
     ClassesOption,
@@ -157,6 +158,7 @@ def bench(
     runtime: RuntimeOption = None,
     container_cpuset: ContainerCpusetOption = None,
     container_memory: ContainerMemoryOption = None,
+    as_user: AsUserOption = None,
     launcher: LauncherOption = "direct",
     partition: PartitionOption = None,
     nodes: NodesOption = None,
@@ -261,6 +263,7 @@ def request_of(o: dict[str, Any]) -> BenchRequest:
         runtime=o["runtime"],
         container_cpuset=o["container_cpuset"],
         container_memory=o["container_memory"],
+        as_user=o["as_user"],
         vm=vm,
     )
     return orch.BenchRequest(workloads, reps, scenario, machines, o["results"], stream, o["dry_run"])

@@ -82,7 +82,7 @@ ScreenTimeOption = Annotated[
     float, _opt("--screen-time", metavar="SEC", help="screen: seconds per GPU, once (60).", panel=WHAT)
 ]
 DeterministicOption = Annotated[
-    bool, _opt("--deterministic", help="Op determinism; losses compared step by step.", panel=WHAT)
+    bool, _opt("--deterministic", help="Op determinism; losses compared per step.", panel=WHAT)
 ]
 GpusOption = Annotated[
     Gpus,
@@ -93,7 +93,7 @@ GpusOption = Annotated[
         panel=WHAT,
     ),
 ]
-AccuracyOption = Annotated[bool, _opt("--accuracy", help="Real data: top-1 on every 5th image held out.", panel=WHAT)]
+AccuracyOption = Annotated[bool, _opt("--accuracy", help="Real data: top-1 on a held-out 5th.", panel=WHAT)]
 
 TargetsOption = Annotated[str, _opt("--targets", metavar="LIST", help="auto, or of bm,cbm,vm,cvm.", panel=WHERE)]
 DeviceOption = Annotated[Device, _opt("--device", metavar="KIND", help="auto, cpu (no GPU) or gpu.", panel=WHERE)]
@@ -153,7 +153,22 @@ VmImageOption = Annotated[
 VmDiskOption = Annotated[int | None, _opt("--vm-disk", metavar="GIB", help="Disk size, at least.", panel=VM)]
 
 RuntimeOption = Annotated[
-    Runtime | None, _opt("--runtime", metavar="NAME", help="docker (if it answers) or podman.", panel=CONTAINER)
+    Runtime | None,
+    _opt(
+        "--runtime",
+        metavar="NAME",
+        help="docker (if it answers), podman, podman-rootless or charliecloud.",
+        panel=CONTAINER,
+    ),
+]
+AsUserOption = Annotated[
+    str | None,
+    _opt(
+        "--as-user",
+        metavar="NAME",
+        help="Run bm and cbm workloads as this user.",
+        panel=CONTAINER,
+    ),
 ]
 ContainerCpusetOption = Annotated[
     str | None, _opt("--container-cpuset", metavar="CPUS", help="Only these CPUs, e.g. 0-3.", panel=CONTAINER)

@@ -21,7 +21,12 @@ VmChoice = Literal["auto", "yes", "no"]  # also the guest image: auto = when qem
 @app.command("build")
 def build(
     runtime: Runtime | None = typer.Option(
-        None, metavar="NAME", help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman)."
+        None,
+        metavar="NAME",
+        help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman). podman-rootless and "
+        "charliecloud: the image is built in root's Podman store; charliecloud's is then converted to an image folder "
+        "(ch-convert, and ch-fromhost --nvidia for the gpu flavour), rootless Podman's loaded into the user's store "
+        "when a bench first needs it.",
     ),
     base: str | None = typer.Option(
         None,
@@ -74,8 +79,17 @@ def build(
     built_house_path = house.path
     what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
     carries = " and ".join(REGISTRY[f].label for f in frameworks)
-    typer.echo(f"{rt} image {built.tag} ({chosen} flavour, {carries}, {what}): {built.digest}", err=True)
+    typer.echo(f"{built.runtime} image {built.tag} ({chosen} flavour, {carries}, {what}): {built.digest}", err=True)
     typer.echo(built.tag)
+    if rt == "charliecloud":
+        from dltestbed.provision import userstore
+
+        t2 = time.monotonic()
+        done = userstore.converted(built)
+        folder = done or userstore.convert(built, gpus=chosen == "gpu")
+        what = "up to date" if done else f"converted in {time.monotonic() - t2:.0f} s"
+        typer.echo(f"charliecloud image folder {folder} ({what})", err=True)
+        typer.echo(str(folder))
     if not want_vm:
         return
     from dltestbed.provision import guestimage as guest

@@ -25,6 +25,13 @@ def provision(
     framework: str | None = typer.Option(
         None, "--framework", metavar="NAME", help=f"Also install this framework beside the default: {OTHER_FRAMEWORKS}."
     ),
+    as_user: str | None = typer.Option(
+        None,
+        "--as-user",
+        metavar="NAME",
+        help="Also make this unprivileged user on every host (home, subordinate uids and gids), and check that it can "
+        "start the workload: what `bench --as-user NAME` runs as.",
+    ),
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
@@ -49,6 +56,7 @@ def provision(
         on_notice=shown.notice,
         groups=parse_group_options(group or []),
         frameworks=listed(framework, "--framework") or (),
+        run_user=as_user,
     )
     _summary(report, shown.console, check)
 

@@ -52,8 +52,8 @@ def teardown(
     mine = _filters(all_owners)
     from dltestbed.runtimes import RUNTIMES
 
-    for rt in RUNTIMES.values():
-        if not shutil.which(rt.name):
+    for rt in RUNTIMES.values():  # a rootless runtime's containers are its user's, each removed with its run
+        if rt.rootless or not shutil.which(rt.command):
             continue
         env = rt.cli_env(os.environ)
         ps = subprocess.run(rt.list_argv(mine), capture_output=True, text=True, env=env, timeout=60)
@@ -113,9 +113,9 @@ def _remote_containers(inventory: Inventory, mine: list[str]) -> list[str]:
     out = []
     for host in inventory.in_role("container_hosts"):
         target = SSH(host)
-        for rt in RUNTIMES.values():
+        for rt in (r for r in RUNTIMES.values() if not r.rootless):
             names: list[str] = []
-            script = f"command -v {rt.name} >/dev/null && {shlex.join(rt.list_argv(mine))} || true"
+            script = f"command -v {rt.command} >/dev/null && {shlex.join(rt.list_argv(mine))} || true"
             try:
                 target.run(["sh", "-c", script], timeout=60, on_line=names.append)
                 for name in (n.strip() for n in names if n.strip()):

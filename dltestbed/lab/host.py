@@ -1,5 +1,6 @@
-"""A lab host's filesystem and sshd: an overlay of / with a private upper layer, chrooted, in its
-own mount and UTS namespaces inside its network namespace."""
+"""A lab host's filesystem and sshd: an overlay of / with a private upper layer, made the root of its own mount
+namespace (pivot_root, not chroot: in a chroot the kernel refuses unprivileged user namespaces, which Charliecloud
+and rootless Podman need), with its own UTS namespace, inside its network namespace."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from dltestbed.lab.state import LabHost, LabState, labs_root
 SSHD = "/usr/sbin/sshd"
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"  # the standard path, so facts and sshd agree
 SSHD_CONFIG = "/etc/ssh/dltestbed_sshd_config"
+MARK = "/run/dltestbed-lab-host"  # in the host's /run: its folder on this machine, read by still_ours
+OLD_ROOT = "/.dltestbed-old-root"  # where pivot_root puts this machine's root, unmounted at once
 
 _SSHD_CONFIG = """\
 # written by dltestbed lab
@@ -99,12 +102,16 @@ def _container_setup(d: Path, m: str) -> list[str]:
     cmds = []
     for name, target in (("containers", "/var/lib/containers"), ("docker", "/var/lib/docker")):
         cmds += [f"mkdir -p {q(str(d / name))} {m}{target}", f"mount --bind {q(str(d / name))} {m}{target}"]
+    return cmds
+
+
+def _dockerd() -> list[str]:
+    """A dockerd of the host's own when Docker is installed (lab hosts have no init to start it); after the pivot."""
     dockerd = (
         "dockerd --iptables=false --bridge=none --ip-forward=false --ip-masq=false "
         ">/var/log/dltestbed-dockerd.log 2>&1 &"
     )
-    cmds.append(f"if [ -x {m}/usr/sbin/dockerd ]; then chroot {m} /bin/sh -c {q(dockerd)}; fi")
-    return cmds
+    return [f"if [ -x /usr/sbin/dockerd ]; then /bin/sh -c {shlex.quote(dockerd)}; fi"]
 
 
 def _cgroup_mounts(merged: str) -> list[str]:
@@ -160,9 +167,19 @@ def start_script(lab: LabState, host: LabHost) -> str:
             *(_container_setup(d, m) if lab.containers else []),
             # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
             *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
+            *(slurm.host_folders(lab, m) if lab.slurm else []),
+            f"printf %s {q(str(d))} > {m}{MARK}",
+            # the overlay becomes the namespace's root; this machine's root is unmounted from it
+            f"cd {m}",
+            f"mkdir -p .{OLD_ROOT}",
+            f"pivot_root . .{OLD_ROOT}",
+            "cd /",
+            f"umount -l {OLD_ROOT}",
+            f"rmdir {OLD_ROOT}",
+            *(_dockerd() if lab.containers else []),
             # a Slurm node: its munged and slurmd (they run in the host's namespaces, and die with them)
-            *(slurm.host_commands(lab, m) if lab.slurm else []),
-            f"exec chroot {m} {SSHD} -D -e -f {SSHD_CONFIG}",
+            *(slurm.host_commands(lab) if lab.slurm else []),
+            f"exec {SSHD} -D -e -f {SSHD_CONFIG}",
         ]
     )
 
@@ -195,15 +212,14 @@ def start(lab: LabState, host: LabHost) -> int:
 
 
 def still_ours(pid: int | None, host_dir: Path) -> bool:
-    """Whether a recorded pid is still this host's sshd: its root is the host's merged tree. A pid alone
-    proves nothing once the process is gone (pids are reused, within minutes on a busy machine)."""
+    """Whether a recorded pid is still this host's sshd: its root holds the host's mark, naming the host's folder.
+    A pid alone proves nothing once the process is gone (pids are reused, within minutes on a busy machine)."""
     if not pid:
         return False
     try:
-        root = os.readlink(f"/proc/{pid}/root")
+        return Path(f"/proc/{pid}/root{MARK}").read_text() == str(host_dir)
     except OSError:
         return False
-    return root == str(host_dir) or root.startswith(f"{host_dir}/")
 
 
 def alive(pid: int | None) -> bool:

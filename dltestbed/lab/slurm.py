@@ -153,20 +153,21 @@ def prepare_host(lab: LabState, upper: Path) -> None:
     os.chmod(upper / "var/log/munge", 0o700)
 
 
-def host_commands(lab: LabState, merged: str) -> list[str]:
-    """Start-script lines (before its sshd) that start the host's munged, then its slurmd."""
-    m, run = merged, munge_dir(lab.name)
+def host_folders(lab: LabState, merged: str) -> list[str]:
+    """Start-script lines (before the host's root is its overlay) that make munged's folder in it."""
+    run = munge_dir(lab.name)
+    return [f"mkdir -p {merged}{run}", f"chmod 755 {merged}{run}"]
+
+
+def host_commands(lab: LabState) -> list[str]:
+    """Start-script lines (in the host's root, before its sshd) that start the host's munged, then its slurmd."""
+    run = munge_dir(lab.name)
     munged = (
         f"munged --force --key-file=/etc/munge/munge.key --socket={run}/munge.socket.2 "
         f"--pid-file={run}/munged.pid --log-file=/var/log/munge/munged.log "
         "--seed-file=/var/lib/munge/munged.seed"
     )
-    return [
-        f"mkdir -p {m}{run}",
-        f"chmod 755 {m}{run}",
-        f"chroot {m} {munged}",
-        f"chroot {m} slurmd -f /etc/slurm/slurm.conf",
-    ]
+    return [munged, "slurmd -f /etc/slurm/slurm.conf"]
 
 
 def _log_tail(path: Path) -> str:

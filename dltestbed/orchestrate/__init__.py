@@ -60,7 +60,9 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
         raise ConfigError("--data-shared goes with --data real --data-dir DIR")
     limits = {"cpuset": m.container_cpuset, "memory": m.container_memory}
     dataset = Dataset.of(plan.specs[0], w.data_shared)
-    setup = prepare.Setup(tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory, w.frameworks)
+    setup = prepare.Setup(
+        tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory, w.frameworks, m.as_user
+    )
     launcher.check(setup)
     need = gpus.needs(plan, request.scenario)
     if need:  # an option that needs a GPU where a target has none, or pools that do not fit it: one line

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host
 from dltestbed.kinds import any_kind
-from dltestbed.orchestrate import dataplace, scenarios
-from dltestbed.provision import facts, image, localfacts, vmready, wheelhouse
+from dltestbed.orchestrate import dataplace, scenarios, unprivileged
+from dltestbed.provision import facts, image, localfacts, userstore, vmready, wheelhouse
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.runtimes import HOST_RUNTIME, RUNTIMES, ContainerOptions
 from dltestbed.targets import ContainerImage, Site, check_kind, make
@@ -45,6 +46,7 @@ class Setup:
     dataset: dataplace.Dataset | None = None  # real data: placed where each kind reads it
     inventory: Path | None = None  # the hosts' inventory (the dataset role runs on it)
     frameworks: tuple[str, ...] = ()  # those the bench runs: a container image must carry each
+    as_user: str | None = None  # --as-user: every workload runs as this unprivileged user
 
     @property
     def uses_vms(self) -> bool:
@@ -65,8 +67,10 @@ def check(setup: Setup) -> Checked:
     """Everything that costs no build, boot or install: a ConfigError line for the first problem."""
     for kind in setup.kinds:
         check_kind(kind)
+    unprivileged.check(setup.as_user, setup.kinds, setup.runtime, setup.hosts)
     if setup.dataset is not None:
         dataplace.check(setup.dataset, setup.kinds, setup.hosts)
+        unprivileged.check_data(setup.as_user, setup.dataset.source, setup.hosts)
     limits: dict[str, Any] = {k: v for k, v in setup.container_limits.items() if v is not None}
     local = setup.hosts == (None,)
     check_limits(limits.get("cpuset"), limits.get("memory"), set(os.sched_getaffinity(0)) if local else None)
@@ -78,7 +82,10 @@ def check(setup: Setup) -> Checked:
             house = wheelhouse.cached(flavor, setup.frameworks) or (
                 wheelhouse.build(flavor, setup.frameworks) if flavor == "cpu" else None
             )
-            found[runtime, flavor] = image.find(runtime, house) if house is not None and shutil.which(runtime) else None
+            rt = RUNTIMES.get(runtime)
+            usable = house is not None and rt is not None and shutil.which(rt.command) is not None
+            look = userstore.find if runtime == "charliecloud" else partial(image.find, runtime)  # no Podman asked
+            found[runtime, flavor] = look(house) if usable and house is not None else None
         return found[runtime, flavor]
 
     for host in setup.hosts:  # every host's values first: no host is contacted while another's are wrong
@@ -109,7 +116,7 @@ def check(setup: Setup) -> Checked:
             )
             if isinstance(vm.image, GuestImage) and not guest:
                 guest.append(vm.image)  # dltestbed's guest image (no user image), found once
-        sites.append(Site(host=host, container=container))
+        sites.append(Site(host=host, container=container, as_user=setup.as_user))
         vms.append(vm)
     return Checked(setup, sites, vms)
 
@@ -128,8 +135,9 @@ def check_host_values(host: Host, setup: Setup) -> None:
         need_absolute("dltestbed_data_root")
     if any_kind(setup.kinds, lambda k: k.store_image) and host.plays("container_hosts"):
         runtime = setup.runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
-        if runtime not in RUNTIMES:
-            choices = " or ".join([HOST_RUNTIME, *(r for r in RUNTIMES if r != HOST_RUNTIME)])  # the default first
+        if runtime not in RUNTIMES or RUNTIMES[runtime].rootless:  # the rootless ones: this machine only, for now
+            rootful = [r for r, rt in RUNTIMES.items() if r != HOST_RUNTIME and not rt.rootless]
+            choices = " or ".join([HOST_RUNTIME, *rootful])  # the default first
             raise ConfigError(f"host {host.name}: dltestbed_container_runtime: {choices} (got {runtime!r})")
         try:
             options_from_vars(host.vars)
@@ -207,6 +215,7 @@ def ready(checked: Checked, on_notice: Callable[[str], None] | None = None) -> l
     bench's dataset where each kind reads it (copied once per digest)."""
     out = []
     for site, vm in zip(checked.sites, checked.vms, strict=True):
+        unprivileged.place(site, on_notice)
         if vm is not None:
             rec, _, _ = vmready.ready(vm, on_notice)
             site = dataclasses.replace(site, vm=rec)
@@ -262,12 +271,13 @@ def _container(host: Host | None, setup: Setup, built: Built) -> ContainerImage:
         except image.ImageError as exc:
             raise ConfigError(f"cbm: {exc}") from None
         img = built(rt, localfacts.flavor())  # this machine's flavour (image build --flavor auto)
-        if img is None:
+        tag = unprivileged.local_tag(rt, img)
+        if img is None or tag is None:
             raise ConfigError(
                 f"cbm: no {rt} image{carrying} for this dltestbed build; run `dltestbed image build --runtime {rt}"
                 f"{option}`"
             )
-        return ContainerImage(rt, img.tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
+        return ContainerImage(rt, tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
     opts = options_from_vars(host.vars)  # a host outside container_hosts was refused by check_host_values
     rt = runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
     flavor = host_flavor(host)

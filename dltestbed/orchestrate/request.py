@@ -83,6 +83,7 @@ class Machines:
     runtime: str | None = None
     container_cpuset: str | None = None
     container_memory: str | None = None
+    as_user: str | None = None  # bm's and cbm's workloads run as this user (rootless runtimes' CLIs too)
     vm: Mapping[str, Any] = field(default_factory=dict)  # vmready's overrides: vcpus, memory_mib, gpus, ...
 
 

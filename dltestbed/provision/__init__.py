@@ -21,6 +21,7 @@ from dltestbed.provision.events import HostOutcome
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import HOST_RUNTIME
+from dltestbed.users import check_name
 
 EventHook = Callable[[str, HostOutcome | None, dict[str, Any]], None]
 
@@ -96,11 +97,15 @@ def provision(
     on_notice: Callable[[str], None] | None = None,
     groups: Mapping[str, Sequence[str]] | None = None,
     frameworks: Sequence[str] = (),
+    run_user: str | None = None,
 ) -> ProvisionReport:
     """Run the facts and site phases on the hosts of `layout`, then make the VMs of its libvirt hosts;
     never raises for a host's failure. `frameworks`: those installed beside the default one (and carried by
-    the container images made for the hosts)."""
+    the container images made for the hosts). `run_user`: the unprivileged user `bench --as-user` runs the
+    workloads as, made on every host (the run_user role)."""
     chosen = wheelhouse.carried(frameworks)  # an unknown name: one line before any host is contacted
+    if run_user is not None:
+        check_name(run_user)
     inv = inventory_mod.load(inventory_path, limit, groups)
     placements = layout_mod.resolve(layout, inv)
     root = wheelhouse.source_root()
@@ -117,7 +122,7 @@ def provision(
     by_name = {h.name: h for h in report.hosts}
     pattern = ",".join(by_name)
     forks = max(1, min(len(by_name), 16))
-    common = {"dltestbed_hosts": pattern}
+    common: dict[str, Any] = {"dltestbed_hosts": pattern, "dltestbed_run_user": run_user or ""}
 
     if on_phase:
         on_phase("facts")
@@ -130,7 +135,7 @@ def provision(
         if on_phase:
             on_phase("wheelhouse")
         houses = {f: wheelhouse.build(f, chosen) for f in sorted({h.flavor for h in targets if h.flavor})}
-        _install(inv, targets, flavors, houses, check, on_event, on_phase, on_notice, private, forks)
+        _install(inv, targets, flavors, houses, check, on_event, on_phase, on_notice, private, forks, run_user)
         report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
@@ -181,6 +186,7 @@ def _install(
     on_notice: Callable[[str], None] | None,
     private: Path,
     forks: int,
+    run_user: str | None = None,
 ) -> None:
     """The container images built from the wheelhouses (one a flavour), the site playbook run, then the VMs
     made on the libvirt hosts that took it."""
@@ -190,6 +196,7 @@ def _install(
         **site_vars([h.name for h in targets], flavors, houses),
         **containers,
         "dltestbed_libvirt_targets": ",".join(h.name for h in libvirt_hosts),
+        "dltestbed_run_user": run_user or "",
     }
     if on_phase:
         on_phase("install")

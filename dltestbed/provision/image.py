@@ -69,7 +69,7 @@ def runtime_env(runtime: str) -> dict[str, str]:
     return runtimes.runtime(runtime).cli_env(os.environ)
 
 
-def _run(argv: list[str], what: str, env: Mapping[str, str] | None = None, timeout: float = 1800) -> str:
+def run_step(argv: list[str], what: str, env: Mapping[str, str] | None = None, timeout: float = 1800) -> str:
     """Run a build step: its stdout, or an ImageError naming `what` and its last line of error. `env`:
     a runtime's (runtime_env), else this process's without secrets; a tool that is no container
     runtime (debootstrap, tar) needs no more."""
@@ -86,7 +86,7 @@ def _run(argv: list[str], what: str, env: Mapping[str, str] | None = None, timeo
 def detect_runtime() -> str:
     """docker when its daemon answers, else podman when installed; an ImageError otherwise."""
     problems = []
-    for runtime in runtimes.RUNTIMES:  # docker first: when its daemon answers
+    for runtime in (name for name, rt in runtimes.RUNTIMES.items() if rt.store is None):  # docker first
         if not shutil.which(runtime):
             problems.append(f"{runtime} is not installed")
             continue
@@ -113,11 +113,16 @@ def check_runtime(runtime: str) -> str:
         raise ConfigError(f"building images for {runtime!r} is not supported; use {' or '.join(runtimes.RUNTIMES)}")
     rt = runtimes.RUNTIMES[runtime]
     try:
-        return _run(rt.version_argv(), runtime, runtime_env(runtime), timeout=30)
+        return run_step(rt.version_argv(), runtime, runtime_env(runtime), timeout=30)
     except ImageError as exc:
         if "not installed" in str(exc):
             raise
         raise ImageError(rt.not_answering.format(why=exc)) from None
+
+
+def store_of(runtime: str) -> str:
+    """The runtime whose store holds a runtime's image as built: its own, or the one it loads or converts from."""
+    return runtimes.runtime(runtime).store or runtime
 
 
 def _recipe(packages: tuple[str, ...] = PACKAGES) -> str:
@@ -143,7 +148,7 @@ def _debootstrap(tar: Path, packages: tuple[str, ...]) -> Path:
         root = Path(tmp) / "root"
         include = [f"--include={','.join(packages)}"] if packages else []
         argv = ["debootstrap", "--variant=minbase", *include, SUITE, str(root), MIRROR]
-        _run(argv, "debootstrap", timeout=1800)
+        run_step(argv, "debootstrap", timeout=1800)
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
             shutil.rmtree(root / junk, ignore_errors=True)
         partial = tar.with_name(tar.name + ".partial")
@@ -167,7 +172,7 @@ def _inputs(base: str, house: Wheelhouse) -> str:
 
 def _image_id(runtime: str, ref: str) -> str | None:
     try:
-        digest = _run(
+        digest = run_step(
             [runtime, "image", "inspect", "--format", "{{.Id}}", ref], "inspect", runtime_env(runtime), timeout=60
         )
     except ImageError:
@@ -177,10 +182,15 @@ def _image_id(runtime: str, ref: str) -> str | None:
 
 def find(runtime: str, house: Wheelhouse, base: str | None = None) -> Image | None:
     """The image for these inputs if it was built already."""
-    base_ref = base or _base_tag()
-    tag = f"{REPO}:{_inputs(base_ref, house)}"
+    runtime = store_of(runtime)
+    tag = tag_of(house, base)
     digest = _image_id(runtime, tag)
     return Image(runtime, tag, digest) if digest else None
+
+
+def tag_of(house: Wheelhouse, base: str | None = None) -> str:
+    """The workload image's tag for these inputs (whether it was built or not)."""
+    return f"{REPO}:{_inputs(base or _base_tag(), house)}"
 
 
 def _base_tag() -> str:
@@ -190,6 +200,9 @@ def _base_tag() -> str:
 def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:
     """Build (or find) the workload image for a runtime from a wheelhouse, on `base` or our rootfs."""
     check_runtime(runtime)
+    if store_of(runtime) != runtime:  # built in that runtime's store
+        runtime = store_of(runtime)
+        check_runtime(runtime)
     found = find(runtime, house, base)
     if found:
         return found
@@ -203,7 +216,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         base_ref = _base_tag()
         if not _image_id(runtime, base_ref):
             argv = [runtime, "import", str(rootfs()), base_ref]
-            _run(argv, f"{runtime} import of the root filesystem", runtime_env(runtime))
+            run_step(argv, f"{runtime} import of the root filesystem", runtime_env(runtime))
     elif not _image_id(runtime, base_ref):
         raise ImageError(
             f"base image {base_ref!r} is not in {runtime}'s local store (no registry is used: "
@@ -225,7 +238,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
             )
         )
         argv = runtimes.runtime(runtime).build_argv(tag, ctx / "Containerfile", ctx)
-        _run(argv, f"{runtime} build", runtime_env(runtime), timeout=3600)
+        run_step(argv, f"{runtime} build", runtime_env(runtime), timeout=3600)
     digest = _image_id(runtime, tag)
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
@@ -248,7 +261,8 @@ def _dependencies(ctx: Path, house: Wheelhouse) -> None:
 def _listed(runtime: str, *args: str) -> list[str]:
     """`runtime images ARGS` one per line, newest first as both runtimes list them; [] if it fails."""
     try:
-        return list(dict.fromkeys(_run([runtime, "images", *args], "images", runtime_env(runtime), timeout=60).split()))
+        out = run_step([runtime, "images", *args], "images", runtime_env(runtime), timeout=60)
+        return list(dict.fromkeys(out.split()))
     except ImageError:
         return []
 
@@ -294,7 +308,7 @@ def _save(img: Image, path: Path) -> Path:
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
     argv = runtimes.runtime(img.runtime).save_argv(img.tag, partial)
-    _run(argv, f"{img.runtime} save", runtime_env(img.runtime), timeout=1800)
+    run_step(argv, f"{img.runtime} save", runtime_env(img.runtime), timeout=1800)
     partial.rename(path)
     prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
     return path

@@ -17,6 +17,7 @@ from typing import Any
 
 from dltestbed.kinds import BASELINE
 from dltestbed.report import inference
+from dltestbed.report.keys import LayerKey
 from dltestbed.report.mdtable import row as md_row
 from dltestbed.results.records import RunRecord
 
@@ -89,7 +90,7 @@ def _work(r: RunRecord) -> tuple[Any, ...]:
 
 
 def _layer(r: RunRecord) -> str:
-    return r.target_kind + (f" ({r.vm_image})" if r.vm_image else "") + (f" {r.arm}" if r.arm else "")
+    return LayerKey.of_run(r).layer
 
 
 def table(runs: Sequence[RunRecord]) -> list[AccuracyRow]:

@@ -8,7 +8,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dltestbed.report import FLEET_MIN_SLOWDOWN, accuracy, agreement, fleet, health, jobs, micro, stats, versus, warmup
+from dltestbed.report import (
+    FLEET_MIN_SLOWDOWN,
+    accuracy,
+    agreement,
+    fleet,
+    health,
+    jobs,
+    micro,
+    runtimes,
+    stats,
+    versus,
+    warmup,
+)
 from dltestbed.report.accuracy import AccuracyRow
 from dltestbed.report.agreement import Agreement
 from dltestbed.report.checks import CheckRow, Mismatch
@@ -17,6 +29,7 @@ from dltestbed.report.fleet import FleetFlag, GpuFlag
 from dltestbed.report.health import Finding, GpuHealth
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.micro import CaseStats, Skipped
+from dltestbed.report.runtimes import RuntimeRow
 from dltestbed.report.stats import GroupStats
 from dltestbed.report.trends import Wander
 from dltestbed.report.versus import Versus
@@ -59,6 +72,7 @@ class Analysis:
     accuracy: tuple[AccuracyRow, ...] = ()  # --accuracy runs: top-1 per layer, against bare metal
     warmups: tuple[WarmupRow, ...] = ()  # --warmup auto: the steps each run needed, per model and layer
     frameworks: tuple[Versus, ...] = ()  # a framework against the first on the same layer and workload
+    runtimes: tuple[RuntimeRow, ...] = ()  # native and each container runtime on one workload (HPEC'19)
 
 
 def analyse(
@@ -118,6 +132,7 @@ def analyse(
         accuracy=tuple(accuracy.table(runs)),
         warmups=tuple(warmup.table(runs, steps)),
         frameworks=tuple(versus.compare(runs)),
+        runtimes=tuple(runtimes.table(groups, runs, samples)),
     )
 
 

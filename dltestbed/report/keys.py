@@ -17,18 +17,25 @@ from dltestbed.results.records import RunRecord
 
 @dataclass(frozen=True, kw_only=True)
 class LayerKey:
-    """The layer a group measured: its kind, a user's VM image (a layer of its own beside dltestbed's
-    guest image) and its arm ("A′": the baseline kind's second run per repetition under --aa)."""
+    """The layer a group measured: its kind, a container's runtime (each its own layer: Docker's, rootless
+    Podman's and Charliecloud's containers are never averaged together), a user's VM image (a layer of its own
+    beside dltestbed's guest image) and its arm ("A′": the baseline kind's second run per repetition under --aa)."""
 
     target_kind: str
+    runtime: str = ""
     vm_image: str = ""
     arm: str = ""
 
+    @classmethod
+    def of_run(cls, r: RunRecord) -> LayerKey:
+        """The layer a run measured."""
+        return LayerKey(target_kind=r.target_kind, runtime=r.runtime, vm_image=r.vm_image, arm=r.arm)
+
     @property
     def layer(self) -> str:
-        """The layer as tables and figures name it: "vm (my-image)", "bm A′"."""
-        image = f" ({self.vm_image})" if self.vm_image else ""
-        return self.target_kind + image + (f" {self.arm}" if self.arm else "")
+        """The layer as tables and figures name it: "cbm (charliecloud)", "vm (my-image)", "bm A′"."""
+        within = self.runtime or self.vm_image
+        return self.target_kind + (f" ({within})" if within else "") + (f" {self.arm}" if self.arm else "")
 
     @property
     def against_baseline(self) -> bool:

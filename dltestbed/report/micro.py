@@ -19,7 +19,7 @@ from typing import Any
 from dltestbed.config import PROBES
 from dltestbed.kinds import KINDS
 from dltestbed.report.inference import Effect, mean_interval, paired, welch
-from dltestbed.report.keys import CaseKey, with_framework
+from dltestbed.report.keys import CaseKey, LayerKey, with_framework
 from dltestbed.report.stats import GroupStats, Spread, samples
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, SkipEvent
@@ -86,9 +86,7 @@ def _by_case(
     for r in ok:
         for probe, name, unit in values[r.id]:
             key = CaseKey(
-                target_kind=r.target_kind,
-                vm_image=r.vm_image,
-                arm=r.arm,
+                **vars(LayerKey.of_run(r)),
                 scenario=r.scenario,
                 workers=r.workers,
                 framework=r.framework,

@@ -38,7 +38,7 @@ def table(runs: Sequence[RunRecord], steps: Mapping[str, Sequence[StepEvent]]) -
     by: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r in runs:
         if r.warmup is None and r.status == "ok" and r.role != "cotenant":
-            layer = LayerKey(target_kind=r.target_kind, vm_image=r.vm_image, arm=r.arm).layer
+            layer = LayerKey.of_run(r).layer
             by[r.model, layer].append(sum(s.phase == "warmup" for s in steps.get(r.id, ())))
     return [WarmupRow(model, layer, tuple(n)) for (model, layer), n in by.items()]
 

@@ -102,6 +102,11 @@ class RunRecord:
         return self.mode == "probe"
 
     @property
+    def runtime(self) -> str:
+        """The container runtime a cbm or cvm run's container ran under; "" for every other kind."""
+        return str(self.fingerprint.get("container_runtime") or "")
+
+    @property
     def vm_image(self) -> str:
         """The user's own image a vm run booted (its file name); "" for dltestbed's guest image and
         every other kind. Runs on different images are different layers: never averaged together."""

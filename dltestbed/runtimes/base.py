@@ -37,13 +37,19 @@ class ContainerOptions:
     env: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()  # who made it, for which bench and run (teardown's filter)
     extra: tuple[str, ...] = field(default=())  # the user's own flags, appended as given
+    user: str | None = None  # uid:gid the workload runs as inside (None: the image's CONTAINER_USER)
 
 
 class Runtime(ABC):
     """A container runtime, as dltestbed drives it: each command as an argv."""
 
     name: ClassVar[str]  # its key in choices.RUNTIMES
-    version_format: ClassVar[str]
+    command: ClassVar[str]  # its CLI's program
+    version_format: ClassVar[str] = ""
+    # its CLI and containers run as a user, never root: as the invoking user, or as --as-user's when dltestbed is root
+    rootless: ClassVar[bool] = False
+    # the runtime whose store its image is built in (then loaded into the user's store, or converted), or None: its own
+    store: ClassVar[str | None] = None
     not_answering: ClassVar[str] = "{why}"  # what it means when `version` fails
 
     @abstractmethod
@@ -60,7 +66,12 @@ class Runtime(ABC):
 
     @abstractmethod
     def remove_argv(self, name: str) -> list[str]:
-        """The command that removes a container by name, there or not."""
+        """The command that removes a container by name, there or not ([]: nothing outlives its process)."""
+
+    def after_argv(self) -> list[str]:
+        """A command run after each container's removal, as the same user ([]: none): what the runtime keeps
+        alive between containers and must not outlive the run."""
+        return []
 
     @abstractmethod
     def list_argv(self, filters: Sequence[str]) -> list[str]:
@@ -83,6 +94,7 @@ class OciCli(Runtime):
     """The CLI Docker and Podman share (`run --rm --name …`, `rm --force`, `ps -a`, `build`, `save`), each
     differing where its class says so."""
 
+    global_flags: ClassVar[tuple[str, ...]] = ()  # before the subcommand, on every command but build and save
     run_flags: ClassVar[tuple[str, ...]] = ()  # after the common `run` flags
     build_flags: ClassVar[tuple[str, ...]] = ()
     archive_flags: ClassVar[tuple[str, ...]] = ()  # `save`: the archive format provisioning loads on hosts
@@ -96,8 +108,17 @@ class OciCli(Runtime):
             raise ConfigError("gpus 'auto' must be resolved on the host before the command is built")
         cpus = opts.cpuset or (opts.numa_cpus if opts.numa_node is not None else None)
         # -i: the CLI's stdin (dltestbed's pipe or SSH session) is the workload's, closed when dltestbed is gone
-        out = [self.name, "run", "--rm", "--interactive", "--name", name, f"--network={opts.network}"]
-        out += [f"--user={CONTAINER_USER}", "--pull=never", *[f"--label={k}={v}" for k, v in opts.labels]]
+        out = [
+            self.command,
+            *self.global_flags,
+            "run",
+            "--rm",
+            "--interactive",
+            "--name",
+            name,
+            f"--network={opts.network}",
+        ]
+        out += [f"--user={opts.user or CONTAINER_USER}", "--pull=never", *[f"--label={k}={v}" for k, v in opts.labels]]
         out += self.run_flags
         out += ["--privileged"] if opts.privileged else []
         out += [f"--cap-add={c}" for c in opts.cap_add]
@@ -111,23 +132,23 @@ class OciCli(Runtime):
 
     def remove_argv(self, name: str) -> list[str]:
         """The command that removes a container by name, there or not."""
-        return [self.name, "rm", "--force", *self.remove_flags, name]
+        return [self.command, *self.global_flags, "rm", "--force", *self.remove_flags, name]
 
     def list_argv(self, filters: Sequence[str]) -> list[str]:
         """The command that lists the names of the containers these filters select, stopped ones too."""
-        return [self.name, "ps", "-a", *filters, "--format", "{{.Names}}"]
+        return [self.command, *self.global_flags, "ps", "-a", *filters, "--format", "{{.Names}}"]
 
     def version_argv(self) -> list[str]:
         """The command that asks the runtime (its server, where it has one) for its version."""
-        return [self.name, "version", "--format", self.version_format]
+        return [self.command, *self.global_flags, "version", "--format", self.version_format]
 
     def build_argv(self, tag: str, containerfile: Path, context: Path) -> list[str]:
         """The command that builds the workload image from its Containerfile, from local images only."""
-        return [self.name, "build", "--tag", tag, "--file", str(containerfile), *self.build_flags, str(context)]
+        return [self.command, "build", "--tag", tag, "--file", str(containerfile), *self.build_flags, str(context)]
 
     def save_argv(self, tag: str, out: Path) -> list[str]:
         """The command that saves an image as one archive file."""
-        return [self.name, "save", *self.archive_flags, "-o", str(out), tag]
+        return [self.command, "save", *self.archive_flags, "-o", str(out), tag]
 
 
 REGISTRY: dict[str, Runtime] = {}
@@ -144,5 +165,5 @@ def register(cls: type[Runtime]) -> type[Runtime]:
 def runtime(name: str) -> Runtime:
     """The runtime of this name, or a ConfigError naming those there are."""
     if name not in REGISTRY:
-        raise ConfigError(f"unknown container runtime {name!r}; known: {', '.join(REGISTRY)}")
+        raise ConfigError(f"unknown container runtime {name!r}; known: {', '.join(RUNTIME_NAMES)}")
     return REGISTRY[name]

@@ -10,6 +10,7 @@ class Docker(OciCli):
     """docker, as root through its daemon."""
 
     name = "docker"
+    command = "docker"
     version_format = "{{.Server.Version}}"
     not_answering = "the docker daemon is not running or not reachable ({why}); start dockerd"
 

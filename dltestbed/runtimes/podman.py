@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from dltestbed import paths
 from dltestbed.runtimes.base import OciCli, register
@@ -14,7 +15,8 @@ class Podman(OciCli):
     """podman, without a daemon."""
 
     name = "podman"
-    run_flags = ("--log-driver=none",)  # stdout is streamed to us; no second copy in a journal
+    command = "podman"
+    run_flags: ClassVar[tuple[str, ...]] = ("--log-driver=none",)  # stdout streams to us: no copy in a journal
     build_flags = ("--pull=never", "--layers")
     archive_flags = ("--format", "oci-archive")
     remove_flags = ("--ignore",)

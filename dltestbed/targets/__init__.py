@@ -14,6 +14,7 @@ from dltestbed.inventory import Host
 from dltestbed.kinds import KINDS
 from dltestbed.runtimes import RUNTIMES, ContainerOptions, runtime
 from dltestbed.slurm.alloc import Allocation, Node
+from dltestbed.targets.asuser import AsUserTarget
 from dltestbed.targets.base import CommandResult, Target, machine_under
 from dltestbed.targets.container import ContainerTarget
 from dltestbed.targets.local import LocalTarget
@@ -67,6 +68,7 @@ class Site:
     data: DataPlace = field(default_factory=DataPlace)
     slurm: SlurmPlace | None = None
     down: str | None = None  # why the machine did not answer when the bench began: its runs fail at once with it
+    as_user: str | None = None  # --as-user: every workload on the machine runs as this unprivileged user
 
     @property
     def label(self) -> str:
@@ -123,6 +125,12 @@ def _missing(kind: str, site: Site, what: str) -> ConfigError:
 
 @register("bm")
 def _bm(site: Site) -> Target:
+    bare = _bare(site)
+    return AsUserTarget(bare, site.as_user) if site.as_user else bare
+
+
+def _bare(site: Site) -> Target:
+    """The machine's bare-metal target, as the user dltestbed reaches it as."""
     if site.slurm is not None:
         return SlurmTarget(site.slurm.alloc, site.slurm.node, site.slurm.python, data_dir=site.data.host)
     if site.host is None:
@@ -135,14 +143,16 @@ def _cbm(site: Site) -> Target:
     c = site.container
     if c is None:
         raise _missing("cbm", site, "the container image")
+    rt = runtime(c.runtime)
     return ContainerTarget(
-        _bm(site),
-        runtime(c.runtime),
+        _bm(site) if rt.rootless else _bare(site),  # a rootful runtime's CLI runs as dltestbed does
+        rt,
         c.tag,
         c.digest,
         c.options,
         runtime_env=c.runtime_env,
         data_source=site.data.host,
+        as_user=site.as_user,
     )
 
 

@@ -112,6 +112,7 @@ class ContainerTarget:
         kind: str = "cbm",
         runtime_env: Mapping[str, str] | None = None,
         data_source: str | None = None,
+        as_user: str | None = None,
     ) -> None:
         self.inner = inner
         self.runtime = runtime
@@ -128,6 +129,9 @@ class ContainerTarget:
         self.python = VENV_PYTHON
         self.data_source = data_source  # the dataset on the inner machine, mounted read-only at data_dir
         self.data_dir = CONTAINER_DATA if data_source else None
+        # --as-user: a rootless runtime's CLI runs as that user (inner drops to it); a rootful one's container
+        # takes its uid and gid (resolved on the host)
+        self.as_user = as_user
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: which runtime, which image (by digest), its limits, on which machine."""
@@ -139,6 +143,7 @@ class ContainerTarget:
             "container_image_tag": self.image,
             "container_image_digest": self.digest,
             **({"container_limits": lim} if lim else {}),
+            **({"run_as_user": self.as_user} if self.as_user else {}),
         }
 
     def abort(self, why: Abort = INTERRUPT) -> None:
@@ -181,6 +186,11 @@ class ContainerTarget:
             if rc != 0 or not lines:
                 raise TargetError(f"{self.host}: NUMA node {opts.numa_node} does not exist there")
             changes["numa_cpus"] = lines[0].strip()
+        if self.as_user and opts.user is None:  # the container runs as the user's uid and gid (Charliecloud: always)
+            ids = [self._probe(["id", flag, self.as_user]) for flag in ("-u", "-g")]
+            if any(rc != 0 or not lines for rc, lines in ids):
+                raise TargetError(f"{self.host}: user {self.as_user} does not exist there")
+            changes["user"] = ":".join(lines[0].strip() for _, lines in ids)
         if changes:
             self.opts = ContainerOptions(**{**opts.__dict__, **changes})
         return self.opts
@@ -221,4 +231,6 @@ class ContainerTarget:
         finally:
             # a second Ctrl-C waits for the removal; a host that is gone: nothing more to do
             with shielded(), contextlib.suppress(TargetError):
-                self.inner.run(self.runtime.remove_argv(name), env=self.runtime_env, timeout=60)
+                for after in (self.runtime.remove_argv(name), self.runtime.after_argv()):
+                    if after:
+                        self.inner.run(after, env=self.runtime_env, timeout=60)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from dltestbed.targets.base import OnTransport, Target
 from dltestbed.transport.local import LocalProcess
+from dltestbed.users import invoking_user
 
 
 class LocalTarget(OnTransport):
@@ -29,4 +30,9 @@ class LocalTarget(OnTransport):
 
     def fingerprint(self) -> Mapping[str, str]:
         """The layer facts: bare metal on this host."""
-        return {"target_kind": self.kind, "target_host": self.host, "target_platform": platform.platform()}
+        return {
+            "target_kind": self.kind,
+            "target_host": self.host,
+            "target_platform": platform.platform(),
+            "run_as_user": invoking_user(),
+        }

@@ -33,4 +33,5 @@ class SSHTarget(OnTransport):
             "target_host": self.name,
             "target_address": self.spec.address,
             "transport": "ssh",
+            **({"run_as_user": self.spec.user} if self.spec.user else {}),
         }

@@ -6,6 +6,7 @@ import ctypes
 import importlib.metadata as md
 import os
 import platform
+import pwd
 import socket
 from types import ModuleType
 from typing import Any
@@ -33,6 +34,14 @@ def _os_release() -> str:
     return platform.platform()
 
 
+def _user() -> str | None:
+    """This process's user name as the system it runs on knows it (a container's passwd), or None."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return None
+
+
 def base() -> dict[str, Any]:
     """What is known without TensorFlow."""
     # psutil loads only for the measuring modes
@@ -48,6 +57,8 @@ def base() -> dict[str, Any]:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_bytes": psutil.virtual_memory().total,
         "python": platform.python_version(),
+        "uid": os.getuid(),  # who the workload ran as, seen from inside (the target's run_as_user: from outside)
+        "user": _user(),
         "container_image": os.environ.get("DLTESTBED_IMAGE_DIGEST"),
         "packages": packages(),
     }

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +127,29 @@ def fresh_lab(lab_dir: Path) -> Iterator[str]:
     yield name
     lab.down(name)
     assert not leftovers(name)
+
+
+RUN_USER = "dltb-runner"  # the unprivileged user the --as-user tests make
+
+
+@contextlib.contextmanager
+def run_user(name: str = RUN_USER) -> Iterator[pwd.struct_passwd]:
+    """A new unprivileged user (made before any lab host that must know it is up), removed with its home (its
+    Podman store) at the end; the folders on the way to this machine's interpreter opened to others meanwhile
+    where they are not (a site installs Python where its users reach it; this machine's may sit under /root)."""
+    for tool in ("ch-run", "ch-convert", "newuidmap", "setpriv"):
+        assert shutil.which(tool), f"{tool} missing (scripts/install.sh --test installs it)"
+    subprocess.run(["userdel", "--remove", name], capture_output=True)
+    subprocess.run(["useradd", "--create-home", name], check=True)
+    opened = []
+    for parent in Path(os.path.realpath(sys.executable)).parents:  # the venv's real interpreter
+        if parent.stat().st_mode & 0o001 == 0:
+            opened.append((parent, parent.stat().st_mode))
+            parent.chmod(parent.stat().st_mode | 0o001)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        for parent, mode in reversed(opened):
+            parent.chmod(mode)
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)

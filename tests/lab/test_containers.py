@@ -271,7 +271,7 @@ def test_real_data_on_bm_and_cbm_with_docker(results: Path, dataset_dir: Path, t
     skipped = {(s["target_kind"], s["probe"]) for s in report["micro"]["skipped"]}
     assert {("bm", "h2d"), ("bm", "d2h"), ("cbm", "h2d"), ("cbm", "d2h")} <= skipped
     md = run_cli("report", "--results", str(results)).stdout
-    rows = [line for line in md.splitlines() if line.startswith("| cbm | ") and line.count("[") == 5]
+    rows = [line for line in md.splitlines() if line.startswith("| cbm (docker) | ") and line.count("[") == 5]
     assert len(rows) == 1, md  # the decomposition: the model's change and 4 probes', each with its interval
     assert "## Layer decomposition" in md and "alexnet train img/s" in md, md
     private = tmp_path / "private"

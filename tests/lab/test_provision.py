@@ -125,6 +125,32 @@ def test_bench_over_ssh_stores_a_run_per_host(cluster: LabState, env: dict[str, 
         assert r["fingerprint"]["transport"] == "ssh"
 
 
+def test_provision_makes_the_run_user_and_bm_runs_as_it_over_ssh(
+    cluster: LabState, env: dict[str, str], results: Path
+) -> None:
+    """provision --as-user makes the user on every host (home, subordinate ids) and checks it can start the
+    workload; bench --as-user then runs bare metal as that user over SSH, seen inside and outside."""
+    user = "dltb-ops"
+    inv = str(cluster.inventory)
+    proc = run_cli("provision", "--layout", "distributed", "--as-user", user, "--inventory", inv, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    uids = {}
+    for h in cluster.hosts:
+        out = ssh(cluster, h.name, f"id -u {user} && grep -c '^{user}:' /etc/subuid /etc/subgid && ls -d ~{user}")
+        assert out.returncode == 0, out.stderr
+        uids[h.name] = int(out.stdout.split()[0])
+        assert out.stdout.split()[1:3] == ["/etc/subuid:1", "/etc/subgid:1"]
+    assert user not in Path("/etc/passwd").read_text()  # made on the hosts, not on this machine
+    proc = run_cli(
+        "bench", "--inventory", inv, *BENCH, "--as-user", user, "--format", "json", "--results", str(results), env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in json.loads(proc.stdout):
+        fp = r["fingerprint"]
+        assert r["status"] == "ok" and fp["uid"] == uids[r["host"]] and fp["user"] == user, r.get("reason")
+        assert fp["run_as_user"] == user and fp["transport"] == "ssh"
+
+
 def test_distributed_over_two_lab_hosts_streamed(cluster: LabState, env: dict[str, str], results: Path, tsdb) -> None:
     """One real MultiWorkerMirroredStrategy job with a worker on each host, then (--suite full) the probes
     between them, net and allreduce; every point counted back, the probes' measures included."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import sqlite3
 import subprocess
@@ -16,21 +17,31 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed import lab
+from dltestbed import lab, paths
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState
 from tests.conftest import run_cli
-from tests.lab.conftest import leftovers, this_checkout
+from tests.lab.conftest import leftovers, run_user, this_checkout
 
 NAME = "ts"
 TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "4", "--repeat", "1"]
 
 
 @pytest.fixture(scope="module")
-def cluster(lab_dir: Path) -> Iterator[tuple[LabState, dict[str, str]]]:
-    """Two Slurm nodes that see this checkout's venv (a shared filesystem); the env Slurm's commands need."""
+def user() -> Iterator[pwd.struct_passwd]:
+    """An unprivileged user the nodes know (made before they are up, as a site's directory service has it)."""
+    with run_user() as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def cluster(lab_dir: Path, user: pwd.struct_passwd) -> Iterator[tuple[LabState, dict[str, str]]]:
+    """Two Slurm nodes that see this checkout's venv and Charliecloud's image folders (a shared filesystem); the
+    env Slurm's commands need."""
     lab.down(NAME)
-    state = lab.up(NAME, 2, "10.213.86.0/24", shares=this_checkout(), with_slurm=True)
+    images = paths.charliecloud_root()
+    images.mkdir(parents=True, exist_ok=True)
+    state = lab.up(NAME, 2, "10.213.86.0/24", shares=(*this_checkout(), str(images)), with_slurm=True)
     yield state, {"SLURM_CONF": str(lab_slurm.conf_path(state))}
     lab.down(NAME)
     assert not leftovers(NAME)
@@ -115,6 +126,31 @@ def test_a_distributed_job_through_srun_is_stored_under_the_nodes(
     jobs = {r["fingerprint"]["slurm_job_id"] for r in runs}
     assert len(jobs) == 1 and {r["fingerprint"]["slurm_partition"] for r in runs} == {"lab"}
     assert "Relinquishing job allocation" in out.stderr
+    nothing_left(env, 30)
+
+
+@pytest.mark.timeout(1800)  # the Charliecloud folder converted first: ~3 min
+def test_charliecloud_through_srun_as_a_user(
+    cluster: tuple[LabState, dict[str, str]], user: pwd.struct_passwd, results: Path
+) -> None:
+    """srun … setpriv … ch-run … in the allocation: bm and cbm on each node as the user, the image folder read
+    from the shared filesystem, no root process for the container (the nodes are lab hosts whose root is their
+    own, not a chroot: the kernel gives a chrooted process no user namespace)."""
+    _, env = cluster
+    build = run_cli("image", "build", "--runtime", "charliecloud", "--vm", "no", timeout=1800)
+    assert build.returncode == 0, build.stderr[-2000:]
+    args = ["--targets", "bm,cbm", "--runtime", "charliecloud", "--as-user", user.pw_name, "--nodes", "2"]
+    out = bench(env, results, *TINY, "--warmup", "1", "--steps", "3", *args)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = json.loads(out.stdout)
+    assert sorted((r["target_kind"], r["host"]) for r in runs) == [
+        (k, f"{NAME}-h{i}") for k in ("bm", "cbm") for i in (1, 2)
+    ]
+    for r in runs:
+        fp = r["fingerprint"]
+        assert r["status"] == "ok" and fp["transport"] == "slurm", r.get("reason")
+        assert fp["uid"] == user.pw_uid and fp["run_as_user"] == user.pw_name  # inside and outside
+        assert r["target_kind"] == "bm" or (fp["container_runtime"] == "charliecloud" and fp["user"] == user.pw_name)
     nothing_left(env, 30)
 
 

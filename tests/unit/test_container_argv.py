@@ -77,7 +77,9 @@ def test_removal_commands() -> None:
 
 
 def test_unknown_runtime() -> None:
-    with pytest.raises(ConfigError, match=r"unknown container runtime 'lxc'; known: docker, podman$"):
+    with pytest.raises(
+        ConfigError, match=r"unknown container runtime 'lxc'; known: docker, podman, podman-rootless, charliecloud$"
+    ):
         runtime("lxc")
 
 

@@ -14,10 +14,11 @@ from dltestbed import slurm
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import BASELINE, any_kind, kinds_where
-from dltestbed.orchestrate import gpus, prepare, scenarios
+from dltestbed.orchestrate import gpus, prepare, scenarios, unprivileged
 from dltestbed.orchestrate.launchers.base import Say
 from dltestbed.orchestrate.request import Machines, SlurmOptions
 from dltestbed.owner import installation_id
+from dltestbed.runtimes import RUNTIMES
 from dltestbed.shield import shielded
 from dltestbed.targets import ContainerImage, Site, SlurmPlace
 
@@ -32,11 +33,14 @@ class Slurm:
     _opts: SlurmOptions = field(default_factory=SlurmOptions)
     _inventory: Inventory | None = None
     _images: dict[str, ContainerImage | None] = field(default_factory=dict)
+    _shared: ContainerImage | None = None  # a rootless runtime's image here, at the same path on every node
 
     @classmethod
     def chosen(cls, m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Slurm:
         """The launcher for a request that chose it, its options checked first (the node count among them)."""
-        count = check_options(m.slurm, scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory)
+        count = check_options(
+            m.slurm, scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory, m.runtime
+        )
         return cls(m, count)
 
     @staticmethod
@@ -60,7 +64,14 @@ class Slurm:
         self._inventory = inv
         self._opts = from_inventory(self.machines.slurm, inv) if inv is not None else self.machines.slurm
         store = kinds_where(setup.kinds, lambda k: k.store_image)
-        if inv is not None and store:  # each container host's image, by name
+        unprivileged.check(setup.as_user, setup.kinds, setup.runtime, setup.hosts)
+        rt = RUNTIMES.get(setup.runtime or "")
+        if store and rt is not None and rt.rootless:  # this machine's image, read by the nodes on a shared filesystem
+            if rt.name != "charliecloud":
+                raise ConfigError(f"--launcher slurm --runtime {rt.name}: not yet; charliecloud runs under Slurm")
+            ready = prepare.check(replace(setup, kinds=store, dataset=None))
+            self._shared = ready.sites[0].container
+        elif inv is not None and store:  # each container host's image, by name
             hosts = tuple(container_hosts(inv))
             ready = prepare.check(
                 prepare.Setup(
@@ -115,7 +126,9 @@ class Slurm:
                 "where `provision` loads the image)"
             )
         places = [SlurmPlace(alloc, n, python(n.name)) for n in alloc.nodes]
-        return alloc, [Site(slurm=p, container=images.get(p.node.name)) for p in places]
+        user = self.machines.as_user
+        sites = [Site(slurm=p, container=images.get(p.node.name) or self._shared, as_user=user) for p in places]
+        return alloc, sites
 
 
 def given(opts: SlurmOptions) -> list[str]:
@@ -142,6 +155,7 @@ def check_options(
     data_shared: bool,
     limit: str | None,
     inventory: Path | None = None,
+    runtime: str | None = None,
 ) -> int:
     """With --launcher slurm: the node count the bench asks for; one line for a bad combination."""
     if opts.nodes is not None and opts.nodes < 1:
@@ -156,10 +170,11 @@ def check_options(
     other = [k for k in kinds if k != "auto" and k not in on_nodes]
     if other:
         raise ConfigError(f"--launcher slurm runs bm and cbm on the nodes (VMs are not Slurm's), not {other[0]}")
-    if any_kind(kinds, lambda k: k.in_container) and inventory is None:
+    if any_kind(kinds, lambda k: k.in_container) and inventory is None and runtime != "charliecloud":
         raise ConfigError(
             "--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
-            "from --inventory (its container_hosts, where `provision` loaded the image)"
+            "from --inventory (its container_hosts, where `provision` loaded the image), or --runtime charliecloud "
+            "runs this machine's image folder on them (a shared filesystem)"
         )
     if data_real and not data_shared:
         raise ConfigError(

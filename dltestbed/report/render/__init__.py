@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dltestbed.report import ROBUST_Z, accuracy, agreement_md, checks, health_md, micro, versus, warmup
+from dltestbed.report import ROBUST_Z, accuracy, agreement_md, checks, health_md, micro, runtimes, versus, warmup
 from dltestbed.report.analysis import Analysis
 from dltestbed.report.compare import Change
 from dltestbed.report.inference import CONFIDENCE
@@ -59,6 +59,7 @@ def markdown(
     lines += overheads_table(groups, a.equivalence)
     lines += _figures(figs, "overhead", captions)
     lines += versus.markdown(a.frameworks)
+    lines += runtimes.markdown(a.runtimes)
     lines += micro_lines
     lines += _figures(figs, "decomposition", captions)
     lines += environments(groups)
@@ -136,7 +137,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
 
 def as_json(a: Analysis) -> str:
     """{"scope", "groups", "distributed", "shared", "fleet", "fleet_rule", "steady", "steady_wander", "frameworks",
-    "warmup", "micro", "health", "accuracy", "agreement", "checks"} as JSON."""
+    "runtimes", "warmup", "micro", "health", "accuracy", "agreement", "checks"} as JSON."""
     rule = {
         "method": "leave-one-out modified z-score (peers' median and MAD)",
         "z_below": -ROBUST_Z,
@@ -153,6 +154,7 @@ def as_json(a: Analysis) -> str:
             "steady": [{"run": r.id, "flags": w} for r, w in a.steady],
             "steady_wander": a.wander.to_dict() if a.wander else None,
             "frameworks": [v.to_dict() for v in a.frameworks],
+            "runtimes": [r.to_dict() for r in a.runtimes],
             "warmup": [w.to_dict() for w in a.warmups],
             "micro": {"cases": [c.to_dict() for c in a.cases], "skipped": [s.__dict__ for s in a.skipped]},
             "health": {

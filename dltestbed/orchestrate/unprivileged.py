@@ -1,0 +1,106 @@
+"""A bench's unprivileged side: --as-user checked before anything runs, the rootless runtimes' refusals, where
+their image is (Charliecloud's folder, a user's Podman store) and its placing into the user's store."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from dltestbed import dataset
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import Host
+from dltestbed.kinds import any_kind
+from dltestbed.provision import image, userstore
+from dltestbed.runtimes import RUNTIMES
+from dltestbed.targets import Site
+from dltestbed.users import check_name, drop_argv, invoking_user, local_uid
+
+
+def _root() -> bool:
+    return os.geteuid() == 0
+
+
+def check(as_user: str | None, kinds: Sequence[str], runtime: str | None, hosts: Sequence[Host | None]) -> None:
+    """A ConfigError line for --as-user or a rootless runtime this bench cannot honour; nothing is run."""
+    if as_user is not None:
+        check_name(as_user)
+        if any_kind(kinds, lambda k: k.in_vm):
+            raise ConfigError("--as-user: bm and cbm only in this version (a VM's workload runs as its guest's user)")
+        if not _root() and as_user != invoking_user():
+            raise ConfigError(f"--as-user {as_user}: changing user needs root (dltestbed runs as {invoking_user()})")
+        if None in hosts:
+            local_uid(as_user)
+            if "bm" in kinds and _root():
+                _check_reaches(as_user)
+    rt = RUNTIMES.get(runtime or "")
+    if rt is None or not rt.rootless or not any_kind(kinds, lambda k: k.store_image):
+        return
+    if any(h is not None for h in hosts):
+        raise ConfigError(f"--runtime {rt.name}: on this machine only in this version (not on inventory hosts)")
+    if _root() and as_user is None:
+        raise ConfigError(
+            f"--runtime {rt.name} runs containers as an unprivileged user, and dltestbed runs as root: "
+            "name the user with --as-user NAME"
+        )
+
+
+def _check_reaches(user: str) -> None:
+    """A ConfigError line when the user cannot start this machine's dltestbed (an interpreter under root's home)."""
+    argv = drop_argv(user, [sys.executable, "-c", "import dltestbed.workload"])
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"--as-user {user}: could not start dltestbed as that user ({exc})") from None
+    if proc.returncode != 0:
+        lines = [x.strip() for x in proc.stderr.splitlines() if x.strip()] or [f"exit code {proc.returncode}"]
+        raise ConfigError(
+            f"--as-user {user}: that user cannot run this machine's dltestbed ({sys.executable}): {lines[-1]}; "
+            "install it where the user can read it"
+        )
+
+
+def check_data(as_user: str | None, source: Path, hosts: Sequence[Host | None]) -> None:
+    """A ConfigError line when --as-user's user cannot read the real data on this machine (a folder above it
+    closed to others, or one of its files)."""
+    if as_user is None or None not in hosts or not _root():
+        return
+    bad = dataset.unreadable_by_others(source)
+    proc = subprocess.run(drop_argv(as_user, ["test", "-r", str(source), "-a", "-x", str(source)]), timeout=60)
+    if bad is not None or proc.returncode != 0:
+        raise ConfigError(
+            f"--as-user {as_user}: that user cannot read --data-dir {bad or source} (every folder above it must "
+            f"be open to others too); `chmod -R a+rX {shlex.quote(str(source))}`"
+        )
+
+
+def local_tag(runtime: str, img: image.Image | None) -> str | None:
+    """What a runtime's container is started from on this machine: the image's tag, Charliecloud's image folder
+    (None until converted: `image build --runtime charliecloud`); None without the image."""
+    if img is None:
+        return None
+    if runtime != "charliecloud":
+        return img.tag
+    folder = userstore.converted(img)
+    return str(folder) if folder is not None else None
+
+
+def place(site: Site, on_notice: Callable[[str], None] | None) -> None:
+    """Rootless Podman started by root for --as-user: the image loaded into that user's own store, once."""
+    c = site.container
+    if c is None or c.runtime != "podman-rootless" or site.host is not None or not _root() or not site.as_user:
+        return
+    say = on_notice or (lambda line: None)
+    img = image.Image(image.store_of(c.runtime), c.tag, c.digest)
+    if userstore.user_image_id(site.as_user, img.tag) != img.digest:
+        say(f"loading {img.tag} into {site.as_user}'s own Podman store (rootless Podman; once per image)")
+        userstore.load_for(site.as_user, img)
+    if userstore.user_driver(site.as_user) == "vfs":
+        say(
+            f"{site.as_user}'s Podman store uses the vfs driver: each container copies the whole image, which its "
+            "launch-to-finish time includes (overlay, native or through fuse-overlayfs, does not: "
+            f"~{site.as_user}/.config/containers/storage.conf)"
+        )
