@@ -105,9 +105,8 @@ def user_driver(user: str) -> str | None:
 
 def load_for(user: str, img: image.Image) -> None:
     """A Podman image in a user's own store (rootless Podman): its archive loaded as that user, from a file this
-    process opens (the user need not reach root's cache), once per image; an ImageError when it cannot be."""
-    if user_image_id(user, img.tag) == img.digest:
-        return
+    process opens (the user need not reach root's cache); the caller loads it only when missing (user_image_id).
+    An ImageError when it cannot be loaded, or is there under another digest after."""
     archive = image.archive(img)
     with archive.open("rb") as stdin:
         argv = drop_argv(user, [PodmanRootless.command, *PodmanRootless.global_flags, "load", "--quiet"])
