@@ -1,8 +1,10 @@
 """What a healthy GPU of each board reaches: dltestbed's expected values, shipped as data (`dltestbed/boards/`,
 one versioned TOML file a board), each value with its source (a datasheet, or a measurement on a named machine
-with its date). A site overrides any value with a file of its own in the same form. A GPU whose board has no
-file, or a value its board's file lacks, is judged against its peers alone. Pure data and lookups: acceptance
-judges with them."""
+with its date). A figure dltestbed measures (GEMM, copies, launches, ResNet-50) is a value only as dltestbed's own
+probe or model read it on a healthy board: it names the store it was computed from, the framework and the
+revision of the probe or model (`Measured`), and judges only a run of the same framework and revision. A site
+overrides any value with a file of its own in the same form. A GPU whose board has no file, or a value its
+board's file lacks, is judged against its peers alone. Pure data and lookups: acceptance judges with them."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from dltestbed.choices import FRAMEWORKS
 from dltestbed.errors import ConfigError
 
 FORMAT = 1  # the version a board file declares
@@ -35,6 +38,38 @@ VALUES: Mapping[str, tuple[str, str]] = {
     "resnet50_gpu_preset_ips": ("ResNet-50 in the gpu preset", "img/s"),
 }
 SOURCE_KINDS = ("datasheet: ", "measured: ")  # how a source starts
+# The values that are figures of dltestbed's own probes and models: each names its store, framework and revision.
+MEASURED = (
+    "gemm_float32",
+    "gemm_tf32",
+    "gemm_bfloat16",
+    "gemm_float16",
+    "memory_copy_fraction",
+    "h2d_pinned_fraction",
+    "d2h_pinned_fraction",
+    "kernel_launches_per_s",
+    "allreduce_busbw_gbs",
+    "resnet50_gpu_preset_ips",
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Where a measured value comes from: the store it was computed from (a path; the shipped boards' are under
+    the repository's tests/data), and the framework and revision of the probe or model that measured it."""
+
+    store: str
+    framework: str
+    revision: int
+
+    def differs(self, framework: str, revision: int) -> str | None:
+        """Why a run of this framework and revision cannot be judged by the value (None: it can)."""
+        if (framework, revision) == (self.framework, self.revision):
+            return None
+        return (
+            f"its board's value was measured with {self.framework} at revision {self.revision}, this GPU's figure "
+            f"with {framework} at revision {revision}: measure the board again (accept --init on a healthy one)"
+        )
 
 
 @dataclass(frozen=True)
@@ -44,6 +79,7 @@ class Value:
     name: str
     value: float
     source: str
+    measured: Measured | None = None  # a figure of dltestbed's probes and models: where, with what, which revision
 
     @property
     def unit(self) -> str:
@@ -105,8 +141,27 @@ def _parse(key: str, data: Mapping[str, Any], where: str, partial: bool = False)
                 f"{where}: {name}: `source` must say where the value comes from, starting with "
                 f"{' or '.join(repr(k.strip()) for k in SOURCE_KINDS)} (a datasheet, or a named machine and a date)"
             )
-        values[name] = Value(name, float(value), source)
+        values[name] = Value(name, float(value), source, _measured(name, entry, f"{where}: {name}"))
     return Board(key, board, version, match, exclude, values)
+
+
+def _measured(name: str, entry: Mapping[str, Any], where: str) -> Measured | None:
+    """A MEASURED value's store, framework and revision, checked (one ConfigError line); None for the others."""
+    if name not in MEASURED:
+        extra = sorted({"store", "framework", "revision"} & set(entry))
+        if extra:
+            raise ConfigError(f"{where}: `{extra[0]}` is for a figure dltestbed measures, not for this value")
+        return None
+    store, framework, revision = entry.get("store"), entry.get("framework"), entry.get("revision")
+    if not str(entry.get("source", "")).startswith("measured: "):
+        raise ConfigError(f"{where}: a figure dltestbed measures: its source starts with 'measured: '")
+    if not isinstance(store, str) or not store:
+        raise ConfigError(f"{where}: `store` must name the results store the value was computed from")
+    if framework not in FRAMEWORKS:
+        raise ConfigError(f"{where}: `framework` must be one of {', '.join(FRAMEWORKS)} (the one that measured it)")
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
+        raise ConfigError(f"{where}: `revision` must be the probe's or model's revision that measured it (1 or more)")
+    return Measured(store, framework, revision)
 
 
 def shipped() -> tuple[Board, ...]:

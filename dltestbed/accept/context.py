@@ -3,13 +3,14 @@ how it runs a bench: through `run_bench`, on bare metal, into the acceptance's s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dltestbed.accept.levels import Level
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import State
+from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.orchestrate import (
     BenchObserver,
     BenchRequest,
@@ -21,6 +22,7 @@ from dltestbed.orchestrate import (
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
+from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
 
 BARE_METAL = ("bm",)  # acceptance measures the nodes themselves
 PREFLIGHT = "preflight"  # the stage whose facts say whether the nodes have GPUs
@@ -48,6 +50,12 @@ class Ctx:
         return list(rec.benches) if rec is not None else []
 
     @property
+    def framework(self) -> str:
+        """What the models and probes compute with: the request's, else the one preflight found on every node,
+        else (preflight's own bench, which loads none) the one installed here."""
+        return self.request.framework or self.data(PREFLIGHT).get("framework") or installed_here()
+
+    @property
     def gpu(self) -> bool:
         """Whether the nodes have GPUs (as preflight saw them): the GPU checks, else the CPU's."""
         return bool(self.data(PREFLIGHT).get("gpus"))
@@ -61,7 +69,7 @@ class Ctx:
         repeat: int = 1,
     ) -> str:
         """Run one bench on the nodes (or `limit`'s) and return its id."""
-        w = replace(workloads, frameworks=(self.request.framework,))
+        w = replace(workloads, frameworks=(self.framework,))
         options = scenario or Options(parallel=self.request.parallel)
         machines = Machines(
             targets=BARE_METAL,
@@ -70,6 +78,19 @@ class Ctx:
         )
         req = BenchRequest(w, Repetitions(repeat=str(repeat)), options, machines, self.request.results)
         return run_bench(req, self.observer).bench_id
+
+
+def installed_here() -> str:
+    """The framework installed on this machine, the default first (package metadata, nothing imported)."""
+    found = [name for name, fw in FRAMEWORKS.items() if fw.installed() is not None]
+    return DEFAULT_FRAMEWORK if DEFAULT_FRAMEWORK in found or not found else found[0]
+
+
+def on_every_node(packages: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The frameworks whose distribution every node has (its fingerprint's packages), the default first."""
+    have = [{n for n, fw in FRAMEWORKS.items() if set(fw.distributions) & set(p)} for p in packages.values()]
+    common = set.intersection(*have) if have else set()
+    return sorted(common, key=lambda n: (n != DEFAULT_FRAMEWORK, n))
 
 
 def read_runs(store: Store, benches: Sequence[str]) -> list[RunRecord]:

@@ -13,6 +13,7 @@ from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent
 from dltestbed.workload.probes.base import GEMM_N
 
+RESNET50 = "resnet50_gpu_preset_ips"  # the one model figure a GPU is judged on (gpus.gpu_preset)
 # TensorFlow's distributions, either of which is "TensorFlow" to the drift check
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu")
 
@@ -96,6 +97,31 @@ def run_measures(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, 
     return {k: median(v) for k, v in by.items()}
 
 
+def revisions(run: RunRecord) -> dict[str, tuple[str, int]]:
+    """The framework and the revision of what measured each of a run's figures, by run_measures' names: a micro
+    run's cases (as its start event listed them), a model run's model. A run stored before revisions were
+    recorded measured with revision 1."""
+    if not run.is_probe:
+        return {f"{run.model} img/s": (run.framework, int(run.spec.get("revision", 1)))}
+    return {
+        f"{c.get('probe')} {c.get('case')}": (run.framework, int(c.get("revision", 1)))
+        for c in run.spec.get("cases", ())
+        if isinstance(c, Mapping)
+    }
+
+
+def case_conditions(measures: Sequence[MeasureEvent], samples: Sequence[ResourceEvent], gpu: int) -> dict[str, str]:
+    """Each probe case's GPU while its calls ran (health.during: the mean SM clock and power, the share at the power
+    cap), by run_measures' names: a power-capped GPU is seen beside its figure."""
+    spans: dict[str, tuple[float, float]] = {}
+    for m in measures:
+        key = f"{m.probe} {m.case}"
+        start, end = spans.get(key, (m.t - m.seconds, m.t))
+        spans[key] = (min(start, m.t - m.seconds), max(end, m.t))
+    out = {key: health.during(samples, gpu, *span) for key, span in spans.items()}
+    return {k: v for k, v in out.items() if v}
+
+
 def measure_of(case: str) -> str | None:
     """The name gpu_verdicts judges a probe case's figure by (run_measures' `probe case` names), or None: GEMM
     per math at the size the boards' fractions were measured at (like with like), the pinned copies (from each
@@ -120,11 +146,14 @@ def gpu_evidence(
     checks: Sequence[HealthEvent],
     samples: Sequence[ResourceEvent],
     measures: Mapping[str, float],
-    resnet50_ips: float | None,
+    measured_by: Mapping[str, tuple[str, int]],
+    conditions: Mapping[str, str] | None = None,
 ) -> GpuEvidence:
     """One GPU's evidence from its runs: `device` its NVML facts (a fingerprint's `gpus` entry), `checks` the
     health counters before and after its runs (XIDs seen meanwhile), `samples` its runs' samples (the link
-    under load), `measures` its micro runs' values (run_measures' names), `resnet50_ips` its gpu-preset run."""
+    under load), `measures` its runs' figures (run_measures' names; its gpu-preset ResNet-50 as
+    `resnet50_gpu_preset_ips`), `measured_by` the framework and revision of each (revisions'), `conditions` the GPU
+    while each was measured (case_conditions')."""
     after = [g for ev in checks if ev.phase == "after" for g in ev.gpus if int(g.get("index", -1)) == index]
     facts: dict[str, float] = {}
     if after:
@@ -141,10 +170,13 @@ def gpu_evidence(
         facts["memory_total_bytes"] = float(device["memory_total_bytes"])
     xids = tuple(int(x["xid"]) for ev in checks for x in ev.xids if int(x.get("index", -1)) == index)
     out: dict[str, float] = {}
+    by: dict[str, tuple[str, int]] = {}
+    said: dict[str, str] = {}
     for case, value in measures.items():
-        name = measure_of(case)
-        if name is not None:
-            out[name] = max(value, out.get(name, 0.0))
-    if resnet50_ips:
-        out["resnet50_gpu_preset_ips"] = resnet50_ips
-    return GpuEvidence(node, index, str(device.get("name", "GPU")), facts, xids, out)
+        name = RESNET50 if case == RESNET50 else measure_of(case)
+        if name is not None and value > out.get(name, 0.0):
+            out[name] = value
+            by[name] = measured_by.get(case, ("", 1))
+            said[name] = (conditions or {}).get(case, "")
+    name = str(device.get("name", "GPU"))
+    return GpuEvidence(node, index, name, facts, xids, out, by, bool(after), {k: v for k, v in said.items() if v})

@@ -4,6 +4,7 @@ every fact for the pack."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
@@ -15,6 +16,7 @@ from dltestbed.accept import facts as facts_mod
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
 from dltestbed.accept.stages import (
+    STAGES,
     Ctx,
     Fleet,
     Hold,
@@ -28,6 +30,7 @@ from dltestbed.accept.stages import (
 )
 from dltestbed.errors import ConfigError
 from dltestbed.report import drift as drift_mod
+from dltestbed.report import gpu_verdicts
 from dltestbed.report.gpu_verdicts import GpuVerdict, Reason
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from dltestbed.results.records import RunRecord
@@ -108,6 +111,31 @@ def _trends(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
     return judge_mod.trends(rounds, ctx.request.slowdown)
 
 
+def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
+    """The checks this acceptance did not make, and why: each stage skipped or that does not apply, the peer
+    comparison of fewer nodes than it needs, drift with one node and no golden spec, and GPUs too few of a name to
+    be compared with each other."""
+    out = []
+    for name, cls in STAGES.items():
+        if name in ctx.state.stages:
+            continue
+        why = "skipped (--skip)" if name in ctx.request.skip else cls().applies(ctx)
+        if why:
+            out.append(judge_mod.LeftOut(f"stage {name}", why))
+    if len(ctx.nodes) < judge_mod.PEERS_MIN:
+        why = f"{len(ctx.nodes)} node(s): a node is compared with its peers from {judge_mod.PEERS_MIN}"
+        out.append(judge_mod.LeftOut("peers", why))
+    if len(ctx.nodes) == 1 and ctx.request.golden is None:
+        why = "one node and no golden spec (--golden): nothing to compare its facts with"
+        out.append(judge_mod.LeftOut("drift", why))
+    names = Counter(g.name for g in gpus)
+    for name, count in sorted(names.items()):
+        if count < gpu_verdicts.PEERS_MIN:
+            why = f"{count} GPU(s) {name}: a GPU is compared with its peers from {gpu_verdicts.PEERS_MIN}"
+            out.append(judge_mod.LeftOut("GPU peers", why))
+    return out
+
+
 def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:
     """Everything the nodes are judged on, from the stages' data and the store; and every fact (for the pack)."""
     pre, fleet, second = ctx.data(Preflight.name), ctx.data(Fleet.name), ctx.data(SecondPass.name)
@@ -156,6 +184,8 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         gpus=gpus,
         extra=extra,
         slowdown=ctx.request.slowdown,
+        compared={node: sorted(node_facts.get(node, {})) for node in ctx.nodes},
+        left_out=left_out(ctx, gpus),
     )
     every = {
         "nodes": node_facts,

@@ -23,16 +23,18 @@ MIN_SAMPLES = 3  # a value needs this many samples (probe calls, model runs) to 
 
 @dataclass(frozen=True)
 class Golden:
-    """One golden GPU's samples: `samples` by gpu_verdicts.MEASURES' names (FLOP/s, B/s, img/s)."""
+    """One golden GPU's samples: `samples` by gpu_verdicts.MEASURES' names (FLOP/s, B/s, img/s); `measured_by`:
+    the framework and revision of the probe or model that measured each."""
 
     node: str
     index: int
     name: str  # NVML's
     driver: str
     samples: Mapping[str, Sequence[float]]
+    measured_by: Mapping[str, tuple[str, int]]
 
 
-def _value(board: Board, gpu: str, measure: str, x: float) -> tuple[str, float, str] | None:
+def as_board_holds(board: Board, gpu: str, measure: str, x: float) -> tuple[str, float, str] | None:
     """A measured figure as the board file holds it: (its name there, its value, how it was derived)."""
     if measure.startswith("gemm_"):
         peak, _ = gpu_peak(gpu, measure.removeprefix("gemm_"))
@@ -59,9 +61,10 @@ def _value(board: Board, gpu: str, measure: str, x: float) -> tuple[str, float, 
     return None
 
 
-def site_file(golden: Sequence[Golden], boards: Sequence[Board], when: str) -> tuple[str, int]:
-    """The site file's text, and how many values it holds; a ConfigError line (nothing to write) when a
-    golden GPU has no board file, when no measure has MIN_SAMPLES samples, or when one is too noisy."""
+def site_file(golden: Sequence[Golden], boards: Sequence[Board], when: str, store: str) -> tuple[str, int]:
+    """The site file's text, and how many values it holds, each naming `store` (the results store its samples are
+    in), its framework and revision; a ConfigError line (nothing to write) when a golden GPU has no board file,
+    when no measure has MIN_SAMPLES samples, or when one is too noisy."""
     by: dict[tuple[str, str], list[Golden]] = {}
     for g in golden:
         board = for_gpu(g.name, boards)
@@ -83,7 +86,7 @@ def site_file(golden: Sequence[Golden], boards: Sequence[Board], when: str) -> t
         if tol > INIT_MAX_TOLERANCE:
             noisy.append((tol, f"{key} {measure}"))
             continue
-        found = _value(board, gs[0].name, measure, median(pooled))
+        found = as_board_holds(board, gs[0].name, measure, median(pooled))
         if found is None:
             continue
         name, value, how = found
@@ -92,7 +95,11 @@ def site_file(golden: Sequence[Golden], boards: Sequence[Board], when: str) -> t
             f"measured: {gs[0].name}, driver {gs[0].driver}, on {nodes}, by dltestbed accept --init, {when}: {how} "
             f"(median of {len(pooled)}, run-to-run CV {(cv(pooled) or 0.0) * 100:.1f} %)"
         )
-        entry = f"values.{name} = {{ value = {value:.4g}, source = {json.dumps(source)} }}"
+        framework, revision = gs[0].measured_by[measure]
+        entry = (
+            f"values.{name} = {{ value = {value:.4g}, source = {json.dumps(source)}, store = {json.dumps(store)}, "
+            f"framework = {json.dumps(framework)}, revision = {revision} }}"
+        )
         tables.setdefault(key, [f"[boards.{key}]", "version = 1", f"board = {json.dumps(board.board)}"]).append(entry)
     if noisy:
         tol, what = max(noisy)

@@ -11,7 +11,7 @@ from statistics import median
 from typing import Any
 
 from dltestbed import expected
-from dltestbed.accept.facts import gpu_evidence, measure_of, run_measures
+from dltestbed.accept.facts import RESNET50, case_conditions, gpu_evidence, measure_of, revisions, run_measures
 from dltestbed.accept.golden import Golden
 from dltestbed.orchestrate.presets import PRESETS
 from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, Reason, judge, worst
@@ -68,7 +68,8 @@ def evidence(
 
     def entry(node: str, index: int) -> dict[str, Any]:
         return by.setdefault(
-            (node, index), {"device": {}, "checks": [], "samples": [], "measures": {}, "ips": [], "wrong": []}
+            (node, index),
+            {"device": {}, "checks": [], "samples": [], "measures": {}, "by": {}, "said": {}, "ips": [], "wrong": []},
         )
 
     for r in [*earlier, *runs]:
@@ -91,15 +92,21 @@ def evidence(
         e["wrong"] += [c for c in checks if c.mismatches]
         if not measured:
             continue
-        e["samples"] += store.resources(r.id)
+        samples = store.resources(r.id)
+        e["samples"] += samples
         if r.is_probe:
-            e["measures"].update(run_measures(r, store.measures(r.id)))
+            measures = store.measures(r.id)
+            e["measures"].update(run_measures(r, measures))
+            e["by"].update(revisions(r))
+            e["said"].update(case_conditions(measures, samples, index))
         elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
             e["ips"].append(r.images_per_sec)
+            e["by"][RESNET50] = revisions(r)[f"{r.model} img/s"]
     out, wrong = [], {}
     for (node, index), e in by.items():
-        ips = median(e["ips"]) if e["ips"] else None
-        ev = gpu_evidence(node, index, e["device"], e["checks"], e["samples"], e["measures"], ips)
+        if e["ips"]:
+            e["measures"][RESNET50] = median(e["ips"])
+        ev = gpu_evidence(node, index, e["device"], e["checks"], e["samples"], e["measures"], e["by"], e["said"])
         out.append(ev)
         if e["wrong"]:
             wrong[ev.gpu] = [_wrong(e["wrong"][0])]
@@ -153,30 +160,36 @@ def verdicts(
 
 
 def golden(store: Store, runs: Sequence[RunRecord]) -> list[Golden]:
-    """Each GPU's samples for `accept --init`: every timed call of its probes (by measure_of's names; of cases
-    with the same name, such as a pinned copy from each NUMA node, the best one's, as judging takes) and each of
-    its gpu-preset ResNet-50 runs."""
-    by: dict[tuple[str, int], tuple[dict[str, Any], dict[tuple[str, str], list[float]]]] = {}
+    """Each GPU's samples for `accept --init`: every timed call of its probes (by measure_of's names, in
+    run_measures' units: a launch's time as its rate; of cases with the same name, such as a pinned copy from
+    each NUMA node, the best one's, as judging takes) and each of its gpu-preset ResNet-50 runs; with the framework
+    and revision that measured each."""
+    by: dict[tuple[str, int], tuple[dict[str, Any], dict[tuple[str, str], list[float]], dict[str, tuple[str, int]]]]
+    by = {}
     for r in runs:
         found = _device(r)
         if found is None or r.status != "ok":
             continue
         index, device = found
-        _, cases = by.setdefault((r.host, index), (device, {}))
+        _, cases, made = by.setdefault((r.host, index), (device, {}, {}))
         if r.is_probe:
+            revs = revisions(r)
             for m in store.measures(r.id):
                 name = measure_of(f"{m.probe} {m.case}")
-                if m.phase == "timed" and name is not None:
-                    cases.setdefault((name, m.case), []).append(m.value)
+                if m.phase == "timed" and name is not None and m.value > 0:
+                    value = 1.0 / m.value if m.unit == "s" else m.value  # a launch's seconds: its rate
+                    cases.setdefault((name, m.case), []).append(value)
+                    made[name] = revs.get(f"{m.probe} {m.case}", (r.framework, 1))
         elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
-            cases.setdefault(("resnet50_gpu_preset_ips", ""), []).append(r.images_per_sec)
+            cases.setdefault((RESNET50, ""), []).append(r.images_per_sec)
+            made[RESNET50] = revisions(r)[f"{r.model} img/s"]
     out = []
-    for (node, index), (dev, cases) in by.items():
+    for (node, index), (dev, cases, made) in by.items():
         best: dict[str, list[float]] = {}
         for (name, _), values in cases.items():
             if name not in best or median(values) > median(best[name]):
                 best[name] = values
-        out.append(Golden(node, index, str(dev.get("name", "GPU")), str(dev.get("driver", "")), best))
+        out.append(Golden(node, index, str(dev.get("name", "GPU")), str(dev.get("driver", "")), best, made))
     return out
 
 

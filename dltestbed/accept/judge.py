@@ -38,6 +38,14 @@ class Suspect:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A check the acceptance did not make, and why (a stage that does not apply, peers one node cannot have)."""
+
+    check: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Findings:
     """Everything a node is judged on. measures: first pass, measure → node → value (more is better); second:
     the suspects' reruns; failed: node → the first failed run's reason per pass (second: None where the rerun
@@ -53,6 +61,8 @@ class Findings:
     gpus: Sequence[GpuVerdict] = ()
     extra: Mapping[str, Sequence[Reason]] = field(default_factory=dict)
     slowdown: float = 5.0
+    compared: Mapping[str, Sequence[str]] = field(default_factory=dict)  # node → the facts its drift compared
+    left_out: Sequence[LeftOut] = ()  # checks not made, with why (one node: no peers, no pair)
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,8 @@ def still_slow(s: Suspect, first: Mapping[str, float], rerun: float, slowdown: f
 
 
 def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
-    """Each of the node's suspects (`mine`) after the second pass, and each measure too few nodes had."""
+    """Each of the node's suspects (`mine`) after the second pass, each measure it is within its peers in, and each
+    measure too few nodes had (fewer nodes in all than a peer comparison needs: peers are left out)."""
     out = []
     for s in mine:
         below = (1 - s.value / s.score.median) * 100
@@ -120,20 +131,24 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
         )
         evidence = f"first {s.value:.4g}, second {rerun:.4g}, peers' median {again.median:.4g}"
         out.append(Reason(s.measure, FAIL, why, SLOW_ACTION, evidence))
+    suspected = {s.measure for s in mine}
     for name, values in f.measures.items():
-        if node in values and len(values) < PEERS_MIN:
-            out.append(
-                Reason(
-                    name, UNDECIDED, f"{name}: {len(values)} node(s) measured it; a peer comparison needs {PEERS_MIN}"
-                )
-            )
+        if node not in values or name in suspected or len(f.nodes) < PEERS_MIN:
+            continue
+        if len(values) < PEERS_MIN:
+            why = f"{name}: {len(values)} node(s) measured it; a peer comparison needs {PEERS_MIN}"
+            out.append(Reason(name, UNDECIDED, why))
+        else:
+            why = f"{name} within its {len(values) - 1} peers (none {f.slowdown:g} % below their median with z)"
+            out.append(Reason(name, PASS, why, "", f"{values[node]:.4g}"))
     return out
 
 
 def _failures(f: Findings, node: str) -> list[Reason]:
     first = f.failed.get(node)
     if first is None:
-        return []
+        ran = any(node in values for values in f.measures.values())
+        return [Reason("runs", PASS, "every run of the first pass worked")] if ran else []
     if len(f.failed) == len(f.nodes) and all(f.failed_second.get(n) for n in f.nodes):
         return [Reason("runs", UNDECIDED, f"a check failed on every node, twice ({first}): it cannot run here")]
     if node not in f.failed_second:
@@ -144,10 +159,27 @@ def _failures(f: Findings, node: str) -> list[Reason]:
     return [Reason("runs", FAIL, f"a run failed in both passes: {again}", FAILED_ACTION, first)]
 
 
+def _drift(f: Findings, node: str) -> list[Reason]:
+    """Its facts that drifted from the fleet's (or the golden spec's); a pass naming the facts compared where none
+    did."""
+    mine = [d for d in f.drifts if d.node == node]
+    out = [
+        Reason(f"drift {d.fact}", d.verdict, d.why, DRIFT_ACTION if d.verdict == FAIL else "", d.basis) for d in mine
+    ]
+    facts = f.compared.get(node, ())
+    if not mine and facts and not any(x.check == "drift" for x in f.left_out):
+        out.append(Reason("drift", PASS, f"its {len(facts)} facts match the fleet's", "", ", ".join(facts)))
+    return out
+
+
 def _gpus(f: Findings, node: str) -> list[Reason]:
     out = []
     for g in f.gpus:
-        if g.gpu.rsplit(":", 1)[0] != node or g.verdict == PASS:
+        if g.gpu.rsplit(":", 1)[0] != node:
+            continue
+        if g.verdict == PASS:
+            said = f"GPU {g.gpu} ({g.name}): its {len(g.reasons)} checks passed"
+            out.append(Reason(f"gpu {g.gpu}", PASS, said))
             continue
         worst = [r for r in g.reasons if r.verdict == g.verdict]
         out.append(
@@ -189,12 +221,8 @@ def judge(f: Findings) -> list[NodeVerdict]:
     found = suspects(f.measures, f.slowdown)
     for node in f.nodes:
         mine = [s for s in found if s.node == node]
-        reasons = [
-            Reason(f"drift {d.fact}", d.verdict, d.why, DRIFT_ACTION if d.verdict == FAIL else "", d.basis)
-            for d in f.drifts
-            if d.node == node
-        ]
-        reasons += _failures(f, node) + _measured(f, node, mine) + _gpus(f, node) + list(f.extra.get(node, ()))
+        reasons = _drift(f, node) + _failures(f, node) + _measured(f, node, mine) + _gpus(f, node)
+        reasons += f.extra.get(node, ())
         gpus = tuple(g for g in f.gpus if g.gpu.rsplit(":", 1)[0] == node)
         slow = tuple(
             f"{s.measure} {(1 - s.value / s.score.median) * 100:.0f} % below its peers"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.report import FLEET_MIN_SLOWDOWN
 
 
@@ -23,7 +22,7 @@ class AcceptRequest:
     slowdown: float = FLEET_MIN_SLOWDOWN  # % below its peers' median a node must be (with z < −3.5) to be slow
     parallel: bool = True  # the nodes at once (False: one after another, for a machine the nodes share)
     skip: tuple[str, ...] = ()  # stages not to run (stages.STAGES' names)
-    framework: str = DEFAULT_FRAMEWORK
+    framework: str | None = None  # None: the one installed on every node (preflight reads it), the default first
     hold_seconds: float | None = None  # burn-in: how long (None: the level's)
     sign_key: Path | None = None  # an SSH private key: the pack's manifest is signed with it
     on_fail: str | None = None  # remedy.DRAIN, or a site's command with {node} and {reason}

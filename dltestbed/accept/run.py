@@ -53,7 +53,8 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     golden spec, the site's expected values and the inventory's nodes (bare_metal). The nodes, and the
     inventory's digest."""
     level_of(request.level)
-    frameworks.framework(request.framework)
+    if request.framework is not None:
+        frameworks.framework(request.framework)
     unknown = sorted(set(request.skip) - set(STAGES))
     if unknown:
         raise ConfigError(f"--skip {unknown[0]!r}: no such stage; the stages: {', '.join(STAGES)}")
@@ -147,7 +148,8 @@ def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int
         found = gpus_mod.golden(store, read_runs(store, state.stages[Measure.name].benches))
     finally:
         store.close()
-    text, count = golden.site_file(found, expected_mod.shipped(), now_iso()[:10])
+    where = str(Store.where(request.results))
+    text, count = golden.site_file(found, expected_mod.shipped(), now_iso()[:10], where)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
@@ -196,7 +198,7 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
             "again in the second. A GPU fails a measure below 0.75 of what a healthy board of its kind reaches."
         ),
     }
-    pack.write(ctx.request.out, summary, nodes, every, ctx.request.inventory, done)
+    pack.write(ctx.request.out, summary, nodes, every, ctx.request.inventory, done, f.left_out)
     evidence.write_manifest(ctx.request.out)
     signed = False
     if ctx.request.sign_key is not None:

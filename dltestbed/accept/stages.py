@@ -7,13 +7,13 @@ inputs have not changed is not run again."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from statistics import median
 from typing import Any, ClassVar
 
 from dltestbed import __version__
 from dltestbed.accept import facts as facts_mod
-from dltestbed.accept.context import PREFLIGHT, Ctx, read_runs
+from dltestbed.accept.context import PREFLIGHT, Ctx, on_every_node, read_runs
 from dltestbed.accept.gpus import failing_nodes
 from dltestbed.accept.judge import suspects
 from dltestbed.accept.state import StageRecord, digest
@@ -85,7 +85,8 @@ class Provision(Stage):
         }
 
     def run(self, ctx: Ctx) -> StageRecord:
-        others = () if ctx.request.framework == DEFAULT_FRAMEWORK else (ctx.request.framework,)
+        asked = ctx.request.framework or DEFAULT_FRAMEWORK  # none named: the default, beside what the nodes have
+        others = () if asked == DEFAULT_FRAMEWORK else (asked,)
         layout = "distributed" if len(ctx.nodes) > 1 else "single"
         report = provision(
             ctx.request.inventory,
@@ -120,9 +121,21 @@ class Preflight(Stage):
         found = {r.host: facts_mod.node_facts(r.fingerprint) for r in runs if r.status == "ok"}
         gpus = {r.host: len(r.fingerprint.get("gpus") or []) for r in runs if r.status == "ok"}
         failed = {r.host: r.reason or r.status for r in runs if r.status != "ok"}
-        return StageRecord(
-            "", [bench], {"facts": found, "gpus": {k: v for k, v in gpus.items() if v}, "failed": failed}
-        )
+        packages = {r.host: r.fingerprint.get("packages") or {} for r in runs if r.status == "ok"}
+        data = {"facts": found, "gpus": {k: v for k, v in gpus.items() if v}, "failed": failed}
+        return StageRecord("", [bench], data | {"framework": self.framework(ctx, packages)})
+
+    @staticmethod
+    def framework(ctx: Ctx, packages: Mapping[str, Mapping[str, str]]) -> str:
+        """The framework the stages after preflight compute with: the one asked for, else the one every node that
+        answered has installed (the default where they have both); one line where they share none."""
+        if ctx.request.framework is not None or not packages:
+            return ctx.framework
+        common = on_every_node(packages)
+        if not common:
+            said = "; ".join(f"{host}: {', '.join(sorted(p)) or 'none'}" for host, p in packages.items())
+            raise DltestbedError(f"no framework is installed on every node ({said}): name one with --framework")
+        return common[0]
 
 
 @stage
@@ -142,7 +155,7 @@ class NodeGpus(Stage):
     def applies(self, ctx: Ctx) -> str | None:
         if not ctx.gpu:
             return "the nodes have no GPU"
-        fw = FRAMEWORKS[ctx.request.framework]
+        fw = FRAMEWORKS[ctx.framework]
         return None if fw.node_jobs else f"{fw.label} runs no process over every GPU (--gpus node)"
 
     def run(self, ctx: Ctx) -> StageRecord:

@@ -46,7 +46,9 @@ def accept(
     skip: list[str] | None = typer.Option(
         None, metavar="STAGE", help="A stage not to run, e.g. provision; repeatable."
     ),
-    framework: str = typer.Option("tensorflow", metavar="NAME", help="What the models compute with."),
+    framework: str | None = typer.Option(
+        None, metavar="NAME", help="What the models compute with (default: what every node has; TensorFlow if both)."
+    ),
     hold: str | None = typer.Option(None, metavar="DURATION", help="burn-in: how long, e.g. 4h (default 4h)."),
     sign_key: Path | None = typer.Option(None, metavar="FILE", help="Sign the pack's manifest with this SSH key."),
     on_fail: str | None = typer.Option(

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dltestbed.expected import Board, for_gpu, unknown_board
+from dltestbed.expected import Board, Value, for_gpu, unknown_board
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report import xids as xid_table
 from dltestbed.report.inference import slow_outliers
@@ -43,7 +43,10 @@ MEASURES = {
 class GpuEvidence:
     """What acceptance saw of one GPU. facts: pcie_gen, pcie_width (under load), power_limit_w (enforced),
     power_default_w, memory_total_bytes, ecc_uncorrected (count since the driver loaded); measures: MEASURES'
-    names, in FLOP/s, B/s or img/s. A fact or measure left out was not read."""
+    names, in FLOP/s, B/s or img/s; measured_by: each measure's framework and the revision of the probe or model
+    that measured it (left out: judged by any board value, as a measure of the board's own framework and
+    revision); health_read: whether its health counters (and the XIDs) were read after its runs. A fact or
+    measure left out was not read."""
 
     node: str
     index: int
@@ -51,6 +54,9 @@ class GpuEvidence:
     facts: Mapping[str, float] = field(default_factory=dict)
     xids: tuple[int, ...] = ()
     measures: Mapping[str, float] = field(default_factory=dict)
+    measured_by: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    health_read: bool = False
+    conditions: Mapping[str, str] = field(default_factory=dict)  # the GPU while a measure ran: clock, power, cap
 
     @property
     def gpu(self) -> str:
@@ -80,38 +86,57 @@ class GpuVerdict:
     reasons: tuple[Reason, ...]
 
 
+def board_value(name: str, board: Board) -> Value | None:
+    """The board's value a measure is judged by (a GEMM's fraction, a copy's fraction, the figure itself)."""
+    if name in ("h2d_pinned", "d2h_pinned", "memory_copy"):
+        return board.get(f"{name}_fraction")
+    return board.get(name)
+
+
 def _expected_measure(name: str, ev: GpuEvidence, board: Board) -> tuple[float, str] | None:
     """What a healthy GPU of this board measures for `name`, in the measure's unit, and whence; None: no value."""
+    value = board_value(name, board)
+    if value is None:
+        return None
     if name.startswith("gemm_"):
-        fraction, (peak, _) = board.get(name), gpu_peak(ev.name, name.removeprefix("gemm_"))
-        if fraction is None or peak is None:
+        peak, _ = gpu_peak(ev.name, name.removeprefix("gemm_"))
+        if peak is None:
             return None
-        return fraction.value * peak, f"{fraction.value:.3f} of the datasheet's {peak / 1e12:g} TFLOP/s"
+        return value.value * peak, f"{value.value:.3f} of the datasheet's {peak / 1e12:g} TFLOP/s"
     if name in ("h2d_pinned", "d2h_pinned"):
-        fraction, gen, width = board.get(f"{name}_fraction"), board.get("pcie_gen"), board.get("pcie_width")
-        if fraction is None or gen is None or width is None:
+        gen, width = board.get("pcie_gen"), board.get("pcie_width")
+        if gen is None or width is None:
             return None
         link, _ = pcie_rate(int(gen.value), int(width.value))
         if link is None:
             return None
-        return (
-            fraction.value * link,
-            f"{fraction.value:.3f} of Gen{gen.value:g} x{width.value:g}'s {link / 1e9:.1f} GB/s",
-        )
+        return value.value * link, f"{value.value:.3f} of Gen{gen.value:g} x{width.value:g}'s {link / 1e9:.1f} GB/s"
     if name == "memory_copy":
-        fraction, bandwidth = board.get("memory_copy_fraction"), board.get("memory_bandwidth_tbs")
-        if fraction is None or bandwidth is None:
+        bandwidth = board.get("memory_bandwidth_tbs")
+        if bandwidth is None:
             return None
-        return fraction.value * bandwidth.value * 1e12, f"{fraction.value:.3f} of {bandwidth.value:g} TB/s"
-    value = board.get(name)
-    return (value.value, "its board's file") if value is not None else None
+        return value.value * bandwidth.value * 1e12, f"{value.value:.3f} of {bandwidth.value:g} TB/s"
+    return value.value, "its board's file"
+
+
+def unlike(name: str, ev: GpuEvidence, board: Board | None) -> str | None:
+    """Why a measure cannot be judged by its board's value: measured by another framework or another revision of
+    the probe or model than the value was (None: like for like, or no value)."""
+    value = board_value(name, board) if board is not None else None
+    by = ev.measured_by.get(name)
+    if value is None or value.measured is None or by is None:
+        return None
+    return value.measured.differs(*by)
 
 
 def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
+    """Its XIDs, ECC, PCIe link, power limit and memory: a reason for each check made, passed or not."""
     out = []
     for x in ev.xids:
         call = xid_table.call(x)
         out.append(Reason("xid", call.verdict, call.reason, call.action, f"XID {x} while the acceptance ran"))
+    if not ev.xids and ev.health_read:
+        out.append(Reason("xid", PASS, "no XID while the acceptance ran", "", "NVML's XID events, watched"))
     ecc = ev.facts.get("ecc_uncorrected")
     if ecc is None:
         out.append(Reason("ecc", UNDECIDED, "its uncorrectable ECC errors were not read"))
@@ -125,6 +150,8 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
                 f"ecc_uncorrected {ecc:g}",
             )
         )
+    else:
+        out.append(Reason("ecc", PASS, "no uncorrectable ECC error", "", "ecc_uncorrected 0"))
     gen, width = ev.facts.get("pcie_gen"), ev.facts.get("pcie_width")
     want_gen = board.get("pcie_gen") if board else None
     want_width = board.get("pcie_width") if board else None
@@ -143,6 +170,8 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
                 want_gen.source,
             )
         )
+    else:
+        out.append(Reason("pcie", PASS, f"PCIe Gen{gen:g} x{width:g} under load, as its board's", "", want_gen.source))
     limit = ev.facts.get("power_limit_w")
     board_power = board.get("power_limit_w") if board else None
     want = ev.facts.get("power_default_w") or (board_power.value if board_power else None)
@@ -158,57 +187,80 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
                 f"power_limit_w {limit:g}",
             )
         )
+    else:
+        said = f"power limit {limit:g} W, the expected {want:g} W"
+        out.append(Reason("power", PASS, said, "", f"power_limit_w {limit:g}"))
     total, gb = ev.facts.get("memory_total_bytes"), board.get("memory_gb") if board else None
-    if total is not None and gb is not None and total < gb.value * 1024**3 * (1 - MEMORY_SHORT):
+    if total is not None and gb is not None:
+        short = total < gb.value * 1024**3 * (1 - MEMORY_SHORT)
         out.append(
             Reason(
                 "memory",
-                FAIL,
+                FAIL if short else PASS,
                 f"{total / 1024**3:.1f} GiB of memory; the board has {gb.value:g} GB",
-                "drain the node and return the board (or turn MIG off if it is on)",
+                "drain the node and return the board (or turn MIG off if it is on)" if short else "",
                 gb.source,
             )
         )
     return out
 
 
-def _measured(
-    ev: GpuEvidence, board: Board | None, peers: Mapping[tuple[str, str], Mapping[str, Peers]]
-) -> list[Reason]:
+def _against_board(name: str, value: float, ev: GpuEvidence, board: Board | None) -> Reason | None:
+    """One measure against its board's value: pass, fail, or cannot judge where measured unlike the value (another
+    framework or revision); None where the board has no value for it."""
+    label = MEASURES[name]
+    if board is None:
+        return None
+    seen = f"{name} {value:.4g}" + (f" ({ev.conditions[name]})" if name in ev.conditions else "")
+    differs = unlike(name, ev, board)
+    if differs is not None:
+        return Reason(name, UNDECIDED, f"{label}: {differs}", "", seen)
+    expected = _expected_measure(name, ev, board)
+    if expected is None:
+        return None
+    ratio = value / expected[0]
+    said = f"{label} at {ratio:.2f} of what a healthy {board.board} reaches ({expected[1]})"
+    if ratio < 1 - MARGIN:
+        return Reason(
+            name,
+            FAIL,
+            f"{said}; it fails below {1 - MARGIN:.2f}",
+            "drain the node, reset the GPU and look at its clocks and throttle reasons; return the board if it "
+            "stays slow",
+            seen,
+        )
+    return Reason(name, PASS, f"{said}; it passes from {1 - MARGIN:.2f}", "", seen)
+
+
+def _measured(ev: GpuEvidence, board: Board | None, peers: Mapping[tuple[str, str], Compared]) -> list[Reason]:
     """Each measure against its board's expected value and against its peers (`peers`: see `_peers`)."""
     out = []
     for name, label in MEASURES.items():
         value = ev.measures.get(name)
         if value is None:
             continue
-        expected = _expected_measure(name, ev, board) if board is not None else None
-        if expected is not None and value < expected[0] * (1 - MARGIN):
-            out.append(
-                Reason(
-                    name,
-                    FAIL,
-                    f"{label} at {value / expected[0]:.2f} of what a healthy {board.board if board else ''} "
-                    f"reaches ({expected[1]}); it fails below {1 - MARGIN:.2f}",
-                    "drain the node, reset the GPU and look at its clocks and throttle reasons; return the board if it "
-                    "stays slow",
-                    f"{name} {value:.4g}",
-                )
-            )
+        judged = _against_board(name, value, ev, board)
+        if judged is not None:
+            out.append(judged)
         compared = peers.get((name, ev.name))
-        flagged = compared.get(ev.gpu) if compared is not None else None
-        if flagged is not None:
-            out.append(
-                Reason(
-                    name,
-                    FAIL,
-                    f"{label} {(1 - value / flagged.median) * 100:.0f} % below its {flagged.count} peers' "
-                    f"median (modified z {flagged.z:.1f})",
-                    "rerun it in the second pass; if it stays slow, drain the node, reset the GPU and look at its "
-                    "clocks, power and cooling",
-                    f"{name} {value:.4g}, peers' median {flagged.median:.4g}",
+        if compared is not None:
+            flagged = compared.slow.get(ev.gpu)
+            if flagged is not None:
+                out.append(
+                    Reason(
+                        name,
+                        FAIL,
+                        f"{label} {(1 - value / flagged.median) * 100:.0f} % below its {flagged.count} peers' "
+                        f"median (modified z {flagged.z:.1f})",
+                        "rerun it in the second pass; if it stays slow, drain the node, reset the GPU and look at "
+                        "its clocks, power and cooling",
+                        f"{name} {value:.4g}, peers' median {flagged.median:.4g}",
+                    )
                 )
-            )
-        if expected is None and compared is None:
+            else:
+                why = f"{label} within its {compared.count - 1} peers (none slower by {FLEET_MIN_SLOWDOWN:g} % and z)"
+                out.append(Reason(f"{name} peers", PASS, why, "", f"{name} {value:.4g}"))
+        if judged is None and compared is None:
             out.append(
                 Reason(
                     name,
@@ -229,7 +281,15 @@ class Peers:
     z: float
 
 
-def _peers(gpus: Sequence[GpuEvidence]) -> dict[tuple[str, str], dict[str, Peers]]:
+@dataclass(frozen=True)
+class Compared:
+    """One measure of one GPU name compared across its GPUs: how many were measured, and the slow ones."""
+
+    count: int
+    slow: Mapping[str, Peers]
+
+
+def _peers(gpus: Sequence[GpuEvidence]) -> dict[tuple[str, str], Compared]:
     """For each measure and GPU name with PEERS_MIN or more GPUs measured: the GPUs slower than their peers
     (leave-one-out modified z below −ROBUST_Z and at least FLEET_MIN_SLOWDOWN % below the peers' median)."""
     out = {}
@@ -238,7 +298,8 @@ def _peers(gpus: Sequence[GpuEvidence]) -> dict[tuple[str, str], dict[str, Peers
             values = {g.gpu: g.measures[name] for g in gpus if g.name == gpu_name and name in g.measures}
             if len(values) >= PEERS_MIN:
                 slow = slow_outliers(values, ROBUST_Z, FLEET_MIN_SLOWDOWN)
-                out[name, gpu_name] = {k: Peers(sc.median, len(values) - 1, sc.z) for k, sc in slow.items()}
+                found = {k: Peers(sc.median, len(values) - 1, sc.z) for k, sc in slow.items()}
+                out[name, gpu_name] = Compared(len(values), found)
     return out
 
 

@@ -75,6 +75,20 @@ def slowdowns(worked: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+def during(samples: Iterable[ResourceEvent], gpu: int, start: float, end: float) -> str:
+    """One GPU's samples taken between `start` and `end` (a probe case's calls), in words: the mean SM clock and
+    power, and the share of them at the power cap ("" where none was taken then)."""
+    seen = [g for s in samples if start <= s.t <= end for g in s.gpus if g.get("index") == gpu]
+    clocks = [g["sm_clock_mhz"] for g in seen if g.get("sm_clock_mhz") is not None]
+    power = [g["power_watts"] for g in seen if g.get("power_watts") is not None]
+    if not clocks and not power:
+        return ""
+    capped = sum(bool(int(g.get("clock_reasons", 0)) & 0x4) for g in seen) / len(seen)
+    words = [f"SM {sum(clocks) / len(clocks):.0f} MHz"] if clocks else []
+    words += [f"{sum(power) / len(power):.0f} W"] if power else []
+    return ", ".join(words) + f", {REASONS[0x4]} in {capped:.0%} of {len(seen)} sample(s)"
+
+
 def busy(samples: Iterable[ResourceEvent], gpu: int) -> list[dict[str, Any]]:
     """One GPU's samples taken while it worked (utilisation ≥ BUSY_UTIL)."""
     return [g for s in samples for g in s.gpus if g.get("index") == gpu and g.get("util_percent", 0) >= BUSY_UTIL]

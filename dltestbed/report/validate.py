@@ -51,7 +51,7 @@ from dltestbed.report.environment import environment
 from dltestbed.report.health_rules import HealthRules, init_health, judge_health
 from dltestbed.report.inference import MIN_N, cv, mean_interval
 from dltestbed.report.stats import GroupStats
-from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, Judgement
+from dltestbed.report.verdicts import FAIL, PASS, SKIPPED, UNDECIDED, Judgement
 from dltestbed.results.records import RunRecord
 
 MATCH_FIELDS = {
@@ -326,11 +326,17 @@ def junit_suites(name: str, suites: Sequence[tuple[str, Sequence[Judgement]]], c
 def _suite(suite: str, judgements: Sequence[Judgement], classname: str) -> list[str]:
     fails = sum(j.status == FAIL for j in judgements)
     errors = sum(j.status == UNDECIDED for j in judgements)
-    lines = [f'<testsuite name={quoteattr(suite)} tests="{len(judgements)}" failures="{fails}" errors="{errors}">']
+    skipped = sum(j.status == SKIPPED for j in judgements)
+    counts = f'tests="{len(judgements)}" failures="{fails}" errors="{errors}"' + (
+        f' skipped="{skipped}"' if skipped else ""
+    )
+    lines = [f"<testsuite name={quoteattr(suite)} {counts}>"]
     for j in judgements:
         head = f"  <testcase classname={quoteattr(f'{classname}.{j.what}')} name={quoteattr(j.name)}"
         if j.status == PASS:
             lines.append(f"{head}><system-out>{escape(j.evidence)}</system-out></testcase>")
+        elif j.status == SKIPPED:
+            lines.append(f"{head}><skipped message={quoteattr(j.evidence)}/></testcase>")
         else:
             tag = "failure" if j.status == FAIL else "error"
             lines.append(

@@ -7,6 +7,7 @@ from typing import Any
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "cannot judge"
 WARN = "warn"  # acceptance's third verdict: a finding that does not fail a GPU alone (report/xids.py)
+SKIPPED = "skipped"  # a check not made, with why (acceptance of one node: no pair, no peers); never a pass
 
 
 @dataclass(frozen=True)

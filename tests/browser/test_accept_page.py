@@ -1,6 +1,6 @@
 """The acceptance's page as a person sees it: Chromium opens it from disk, offline, at desktop and phone widths;
 no console error, no request, no sideways scrolling (long reasons wrap, wide tables scroll in their box), every
-node under its own heading."""
+node under its own heading (its GPUs' checks under theirs), the checks left out under theirs."""
 
 from __future__ import annotations
 
@@ -45,9 +45,10 @@ def test_the_acceptance_page_reads_on_desktop_and_phone(tmp_path: Path) -> None:
         "sensitivity": "A node is slow in a measure when …",
     }
     page = tmp_path / "report.html"
-    page.write_text(pack.page(summary, nodes))
+    left = [judge.LeftOut("stage pairs", "one node: no pair"), judge.LeftOut("GPU peers", "1 GPU(s) NVIDIA H100")]
+    page.write_text(pack.page(summary, nodes, left))
     seen, _ = look(page, tmp_path, "accept")
     for p, viewport in zip(seen, (DESKTOP, PHONE), strict=True):
         assert p.console_errors == [] and p.requests == []
         assert p.scroll_width <= viewport["width"], p.scroll_width
-        assert p.headings == ["n1: pass", "n2: fail", "n3: fail", "n4: cannot judge"]
+        assert p.headings == ["n1: pass", "n2: fail", "n3: fail", "n4: cannot judge", "Left out"]

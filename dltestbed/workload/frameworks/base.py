@@ -67,6 +67,13 @@ class Framework(ABC):
     extra: ClassVar[str]  # pyproject.toml's extra that names its version where the controller has none
     imports: ClassVar[tuple[str, ...]]  # what an install imports to check it works
     requires: ClassVar[tuple[str, ...]] = ()  # what else its workload imports (pinned to the controller's)
+    # each model's revision, bumped when its code changes in a way that moves its img/s (a board's value is of one;
+    # a model not named is at revision 1); a run's start event records it
+    model_revisions: ClassVar[Mapping[str, int]] = {}
+
+    def model_revision(self, model: str) -> int:
+        """The revision of this framework's model of that name."""
+        return self.model_revisions.get(model, 1)
 
     @abstractmethod
     def worker_env(self, workers: Sequence[str], index: int) -> dict[str, str]:

@@ -141,7 +141,7 @@ class PyTorch(Framework):
             if run.cluster is not None:  # before any other op: it waits here for every worker
                 workers, agree = _join(torch, run.cluster, gpu, device, run.fingerprint)
                 running.callback(torch.distributed.destroy_process_group)
-            used = {"math": math, "device_used": "gpu" if gpu else "cpu"}
+            used = {"math": math, "device_used": "gpu" if gpu else "cpu", "revision": self.model_revision(spec.model)}
             resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, **used}
             emitter.emit(StartEvent(spec=resolved, fingerprint=run.fingerprint, t=time.time()))
             held = (lambda: [int(torch.cuda.memory_allocated(device))]) if gpu else None

@@ -107,7 +107,7 @@ class TensorFlow(Framework):
 
         spec, cluster = run.spec, run.cluster
         gpu_count, strategy, local, math = _devices(tf, run)
-        used = {"math": math, "device_used": "gpu" if gpu_count else "cpu"}  # a --device cpu run sees no GPU
+        used = {"math": math, "device_used": "gpu" if gpu_count else "cpu", "revision": self.model_revision(spec.model)}
         resolved = spec.model_dump() | {"image_size": spec.size, "classes": run.classes, **used}
         emitter.emit(StartEvent(spec=resolved, fingerprint=run.fingerprint, t=time.time()))
 

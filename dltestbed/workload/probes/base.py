@@ -85,6 +85,7 @@ class Case:
     cleanup: Callable[[], None] | None = field(default=None, repr=False)
     math: str = ""  # the arithmetic of a compute case (float32 means TF32 off), set before each of its calls
     check: Callable[[int], list[Checked]] | None = field(default=None, repr=False)  # its result checked, a seed
+    revision: int = 1  # bumped when its code changes in a way that moves its figure: a board's value is of one
 
     def describe(self) -> list[dict[str, Any]]:
         """What the run's start event records of the case (and of each case derived from its calls)."""
@@ -97,6 +98,7 @@ class Case:
             "limit_source": self.limit_source,
             "note": self.note,
             "math": self.math,
+            "revision": self.revision,
         }
         return [
             main,

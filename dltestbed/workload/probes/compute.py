@@ -37,15 +37,16 @@ def at_size(w: Where, n: int) -> bool:
     return n == GEMM_N[w.scale][-1]
 
 
-def gemm_case(w: Where, n: int, math: str, call: Callable[[int], None], check: Any = None) -> Case:
-    """Any framework's gemm case of n and math: its work, its limit (the GPU's peak, else the CPUs')."""
+def gemm_case(w: Where, n: int, math: str, call: Callable[[int], None], check: Any = None, revision: int = 1) -> Case:
+    """Any framework's gemm case of n and math: its work, its limit (the GPU's peak, else the CPUs'), the revision
+    of the framework's gemm code."""
     if w.gpu_names:
         limit, src = peaks.gpu_peak(w.gpu_names[0], math)
     else:
         limit, src = cpu_peak(len(os.sched_getaffinity(0)))
     headline = math == "float32" and at_size(w, n)
     return Case("gemm", f"{math} n={n}", "FLOP/s", 2.0 * n**3, call, headline=headline, limit=limit,
-                limit_source=src, math=math, check=check)  # fmt: skip
+                limit_source=src, math=math, check=check, revision=revision)  # fmt: skip
 
 
 def _gemm_case(tf: ModuleType, w: Where, n: int, math: str) -> Case:

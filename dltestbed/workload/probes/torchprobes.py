@@ -36,27 +36,46 @@ def device(w: Where) -> str:
     return "cuda:0" if w.gpu_names else "cpu"
 
 
+# Revision 2 (was 1: the chain x <- x @ b with a fresh output each product, ended by a read of x on the host): the
+# same product again into one output, ended by a synchronize, as a bare loop of it runs (docs/reference.md,
+# "What the GEMM probe reads").
+GEMM_REVISION = 2
+
+
 def gemm(w: Where) -> list[Case | Skip]:
-    """Chained n x n matmuls (x <- x @ b, b scaled to keep |x| steady): 2 n^3 FLOP each, per math: float32 with
-    TF32 off, TF32, bfloat16, float16, each against its own dense peak (on a CPU: float32)."""
+    """n x n matmuls (c <- a @ b, the same inputs each time, as a bare loop): 2 n^3 FLOP each, per math: float32
+    with TF32 off, TF32, bfloat16, float16, each against its own dense peak (on a CPU: float32)."""
     return gemm_plan(w, lambda n, math: _gemm_case(w.framework, w, n, math), "its tensor cores' rate")
 
 
-def _gemm_case(torch: ModuleType, w: Where, n: int, math: str) -> Case:
+def gemm_inputs(torch: ModuleType, w: Where, n: int, math: str) -> tuple[Any, Any]:
+    """The probe's a and b (b scaled by 1/sqrt(n): |a @ b| stays near |a|), of the seed, in the math's dtype."""
     where, dt = device(w), dtype(torch, math)
-    x0 = normal(torch, (n, n), w.seed, where).to(dt)
+    a = normal(torch, (n, n), w.seed, where).to(dt)
     b = (normal(torch, (n, n), w.seed + 1, where) / math_lib.sqrt(n)).to(dt)
+    return a, b
+
+
+def synchronize(torch: ModuleType, where: str) -> None:
+    """Wait until every kernel queued on the device is done (a CPU's products are done when they return)."""
+    if where.startswith("cuda"):
+        torch.cuda.synchronize(where)
+
+
+def _gemm_case(torch: ModuleType, w: Where, n: int, math: str) -> Case:
+    where = device(w)
+    a, b = gemm_inputs(torch, w, n, math)
+    c = torch.empty_like(a)
 
     def call(reps: int) -> None:
         set_math(torch, math)
-        x = x0
         with torch.no_grad():
             for _ in range(reps):
-                x = x @ b
-        float(x[0, :8].float().sum())  # on the host: the chain is done
+                torch.matmul(a, b, out=c)
+        synchronize(torch, where)
 
     check = gemm_check(torch, where, w.gpu, CHECK_N[w.scale], math) if at_size(w, n) else None
-    return gemm_case(w, n, math, call, check)
+    return gemm_case(w, n, math, call, check, GEMM_REVISION)
 
 
 def conv(w: Where) -> list[Case | Skip]:
