@@ -1,11 +1,13 @@
 """Read a user's Ansible inventory the way Ansible reads it: group_vars and host_vars, templated
 variables (`ansible_host: "{{ net }}.12"`), the proxy in `ansible_ssh_common_args` (ProxyJump, ProxyCommand),
-and the user's own group names mapped to dltestbed's roles (`--group bare_metal=gpu_nodes`)."""
+`ansible_connection: local` (the node is this machine: no SSH), and the user's own group names mapped to
+dltestbed's roles (`--group bare_metal=gpu_nodes`)."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,6 +34,13 @@ _ALIASES = {
     "ansible_ssh_private_key_file": ("ansible_ssh_private_key_file", "ansible_private_key_file"),
 }
 _SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
+_CONNECTION = "ansible_connection"
+
+# ansible_connection values dltestbed honours: Ansible's SSH plugins (dltestbed reaches the host over SSH itself),
+# and `local` (the host is this machine: its commands run here, as Ansible runs its tasks). Names may be fully
+# qualified (ansible.builtin.local).
+SSH_CONNECTIONS = frozenset({"ssh", "smart", "paramiko", "paramiko_ssh"})
+LOCAL = "local"
 
 
 # Variables Ansible adds to every host; not the user's.
@@ -103,16 +112,31 @@ class Host:
     proxy_command: str | None = None  # ProxyCommand, %h %p %r %n already expanded
     jump: Host | None = None  # ProxyJump: the host to go through (itself possibly behind another)
     ssh_config: str | None = None  # `-F file` of its ssh arguments: read instead of ~/.ssh/config
+    connection: str = "ssh"  # ansible_connection: "ssh" (any of SSH_CONNECTIONS) or LOCAL
+
+    @property
+    def local(self) -> bool:
+        """`ansible_connection: local`: the host is this machine; its commands run here, with no SSH."""
+        return self.connection == LOCAL
+
+    @property
+    def this_install(self) -> bool:
+        """A local host without `dltestbed_venv`: its workload is the dltestbed running now, started by this
+        very interpreter (provision checks it and installs nothing there)."""
+        return self.local and not self.vars.get("dltestbed_venv")
 
     @property
     def venv(self) -> str:
-        """Where dltestbed's venv lives on the host (inventory variable `dltestbed_venv`)."""
-        return str(self.vars.get("dltestbed_venv") or DEFAULT_VENV)
+        """Where dltestbed's venv lives on the host: the inventory variable `dltestbed_venv`; else, on a local
+        host, the prefix of the interpreter dltestbed runs from (sys.prefix: the node is this machine, and
+        this machine's dltestbed is installed there); else DEFAULT_VENV, where `provision` installs it."""
+        given = self.vars.get("dltestbed_venv")
+        return str(given) if given else sys.prefix if self.local else DEFAULT_VENV
 
     @property
     def python(self) -> str:
-        """The venv's interpreter on the host."""
-        return f"{self.venv}/bin/python"
+        """The interpreter that has dltestbed on the host: the venv's (sys.executable for this_install)."""
+        return sys.executable if self.this_install else f"{self.venv}/bin/python"
 
     def plays(self, role: str) -> bool:
         """Whether the host plays a role (bare_metal, container_hosts, libvirt_hosts)."""
@@ -121,6 +145,16 @@ class Host:
     def kinds(self) -> tuple[str, ...]:
         """Target kinds this host can hold, from its roles."""
         return tuple(k for g, kinds in GROUPS.items() if self.plays(g) for k in kinds)
+
+
+def this_machine(host: Host | None) -> bool:
+    """Whether a bench's machine is this one: no inventory host (None), or a host with a local connection."""
+    return host is None or host.local
+
+
+def over_ssh(host: Host | None) -> Host | None:
+    """The host when dltestbed reaches it over SSH (to go through it to its VMs); None when it is this machine."""
+    return None if this_machine(host) else host
 
 
 @dataclass(frozen=True)
@@ -303,7 +337,7 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
         for h in hosts:
             v = manager.get_vars(host=h)
             templar = Templar(loader=loader, variables=v)
-            wanted = {k for k in v if k.startswith("dltestbed_")} | set(_SSH_ARGS)
+            wanted = {k for k in v if k.startswith("dltestbed_")} | {*_SSH_ARGS, _CONNECTION}
             wanted |= {a for names in _ALIASES.values() for a in names}
             out = {k: val for k, val in v.items() if k not in _MAGIC}
             for key in wanted & set(v):
@@ -339,6 +373,21 @@ def _first(v: dict[str, Any], key: str) -> Any:
     return next((v[a] for a in _ALIASES[key] if v.get(a) not in (None, "")), None)
 
 
+def _connection(value: Any, name: str, where: str) -> str:
+    """A host's ansible_connection as "ssh" or LOCAL (default ssh, as Ansible's); a ConfigError line for one
+    dltestbed cannot honour (docker, winrm, …)."""
+    given = str(value or "ssh").strip()
+    plugin = given.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
+    if plugin == LOCAL:
+        return LOCAL
+    if plugin in SSH_CONNECTIONS:
+        return "ssh"
+    raise ConfigError(
+        f"{where}: host {name}: ansible_connection {given!r} is not supported; dltestbed reaches a host over SSH "
+        f"({', '.join(sorted(SSH_CONNECTIONS))}) or runs on this machine ({LOCAL})"
+    )
+
+
 def _host(name: str, v: dict[str, Any], where: str, roles: tuple[str, ...]) -> tuple[Host, str | None]:
     """A Host from its templated variables, and its ProxyJump spec (resolved once all hosts are read)."""
     opts = ssh_options(" ".join(str(v.get(k) or "") for k in _SSH_ARGS))
@@ -368,7 +417,10 @@ def _host(name: str, v: dict[str, Any], where: str, roles: tuple[str, ...]) -> t
         roles=roles,
         proxy_command=_expand_proxy_command(command, address, port, user, name) if command else None,
         ssh_config=os.path.expanduser(opts["configfile"]) if opts.get("configfile") else None,
+        connection=_connection(v.get(_CONNECTION), name, where),
     )
+    if host.local:  # nothing to go through: it is this machine
+        return replace(host, proxy_command=None), None
     return host, (jump if not command else None)  # ssh: ProxyCommand wins over ProxyJump
 
 

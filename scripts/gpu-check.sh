@@ -15,7 +15,7 @@
 # steps (0: all passed); validate's own exit codes count too: 1 a check failed, 3 one cannot be judged (two
 # runs of a noisy machine: validate.txt says which). ONLY="STEP ..." runs those steps alone, into the same
 # OUT (its store and summary kept), so the check fits two device calls of at most 10 minutes each. On an
-# H100 (2026-11-26), after 34 pieces in about 2 minutes:
+# H100 (2026-11-26), after 34 pieces in about 2 minutes (before the accept steps were added):
 #   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
 # With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU).
@@ -74,6 +74,42 @@ else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 bes
 fi
 
 [[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
+# First: accept this machine as a local node (Ansible's `ansible_connection: local`: no SSH, no sshd), at level
+# quick, with the framework it has (accept's default); provisioning is skipped: dltestbed runs here already. Exit 0:
+# its board holds every measure at today's revisions and each passed; 3: some cannot be judged (the summary names
+# them), and on a GPU `accept --init` measures them (level standard, into its own store) and the acceptance is made
+# again with the values it wrote.
+inv="$out/logs/local.yml"
+printf 'all:\n  children:\n    bare_metal:\n      hosts:\n        %s:\n          ansible_connection: local\n' \
+    "$(hostname -s)" >"$inv"
+accepted() { # accepted PACK: its outcome, exit code and the checks it could not judge or failed, into the summary
+    "$py" - "$1/verdict.json" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+
+try:
+    v = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    sys.exit(f"  no verdict.json: {exc}")
+print(f"  {v['outcome']} ({v['framework']}), exit {v['exit_code']}; checks: {v['checks']}")
+for n in v["nodes"]:
+    for who, reasons in [(n["node"], n["reasons"])] + [(g["gpu"], g["reasons"]) for g in n["gpus"]]:
+        for r in reasons:
+            if r["verdict"] not in ("pass", "warn") and not r["check"].startswith("gpu "):
+                print(f"  {who} {r['check']}: {r['verdict']}: {r['why']}")
+EOF
+}
+wants() { [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]]; }
+step accept dlt accept --inventory "$inv" --level quick --out "$out/accept" --skip provision
+if wants accept; then accepted "$out/accept"; fi
+undecided=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["exit_code"])' "$out/accept/verdict.json" \
+    2>/dev/null)
+if [[ $device == gpu && $undecided == 3 ]]; then
+    step accept-init dlt accept --init --inventory "$inv" --level standard --out "$out/accept-init" --skip provision \
+        --expected "$out/expected.toml" --results "$out/init.sqlite"
+    step accept-again dlt accept --inventory "$inv" --level quick --out "$out/accept-again" --skip provision \
+        --expected "$out/expected.toml"
+    if wants accept-again; then accepted "$out/accept-again"; fi
+fi
 step facts bash -c 'nvidia-smi -q 2>&1; nvidia-smi topo -m 2>&1; uname -a; '"$py"' -m dltestbed --version'
 # two repetitions: validate --init takes a reference from groups of 2 ok runs or more
 step bench dlt bench --targets bm --repeat 2 --device "$device" "${fw[@]}" "${models[@]}"

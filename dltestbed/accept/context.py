@@ -38,6 +38,7 @@ class Ctx:
     inventory_digest: str
     observer: BenchObserver
     state: State
+    init: bool = False  # accept --init: only what becomes an expected value is measured (no screen)
 
     def data(self, stage: str) -> dict[str, Any]:
         """What a finished stage found ({} when it did not run)."""

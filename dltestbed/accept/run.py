@@ -135,7 +135,7 @@ def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int
         )
     nodes, inv_digest = check(replace(request, expected=None))  # the file is what --init writes
     state, _ = State.begin(request.out, _request_digest(request, inv_digest, init=True), request.resume)
-    ctx = Ctx(request, level_of(request.level), nodes, inv_digest, observer, state)
+    ctx = Ctx(request, level_of(request.level), nodes, inv_digest, observer, state, init=True)
     try:
         run_stages(ctx, observer.say, only=INIT_STAGES[:-1])
         if not ctx.gpu:  # before the GPUs' measures are asked of nodes that have none
@@ -185,6 +185,7 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
         "outcome": ", ".join(f"{c} {v}" for v, c in counts.items() if c),
         "exit_code": code,
         "level": ctx.level.name,
+        "framework": ctx.framework,
         "inventory": str(ctx.request.inventory),
         "dltestbed": __version__,
         "started_at": ctx.state.started_at,

@@ -70,11 +70,13 @@ def workloads(ctx: Ctx) -> dict[str, Measures]:
     }
 
 
-def measure_benches(ctx: Ctx, limit: Sequence[str] | None, only: Sequence[str] = ()) -> list[str]:
-    """The benches of `workloads` (those named in `only`, else all) on every node (or `limit`'s)."""
+def measure_benches(
+    ctx: Ctx, limit: Sequence[str] | None, only: Sequence[str] = (), skip: Sequence[str] = ()
+) -> list[str]:
+    """The benches of `workloads` (those named in `only`, else all but `skip`) on every node (or `limit`'s)."""
     out = []
     for name, m in workloads(ctx).items():
-        if not only or name in only:
+        if (not only or name in only) and name not in skip:
             turn = Options(parallel=ctx.request.parallel, gpus_in_turn=True) if m.in_turn else None
             out.append(ctx.bench(m.workloads, limit=limit, repeat=m.repeat, scenario=turn))
     return out

@@ -22,7 +22,8 @@ def teardown(
 
     VMs: domains, overlays, seeds, keys, console logs and the VM network; containers: those labelled with
     this installation's dltestbed.owner. With --inventory: dltestbed's VMs on its libvirt_hosts and its
-    containers on its container_hosts, over SSH. A remote host keeps the uploaded guest image for its next VM.
+    containers on its container_hosts, over SSH (a host with ansible_connection local is this machine). A remote
+    host keeps the uploaded guest image for its next VM.
 
     Another operator's VMs and containers on a shared host are left alone. --all-owners removes every
     dltestbed-* container and VM: other operators' too, and those of dltestbed versions before owner labels.
@@ -112,6 +113,8 @@ def _remote_containers(inventory: Inventory, mine: list[str]) -> list[str]:
 
     out = []
     for host in inventory.in_role("container_hosts"):
+        if host.local:  # this machine: its containers were removed above
+            continue
         target = SSH(host)
         for rt in (r for r in RUNTIMES.values() if not r.rootless):
             names: list[str] = []

@@ -1,8 +1,9 @@
 """Real data where every target reads it, as the CLOSER'18 study did ("replicate the dataset and place it on
-every node"): this machine's bare metal reads the folder given; its containers get it mounted read-only;
-inventory hosts and VMs get a copy in a folder named by the dataset's content digest, placed once per
-digest by the dataset role (one tar, unpacked) and kept for the next bench — or, with a shared path
-(NFS), hosts read the folder given, checked to hold the same files. Containers mount their machine's copy."""
+every node"): this machine's bare metal (a local inventory host's too) reads the folder given; its containers
+get it mounted read-only; other inventory hosts and VMs get a copy in a folder named by the dataset's content
+digest, placed once per digest by the dataset role (one tar, unpacked) and kept for the next bench — or, with a
+shared path (NFS), hosts read the folder given, checked to hold the same files. Containers mount their
+machine's copy."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import yaml
 from dltestbed import dataset, paths
 from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, DataError, TargetError
-from dltestbed.inventory import Host
+from dltestbed.inventory import Host, over_ssh, this_machine
 from dltestbed.kinds import any_kind
 from dltestbed.provision.ansible import run_playbook
 from dltestbed.provision.guest import inventory_text
@@ -64,12 +65,12 @@ def vm_copy(ident: dataset.DatasetId) -> str:
 
 def check(ds: Dataset, kinds: Sequence[str], hosts: Sequence[Host | None]) -> None:
     """Before anything is made: a ConfigError line for a kind that could not read the data."""
-    local = list(hosts) == [None]
-    if ds.shared and local:
+    if ds.shared and list(hosts) == [None]:
         raise ConfigError(
             "--data-shared is for --inventory hosts that mount the same path (this machine reads --data-dir as it is)"
         )
-    if local and any_kind(kinds, lambda k: k.in_container and k.reads_host_data):
+    here = any(this_machine(h) for h in hosts)  # reads --data-dir as it is
+    if here and any_kind(kinds, lambda k: k.in_container and k.reads_host_data):
         if ":" in str(ds.source):
             raise ConfigError(f"cbm: --data-dir {str(ds.source)!r} has a ':', which a container's volume cannot mount")
         bad = dataset.unreadable_by_others(ds.source)
@@ -88,7 +89,8 @@ def place(
     run for the hosts, one for the VMs), a shared path checked on each host. Raises DataError naming
     the machine that could not get it."""
     say = on_notice or (lambda line: None)
-    host_sites = [(s, s.host) for s in sites if s.host is not None and any_kind(kinds, lambda k: k.reads_host_data)]
+    reads = any_kind(kinds, lambda k: k.reads_host_data)
+    host_sites = [(s, h) for s in sites if reads and (h := over_ssh(s.host)) is not None]  # this machine: no copy
     vm_sites = [(s, s.vm) for s in sites if s.vm is not None and any_kind(kinds, lambda k: k.in_vm)]
     if ds.shared:
         for s, _ in host_sites:
@@ -109,14 +111,15 @@ def place(
                 _playbook(ds, archive, inventory, {h.name: host_copy(h, ds.ident) for _, h in missing_hosts})
             if missing_vms:
                 recs = [vm for _, vm in missing_vms]
-                vias = [s.host for s, _ in missing_vms]
+                vias = [over_ssh(s.host) for s, _ in missing_vms]
                 _playbook(ds, archive, _vm_inventory(recs, vias), {r.name: vm_copy(ds.ident) for r in recs})
         finally:
             archive.unlink(missing_ok=True)
         say(f"dataset {ds.ident.short}: placed in {time.monotonic() - started:.0f} s")
     out = []
     for s in sites:
-        here = str(ds.source) if s.host is None or ds.shared else host_copy(s.host, ds.ident)
+        remote = over_ssh(s.host)
+        here = str(ds.source) if remote is None or ds.shared else host_copy(remote, ds.ident)
         in_vm = vm_copy(ds.ident) if s.vm is not None else None
         out.append(dataclasses.replace(s, data=DataPlace(host=here, vm=in_vm)))
     return out

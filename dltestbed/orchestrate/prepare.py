@@ -17,7 +17,7 @@ from typing import Any
 
 from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError, DltestbedError
-from dltestbed.inventory import Host
+from dltestbed.inventory import Host, over_ssh, this_machine
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import dataplace, scenarios, unprivileged
 from dltestbed.provision import facts, image, localfacts, userstore, vmready, wheelhouse
@@ -72,8 +72,8 @@ def check(setup: Setup) -> Checked:
         dataplace.check(setup.dataset, setup.kinds, setup.hosts)
         unprivileged.check_data(setup.as_user, setup.dataset.source, setup.hosts)
     limits: dict[str, Any] = {k: v for k, v in setup.container_limits.items() if v is not None}
-    local = setup.hosts == (None,)
-    check_limits(limits.get("cpuset"), limits.get("memory"), set(os.sched_getaffinity(0)) if local else None)
+    here = all(this_machine(h) for h in setup.hosts)  # its CPUs are this machine's
+    check_limits(limits.get("cpuset"), limits.get("memory"), set(os.sched_getaffinity(0)) if here else None)
     found: dict[tuple[str, str], image.Image | None] = {}
 
     def built(runtime: str, flavor: str) -> image.Image | None:  # once per runtime and flavour: it hashes the tree
@@ -134,7 +134,7 @@ def check_host_values(host: Host, setup: Setup) -> None:
     if setup.dataset is not None:
         need_absolute("dltestbed_data_root")
     if any_kind(setup.kinds, lambda k: k.store_image) and host.plays("container_hosts"):
-        runtime = setup.runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
+        runtime = host_runtime(host, setup.runtime)
         if runtime not in RUNTIMES or RUNTIMES[runtime].rootless:  # the rootless ones: this machine only, for now
             rootful = [r for r, rt in RUNTIMES.items() if r != HOST_RUNTIME and not rt.rootless]
             choices = " or ".join([HOST_RUNTIME, *rootful])  # the default first
@@ -155,9 +155,9 @@ def check_host_values(host: Host, setup: Setup) -> None:
 def check_host_keys(hosts: Sequence[Host | None]) -> dict[str, str]:
     """Every inventory host's SSH key against the recorded ones (at most 16 at once), before anything runs:
     a key that changed since provisioning (or was never recorded) is one line, not a run that fails later.
-    The hosts that do not answer, with why (host name → reason)."""
+    The hosts that do not answer, with why (host name → reason). A local host is not reached over SSH."""
 
-    remote = [h for h in hosts if h is not None]
+    remote = [h for h in map(over_ssh, hosts) if h is not None]
     if not remote:
         return {}
     checks = [SSH(h, connect_timeout=10) for h in remote]
@@ -258,33 +258,42 @@ def host_flavor(host: Host) -> str:
     return flavor
 
 
+def host_runtime(host: Host, runtime: str | None) -> str:
+    """The container runtime cbm uses on an inventory host: --runtime, else its dltestbed_container_runtime."""
+    return runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
+
+
 def _container(host: Host | None, setup: Setup, built: Built) -> ContainerImage:
     """This build's workload image for cbm on a host, of the host's flavour and carrying the bench's frameworks,
-    found in the controller's store."""
+    found in the controller's store. On this machine (no host, or a local one) the image is in this machine's
+    store already, and its runtime's CLI runs here."""
     runtime = setup.runtime
     extra = [f for f in wheelhouse.carried(setup.frameworks) if f != DEFAULT_FRAMEWORK]
     option = "".join(f" --framework {f}" for f in extra)  # what the command that makes it needs
     carrying = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
-    if host is None:
+    remote = over_ssh(host)
+    if remote is None:
+        on = "cbm" if host is None else f"cbm on {host.name}"
         try:
-            rt = image.usable_runtime(runtime)
+            rt = image.usable_runtime(runtime if host is None else host_runtime(host, runtime))
         except image.ImageError as exc:
-            raise ConfigError(f"cbm: {exc}") from None
+            raise ConfigError(f"{on}: {exc}") from None
         img = built(rt, localfacts.flavor())  # this machine's flavour (image build --flavor auto)
         tag = unprivileged.local_tag(rt, img)
         if img is None or tag is None:
             raise ConfigError(
-                f"cbm: no {rt} image{carrying} for this dltestbed build; run `dltestbed image build --runtime {rt}"
+                f"{on}: no {rt} image{carrying} for this dltestbed build; run `dltestbed image build --runtime {rt}"
                 f"{option}`"
             )
-        return ContainerImage(rt, tag, img.digest, image.runtime_env(rt), ContainerOptions(gpus="auto"))
-    opts = options_from_vars(host.vars)  # a host outside container_hosts was refused by check_host_values
-    rt = runtime or str(host.vars.get("dltestbed_container_runtime") or HOST_RUNTIME)
-    flavor = host_flavor(host)
+        opts = ContainerOptions(gpus="auto") if host is None else options_from_vars(host.vars)
+        return ContainerImage(rt, tag, img.digest, image.runtime_env(rt), opts)
+    opts = options_from_vars(remote.vars)  # a host outside container_hosts was refused by check_host_values
+    rt = host_runtime(remote, runtime)
+    flavor = host_flavor(remote)
     img = built(rt, flavor)
     if img is None:
         raise ConfigError(
-            f"cbm on {host.name}: no {rt} image of the {flavor} flavour{carrying} for this dltestbed build here; "
+            f"cbm on {remote.name}: no {rt} image of the {flavor} flavour{carrying} for this dltestbed build here; "
             f"run `dltestbed provision{option}`"
         )
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}

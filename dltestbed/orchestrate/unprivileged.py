@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dltestbed import dataset
 from dltestbed.errors import ConfigError
-from dltestbed.inventory import Host
+from dltestbed.inventory import Host, this_machine
 from dltestbed.kinds import any_kind
 from dltestbed.provision import image, userstore
 from dltestbed.runtimes import RUNTIMES
@@ -32,10 +32,12 @@ def check(as_user: str | None, kinds: Sequence[str], runtime: str | None, hosts:
             raise ConfigError("--as-user: bm and cbm only in this version (a VM's workload runs as its guest's user)")
         if not _root() and as_user != invoking_user():
             raise ConfigError(f"--as-user {as_user}: changing user needs root (dltestbed runs as {invoking_user()})")
-        if None in hosts:
+        here = [h for h in hosts if this_machine(h)]  # no inventory host, or a local one
+        if here:
             local_uid(as_user)
             if "bm" in kinds and _root():
-                _check_reaches(as_user)
+                for python in dict.fromkeys(sys.executable if h is None else h.python for h in here):
+                    _check_reaches(as_user, python)
     rt = RUNTIMES.get(runtime or "")
     if rt is None or not rt.rootless or not any_kind(kinds, lambda k: k.store_image):
         return
@@ -48,9 +50,10 @@ def check(as_user: str | None, kinds: Sequence[str], runtime: str | None, hosts:
         )
 
 
-def _check_reaches(user: str) -> None:
-    """A ConfigError line when the user cannot start this machine's dltestbed (an interpreter under root's home)."""
-    argv = drop_argv(user, [sys.executable, "-c", "import dltestbed.workload"])
+def _check_reaches(user: str, python: str) -> None:
+    """A ConfigError line when the user cannot start this machine's dltestbed with `python` (an interpreter under
+    root's home)."""
+    argv = drop_argv(user, [python, "-c", "import dltestbed.workload"])
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -58,15 +61,15 @@ def _check_reaches(user: str) -> None:
     if proc.returncode != 0:
         lines = [x.strip() for x in proc.stderr.splitlines() if x.strip()] or [f"exit code {proc.returncode}"]
         raise ConfigError(
-            f"--as-user {user}: that user cannot run this machine's dltestbed ({sys.executable}): {lines[-1]}; "
+            f"--as-user {user}: that user cannot run this machine's dltestbed ({python}): {lines[-1]}; "
             "install it where the user can read it"
         )
 
 
 def check_data(as_user: str | None, source: Path, hosts: Sequence[Host | None]) -> None:
     """A ConfigError line when --as-user's user cannot read the real data on this machine (a folder above it
-    closed to others, or one of its files)."""
-    if as_user is None or None not in hosts or not _root():
+    closed to others, or one of its files), where it is read as it is (no inventory host, or a local one)."""
+    if as_user is None or not any(this_machine(h) for h in hosts) or not _root():
         return
     bad = dataset.unreadable_by_others(source)
     proc = subprocess.run(drop_argv(as_user, ["test", "-r", str(source), "-a", "-x", str(source)]), timeout=60)

@@ -77,6 +77,8 @@ def _record_host_keys(inv: inventory_mod.Inventory, reports: dict[str, dict[str,
         lines = path.read_text().splitlines() if path.exists() else []
         for name, facts in reports.items():
             h = inv.hosts[name]
+            if h.local:  # reached with no SSH: its key is never asked for
+                continue
             new = facts_mod.known_hosts_lines(h.address, h.port, h.name, facts.get("host_keys") or {})
             if not new:
                 continue
@@ -85,6 +87,25 @@ def _record_host_keys(inv: inventory_mod.Inventory, reports: dict[str, dict[str,
         tmp = path.with_name(path.name + ".partial")
         tmp.write_text("\n".join(lines) + ("\n" if lines else ""))
         tmp.replace(path)  # a reader (bench's ssh) never sees half a file
+
+
+def local_host_vars(inv: inventory_mod.Inventory) -> dict[str, dict[str, Any]]:
+    """What the playbooks are told of the inventory's local hosts (ansible_connection: local), beside the
+    inventory: the interpreter that has dltestbed there (the roles check it), Ansible's interpreter (this one,
+    as for Ansible's implicit localhost, unless the inventory names one), and for a host whose workload is this
+    dltestbed (Host.this_install) its venv, checked as a shared one: dltestbed runs from it, nothing is
+    installed into it."""
+    out: dict[str, dict[str, Any]] = {}
+    for h in inv.hosts.values():
+        if not h.local:
+            continue
+        given: dict[str, Any] = {"dltestbed_python": h.python}
+        if "ansible_python_interpreter" not in h.vars:
+            given["ansible_python_interpreter"] = sys.executable
+        if h.this_install:
+            given |= {"dltestbed_venv": h.venv, "dltestbed_venv_shared": True}
+        out[h.name] = given
+    return out
 
 
 def provision(
@@ -126,7 +147,17 @@ def provision(
 
     if on_phase:
         on_phase("facts")
-    facts_run = run_playbook(root / "playbooks", "facts.yml", inv.path, private, "facts", common, on_event, forks)
+    facts_run = run_playbook(
+        root / "playbooks",
+        "facts.yml",
+        inv.path,
+        private,
+        "facts",
+        common,
+        on_event,
+        forks,
+        host_vars=local_host_vars(inv),
+    )
     reported, flavors = _read_facts(report.hosts, facts_run)
     _record_host_keys(inv, reported)
 
@@ -201,7 +232,18 @@ def _install(
     if on_phase:
         on_phase("install")
     root = wheelhouse.source_root()
-    site = run_playbook(root / "playbooks", "site.yml", inv.path, private, "site", extravars, on_event, forks, check)
+    site = run_playbook(
+        root / "playbooks",
+        "site.yml",
+        inv.path,
+        private,
+        "site",
+        extravars,
+        on_event,
+        forks,
+        check,
+        local_host_vars(inv),
+    )
     _finish(targets, site, check)
     ready = [h for h in libvirt_hosts if h.status != "failed"]
     if ready and not check:

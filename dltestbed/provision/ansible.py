@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,21 @@ def run_playbook(
     on_event: Callable[[str, HostOutcome | None, dict[str, Any]], None] | None = None,
     forks: int = 10,
     check: bool = False,
+    host_vars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PlaybookResult:
-    """Run one playbook with ansible-runner; on_event(kind, outcome, event) sees every event."""
+    """Run one playbook with ansible-runner; on_event(kind, outcome, event) sees every event. `host_vars`:
+    variables of some of the inventory's hosts, given as a second inventory source (unlike extravars, each
+    for its host alone)."""
     # ansible-runner loads only for the commands that provision
     import ansible_runner
 
     hosts: dict[str, HostOutcome] = {}
+    sources = [str(inventory)]
+    private_dir.mkdir(parents=True, exist_ok=True)
+    if host_vars:
+        extra = private_dir / f"{ident}-host-vars.yml"
+        extra.write_text(json.dumps({"all": {"hosts": host_vars}}))  # JSON is YAML
+        sources.append(str(extra))
 
     def handler(event: dict[str, Any]) -> bool:
         name = apply(hosts, event)
@@ -68,7 +78,6 @@ def run_playbook(
             on_event(event.get("event", ""), hosts.get(name) if name else None, event)
         return True
 
-    private_dir.mkdir(parents=True, exist_ok=True)
     secretenv.take()  # ansible-runner copies os.environ into its artifacts (artifacts/<ident>/command)
     # ansible-runner turns SIGINT and SIGTERM into a cancel of the playbook (status "canceled") and
     # leaves its handlers installed: put ours back, so a later Ctrl-C still stops a bench.
@@ -78,7 +87,7 @@ def run_playbook(
             private_data_dir=str(private_dir),
             project_dir=str(project),
             playbook=playbook,
-            inventory=str(inventory),
+            inventory=sources,
             ident=ident,
             extravars=extravars,
             envvars=ansible_env(),

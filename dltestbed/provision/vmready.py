@@ -95,6 +95,6 @@ def ready(p: VMPlan, on_notice: Notice | None = None) -> tuple[VMRecord, bool, b
     workload installed when missing or older. (record, made, workload installed)."""
     rec, made = lifecycle.ensure(p.name, p.image, p.settings, p.hv, on_notice)
     installed = guest.ensure_workload(
-        rec, wheelhouse.build(flavor(p.settings), p.frameworks), via=p.host, on_notice=on_notice
+        rec, wheelhouse.build(flavor(p.settings), p.frameworks), via=p.hv.via, on_notice=on_notice
     )
     return rec, made, installed

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from dltestbed.errors import ConfigError
-from dltestbed.inventory import Host
+from dltestbed.inventory import Host, over_ssh
 from dltestbed.kinds import KINDS
 from dltestbed.runtimes import RUNTIMES, ContainerOptions, runtime
 from dltestbed.slurm.alloc import Allocation, Node
@@ -130,11 +130,14 @@ def _bm(site: Site) -> Target:
 
 
 def _bare(site: Site) -> Target:
-    """The machine's bare-metal target, as the user dltestbed reaches it as."""
+    """The machine's bare-metal target, as the user dltestbed reaches it as: this machine's processes without an
+    inventory host or for a local one (ansible_connection: local), else SSH."""
     if site.slurm is not None:
         return SlurmTarget(site.slurm.alloc, site.slurm.node, site.slurm.python, data_dir=site.data.host)
     if site.host is None:
         return LocalTarget(name="local", data_dir=site.data.host)
+    if site.host.local:
+        return LocalTarget(data_dir=site.data.host, spec=site.host)
     return SSHTarget(site.host, data_dir=site.data.host)
 
 
@@ -160,7 +163,7 @@ def _cbm(site: Site) -> Target:
 def _vm(site: Site) -> Target:
     if site.vm is None:
         raise _missing("vm", site, "the VM")
-    return VMTarget(site.vm, via=site.host, data_dir=site.data.vm)
+    return VMTarget(site.vm, via=over_ssh(site.host), data_dir=site.data.vm)
 
 
 @register("cvm")

@@ -36,7 +36,7 @@ def wait_booted(
     at most STALL_RESTARTS times; a VMError naming the console log otherwise."""
     for attempt in range(STALL_RESTARTS + 1):
         try:
-            wait_ssh(rec, timeout, via=hv.host)
+            wait_ssh(rec, timeout, via=hv.via)
             return
         except VMError:
             tail = hv.console_tail(rec.console_log)

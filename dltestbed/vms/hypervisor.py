@@ -1,4 +1,5 @@
-"""Where VMs run: this machine's libvirtd, or an inventory host's over `qemu+ssh://`.
+"""Where VMs run: this machine's libvirtd (an inventory host with `ansible_connection: local` is this machine),
+or an inventory host's over `qemu+ssh://`.
 
 Everything on the host side goes through libvirt itself — a storage pool for the VMs' disks, seeds
 and console logs (the guest image is uploaded into it once per image), a network for their bridge —
@@ -16,16 +17,14 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from dltestbed import paths
 from dltestbed.errors import DltestbedError
+from dltestbed.inventory import Host, over_ssh
 from dltestbed.transport.ssh import SSH, known_hosts_files
 from dltestbed.vms import hostcheck
-
-if TYPE_CHECKING:
-    from dltestbed.inventory import Host
 
 LOCAL_URI = "qemu:///system"
 NETWORK = "dltestbed"
@@ -111,8 +110,13 @@ class Hypervisor:
 
     @property
     def local(self) -> bool:
-        """This machine's own libvirtd."""
-        return self.host is None
+        """This machine's own libvirtd (no inventory host, or a local one)."""
+        return self.via is None
+
+    @property
+    def via(self) -> Host | None:
+        """The host SSH goes through to reach it and its VMs (their bridge is private to it); None: this machine."""
+        return over_ssh(self.host)
 
     @property
     def label(self) -> str:
@@ -143,11 +147,11 @@ class Hypervisor:
 
     def shell(self, script: str, timeout: float = 60) -> str:
         """Run a shell script on the host (locally or over SSH); its stdout."""
-        if self.host is None:
+        if self.via is None:
             proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout)
             return proc.stdout
         lines: list[str] = []
-        SSH(self.host).run(["sh", "-c", script], timeout=timeout, on_line=lines.append)
+        SSH(self.via).run(["sh", "-c", script], timeout=timeout, on_line=lines.append)
         return "\n".join(lines)
 
     def facts(self) -> hostcheck.HostFacts:
@@ -166,7 +170,7 @@ class Hypervisor:
     def console_tail(self, path: str) -> str:
         """The last non-empty line of a console log on the host, or (empty)."""
         try:
-            if self.host is None:
+            if self.local:
                 text = Path(path).read_text(errors="replace")
             else:
                 text = self.shell(f"tail -n 50 {shlex.quote(path)} 2>/dev/null || true", timeout=30)
@@ -182,9 +186,12 @@ def local() -> Hypervisor:
 
 
 def for_host(host: Host) -> Hypervisor:
-    """An inventory host of group libvirt_hosts (variables dltestbed_libvirt_uri, dltestbed_libvirt_pool)."""
-    uri = str(host.vars.get("dltestbed_libvirt_uri") or remote_uri(host))
-    return Hypervisor(uri, str(host.vars.get("dltestbed_libvirt_pool") or REMOTE_POOL_DIR), host)
+    """An inventory host of group libvirt_hosts (variables dltestbed_libvirt_uri, dltestbed_libvirt_pool); a local
+    host's libvirtd is this machine's, with this machine's pool unless they say otherwise."""
+    here = local() if host.local else None
+    uri = str(host.vars.get("dltestbed_libvirt_uri") or (here.uri if here else remote_uri(host)))
+    pool = str(host.vars.get("dltestbed_libvirt_pool") or (here.pool_dir if here else REMOTE_POOL_DIR))
+    return Hypervisor(uri, pool, host)
 
 
 # ---- host-side resources, all through libvirt ----

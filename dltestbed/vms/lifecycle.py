@@ -243,7 +243,7 @@ def ensure(
     )
     if rec is not None and same:
         try:
-            wait_ssh(rec, timeout=120, via=hv.host)  # made earlier by a bench or provision: still there?
+            wait_ssh(rec, timeout=120, via=hv.via)  # made earlier by a bench or provision: still there?
             return rec, False
         except VMError:
             pass

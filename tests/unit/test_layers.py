@@ -31,7 +31,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "config": ("catalog", "choices", "errors"),
     "dataset": ("errors",),
     "sizes": ("errors",),
-    "expected": ("errors",),  # each board's expected values (data), for acceptance
+    "expected": ("choices", "errors"),  # each board's expected values (data), for acceptance
     "evidence": ("errors",),  # an acceptance's evidence pack: its manifest and SSH signature
     "remedy": ("errors",),  # what acceptance does about a node: drain, resume, a site's hook
     "workload": ("catalog", "choices", "config", "dataset", "errors"),  # runs on the target: nothing of the controller

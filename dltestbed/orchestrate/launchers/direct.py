@@ -1,4 +1,5 @@
-"""The direct launcher: this machine, or an inventory's bare_metal hosts over SSH; VMs made or reused."""
+"""The direct launcher: this machine, or an inventory's bare_metal hosts (over SSH, or here when local); VMs made
+or reused."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
 from dltestbed.errors import ConfigError
-from dltestbed.inventory import Host
+from dltestbed.inventory import Host, this_machine
 from dltestbed.kinds import KINDS
 from dltestbed.orchestrate import gpus, prepare
 from dltestbed.orchestrate.launchers.base import Say
@@ -21,7 +22,7 @@ from dltestbed.targets import Site
 
 @dataclass
 class Direct:
-    """This machine, or an inventory's bare_metal hosts over SSH; VMs made or reused and kept."""
+    """This machine, or an inventory's bare_metal hosts (over SSH, or here when local); VMs made or reused and kept."""
 
     name: ClassVar[str] = "direct"
     machines: Machines
@@ -40,8 +41,9 @@ class Direct:
 
     @staticmethod
     def on_this_machine(m: Machines) -> bool:
-        """Whether the bench runs on this machine (`--preset auto` asks this machine's GPUs): without an inventory."""
-        return m.inventory is None
+        """Whether the bench runs on this machine (`--preset auto` asks this machine's GPUs): without an inventory,
+        or on inventory hosts that all are (ansible_connection: local)."""
+        return all(this_machine(h) for h in bare_metal_hosts(m.inventory, m.limit, m.groups))
 
     def hosts(self) -> list[Host | None]:
         if self._hosts is None:
