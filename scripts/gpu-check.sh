@@ -18,7 +18,10 @@
 # H100 (2026-11-26), after 34 pieces in about 2 minutes (before the accept steps were added):
 #   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
-# With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU).
+# With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU). On an H200 with its own PyTorch
+# (2026-11-28; each call starts with torch-wheels.sh's install line, 2 s):
+#   ONLY="accept accept-init"   accept 184 s (exit 3: its board's GEMM values were of revision 1), accept-init 213 s
+#   ONLY="accept-again"         the acceptance again with the values accept-init wrote (about 3 minutes; not yet run)
 set -uo pipefail
 out=${1:?usage: bash scripts/gpu-check.sh OUT_DIR [--cpu]}
 cpu=${2:-}

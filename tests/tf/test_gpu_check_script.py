@@ -1,0 +1,49 @@
+"""scripts/gpu-check.sh at CPU sizes (`--cpu`), as a GPU machine with its own PyTorch runs it (FRAMEWORK=pytorch):
+its first step accepts this machine as a local node (an inventory of `ansible_connection: local`, no SSH) to a
+verdict, then the benches, the probes, the screen, determinism and the reports. Left out here: validate's two steps
+(a reference from 2 runs of 10 steps refuses this machine's noise, as it should: its own tests cover it) and the
+harness's fidelity (torch.compile on 2 cores takes minutes: bench/harness_fidelity.py measures it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dltestbed.results.store import Store
+
+pytestmark = [pytest.mark.tf, pytest.mark.torch]
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = ("accept", "facts", "bench", "full", "screen", "det-on-cpu", "report-html", "report-json")
+
+
+def test_the_gpu_check_accepts_this_machine_first_then_runs_its_steps_at_cpu_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "check"
+    env = {**os.environ, "FRAMEWORK": "pytorch", "ONLY": " ".join(STEPS)}
+    proc = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", str(out), "--cpu"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    summary = (out / "summary.txt").read_text()
+    assert proc.returncode == 0, summary + proc.stderr[-2000:]
+    ran = [line.split()[0] for line in summary.splitlines() if " rc=" in line]
+    assert ran[0] == "accept" and set(ran) == set(STEPS), summary  # accepted first; every step said with its seconds
+    assert all(" rc=0 " in line for line in summary.splitlines() if " rc=" in line)
+    verdict = json.loads((out / "accept" / "verdict.json").read_text())
+    node = socket.gethostname().split(".")[0]
+    assert [n["node"] for n in verdict["nodes"]] == [node] and verdict["exit_code"] == 0
+    assert verdict["framework"] == "tensorflow"  # none named: what the node has, TensorFlow where it has both
+    left = {x["check"]: x["why"] for x in verdict["left_out"]}
+    assert left["stage pairs"] == "one node: no pair" and left["stage provision"] == "skipped (--skip)"
+    assert left["peers"].startswith("1 node(s)") and "pass" in summary.splitlines()[1]
+    store = Store.open(out / "results.sqlite", read_only=True)
+    try:
+        runs = [r for b in verdict["benches"] for r in store.runs(bench_id=b)]
+    finally:
+        store.close()
+    assert runs and all(r.host == node and r.fingerprint.get("transport") == "local" for r in runs)  # no SSH
