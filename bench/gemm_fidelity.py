@@ -7,10 +7,11 @@ is seen, not guessed.
 Every arm runs the probe's own calibrated products a call (a call lasts at least CALL_SECONDS: 0.2 s at full
 scale), on the probe's own inputs (the same seed), after the same ramp of untimed calls the calibration makes:
 - probe: the probe's case timed as the workload times it (probes.timed: calibration, warm-up, timed calls);
-- bare: `torch.matmul(a, b)` that many times, then a synchronize: the same length, the same data;
+- bare: `torch.matmul(a, b)` that many times, then a synchronize, as a user writes it (a fresh output each
+  product, where the probe writes into one): the same length, the same data;
 - chain: revision 1 of the probe, the same length;
 - burst: 3 products, then 10 timed (milliseconds of work: the GPU never reaches its power cap).
-Arms are interleaved in rounds (the order turned each round), and each arm's figure is the median of its timed
+Arms are interleaved in rounds (probe and bare swap places each round), and each arm's figure is the median of its timed
 calls; ratios are per round, then their median and range. Goal: probe ÷ bare ≥ 0.97 for bfloat16, float16 and TF32
 on a GPU; ≥ 0.95 on a CPU (float32 at the small scale's n).
 """
@@ -64,10 +65,12 @@ def conditions(samples: list[dict[str, Any]]) -> str:
     """The samples' mean SM clock and power and the share at the power cap, in words ("" without NVML)."""
     if not samples:
         return ""
-    clock = statistics.mean(s.get("sm_clock_mhz", 0) for s in samples)
-    power = statistics.mean(s.get("power_watts", 0) for s in samples)
+    clocks = [s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None]
+    power = [s["power_watts"] for s in samples if s.get("power_watts") is not None]
     capped = sum(bool(int(s.get("clock_reasons", 0)) & POWER_CAP) for s in samples) / len(samples)
-    return f"SM {clock:.0f} MHz, {power:.0f} W, power cap in {capped:.0%} of {len(samples)} samples"
+    said = [f"SM {statistics.mean(clocks):.0f} MHz"] if clocks else []
+    said += [f"{statistics.mean(power):.0f} W"] if power else []
+    return ", ".join([*said, f"power cap in {capped:.0%} of {len(samples)} samples"])
 
 
 def sync(device: str) -> None:

@@ -35,10 +35,11 @@ failed=0
 framework=${FRAMEWORK:-tensorflow}
 fw=(--framework "$framework")
 
+wants() { [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]]; } # wants STEP: ONLY names it, or ONLY is unset
 step() { # step NAME COMMAND...: output to logs/NAME.log; its exit code and seconds to the summary
     local name=$1 started rc
     shift
-    [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || return 0
+    wants "$name" || return 0
     started=$(date +%s)
     "$@" >"$out/logs/$name.log" 2>&1
     rc=$?
@@ -47,7 +48,7 @@ step() { # step NAME COMMAND...: output to logs/NAME.log; its exit code and seco
 }
 dlt() { "$py" -m dltestbed "$@"; }
 skip() { # skip NAME WHY: a step this run does not make, said in the summary
-    [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]] || return 0
+    wants "$1" || return 0
     printf '%-16s not run: %s\n' "$1" "$2" | tee -a "$out/summary.txt"
 }
 into() { # into FILE COMMAND...: the command's output to FILE (for a step whose output is a figure)
@@ -78,7 +79,7 @@ fi
 
 [[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
 # First: accept this machine as a local node (Ansible's `ansible_connection: local`: no SSH, no sshd), at level
-# quick, with the framework it has (accept's default); provisioning is skipped: dltestbed runs here already. Exit 0:
+# quick, with FRAMEWORK or else the framework it has (accept's default); provisioning is skipped: dltestbed runs here already. Exit 0:
 # its board holds every measure at today's revisions and each passed; 3: some cannot be judged (the summary names
 # them), and on a GPU `accept --init` measures them (level standard, into its own store) and the acceptance is made
 # again with the values it wrote.
@@ -101,16 +102,17 @@ for n in v["nodes"]:
                 print(f"  {who} {r['check']}: {r['verdict']}: {r['why']}")
 EOF
 }
-wants() { [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]]; }
-step accept dlt accept --inventory "$inv" --level quick --out "$out/accept" --skip provision
+as_asked=() # FRAMEWORK named: accept with it; else with the one the machine has (TensorFlow where it has both)
+[[ -z "${FRAMEWORK:-}" ]] || as_asked=(--framework "$FRAMEWORK")
+step accept dlt accept --inventory "$inv" --level quick --out "$out/accept" --skip provision "${as_asked[@]}"
 if wants accept; then accepted "$out/accept"; fi
-undecided=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["exit_code"])' "$out/accept/verdict.json" \
+accept_rc=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["exit_code"])' "$out/accept/verdict.json" \
     2>/dev/null)
-if [[ $device == gpu && $undecided == 3 ]]; then
+if [[ $device == gpu && $accept_rc == 3 ]]; then
     step accept-init dlt accept --init --inventory "$inv" --level standard --out "$out/accept-init" --skip provision \
-        --expected "$out/expected.toml" --results "$out/init.sqlite"
+        --expected "$out/expected.toml" --results "$out/init.sqlite" "${as_asked[@]}"
     step accept-again dlt accept --inventory "$inv" --level quick --out "$out/accept-again" --skip provision \
-        --expected "$out/expected.toml"
+        --expected "$out/expected.toml" "${as_asked[@]}"
     if wants accept-again; then accepted "$out/accept-again"; fi
 fi
 step facts bash -c 'nvidia-smi -q 2>&1; nvidia-smi topo -m 2>&1; uname -a; '"$py"' -m dltestbed --version'

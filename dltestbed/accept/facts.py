@@ -92,9 +92,13 @@ def run_measures(run: RunRecord, measures: Sequence[MeasureEvent]) -> dict[str, 
     by: dict[str, list[float]] = {}
     for m in measures:
         if m.phase == "timed" and m.value > 0:
-            value = 1.0 / m.value if m.unit == "s" else m.value
-            by.setdefault(f"{m.probe} {m.case}", []).append(value)
+            by.setdefault(f"{m.probe} {m.case}", []).append(rate(m))
     return {k: median(v) for k, v in by.items()}
+
+
+def rate(m: MeasureEvent) -> float:
+    """A measure as a rate, more is better: a latency's seconds as its inverse (launches a second)."""
+    return 1.0 / m.value if m.unit == "s" else m.value
 
 
 def revisions(run: RunRecord) -> dict[str, tuple[str, int]]:
@@ -176,7 +180,10 @@ def gpu_evidence(
         name = RESNET50 if case == RESNET50 else measure_of(case)
         if name is not None and value > out.get(name, 0.0):
             out[name] = value
-            by[name] = measured_by.get(case, ("", 1))
+            if case in measured_by:
+                by[name] = measured_by[case]
+            else:
+                by.pop(name, None)
             said[name] = (conditions or {}).get(case, "")
     name = str(device.get("name", "GPU"))
     return GpuEvidence(node, index, name, facts, xids, out, by, bool(after), {k: v for k, v in said.items() if v})

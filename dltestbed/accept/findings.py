@@ -5,7 +5,7 @@ every fact for the pack."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -136,6 +136,15 @@ def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
     return out
 
 
+def _compared(ctx: Ctx, node_facts: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
+    """Each node's facts its drift check compared: all it reported, but with one node only those the golden spec
+    names (the rest have nothing to be compared with)."""
+    golden = golden_spec(ctx.request.golden) if len(ctx.nodes) == 1 else None
+    if len(ctx.nodes) == 1 and golden is None:
+        return {}
+    return {n: sorted(f for f in node_facts.get(n, {}) if golden is None or f in golden) for n in ctx.nodes}
+
+
 def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:
     """Everything the nodes are judged on, from the stages' data and the store; and every fact (for the pack)."""
     pre, fleet, second = ctx.data(Preflight.name), ctx.data(Fleet.name), ctx.data(SecondPass.name)
@@ -184,7 +193,8 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         gpus=gpus,
         extra=extra,
         slowdown=ctx.request.slowdown,
-        compared={node: sorted(node_facts.get(node, {})) for node in ctx.nodes},
+        compared=_compared(ctx, node_facts),
+        drift_basis=drift_mod.GOLDEN if len(ctx.nodes) == 1 and ctx.request.golden else "the fleet's majority",
         left_out=left_out(ctx, gpus),
     )
     every = {

@@ -11,7 +11,15 @@ from statistics import median
 from typing import Any
 
 from dltestbed import expected
-from dltestbed.accept.facts import RESNET50, case_conditions, gpu_evidence, measure_of, revisions, run_measures
+from dltestbed.accept.facts import (
+    RESNET50,
+    case_conditions,
+    gpu_evidence,
+    measure_of,
+    rate,
+    revisions,
+    run_measures,
+)
 from dltestbed.accept.golden import Golden
 from dltestbed.orchestrate.presets import PRESETS
 from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, Reason, judge, worst
@@ -177,8 +185,7 @@ def golden(store: Store, runs: Sequence[RunRecord]) -> list[Golden]:
             for m in store.measures(r.id):
                 name = measure_of(f"{m.probe} {m.case}")
                 if m.phase == "timed" and name is not None and m.value > 0:
-                    value = 1.0 / m.value if m.unit == "s" else m.value  # a launch's seconds: its rate
-                    cases.setdefault((name, m.case), []).append(value)
+                    cases.setdefault((name, m.case), []).append(rate(m))
                     made[name] = revs.get(f"{m.probe} {m.case}", (r.framework, 1))
         elif r.model == "resnet50" and r.images_per_sec and gpu_preset(r):
             cases.setdefault((RESNET50, ""), []).append(r.images_per_sec)

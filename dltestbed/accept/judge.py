@@ -62,6 +62,7 @@ class Findings:
     extra: Mapping[str, Sequence[Reason]] = field(default_factory=dict)
     slowdown: float = 5.0
     compared: Mapping[str, Sequence[str]] = field(default_factory=dict)  # node → the facts its drift compared
+    drift_basis: str = "the fleet's majority"  # what they were compared with (or "the golden spec")
     left_out: Sequence[LeftOut] = ()  # checks not made, with why (one node: no peers, no pair)
 
 
@@ -132,6 +133,13 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
         evidence = f"first {s.value:.4g}, second {rerun:.4g}, peers' median {again.median:.4g}"
         out.append(Reason(s.measure, FAIL, why, SLOW_ACTION, evidence))
     suspected = {s.measure for s in mine}
+    alone = sorted(name for name, values in f.measures.items() if node in values)
+    if alone and len(f.nodes) < PEERS_MIN and not any(g.gpu.rsplit(":", 1)[0] == node for g in f.gpus):
+        why = (
+            f"{len(f.nodes)} node(s): its measures ({', '.join(alone)}) have no peers to be compared with (from "
+            f"{PEERS_MIN}) and no board's values: a node without GPUs is not judged on its speed alone"
+        )
+        out.append(Reason("peers", UNDECIDED, why, "accept it with 2 or more like nodes, or against golden ones"))
     for name, values in f.measures.items():
         if node not in values or name in suspected or len(f.nodes) < PEERS_MIN:
             continue
@@ -139,7 +147,10 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
             why = f"{name}: {len(values)} node(s) measured it; a peer comparison needs {PEERS_MIN}"
             out.append(Reason(name, UNDECIDED, why))
         else:
-            why = f"{name} within its {len(values) - 1} peers (none {f.slowdown:g} % below their median with z)"
+            why = (
+                f"{name} not slower than its {len(values) - 1} peers' median (a node is slow from {f.slowdown:g} % "
+                f"below it with a modified z below −{ROBUST_Z:g})"
+            )
             out.append(Reason(name, PASS, why, "", f"{values[node]:.4g}"))
     return out
 
@@ -168,7 +179,7 @@ def _drift(f: Findings, node: str) -> list[Reason]:
     ]
     facts = f.compared.get(node, ())
     if not mine and facts and not any(x.check == "drift" for x in f.left_out):
-        out.append(Reason("drift", PASS, f"its {len(facts)} facts match the fleet's", "", ", ".join(facts)))
+        out.append(Reason("drift", PASS, f"its {len(facts)} facts match {f.drift_basis}", "", ", ".join(facts)))
     return out
 
 

@@ -49,13 +49,14 @@ def counts(nodes: Sequence[NodeVerdict], left: Sequence[LeftOut]) -> dict[str, i
 
 def junit(nodes: Sequence[NodeVerdict], left: Sequence[LeftOut] = ()) -> str:
     """A testsuite per node (its checks) and per GPU (its own), a testcase per check made, passed or not; a node or
-    GPU with no check has one passing case; the checks left out, each a skipped case of their own suite."""
-    every = [Reason("all checks", PASS, "every check passed")]
+    GPU with no check made has one skipped case (never a pass); the checks left out, each a skipped case of their
+    own suite."""
+    none = [Judgement("no check", SKIPPED, "no check of it was made", "acceptance")]
     suites = []
     for n in nodes:
         mine = [r for r in n.reasons if not r.check.startswith("gpu ")]
-        suites.append((f"node {n.node}", [_judgement(r, "node") for r in mine or every]))
-        suites += [(f"node {n.node} GPU {g.gpu}", [_judgement(r, "gpu") for r in g.reasons or every]) for g in n.gpus]
+        suites.append((f"node {n.node}", [_judgement(r, "node") for r in mine] or none))
+        suites += [(f"GPU {g.gpu}", [_judgement(r, "gpu") for r in g.reasons] or none) for g in n.gpus]
     if left:
         suites.append(("left out", [Judgement(x.check, SKIPPED, x.why, "acceptance") for x in left]))
     return junit_suites("dltestbed accept", suites, "dltestbed.accept")
@@ -65,6 +66,7 @@ COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", UNDECIDED: "#6e778
 
 
 def _checks_table(reasons: Sequence[Reason]) -> list[str]:
+    """A table of checks: each one's verdict (coloured), why, action and evidence."""
     e = html.escape
     rows = [
         f'<tr><td>{e(r.check)}</td><td style="color:{COLOURS[r.verdict]}">{e(r.verdict)}</td><td>{e(r.why)}</td>'

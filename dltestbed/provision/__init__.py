@@ -22,6 +22,7 @@ from dltestbed.provision.guestimage import GuestImage
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import HOST_RUNTIME
 from dltestbed.users import check_name
+from dltestbed.workload.frameworks import REGISTRY
 
 EventHook = Callable[[str, HostOutcome | None, dict[str, Any]], None]
 
@@ -89,12 +90,13 @@ def _record_host_keys(inv: inventory_mod.Inventory, reports: dict[str, dict[str,
         tmp.replace(path)  # a reader (bench's ssh) never sees half a file
 
 
-def local_host_vars(inv: inventory_mod.Inventory) -> dict[str, dict[str, Any]]:
+def local_host_vars(inv: inventory_mod.Inventory, frameworks: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     """What the playbooks are told of the inventory's local hosts (ansible_connection: local), beside the
     inventory: the interpreter that has dltestbed there (the roles check it), Ansible's interpreter (this one,
     as for Ansible's implicit localhost, unless the inventory names one), and for a host whose workload is this
     dltestbed (Host.this_install) its venv, checked as a shared one: dltestbed runs from it, nothing is
-    installed into it."""
+    installed into it, and it must import only the `frameworks` asked for by name (a machine with PyTorch alone
+    is provisioned so: acceptance then runs what the node has)."""
     out: dict[str, dict[str, Any]] = {}
     for h in inv.hosts.values():
         if not h.local:
@@ -103,7 +105,8 @@ def local_host_vars(inv: inventory_mod.Inventory) -> dict[str, dict[str, Any]]:
         if "ansible_python_interpreter" not in h.vars:
             given["ansible_python_interpreter"] = sys.executable
         if h.this_install:
-            given |= {"dltestbed_venv": h.venv, "dltestbed_venv_shared": True}
+            imports = [m for f in frameworks for m in REGISTRY[f].imports]
+            given |= {"dltestbed_venv": h.venv, "dltestbed_venv_shared": True, "dltestbed_shared_imports": imports}
         out[h.name] = given
     return out
 
@@ -156,7 +159,7 @@ def provision(
         common,
         on_event,
         forks,
-        host_vars=local_host_vars(inv),
+        host_vars=local_host_vars(inv, frameworks),
     )
     reported, flavors = _read_facts(report.hosts, facts_run)
     _record_host_keys(inv, reported)
@@ -166,7 +169,8 @@ def provision(
         if on_phase:
             on_phase("wheelhouse")
         houses = {f: wheelhouse.build(f, chosen) for f in sorted({h.flavor for h in targets if h.flavor})}
-        _install(inv, targets, flavors, houses, check, on_event, on_phase, on_notice, private, forks, run_user)
+        steps = (on_event, on_phase, on_notice)
+        _install(inv, targets, flavors, houses, check, *steps, private, forks, run_user, frameworks)
         report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
@@ -218,6 +222,7 @@ def _install(
     private: Path,
     forks: int,
     run_user: str | None = None,
+    frameworks: Sequence[str] = (),
 ) -> None:
     """The container images built from the wheelhouses (one a flavour), the site playbook run, then the VMs
     made on the libvirt hosts that took it."""
@@ -242,7 +247,7 @@ def _install(
         on_event,
         forks,
         check,
-        local_host_vars(inv),
+        local_host_vars(inv, frameworks),
     )
     _finish(targets, site, check)
     ready = [h for h in libvirt_hosts if h.status != "failed"]

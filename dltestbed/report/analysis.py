@@ -95,7 +95,7 @@ def analyse(
     steps, samples, checks = steps or {}, samples or {}, checks or {}
     probes = [r for r in records if r.is_probe]
     runs = [r for r in records if not r.is_probe]
-    cases, skipped = micro.summarise(probes, measures or {}, skips or {})
+    cases, skipped = micro.summarise(probes, measures or {}, skips or {}, samples)
     groups = stats.summarise(runs, by_host=by_host, equivalence=equivalence)
     many = len({r.unit for r in runs if r.role != "cotenant"}) >= FLEET_MIN_HOSTS  # hosts, or GPUs (per-gpu)
     host_groups = groups if by_host else (stats.summarise(runs, by_host=True) if many else [])

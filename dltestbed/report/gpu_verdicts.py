@@ -44,9 +44,8 @@ class GpuEvidence:
     """What acceptance saw of one GPU. facts: pcie_gen, pcie_width (under load), power_limit_w (enforced),
     power_default_w, memory_total_bytes, ecc_uncorrected (count since the driver loaded); measures: MEASURES'
     names, in FLOP/s, B/s or img/s; measured_by: each measure's framework and the revision of the probe or model
-    that measured it (left out: judged by any board value, as a measure of the board's own framework and
-    revision); health_read: whether its health counters (and the XIDs) were read after its runs. A fact or
-    measure left out was not read."""
+    that measured it (left out: not judged by a board's measured value, which needs both); health_read: whether
+    its health counters (and the XIDs) were read after its runs. A fact or measure left out was not read."""
 
     node: str
     index: int
@@ -86,7 +85,7 @@ class GpuVerdict:
     reasons: tuple[Reason, ...]
 
 
-def board_value(name: str, board: Board) -> Value | None:
+def _board_value(name: str, board: Board) -> Value | None:
     """The board's value a measure is judged by (a GEMM's fraction, a copy's fraction, the figure itself)."""
     if name in ("h2d_pinned", "d2h_pinned", "memory_copy"):
         return board.get(f"{name}_fraction")
@@ -95,7 +94,7 @@ def board_value(name: str, board: Board) -> Value | None:
 
 def _expected_measure(name: str, ev: GpuEvidence, board: Board) -> tuple[float, str] | None:
     """What a healthy GPU of this board measures for `name`, in the measure's unit, and whence; None: no value."""
-    value = board_value(name, board)
+    value = _board_value(name, board)
     if value is None:
         return None
     if name.startswith("gemm_"):
@@ -119,13 +118,15 @@ def _expected_measure(name: str, ev: GpuEvidence, board: Board) -> tuple[float, 
     return value.value, "its board's file"
 
 
-def unlike(name: str, ev: GpuEvidence, board: Board | None) -> str | None:
+def _unlike(name: str, ev: GpuEvidence, board: Board | None) -> str | None:
     """Why a measure cannot be judged by its board's value: measured by another framework or another revision of
-    the probe or model than the value was (None: like for like, or no value)."""
-    value = board_value(name, board) if board is not None else None
-    by = ev.measured_by.get(name)
-    if value is None or value.measured is None or by is None:
+    the probe or model than the value was, or by one not recorded (None: like for like, or no value)."""
+    value = _board_value(name, board) if board is not None else None
+    if value is None or value.measured is None:
         return None
+    by = ev.measured_by.get(name)
+    if by is None:
+        return "which framework and revision measured it is not recorded: measure it again with this dltestbed"
     return value.measured.differs(*by)
 
 
@@ -135,8 +136,11 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
     for x in ev.xids:
         call = xid_table.call(x)
         out.append(Reason("xid", call.verdict, call.reason, call.action, f"XID {x} while the acceptance ran"))
-    if not ev.xids and ev.health_read:
-        out.append(Reason("xid", PASS, "no XID while the acceptance ran", "", "NVML's XID events, watched"))
+    if not ev.xids:
+        if ev.health_read:
+            out.append(Reason("xid", PASS, "no XID while the acceptance ran", "", "NVML's XID events, watched"))
+        else:
+            out.append(Reason("xid", UNDECIDED, "its XIDs were not read (no health check after its runs)"))
     ecc = ev.facts.get("ecc_uncorrected")
     if ecc is None:
         out.append(Reason("ecc", UNDECIDED, "its uncorrectable ECC errors were not read"))
@@ -171,7 +175,8 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
             )
         )
     else:
-        out.append(Reason("pcie", PASS, f"PCIe Gen{gen:g} x{width:g} under load, as its board's", "", want_gen.source))
+        said = f"PCIe Gen{gen:g} x{width:g} under load, as its board's"
+        out.append(Reason("pcie", PASS, said, "", f"pcie_gen {gen:g}, pcie_width {width:g} (under load)"))
     limit = ev.facts.get("power_limit_w")
     board_power = board.get("power_limit_w") if board else None
     want = ev.facts.get("power_default_w") or (board_power.value if board_power else None)
@@ -191,7 +196,9 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
         said = f"power limit {limit:g} W, the expected {want:g} W"
         out.append(Reason("power", PASS, said, "", f"power_limit_w {limit:g}"))
     total, gb = ev.facts.get("memory_total_bytes"), board.get("memory_gb") if board else None
-    if total is not None and gb is not None:
+    if total is None and gb is not None:
+        out.append(Reason("memory", UNDECIDED, "its memory was not read"))
+    elif total is not None and gb is not None:
         short = total < gb.value * 1024**3 * (1 - MEMORY_SHORT)
         out.append(
             Reason(
@@ -208,11 +215,11 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
 def _against_board(name: str, value: float, ev: GpuEvidence, board: Board | None) -> Reason | None:
     """One measure against its board's value: pass, fail, or cannot judge where measured unlike the value (another
     framework or revision); None where the board has no value for it."""
-    label = MEASURES[name]
     if board is None:
         return None
+    label = MEASURES[name]
     seen = f"{name} {value:.4g}" + (f" ({ev.conditions[name]})" if name in ev.conditions else "")
-    differs = unlike(name, ev, board)
+    differs = _unlike(name, ev, board)
     if differs is not None:
         return Reason(name, UNDECIDED, f"{label}: {differs}", "", seen)
     expected = _expected_measure(name, ev, board)
@@ -248,7 +255,7 @@ def _measured(ev: GpuEvidence, board: Board | None, peers: Mapping[tuple[str, st
             if flagged is not None:
                 out.append(
                     Reason(
-                        name,
+                        f"{name} peers",
                         FAIL,
                         f"{label} {(1 - value / flagged.median) * 100:.0f} % below its {flagged.count} peers' "
                         f"median (modified z {flagged.z:.1f})",
@@ -258,7 +265,10 @@ def _measured(ev: GpuEvidence, board: Board | None, peers: Mapping[tuple[str, st
                     )
                 )
             else:
-                why = f"{label} within its {compared.count - 1} peers (none slower by {FLEET_MIN_SLOWDOWN:g} % and z)"
+                why = (
+                    f"{label} not slower than its {compared.count - 1} peers' median (a GPU fails at "
+                    f"{FLEET_MIN_SLOWDOWN:g} % below it with a modified z below −{ROBUST_Z:g})"
+                )
                 out.append(Reason(f"{name} peers", PASS, why, "", f"{name} {value:.4g}"))
         if judged is None and compared is None:
             out.append(

@@ -18,11 +18,12 @@ from typing import Any
 
 from dltestbed.config import PROBES
 from dltestbed.kinds import KINDS
+from dltestbed.report import health
 from dltestbed.report.inference import Effect, mean_interval, paired, welch
 from dltestbed.report.keys import CaseKey, LayerKey, with_framework
 from dltestbed.report.stats import GroupStats, Spread, samples
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.events import MeasureEvent, SkipEvent
+from dltestbed.workload.events import MeasureEvent, ResourceEvent, SkipEvent
 
 ABOVE_LIMIT = 1.05  # a fraction of the limit beyond the clock's and the datasheet's rounding: the limit is wrong
 # How tables show a unit: the largest scale the value reaches (a latency: the smallest unit it reaches).
@@ -47,6 +48,7 @@ class CaseStats:
     note: str
     effect: Effect | None  # against bare metal: overhead_pct > 0 means less than bare metal
     why_none: str = ""  # why a layer has no effect
+    gpu: str = ""  # the GPU while its calls ran (health.during: SM clock, power, share at the power cap), per run
 
     @property
     def fraction(self) -> float | None:
@@ -136,15 +138,24 @@ def _case_stats(
 
 
 def summarise(
-    runs: Sequence[RunRecord], measures: Mapping[str, Sequence[MeasureEvent]], skips: Mapping[str, Sequence[SkipEvent]]
+    runs: Sequence[RunRecord],
+    measures: Mapping[str, Sequence[MeasureEvent]],
+    skips: Mapping[str, Sequence[SkipEvent]],
+    samples: Mapping[str, Sequence[ResourceEvent]] | None = None,
 ) -> tuple[list[CaseStats], list[Skipped]]:
     """Per layer and case: the runs' medians summarised, the limit, the change against bare metal's same
-    case; and what each layer skipped. Only ok micro runs count."""
+    case, the GPU's clock and power while it ran (from `samples`); and what each layer skipped. Only ok micro
+    runs count."""
     ok = [r for r in runs if r.is_probe and r.status == "ok"]
     values = {r.id: run_values(measures.get(r.id, ())) for r in ok}
     groups = _by_case(ok, values)
     base = {k.workload: members for k, members in groups.items() if not k.against_baseline}
-    out = [_case_stats(key, members, values, base) for key, members in groups.items()]
+    seen = {r.id: _during(r, measures.get(r.id, ()), (samples or {}).get(r.id, ())) for r in ok}
+    out = [
+        replace(_case_stats(key, members, values, base), gpu="; ".join(
+            s for s in (seen[r.id].get((key.probe, key.case), "") for r in members) if s))
+        for key, members in groups.items()
+    ]  # fmt: skip
     kinds = list(KINDS)
     order = {(c.get("probe"), c.get("case")): i for r in ok for i, c in enumerate(r.spec.get("cases", ()))}
     out.sort(
@@ -180,6 +191,24 @@ def _copy_ceiling(cases: list[CaseStats]) -> list[CaseStats]:
             c = replace(c, limit=ceiling, limit_source="the best copy bare metal measured (a measured ceiling)")
         out.append(c)
     return out
+
+
+def _during(
+    run: RunRecord, measures: Sequence[MeasureEvent], samples: Sequence[ResourceEvent]
+) -> dict[tuple[str, str], str]:
+    """(probe, case) → the GPU while the case's calls ran (health.during), for a run on one GPU: a per-GPU run's,
+    or the only one its samples show (several and none named: not guessed)."""
+    gpus = {int(g["index"]) for s in samples for g in s.gpus if g.get("index") is not None}
+    named = run.spec.get("gpu_index")
+    if named is None and len(gpus) != 1:
+        return {}
+    index = int(named) if named is not None else next(iter(gpus))
+    spans: dict[tuple[str, str], tuple[float, float]] = {}
+    for m in measures:
+        start, end = spans.get((m.probe, m.case), (m.t - m.seconds, m.t))
+        spans[m.probe, m.case] = (min(start, m.t - m.seconds), max(end, m.t))
+    out = {k: health.during(samples, index, *span) for k, span in spans.items()}
+    return {k: v for k, v in out.items() if v}
 
 
 def _rate_of(
@@ -233,6 +262,7 @@ def markdown(cases: Sequence[CaseStats], skipped: Sequence[Skipped], models: Seq
     lines = ["", "## Layer decomposition: which resource each layer costs", ""]
     lines += _decomposition(cases, models)
     lines += _probes_table(cases)
+    lines += _gpu_while(cases)
     lines += _said(cases)
     if skipped:
         lines += [
@@ -311,6 +341,15 @@ def _probes_table(cases: Sequence[CaseStats]) -> list[str]:
             + ".",
         ]
     return lines
+
+
+def _gpu_while(cases: Sequence[CaseStats]) -> list[str]:
+    """Each GPU case's clock and power while it ran: a case at its power cap reads less than a burst would."""
+    rows = [f"- {c.key.probe} {c.key.shown} on {c.key.layer}: {c.gpu}" for c in cases if c.gpu]
+    if not rows:
+        return []
+    head = "The GPU while each case ran (mean SM clock, power, share of samples at the power cap), per run:"
+    return ["", head, *rows]
 
 
 def _said(cases: Sequence[CaseStats]) -> list[str]:

@@ -17,7 +17,7 @@ from dltestbed.accept.state import StageRecord, State
 from dltestbed.errors import ConfigError
 from dltestbed.expected import shipped, with_site
 from dltestbed.report import drift
-from dltestbed.report.gpu_verdicts import MEASURES, Reason, exit_code
+from dltestbed.report.gpu_verdicts import MEASURES, GpuVerdict, Reason, exit_code
 from dltestbed.report.gpu_verdicts import judge as judge_gpus
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.store import Store
@@ -65,8 +65,12 @@ def test_the_bar_is_the_users_and_two_nodes_leave_the_peers_out() -> None:
     assert [s.node for s in judge.suspects(mild, 5.0)] == ["n4"]
     assert judge.suspects(mild, 25.0) == []
     two = judge.judge(judge.Findings(("n1", "n2"), measures={"m": {"n1": 100.0, "n2": 50.0}}))
-    assert [v.verdict for v in two] == [PASS, PASS]  # fewer nodes than a comparison needs: left out (the pack says)
-    assert [r.check for r in two[1].reasons] == ["runs"]
+    assert [v.verdict for v in two] == [UNDECIDED, UNDECIDED]  # CPU nodes: nothing else judges their speed
+    assert [(r.check, r.verdict) for r in two[1].reasons] == [("runs", PASS), ("peers", UNDECIDED)]
+    assert "2 node(s): its measures (m) have no peers to be compared with" in two[1].reasons[1].why
+    board = GpuVerdict("n1:0", "NVIDIA H200", "h200-sxm", PASS, (Reason("gemm_tf32", PASS, "at 1.00 of …"),))
+    gpu_nodes = judge.judge(judge.Findings(("n1",), measures={"m": {"n1": 100.0}}, gpus=[board]))
+    assert gpu_nodes[0].verdict == PASS  # a GPU node alone: its GPUs judged against their board, its peers left out
     partly = judge.judge(judge.Findings(NODES, measures={"m": {"n1": 100.0, "n2": 50.0}}))  # 2 of 4 measured it
     assert [v.verdict for v in partly] == [UNDECIDED, UNDECIDED, PASS, PASS]
     assert "a peer comparison needs 3" in _kept(partly[0])[0].why
@@ -281,7 +285,7 @@ def test_bad_input_is_one_line_before_any_node_is_touched(tmp_path: Path, args: 
 def test_the_captured_h100_store_is_read_but_not_judged_against_other_sizes(tmp_path: Path) -> None:
     """The H100's stored runs (2026-11-24): its GEMMs were probed at n ≤ 4096 then, and a board's GEMM is judged at
     n = 8192, so they are not read; its ResNet-50 ran at batch 32 in float32, not in the gpu preset; ECC, the link
-    and the power limit were not read then; and its board holds datasheet values only (its figures from a bare
+    the power limit and XIDs were not read then; and its board holds datasheet values only (its figures from a bare
     burst were removed). So the GPU cannot be judged: never a pass, never a false fail. Its memory is checked."""
     store_file = tmp_path / "results.sqlite"
     shutil.copyfile(H100 / "results.sqlite", store_file)
@@ -296,7 +300,7 @@ def test_the_captured_h100_store_is_read_but_not_judged_against_other_sizes(tmp_
     assert ev.facts == {"memory_total_bytes": 85520809984.0} and ev.measures == {}
     assert verdict.board == "h100-sxm" and verdict.verdict == UNDECIDED
     assert {r.check: r.verdict for r in verdict.reasons} == {
-        "ecc": UNDECIDED, "pcie": UNDECIDED, "power": UNDECIDED, "memory": PASS,
+        "xid": UNDECIDED, "ecc": UNDECIDED, "pcie": UNDECIDED, "power": UNDECIDED, "memory": PASS,
     }  # fmt: skip
 
 
@@ -394,7 +398,8 @@ def test_gpu_evidence_from_stored_runs_names_the_slow_gpu_among_sixteen(tmp_path
     assert first.facts["pcie_gen"] == 5 and first.facts["ecc_uncorrected"] == 0
     assert [v.gpu for v in verdicts if v.verdict != PASS] == ["g2:5"]
     (bad,) = [v for v in verdicts if v.gpu == "g2:5"]
-    assert {r.check for r in bad.reasons if r.verdict == FAIL} == set(first.measures)  # slower in every measure
+    slower = {r.check.removesuffix(" peers") for r in bad.reasons if r.verdict == FAIL}
+    assert slower == set(first.measures)  # slower than its peers in every measure
     nodes = judge.judge(judge.Findings(("g1", "g2"), gpus=verdicts))
     assert [n.verdict for n in nodes] == [PASS, FAIL] and _kept(nodes[1])[0].check == "gpu g2:5"
 

@@ -162,3 +162,16 @@ def test_each_measure_says_the_gpus_clock_and_power_while_it_ran() -> None:
     assert ev.conditions["gemm_float32"] == "SM 1980 MHz, 692 W, power cap in 0% of 2 sample(s)"
     (r,) = [r for r in _verdict(H200_STORE).reasons if r.check == "gemm_tf32"]
     assert r.evidence.startswith("gemm_tf32 3.45e+14 (SM 15") and "W, power cap in 100% of" in r.evidence
+
+
+def test_the_report_says_the_gpu_while_each_probe_case_ran() -> None:
+    """The same in `report`: the H200's standard-level GEMMs at the cap, its memory copy below it."""
+    from dltestbed.report import analysis
+
+    store = Store.open(H200_STORE, read_only=True)
+    try:
+        cases = {(c.key.probe, c.key.case): c for c in analysis.read(store, store.runs()).cases}
+    finally:
+        store.close()
+    assert cases["gemm", "bfloat16 n=8192"].gpu == "SM 1458 MHz, 691 W, power cap in 100% of 5 sample(s)"
+    assert cases["d2d", "device copy 1024 MiB"].gpu == "SM 1980 MHz, 385 W, power cap in 0% of 6 sample(s)"

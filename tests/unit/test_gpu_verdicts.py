@@ -33,7 +33,8 @@ def _h100(node: str = "gpu-a1", index: int = 0, scale: float = 1.0, **facts: flo
     measures = {f"gemm_{m}": c[f"gemm_{m}"] * 1e12 for m in ("float32", "tf32", "bfloat16", "float16")}
     measures |= {"h2d_pinned": c["h2d"] * 1e9, "d2h_pinned": c["d2h"] * 1e9, "memory_copy": c["d2d"] * 1e12}
     measures["resnet50_gpu_preset_ips"] = c["resnet50"]
-    return GpuEvidence(node, index, H100_NAME, seen | facts, (), {k: v * scale for k, v in measures.items()})
+    made = {k: ("tensorflow", 1) for k in measures}  # as the test board's values were measured (_boards)
+    return GpuEvidence(node, index, H100_NAME, seen | facts, (), {k: v * scale for k, v in measures.items()}, made, True)
 
 
 def _boards() -> tuple[expected.Board, ...]:
@@ -72,7 +73,9 @@ def test_the_captured_h100_passes_every_check_against_its_board() -> None:
     v = _one(_h100())
     assert (v.verdict, v.board) == (PASS, "h100-sxm") and _not_passed(v) == ()
     checks = [r.check for r in v.reasons]  # every check made is listed: the facts and each measure
-    assert checks == ["ecc", "pcie", "power", "memory", *[m for m in MEASURES if m != "kernel_launches_per_s"]]
+    assert checks == ["xid", "ecc", "pcie", "power", "memory", *[m for m in MEASURES if m != "kernel_launches_per_s"]]
+    unrecorded = _one(dataclasses.replace(_h100(), measured_by={}))  # who measured it unknown: never judged
+    assert {r.check for r in unrecorded.reasons if r.verdict == UNDECIDED} == set(checks[5:])
     assert exit_code([v]) == 0
 
 
@@ -115,8 +118,8 @@ def test_one_gpu_15_percent_slow_among_eight_fails_against_its_peers_alone() -> 
     assert [v.verdict for v in verdicts] == [PASS] * 7 + [FAIL]
     slow = _not_passed(verdicts[-1])
     assert {r.check for r in slow} == {
-        "gemm_float32", "gemm_tf32", "gemm_bfloat16", "gemm_float16", "h2d_pinned", "d2h_pinned", "memory_copy",
-        "resnet50_gpu_preset_ips",
+        f"{m} peers" for m in ("gemm_float32", "gemm_tf32", "gemm_bfloat16", "gemm_float16", "h2d_pinned",
+                               "d2h_pinned", "memory_copy", "resnet50_gpu_preset_ips")
     }  # fmt: skip
     assert all(r.verdict == FAIL and "% below its 7 peers' median (modified z " in r.why for r in slow)
     assert "15 % below its 7 peers' median" in slow[0].why and "second pass" in slow[0].action

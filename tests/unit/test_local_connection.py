@@ -150,6 +150,9 @@ def test_provisioning_tells_ansible_the_interpreter_and_venv_of_local_hosts(tmp_
             "ansible_python_interpreter": sys.executable,
             "dltestbed_venv": sys.prefix,
             "dltestbed_venv_shared": True,  # checked, never installed into: dltestbed runs from it
+            "dltestbed_shared_imports": [],  # no framework named: what the machine has (PyTorch alone, say)
         },
         "gpu07": {"dltestbed_python": "/srv/dlt/bin/python"},  # installed there; its own interpreter kept
     }
+    asked = local_host_vars(inventory.load(tmp_path / "hosts.ini"), ("pytorch",))
+    assert asked["localhost"]["dltestbed_shared_imports"] == ["torch", "PIL"]  # the framework named must be there

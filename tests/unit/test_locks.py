@@ -46,7 +46,7 @@ def _record(state: str, i: int, barrier: object) -> None:
     os.environ["XDG_STATE_HOME"] = state
     from dltestbed.provision import _record_host_keys
 
-    host = SimpleNamespace(address=f"10.0.0.{i}", port=22, name=f"h{i}")
+    host = SimpleNamespace(address=f"10.0.0.{i}", port=22, name=f"h{i}", local=False)
     inv = SimpleNamespace(hosts={f"h{i}": host})
     barrier.wait()  # type: ignore[attr-defined]
     for _ in range(20):  # provisioning runs recording their hosts, over and over
