@@ -33,7 +33,7 @@ def test_the_gpu_check_accepts_this_machine_first_then_runs_its_steps_at_cpu_siz
     summary = (out / "summary.txt").read_text()
     assert proc.returncode == 1, summary + proc.stderr[-2000:]  # one step did not pass: the acceptance, exit 3
     rows = {line.split()[0]: line.split()[1] for line in summary.splitlines() if " rc=" in line}
-    assert list(rows)[0] == "accept" and set(rows) == set(STEPS), summary  # accepted first; each step with its time
+    assert next(iter(rows)) == "accept" and set(rows) == set(STEPS), summary  # accepted first; each step timed
     assert rows == {step: "rc=3" if step == "accept" else "rc=0" for step in STEPS}, summary
     verdict = json.loads((out / "accept" / "verdict.json").read_text())
     node = socket.gethostname().split(".")[0]

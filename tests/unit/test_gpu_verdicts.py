@@ -34,7 +34,8 @@ def _h100(node: str = "gpu-a1", index: int = 0, scale: float = 1.0, **facts: flo
     measures |= {"h2d_pinned": c["h2d"] * 1e9, "d2h_pinned": c["d2h"] * 1e9, "memory_copy": c["d2d"] * 1e12}
     measures["resnet50_gpu_preset_ips"] = c["resnet50"]
     made = {k: ("tensorflow", 1) for k in measures}  # as the test board's values were measured (_boards)
-    return GpuEvidence(node, index, H100_NAME, seen | facts, (), {k: v * scale for k, v in measures.items()}, made, True)
+    scaled = {k: v * scale for k, v in measures.items()}
+    return GpuEvidence(node, index, H100_NAME, seen | facts, (), scaled, made, health_read=True)
 
 
 def _boards() -> tuple[expected.Board, ...]:
