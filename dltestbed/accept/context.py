@@ -87,9 +87,14 @@ def installed_here() -> str:
     return DEFAULT_FRAMEWORK if DEFAULT_FRAMEWORK in found or not found else found[0]
 
 
+def frameworks_in(packages: Mapping[str, str]) -> set[str]:
+    """The frameworks a node has, from its fingerprint's packages (their distributions' versions)."""
+    return {n for n, fw in FRAMEWORKS.items() if set(fw.distributions) & set(packages)}
+
+
 def on_every_node(packages: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The frameworks whose distribution every node has (its fingerprint's packages), the default first."""
-    have = [{n for n, fw in FRAMEWORKS.items() if set(fw.distributions) & set(p)} for p in packages.values()]
+    have = [frameworks_in(p) for p in packages.values()]
     common = set.intersection(*have) if have else set()
     return sorted(common, key=lambda n: (n != DEFAULT_FRAMEWORK, n))
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from dltestbed import __version__
 from dltestbed.accept import facts as facts_mod
-from dltestbed.accept.context import PREFLIGHT, Ctx, on_every_node, read_runs
+from dltestbed.accept.context import PREFLIGHT, Ctx, frameworks_in, on_every_node, read_runs
 from dltestbed.accept.gpus import failing_nodes
 from dltestbed.accept.judge import suspects
 from dltestbed.accept.state import StageRecord, digest
@@ -133,7 +133,7 @@ class Preflight(Stage):
             return ctx.framework
         common = on_every_node(packages)
         if not common:
-            said = "; ".join(f"{host}: {', '.join(sorted(p)) or 'none'}" for host, p in packages.items())
+            said = "; ".join(f"{host}: {', '.join(sorted(frameworks_in(p))) or 'none'}" for host, p in packages.items())
             raise DltestbedError(f"no framework is installed on every node ({said}): name one with --framework")
         return common[0]
 

@@ -151,9 +151,18 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
     ]
     kinds = list(KINDS)
     out.sort(
-        key=lambda g: (g.key.workload, kinds.index(g.key.target_kind) if g.key.target_kind in kinds else len(kinds))
+        key=lambda g: (
+            orderable(g.key.workload),
+            kinds.index(g.key.target_kind) if g.key.target_kind in kinds else len(kinds),
+        )
     )
     return out
+
+
+def orderable(values: Sequence[Any]) -> tuple[tuple[bool, Any], ...]:
+    """A key's values in an order that never compares None with a number (a run that left its warm-up to the
+    preset beside one that named it, in one store): each None last among its position's values."""
+    return tuple((v is None, 0 if v is None else v) for v in values)
 
 
 def _group(

@@ -528,3 +528,13 @@ def test_the_node_stage_is_tensorflows(tmp_path: Path) -> None:
         request = AcceptRequest(tmp_path / "inv.yml", tmp_path, framework=fw)
         ctx = Ctx(request, levels.level("quick"), ("g1",), "", Silent(), state)
         assert stages.NodeGpus().applies(ctx) == said
+
+
+def test_the_framework_is_the_one_every_node_has_the_default_first() -> None:
+    from dltestbed.accept.context import on_every_node
+
+    torch_only = {"h200": {"torch": "2.11.0", "numpy": "2.1"}, "n2": {"torch": "2.11.0", "tensorflow-cpu": "2.21"}}
+    assert on_every_node(torch_only) == ["pytorch"]  # a GPU machine with its own PyTorch alone
+    both = {"n1": {"torch": "2.13.0", "tensorflow": "2.21.0"}, "n2": {"torch": "2.13.0", "tensorflow-cpu": "2.21"}}
+    assert on_every_node(both) == ["tensorflow", "pytorch"]
+    assert on_every_node({"n1": {"tensorflow": "2.21"}, "n2": {"torch": "2.11"}}) == []

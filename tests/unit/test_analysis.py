@@ -87,3 +87,12 @@ def test_two_frameworks_are_never_averaged_together() -> None:
     assert "| kind | model | framework |" in table and "| cbm | alexnet | other |" in table
     one = render.markdown(analyse([r for r in runs if r.framework == "tensorflow"]))
     assert "| kind | model | runs |" in one and "framework" not in one.split("| kind |")[1].splitlines()[0]
+
+
+def test_groups_whose_keys_hold_none_beside_numbers_still_sort() -> None:
+    """A run that left its warm-up to the preset (None) beside one that named it (3), in one store: an acceptance
+    and a bench into the same store (scripts/gpu-check.sh) once failed the report here."""
+    from dltestbed.report.stats import orderable
+
+    keys = [("single", "alexnet", None, 10), ("single", "alexnet", 3, 20), ("single", "alexnet", None, 5)]
+    assert sorted(keys, key=orderable) == [keys[1], keys[2], keys[0]]
