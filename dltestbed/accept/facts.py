@@ -47,11 +47,24 @@ def node_facts(fp: Mapping[str, Any]) -> dict[str, str]:
         )
     if fp.get("kernel"):
         out["kernel"] = str(fp["kernel"])
+    out |= host_facts(fp)
     packages = fp.get("packages") or {}
     for dist, version in packages.items():
         key = "tensorflow" if dist in TENSORFLOW_DISTS else dist
         out[key] = str(version)
     return {k: v for k, v in out.items() if v}
+
+
+HOST_FACTS = ("cpu_model", "cpus_online", "cpus_usable", "smt", "numa_nodes", "hugepages", "cpu_governor")
+
+
+def host_facts(fp: Mapping[str, Any]) -> dict[str, str]:
+    """The host's facts the drift check compares (workload/hostfacts.py's, the CPU model, and the memory in whole
+    GiB: a node with half its DIMMs, SMT off or cores disabled in firmware drifts from its fleet)."""
+    out = {k: str(fp[k]) for k in HOST_FACTS if fp.get(k) is not None}
+    if fp.get("memory_bytes"):
+        out["memory_gib"] = f"{round(int(fp['memory_bytes']) / 2**30)} GiB"
+    return out
 
 
 def cpu_share(samples: Sequence[ResourceEvent], cpus: int | None) -> float | None:

@@ -1,5 +1,6 @@
-"""Drift of a node's software and firmware against its fleet: each fact (driver, CUDA, VBIOS, the PCIe link's
-maximum, ECC and MIG mode, power limit, kernel, dltestbed's and the frameworks' versions) against a golden spec
+"""Drift of a node's software, firmware and host against its fleet: each fact (driver, CUDA, VBIOS, the PCIe link's
+maximum, ECC and MIG mode, power limit, kernel, the host's CPUs, SMT, NUMA nodes, memory, hugepages and governor,
+dltestbed's and the frameworks' versions) against a golden spec
 where the site gives one, else against the value most of the nodes have. A fact with no majority (a tie) cannot
 be judged. Pure."""
 
@@ -22,6 +23,14 @@ FACTS = {
     "mig_mode": "MIG mode",
     "power_limit_w": "power limit",
     "kernel": "kernel",
+    "cpu_model": "CPU model",
+    "cpus_online": "CPUs online",
+    "cpus_usable": "CPUs usable",
+    "smt": "SMT",
+    "numa_nodes": "NUMA nodes",
+    "memory_gib": "memory",
+    "hugepages": "hugepages",
+    "cpu_governor": "CPU governor",
     "dltestbed": "dltestbed",
     "tensorflow": "TensorFlow",
     "torch": "PyTorch",

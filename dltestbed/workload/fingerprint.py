@@ -11,6 +11,8 @@ import socket
 from types import ModuleType
 from typing import Any
 
+from dltestbed.workload import hostfacts
+
 
 def _cpu_model() -> str:
     try:
@@ -61,6 +63,7 @@ def base() -> dict[str, Any]:
         "user": _user(),
         "container_image": os.environ.get("DLTESTBED_IMAGE_DIGEST"),
         "packages": packages(),
+        **hostfacts.read(),  # CPUs online and usable, SMT, NUMA nodes, hugepages, governor: acceptance's drift
     }
 
 
