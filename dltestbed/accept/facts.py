@@ -130,13 +130,7 @@ def revisions(run: RunRecord) -> dict[str, tuple[str, int]]:
 def case_conditions(measures: Sequence[MeasureEvent], samples: Sequence[ResourceEvent], gpu: int) -> dict[str, str]:
     """Each probe case's GPU while its calls ran (health.during: the mean SM clock and power, the share at the power
     cap), by run_measures' names: a power-capped GPU is seen beside its figure."""
-    spans: dict[str, tuple[float, float]] = {}
-    for m in measures:
-        key = f"{m.probe} {m.case}"
-        start, end = spans.get(key, (m.t - m.seconds, m.t))
-        spans[key] = (min(start, m.t - m.seconds), max(end, m.t))
-    out = {key: health.during(samples, gpu, *span) for key, span in spans.items()}
-    return {k: v for k, v in out.items() if v}
+    return {f"{probe} {case}": v for (probe, case), v in health.case_conditions(measures, samples, gpu).items()}
 
 
 def measure_of(case: str) -> str | None:

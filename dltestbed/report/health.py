@@ -17,7 +17,7 @@ from statistics import median
 from typing import Any
 
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.events import HealthEvent, ResourceEvent
+from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent
 
 # nvmlClocksEventReason* bits, in words
 REASONS = {
@@ -87,6 +87,19 @@ def during(samples: Iterable[ResourceEvent], gpu: int, start: float, end: float)
     words = [f"SM {sum(clocks) / len(clocks):.0f} MHz"] if clocks else []
     words += [f"{sum(power) / len(power):.0f} W"] if power else []
     return ", ".join(words) + f", {REASONS[0x4]} in {capped:.0%} of {len(seen)} sample(s)"
+
+
+def case_conditions(
+    measures: Iterable[MeasureEvent], samples: Sequence[ResourceEvent], gpu: int
+) -> dict[tuple[str, str], str]:
+    """(probe, case) → one GPU while that probe case's calls ran (`during`, over the span of its measures), for the
+    cases some sample was taken in."""
+    spans: dict[tuple[str, str], tuple[float, float]] = {}
+    for m in measures:
+        start, end = spans.get((m.probe, m.case), (m.t - m.seconds, m.t))
+        spans[m.probe, m.case] = (min(start, m.t - m.seconds), max(end, m.t))
+    out = {k: during(samples, gpu, *span) for k, span in spans.items()}
+    return {k: v for k, v in out.items() if v}
 
 
 def busy(samples: Iterable[ResourceEvent], gpu: int) -> list[dict[str, Any]]:

@@ -203,12 +203,7 @@ def _during(
     if named is None and len(gpus) != 1:
         return {}
     index = int(named) if named is not None else next(iter(gpus))
-    spans: dict[tuple[str, str], tuple[float, float]] = {}
-    for m in measures:
-        start, end = spans.get((m.probe, m.case), (m.t - m.seconds, m.t))
-        spans[m.probe, m.case] = (min(start, m.t - m.seconds), max(end, m.t))
-    out = {k: health.during(samples, index, *span) for k, span in spans.items()}
-    return {k: v for k, v in out.items() if v}
+    return health.case_conditions(measures, samples, index)
 
 
 def _rate_of(
