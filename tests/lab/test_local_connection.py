@@ -72,6 +72,20 @@ def test_a_mixed_inventory_runs_a_job_over_the_local_node_and_two_ssh_hosts(
         assert r["fingerprint"]["transport"] == ("local" if r["host"] == "here" else "ssh")
 
 
+def test_a_mixed_inventory_with_the_defaults_runs_each_node_on_its_own_transport(
+    mixed: tuple[LabState, Path], results: Path
+) -> None:
+    """The same inventory with bench's defaults (a single run on each node, the nodes at once)."""
+    _, inv = mixed
+    proc = run_cli("bench", "--inventory", str(inv), *SMALL, "--results", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    assert sorted(r["host"] for r in runs) == ["here", f"{NAME}-h1", f"{NAME}-h2"]
+    for r in runs:
+        assert r["status"] == "ok", r.get("reason")
+        assert r["fingerprint"]["transport"] == ("local" if r["host"] == "here" else "ssh")
+
+
 def test_provision_of_a_local_node_installs_inside_it_only(mixed: tuple[LabState, Path]) -> None:
     """`dltestbed provision` run inside a lab host (its own root filesystem) on an inventory of its localhost:
     the workload installed there by Ansible's local connection, nothing on this machine; then the node's own
