@@ -128,6 +128,28 @@ def shares() -> list[str]:
     return [str(ROOT)] + ([] if venv.is_relative_to(ROOT) else [str(venv)])
 
 
+def shared_lab(name: str, subnet: str, hosts: int, work: Path, env: dict[str, str]) -> tuple[Path, list[str]]:
+    """`lab up` of `hosts` hosts that share this checkout and its venv; the inventory naming that venv (shared:
+    provision installs nothing), written in `work`, and the hosts' names."""
+    lab = run(
+        "lab",
+        "up",
+        "--hosts",
+        str(hosts),
+        "--name",
+        name,
+        "--subnet",
+        subnet,
+        *(a for s in shares() for a in ("--share", s)),
+        env=env,
+    )
+    doc = yaml.safe_load(Path(lab.stdout.strip().splitlines()[-1]).read_text())
+    doc["all"]["vars"].update(dltestbed_venv=sys.prefix, dltestbed_venv_shared=True)
+    inventory = work / "inventory.yml"
+    inventory.write_text(yaml.safe_dump(doc))
+    return inventory, list(doc["all"]["children"]["bare_metal"]["hosts"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", default="8,16,32,64", help="sizes to bench, comma-separated (default 8,16,32,64)")
@@ -143,24 +165,8 @@ def main() -> None:
     env = {**os.environ, "DLTESTBED_LAB_DIR": os.environ.get("DLTESTBED_LAB_DIR", str(work / "labs")), "COLUMNS": "200"}
     try:
         t0 = time.perf_counter()
-        lab = run(
-            "lab",
-            "up",
-            "--hosts",
-            str(max(sizes)),
-            "--name",
-            args.name,
-            "--subnet",
-            args.subnet,
-            *(a for s in shares() for a in ("--share", s)),
-            env=env,
-        )
+        inventory, names = shared_lab(args.name, args.subnet, max(sizes), work, env)
         up_s = time.perf_counter() - t0
-        doc = yaml.safe_load(Path(lab.stdout.strip().splitlines()[-1]).read_text())
-        doc["all"]["vars"].update(dltestbed_venv=sys.prefix, dltestbed_venv_shared=True)
-        inventory = work / "inventory.yml"
-        inventory.write_text(yaml.safe_dump(doc))
-        names = list(doc["all"]["children"]["bare_metal"]["hosts"])
         t0 = time.perf_counter()
         prov = run("provision", "--layout", "distributed", "--inventory", str(inventory), env=env)
         prov_s = time.perf_counter() - t0

@@ -70,6 +70,8 @@ LEVELS = {
     "burn-in": "standard, then the screen and a model run in rounds for --hold (default 4 h): a node that slows "
     "down over the hours fails",
 }
+# accept --unreachable: the verdict of a node that could not be reached, provisioned or measured (the default first)
+UNREACHABLE = ("cannot-judge", "fail")
 AUTO_PRESET = "auto"  # gpu where this machine's TensorFlow has a GPU, else quick
 PRESETS = ("quick", "study", "gpu")  # what each holds: orchestrate/presets.py
 ORDERS = ("interleaved", "random")

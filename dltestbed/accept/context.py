@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from dltestbed.accept.levels import Level
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import State
 from dltestbed.config import DEFAULT_FRAMEWORK
+from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import (
     BenchObserver,
     BenchRequest,
@@ -26,6 +30,7 @@ from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
 
 BARE_METAL = ("bm",)  # acceptance measures the nodes themselves
 PREFLIGHT = "preflight"  # the stage whose facts say whether the nodes have GPUs
+REJOIN = "rejoin"  # the stage that measures the nodes left out again, once mended (--resume)
 
 
 @dataclass
@@ -44,6 +49,34 @@ class Ctx:
         """What a finished stage found ({} when it did not run)."""
         rec = self.state.stages.get(stage)
         return rec.data if rec is not None else {}
+
+    @property
+    def out(self) -> dict[str, tuple[str, str]]:
+        """The nodes left out of the stages after the one that could not reach, provision or measure them:
+        node → (that stage, why), from the finished stages' data ("out")."""
+        found: dict[str, tuple[str, str]] = {}
+        for name, rec in self.state.stages.items():
+            if name == REJOIN:
+                continue
+            for node, why in (rec.data.get("out") or {}).items():
+                found.setdefault(node, (name, why))
+        back = self.data(REJOIN)  # a resume that tried them again: those that came back, and those still out
+        for node in back.get("rejoined", []):
+            found.pop(node, None)
+        for node, why in (back.get("out") or {}).items():
+            found[node] = (REJOIN, why)
+        return found
+
+    @property
+    def live(self) -> tuple[str, ...]:
+        """The nodes the stages still measure: every node not left out."""
+        out = self.out
+        return tuple(n for n in self.nodes if n not in out)
+
+    def options(self, **scenario: Any) -> Options:
+        """A bench's scenario options with the acceptance's --parallel: nodes at once (at most N), or one by one."""
+        cap = self.request.parallel
+        return Options(parallel=cap != 1, hosts_at_once=cap if cap not in (None, 1) else None, **scenario)
 
     def data_benches(self, stage: str) -> list[str]:
         """The benches a finished stage stored ([] when it did not run)."""
@@ -69,13 +102,11 @@ class Ctx:
         scenario: Options | None = None,
         repeat: int = 1,
     ) -> str:
-        """Run one bench on the nodes (or `limit`'s) and return its id."""
+        """Run one bench on the nodes still measured (or `limit`'s) and return its id."""
         w = replace(workloads, frameworks=(self.framework,))
-        options = scenario or Options(parallel=self.request.parallel)
+        options = scenario or self.options()
         machines = Machines(
-            targets=BARE_METAL,
-            inventory=self.request.inventory,
-            limit=",".join(limit) if limit is not None else self.request.limit,
+            targets=BARE_METAL, inventory=self.request.inventory, limit=",".join(self.live if limit is None else limit)
         )
         req = BenchRequest(w, Repetitions(repeat=str(repeat)), options, machines, self.request.results)
         return run_bench(req, self.observer).bench_id
@@ -97,6 +128,21 @@ def on_every_node(packages: Mapping[str, Mapping[str, str]]) -> list[str]:
     have = [frameworks_in(p) for p in packages.values()]
     common = set.intersection(*have) if have else set()
     return sorted(common, key=lambda n: (n != DEFAULT_FRAMEWORK, n))
+
+
+def golden_spec(path: Path | None) -> dict[str, str] | None:
+    """The golden spec: a YAML mapping of fact → value (drift.FACTS' names), or one line."""
+    if path is None:
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--golden {str(path)!r}: cannot read ({exc.strerror})") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--golden {str(path)!r}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or not doc:
+        raise ConfigError(f"--golden {str(path)!r}: give a mapping of fact to value, e.g. 'driver: 570.133.20'")
+    return {str(k): str(v) for k, v in doc.items()}
 
 
 def read_runs(store: Store, benches: Sequence[str]) -> list[RunRecord]:

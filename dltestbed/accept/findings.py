@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from statistics import median
 from typing import Any
-
-import yaml
 
 from dltestbed.accept import facts as facts_mod
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
+from dltestbed.accept.context import golden_spec
 from dltestbed.accept.stages import (
     STAGES,
     Ctx,
@@ -23,33 +21,19 @@ from dltestbed.accept.stages import (
     Measure,
     NodeGpus,
     Preflight,
+    Rejoin,
     SecondPass,
     failures,
     node_measures,
+    pair_runs,
     read_runs,
 )
-from dltestbed.errors import ConfigError
 from dltestbed.report import drift as drift_mod
 from dltestbed.report import gpu_verdicts
 from dltestbed.report.gpu_verdicts import GpuVerdict, Reason
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
-
-
-def golden_spec(path: Path | None) -> dict[str, str] | None:
-    """The golden spec: a YAML mapping of fact → value (drift.FACTS' names), or one line."""
-    if path is None:
-        return None
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"--golden {str(path)!r}: cannot read ({exc.strerror})") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--golden {str(path)!r}: not YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(doc, dict) or not doc:
-        raise ConfigError(f"--golden {str(path)!r}: give a mapping of fact to value, e.g. 'driver: 570.133.20'")
-    return {str(k): str(v) for k, v in doc.items()}
 
 
 def _cpu_shares(store: Store, runs: Sequence[RunRecord]) -> dict[str, float]:
@@ -84,7 +68,7 @@ def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
             why = "its pair's network or all-reduce failed, and no known-good node was left to pair it with"
             out.setdefault(node, []).append(Reason("pairs", UNDECIDED, why))
             continue
-        runs = [r for r in store.runs(bench_id=bench) if r.role == "foreground"]
+        runs = pair_runs([r for r in store.runs(bench_id=bench) if r.role == "foreground"], (node, partner))
         bad = [r for r in runs if r.status != "ok"]
         if bad or not runs:
             said = bad[0].reason if bad else "no run"
@@ -94,6 +78,30 @@ def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
         else:
             why = f"its pair failed in the first pass; with known-good {partner} it worked"
             out.setdefault(node, []).append(Reason("pairs", PASS, why, "", f"bench {bench}"))
+    return out
+
+
+def _controls(second: Mapping[str, Any], store: Store) -> dict[str, dict[str, dict[str, float]]]:
+    """Each suspect of the second pass → measure → its controls' values, measured in its own batch beside it."""
+    controls = second.get("controls", [])
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for batch in second.get("batches", []):
+        measured = node_measures(read_runs(store, batch["benches"]), store)
+        for node in batch["nodes"]:
+            out[node] = {
+                name: {c: values[c] for c in controls if c in values}
+                for name, values in measured.items()
+                if node in values
+            }
+    return out
+
+
+def _merged(*measures: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """measure → node → value, from several sets of them (each node in one)."""
+    out: dict[str, dict[str, float]] = {}
+    for m in measures:
+        for name, values in m.items():
+            out.setdefault(name, {}).update(values)
     return out
 
 
@@ -117,13 +125,13 @@ def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
     be compared with each other."""
     out = []
     for name, cls in STAGES.items():
-        if name in ctx.state.stages:
+        if name in ctx.state.stages or not cls.listed:
             continue
         why = "skipped (--skip)" if name in ctx.request.skip else cls().applies(ctx)
         if why:
             out.append(judge_mod.LeftOut(f"stage {name}", why))
-    if len(ctx.nodes) < judge_mod.PEERS_MIN:
-        why = f"{len(ctx.nodes)} node(s): a node is compared with its peers from {judge_mod.PEERS_MIN}"
+    if len(ctx.live) < judge_mod.PEERS_MIN:
+        why = f"{len(ctx.live)} node(s) measured: a node is compared with its peers from {judge_mod.PEERS_MIN}"
         out.append(judge_mod.LeftOut("peers", why))
     if len(ctx.nodes) == 1 and ctx.request.golden is None:
         why = "one node and no golden spec (--golden): nothing to compare its facts with"
@@ -148,35 +156,41 @@ def _compared(ctx: Ctx, node_facts: Mapping[str, Mapping[str, str]]) -> dict[str
 def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:
     """Everything the nodes are judged on, from the stages' data and the store; and every fact (for the pack)."""
     pre, fleet, second = ctx.data(Preflight.name), ctx.data(Fleet.name), ctx.data(SecondPass.name)
-    node_facts: dict[str, dict[str, str]] = pre.get("facts", {})
+    rejoin = ctx.data(Rejoin.name)  # the nodes left out, measured once mended (--resume)
+    rejoined = rejoin.get("rejoined", [])
+    node_facts: dict[str, dict[str, str]] = {**pre.get("facts", {}), **rejoin.get("facts", {})}
     drifts = drift_mod.drift(node_facts, golden_spec(ctx.request.golden)) if node_facts else []
     first_runs = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
     second_runs = read_runs(store, second.get("measure", []))
     hold_runs = read_runs(store, [b for r in ctx.data(Hold.name).get("rounds", []) for b in r])
     rerun = second.get("rerun", [])
+    back_runs = read_runs(store, rejoin.get("measure", []))
     measures = fleet.get("measures") or node_measures(first_runs, store)
     failed = {**fleet.get("failed", failures(first_runs))}
     second_failed = failures(second_runs)
     extra: dict[str, list[Reason]] = {}
-    for node, why in pre.get("failed", {}).items():
-        extra.setdefault(node, []).append(Reason("preflight", UNDECIDED, f"its facts could not be read: {why}"))
     held = {
         node: [Reason("burn-in", FAIL, f"a burn-in run failed: {why}", judge_mod.FAILED_ACTION)]
         for node, why in failures(hold_runs).items()
     }
     wrong_sums = gpus_mod.node_wrong(store, [*first_runs, *second_runs])
-    for src in (_pairs(ctx, store), _trends(ctx, store), held, wrong_sums):
+    mended = {
+        node: [Reason("runs", FAIL, f"a run failed once the node was mended: {why}", judge_mod.FAILED_ACTION)]
+        for node, why in failures([r for r in back_runs if r.host in rejoined]).items()
+    }
+    for src in (_pairs(ctx, store), _trends(ctx, store), held, wrong_sums, mended):
         for node, reasons in src.items():
             extra.setdefault(node, []).extend(reasons)
-    for node in ctx.nodes:
-        if node not in node_facts and node not in pre.get("failed", {}) and pre:
-            extra.setdefault(node, []).append(Reason("preflight", UNDECIDED, "no preflight run reported its facts"))
     gpus: list[GpuVerdict] = []
     if ctx.gpu:
-        final = [r for r in first_runs if r.host not in rerun] + second_runs
-        superseded = [r for r in first_runs if r.host in rerun] + hold_runs  # their XIDs and wrong results count
+        # a rerun node's second-pass runs replace its first; the controls' second-pass runs judge no GPU, but their
+        # XIDs and wrong results count, as every superseded run's do
+        final = [r for r in first_runs if r.host not in rerun] + [r for r in second_runs if r.host in rerun]
+        final += [r for r in back_runs if r.host in rejoined]
+        superseded = [r for r in first_runs if r.host in rerun] + [r for r in second_runs if r.host not in rerun]
+        superseded += hold_runs + [r for r in back_runs if r.host not in rejoined]
         gpus = gpus_mod.verdicts(store, final, ctx.request.expected, superseded)
-        for node, count in pre.get("gpus", {}).items():
+        for node, count in {**pre.get("gpus", {}), **rejoin.get("gpus", {})}.items():
             judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
             if judged < count:
                 why = f"preflight saw {count} GPU(s); {judged} were measured"
@@ -186,7 +200,10 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         nodes=ctx.nodes,
         drifts=drifts,
         measures=measures,
-        second=node_measures(second_runs, store),
+        second=_merged(
+            node_measures([r for r in second_runs if r.host in rerun], store),
+            node_measures([r for r in back_runs if r.host in rejoined], store),
+        ),
         failed=failed,
         failed_second={n: second_failed.get(n) for n in rerun},
         causes=_causes(store, second_runs or first_runs, first_runs, slow),
@@ -196,10 +213,16 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         compared=_compared(ctx, node_facts),
         drift_basis=drift_mod.GOLDEN if len(ctx.nodes) == 1 and ctx.request.golden else "the fleet's majority",
         left_out=left_out(ctx, gpus),
+        out=ctx.out,
+        out_verdict=FAIL if ctx.request.unreachable == "fail" else UNDECIDED,
+        controls=_controls(second, store) | _controls(rejoin, store),
+        rejoined=tuple(rejoined),
+        together=second.get("together", True),
     )
     every = {
         "nodes": node_facts,
         "fingerprints": {r.host: r.fingerprint for r in first_runs if r.status == "ok"},
-        "measures": {"first pass": measures, "second pass": f.second},
+        "measures": {"first pass": measures, "second pass": f.second, "controls": f.controls},
+        "left out": {node: {"stage": stage, "why": why} for node, (stage, why) in f.out.items()},
     }
     return f, every

@@ -5,13 +5,20 @@ confirmed by a second pass before it fails, on runs that failed, and on its GPUs
 
 The peer rule, as the fleet report's: a node is slow in a measure when its leave-one-out modified z-score is
 below −3.5 and it is at least `slowdown` % below the other nodes' median (Iglewicz & Hoaglin; needs 3 nodes).
-A slowdown counts only when it holds over a whole run's timed steps, in the first pass and again in the second
-(its rerun judged against the same peers' first-pass values)."""
+A slowdown counts only when it holds over a whole run's timed steps in the first pass and again in the second,
+where the suspect is rerun at the same time as known-good controls and judged against their median alone, by
+the same `slowdown` bar (a z-score needs more peers than a second pass has): what slows every node of a pass
+(a shared fabric, filesystem or power budget; in a lab, shared cores) slows its controls too. Fewer than
+CONTROLS_MIN controls: the suspicion cannot be confirmed.
+
+A node the stages could not reach, provision or measure is left out of the stages after, and judged on that
+alone: cannot judge (or fail, as the site chooses), naming the stage and why."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 
 from dltestbed.report import ROBUST_Z
 from dltestbed.report.drift import Drift
@@ -20,10 +27,12 @@ from dltestbed.report.inference import PeerScore, slow_outliers
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 
 PEERS_MIN = 3  # nodes needed to judge one against the others
+CONTROLS_MIN = 2  # known-good nodes beside a suspect in the second pass, to judge it against their median
 SLOW_ACTION = "drain the node; look at what else runs on it, its clocks, power and cooling; accept it again once mended"
 DRIFT_ACTION = "install the fleet's (or the golden spec's) version on the node and accept it again"
 BURN_IN_ACTION = "drain the node; look at its cooling, power and clocks over time (a board that slows as it heats)"
 FAILED_ACTION = "drain the node and read the run's log; accept it again once mended"
+OUT_ACTION = "mend the node (power, network, SSH, install); `dltestbed accept --resume` measures it beside controls"
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,17 @@ class Findings:
     compared: Mapping[str, Sequence[str]] = field(default_factory=dict)  # node → the facts its drift compared
     drift_basis: str = "the fleet's majority"  # what they were compared with (or "the golden spec")
     left_out: Sequence[LeftOut] = ()  # checks not made, with why (one node: no peers, no pair)
+    out: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # node → (stage, why) it was left out
+    out_verdict: str = UNDECIDED  # what a node left out gets: cannot judge, or fail (--unreachable fail)
+    # the second pass: suspect → measure → control → its value, measured beside it; and whether at the same time
+    controls: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    together: bool = True
+    rejoined: Sequence[str] = ()  # nodes left out, then measured once mended (--resume): `second` has their values
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The nodes measured: every node not left out."""
+        return tuple(n for n in self.nodes if n not in self.out)
 
 
 @dataclass(frozen=True)
@@ -103,10 +123,11 @@ def suspects(measures: Mapping[str, Mapping[str, float]], slowdown: float) -> li
     return out
 
 
-def still_slow(s: Suspect, first: Mapping[str, float], rerun: float, slowdown: float) -> PeerScore | None:
-    """The rerun of a suspect against the same peers' first-pass values: its score when still slow, else None."""
-    values = {**first, s.node: rerun}
-    return slow_outliers(values, ROBUST_Z, slowdown).get(s.node)
+def against_controls(value: float, controls: Mapping[str, float]) -> tuple[float, float]:
+    """A rerun against its controls' values: their median and how far below it the rerun is, in % (negative:
+    above it)."""
+    mid = median(controls.values())
+    return mid, (1 - value / mid) * 100
 
 
 def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
@@ -121,27 +142,31 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
             why = f"{first}; the second pass did not measure it again"
             out.append(Reason(s.measure, UNDECIDED, why, "accept the node again", f"{s.value:.4g}"))
             continue
-        again = still_slow(s, f.measures[s.measure], rerun, f.slowdown)
-        if again is None:
-            why = f"{first} in the first pass; cleared by the second pass ({rerun:.4g}, within its peers)"
-            out.append(Reason(s.measure, PASS, why, "", f"first {s.value:.4g}, second {rerun:.4g}"))
-            continue
-        cause = f.causes.get(node)
-        why = f"{first}; the second pass measured it {(1 - rerun / again.median) * 100:.0f} % below" + (
-            f"; cause: {cause}" if cause else ""
-        )
-        evidence = f"first {s.value:.4g}, second {rerun:.4g}, peers' median {again.median:.4g}"
-        out.append(Reason(s.measure, FAIL, why, SLOW_ACTION, evidence))
+        r = _beside(f, node, s.measure, rerun, f"first {s.value:.4g}, second {rerun:.4g}, ")
+        if r is None:
+            controls = f.controls.get(node, {}).get(s.measure, {})
+            why = (
+                f"{first} in the first pass; the suspicion cannot be confirmed: {len(controls)} known-good node(s) "
+                f"ran beside it in the second pass, where {CONTROLS_MIN} are needed"
+            )
+            out.append(Reason(s.measure, UNDECIDED, why, "accept it again with more like nodes", f"{rerun:.4g}"))
+        elif r.verdict == PASS:
+            why = f"{first} in the first pass; cleared by the second pass: {r.why}"
+            out.append(Reason(s.measure, PASS, why, "", r.evidence))
+        else:
+            cause = f.causes.get(node)
+            why = f"{first}; the second pass measured it {r.why}" + (f"; cause: {cause}" if cause else "")
+            out.append(Reason(s.measure, FAIL, why, SLOW_ACTION, r.evidence))
     suspected = {s.measure for s in mine}
     alone = sorted(name for name, values in f.measures.items() if node in values)
-    if alone and len(f.nodes) < PEERS_MIN and not any(g.gpu.rsplit(":", 1)[0] == node for g in f.gpus):
+    if alone and len(f.judged) < PEERS_MIN and not any(g.gpu.rsplit(":", 1)[0] == node for g in f.gpus):
         why = (
-            f"{len(f.nodes)} node(s): its measures ({', '.join(alone)}) have no peers to be compared with (from "
+            f"{len(f.judged)} node(s): its measures ({', '.join(alone)}) have no peers to be compared with (from "
             f"{PEERS_MIN}) and no board's values: a node without GPUs is not judged on its speed alone"
         )
         out.append(Reason("peers", UNDECIDED, why, "accept it with 2 or more like nodes, or against golden ones"))
     for name, values in f.measures.items():
-        if node not in values or name in suspected or len(f.nodes) < PEERS_MIN:
+        if node not in values or name in suspected or len(f.judged) < PEERS_MIN:
             continue
         if len(values) < PEERS_MIN:
             why = f"{name}: {len(values)} node(s) measured it; a peer comparison needs {PEERS_MIN}"
@@ -155,12 +180,44 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
     return out
 
 
+def _beside(f: Findings, node: str, name: str, rerun: float, first: str) -> Reason | None:
+    """A value measured beside controls (a suspect's rerun, or a mended node's), against their median: a reason,
+    or None where the controls are too few (the caller says so in its words)."""
+    controls = f.controls.get(node, {}).get(name, {})
+    if len(controls) < CONTROLS_MIN:
+        return None
+    mid, off = against_controls(rerun, controls)
+    when = "at the same time" if f.together else "in the same pass, one after another (--no-parallel)"
+    evidence = f"{first}controls' median {mid:.4g} (" + ", ".join(f"{c} {v:.4g}" for c, v in controls.items()) + ")"
+    said = f"{off:.0f} % below" if off >= 0 else f"{-off:.0f} % above"
+    beside = f"{said} the median of its controls {', '.join(controls)}, measured {when}"
+    if off < f.slowdown:
+        return Reason(name, PASS, beside, "", evidence)
+    return Reason(name, FAIL, beside, SLOW_ACTION, evidence)
+
+
+def _mended(f: Findings, node: str) -> list[Reason]:
+    """A node left out and measured once mended (--resume): each measure against the controls measured beside it."""
+    mine = {name: values[node] for name, values in f.second.items() if node in values}
+    if not mine:
+        return [Reason("measures", UNDECIDED, "not measured once mended", "accept it again")]
+    out = []
+    for name, value in mine.items():
+        r = _beside(f, node, name, value, f"once mended {value:.4g}, ")
+        if r is None:
+            few = f"{name}: measured once mended; fewer than {CONTROLS_MIN} known-good nodes ran beside it"
+            out.append(Reason(name, UNDECIDED, few, "accept it again with more like nodes", f"{value:.4g}"))
+        else:
+            out.append(Reason(name, r.verdict, f"{name} once mended (--resume): {r.why}", r.action, r.evidence))
+    return out
+
+
 def _failures(f: Findings, node: str) -> list[Reason]:
     first = f.failed.get(node)
     if first is None:
         ran = any(node in values for values in f.measures.values())
         return [Reason("runs", PASS, "every run of the first pass worked")] if ran else []
-    if len(f.failed) == len(f.nodes) and all(f.failed_second.get(n) for n in f.nodes):
+    if len(f.failed) == len(f.judged) and all(f.failed_second.get(n) for n in f.judged):
         return [Reason("runs", UNDECIDED, f"a check failed on every node, twice ({first}): it cannot run here")]
     if node not in f.failed_second:
         return [Reason("runs", UNDECIDED, f"a run failed ({first}) and was not run again")]
@@ -226,11 +283,26 @@ def trends(rounds: Sequence[Mapping[tuple[str, str, str], float]], slowdown: flo
     return out
 
 
+def _left_out(f: Findings, node: str) -> NodeVerdict:
+    """A node the stages left out: judged on that alone, naming the stage and why."""
+    stage, why = f.out[node]
+    said = f"not measured: left out at stage {stage}: {why}"
+    return NodeVerdict(node, f.out_verdict, (Reason(f"stage {stage}", f.out_verdict, said, OUT_ACTION),))
+
+
 def judge(f: Findings) -> list[NodeVerdict]:
     """Every node's verdict, in the order of `f.nodes`."""
     out = []
     found = suspects(f.measures, f.slowdown)
     for node in f.nodes:
+        if node in f.out:
+            out.append(_left_out(f, node))
+            continue
+        if node in f.rejoined:
+            reasons = _drift(f, node) + _mended(f, node) + _gpus(f, node) + [*f.extra.get(node, ())]
+            gpus = tuple(g for g in f.gpus if g.gpu.rsplit(":", 1)[0] == node)
+            out.append(NodeVerdict(node, worst(reasons), tuple(reasons), gpus))
+            continue
         mine = [s for s in found if s.node == node]
         reasons = _drift(f, node) + _failures(f, node) + _measured(f, node, mine) + _gpus(f, node)
         reasons += f.extra.get(node, ())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dltestbed.choices import UNREACHABLE
 from dltestbed.report import FLEET_MIN_SLOWDOWN
 
 
@@ -20,7 +21,7 @@ class AcceptRequest:
     golden: Path | None = None  # a golden spec of facts (YAML: fact → value); else the fleet's majority
     expected: Path | None = None  # a site's expected values per board, over the shipped ones
     slowdown: float = FLEET_MIN_SLOWDOWN  # % below its peers' median a node must be (with z < −3.5) to be slow
-    parallel: bool = True  # the nodes at once (False: one after another, for a machine the nodes share)
+    parallel: int | None = None  # nodes measured at once at most (None: all at once; 1: one after another)
     skip: tuple[str, ...] = ()  # stages not to run (stages.STAGES' names)
     framework: str | None = None  # None: the one installed on every node (preflight reads it), the default first
     hold_seconds: float | None = None  # burn-in: how long (None: the level's)
@@ -29,3 +30,4 @@ class AcceptRequest:
     on_pass: str | None = None  # remedy.RESUME, or a site's command
     apply: bool = False  # run the remedies (else they are shown, a dry run)
     limit: str | None = None  # only these hosts or groups of the inventory
+    unreachable: str = UNREACHABLE[0]  # the verdict of a node left out: cannot judge (the default), or fail

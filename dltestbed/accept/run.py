@@ -7,13 +7,15 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dltestbed import __version__, evidence, inventory, remedy
 from dltestbed import expected as expected_mod
 from dltestbed.accept import golden, pack
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
-from dltestbed.accept.findings import findings, golden_spec
+from dltestbed.accept.context import golden_spec
+from dltestbed.accept.findings import findings
 from dltestbed.accept.levels import level as level_of
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.stages import (
@@ -23,10 +25,13 @@ from dltestbed.accept.stages import (
     Measure,
     Preflight,
     Provision,
+    Rejoin,
+    SecondPass,
     read_runs,
     run_stages,
 )
 from dltestbed.accept.state import State, digest
+from dltestbed.choices import UNREACHABLE
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchInterrupted, BenchObserver
 from dltestbed.report import gpu_verdicts
@@ -53,6 +58,10 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     golden spec, the site's expected values and the inventory's nodes (bare_metal). The nodes, and the
     inventory's digest."""
     level_of(request.level)
+    if request.unreachable not in UNREACHABLE:
+        raise ConfigError(f"--unreachable {request.unreachable!r}: give {' or '.join(UNREACHABLE)}")
+    if request.parallel is not None and request.parallel < 1:
+        raise ConfigError(f"--parallel {request.parallel}: give how many nodes at once, 1 or more")
     if request.framework is not None:
         frameworks.framework(request.framework)
     unknown = sorted(set(request.skip) - set(STAGES))
@@ -169,6 +178,16 @@ def _remedies(request: AcceptRequest, nodes: Sequence[judge_mod.NodeVerdict]) ->
     return remedy.apply(asked, dry_run=not request.apply)
 
 
+def _beside(data: dict[str, Any]) -> dict[str, object]:
+    """What a stage ran beside controls (the second pass, rejoin): its nodes in batches, each beside the same
+    controls, and whether at once."""
+    return {
+        "controls": data.get("controls", []),
+        "together": data.get("together", True),
+        "batches": [{"suspects": b["nodes"], "benches": b["benches"]} for b in data.get("batches", [])],
+    }
+
+
 def verdict(ctx: Ctx) -> AcceptOutcome:
     """Judge every node and GPU, do (or show) the remedies, write the pack, sign its manifest."""
     store = Store.open(ctx.request.results, read_only=True)
@@ -195,9 +214,13 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
         "sensitivity": (
             f"A node is slow in a measure when it is at least {ctx.request.slowdown:g} % below its peers' median "
             "with a leave-one-out modified z-score below −3.5 (Iglewicz & Hoaglin), over a whole run's timed "
-            f"steps ({ctx.level.steps} steps; probes {ctx.level.probe_steps} calls a case), in the first pass and "
-            "again in the second. A GPU fails a measure below 0.75 of what a healthy board of its kind reaches."
+            f"steps ({ctx.level.steps} steps; probes {ctx.level.probe_steps} calls a case), in the first pass; and "
+            f"again in the second, at least {ctx.request.slowdown:g} % below the median of {judge_mod.CONTROLS_MIN} "
+            "or more known-good controls measured beside it. A GPU fails a measure below 0.75 of what a healthy "
+            "board of its kind reaches."
         ),
+        "second_pass": _beside(ctx.data(SecondPass.name)),
+        "rejoined": _beside(ctx.data(Rejoin.name)) | {"nodes": ctx.data(Rejoin.name).get("rejoined", [])},
     }
     pack.write(ctx.request.out, summary, nodes, every, ctx.request.inventory, done, f.left_out)
     evidence.write_manifest(ctx.request.out)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from math import log
 from statistics import median
 from typing import Any, ClassVar
 
 from dltestbed import __version__
 from dltestbed.accept import facts as facts_mod
-from dltestbed.accept.context import PREFLIGHT, Ctx, frameworks_in, on_every_node, read_runs
+from dltestbed.accept.context import PREFLIGHT, REJOIN, Ctx, frameworks_in, golden_spec, on_every_node, read_runs
 from dltestbed.accept.gpus import failing_nodes
 from dltestbed.accept.judge import suspects
 from dltestbed.accept.state import StageRecord, digest
@@ -21,17 +23,21 @@ from dltestbed.accept.workloads import measure_benches, node_bench, pair_bench, 
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import DltestbedError
 from dltestbed.orchestrate import (
+    DID_NOT_ANSWER,
     BenchInterrupted,
     Workloads,
 )
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import provision
+from dltestbed.report import drift as drift_mod
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
 from dltestbed.workload.probes.base import ALLREDUCE_BYTES, size_words
 
-SKIPPABLE = ("provision", "node", "pairs", "second", "hold")  # the verdict needs the others
+SKIPPABLE = ("provision", "node", "pairs", "second", "hold", REJOIN)  # the verdict needs the others
+CONTROLS = 3  # known-good nodes measured beside the second pass's suspects, where there are (at least CONTROLS_MIN)
+NO_NODE_LEFT = "every node was left out by a stage before"
 
 
 class StageError(DltestbedError):
@@ -44,6 +50,7 @@ class Stage:
 
     name: ClassVar[str]
     title: ClassVar[str]
+    listed: ClassVar[bool] = True  # listed among the checks left out when it does not apply
 
     def applies(self, ctx: Ctx) -> str | None:
         """Why the stage does not apply to these nodes (None: it does)."""
@@ -85,24 +92,33 @@ class Provision(Stage):
         }
 
     def run(self, ctx: Ctx) -> StageRecord:
-        asked = ctx.request.framework or DEFAULT_FRAMEWORK  # none named: the default, beside what the nodes have
-        others = () if asked == DEFAULT_FRAMEWORK else (asked,)
-        layout = "distributed" if len(ctx.nodes) > 1 else "single"
-        report = provision(
-            ctx.request.inventory,
-            layout,
-            ctx.request.limit,
-            on_phase=lambda phase: ctx.observer.say(f"provision: {phase}"),
-            on_notice=ctx.observer.say,
-            frameworks=others,
+        report_id, out = provision_nodes(ctx, ctx.request.limit)
+        return StageRecord("", data={"provision": report_id, "out": out})
+
+
+def provision_nodes(ctx: Ctx, limit: str | None) -> tuple[str, dict[str, str]]:
+    """Provision the nodes (or `limit`'s): the report's id, and the nodes not provisioned with why (said in one
+    line: they are left out of the stages after)."""
+    asked = ctx.request.framework or DEFAULT_FRAMEWORK  # none named: the default, beside what the nodes have
+    others = () if asked == DEFAULT_FRAMEWORK else (asked,)
+    layout = "distributed" if len(ctx.nodes) > 1 else "single"
+    report = provision(
+        ctx.request.inventory,
+        layout,
+        limit,
+        on_phase=lambda phase: ctx.observer.say(f"provision: {phase}"),
+        on_notice=ctx.observer.say,
+        frameworks=others,
+    )
+    out = {h.name: h.reason or "not provisioned" for h in report.failed}
+    if out:
+        first = report.failed[0]
+        ctx.observer.say(
+            f"provision: {len(out)} of {len(report.hosts)} node(s) not provisioned ({first.name}: {first.reason}): "
+            "left out of the stages after, each judged on its own; once mended, `dltestbed accept --resume` "
+            "measures them beside controls"
         )
-        if report.failed:
-            first = report.failed[0]
-            raise DltestbedError(
-                f"provision: {len(report.failed)} of {len(report.hosts)} node(s) not provisioned ({first.name}: "
-                f"{first.reason}); mend them or leave them out (--limit), then accept again"
-            )
-        return StageRecord("", data={"provision": report.id})
+    return report.id, out
 
 
 @stage
@@ -110,19 +126,11 @@ class Preflight(Stage):
     name = PREFLIGHT
     title = "preflight: each node's GPU and host facts, for the drift check"
 
+    def applies(self, ctx: Ctx) -> str | None:
+        return None if ctx.live else NO_NODE_LEFT
+
     def run(self, ctx: Ctx) -> StageRecord:
-        probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
-        bench = ctx.bench(probe, scenario=Options(parallel=True))
-        store = Store.open(ctx.request.results, read_only=True)
-        try:
-            runs = read_runs(store, [bench])
-        finally:
-            store.close()
-        found = {r.host: facts_mod.node_facts(r.fingerprint) for r in runs if r.status == "ok"}
-        gpus = {r.host: len(r.fingerprint.get("gpus") or []) for r in runs if r.status == "ok"}
-        failed = {r.host: r.reason or r.status for r in runs if r.status != "ok"}
-        packages = {r.host: r.fingerprint.get("packages") or {} for r in runs if r.status == "ok"}
-        data = {"facts": found, "gpus": {k: v for k, v in gpus.items() if v}, "failed": failed}
+        bench, data, packages = preflight_facts(ctx, ctx.live)
         return StageRecord("", [bench], data | {"framework": self.framework(ctx, packages)})
 
     @staticmethod
@@ -138,14 +146,53 @@ class Preflight(Stage):
         return common[0]
 
 
+def preflight_facts(ctx: Ctx, nodes: Sequence[str]) -> tuple[str, dict[str, Any], dict[str, dict[str, str]]]:
+    """A light probe on the nodes, every node at once, for the facts in its fingerprint: its bench, what it found
+    (facts, GPUs and the nodes it could not measure, "out"), and each node's packages."""
+    probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
+    bench = ctx.bench(probe, limit=nodes, scenario=Options(parallel=True))
+    store = Store.open(ctx.request.results, read_only=True)
+    try:
+        runs = read_runs(store, [bench])
+    finally:
+        store.close()
+    found = {r.host: facts_mod.node_facts(r.fingerprint) for r in runs if r.status == "ok"}
+    gpus = {r.host: len(r.fingerprint.get("gpus") or []) for r in runs if r.status == "ok"}
+    out = {r.host: r.reason or r.status for r in runs if r.status != "ok"}
+    out |= {n: "no preflight run reported its facts" for n in nodes if n not in found and n not in out}
+    packages = {r.host: r.fingerprint.get("packages") or {} for r in runs if r.status == "ok"}
+    return bench, {"facts": found, "gpus": {k: v for k, v in gpus.items() if v}, "out": out}, packages
+
+
 @stage
 class Measure(Stage):
     name = "measure"
     title = "measure every node (every GPU of a node at once): the screen, the probes, the model"
 
+    def applies(self, ctx: Ctx) -> str | None:
+        return None if ctx.live else NO_NODE_LEFT
+
     def run(self, ctx: Ctx) -> StageRecord:
         # --init: the screen gives no expected value (its minutes are a verdict's, not a reference's)
-        return StageRecord("", measure_benches(ctx, None, skip=("screen",) if ctx.init else ()))
+        benches = measure_benches(ctx, None, skip=("screen",) if ctx.init else ())
+        store = Store.open(ctx.request.results, read_only=True)
+        try:
+            runs = read_runs(store, benches)
+        finally:
+            store.close()
+        return StageRecord("", benches, {"out": unanswered(runs)})
+
+
+def unanswered(runs: Sequence[RunRecord]) -> dict[str, str]:
+    """The nodes that did not answer when a bench began (every run of theirs failed so): node → why."""
+    by: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        by.setdefault(r.host, []).append(r)
+    return {
+        node: str(rs[0].reason)
+        for node, rs in by.items()
+        if all(r.status != "ok" and DID_NOT_ANSWER in (r.reason or "") for r in rs)
+    }
 
 
 @stage
@@ -154,6 +201,8 @@ class NodeGpus(Stage):
     title = "all of a node's GPUs together: all-reduce bus bandwidth"
 
     def applies(self, ctx: Ctx) -> str | None:
+        if not ctx.live:
+            return NO_NODE_LEFT
         if not ctx.gpu:
             return "the nodes have no GPU"
         fw = FRAMEWORKS[ctx.framework]
@@ -169,11 +218,12 @@ class Pairs(Stage):
     title = "across nodes: the network and all-reduce between pairs"
 
     def applies(self, ctx: Ctx) -> str | None:
-        return None if len(ctx.nodes) > 1 else "one node: no pair"
+        return None if len(ctx.live) > 1 else "one node: no pair" if len(ctx.nodes) == 1 else "fewer than 2 nodes left"
 
     def run(self, ctx: Ctx) -> StageRecord:
-        done = [[a, b, pair_bench(ctx, (a, b))] for a, b in pairs_of(ctx.nodes)]
-        return StageRecord("", [b for *_, b in done], {"pairs": done})
+        pairs = pairs_of(ctx.live)
+        bench = pair_bench(ctx, pairs)  # every disjoint pair at once: one round (an odd node's pair after)
+        return StageRecord("", [bench], {"pairs": [[a, b, bench] for a, b in pairs]})
 
 
 def node_measures(runs: Sequence[RunRecord], store: Store) -> dict[str, dict[str, float]]:
@@ -203,20 +253,32 @@ def failures(runs: Sequence[RunRecord]) -> dict[str, str]:
     return out
 
 
+def pair_runs(runs: Sequence[RunRecord], pair: Sequence[str]) -> list[RunRecord]:
+    """The runs of the jobs over exactly this pair of nodes (a bench holds every pair's jobs)."""
+    jobs: dict[str | None, list[RunRecord]] = {}
+    for r in runs:
+        jobs.setdefault(r.job_id, []).append(r)
+    return [r for rs in jobs.values() if {x.host for x in rs} == set(pair) for r in rs]
+
+
 @stage
 class Fleet(Stage):
     name = "fleet"
     title = "the fleet analysis: who is slower than its peers, whose runs failed"
 
+    def applies(self, ctx: Ctx) -> str | None:
+        return None if ctx.live else NO_NODE_LEFT
+
     def run(self, ctx: Ctx) -> StageRecord:
         store = Store.open(ctx.request.results, read_only=True)
         try:
             runs = read_runs(store, ctx.state.stages[Measure.name].benches + ctx.data_benches(NodeGpus.name))
+            runs = [r for r in runs if r.host in ctx.live]
             measures = node_measures(runs, store)
             gpu_nodes = failing_nodes(ctx.request.expected, store, runs) if ctx.gpu else []
             bad_pairs = []
             for a, b, bench in ctx.data(Pairs.name).get("pairs", []):
-                prs = read_runs(store, [bench])
+                prs = pair_runs(read_runs(store, [bench]), (a, b))
                 if not prs or any(r.status != "ok" for r in prs):
                     bad_pairs.append([a, b])
         finally:
@@ -227,27 +289,89 @@ class Fleet(Stage):
         return StageRecord("", [], {"measures": measures, "failed": failed, "rerun": rerun, "pairs": bad_pairs})
 
 
+def known_good(ctx: Ctx) -> list[str]:
+    """The nodes still measured that passed the first pass: not rerun, in no failed pair, with no drift."""
+    fleet = ctx.data(Fleet.name)
+    suspect = {n for pair in fleet.get("pairs", []) for n in pair} | set(fleet.get("rerun", []))
+    facts = ctx.data(PREFLIGHT).get("facts", {})
+    drifted = {d.node for d in drift_mod.drift(facts, golden_spec(ctx.request.golden))} if facts else set()
+    return [n for n in ctx.live if n not in suspect and n not in drifted]
+
+
+def beside_controls(ctx: Ctx, plan: Batches) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each batch of nodes measured beside the controls (one bench per measure, and all of a node's GPUs together
+    where that stage ran): the batches ({"nodes", "benches"}), and every bench."""
+    batches, measured = [], []
+    for batch in plan.batches:
+        nodes = [*batch, *plan.controls]
+        benches = measure_benches(ctx, nodes)
+        if NodeGpus.name in ctx.state.stages:
+            benches.append(node_bench(ctx, nodes))
+        batches.append({"nodes": batch, "benches": benches})
+        measured += benches
+    return batches, measured
+
+
+def choose_controls(measures: Mapping[str, Mapping[str, float]], good: Sequence[str], count: int) -> list[str]:
+    """The `count` known-good nodes nearest their fleet's median over every measure (the sum of each measure's
+    |log(value / median)|), in that order; ties in the order given."""
+
+    def distance(node: str) -> float:
+        mids = {name: median(v.values()) for name, v in measures.items()}
+        kept = [(v[node], mids[name]) for name, v in measures.items() if v.get(node, 0) > 0 and mids[name] > 0]
+        return sum(abs(log(value / mid)) for value, mid in kept)
+
+    return sorted(good, key=lambda n: (distance(n), good.index(n)))[:count]
+
+
+@dataclass(frozen=True)
+class Batches:
+    """How the second pass runs its suspects beside its controls: the controls, the suspects of each batch
+    (each batch one bench per measure, the controls in every batch), and whether a batch's nodes ran at once."""
+
+    controls: list[str]
+    batches: list[list[str]]
+    together: bool
+
+
+def batches_of(rerun: Sequence[str], controls: Sequence[str], at_most: int | None) -> Batches:
+    """The suspects in batches beside the controls, within `at_most` nodes at once (None: no cap; 1: one after
+    another, one batch). A cap too small for CONTROLS_MIN controls beside a suspect keeps one control less."""
+    if not rerun:
+        return Batches(list(controls), [], True)
+    if at_most == 1:
+        return Batches(list(controls), [list(rerun)], False)
+    kept = list(controls) if at_most is None else list(controls[: max(0, at_most - 1)])
+    size = len(rerun) if at_most is None else max(1, at_most - len(kept))
+    return Batches(kept, [list(rerun[i : i + size]) for i in range(0, len(rerun), size)], True)
+
+
 @stage
 class SecondPass(Stage):
     name = "second"
-    title = "the second pass: only what failed, again; a suspect pair's nodes each with a known-good node"
+    title = (
+        "the second pass: what failed or was slow, again, beside known-good controls measured at the same time; "
+        "a suspect pair's nodes each with a known-good node"
+    )
+
+    def applies(self, ctx: Ctx) -> str | None:
+        return None if ctx.live else NO_NODE_LEFT
 
     def run(self, ctx: Ctx) -> StageRecord:
         fleet = ctx.data(Fleet.name)
-        rerun, bad_pairs = fleet.get("rerun", []), fleet.get("pairs", [])
-        measured = measure_benches(ctx, rerun) if rerun else []
-        if rerun and NodeGpus.name in ctx.state.stages:
-            measured.append(node_bench(ctx, rerun))
-        suspect = {n for pair in bad_pairs for n in pair}
-        good = [n for n in ctx.nodes if n not in suspect and n not in rerun]
-        pairs = []
-        for node in sorted(suspect, key=ctx.nodes.index):
-            if not good:
-                pairs.append([node, "", ""])
-                continue
-            pairs.append([node, good[0], pair_bench(ctx, (node, good[0]))])
-        benches = measured + [b for *_, b in pairs if b]
-        return StageRecord("", benches, {"rerun": rerun, "measure": measured, "pairs": pairs})
+        rerun = fleet.get("rerun", [])
+        good = known_good(ctx)
+        controls = choose_controls(fleet.get("measures", {}), good, CONTROLS) if rerun else []
+        plan = batches_of(rerun, controls, ctx.request.parallel)
+        batches, measured = beside_controls(ctx, plan)
+        # each node of a failed pair with a known-good node: a different one each where there are, all at once
+        ordered = sorted({n for pair in fleet.get("pairs", []) for n in pair}, key=ctx.nodes.index)
+        partners = [(node, good[i % len(good)]) for i, node in enumerate(ordered)] if good else []
+        bench = pair_bench(ctx, partners) if partners else ""
+        pairs = [[n, p, bench] for n, p in partners] + ([] if good else [[n, "", ""] for n in ordered])
+        data = {"rerun": rerun, "measure": measured, "pairs": pairs, "batches": batches}
+        data |= {"controls": plan.controls, "together": plan.together}
+        return StageRecord("", measured + ([bench] if bench else []), data)
 
 
 @stage
@@ -269,6 +393,47 @@ class Hold(Stage):
             ctx.observer.say(f"burn-in: round {len(rounds) + 1}")
             rounds.append(measure_benches(ctx, None, only=("screen", "model")))
         return StageRecord("", [b for r in rounds for b in r], {"rounds": rounds})
+
+
+@stage
+class Rejoin(Stage):
+    name = REJOIN
+    title = "the nodes left out, tried again once mended (--resume): provisioned, read, measured beside controls"
+    listed = False  # it applies only on a resume with nodes left out
+
+    def applies(self, ctx: Ctx) -> str | None:
+        if not ctx.out:
+            return "no node was left out"
+        return None if ctx.state.resumes else "not resumed: `dltestbed accept --resume` tries the nodes left out again"
+
+    def inputs(self, ctx: Ctx) -> dict[str, Any]:
+        return super().inputs(ctx) | {"resume": ctx.state.resumes, "out": sorted(ctx.out)}
+
+    def run(self, ctx: Ctx) -> StageRecord:
+        back = [n for n in ctx.nodes if n in ctx.out]
+        out: dict[str, str] = {}
+        if Provision.name not in ctx.request.skip:
+            _, out = provision_nodes(ctx, ",".join(back))
+        trying = [n for n in back if n not in out]
+        benches: list[str] = []
+        data: dict[str, Any] = {"facts": {}, "gpus": {}}
+        if trying:
+            bench, data, _ = preflight_facts(ctx, trying)
+            benches.append(bench)
+            out |= data.pop("out")
+        trying = [n for n in trying if n not in out]
+        controls = choose_controls(ctx.data(Fleet.name).get("measures", {}), known_good(ctx), CONTROLS)
+        plan = batches_of(trying, controls if trying else [], ctx.request.parallel)
+        batches, measured = beside_controls(ctx, plan)
+        if measured:
+            store = Store.open(ctx.request.results, read_only=True)
+            try:
+                out |= {n: why for n, why in unanswered(read_runs(store, measured)).items() if n in trying}
+            finally:
+                store.close()
+        data |= {"out": out, "rejoined": [n for n in trying if n not in out], "measure": measured}
+        data |= {"batches": batches, "controls": plan.controls, "together": plan.together}
+        return StageRecord("", benches + measured, data)
 
 
 def run_stages(ctx: Ctx, say: Callable[[str], None], only: Collection[str] = ()) -> None:

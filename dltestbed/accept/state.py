@@ -43,6 +43,7 @@ class State:
     started_at: str
     request: str  # the digest of what was asked (inventory, level, options)
     stages: dict[str, StageRecord] = field(default_factory=dict)
+    resumes: int = 0  # how many times it was resumed: each resume tries the nodes left out again
 
     @classmethod
     def begin(cls, folder: Path, request: str, resume: bool) -> tuple[State, bool]:
@@ -53,7 +54,7 @@ class State:
             try:
                 doc = json.loads(path.read_text(encoding="utf-8"))
                 stages = {k: StageRecord(**v) for k, v in doc["stages"].items()}
-                old = cls(folder, doc["id"], doc["started_at"], doc["request"], stages)
+                old = cls(folder, doc["id"], doc["started_at"], doc["request"], stages, int(doc.get("resumes", 0)))
             except FileNotFoundError:
                 raise ConfigError(f"--resume: {folder} holds no acceptance to resume; run without --resume") from None
             except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -63,6 +64,7 @@ class State:
                     f"--resume: the acceptance in {folder} was asked with other inputs (inventory, level or "
                     "options); run without --resume, or with the same ones"
                 )
+            old.resumes += 1
             return old, True
         fresh = cls(folder, new_id("a"), now_iso(), request)
         carried = _previous(path, CARRIED)
@@ -91,6 +93,7 @@ class State:
             "started_at": self.started_at,
             "request": self.request,
             "stages": {k: asdict(v) for k, v in self.stages.items()},
+            "resumes": self.resumes,
         }
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{FILE}.tmp"

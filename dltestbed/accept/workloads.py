@@ -77,7 +77,7 @@ def measure_benches(
     out = []
     for name, m in workloads(ctx).items():
         if (not only or name in only) and name not in skip:
-            turn = Options(parallel=ctx.request.parallel, gpus_in_turn=True) if m.in_turn else None
+            turn = ctx.options(gpus_in_turn=True) if m.in_turn else None
             out.append(ctx.bench(m.workloads, limit=limit, repeat=m.repeat, scenario=turn))
     return out
 
@@ -105,9 +105,14 @@ def pairs_of(nodes: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def pair_bench(ctx: Ctx, pair: Sequence[str]) -> str:
-    """The network and all-reduce between two nodes: one distributed job of a worker on each."""
+def pair_bench(ctx: Ctx, pairs: Sequence[tuple[str, str]]) -> str:
+    """The network and all-reduce between nodes two by two: a distributed job of a worker on each node of a pair,
+    in one bench, the pairs that share no node at once, in one round (short probes, and the fabric measured as
+    loaded as a job over the rack would load it: --parallel N does not cap them; --no-parallel runs one at a
+    time)."""
     preset = "gpu" if ctx.gpu else "quick"
     probes = Workloads(suite="micro", preset=preset, probes=("net", "allreduce"), warmup=1, steps=ctx.level.probe_steps)
-    job = Options(scenario="distributed", workers=2, baseline=False, parallel=True)
-    return ctx.bench(probes, limit=pair, scenario=job)
+    jobs = tuple(tuple(p) for p in pairs)
+    nodes = list(dict.fromkeys(n for p in pairs for n in p))
+    job = Options(scenario="distributed", baseline=False, jobs=jobs, parallel=ctx.request.parallel != 1)
+    return ctx.bench(probes, limit=nodes, scenario=job)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dltestbed.choices import LEVELS
+from dltestbed.choices import LEVELS, UNREACHABLE
 from dltestbed.cli.options import RESULTS_HELP, Output
 
 if TYPE_CHECKING:  # annotations only: the command imports it when it runs (CLI start-up)
@@ -42,7 +42,15 @@ def accept(
         None, metavar="FILE", help="The site's expected values per board (TOML), over the shipped ones."
     ),
     slowdown: float = typer.Option(5.0, metavar="PCT", help="A node this far below its peers' median is slow (5)."),
-    parallel: bool = typer.Option(True, "--parallel/--no-parallel", help="Measure the nodes at once (default)."),
+    parallel: int | None = typer.Option(
+        None, metavar="N", help="Measure at most N nodes at once (default: every node at once)."
+    ),
+    no_parallel: bool = typer.Option(False, "--no-parallel", help="Measure one node at a time (--parallel 1)."),
+    unreachable: str = typer.Option(
+        UNREACHABLE[0],
+        metavar="VERDICT",
+        help=f"A node that cannot be reached, provisioned or measured: {' or '.join(UNREACHABLE)} (the first default).",
+    ),
     skip: list[str] | None = typer.Option(
         None, metavar="STAGE", help="A stage not to run, e.g. provision; repeatable."
     ),
@@ -62,9 +70,12 @@ def accept(
     results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
     fmt: Output = typer.Option("table", "--format", metavar="FMT", help="table (default), or json."),
 ) -> None:
-    """Accept new nodes: provision, preflight (drift of driver, firmware and versions), every GPU measured
-    (screen, probes, model), all GPUs of a node together, pairs of nodes, the fleet's outliers, a second pass
-    on what failed, then a verdict per node and GPU with its reasons, actions and evidence.
+    """Accept new nodes: provision, preflight (drift of driver, firmware, versions and the host's CPUs, memory
+    and NUMA), every GPU measured (screen, probes, model), all GPUs of a node together, pairs of nodes (each
+    node in one pair, all at once), the fleet's outliers, a second pass on what failed or was slow, rerun beside
+    known-good controls at the same time and judged against them, then a verdict per node and GPU with its
+    reasons, actions and evidence. A node that cannot be reached, provisioned or measured is left out of the
+    stages after and judged cannot judge (--unreachable fail: fail); the others go on.
 
     The evidence pack in --out: verdict.json, junit.xml (per node and GPU), report.html, facts.json, the
     inventory as used, the remedies, and MANIFEST.sha256 over every file, signed with --sign-key
@@ -89,7 +100,8 @@ def accept(
         golden=golden,
         expected=expected,
         slowdown=slowdown,
-        parallel=parallel,
+        parallel=1 if no_parallel else parallel,
+        unreachable=unreachable,
         skip=tuple(skip or ()),
         framework=framework,
         hold_seconds=seconds(hold) if hold is not None else None,

@@ -44,6 +44,13 @@ def up(
         "machine, the submit host, and a slurmd on each host under its own node name, partition `lab`. Export "
         "the SLURM_CONF line it prints, then `bench --launcher slurm`.",
     ),
+    capacity: bool = typer.Option(
+        False,
+        "--capacity",
+        help="Each host a fixed share of this machine's cores, in proportion to its CPUs (a CPU cgroup quota it "
+        "does not see): its speed does not depend on the other hosts, and a load on one host slows it alone, as on "
+        "a rack.",
+    ),
     share: list[str] | None = typer.Option(
         None,
         "--share",
@@ -65,7 +72,7 @@ def up(
             raise ConfigError(f"--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got {item!r})")
         cpus[key] = value
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion, with_slurm)
+    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion, with_slurm, capacity)
     took = time.monotonic() - t0
     shown = state.hosts if len(state.hosts) <= 8 else [*state.hosts[:3], None, *state.hosts[-2:]]
     names = ", ".join(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import yaml
 
 from dltestbed.errors import ConfigError
+from dltestbed.lab import cgroups, net, slurm
 from dltestbed.lab import host as lab_host
-from dltestbed.lab import net, slurm
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import (
     DEFAULT_SUBNET,
@@ -120,6 +120,7 @@ def _same_shape(old: LabState, want: LabState) -> bool:
         and old.shares == want.shares
         and (old.bastion is None) == (want.bastion is None)
         and old.slurm == want.slurm
+        and old.capacity == want.capacity
     )
 
 
@@ -141,14 +142,18 @@ def up(
     shares: Sequence[str] = (),
     bastion: bool = False,
     with_slurm: bool = False,
+    capacity: bool = False,
 ) -> LabState:
     """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
     name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find);
     `shares`: folders of this machine every host sees read-only at the same path (a shared filesystem);
     `bastion`: one more host, the only one this machine reaches (the inventory goes through it);
-    `with_slurm`: a Slurm cluster of the hosts, its controller on this machine (see lab.slurm)."""
+    `with_slurm`: a Slurm cluster of the hosts, its controller on this machine (see lab.slurm); `capacity`:
+    each host a fixed share of this machine's cores, in proportion to its CPUs (lab.cgroups), as a node has."""
     _require_root()
-    want = plan(name, hosts, subnet, containers, vms, cpus, shares, bastion, with_slurm)
+    want = plan(name, hosts, subnet, containers, vms, cpus, shares, bastion, with_slurm, capacity)
+    if capacity:
+        cgroups.hierarchy()  # a machine without a CPU controller: one line, before anything is made
     if with_slurm:
         slurm.check_installed()
     old = LabState.load(name)
@@ -239,6 +244,7 @@ def down(name: str = "lab") -> list[str]:
         _kill(live)
         first = []
     _kill(slurm.controller_pids(name, labs_root() / name))
+    removed += cgroups.remove(name)
     if slurm.remove_run_dir(name):
         removed.append(slurm.munge_dir(name))
     for h in hosts:

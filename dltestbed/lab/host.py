@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from dltestbed.lab import slurm
+from dltestbed.lab import cgroups, slurm
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import LabHost, LabState, labs_root
 
@@ -206,6 +206,9 @@ def start(lab: LabState, host: LabHost) -> int:
     ]
     if host.cpus:  # inherited by sshd and all it starts: a host with fewer cores
         argv = ["taskset", "--cpu-list", host.cpus, *argv]
+    if lab.capacity:  # its share of the cores its own: everything it starts is in its cgroup
+        cores = cgroups.share(slurm.node_cpus(host), sum(slurm.node_cpus(h) for h in lab.hosts))
+        argv = [*cgroups.prefix(cgroups.make(lab.name, host.name, cores)), *argv]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     log.close()
     return proc.pid

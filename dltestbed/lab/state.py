@@ -71,6 +71,7 @@ class LabState:
     hosts: list[LabHost] = field(default_factory=list)
     bastion: LabHost | None = None  # with --bastion: the only host this machine reaches; the others through it
     slurm: bool = False  # with --slurm: a Slurm cluster, slurmctld on this machine and a slurmd per host
+    capacity: bool = False  # with --capacity: each host a fixed share of the cores, by its CPUs (cgroups.py)
 
     @property
     def all_hosts(self) -> list[LabHost]:
@@ -126,11 +127,12 @@ def plan(
     shares: Sequence[str] = (),
     bastion: bool = False,
     slurm: bool = False,
+    capacity: bool = False,
 ) -> LabState:
     """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
     CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path;
     `bastion`: one more host, `<name>-bastion`, the only one this machine reaches; `slurm`: a Slurm
-    cluster of the hosts, controlled from this machine."""
+    cluster of the hosts, controlled from this machine; `capacity`: each host a fixed share of the cores."""
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
     try:
@@ -155,6 +157,7 @@ def plan(
         containers=containers,
         vms=vms,
         slurm=slurm,
+        capacity=capacity,
     )
     for i in range(1, hosts + 1):
         state.hosts.append(

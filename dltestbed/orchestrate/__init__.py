@@ -28,9 +28,11 @@ from dltestbed.orchestrate.request import (
 from dltestbed.orchestrate.running import run_on
 from dltestbed.results import influx
 from dltestbed.results.store import Store
+from dltestbed.targets.unreachable import DID_NOT_ANSWER
 from dltestbed.workload.frameworks import REGISTRY
 
 __all__ = [
+    "DID_NOT_ANSWER",
     "BenchInterrupted",
     "BenchObserver",
     "BenchOutcome",

@@ -9,6 +9,8 @@ from typing import Unpack
 from dltestbed.errors import TargetError
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
 
+DID_NOT_ANSWER = "did not answer when the bench began"  # in the reason of each of its runs
+
 
 class UnreachableTarget:
     """A target of any kind on a machine marked down (`label`, for messages): `run` raises TargetError
@@ -27,7 +29,7 @@ class UnreachableTarget:
 
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Nothing runs: the machine did not answer when the bench began."""
-        raise TargetError(f"{self.host} did not answer when the bench began: {self.why}")
+        raise TargetError(f"{self.host} {DID_NOT_ANSWER}: {self.why}")
 
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Nothing is running here to stop."""

@@ -40,6 +40,7 @@ class Single(Scenario):
                 timeout=options.timeout,
                 parallel=options.parallel,
                 sinks=env.sinks,
+                at_most=options.hosts_at_once,
                 reps=reps,
                 gpus=env.gpus,
                 in_turn=options.gpus_in_turn,
@@ -68,8 +69,15 @@ class Single(Scenario):
         return f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
 
     def announce(self, options: Options, hosts: Sequence[object], where: str, total: int) -> str:
-        mode = ("hosts at once" if options.parallel else "hosts one after another") if len(hosts) > 1 else ""
+        mode = _mode(options) if len(hosts) > 1 else ""
         return f" = {total} run(s) on {where} {mode}".rstrip()
+
+
+def _mode(options: Options) -> str:
+    """How a bench's hosts take their turns, in words."""
+    if not options.parallel:
+        return "hosts one after another"
+    return "hosts at once" if options.hosts_at_once is None else f"at most {options.hosts_at_once} hosts at once"
 
 
 def widest_half_width(records: Sequence[RunRecord]) -> float | None:
@@ -118,11 +126,13 @@ def run_all(
     reps: Sequence[int] | None = None,
     gpus: Sequence[GpuSlot | None] | None = None,
     in_turn: bool = False,
+    at_most: int | None = None,
 ) -> list[RunRecord]:
     """Run the plan on every machine's targets: machines at once (one thread each) or one after
     another; within a machine, interleaved (see `run_machine`). gpus: with --gpus per-gpu, each machine's GPU
     (machines then hold a set of targets per GPU, all of a host's GPUs at once, or with `in_turn` one after
-    another, hosts still at once unless not `parallel`).
+    another, hosts still at once unless not `parallel`). at_most: with `parallel`, at most this many hosts at
+    once (each host's GPUs together), the next host starting as one ends.
 
     One machine failing never stops or hides the others. Ctrl-C stops every machine's current run
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
@@ -142,15 +152,15 @@ def run_all(
 
         if not parallel or len(groups) == 1:
             return [r for ii in groups for r in host(ii)]
-        return _threads([partial(host, ii) for ii in groups], machines)
+        return _threads([partial(host, ii) for ii in groups], machines, at_most)
+
+    def together(ii: list[int]) -> list[RunRecord]:  # a host's machines (its GPUs, per-gpu) at once
+        return _at_once(bench, [machines[i] for i in ii], [bound[i] for i in ii], store, observer, timeout, sinks, reps)
+
     if not parallel and len(machines) > 1:  # hosts one after another; a host's GPUs (per-gpu) still at once
-        return [
-            r
-            for ii in groups
-            for r in _at_once(
-                bench, [machines[i] for i in ii], [bound[i] for i in ii], store, observer, timeout, sinks, reps
-            )
-        ]
+        return [r for ii in groups for r in together(ii)]
+    if at_most is not None and at_most < len(groups):  # at most `at_most` hosts at a time
+        return _threads([partial(together, ii) for ii in groups], machines, at_most)
     return _at_once(bench, machines, bound, store, observer, timeout, sinks, reps)
 
 
@@ -176,18 +186,23 @@ def _at_once(
     )
 
 
-def _threads(jobs: Sequence[Callable[[], list[RunRecord]]], machines: Sequence[Sequence[Target]]) -> list[RunRecord]:
-    """Each job in a thread of its own, their records in the jobs' order; Ctrl-C aborts every target of
-    `machines` and is raised again once the jobs have stopped."""
-    pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="dltestbed-machine")
+def _threads(
+    jobs: Sequence[Callable[[], list[RunRecord]]], machines: Sequence[Sequence[Target]], at_most: int | None = None
+) -> list[RunRecord]:
+    """Each job in a thread of its own (at most `at_most` at a time), their records in the jobs' order; Ctrl-C
+    aborts every target of `machines`, starts no further job, and is raised again once the jobs have stopped."""
+    width = len(jobs) if at_most is None else max(1, min(at_most, len(jobs)))
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="dltestbed-machine")
     futures = [pool.submit(job) for job in jobs]
     try:
         wait(futures)
     except KeyboardInterrupt:
+        for f in futures:  # a job not started yet never starts
+            f.cancel()
         for targets in machines:
             for t in targets:
                 t.abort()
-        wait(futures, timeout=60)
+        wait([f for f in futures if not f.cancelled()], timeout=60)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
