@@ -31,7 +31,9 @@ def accept(
     inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory of the nodes (group bare_metal)."),
     level: str = typer.Option("quick", metavar="NAME", help=LEVEL_HELP),
     out: Path = typer.Option(Path("acceptance"), metavar="DIR", help="The evidence pack's folder (and --resume's)."),
-    resume: bool = typer.Option(False, "--resume", help="Go on with the acceptance in --out: no finished stage again."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Go on with the acceptance in --out: no finished stage again; the nodes left out again."
+    ),
     init: bool = typer.Option(
         False, "--init", help="Measure these (golden) nodes and write --expected FILE from them instead of judging."
     ),
@@ -85,7 +87,7 @@ def accept(
     --expected FILE, per board, each value with its source; too noisy a measure is refused, nothing written.
 
     Exits 0 when every node passes (a warning passes), 1 when any fails, 3 when none fails but some cannot
-    be judged; 130 when stopped (--resume goes on).
+    be judged; 130 when stopped (--resume goes on, and tries the nodes left out again, measured beside controls).
     """
     from dltestbed.accept import AcceptRequest, run_accept, run_init
     from dltestbed.accept.levels import seconds

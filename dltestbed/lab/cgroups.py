@@ -22,9 +22,11 @@ from dltestbed.lab.net import LabError
 V1 = Path("/sys/fs/cgroup/cpu")
 V2 = Path("/sys/fs/cgroup")
 BASE = "dltestbed-lab"
-# the quota's period: 1 ms, the least the kernel takes, so a probe call of a millisecond is slowed evenly (a 100 ms
-# period stalls one call for tens of ms and not the next: the lab's probes then differ by 2x between hosts)
-PERIOD_US = 1_000
+# the quota's period, 10 ms, measured here with four 2-CPU hosts and one 1-CPU host at once: the hosts' GEMM and
+# memory probes within 0.78-0.96 of each other and AlexNet within 1 % (the 1-CPU host at 0.52); at 100 ms a probe
+# call is stalled for tens of ms and the next not (0.23-0.79), at 1 ms the kernel's 4 ms tick overruns the quota
+# (the 1-CPU host at 0.84)
+PERIOD_US = 10_000
 LEAF = "node"  # where the host's processes are: below the quota, which they do not see as theirs
 
 
