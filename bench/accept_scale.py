@@ -21,11 +21,10 @@ import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from fleet_scale import CLI, GOAL_RSS_MB, Sampler, machine_cpu_seconds, shared_lab
+from fleet_scale import CLI, GOAL_RSS_MB, Sampler, machine_cpu_seconds, shared_lab, workspace
 
 GOAL_CPU_RATIO = 1.5
 
@@ -109,10 +108,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the measurements here")
     args = ap.parse_args()
     sizes = sorted({int(x) for x in args.hosts.split(",") if x.strip()})
-    if os.geteuid() != 0:
-        sys.exit("accept_scale.py makes a lab: run it as root")
-    work = Path(tempfile.mkdtemp(prefix="dltestbed-accept-scale-"))
-    env = {**os.environ, "DLTESTBED_LAB_DIR": os.environ.get("DLTESTBED_LAB_DIR", str(work / "labs")), "COLUMNS": "200"}
+    work, env = workspace("accept_scale.py", "dltestbed-accept-scale-")
     try:
         inventory, names = shared_lab(args.name, args.subnet, max(sizes), work, env)
         rows = []

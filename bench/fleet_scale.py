@@ -128,6 +128,16 @@ def shares() -> list[str]:
     return [str(ROOT)] + ([] if venv.is_relative_to(ROOT) else [str(venv)])
 
 
+def workspace(script: str, prefix: str) -> tuple[Path, dict[str, str]]:
+    """A lab measurement's folder and environment (its labs in the folder unless $DLTESTBED_LAB_DIR says where);
+    root only: a lab needs it."""
+    if os.geteuid() != 0:
+        sys.exit(f"{script} makes a lab: run it as root")
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    env = {**os.environ, "DLTESTBED_LAB_DIR": os.environ.get("DLTESTBED_LAB_DIR", str(work / "labs")), "COLUMNS": "200"}
+    return work, env
+
+
 def shared_lab(name: str, subnet: str, hosts: int, work: Path, env: dict[str, str]) -> tuple[Path, list[str]]:
     """`lab up` of `hosts` hosts that share this checkout and its venv; the inventory naming that venv (shared:
     provision installs nothing), written in `work`, and the hosts' names."""
@@ -159,10 +169,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the measurements here")
     args = ap.parse_args()
     sizes = sorted({int(x) for x in args.hosts.split(",") if x.strip()})
-    if os.geteuid() != 0:
-        sys.exit("fleet_scale.py makes a lab: run it as root")
-    work = Path(tempfile.mkdtemp(prefix="dltestbed-fleet-"))
-    env = {**os.environ, "DLTESTBED_LAB_DIR": os.environ.get("DLTESTBED_LAB_DIR", str(work / "labs")), "COLUMNS": "200"}
+    work, env = workspace("fleet_scale.py", "dltestbed-fleet-")
     try:
         t0 = time.perf_counter()
         inventory, names = shared_lab(args.name, args.subnet, max(sizes), work, env)

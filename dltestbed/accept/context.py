@@ -111,6 +111,14 @@ class Ctx:
         req = BenchRequest(w, Repetitions(repeat=str(repeat)), options, machines, self.request.results)
         return run_bench(req, self.observer).bench_id
 
+    def runs(self, benches: Sequence[str]) -> list[RunRecord]:
+        """The foreground runs of `benches` in the acceptance's store, in order (read_runs, the store opened for it)."""
+        store = Store.open(self.request.results, read_only=True)
+        try:
+            return read_runs(store, benches)
+        finally:
+            store.close()
+
 
 def installed_here() -> str:
     """The framework installed on this machine, the default first (package metadata, nothing imported)."""

@@ -68,7 +68,7 @@ def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
             why = "its pair's network or all-reduce failed, and no known-good node was left to pair it with"
             out.setdefault(node, []).append(Reason("pairs", UNDECIDED, why))
             continue
-        runs = pair_runs([r for r in store.runs(bench_id=bench) if r.role == "foreground"], (node, partner))
+        runs = pair_runs(read_runs(store, [bench]), (node, partner))
         bad = [r for r in runs if r.status != "ok"]
         if bad or not runs:
             said = bad[0].reason if bad else "no run"

@@ -151,11 +151,7 @@ def preflight_facts(ctx: Ctx, nodes: Sequence[str]) -> tuple[str, dict[str, Any]
     (facts, GPUs and the nodes it could not measure, "out"), and each node's packages."""
     probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
     bench = ctx.bench(probe, limit=nodes, scenario=Options(parallel=True))
-    store = Store.open(ctx.request.results, read_only=True)
-    try:
-        runs = read_runs(store, [bench])
-    finally:
-        store.close()
+    runs = ctx.runs([bench])
     found = {r.host: facts_mod.node_facts(r.fingerprint) for r in runs if r.status == "ok"}
     gpus = {r.host: len(r.fingerprint.get("gpus") or []) for r in runs if r.status == "ok"}
     out = {r.host: r.reason or r.status for r in runs if r.status != "ok"}
@@ -175,12 +171,7 @@ class Measure(Stage):
     def run(self, ctx: Ctx) -> StageRecord:
         # --init: the screen gives no expected value (its minutes are a verdict's, not a reference's)
         benches = measure_benches(ctx, None, skip=("screen",) if ctx.init else ())
-        store = Store.open(ctx.request.results, read_only=True)
-        try:
-            runs = read_runs(store, benches)
-        finally:
-            store.close()
-        return StageRecord("", benches, {"out": unanswered(runs)})
+        return StageRecord("", benches, {"out": unanswered(ctx.runs(benches))})
 
 
 def unanswered(runs: Sequence[RunRecord]) -> dict[str, str]:
@@ -425,12 +416,7 @@ class Rejoin(Stage):
         controls = choose_controls(ctx.data(Fleet.name).get("measures", {}), known_good(ctx), CONTROLS)
         plan = batches_of(trying, controls if trying else [], ctx.request.parallel)
         batches, measured = beside_controls(ctx, plan)
-        if measured:
-            store = Store.open(ctx.request.results, read_only=True)
-            try:
-                out |= {n: why for n, why in unanswered(read_runs(store, measured)).items() if n in trying}
-            finally:
-                store.close()
+        out |= {n: why for n, why in unanswered(ctx.runs(measured)).items() if n in trying}
         data |= {"out": out, "rejoined": [n for n in trying if n not in out], "measure": measured}
         data |= {"batches": batches, "controls": plan.controls, "together": plan.together}
         return StageRecord("", benches + measured, data)

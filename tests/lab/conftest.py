@@ -46,6 +46,12 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["DLTESTBED_LAB_DIR"] = old
 
 
+def accept_argv(inv: Path, out: Path, results: Path, *more: str) -> list[str]:
+    """`dltestbed accept --level quick` of an inventory into a pack and a store, its verdict as JSON, and `more`."""
+    base = [sys.executable, "-m", "dltestbed", "accept", "--inventory", str(inv), "--level", "quick"]
+    return [*base, "--out", str(out), "--results", str(results), "--format", "json", *more]
+
+
 def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a command on a lab host with the lab's key and recorded host keys (strict checking)."""
     h = next(x for x in state.hosts if x.name == host)

@@ -21,7 +21,7 @@ import yaml
 from dltestbed import evidence, lab
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState
-from tests.lab.conftest import leftovers, ssh, this_checkout
+from tests.lab.conftest import accept_argv, leftovers, ssh, this_checkout
 
 NAME = "tk"
 SLOW, DRIFTED = f"{NAME}-h4", f"{NAME}-h3"
@@ -60,31 +60,16 @@ def rack(lab_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
 
 
 def _accept(inv: Path, out: Path, results: Path, key: Path, *more: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "dltestbed",
-        "accept",
-        "--inventory",
-        str(inv),
-        "--level",
-        "quick",
-        "--out",
-        str(out),
-        "--results",
-        str(results),
+    return accept_argv(
+        inv,
+        out,
+        results,
         "--no-parallel",  # the nodes share this machine's cores: one at a time
         "--slowdown",
         "25",  # the healthy nodes differ by up to 12 % between runs here; the slow one is about half as fast
-        "--sign-key",
-        str(key),
-        "--on-fail",
-        "drain",
-        "--apply",
-        "--format",
-        "json",
+        *("--sign-key", str(key), "--on-fail", "drain", "--apply"),
         *more,
-    ]
+    )
 
 
 def _benches(results: Path) -> list[str]:

@@ -21,7 +21,7 @@ import yaml
 
 from dltestbed import lab
 from dltestbed.lab.state import LabState
-from tests.lab.conftest import leftovers, ssh, this_checkout
+from tests.lab.conftest import accept_argv, leftovers, ssh, this_checkout
 
 NAME = "tr"
 SUBNET = "10.213.91.0/24"
@@ -62,25 +62,7 @@ def _inventory(state: LabState, folder: Path, nodes: list[str], dead: bool = Fal
 
 
 def _accept(inv: Path, out: Path, results: Path, *more: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "dltestbed",
-        "accept",
-        "--inventory",
-        str(inv),
-        "--level",
-        "quick",
-        "--out",
-        str(out),
-        "--results",
-        str(results),
-        "--slowdown",
-        SLOWDOWN,
-        "--format",
-        "json",
-        *more,
-    ]
+    return accept_argv(inv, out, results, "--slowdown", SLOWDOWN, *more)
 
 
 def _verdicts(doc: dict) -> dict[str, str]:
