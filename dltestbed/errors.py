@@ -7,6 +7,12 @@ class DltestbedError(Exception):
     exit_code = 2
 
 
+class Stopped(DltestbedError):
+    """Ctrl-C or a stop signal ended a command that had no handling of its own for it."""
+
+    exit_code = 130
+
+
 class ConfigError(DltestbedError):
     """Bad input: an option, a plan, a path."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,18 +65,35 @@ def sign(folder: Path, key: Path) -> Path:
     manifest = folder / MANIFEST
     if not manifest.is_file():
         raise ConfigError(f"{folder}: no {MANIFEST} to sign")
+    failed = _sign(manifest, key)
+    if failed:
+        raise ConfigError(f"signing the evidence with {key} failed: {failed}")
+    return folder / SIGNATURE
+
+
+def check_key(key: Path) -> None:
+    """`key` tried as `sign` uses it, on a scratch file in a folder removed after: a ConfigError line when it is
+    no key, needs a passphrase, or ssh-keygen is missing; before any work whose end it signs."""
+    with tempfile.TemporaryDirectory(prefix="dltestbed-key-") as scratch:
+        probe = Path(scratch) / "probe"
+        probe.write_text("dltestbed: can this key sign?\n", encoding="utf-8")
+        failed = _sign(probe, key)
+    if failed:
+        raise ConfigError(f"--sign-key {str(key)!r}: it cannot sign: {failed}")
+
+
+def _sign(path: Path, key: Path) -> str:
+    """`ssh-keygen -Y sign` of a file (its signature beside it, as `.sig`): what went wrong, or "" when signed."""
     if not key.is_file():
-        raise ConfigError(f"--sign-key {str(key)!r}: no such file")
+        return "no such file"
     proc = subprocess.run(
-        [_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", NAMESPACE, str(manifest)],
+        [_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", NAMESPACE, str(path)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    if proc.returncode != 0 or not (folder / SIGNATURE).is_file():
-        raise ConfigError(f"signing the evidence with {key} failed: {_last_line(proc)}")
-    return folder / SIGNATURE
+    return "" if proc.returncode == 0 and path.with_name(path.name + ".sig").is_file() else _last_line(proc)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@ one versioned TOML file a board), each value with its source (a datasheet, or a 
 with its date). A figure dltestbed measures (GEMM, copies, launches, ResNet-50) is a value only as dltestbed's own
 probe or model read it on a healthy board: it names the store it was computed from, the framework and the
 revision of the probe or model (`Measured`), and judges only a run of the same framework and revision. A site
-overrides any value with a file of its own in the same form. A GPU whose board has no file, or a value its
-board's file lacks, is judged against its peers alone. Pure data and lookups: acceptance judges with them."""
+overrides any value with a file of its own in the same form, a table a board that gives only what it changes. A
+GPU whose board has no file, or a value its board's file lacks, is judged against its peers alone. Pure data and
+lookups: acceptance judges with them."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ VALUES: Mapping[str, tuple[str, str]] = {
     "allreduce_busbw_gbs": ("all-reduce bus bandwidth across the node's GPUs", "GB/s"),
     "resnet50_gpu_preset_ips": ("ResNet-50 in the gpu preset", "img/s"),
 }
+FIELDS = ("version", "board", "match", "exclude", "values")  # what a board file (a site's table) gives
 SOURCE_KINDS = ("datasheet: ", "measured: ")  # how a source starts
 # The values that are figures of dltestbed's own probes and models: each names its store, framework and revision.
 MEASURED = (
@@ -110,21 +112,28 @@ class Board:
         return self.values.get(name)
 
 
-def _parse(key: str, data: Mapping[str, Any], where: str, partial: bool = False) -> Board:
-    """A board file's content, checked: one ConfigError line naming the file and what is wrong. `partial`: a
-    site's override, which needs only `board` and the values it changes."""
+def _parse(key: str, data: Mapping[str, Any], where: str, over: Board | None = None) -> Board:
+    """A board file's content, checked: one ConfigError line naming the file and what is wrong. `over`: the
+    shipped board a site's table overrides, which then gives only what it changes: `version` and `board` are
+    that board's where the table leaves them out (a version it gives is still checked), `match` and `exclude`
+    always are, and the values it gives replace those of the same name."""
 
     def need(field: str, kind: type | tuple[type, ...]) -> Any:
+        if over is not None and field not in data:
+            return getattr(over, field) if field != "values" else {}
         if not isinstance(data.get(field), kind):
             raise ConfigError(f"{where}: `{field}` is missing or not a {getattr(kind, '__name__', 'value')}")
         return data[field]
 
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; a board gives {', '.join(FIELDS)}")
     version = need("version", int)
     if version != FORMAT:
         raise ConfigError(f"{where}: version {version}; this dltestbed reads board files of version {FORMAT}")
     board = need("board", str)
-    match = exclude = ()
-    if not partial:
+    match, exclude = (over.match, over.exclude) if over is not None else ((), ())
+    if over is None:
         match = tuple(need("match", list))
         exclude = tuple(data.get("exclude", []))
         if not match or not all(isinstance(m, str) and m for m in (*match, *exclude)):
@@ -176,8 +185,10 @@ def shipped() -> tuple[Board, ...]:
 
 def with_site(boards: Sequence[Board], site: Path) -> tuple[Board, ...]:
     """The boards with a site's file applied: `[boards.<key>]` tables (a board's file name without .toml) in the
-    form of a board file, giving `version`, `board` and the values they change, each with its own source; a
-    board not shipped needs `match` too. One ConfigError line for a file that cannot be read or is wrong."""
+    form of a board file. A shipped board's table gives only what it changes (the values, each with its own
+    source; `board`, `version` where it wants), the rest stays the board's; a board not shipped is a whole
+    board file (`version`, `board`, `match`, its values). One ConfigError line for a file that cannot be read or
+    is wrong."""
     try:
         data = tomllib.loads(site.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -193,7 +204,7 @@ def with_site(boards: Sequence[Board], site: Path) -> tuple[Board, ...]:
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: not a table")
         ours = out.get(key)
-        got = _parse(key, table, where, partial=ours is not None)
+        got = _parse(key, table, where, over=ours)
         out[key] = replace(ours, board=got.board, values={**ours.values, **got.values}) if ours is not None else got
     return tuple(out.values())
 

@@ -5,9 +5,12 @@ dltestbed's roles (`--group bare_metal=gpu_nodes`)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -304,6 +307,15 @@ def _lookup(config: str | None, host: str) -> dict[str, Any]:
         raise ConfigError(f"ssh config {config!r} (from -F): {exc}") from None
 
 
+def _ansible_scratch() -> None:
+    """Ansible's local scratch (made when it is imported) in a folder of ours, removed at exit: not ~/.ansible/tmp,
+    which reading an inventory would leave in a new user's home. The user's own ANSIBLE_LOCAL_TEMP is kept."""
+    if "ANSIBLE_LOCAL_TEMP" not in os.environ:
+        scratch = tempfile.mkdtemp(prefix="dltestbed-ansible-")
+        atexit.register(shutil.rmtree, scratch, True)
+        os.environ["ANSIBLE_LOCAL_TEMP"] = scratch
+
+
 def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequence[str]] | None = None) -> Inventory:
     """Parse an inventory (YAML or INI, with group_vars/host_vars) into hosts, or a ConfigError line.
     `groups`: role → the user's groups that play it (`--group`), over the inventory's dltestbed_groups."""
@@ -311,6 +323,7 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     _precheck(p)
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
+    _ansible_scratch()
     # Ansible takes a second to import: only the commands that read an inventory load it
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,18 @@ def check_spec(spec: str, option: str) -> None:
     unknown = sorted({m for w in words for m in re.findall(r"\{[^{}]*\}", w)} - set(PLACEHOLDERS))
     if unknown:
         raise ConfigError(f"{option}: unknown placeholder {unknown[0]}; a command may use {' and '.join(PLACEHOLDERS)}")
+
+
+def found(command: str) -> bool:
+    """Whether a remedy's command is there to run: on PATH, or a path to an executable file."""
+    return shutil.which(command) is not None
+
+
+def check_found(spec: str, option: str) -> None:
+    """A remedy that will run (--apply): its command must be there, or a ConfigError line says so now."""
+    argv = command(spec, "node")
+    if not found(argv[0]):
+        raise ConfigError(f"{option}: {argv[0]!r} is not a command on this machine (not on PATH, or not executable)")
 
 
 def _reason(text: str) -> str:

@@ -50,9 +50,22 @@ def invoking_user() -> str:
         return str(os.geteuid())
 
 
-def drop_argv(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
-    """argv run as `name` (from root): setpriv to its uid, gid and groups with a fresh login environment, then
-    `env` sets the command's variables (secrets removed) before it starts."""
+def primary_gid(name: str, option: str = "--as-user") -> int:
+    """The primary group of a user of this machine (nobody's is nogroup: a group need not share its user's name)."""
+    local_uid(name, option)
+    return pwd.getpwnam(name).pw_gid
+
+
+def drop_argv(name: str, gid: int, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """argv run as `name` (from root): setpriv to its uid, its primary group `gid` (as the machine the command runs
+    on knows it) and its groups, with a fresh login environment; then `env` sets the command's variables (secrets
+    removed) and starts it. `env` always starts it: the command is then looked up as the user, not with root's
+    rights to setpriv's own exec (which reaches an interpreter in a folder the user cannot enter)."""
     handed = [f"{k}={v}" for k, v in scrub(dict(env or {})).items()]
-    drop = ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--reset-env", "--"]
-    return [*drop, *(["env", *handed] if handed else []), *argv]
+    drop = ["setpriv", f"--reuid={name}", f"--regid={gid}", "--init-groups", "--reset-env", "--"]
+    return [*drop, "env", *handed, *argv]
+
+
+def drop_here(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """drop_argv for a command run on this machine: the user's primary group from this machine's passwd."""
+    return drop_argv(name, primary_gid(name), argv, env)

@@ -41,6 +41,8 @@ class FigureSeen:
     box: tuple[float, float]  # its size on the page, CSS px
     ink: float  # share of the figure's screenshot that is not background
     colours: int  # distinct colours in that screenshot
+    labels: list[str] = field(default_factory=list)  # every text drawn in the SVG: titles, ticks, legends, notes
+    overflow: float = 0.0  # CSS px the farthest text reaches beyond the SVG's own box (0: every text inside)
 
 
 @dataclass
@@ -51,10 +53,33 @@ class PageSeen:
     screenshot: Path
     screenshot_size: tuple[int, int]
     scroll_width: int  # the page's width: more than the viewport means sideways scrolling
+    text: str = ""  # the page's text as rendered (innerText)
     figures: list[FigureSeen] = field(default_factory=list)
     headings: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # every URL the page asked for besides itself
+
+
+# An <img>'s SVG drawn inline, out of sight, at its own size: how far its texts (matplotlib's text_N groups, text as
+# paths) reach beyond its box, and what they say (matplotlib writes each text's words in a comment beside its paths).
+SVG_TEXTS = """i => {
+  const bytes = Uint8Array.from(atob(i.src.split(",")[1]), c => c.charCodeAt(0));
+  const doc = new DOMParser().parseFromString(new TextDecoder().decode(bytes), "image/svg+xml");
+  const box = document.createElement("div");
+  box.style.cssText = "position:absolute;left:0;top:0;visibility:hidden";
+  const svg = box.appendChild(document.importNode(doc.documentElement, true));
+  document.body.appendChild(box);
+  const outer = svg.getBoundingClientRect();
+  let overflow = 0;
+  const labels = [];
+  for (const g of svg.querySelectorAll('g[id^="text_"]')) {
+    const r = g.getBoundingClientRect();
+    if (r.width) overflow = Math.max(overflow, outer.left - r.left, r.right - outer.right);
+    for (const n of g.childNodes) if (n.nodeType === Node.COMMENT_NODE) labels.push(n.data.trim());
+  }
+  box.remove();
+  return [overflow, labels];
+}"""
 
 
 def _ink(png: bytes) -> tuple[float, int]:
@@ -94,11 +119,13 @@ def look(html: Path, out_dir: Path, name: str = "report") -> tuple[list[PageSeen
                 size = Image.open(io.BytesIO(png)).size
                 p = PageSeen(viewport["width"], shot, size, page.evaluate("document.documentElement.scrollWidth"))
                 p.headings = page.locator("h2").all_inner_texts()
+                p.text = page.locator("body").inner_text()
                 for fig in page.locator("figure").all():
                     img = fig.locator("img")
                     natural = img.evaluate("i => [i.complete ? i.naturalWidth : 0, i.naturalHeight]")
                     box = fig.bounding_box() or {"width": 0.0, "height": 0.0}
                     ink, colours = _ink(img.screenshot())
+                    overflow, labels = img.evaluate(SVG_TEXTS)
                     p.figures.append(
                         FigureSeen(
                             fig.get_attribute("data-figure") or "",
@@ -108,6 +135,8 @@ def look(html: Path, out_dir: Path, name: str = "report") -> tuple[list[PageSeen
                             (box["width"], box["height"]),
                             ink,
                             colours,
+                            labels,
+                            max(0.0, overflow),
                         )
                     )
                 p.console_errors, p.requests = errors, requests

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from dltestbed import hints
 from dltestbed.accept.levels import Level
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import State
@@ -72,6 +73,11 @@ class Ctx:
         """The nodes the stages still measure: every node not left out."""
         out = self.out
         return tuple(n for n in self.nodes if n not in out)
+
+    @property
+    def resume(self) -> str:
+        """The command that goes on with this acceptance, as a hint says it."""
+        return f"`{hints.accept_resume(self.request.inventory, self.request.out, self.init)}` {hints.SAME_OPTIONS}"
 
     def options(self, **scenario: Any) -> Options:
         """A bench's scenario options with the acceptance's --parallel: nodes at once (at most N), or one by one."""

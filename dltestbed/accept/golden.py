@@ -112,6 +112,6 @@ def site_file(golden: Sequence[Golden], boards: Sequence[Board], when: str, stor
         raise ConfigError(
             f"accept --init: no measure of the golden GPUs has {MIN_SAMPLES} samples; run --level standard"
         )
-    head = f"# dltestbed's expected values from golden nodes, written by `dltestbed accept --init`, {when}\n"
+    head = f"# dltestbed's expected values from golden nodes, written by dltestbed accept --init, {when}\n"
     count = sum(len(t) - 3 for t in tables.values())
     return head + "\n\n".join("\n".join(t) for t in tables.values()) + "\n", count

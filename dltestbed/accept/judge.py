@@ -32,7 +32,10 @@ SLOW_ACTION = "drain the node; look at what else runs on it, its clocks, power a
 DRIFT_ACTION = "install the fleet's (or the golden spec's) version on the node and accept it again"
 BURN_IN_ACTION = "drain the node; look at its cooling, power and clocks over time (a board that slows as it heats)"
 FAILED_ACTION = "drain the node and read the run's log; accept it again once mended"
-OUT_ACTION = "mend the node (power, network, SSH, install); `dltestbed accept --resume` measures it beside controls"
+OUT_ACTION = (
+    "mend the node (power, network, SSH, install); `dltestbed accept --resume` (with the same options) measures it "
+    "beside controls"
+)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ node and GPU (judge.py), the remedies (dry-run unless asked), and the evidence p
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -74,8 +75,6 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
         remedy.check_spec(request.on_fail, "--on-fail")
     if request.on_pass is not None:
         remedy.check_spec(request.on_pass, "--on-pass")
-    if request.sign_key is not None and not request.sign_key.is_file():
-        raise ConfigError(f"--sign-key {str(request.sign_key)!r}: no such file")
     golden_spec(request.golden)
     gpus_mod.boards(request.expected)
     inv = inventory.load(request.inventory, request.limit)
@@ -85,7 +84,24 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     if request.on_fail is not None or request.on_pass is not None:
         for node in nodes:  # a remedy's name check, before any node is measured
             remedy.command(remedy.RESUME, node)
+        for spec, option in ((request.on_fail, "--on-fail"), (request.on_pass, "--on-pass")):
+            if spec is not None and request.apply:
+                remedy.check_found(spec, option)  # a hook that is not there: said now, not after every stage
+    if request.sign_key is not None:  # last: it runs ssh-keygen
+        evidence.check_key(request.sign_key)
     return nodes, hashlib.sha256(request.inventory.read_bytes()).hexdigest()
+
+
+def remedies_shown(request: AcceptRequest, nodes: Sequence[str]) -> list[str]:
+    """--on-fail and --on-pass as they will run, on the first node: a line each, said before any stage."""
+    lines = []
+    when = "run at the end (--apply)" if request.apply else "shown at the end, run with --apply"
+    for spec, option, does in ((request.on_fail, "--on-fail", "fails"), (request.on_pass, "--on-pass", "passes")):
+        if spec is not None:
+            argv = remedy.command(spec, nodes[0], "<why it failed>" if does == "fails" else "")
+            lost = "" if remedy.found(argv[0]) else f" ({argv[0]} is not on this machine's PATH)"
+            lines.append(f"{option}: for a node that {does}, e.g. {nodes[0]}: {shlex.join(argv)}{lost}; {when}")
+    return lines
 
 
 def _request_digest(request: AcceptRequest, inventory_digest: str, init: bool = False) -> str:
@@ -114,6 +130,8 @@ def run_accept(request: AcceptRequest, observer: BenchObserver) -> AcceptOutcome
     and the pack. Bad input is one DltestbedError before any node is touched; a stop (Ctrl-C) keeps the
     finished stages for --resume and is BenchInterrupted."""
     nodes, inv_digest = check(request)
+    for line in remedies_shown(request, nodes):
+        observer.say(line)
     state, resumed = State.begin(request.out, _request_digest(request, inv_digest), request.resume)
     if resumed:
         observer.say(f"accept {state.id}: resumed from {request.out}")
@@ -121,10 +139,7 @@ def run_accept(request: AcceptRequest, observer: BenchObserver) -> AcceptOutcome
     try:
         run_stages(ctx, observer.say)
     except BenchInterrupted as exc:
-        raise BenchInterrupted(
-            f"{exc}; the finished stages are kept: `dltestbed accept --resume --out {request.out}` (with the same "
-            "options) goes on from there"
-        ) from None
+        raise BenchInterrupted(f"{exc}; the finished stages are kept: {ctx.resume} goes on from there") from None
     return verdict(ctx)
 
 
@@ -151,7 +166,7 @@ def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int
             raise ConfigError("accept --init: the golden nodes have no GPU; expected values are per GPU board")
         run_stages(ctx, observer.say, only=INIT_STAGES)
     except BenchInterrupted as exc:
-        raise BenchInterrupted(f"{exc}; `dltestbed accept --init --resume` (with the same options) goes on") from None
+        raise BenchInterrupted(f"{exc}; {ctx.resume} goes on") from None
     store = Store.open(request.results, read_only=True)
     try:
         found = gpus_mod.golden(store, read_runs(store, state.stages[Measure.name].benches))

@@ -115,8 +115,8 @@ def provision_nodes(ctx: Ctx, limit: str | None) -> tuple[str, dict[str, str]]:
         first = report.failed[0]
         ctx.observer.say(
             f"provision: {len(out)} of {len(report.hosts)} node(s) not provisioned ({first.name}: {first.reason}): "
-            "left out of the stages after, each judged on its own; once mended, `dltestbed accept --resume` "
-            "measures them beside controls"
+            f"left out of the stages after, each judged on its own; once mended, {ctx.resume} measures them beside "
+            "controls"
         )
     return report.id, out
 
@@ -395,7 +395,7 @@ class Rejoin(Stage):
     def applies(self, ctx: Ctx) -> str | None:
         if not ctx.out:
             return "no node was left out"
-        return None if ctx.state.resumes else "not resumed: `dltestbed accept --resume` tries the nodes left out again"
+        return None if ctx.state.resumes else f"not resumed: {ctx.resume} tries the nodes left out again"
 
     def inputs(self, ctx: Ctx) -> dict[str, Any]:
         return super().inputs(ctx) | {"resume": ctx.state.resumes, "out": sorted(ctx.out)}
@@ -442,14 +442,15 @@ def run_stages(ctx: Ctx, say: Callable[[str], None], only: Collection[str] = ())
             say(f"stage {name}: does not apply ({why_not})")
             continue
         say(f"stage {name}: {cls.title}")
+        ctx.state.save()  # kept from the first stage on: a stage that cannot go on is gone on from with --resume
         try:
             rec = st.run(ctx)
         except BenchInterrupted:
             raise
         except DltestbedError as exc:
             raise StageError(
-                f"stage {name}: {exc}; the finished stages are kept: once it is mended, `dltestbed accept --resume` "
-                "(with the same options) goes on from this stage"
+                f"stage {name}: {exc}; the finished stages are kept: once it is mended, {ctx.resume} goes on from "
+                "this stage"
             ) from None
         rec.key = key
         ctx.state.record(name, rec)

@@ -10,6 +10,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -24,7 +25,7 @@ from dltestbed.cli import results as _results
 from dltestbed.cli import runs as _runs
 from dltestbed.cli import teardown as _teardown
 from dltestbed.cli import validate as _validate
-from dltestbed.errors import DltestbedError
+from dltestbed.errors import DltestbedError, Stopped
 from dltestbed.shield import STOP_SIGNALS
 
 app = typer.Typer(
@@ -51,7 +52,7 @@ def _root(
 
 
 app.command("bench", epilog=_bench.EXAMPLES)(_bench.bench)
-app.command("provision")(_provision.provision)
+app.command("provision", epilog=_provision.EXAMPLES)(_provision.provision)
 app.command("runs")(_runs.runs)
 app.command("report")(_runs.report)
 app.command("validate")(_validate.validate)
@@ -118,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, signal.SIG_IGN if argv is None else old)
 
 
+def _stops_said(command: Any) -> None:
+    """A stop that reaches the top of a command (one that has no handling of its own, such as a check under
+    way) is said in one line: typer would turn it into a silent exit 130."""
+    invoke = command.invoke
+
+    def said(ctx: Any) -> Any:
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt:
+            raise Stopped("stopped (Ctrl-C or a stop signal) before it finished") from None
+
+    command.invoke = said
+
+
 def _main(argv: list[str] | None) -> int:
     from typer import exceptions as typer_exc
     from typer._click import exceptions as click_exc
@@ -128,6 +143,7 @@ def _main(argv: list[str] | None) -> int:
 
     command = get_command(app)
     tidy(command)
+    _stops_said(command)
     secretenv.take(fresh=True)  # the stream's token stays in this process: no child (ansible, docker, ssh) inherits it
     # SIGTERM and SIGHUP stop dltestbed the way Ctrl-C does, so teardown (containers, remote
     # workloads, the run's status) always runs; a plain kill would skip every `finally`. A second

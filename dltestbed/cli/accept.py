@@ -9,68 +9,122 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dltestbed.choices import LEVELS, UNREACHABLE
+from dltestbed.choices import DEFAULT_FRAMEWORK, FRAMEWORKS, LEVELS, UNREACHABLE, or_list
 from dltestbed.cli.options import RESULTS_HELP, Output
 
 if TYPE_CHECKING:  # annotations only: the command imports it when it runs (CLI start-up)
     from dltestbed.accept import AcceptOutcome
 
-LEVEL_HELP = "; ".join(f"{name}: {summary}" for name, summary in LEVELS.items())
-EXAMPLES = """Examples:
+LEVEL = "quick"  # --level's default
+# At most 4 lines at 80 columns; each level in full: docs/reference.md (and choices.LEVELS).
+LEVEL_HELP = f"{or_list(LEVELS)} (default: {LEVEL}): minutes a node, longer runs, or those then held for hours."
+SKIP_HELP = "A stage not to run; repeatable."  # the stages' names are added when --help is shown (help_when_shown)
+WHAT, JUDGE, PACK = "What to run", "Judging", "The pack, and after"
+# Each line fits 78 columns (80, less rich's margin), so that no command wraps at 80; tests/unit/test_cli.py holds it.
+EXAMPLES = """[bold]Examples[/]
 
-  dltestbed accept --inventory rack7.yml --level quick --out rack7-acceptance --sign-key ~/.ssh/acceptance
-  dltestbed accept --inventory rack7.yml --out rack7-acceptance --resume              # go on after a stop
-  dltestbed accept --inventory rack7.yml --on-fail drain --on-pass resume --apply     # Slurm: drain, resume
-  dltestbed accept --inventory rack7.yml --on-fail 'notify-ops {node} {reason}'       # a site's own hook
-  ssh-keygen -Y verify -f allowed_signers -I ops@site -n dltestbed-acceptance \\
-      -s rack7-acceptance/MANIFEST.sha256.sig < rack7-acceptance/MANIFEST.sha256       # anyone can check it
-"""
+  dltestbed accept --inventory rack7.yml --out rack7 --sign-key ~/.ssh/ops
+  dltestbed accept --inventory rack7.yml --out rack7 --resume   after a stop
+  dltestbed accept --inventory rack7.yml --level standard --skip pairs
+  dltestbed accept --inventory rack7.yml --on-fail drain --on-pass resume \\
+      --apply                                        Slurm: drain, resume
+  dltestbed accept --inventory rack7.yml --on-fail 'page {node} {reason}'
+  dltestbed accept --inventory gold.yml --init --level standard \\
+      --expected site.toml                 the site's values, per board
+  ssh-keygen -Y verify -f allowed_signers -I ops@site \\
+      -n dltestbed-acceptance -s rack7/MANIFEST.sha256.sig \\
+      < rack7/MANIFEST.sha256                 anyone can check the pack
+
+In full: docs/reference.md, "accept: new nodes to a signed verdict\""""
+
+
+def help_when_shown() -> dict[str, str]:
+    """The help of the options whose names live in a registry too slow to import at every start (the stages
+    import the whole acceptance): cli.helpstyle.tidy fills it in when --help is shown."""
+    from dltestbed.accept.stages import SKIPPABLE, STAGES
+
+    needed = [name for name in STAGES if name not in SKIPPABLE]
+    return {"skip": f"A stage not to run: {or_list(SKIPPABLE)}; repeatable (the verdict needs {', '.join(needed)})."}
 
 
 def accept(
-    inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory of the nodes (group bare_metal)."),
-    level: str = typer.Option("quick", metavar="NAME", help=LEVEL_HELP),
-    out: Path = typer.Option(Path("acceptance"), metavar="DIR", help="The evidence pack's folder (and --resume's)."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Go on with the acceptance in --out: no finished stage again; the nodes left out again."
+    inventory: Path = typer.Option(
+        ..., metavar="FILE", help="Ansible inventory of the nodes (group bare_metal).", rich_help_panel=WHAT
     ),
-    init: bool = typer.Option(
-        False, "--init", help="Measure these (golden) nodes and write --expected FILE from them instead of judging."
+    level: str = typer.Option(LEVEL, metavar="NAME", help=LEVEL_HELP, rich_help_panel=WHAT),
+    skip: list[str] | None = typer.Option(None, metavar="STAGE", help=SKIP_HELP, rich_help_panel=WHAT),
+    framework: str | None = typer.Option(
+        None,
+        metavar="NAME",
+        help=f"What the models compute with: {or_list(FRAMEWORKS)} (default: the one every node has; "
+        f"{DEFAULT_FRAMEWORK} where they have more).",
+        rich_help_panel=WHAT,
+    ),
+    hold: str | None = typer.Option(
+        None, metavar="DURATION", help="burn-in: how long, e.g. 4h (default 4h).", rich_help_panel=WHAT
+    ),
+    limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups.", rich_help_panel=WHAT),
+    parallel: int | None = typer.Option(
+        None, metavar="N", help="Measure at most N nodes at once (default: every node at once).", rich_help_panel=WHAT
+    ),
+    no_parallel: bool = typer.Option(
+        False, "--no-parallel", help="Measure one node at a time (--parallel 1).", rich_help_panel=WHAT
     ),
     golden: Path | None = typer.Option(
-        None, metavar="FILE", help="A golden spec (YAML, fact: value) for the drift check; else the fleet's majority."
+        None,
+        metavar="FILE",
+        help="A golden spec (YAML, fact: value) for the drift check; else the fleet's majority.",
+        rich_help_panel=JUDGE,
     ),
     expected: Path | None = typer.Option(
-        None, metavar="FILE", help="The site's expected values per board (TOML), over the shipped ones."
+        None,
+        metavar="FILE",
+        help="The site's expected values per board (TOML), over the shipped ones.",
+        rich_help_panel=JUDGE,
     ),
-    slowdown: float = typer.Option(5.0, metavar="PCT", help="A node this far below its peers' median is slow (5)."),
-    parallel: int | None = typer.Option(
-        None, metavar="N", help="Measure at most N nodes at once (default: every node at once)."
+    slowdown: float = typer.Option(
+        5.0, metavar="PCT", help="A node this far below its peers' median is slow (default: 5).", rich_help_panel=JUDGE
     ),
-    no_parallel: bool = typer.Option(False, "--no-parallel", help="Measure one node at a time (--parallel 1)."),
     unreachable: str = typer.Option(
         UNREACHABLE[0],
         metavar="VERDICT",
         help=f"A node that cannot be reached, provisioned or measured: {' or '.join(UNREACHABLE)} (the first default).",
+        rich_help_panel=JUDGE,
     ),
-    skip: list[str] | None = typer.Option(
-        None, metavar="STAGE", help="A stage not to run, e.g. provision; repeatable."
+    init: bool = typer.Option(
+        False,
+        "--init",
+        help="Measure these (golden) nodes and write --expected FILE from them instead of judging.",
+        rich_help_panel=JUDGE,
     ),
-    framework: str | None = typer.Option(
-        None, metavar="NAME", help="What the models compute with (default: what every node has; TensorFlow if both)."
+    out: Path = typer.Option(
+        Path("acceptance"), metavar="DIR", help="The evidence pack's folder (and --resume's).", rich_help_panel=PACK
     ),
-    hold: str | None = typer.Option(None, metavar="DURATION", help="burn-in: how long, e.g. 4h (default 4h)."),
-    sign_key: Path | None = typer.Option(None, metavar="FILE", help="Sign the pack's manifest with this SSH key."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Go on with the acceptance in --out: no finished stage again; the nodes left out again.",
+        rich_help_panel=PACK,
+    ),
+    sign_key: Path | None = typer.Option(
+        None, metavar="FILE", help="Sign the pack's manifest with this SSH key.", rich_help_panel=PACK
+    ),
     on_fail: str | None = typer.Option(
-        None, metavar="CMD", help="'drain' (Slurm), or a command with {node} and {reason}, for each failed node."
+        None,
+        metavar="CMD",
+        help="'drain' (Slurm), or a command with {node} and {reason}, for each failed node.",
+        rich_help_panel=PACK,
     ),
     on_pass: str | None = typer.Option(
-        None, metavar="CMD", help="'resume' (Slurm), or a command, for each node that passes."
+        None, metavar="CMD", help="'resume' (Slurm), or a command, for each node that passes.", rich_help_panel=PACK
     ),
-    apply: bool = typer.Option(False, "--apply", help="Run --on-fail and --on-pass (else they are only shown)."),
-    limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups."),
-    results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
-    fmt: Output = typer.Option("table", "--format", metavar="FMT", help="table (default), or json."),
+    apply: bool = typer.Option(
+        False, "--apply", help="Run --on-fail and --on-pass (else they are only shown).", rich_help_panel=PACK
+    ),
+    results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP, rich_help_panel=PACK),
+    fmt: Output = typer.Option(
+        "table", "--format", metavar="FMT", help="table (default), or json.", rich_help_panel=PACK
+    ),
 ) -> None:
     """Accept new nodes: provision, preflight (drift of driver, firmware, versions and the host's CPUs, memory
     and NUMA), every GPU measured (screen, probes, model), all GPUs of a node together, pairs of nodes (each
@@ -87,7 +141,8 @@ def accept(
     --expected FILE, per board, each value with its source; too noisy a measure is refused, nothing written.
 
     Exits 0 when every node passes (a warning passes), 1 when any fails, 3 when none fails but some cannot
-    be judged; 130 when stopped (--resume goes on, and tries the nodes left out again, measured beside controls).
+    be judged; 2 on bad input, or when a stage cannot go on (one error: line; --resume goes on from it once
+    mended); 130 when stopped (--resume goes on, and tries the nodes left out again, measured beside controls).
     """
     from dltestbed.accept import AcceptRequest, run_accept, run_init
     from dltestbed.accept.levels import seconds

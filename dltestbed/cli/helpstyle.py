@@ -1,10 +1,12 @@
 """How every command's --help looks: value labels in words (N, PATH, a|b), never Python's types, and
 no label for a flag that takes no value; a description's paragraphs wrapped by the terminal, not where the
-docstring's lines end; one default marker an option at most."""
+docstring's lines end; one default marker an option at most; the help a command's module computes only
+when --help is shown (its `help_when_shown`)."""
 
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any
 
 LABELS = {int: "N", float: "NUM", str: "TEXT"}
@@ -21,6 +23,9 @@ def tidy(command: Any) -> None:
         helper.metavar = ""  # made once and kept: the one --help shows
     if isinstance(getattr(command, "help", None), str):
         command.help = reflow(command.help)
+    module = sys.modules.get(getattr(getattr(command, "callback", None), "__module__", None) or "")
+    if callable(later := getattr(module, "help_when_shown", None)):
+        _when_shown(command, later)
     for param in getattr(command, "params", ()):
         if "default" in (getattr(param, "help", None) or "").lower() and hasattr(param, "show_default"):
             param.show_default = False  # its help says its default: no second "[default: …]" under it
@@ -42,6 +47,21 @@ def tidy(command: Any) -> None:
         param.metavar = LABELS.get(_base(desc.annotation), "TEXT")
     for sub in getattr(command, "commands", {}).values():
         tidy(sub)
+
+
+def _when_shown(command: Any, later: Any) -> None:
+    """Fill in the help `later()` gives ({parameter name: help}) when the command's help is formatted, not
+    before: what it names lives in a registry too slow to import at every start (bench/cli_start.py)."""
+    shown = command.format_help
+
+    def format_help(ctx: Any, formatter: Any) -> None:
+        texts = later()
+        for param in command.params:
+            if param.name in texts:
+                param.help = texts[param.name]
+        shown(ctx, formatter)
+
+    command.format_help = format_help
 
 
 def _base(annotation: Any) -> Any:

@@ -16,45 +16,69 @@ app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) a
 
 
 VmChoice = Literal["auto", "yes", "no"]  # also the guest image: auto = when qemu-img and podman are installed
+CONTAINER, GUEST = "Container image", "VM guest image"
+# Each line fits 78 columns (80, less rich's margin); tests/unit/test_cli.py holds it.
+EXAMPLES = """[bold]Examples[/]
+
+  dltestbed image build                       the container and guest images
+  dltestbed image build --vm no --runtime podman          the container only
+  dltestbed image build --framework pytorch        PyTorch beside TensorFlow
+  dltestbed image build --flavor cpu --vm no     CPU builds on a GPU machine
+  dltestbed image build --runtime charliecloud    an image folder for ch-run
+  dltestbed image build --vm yes --guest-copy /srv/guest
+
+In full: docs/reference.md, "VMs (vm) and containers in VMs (cvm)\""""
 
 
-@app.command("build")
+@app.command("build", epilog=EXAMPLES)
 def build(
     runtime: Runtime | None = typer.Option(
         None,
         metavar="NAME",
-        help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman). podman-rootless and "
-        "charliecloud: the image is built in root's Podman store; charliecloud's is then converted to an image folder "
-        "(ch-convert, and ch-fromhost --nvidia for the gpu flavour), rootless Podman's loaded into the user's store "
-        "when a bench first needs it.",
+        help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman); podman-rootless's and "
+        "charliecloud's are built in root's Podman store (docs/reference.md).",
+        rich_help_panel=CONTAINER,
     ),
     base: str | None = typer.Option(
         None,
         help="Build on this image from the runtime's local store (default: a Debian rootfs made with debootstrap).",
-    ),
-    vm: VmChoice = typer.Option(
-        "auto",
-        help="Also build the VM guest image (Debian, kernel, sshd, the workload, Podman with the workload image "
-        "for cvm): auto = when qemu-img and podman are installed.",
-    ),
-    guest_copy: Path | None = typer.Option(
-        None, "--guest-copy", metavar="DIR", help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."
+        rich_help_panel=CONTAINER,
     ),
     flavor: Flavor = typer.Option(
         "auto",
-        help="TensorFlow build in the container image: cpu, gpu (the CUDA build with its CUDA libraries), or auto: "
-        "gpu when this machine's NVIDIA driver answers with GPUs (the rule provision applies to hosts).",
+        help="The frameworks' builds: cpu, gpu (CUDA builds, with their libraries), or auto (default): gpu when "
+        "this machine's NVIDIA driver answers with GPUs.",
+        rich_help_panel=CONTAINER,
     ),
     framework: str | None = typer.Option(
         None,
         "--framework",
         metavar="NAME",
-        help=f"Another framework the container image carries beside {DEFAULT_FRAMEWORK}: {OTHER_FRAMEWORKS}. The VM "
-        f"guest image carries {DEFAULT_FRAMEWORK} only.",
+        help=f"Also carry {OTHER_FRAMEWORKS} beside {DEFAULT_FRAMEWORK}: in the container image (a tag of its own) "
+        "and in the guest image.",
+        rich_help_panel=CONTAINER,
+    ),
+    vm: VmChoice = typer.Option(
+        "auto",
+        help="Also build the guest image (Debian, kernel, sshd, the workload's CPU builds, Podman with the "
+        "container image for cvm): auto = when qemu-img and podman are installed.",
+        rich_help_panel=GUEST,
+    ),
+    guest_copy: Path | None = typer.Option(
+        None,
+        "--guest-copy",
+        metavar="DIR",
+        help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here.",
+        rich_help_panel=GUEST,
     ),
     out: Path | None = deprecated.param(None, "--out", "--guest-copy"),
 ) -> None:
-    """Build (or find, when its inputs are unchanged) the workload images; prints their tags."""
+    """Build (or find, when its inputs are unchanged) the workload images; prints their tags.
+
+    The container image (cbm; charliecloud: an image folder, made with ch-convert) and the VM guest image
+    (vm, and cvm through its Podman) carry the same frameworks: TensorFlow, and those --framework adds.
+    Where each framework runs: docs/reference.md, "Where each framework runs".
+    """
     import shutil
     import time
 

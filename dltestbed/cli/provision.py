@@ -15,15 +15,33 @@ if TYPE_CHECKING:
 
     from dltestbed.provision import ProvisionReport
 
+WHERE, WHAT = "Where", "What to install"
+# The command's epilog. Each line fits 78 columns
+# (80, less rich's margin); tests/unit/test_cli.py holds it.
+EXAMPLES = """[bold]Examples[/]
+
+  dltestbed provision --layout single --inventory rack.yml
+  dltestbed provision --layout single --inventory rack.yml --check   dry run
+  dltestbed provision --layout distributed --inventory rack.yml \\
+      --limit 'gpu0*' --framework pytorch          PyTorch on some hosts
+  dltestbed provision --layout single --inventory rack.yml --as-user alice
+
+In full: docs/reference.md, "Inventories, layouts, provisioning\""""
+
 
 def provision(
-    layout: Layout = typer.Option(..., metavar="NAME", help=f"{', '.join(LAYOUTS)}."),
-    inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory, YAML/INI."),
-    limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups."),
-    group: list[str] | None = group_opt(),
-    check: bool = typer.Option(False, "--check", help="Ansible check mode: what would change."),
+    layout: Layout = typer.Option(..., metavar="NAME", help=f"{', '.join(LAYOUTS)}.", rich_help_panel=WHERE),
+    inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory, YAML/INI.", rich_help_panel=WHERE),
+    limit: str | None = typer.Option(
+        None, metavar="PATTERN", help="Only these hosts or groups.", rich_help_panel=WHERE
+    ),
+    group: list[str] | None = group_opt(WHERE),
     framework: str | None = typer.Option(
-        None, "--framework", metavar="NAME", help=f"Also install this framework beside the default: {OTHER_FRAMEWORKS}."
+        None,
+        "--framework",
+        metavar="NAME",
+        help=f"Also install this framework beside the default: {OTHER_FRAMEWORKS}.",
+        rich_help_panel=WHAT,
     ),
     as_user: str | None = typer.Option(
         None,
@@ -31,7 +49,9 @@ def provision(
         metavar="NAME",
         help="Also make this unprivileged user on every host (home, subordinate uids and gids), and check that it can "
         "start the workload: what `bench --as-user NAME` runs as.",
+        rich_help_panel=WHAT,
     ),
+    check: bool = typer.Option(False, "--check", help="Ansible check mode: what would change.", rich_help_panel=WHAT),
 ) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
@@ -40,7 +60,8 @@ def provision(
 
     Layouts, and how an inventory is read: docs/reference.md, "Inventories, layouts, provisioning".
 
-    Exits 2 when a host could not be provisioned; the summary says which were and which were not.
+    Exits 0 when every host is provisioned; 2 when one could not be (the summary says which were and which
+    were not), or on bad input (one error: line).
     """
     from dltestbed.inventory import parse_group_options
     from dltestbed.provision import provision as run

@@ -11,7 +11,7 @@ from dltestbed.choices import AUTO_PRESET
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import BASELINE, KINDS
-from dltestbed.orchestrate import gpus, planning, prepare, presets, preview, scenarios
+from dltestbed.orchestrate import gpus, planning, prepare, presets, preview, scenarios, unprivileged
 from dltestbed.orchestrate.dataplace import Dataset
 from dltestbed.orchestrate.launchers import Launcher, launcher_class, launcher_for
 from dltestbed.orchestrate.planning import Plan
@@ -90,16 +90,15 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
 
 
 def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local) -> Plan:
-    """The bench's plan: every workload spec, validated; the preset auto chose, said on the first line."""
+    """The bench's plan: every workload spec, validated; then the preset auto chose, said on the first line."""
     w, r, m = request.workloads, request.repetitions, request.machines
-    preset = w.preset
+    preset, why = w.preset, ""
     if preset == AUTO_PRESET:
         here = launcher_class(m.launcher).on_this_machine(m)
         found = ([] if w.device == "cpu" else local.used_gpus()) if here else None
-        labels = " and ".join(REGISTRY[f].label for f in local.frameworks if f in REGISTRY)
+        labels = " and ".join(REGISTRY[f].label if f in REGISTRY else f for f in local.frameworks)
         preset, why = presets.auto_preset(found, labels)
-        observer.say(why)
-    return planning.plan(
+    plan = planning.plan(
         models=list(w.models) or None,
         frameworks=list(w.frameworks) or None,
         preset_name=preset,
@@ -130,6 +129,9 @@ def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local) -> 
         scenario=request.scenario.scenario,
         probes=list(w.probes) if w.probes is not None else None,
     )
+    if why:  # once the options are valid: a mistake in one is its own line alone
+        observer.say(why)
+    return plan
 
 
 def _kinds(
@@ -139,6 +141,8 @@ def _kinds(
     (which may turn A/A on); with A/A, bare metal first and its A′ last in every repetition."""
     kinds, runtime = list(request.machines.targets), request.machines.runtime
     if kinds == ["auto"]:
+        if runtime is not None:  # a runtime named is a container asked: a rootless one as root needs its user
+            unprivileged.check(request.machines.as_user, ("cbm",), runtime, launcher.hosts())
         auto = launcher.auto_kinds(request.scenario.scenario, runtime, request.workloads.frameworks)
         observer.say(auto.why)
         kinds, runtime = list(auto.kinds), runtime or auto.runtime

@@ -11,10 +11,10 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
+from dltestbed import hints
 from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host, over_ssh, this_machine
@@ -78,14 +78,10 @@ def check(setup: Setup) -> Checked:
 
     def built(runtime: str, flavor: str) -> image.Image | None:  # once per runtime and flavour: it hashes the tree
         if (runtime, flavor) not in found:
-            # the CPU wheelhouse is built when missing, as before; the GPU one (gigabytes) never during a check
-            house = wheelhouse.cached(flavor, setup.frameworks) or (
-                wheelhouse.build(flavor, setup.frameworks) if flavor == "cpu" else None
-            )
+            house = wheelhouse.cached(flavor, setup.frameworks)  # never built by a check: none, no image of this build
             rt = RUNTIMES.get(runtime)
             usable = house is not None and rt is not None and shutil.which(rt.command) is not None
-            look = userstore.find if runtime == "charliecloud" else partial(image.find, runtime)  # no Podman asked
-            found[runtime, flavor] = look(house) if usable and house is not None else None
+            found[runtime, flavor] = find_image(runtime, house) if usable and house is not None else None
         return found[runtime, flavor]
 
     for host in setup.hosts:  # every host's values first: no host is contacted while another's are wrong
@@ -195,15 +191,35 @@ def auto_kinds(
         return AutoKinds(("bm",), False, "--targets auto: bm on the inventory's hosts")
     if not scenarios.scenario(scenario).alone_per_target:
         return AutoKinds(("bm",), False, f"--targets auto: bm (scenario {scenario})")
+    absent = image.not_installed(runtime)
+    if absent is not None:
+        return _aa_only(absent)
+    house = wheelhouse.cached(localfacts.flavor(), frameworks)  # an image that carries the bench's frameworks
+    if house is None:  # no image can be of this build: no runtime is asked
+        return _aa_only(f"no image of this dltestbed build; `{image_build_command(runtime, frameworks)}` makes it")
     try:
         rt = image.usable_runtime(runtime)
     except image.ImageError as exc:
         return _aa_only(str(exc))
-    house = wheelhouse.cached(localfacts.flavor(), frameworks)  # an image that carries the bench's frameworks
-    img = image.find(rt, house) if house is not None else None
-    if img is None:
-        return _aa_only(f"{rt} has no image of this dltestbed build; `dltestbed image build` makes it")
+    img = find_image(rt, house)
+    if img is None or unprivileged.local_tag(rt, img) is None:
+        return _aa_only(f"{rt} has no image of this dltestbed build; `{image_build_command(rt, frameworks)}` makes it")
     return AutoKinds(("bm", "cbm"), False, f"--targets auto: bm and cbm ({rt} image {img.tag})", rt)
+
+
+def find_image(runtime: str, house: wheelhouse.Wheelhouse) -> image.Image | None:
+    """This build's image for a runtime, found without building (Charliecloud's: without asking Podman)."""
+    return userstore.find(house) if runtime == "charliecloud" else image.find(runtime, house)
+
+
+def image_build_command(runtime: str | None, frameworks: Sequence[str]) -> str:
+    """The command that makes this build's image for a runtime (None: the one `image build` detects)."""
+    return hints.image_build(runtime, _extra(frameworks))
+
+
+def _extra(frameworks: Sequence[str]) -> list[str]:
+    """The frameworks an image carries beside the default one: each a --framework of the command that makes it."""
+    return [f for f in wheelhouse.carried(frameworks) if f != DEFAULT_FRAMEWORK]
 
 
 def _aa_only(why: str) -> AutoKinds:
@@ -268,23 +284,31 @@ def _container(host: Host | None, setup: Setup, built: Built) -> ContainerImage:
     found in the controller's store. On this machine (no host, or a local one) the image is in this machine's
     store already, and its runtime's CLI runs here."""
     runtime = setup.runtime
-    extra = [f for f in wheelhouse.carried(setup.frameworks) if f != DEFAULT_FRAMEWORK]
-    option = "".join(f" --framework {f}" for f in extra)  # what the command that makes it needs
+    extra = _extra(setup.frameworks)  # what the command that makes it needs
     carrying = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
     remote = over_ssh(host)
     if remote is None:
         on = "cbm" if host is None else f"cbm on {host.name}"
+        asked = runtime if host is None else host_runtime(host, runtime)
+        flavor = localfacts.flavor()  # this machine's (image build --flavor auto)
+
+        def missing(rt: str | None) -> ConfigError:
+            build = image_build_command(rt, setup.frameworks)
+            return ConfigError(f"{on}: no {rt or 'container'} image{carrying} for this dltestbed build; run `{build}`")
+
+        absent = image.not_installed(asked)
+        if absent is not None:
+            raise ConfigError(f"{on}: {absent}")
+        if wheelhouse.cached(flavor, setup.frameworks) is None:  # no image can be of this build: no runtime is asked
+            raise missing(asked)
         try:
-            rt = image.usable_runtime(runtime if host is None else host_runtime(host, runtime))
+            rt = image.usable_runtime(asked)
         except image.ImageError as exc:
             raise ConfigError(f"{on}: {exc}") from None
-        img = built(rt, localfacts.flavor())  # this machine's flavour (image build --flavor auto)
+        img = built(rt, flavor)
         tag = unprivileged.local_tag(rt, img)
         if img is None or tag is None:
-            raise ConfigError(
-                f"{on}: no {rt} image{carrying} for this dltestbed build; run `dltestbed image build --runtime {rt}"
-                f"{option}`"
-            )
+            raise missing(rt)
         opts = ContainerOptions(gpus="auto") if host is None else options_from_vars(host.vars)
         return ContainerImage(rt, tag, img.digest, image.runtime_env(rt), opts)
     opts = options_from_vars(remote.vars)  # a host outside container_hosts was refused by check_host_values
@@ -294,7 +318,7 @@ def _container(host: Host | None, setup: Setup, built: Built) -> ContainerImage:
     if img is None:
         raise ConfigError(
             f"cbm on {remote.name}: no {rt} image of the {flavor} flavour{carrying} for this dltestbed build here; "
-            f"run `dltestbed provision{option}`"
+            f"run `{hints.provision(setup.inventory, remote.name, extra)}`"
         )
     env = {"CONTAINERS_CONF": REMOTE_CONTAINERS_CONF} if rt == "podman" else {}
     return ContainerImage(rt, img.tag, img.digest, env, opts)

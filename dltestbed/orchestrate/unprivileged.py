@@ -17,7 +17,7 @@ from dltestbed.kinds import any_kind
 from dltestbed.provision import image, userstore
 from dltestbed.runtimes import RUNTIMES
 from dltestbed.targets import Site
-from dltestbed.users import check_name, drop_argv, invoking_user, local_uid
+from dltestbed.users import check_name, drop_here, invoking_user, local_uid
 
 
 def _root() -> bool:
@@ -52,8 +52,8 @@ def check(as_user: str | None, kinds: Sequence[str], runtime: str | None, hosts:
 
 def _check_reaches(user: str, python: str) -> None:
     """A ConfigError line when the user cannot start this machine's dltestbed with `python` (an interpreter under
-    root's home)."""
-    argv = drop_argv(user, [python, "-c", "import dltestbed.workload"])
+    root's home): the check runs the run's own command line (users.drop_here, variables handed over by `env`)."""
+    argv = drop_here(user, [python, "-c", "import dltestbed.workload"])
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -61,9 +61,21 @@ def _check_reaches(user: str, python: str) -> None:
     if proc.returncode != 0:
         lines = [x.strip() for x in proc.stderr.splitlines() if x.strip()] or [f"exit code {proc.returncode}"]
         raise ConfigError(
-            f"--as-user {user}: that user cannot run this machine's dltestbed ({python}): {lines[-1]}; "
-            "install it where the user can read it"
+            f"--as-user {user}: that user cannot run this machine's dltestbed: {lines[-1]}; {_advice(python)}"
         )
+
+
+def _advice(python: str) -> str:
+    """What mends it: the folder that keeps the user from the interpreter, or the files it cannot read."""
+    real = Path(python).resolve()
+    seen = [*reversed(Path(python).absolute().parents), *reversed(real.parents)]  # the venv's folders, then the real
+    closed = next((p for p in seen if not os.stat(p).st_mode & 0o001), None)
+    if closed is not None:
+        return (
+            f"{python} is {real}, under {closed}, which others cannot enter: make a venv from a Python the user can "
+            f"reach (e.g. /usr/bin/python3 -m venv /opt/dltestbed), or `chmod o+x {shlex.quote(str(closed))}`"
+        )
+    return f"dltestbed's venv ({Path(python).parent.parent}) must be readable by that user: chmod -R o+rX it"
 
 
 def check_data(as_user: str | None, source: Path, hosts: Sequence[Host | None]) -> None:
@@ -72,7 +84,7 @@ def check_data(as_user: str | None, source: Path, hosts: Sequence[Host | None]) 
     if as_user is None or not any(this_machine(h) for h in hosts) or not _root():
         return
     bad = dataset.unreadable_by_others(source)
-    proc = subprocess.run(drop_argv(as_user, ["test", "-r", str(source), "-a", "-x", str(source)]), timeout=60)
+    proc = subprocess.run(drop_here(as_user, ["test", "-r", str(source), "-a", "-x", str(source)]), timeout=60)
     if bad is not None or proc.returncode != 0:
         raise ConfigError(
             f"--as-user {as_user}: that user cannot read --data-dir {bad or source} (every folder above it must "

@@ -83,6 +83,19 @@ def run_step(argv: list[str], what: str, env: Mapping[str, str] | None = None, t
     return proc.stdout.strip()
 
 
+def not_installed(runtime: str | None = None) -> str | None:
+    """Why no container can run here, seen without running anything: the runtime asked (None: every one
+    `detect_runtime` tries) is not installed; None when one is."""
+    names = [runtime] if runtime else [name for name, rt in runtimes.RUNTIMES.items() if rt.store is None]
+    rts = [runtimes.RUNTIMES.get(name) for name in names]
+    missing = [
+        f"{name} is not installed" for name, rt in zip(names, rts, strict=True) if rt and not shutil.which(rt.command)
+    ]
+    if len(missing) < len(names):
+        return None
+    return missing[0] if runtime else "no container runtime works here: " + "; ".join(missing)
+
+
 def detect_runtime() -> str:
     """docker when its daemon answers, else podman when installed; an ImageError otherwise."""
     problems = []

@@ -15,7 +15,7 @@ from dltestbed.provision.cache import KEEP
 from dltestbed.provision.wheelhouse import Wheelhouse
 from dltestbed.runtimes.charliecloud import MOUNT_POINTS
 from dltestbed.runtimes.podman_rootless import PodmanRootless
-from dltestbed.users import drop_argv
+from dltestbed.users import drop_here
 
 SOURCE_FILE = "ch/dltestbed-source"  # in an image folder: the Podman image's digest it was converted from
 
@@ -90,7 +90,7 @@ def _prune(current: Path) -> None:
 def user_image_id(user: str, tag: str) -> str | None:
     """The id of an image in a user's own Podman store, or None when it is not there."""
     argv = [PodmanRootless.command, *PodmanRootless.global_flags, "image", "inspect", "--format", "{{.Id}}", tag]
-    proc = subprocess.run(drop_argv(user, argv), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(drop_here(user, argv), capture_output=True, text=True, timeout=120)
     out = proc.stdout.strip()
     return (out if out.startswith("sha256:") else f"sha256:{out}") if proc.returncode == 0 and out else None
 
@@ -98,8 +98,8 @@ def user_image_id(user: str, tag: str) -> str | None:
 def user_driver(user: str) -> str | None:
     """The storage driver of a user's own Podman store (overlay, vfs, …), or None when Podman does not say."""
     argv = [PodmanRootless.command, *PodmanRootless.global_flags, "info", "--format", "{{.Store.GraphDriverName}}"]
-    proc = subprocess.run(drop_argv(user, argv), capture_output=True, text=True, timeout=120)
-    subprocess.run(drop_argv(user, PodmanRootless().after_argv()), capture_output=True, timeout=60)
+    proc = subprocess.run(drop_here(user, argv), capture_output=True, text=True, timeout=120)
+    subprocess.run(drop_here(user, PodmanRootless().after_argv()), capture_output=True, timeout=60)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
@@ -109,9 +109,9 @@ def load_for(user: str, img: image.Image) -> None:
     An ImageError when it cannot be loaded, or is there under another digest after."""
     archive = image.archive(img)
     with archive.open("rb") as stdin:
-        argv = drop_argv(user, [PodmanRootless.command, *PodmanRootless.global_flags, "load", "--quiet"])
+        argv = drop_here(user, [PodmanRootless.command, *PodmanRootless.global_flags, "load", "--quiet"])
         proc = subprocess.run(argv, stdin=stdin, capture_output=True, text=True, timeout=1800)
-    subprocess.run(drop_argv(user, PodmanRootless().after_argv()), capture_output=True, timeout=60)
+    subprocess.run(drop_here(user, PodmanRootless().after_argv()), capture_output=True, timeout=60)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.splitlines() if line.strip()] or [f"exit code {proc.returncode}"]
         raise image.ImageError(f"loading {img.tag} into {user}'s Podman store failed: {lines[-1]}")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dltestbed import hints
 from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
@@ -35,14 +36,15 @@ def flavor(settings: VMSettings) -> str:
 def guest_image(build: bool, frameworks: Sequence[str] = ()) -> guestimage.GuestImage:
     """dltestbed's guest image of this build that carries these frameworks (`wheelhouse.carried`): built when
     `build` (found first when up to date), else found or a ConfigError saying how to build it."""
-    house = wheelhouse.build("cpu", frameworks)  # the guest image holds the CPU builds (see vm-images/README.md)
-    if build:
+    if build:  # the guest image holds the CPU builds (see vm-images/README.md)
+        house = wheelhouse.build("cpu", frameworks)
         return guestimage.build(house, ctr_image.build("podman", house))
-    pod = ctr_image.find("podman", house) if shutil.which("podman") else None
-    img = guestimage.find(house, pod) if pod else None
+    found = wheelhouse.cached("cpu", frameworks)  # never built to look: none, no guest image of this build
+    pod = ctr_image.find("podman", found) if found is not None and shutil.which("podman") else None
+    img = guestimage.find(found, pod) if found is not None and pod else None
     if img is None:
-        extra = [f for f in house.frameworks if f != DEFAULT_FRAMEWORK]
-        how = "dltestbed image build" + "".join(f" --framework {f}" for f in extra)
+        extra = [f for f in wheelhouse.carried(frameworks) if f != DEFAULT_FRAMEWORK]
+        how = hints.image_build(None, extra)
         with_ = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
         raise ConfigError(f"vm: no VM guest image{with_} for this dltestbed build; run `{how}`")
     return img

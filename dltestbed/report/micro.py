@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from dltestbed import expected
 from dltestbed.config import PROBES
 from dltestbed.kinds import KINDS
 from dltestbed.report import health
@@ -29,7 +30,7 @@ ABOVE_LIMIT = 1.05  # a fraction of the limit beyond the clock's and the datashe
 # How tables show a unit: the largest scale the value reaches (a latency: the smallest unit it reaches).
 SCALES = {
     "FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")),
-    "B/s": ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")),
+    "B/s": ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")),
     "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")),
 }
 
@@ -113,6 +114,9 @@ def _case_stats(
     case = (key.probe, key.case, key.unit)
     vals = [values[r.id][case] for r in members]
     info = _case_info(members[0], key.probe, key.case)
+    limit, source = info.get("limit"), str(info.get("limit_source") or "")
+    if limit is None and key.probe == "d2d":
+        limit, source = _datasheet_bandwidth(members[0])
     eff, why = None, ""
     if key.against_baseline:
         b = base.get(key.workload, [])
@@ -129,8 +133,8 @@ def _case_stats(
         Spread.of(vals),
         mean_interval(vals),
         bool(info.get("headline")),
-        info.get("limit"),
-        str(info.get("limit_source") or ""),
+        limit,
+        source,
         str(info.get("note") or ""),
         eff,
         why,
@@ -169,7 +173,7 @@ def summarise(
     )
     out = _copy_ceiling(out)
     failed = [
-        Skipped(r.target_kind, "all", "all", (f"run {r.id} {r.status}: {r.reason}",))
+        Skipped(r.target_kind, "all", "all", (f"run {r.id} {r.status}: {r.reason or 'no reason recorded'}",))
         for r in runs
         if r.is_probe and r.status != "ok"
     ]
@@ -191,6 +195,17 @@ def _copy_ceiling(cases: list[CaseStats]) -> list[CaseStats]:
             c = replace(c, limit=ceiling, limit_source="the best copy bare metal measured (a measured ceiling)")
         out.append(c)
     return out
+
+
+def _datasheet_bandwidth(run: RunRecord) -> tuple[float | None, str]:
+    """A device copy's limit: the memory bandwidth on the datasheet of the run's GPUs' board (dltestbed/boards/, as
+    acceptance judges a copy), where its GPUs are all one board that gives it; else (None, "")."""
+    names = {str(g.get("name")) for g in run.fingerprint.get("gpus") or () if isinstance(g, Mapping)}
+    board = expected.for_gpu(names.pop(), expected.shipped()) if len(names) == 1 else None
+    bandwidth = board.get("memory_bandwidth_tbs") if board else None
+    if board is None or bandwidth is None:
+        return None, ""
+    return bandwidth.value * 1e12, f"{bandwidth.source} (board {board.key})"
 
 
 def _during(

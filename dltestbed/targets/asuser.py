@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Unpack
 
+from dltestbed.errors import TargetError
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
-from dltestbed.users import drop_argv
+from dltestbed.users import drop_argv, primary_gid
 
 
 class AsUserTarget:
@@ -25,6 +26,7 @@ class AsUserTarget:
         self.remote = inner.remote
         self.peer_address = inner.peer_address
         self.data_dir = inner.data_dir
+        self._gid: int | None = None
 
     @property
     def inner(self) -> Target | None:
@@ -38,7 +40,20 @@ class AsUserTarget:
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """argv as the user: its variables are handed over after the drop (the drop clears the environment)."""
         env = options.pop("env", None)
-        return self.wrapped.run(drop_argv(self.user, argv, env), **options)
+        return self.wrapped.run(drop_argv(self.user, self.gid(), argv, env), **options)
+
+    def gid(self) -> int:
+        """The user's primary group where the commands run: this machine's passwd, else `id -g` there (once)."""
+        if self._gid is None:
+            if not self.remote:
+                self._gid = primary_gid(self.user)
+            else:
+                lines: list[str] = []
+                res = self.wrapped.run(["id", "-g", self.user], timeout=60, on_line=lines.append)
+                if res.returncode != 0 or not lines or not lines[0].strip().isdigit():
+                    raise TargetError(f"{self.host}: user {self.user} does not exist there")
+                self._gid = int(lines[0].strip())
+        return self._gid
 
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the run in progress (the wrapped target's)."""

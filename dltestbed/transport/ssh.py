@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dltestbed import hints
 from dltestbed.errors import HostKeyError, TargetError
 from dltestbed.inventory import Host
 from dltestbed.transport.base import INTERRUPT, STDERR_TAIL_LINES, Abort, Aborted, AbortLatch, CommandResult
@@ -135,7 +136,9 @@ class SSH:
             ) from None
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                raise HostKeyError(f"{where}: host key not recorded; run `dltestbed provision` for it first") from None
+                raise HostKeyError(
+                    f"{where}: host key not recorded; run `{hints.provision(host=h.name)}` first"
+                ) from None
             raise TargetError(f"{where}: SSH failed: {exc}") from None
         except OSError as exc:
             raise TargetError(f"{where}: unreachable: {exc.strerror or exc}") from None

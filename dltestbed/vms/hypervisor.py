@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from dltestbed import paths
+from dltestbed import hints, paths
 from dltestbed.errors import DltestbedError
 from dltestbed.inventory import Host, over_ssh
 from dltestbed.transport.ssh import SSH, known_hosts_files
@@ -77,7 +77,9 @@ def ssh_command(host: Host) -> Path:
     against the same files bench uses (libvirt's own URI options cannot name them)."""
     files = known_hosts_files(host)
     if not files:
-        raise VMError(f"libvirt on {host.name}: its host key is not recorded; run `dltestbed provision` for it first")
+        raise VMError(
+            f"libvirt on {host.name}: its host key is not recorded; run `{hints.provision(host=host.name)}` first"
+        )
     known = " ".join('"' + str(f).replace('"', "") + '"' for f in files)
     opts = ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}", "-o", "ConnectTimeout=15"]
     safe = re.sub(r"[^A-Za-z0-9.-]", "-", host.name)

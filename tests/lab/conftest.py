@@ -147,15 +147,25 @@ def run_user(name: str = RUN_USER) -> Iterator[pwd.struct_passwd]:
         assert shutil.which(tool), f"{tool} missing (scripts/install.sh --test installs it)"
     subprocess.run(["userdel", "--remove", name], capture_output=True)
     subprocess.run(["useradd", "--create-home", name], check=True)
+    try:
+        with interpreter_reached():
+            yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def interpreter_reached() -> Iterator[None]:
+    """The folders on the way to this machine's interpreter (the venv's real one) opened to others where they are
+    not, as they were after."""
     opened = []
-    for parent in Path(os.path.realpath(sys.executable)).parents:  # the venv's real interpreter
+    for parent in Path(os.path.realpath(sys.executable)).parents:
         if parent.stat().st_mode & 0o001 == 0:
             opened.append((parent, parent.stat().st_mode))
             parent.chmod(parent.stat().st_mode | 0o001)
     try:
-        yield pwd.getpwnam(name)
+        yield
     finally:
         for parent, mode in reversed(opened):
             parent.chmod(mode)
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        subprocess.run(["userdel", "--remove", name], capture_output=True)

@@ -306,7 +306,7 @@ def test_a_host_key_not_recorded_or_changed_stops_the_bench_before_it_runs(
     assert (
         f"its host key changed since it was recorded; check the host, then remove the old key from {known}"
         if key.startswith("changed")
-        else "host key not recorded; run `dltestbed provision` for it first"
+        else "host key not recorded; run `dltestbed provision --layout single --inventory INVENTORY --limit tp-h2`"
     ) in line
     assert proc.stdout == "" and "bench b-" not in proc.stderr  # nothing announced, nothing run
     if results.exists():

@@ -6,10 +6,14 @@ left behind; the report compares the runtimes against native."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +22,7 @@ import pytest
 
 from dltestbed import paths
 from tests.conftest import one_error_line, run_cli
-from tests.lab.conftest import RUN_USER, run_user
+from tests.lab.conftest import RUN_USER, interpreter_reached, run_user
 from tests.lab.test_containers import dockerd  # noqa: F401 (a running dockerd for the docker bench)
 from tests.secretwatch import SecretWatch, new_token
 
@@ -142,6 +146,49 @@ def test_every_runtime_as_a_user_against_native_on_real_data(
         assert cells[9] == f"uid {user.pw_uid} ({USER})" or layer == "cbm (docker)" or layer == "cbm (podman)", row
     js = json.loads(run_cli("report", "--all", "--results", str(results), "--format", "json").stdout)
     assert {r["runtime"] for r in js["runtimes"]} == {"native", *ROOTLESS, "podman", "docker"}
+
+
+@pytest.mark.timeout(1800)  # the images are the other test's, or built here: about 5 min each on a fresh machine
+def test_nobody_runs_bare_metal_and_a_container_under_docker_and_charliecloud(results: Path) -> None:
+    """nobody's primary group is nogroup, not a group of its own name: each run drops to the user's own gid."""
+    nobody = pwd.getpwnam("nobody")
+    assert grp.getgrgid(nobody.pw_gid).gr_name != "nobody"  # what this test is about
+    runs = []
+    with interpreter_reached():
+        for rt in ("docker", "charliecloud"):
+            build = run_cli("image", "build", "--runtime", rt, "--vm", "no", timeout=1800)
+            assert build.returncode == 0, build.stderr[-2000:]
+            args = ["bench", *BENCH[:-1], "1", "--targets", "bm,cbm", "--runtime", rt, "--as-user", "nobody"]
+            proc = run_cli(*args, "--format", "json", "--results", str(results), timeout=1200)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            runs += json.loads(proc.stdout)
+    assert [(r["target_kind"], r["status"]) for r in runs] == [("bm", "ok"), ("cbm", "ok")] * 2, runs
+    for r in runs:
+        assert r["fingerprint"]["uid"] == nobody.pw_uid and r["fingerprint"]["run_as_user"] == "nobody", r
+
+
+def test_a_venv_whose_interpreter_the_user_cannot_reach_is_refused_before_any_run() -> None:
+    """A venv made from a Python in a folder closed to others (pyenv's under /root, say): one line, nothing run."""
+    root = Path(tempfile.mkdtemp(prefix="dltestbed-closed-venv-"))  # pytest's own folders are closed to others
+    try:
+        root.chmod(0o755)
+        closed = root / "closed"
+        closed.mkdir(mode=0o700)
+        shutil.copy2(os.path.realpath(sys.executable), closed / "python3")
+        venv = root / "venv"
+        subprocess.run([str(closed / "python3"), "-m", "venv", "--without-pip", str(venv)], check=True)
+        (site,) = venv.glob("lib/python3*/site-packages")
+        (site / "dltestbed-here.pth").write_text("\n".join(sys.path[1:]) + "\n")  # dltestbed and its dependencies
+        results = root / "results.sqlite"
+        argv = [str(venv / "bin/python"), "-m", "dltestbed", "bench", *BENCH, "--targets", "bm"]
+        argv += ["--as-user", "nobody", "--results", str(results)]
+        line = one_error_line(subprocess.run(argv, capture_output=True, text=True, timeout=300))
+        said = f"error: --as-user nobody: that user cannot run this machine's dltestbed: env: '{venv}/bin/python'"
+        assert line.startswith(said), line
+        assert f"is {closed / 'python3'}, under {closed}, which others cannot enter" in line, line
+        assert not results.exists()  # nothing run, nothing stored
+    finally:
+        shutil.rmtree(root)
 
 
 def _clis(watch: SecretWatch) -> list[int]:

@@ -370,7 +370,7 @@ def test_state_is_kept_and_resumed_only_for_the_same_request(tmp_path: Path) -> 
         (["--skip", "lunch"], "--skip 'lunch': no such stage"),
         (["--on-fail", "notify {nodes}"], "unknown placeholder {nodes}"),
         (["--hold", "soon"], "--hold 'soon'"),
-        (["--sign-key", "/nonexistent-key"], "--sign-key '/nonexistent-key': no such file"),
+        (["--sign-key", "/nonexistent-key"], "--sign-key '/nonexistent-key': it cannot sign: no such file"),
         (["--init"], "--expected FILE: where to write"),
         (["--skip", "measure"], "--skip measure: the verdict needs it"),
         (["--init", "--expected", "site.toml"], "--level quick runs the model once"),

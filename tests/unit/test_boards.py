@@ -175,3 +175,54 @@ def test_the_report_says_the_gpu_while_each_probe_case_ran() -> None:
         store.close()
     assert cases["gemm", "bfloat16 n=8192"].gpu == "SM 1458 MHz, 691 W, power cap in 100% of 5 sample(s)"
     assert cases["d2d", "device copy 1024 MiB"].gpu == "SM 1980 MHz, 385 W, power cap in 0% of 6 sample(s)"
+
+
+H100_NAME = "NVIDIA H100 80GB HBM3"
+POWER = 'values.power_limit_w = { value = 600, source = "measured: our golden node gn01, 2026-12-01" }\n'
+
+
+def test_a_site_overrides_a_shipped_board_value_by_value(tmp_path: Path) -> None:
+    """docs/reference.md: "a site overrides values one by one": a table that gives one value alone (no `version`,
+    no `board`) changes that value, and the board keeps its name, version, NVML names and other values."""
+    site = tmp_path / "site.toml"
+    site.write_text("[boards.h100-sxm]\n" + POWER)
+    shipped = next(b for b in expected.shipped() if b.key == "h100-sxm")
+    mine = expected.for_gpu(H100_NAME, expected.with_site(expected.shipped(), site))
+    assert mine is not None and mine.key == "h100-sxm"
+    assert (mine.board, mine.version, mine.match, mine.exclude) == (
+        shipped.board,
+        shipped.version,
+        shipped.match,
+        shipped.exclude,
+    )
+    assert mine.values["power_limit_w"].value == 600 and "gn01" in mine.values["power_limit_w"].source
+    assert {k: v for k, v in mine.values.items() if k != "power_limit_w"} == {
+        k: v for k, v in shipped.values.items() if k != "power_limit_w"
+    }
+    site.write_text('[boards.h100-sxm]\nboard = "H100 SXM (capped)"\n')  # a name alone: the values as shipped
+    (renamed,) = [b for b in expected.with_site(expected.shipped(), site) if b.key == "h100-sxm"]
+    assert renamed.board == "H100 SXM (capped)" and renamed.values == shipped.values
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[boards.h100-sxm]\nversion = 2\n" + POWER, r"version 2; this dltestbed reads board files of version 1"),
+        ('[boards.rtx]\nboard = "RTX"\nmatch = ["RTX"]\n' + POWER, r"\[boards.rtx\]: `version` is missing"),
+        ('[boards.rtx]\nversion = 1\nmatch = ["RTX"]\n' + POWER, r"\[boards.rtx\]: `board` is missing"),
+        (
+            '[boards.h100-sxm]\npower_limit_w = { value = 600, source = "measured: gn01, 2026-12-01" }\n',
+            r"\[boards.h100-sxm\]: unknown field 'power_limit_w'; a board gives version, board, match, exclude, values",
+        ),
+    ],
+)
+def test_an_override_still_refuses_another_version_and_a_new_board_is_whole(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """What a partial override does not loosen: a version it gives is checked, a board not shipped gives every
+    field, and a value outside `values` (a typo that would be ignored) is refused, each in one line."""
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    with pytest.raises(ConfigError, match=said) as err:
+        expected.with_site(expected.shipped(), site)
+    assert "\n" not in str(err.value)

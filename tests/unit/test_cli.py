@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -249,3 +251,101 @@ def test_a_docstring_is_reflowed_but_lists_are_kept() -> None:
     - two
     """
     assert reflow(doc) == "First line.\n\nA paragraph written over three lines of a docstring.\n\nSteps:\n- one\n- two"
+
+
+def _command(path: str) -> Any:
+    """The click command at `path` (e.g. `image build`), tidied as the CLI does (its examples, its labels)."""
+    from typer.main import get_command
+
+    from dltestbed.cli import app
+    from dltestbed.cli.helpstyle import tidy
+
+    cmd = get_command(app)
+    tidy(cmd)
+    for name in path.split():
+        cmd = cmd.commands[name]  # type: ignore[attr-defined]
+    return cmd
+
+
+def _examples(path: str) -> list[str]:
+    """The lines of a command's examples block as written, markup and blank lines left out."""
+    epilog = _command(path).epilog or ""
+    return [re.sub(r"\[/?(?:bold)?\]", "", line).rstrip() for line in epilog.splitlines() if line.strip()]
+
+
+EXAMPLED = ["bench", "accept", "image build", "provision"]
+
+
+@pytest.mark.parametrize("path", EXAMPLED)
+def test_examples_do_not_wrap_at_80_columns(path: str) -> None:
+    """Each line of a command's examples is on one line of its --help at 80 columns, never cut mid-option (the
+    accept examples once put `--sign-key ~/.ssh/acceptance` and every comment on lines of their own)."""
+    written = _examples(path)
+    assert any(line.lstrip().startswith("dltestbed ") for line in written), f"{path}: no example"
+    proc = run_cli(*path.split(), "--help", env={"COLUMNS": str(WIDTH)})
+    shown = {line.strip() for line in proc.stdout.splitlines()}
+    cut = [line for line in written if line.strip() not in shown]
+    assert not cut, f"dltestbed {path} --help: example lines wrapped at {WIDTH} columns: {cut}"
+
+
+@pytest.mark.parametrize("path", EXAMPLED)
+def test_examples_parse_and_name_a_real_heading(path: str) -> None:
+    """Every `dltestbed` command in the examples parses in today's spelling (its description, after three
+    spaces, left out), and the heading its `In full:` line names is in docs/reference.md."""
+    from tests.unit.test_docs import ROOT, parse, slugs
+
+    commands, current = [], ""
+    for line in _examples(path):
+        current += " " + re.split(r"\s{3,}", line.strip())[0]
+        if current.endswith("\\"):
+            current = current[:-1]
+            continue
+        if current.split()[0] == "dltestbed":
+            commands.append(shlex.split(current)[1:])
+        current = ""
+    assert commands
+    for args in commands:
+        parse(args)
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    for heading in re.findall(r'docs/reference\.md, "([^"]+)"', " ".join(_examples(path))):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        assert slug in slugs(reference), f"{path}: no heading {heading!r} in docs/reference.md"
+
+
+def test_accept_help_names_its_default_stages_frameworks_and_exit_codes() -> None:
+    """accept --help at 80 columns: --level says its default in at most 4 lines; --skip names every stage of the
+    registry (accept/stages.py), --framework every framework (workload/frameworks); the Exits paragraph names 2
+    (bad input, a stage that cannot go on) beside 0, 1 and 3."""
+    from dltestbed.accept.stages import SKIPPABLE, STAGES
+    from dltestbed.workload.frameworks import REGISTRY
+
+    proc = run_cli("accept", "--help", env={"COLUMNS": str(WIDTH)})
+    lines = proc.stdout.splitlines()
+    rows = {row.split()[1]: row for row in _option_rows(lines) if len(row.split()) > 1}
+    level = next(p for p in _command("accept").params if p.name == "level")
+    said = [line for line in lines if line.startswith("│")]
+    start = next(i for i, line in enumerate(said) if "--level" in line)
+    assert sum(1 for line in said[start + 1 : start + 5] if not line[2:8].strip()) < 4, "--level: over 4 lines"
+    assert re.search(rf"default:?\s+{level.default}\b", " ".join(rows["--level"].replace("│", " ").split()))
+
+    def names(option: str, wanted: Any) -> list[str]:
+        row = " ".join(rows[option].replace("│", " ").split())
+        return [n for n in wanted if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", row)]
+
+    assert not names("--skip", STAGES), f"--skip does not name {names('--skip', STAGES)}"
+    assert set(SKIPPABLE) < set(STAGES)
+    assert not names("--framework", REGISTRY), f"--framework does not name {names('--framework', REGISTRY)}"
+    text = " ".join(" ".join(lines[: next(i for i, x in enumerate(lines) if x.startswith("╭"))]).split())
+    exits = re.search(r"Exits (.*?)\.(?:\s|$)", text)
+    assert exits is not None
+    assert all(re.search(rf"\b{code}\b", exits.group(1)) for code in (0, 1, 2, 3)), exits.group(0)
+
+
+def test_accept_stage_names_are_read_only_when_its_help_is_shown() -> None:
+    """The stage registry imports the whole acceptance (scipy among it, seconds): a command that is not asked
+    for accept's help never loads it, though --skip's help names its stages."""
+    code = "import sys; from dltestbed.cli import main; main(sys.argv[1:]); sys.exit(100 if '{}' in sys.modules else 0)"
+    mod = "dltestbed.accept.stages"
+    for args, loaded in ((["--help"], False), (["bench", "--help"], False), (["accept", "--help"], True)):
+        proc = subprocess.run([sys.executable, "-c", code.format(mod), *args], capture_output=True, text=True)
+        assert (proc.returncode == 100) == loaded, (args, proc.stderr)

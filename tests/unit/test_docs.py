@@ -171,3 +171,132 @@ def test_bench_md_names_every_probe() -> None:
     line = next(x for x in text.splitlines() if x.startswith("- `--probes"))
     missing = [p for p in PROBES if not re.search(rf"\b{p}\b", line)]
     assert not missing, f"docs/bench.md, --probes: no {missing}"
+
+
+# Tables in docs/reference.md made from the registries: each is written here, from them, and the doc holds a copy;
+# a registry that changes (a framework, a kind, a runtime, a board file) fails the test until the copy is pasted.
+
+
+def _framework_table() -> str:
+    """Where each framework runs: a row a kind of target (kinds.KINDS) with what carries a framework there (from
+    the kind's capabilities), a column a framework (workload/frameworks); last, whether it runs `--gpus node`."""
+    from dltestbed.choices import DEFAULT_FRAMEWORK
+    from dltestbed.kinds import KINDS, Kind
+    from dltestbed.workload.frameworks import REGISTRY
+
+    def carrier(kind: Kind) -> str:
+        if kind.guest_image:
+            return "the guest image's container image"
+        if kind.in_vm:
+            return "the guest image"
+        if kind.in_container:
+            return "the container image"
+        return "the host's venv"
+
+    heads = [f"`{name}` ({cls.label})" for name, cls in REGISTRY.items()]
+    rows = [f"| target | the framework is in | {' | '.join(heads)} |", "|---|---|" + "---|" * len(heads)]
+    for kind in KINDS.values():
+        cells = ["yes, always" if n == DEFAULT_FRAMEWORK else f"yes, with `--framework {n}`" for n in REGISTRY]
+        rows.append(f"| `{kind.name}` ({kind.about}) | {carrier(kind)} | {' | '.join(cells)} |")
+    node = ["yes" if cls.node_jobs else "no: refused in one line" for cls in REGISTRY.values()]
+    rows.append(f"| `--gpus node` (one process over every GPU of a machine) | | {' | '.join(node)} |")
+    return "\n".join(rows) + "\n"
+
+
+def _runtime_table() -> str:
+    """The container runtimes (runtimes.RUNTIMES): what each is (its class's docstring), where its image is built."""
+    import inspect
+
+    from dltestbed.runtimes import RUNTIMES
+
+    rows = ["| runtime | what it is | its image is built in |", "|---|---|---|"]
+    for name, cls in RUNTIMES.items():
+        what = (inspect.getdoc(cls) or "").splitlines()[0].removesuffix(".")
+        store = f"the `{cls.store}` store, then the user's" if cls.store else "its own store"
+        rows.append(f"| `{name}` | {what} | {store} |")
+    return "\n".join(rows) + "\n"
+
+
+def _board_table() -> str:
+    """What each shipped board file (dltestbed/boards/) holds: its values from datasheets, and those dltestbed
+    measured, with the framework, revision and store of each."""
+    from itertools import groupby
+
+    from dltestbed import expected
+    from dltestbed.workload.frameworks import REGISTRY
+
+    def names(values: list[expected.Value]) -> str:
+        return ", ".join(f"`{v.name}`" for v in values)
+
+    def by(v: expected.Value) -> tuple[str, int]:
+        assert v.measured is not None
+        return v.measured.framework, v.measured.revision
+
+    rows = ["| file | board | from datasheets | measured by dltestbed's probes and models |", "|---|---|---|---|"]
+    for board in expected.shipped():
+        values = list(board.values.values())
+        sheet = [v for v in values if v.source.startswith("datasheet: ")]
+        measured = [v for v in values if v.measured is not None]
+        parts = [
+            f"{names(list(group))} ({REGISTRY[fw].label}, revision {revision})"
+            for (fw, revision), group in groupby(measured, key=by)
+        ]
+        stores = sorted({v.measured.store for v in measured if v.measured})
+        parts += [f"from `{store}`" for store in stores]
+        rows.append(f"| `{board.key}.toml` | {board.board} | {names(sheet) or 'none'} | {'; '.join(parts) or 'none'} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATED = {"frameworks": _framework_table, "runtimes": _runtime_table, "boards": _board_table}
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_the_references_generated_tables_match_their_registries(name: str) -> None:
+    """docs/reference.md holds each table exactly as made from its registry here (paste the one printed)."""
+    table = GENERATED[name]()
+    text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    assert table in text, f"docs/reference.md: the {name} table differs from its registry's; it is now:\n\n{table}"
+
+
+FRAMEWORKS_TABLE = "reference.md#where-each-framework-runs"
+
+
+def restated(text: str) -> list[str]:
+    """The clauses of a doc's prose (split at `. ` and `; `) that say where a framework runs: a framework named
+    (workload/frameworks: its name or label) beside two layers or more (a kind's name, bare metal, a container,
+    the guest image) or all of them ("every layer", "all four layers")."""
+    from dltestbed.kinds import KINDS
+    from dltestbed.workload.frameworks import REGISTRY
+
+    framework = re.compile(
+        r"\b(" + "|".join(re.escape(w) for n, c in REGISTRY.items() for w in (n, c.label)) + r")\b", re.I
+    )
+    layers = [*KINDS, "bare metal", "containers?", "guest images?"]
+    every = re.compile(r"\b(every|all|each) (of the )?(four )?(layers|kinds of targets?|targets? kinds?)\b", re.I)
+    out = []
+    for clause in re.split(r"(?<=[.;])\s+", " ".join(prose(text).split())):
+        if not framework.search(clause):
+            continue
+        named = {w for w in layers if re.search(rf"(?<![\w-]){w}(?![\w-])", clause, re.I)}
+        if len(named) >= 2 or every.search(clause):
+            out.append(clause)
+    return out
+
+
+def test_restated_finds_a_sentence_that_says_where_a_framework_runs() -> None:
+    """The README once said PyTorch runs "on all four layers (bm, cbm, vm, cvm)" while the reference said "not yet:
+    VMs"; docs/bench.md "PyTorch runs on every layer"."""
+    assert restated("PyTorch runs on every layer: on vm and cvm from a guest image.")
+    assert restated("The images carry PyTorch: it runs on all four layers (bm, cbm, vm, cvm).")
+    assert restated("The guest image carries TensorFlow only, the container image PyTorch too.")
+    assert not restated("PyTorch is installed with `provision --framework pytorch`. It runs on bm and cbm.")
+    assert not restated("```sh\n# PyTorch on bm and cbm\n```\n")
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", ROOT / "docs" / "bench.md"], ids=lambda p: p.name)
+def test_the_readme_and_bench_md_link_to_where_frameworks_run_instead_of_saying_it(doc: Path) -> None:
+    """Where each framework runs is said once, in docs/reference.md's table made from the registries: the README
+    and docs/bench.md link to it, and no sentence of theirs names a framework with the layers it runs on."""
+    text = doc.read_text(encoding="utf-8")
+    assert FRAMEWORKS_TABLE in text, f"{doc.name}: no link to docs/{FRAMEWORKS_TABLE}"
+    assert not restated(text), f"{doc.name} says where a framework runs (link to the table instead): {restated(text)}"

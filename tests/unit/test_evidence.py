@@ -4,6 +4,7 @@ say, a changed file fails, and so does a manifest changed after signing."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,11 @@ def test_signing_needs_a_manifest_and_a_key_and_refuses_a_passphrase(tmp_path: P
     with pytest.raises(ConfigError, match=f"signing the evidence with {locked} failed: "):
         evidence.sign(pack, locked)  # nothing waits for the passphrase
     assert not (pack / evidence.SIGNATURE).exists()
+
+
+def test_a_key_is_tried_on_a_scratch_file_and_nothing_stays(tmp_path: Path, key: tuple[Path, Path]) -> None:
+    before = sorted(Path(tempfile.gettempdir()).glob("dltestbed-key-*"))
+    evidence.check_key(key[0])
+    assert sorted(Path(tempfile.gettempdir()).glob("dltestbed-key-*")) == before
+    with pytest.raises(ConfigError, match=r"^--sign-key '.*nokey': it cannot sign: no such file$"):
+        evidence.check_key(tmp_path / "nokey")

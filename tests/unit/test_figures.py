@@ -4,21 +4,29 @@ at zero with their units, the runs behind every point are named, steps are drawn
 from __future__ import annotations
 
 import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib import rc_context
 from matplotlib.collections import LineCollection
 from matplotlib.container import BarContainer
 from matplotlib.patches import Rectangle
 
-from dltestbed.report import figures, html, jobs, render, stats
+from dltestbed.report import analysis, figures, html, jobs, render, stats
 from dltestbed.report.analysis import Analysis
+from dltestbed.report.figures.base import SVG_RC, group_title, varying, workload_label
 from dltestbed.report.fleet import fleet
 from dltestbed.report.inference import mean_interval
+from dltestbed.report.keys import GroupKey
+from dltestbed.results.store import Store
 from dltestbed.workload.events import ResourceEvent, StepEvent
-from tests.conftest import make_run
+from tests.conftest import DATA, make_run
 
 GiB = 2**30
+H200 = DATA / "gpu" / "h200" / "results.sqlite"  # a real H200's store: compiled runs, --warmup auto, probes
 
 
 def _runs() -> list:
@@ -263,3 +271,53 @@ def test_decomposition_draws_each_layers_change_with_its_interval() -> None:
     (ax,) = fig.axes
     assert ax.get_xlim()[1] <= figures.CHANGE_AXIS_MAX * 1.2
     assert any(t.get_text().startswith("→ +") for t in ax.texts)
+
+
+def test_a_workload_warmed_up_until_steady_is_named_so_never_none() -> None:
+    keys = [GroupKey.of(make_run(warmup=w)) for w in (None, 3)]  # None: --warmup auto
+    vary = varying(keys)
+    assert [workload_label(k, vary) for k in keys] == ["alexnet warm-up until steady", "alexnet 3 warm-up"]
+    assert group_title(keys[0], vary, 1) == "bm · alexnet warm-up until steady (1 run)"
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Analysis]:
+    """The analysis of a copy of the H200's store."""
+    path = Path(tmp_path_factory.mktemp("h200")) / "results.sqlite"
+    shutil.copy(H200, path)
+    store = Store.open(path, read_only=True)
+    try:
+        yield analysis.read(store, store.runs())
+    finally:
+        store.close()
+
+
+def test_every_title_lies_within_its_figure_once_rendered(h200: Analysis) -> None:
+    with rc_context(SVG_RC):
+        drawn = [figures.steps(h200.runs, h200.steps, {}), figures.throughput(h200.groups)]
+        drawn += [f for _, f in figures.gpu_state(h200.runs, h200.samples, h200.steps)]
+        drawn += [f for _, f in figures.memory(h200.runs, h200.samples, h200.steps)]
+    assert len(drawn) == 10
+    for fig in drawn:
+        assert fig is not None
+        figures.svg(fig)  # rendered: laid out, its titles fitted
+        for title, box in [*((t, fig.bbox) for t in fig.texts), *((ax.title, ax.bbox) for ax in fig.axes)]:
+            seen = title.get_window_extent()
+            assert fig.bbox.x0 <= seen.x0 and seen.x1 <= fig.bbox.x1, title.get_text()  # not cut at an edge
+            assert seen.width <= box.width + 0.5, title.get_text()  # a panel's within its panel: not over the next
+            assert "None" not in title.get_text()
+
+
+def test_the_steps_of_a_compiled_run_fill_their_panel_and_its_start_up_is_a_note(h200: Analysis) -> None:
+    (run,) = [r for r in h200.runs if r.batch_size == 32]  # the smoke run: 35 s compiling, 5 steps in 0.02 s
+    timed = [s for s in h200.steps[run.id] if s.phase == "timed"]
+    began = min(h200.samples[run.id][0].t, h200.steps[run.id][0].t - h200.steps[run.id][0].seconds)
+    first, last = timed[0].t - began, timed[-1].t - began
+    assert first > 40 and last - first < 0.1
+    figs = dict(figures.gpu_state(h200.runs, h200.samples, h200.steps))
+    (fig,) = [f for label, f in figs.items() if label.startswith("alexnet b32")]
+    ips = fig.axes[0]  # the images/sec row (one layer: one column)
+    lo, hi = ips.get_xlim()
+    assert lo <= first and last <= hi and (last - first) / (hi - lo) > 0.9  # the steps span the axis
+    assert [t.get_text() for t in ips.texts] == [f"timed steps from {first:.3g} s (start-up and warm-up before)"]
+    assert fig.axes[1].get_xlim()[0] == 0  # the clock over the whole run

@@ -22,6 +22,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "errors": (),
     "catalog": (),
     "choices": (),
+    "hints": (),  # the whole commands a message tells the user to run
     "paths": (),
     "locks": ("errors",),
     "owner": ("locks", "paths"),
@@ -34,20 +35,22 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "expected": ("choices", "errors"),  # each board's expected values (data), for acceptance
     "evidence": ("errors",),  # an acceptance's evidence pack: its manifest and SSH signature
     "remedy": ("errors",),  # what acceptance does about a node: drain, resume, a site's hook
-    "workload": ("catalog", "choices", "config", "dataset", "errors"),  # runs on the target: nothing of the controller
+    # runs on the target: nothing of the controller
+    "workload": ("catalog", "choices", "config", "dataset", "errors", "hints"),
     "inventory": ("errors",),
     "kinds": (),
     "runtimes": ("choices", "errors", "paths", "secretenv", "users"),
     "layout": ("choices", "errors", "inventory", "kinds"),
-    "transport": ("errors", "inventory", "paths", "secretenv"),
+    "transport": ("errors", "hints", "inventory", "paths", "secretenv"),
     "slurm": ("errors", "transport"),
     "results": ("errors", "locks", "paths", "secretenv", "workload"),
     "report": ("__init__", "config", "errors", "expected", "kinds", "results", "workload"),
-    "vms": ("choices", "config", "errors", "inventory", "locks", "owner", "paths", "shield", "transport"),
+    "vms": ("choices", "config", "errors", "hints", "inventory", "locks", "owner", "paths", "shield", "transport"),
     "provision": (
         "__init__",
         "choices",
         "errors",
+        "hints",
         "inventory",
         "kinds",
         "layout",
@@ -83,6 +86,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "config",
         "dataset",
         "errors",
+        "hints",
         "inventory",
         "kinds",
         "owner",
@@ -108,6 +112,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "errors",
         "evidence",
         "expected",
+        "hints",
         "inventory",
         "orchestrate",
         "provision",

@@ -588,6 +588,11 @@ def test_a_latency_is_compared_as_a_rate() -> None:
     [
         (3.12e7, "B/s", "31.2 MB/s"),
         (2.2e10, "B/s", "22 GB/s"),
+        (4.26e12, "B/s", "4.26 TB/s"),  # the H200's device copy: not "4.26e+03 GB/s"
+        (4.8e12, "B/s", "4.8 TB/s"),
+        (1e12, "B/s", "1 TB/s"),
+        (9.99e11, "B/s", "999 GB/s"),
+        (5.51e10, "B/s", "55.1 GB/s"),
         (5e5, "B/s", "500 kB/s"),
         (9.2e10, "FLOP/s", "92 GFLOP/s"),
         (6.7e13, "FLOP/s", "67 TFLOP/s"),
@@ -599,6 +604,30 @@ def test_a_latency_is_compared_as_a_rate() -> None:
 )
 def test_values_are_shown_in_the_largest_unit_they_reach(value: float, unit: str, shown: str) -> None:
     assert micro.show(value, unit) == shown
+
+
+def _device_copy(gpu: str) -> tuple[list[micro.CaseStats], list[micro.Skipped]]:
+    """One bare-metal run's device copy of 4.26 TB/s on a GPU of NVML name `gpu`, summarised."""
+    run, _ = _probe_run("bm", 1, {})
+    run.fingerprint = {"gpus": [{"index": 0, "name": gpu}]}
+    ms = [MeasureEvent("d2d", "device copy 1024 MiB", 1, "timed", 4.26e12, "B/s", 0.5, 1.0)]
+    return micro.summarise([run], {run.id: ms}, {})
+
+
+def test_a_device_copy_is_a_share_of_its_boards_datasheet_bandwidth() -> None:
+    (h200,), _ = _device_copy("NVIDIA H200")  # dltestbed/boards/h200-sxm.toml: 4.8 TB/s
+    assert h200.limit == pytest.approx(4.8e12) and h200.fraction == pytest.approx(0.8875)
+    assert "4.8 TB/s" in h200.limit_source and "h200-sxm" in h200.limit_source
+    row = "| d2d | device copy 1024 MiB | bm | 1 | 4.26 TB/s | 4.26 TB/s | 4.26 TB/s | 89 % | baseline |"
+    assert row in "\n".join(micro.markdown([h200], [], []))
+    (unknown,), _ = _device_copy("NVIDIA T4")  # no board file: no share, not a guess
+    assert unknown.limit is None and unknown.fraction is None
+
+
+def test_a_failed_probe_run_without_a_reason_says_so() -> None:
+    failed = make_run(model="micro", mode="probe", status="failed", reason=None)
+    _, (skipped,) = micro.summarise([failed], {}, {})
+    assert skipped.reasons == (f"run {failed.id} failed: no reason recorded",)
 
 
 def test_unpaired_probe_runs_use_welch_and_one_run_a_side_says_so() -> None:

@@ -93,13 +93,14 @@ def test_cbm_on_a_host_looks_up_the_image_of_the_hosts_flavour(monkeypatch) -> N
         prepare._container(host, prepare.Setup(("cbm",), (host,), "podman"), built)
     assert asked == [("podman", "gpu")]
     assert str(err.value) == (
-        "cbm on g1: no podman image of the gpu flavour for this dltestbed build here; run `dltestbed provision`"
+        "cbm on g1: no podman image of the gpu flavour for this dltestbed build here; "
+        "run `dltestbed provision --layout single --inventory INVENTORY --limit g1`"
     )
     with pytest.raises(ConfigError) as err:  # a bench of PyTorch: the image that carries it, and how it is made
         prepare._container(host, prepare.Setup(("cbm",), (host,), "podman", frameworks=("pytorch",)), built)
     assert str(err.value) == (
         "cbm on g1: no podman image of the gpu flavour with PyTorch for this dltestbed build here; "
-        "run `dltestbed provision --framework pytorch`"
+        "run `dltestbed provision --layout single --inventory INVENTORY --limit g1 --framework pytorch`"
     )
 
 

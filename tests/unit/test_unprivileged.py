@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import pwd
 
 import pytest
 
@@ -16,17 +17,25 @@ from dltestbed.report.keys import LayerKey
 from dltestbed.report.stats import summarise
 from dltestbed.runtimes import ContainerOptions, runtime
 from dltestbed.targets.container import ContainerTarget
-from dltestbed.users import check_name, drop_argv
+from dltestbed.users import check_name, drop_argv, drop_here
 from dltestbed.workload.events import ResourceEvent
 from tests.conftest import make_run
 
 
 def test_drop_argv_hands_over_the_variables_without_secrets() -> None:
-    argv = drop_argv("ops", ["python", "-m", "x"], {"A": "1", "INFLUXDB_V2_TOKEN": "tok-secret"})
-    assert argv[:6] == ["setpriv", "--reuid=ops", "--regid=ops", "--init-groups", "--reset-env", "--"]
+    argv = drop_argv("ops", 1001, ["python", "-m", "x"], {"A": "1", "INFLUXDB_V2_TOKEN": "tok-secret"})
+    assert argv[:6] == ["setpriv", "--reuid=ops", "--regid=1001", "--init-groups", "--reset-env", "--"]
     assert argv[6:] == ["env", "A=1", "python", "-m", "x"]
     assert not any("tok-secret" in a for a in argv)
-    assert drop_argv("ops", ["true"]) == [*argv[:6], "true"]  # nothing to hand over: no env
+    # nothing to hand over: `env` still starts it, so the command is looked up as the user (not with setpriv's rights)
+    assert drop_argv("ops", 1001, ["true"]) == [*argv[:6], "env", "true"]
+
+
+def test_a_user_runs_with_its_primary_group_whatever_its_name() -> None:
+    """nobody's group is nogroup (65534): a group named after the user would not parse."""
+    assert drop_here("nobody", ["true"])[2] == f"--regid={pwd.getpwnam('nobody').pw_gid}"
+    with pytest.raises(ConfigError, match="no such user on this machine"):
+        drop_here("no-such-user-here", ["true"])
 
 
 @pytest.mark.parametrize(

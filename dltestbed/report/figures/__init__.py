@@ -55,7 +55,8 @@ CAPTIONS = {  # under each figure: what it shows and the method of each interval
     "sampled during each run; line: mean across repetitions, band: min–max, each run linear between its samples "
     "and never beyond its last.",
     "gpu": "{label}: each timed step's images/sec, and the SM clock, power draw and temperature of the busiest "
-    "GPU (the one the run used) in each sample, on one time axis; line: mean across repetitions, band: min–max. "
+    "GPU (the one the run used) in each sample, in seconds since the run began: the steps over their own span "
+    "(a note says when the first came), the GPU over the whole run; line: mean across repetitions, band: min–max. "
     "A step slowing with the clock is the GPU throttling (see GPU health for the reasons).",
     "distributed": "Total: the sum of the workers' own measured images/sec per job; dashed: workers × one worker "
     "alone (linear scaling). Efficiency: total ÷ that. Whiskers: min–max over jobs; n: jobs.",

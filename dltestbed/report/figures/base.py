@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from dltestbed.report.keys import GroupKey, JobKey
 from dltestbed.results.records import RunRecord
@@ -75,7 +76,7 @@ def workload_label(key: GroupKey | JobKey, vary: Iterable[str] = ("model", "batc
                 "image_size": f"{v}px",
                 "workers": f"{v} workers",
                 "contention": "alone" if v == "none" else f"with {v}",
-                "warmup": f"{v} warm-up",
+                "warmup": "warm-up until steady" if v is None else f"{v} warm-up",  # None: --warmup auto
                 "steps": f"{v} steps",
             }.get(f, str(v))
         )
@@ -142,9 +143,36 @@ def gib(values: np.ndarray) -> np.ndarray:
     return values / 2**30
 
 
+def fit(text: Text, width: float) -> None:
+    """Wrap a title at words until no line is wider than `width` (display units), at its colon first: a title
+    never runs past its figure or into its neighbour's."""
+    words = " ".join(text.get_text().split())
+    if ": " in words:
+        text.set_text(words.replace(": ", ":\n", 1))
+    chars = len(words)
+    while (seen := text.get_window_extent().width) > width and chars > 8:
+        chars = min(chars - 1, int(chars * width / seen))
+        text.set_text(wrap(words, chars))
+
+
+def fit_titles(fig: Figure) -> None:
+    """Each title fitted to what it has: the figure's (its suptitle) to the figure's width, a panel's to its panel's
+    once laid out (the layout leaves a title's width to the title; laid out only for a title that may not fit)."""
+    for t in fig.texts:
+        if t.get_window_extent().width > 0.96 * fig.bbox.width:
+            fit(t, 0.96 * fig.bbox.width)
+    wide = [ax for ax in fig.axes if ax.title.get_window_extent().width > 0.5 * ax.bbox.width]
+    if wide:
+        fig.draw_without_rendering()
+    for ax in wide:
+        if ax.title.get_window_extent().width > ax.bbox.width:
+            fit(ax.title, ax.bbox.width)
+
+
 def svg(fig: Figure) -> str:
-    """The figure as self-contained SVG: text drawn as paths, ids repeatable, no date."""
+    """The figure as self-contained SVG, its titles fitted: text drawn as paths, ids repeatable, no date."""
     buf = io.StringIO()
+    fit_titles(fig)
     with rc_context(SVG_RC):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     return buf.getvalue()

@@ -135,9 +135,10 @@ def _over_time(
     rows: Sequence[tuple[str, Series]],
     title: str,
     label: str,
+    spanned: int | None = None,
 ) -> Figure:
     """One panel per layer (`runs` of one workload) and a row per series: mean line and min–max band across
-    the layer's runs, each run on one grid of its sampling interval."""
+    the layer's runs, each run on one grid of its sampling interval; row `spanned` over its own points' span."""
     layers: dict[str, list[RunRecord]] = {}
     for r in runs:
         layers.setdefault(GroupKey.of(r).layer, []).append(r)
@@ -147,12 +148,16 @@ def _over_time(
     for col, (layer, rs) in enumerate(layers.items()):
         c = colour(layer, palette)
         for row, (ylabel, series) in enumerate(rows):
-            grid, mean, lo, hi = _profile([series(r) for r in rs])
+            data = [series(r) for r in rs]
+            grid, mean, lo, hi = _profile(data)
             ax = axes[row][col]
             ax.fill_between(grid, lo, hi, color=c, alpha=0.25, linewidth=0, label="min–max")
             ax.plot(grid, mean, color=c, linewidth=1.2, label="mean")
             ax.set_ylim(bottom=0)
-            ax.set_xlim(left=0)
+            if row == spanned:
+                _own_span(ax, min(t[0] for t, _ in data if len(t)), max(t[-1] for t, _ in data if len(t)))
+            else:
+                ax.set_xlim(left=0)
             ax.set_title(f"{layer} ({len(rs)} run{'s' if len(rs) != 1 else ''})", fontsize=8)
             ax.set_xlabel("seconds since the run began")
             if col == 0:
@@ -161,6 +166,16 @@ def _over_time(
             ax.legend(fontsize=6, loc="lower right")
     fig.suptitle(f"{title}: {label}")
     return fig
+
+
+def _own_span(ax: Any, lo: float, hi: float) -> None:
+    """A panel's x range its points' own, `lo` to `hi` (steps after a compiled run's long start-up would be squeezed
+    against its right edge), with when the first came in a note."""
+    pad = 0.03 * (hi - lo) or 0.5
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.ticklabel_format(axis="x", useOffset=False)
+    note = f"timed steps from {lo:.3g} s (start-up and warm-up before)"
+    ax.text(0.02, 0.04, note, transform=ax.transAxes, fontsize=6)
 
 
 def _by_workload(runs: Sequence[RunRecord], keep: Callable[[RunRecord], bool]) -> list[tuple[str, list[RunRecord]]]:
@@ -230,5 +245,5 @@ def gpu_state(
             ("temperature_c", "temperature, °C"),
         ):
             rows.append((ylabel, _sampled(resources_by_run, steps_by_run, partial(_busiest, key=key))))
-        out.append((label, _over_time(rs, rows, "GPU clocks, power and temperature", label)))
+        out.append((label, _over_time(rs, rows, "GPU clocks, power and temperature", label, spanned=0)))
     return out

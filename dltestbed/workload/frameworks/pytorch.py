@@ -17,6 +17,7 @@ from datetime import timedelta
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
+from dltestbed import hints
 from dltestbed.errors import ConfigError
 from dltestbed.workload.distributed import COLLECTIVE_TIMEOUT, Cluster
 from dltestbed.workload.events import AccuracyEvent, StartEvent
@@ -210,7 +211,7 @@ def _import(host: str) -> ModuleType:
     except ImportError:
         raise ConfigError(
             f"--framework pytorch: PyTorch is not installed on {host} "
-            "(`dltestbed provision --framework pytorch`, or pip install 'dltestbed[pytorch]' there)"
+            f"(`{hints.provision(extra=['pytorch'])}`, or pip install 'dltestbed[pytorch]' there)"
         ) from None
     return torch
 
