@@ -5,6 +5,7 @@ columns."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shlex
 import subprocess
@@ -48,6 +49,8 @@ QUICK = ["--image-size", "64", "--batch-size", "8", "--warmup", "1", "--steps", 
         (["bench", "--suite", "micro", "--probes", "gemm,foo"], "--probes: unknown probe 'foo'; known: gemm,"),
         (["bench", "--vm-memory", "3x"], "--vm-memory: a size like 3g or 3072m (got '3x')"),
         (["bench", "--bogus"], "No such option: --bogus"),
+        (["bench", "--model", "vgg16"], "--model: unknown model 'vgg16'; known: inception3, resnet50, alexnet"),
+        (["bench", "--framework", "jax"], "--framework: unknown framework 'jax'; known: tensorflow or pytorch"),
         (["report", "r-does-not-exist"], "run id: no run 'r-does-not-exist' in"),
         (["runs"], "no runs in"),
         (["report"], "no runs in"),
@@ -61,6 +64,29 @@ def test_bad_input_is_one_line(args: list[str], message: str, results: Path) -> 
     line = one_error_line(proc)
     assert message in line, line
     assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [line]  # the line alone: nothing said before it (the preset auto chose)
+
+
+def test_a_stop_during_a_check_is_said_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Ctrl-C before the bench's own handling begins (a check under way): exit 130 and a line, not silence."""
+    from dltestbed import cli, orchestrate
+
+    def stopped(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(orchestrate, "run_bench", stopped)
+    assert cli.main(["bench", "--dry-run"]) == 130
+    assert capsys.readouterr().err == "error: stopped (Ctrl-C or a stop signal) before it finished\n"
+
+
+def test_a_rootless_runtime_named_with_targets_auto_needs_its_user_as_cbm_does(results: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the refusal is root's: run as root (CI is)")
+    for targets in ("auto", "bm,cbm"):
+        proc = run_cli(
+            "bench", "--targets", targets, "--runtime", "charliecloud", "--dry-run", "--results", str(results)
+        )
+        assert "name the user with --as-user NAME" in one_error_line(proc), targets
 
 
 def test_empty_data_dir(tmp_path: Path, results: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.choices import RUNTIMES
+from dltestbed.choices import DEFAULT_FRAMEWORK, RUNTIMES
 from dltestbed.workload.frameworks import REGISTRY
 from tests.guard import Guard
 
@@ -31,7 +31,17 @@ def _bench_cases() -> list[tuple[str, ...]]:
         for runtime in RUNTIMES:
             user = ("--as-user", "nobody") if runtime in ("podman-rootless", "charliecloud") else ()
             cases.append(("--targets", "cbm", "--runtime", runtime, *user, *fw))
+            if not user:  # a rootless one falls back to bm run as the user: whether it reaches this Python is the
+                cases.append(("--targets", "auto", "--runtime", runtime, *fw))  # machine's (lab/test_unprivileged)
     return cases
+
+
+def _build_hint(case: tuple[str, ...]) -> str:
+    """The command a case's missing image is made with: its runtime and its framework beside the default."""
+    named = dict(zip(case[::2], case[1::2], strict=True))
+    runtime = f" --runtime {named['--runtime']}" if "--runtime" in named else ""
+    framework = f" --framework {named['--framework']}" if named["--framework"] != DEFAULT_FRAMEWORK else ""
+    return f"`dltestbed image build{runtime}{framework}`"
 
 
 def test_bench_dry_run_writes_and_calls_nothing(guard: Guard) -> None:
@@ -43,9 +53,11 @@ def test_bench_dry_run_writes_and_calls_nothing(guard: Guard) -> None:
         assert "Traceback" not in proc.stderr, said
         if case[1] in ("bm", "auto"):  # runs on this machine's bare metal: the list of runs
             assert proc.returncode == 0 and "none was run (--dry-run)" in proc.stdout, said
-        else:  # no image of this build in an empty home: one line that names the command that makes it
+        if case[1] == "auto":  # bare metal twice, saying why, and the whole command that makes the image
+            assert f"no image of this dltestbed build; {_build_hint(case)} makes it" in proc.stderr, said
+        elif case[1] != "bm":  # no image of this build in an empty home: one line that names the command that makes it
             errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-            assert proc.returncode == 2 and len(errors) == 1 and "run `dltestbed image build" in errors[0], said
+            assert proc.returncode == 2 and len(errors) == 1 and f"run {_build_hint(case)}" in errors[0], said
     assert guard.written() == []
     assert guard.called() == []
 
