@@ -1,22 +1,32 @@
-"""Harness fidelity: images/sec through `dltestbed bench` (its library call, `orchestrate.run_bench`) ÷ a
-bare training loop in the same framework, interleaved (--framework tensorflow: a tf.function step;
-pytorch: a plain PyTorch loop), in the same math (--math: float32 with TF32 off, or mixed_bfloat16:
-Keras's mixed policy, PyTorch's autocast) and compiled alike (--xla: jit_compile, torch.compile).
-`--math mixed_bfloat16 --xla` is the gpu preset's.
+"""Harness fidelity and model efficiency, interleaved in pairs, in the same math (--math: float32 with TF32 off,
+or mixed_bfloat16: Keras's mixed policy, PyTorch's autocast) and compiled alike (--xla: jit_compile,
+torch.compile). `--math mixed_bfloat16 --xla` is the gpu preset's.
 
-The bare loop is the least a benchmark can do: same model builder, same synthetic batch, a train step,
-warm-up, then the timed steps with the result synced once per step. No events, no sampler, no
-controller. The ratio's interval: paired t on the log ratios of the pairs (report/inference.py).
-Goal: ratio >= 0.99.
+- Harness fidelity: images/sec through `dltestbed bench` (its library call, `orchestrate.run_bench`) ÷ a bare
+  training loop of the same model builder (--framework tensorflow: a tf.function step; pytorch: a plain loop).
+  The bare loop is the least a benchmark can do: the same synthetic batch, a train step, warm-up, then the timed
+  steps with the result synced once per step. No events, no sampler, no controller. Goal: >= 0.99.
+- Model efficiency: the same bare loop with dltestbed's model ÷ with a model written outside the project
+  (torchvision's where it imports, on the GPU machines; else, for ResNet-50, transformers'
+  ResNetForImageClassification with its default config but 1000 classes: ResNet-50, random weights, nothing
+  downloaded; TensorFlow: keras.applications), in images/sec, and FLOP-normalised: each side's images/sec × its
+  own FLOPs per image (counted by torch.utils.flop_counter on one image's forward pass), so that two models of
+  different size compare fairly.
+  Goal: FLOP-normalised >= 0.95. The outside models are in the test extra only; the workload never imports them.
+
+Each ratio's interval: paired t on the log ratios of the pairs (report/inference.py), 95 %.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
@@ -28,12 +38,20 @@ import keras, tensorflow as tf
 from dltestbed.workload import models
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
-math, xla = sys.argv[6], sys.argv[7] == "1"
+math, xla, source = sys.argv[6], sys.argv[7] == "1", sys.argv[8]
 keras.utils.set_random_seed(0)
 tf.config.experimental.enable_tensor_float_32_execution(False)  # float32 as the harness asks it: TF32 off
 if math != "float32":
     keras.mixed_precision.set_global_policy(math)
-model = models.build(model_name, size, 1000)
+APPS = {"resnet50": keras.applications.ResNet50, "inception3": keras.applications.InceptionV3}
+if source == "outside" and model_name not in APPS:
+    print(f"nan nan no outside {model_name}: keras.applications has none")
+    sys.exit(0)
+if source == "outside":
+    model = APPS[model_name](weights=None, input_shape=(size, size, 3), classes=1000, classifier_activation=None)
+    who = f"keras.applications {keras.__version__}"
+else:
+    model, who = models.build(model_name, size, 1000), "dltestbed"
 x = tf.random.uniform((batch, size, size, 3))
 y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -49,7 +67,7 @@ for _ in range(warmup):
 t0 = time.perf_counter()
 for _ in range(steps):
     float(step(x, y))
-print(batch * steps / (time.perf_counter() - t0))
+print(batch * steps / (time.perf_counter() - t0), "nan", who)  # FLOPs are counted in PyTorch only
 """
 
 BARE_TORCH = r"""
@@ -58,14 +76,45 @@ import torch
 from dltestbed.workload.frameworks import torchmodels
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
-math, xla = sys.argv[6], sys.argv[7] == "1"
+math, xla, source = sys.argv[6], sys.argv[7] == "1", sys.argv[8]
 half = torch.bfloat16 if math == "mixed_bfloat16" else None
 torch.manual_seed(0)
 device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")  # where the harness's auto runs
 torch.backends.cudnn.allow_tf32 = False  # float32 as the harness asks it: TF32 off
 torch.backends.cudnn.benchmark = True
 fmt = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-model = torchmodels.build(model_name, size, 1000).to(device, memory_format=fmt).train()
+class Logits(torch.nn.Module):  # transformers' model answers an object: its logits, as every loop here reads them
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+    def forward(self, x):
+        return self.inner(pixel_values=x).logits
+def outside(name):  # a model written outside dltestbed: torchvision's, else transformers' ResNet-50; (model, who)
+    try:
+        import torchvision
+        tv = torchvision.models
+        build = {"resnet50": tv.resnet50, "alexnet": tv.alexnet,
+                 "inception3": lambda **k: tv.inception_v3(aux_logits=False, init_weights=True, **k)}
+        return build[name](num_classes=1000), f"torchvision {torchvision.__version__}"
+    except (ImportError, RuntimeError):  # its CPU wheel does not import beside the CPU build of torch
+        if name != "resnet50":
+            return None, f"no outside {name}: torchvision does not import here"
+        import transformers
+        from transformers import ResNetConfig, ResNetForImageClassification
+        who = f"transformers {transformers.__version__} ResNet"
+        return Logits(ResNetForImageClassification(ResNetConfig(num_labels=1000))), who
+if source == "outside":
+    model, who = outside(model_name)
+    if model is None:
+        print(f"nan nan {who}")
+        sys.exit(0)
+else:
+    model, who = torchmodels.build(model_name, size, 1000), "dltestbed"
+from torch.utils.flop_counter import FlopCounterMode
+with FlopCounterMode(display=False) as count:  # one image's forward pass, before the model moves or compiles
+    model.eval()(torch.rand(1, 3, size, size))
+flops = count.get_total_flops()
+model = model.to(device, memory_format=fmt).train()
 x = torch.rand(batch, 3, size, size, device=device).contiguous(memory_format=fmt)
 y = torch.randint(0, 1000, (batch,), device=device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -83,27 +132,29 @@ for _ in range(warmup):
 t0 = time.perf_counter()
 for _ in range(steps):
     float(step())
-print(batch * steps / (time.perf_counter() - t0))
+print(batch * steps / (time.perf_counter() - t0), flops, who)
 """
 LOOPS = {"tensorflow": BARE, "pytorch": BARE_TORCH}
 
 
-def bare(a: argparse.Namespace) -> float:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            LOOPS[a.framework],
-            a.model,
-            *map(str, (a.image_size, a.batch_size, a.warmup, a.steps)),
-            a.math,
-            "1" if a.xla else "0",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+@dataclass(frozen=True)
+class Loop:
+    """One bare loop's result: its images/sec, its model's FLOPs per image (nan: not counted) and whose model."""
+
+    ips: float
+    flops: float
+    who: str
+
+
+def bare(a: argparse.Namespace, source: str = "dltestbed") -> Loop:
+    """The bare loop with dltestbed's model, or with the outside one (`source` "outside")."""
+    argv = [sys.executable, "-c", LOOPS[a.framework], a.model]
+    argv += [*map(str, (a.image_size, a.batch_size, a.warmup, a.steps)), a.math, "1" if a.xla else "0", source]
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"the bare loop ({source}) failed: {out.stderr.strip().splitlines()[-1:]}")
+    ips, flops, who = out.stdout.strip().splitlines()[-1].split(" ", 2)
+    return Loop(float(ips), float(flops), who)
 
 
 def harness(a: argparse.Namespace, results: Path) -> float:
@@ -129,8 +180,19 @@ def harness(a: argparse.Namespace, results: Path) -> float:
     return run.images_per_sec
 
 
+def ratio_line(name: str, base: Sequence[float], over: Sequence[float], goal: float) -> str:
+    """`over` ÷ `base`: the ratio of the means, the pairs' geometric mean with its paired-t interval, the goal."""
+    mean = statistics.fmean(over) / statistics.fmean(base)
+    line = f"{name}: {mean:.3f} (per pair: {', '.join(f'{o / b:.3f}' for b, o in zip(base, over, strict=True))})"
+    if len(base) > 1:
+        e = paired(base, over)  # over against base: 1 - ratio, in %
+        lo, hi, mid = 1 - e.hi_pct / 100, 1 - e.lo_pct / 100, 1 - e.overhead_pct / 100
+        line += f"; pairs' geometric mean {mid:.3f} [{lo:.3f}, {hi:.3f}] ({e.method}, 95 %)"
+    return f"{line}; goal >= {goal} {'MET' if mean >= goal else 'NOT MET'}"
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--framework", choices=tuple(LOOPS), default="tensorflow")
     p.add_argument("--model", default="alexnet")
     p.add_argument("--image-size", type=int, default=64)
@@ -140,29 +202,44 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=4)
     p.add_argument("--math", choices=("float32", "mixed_bfloat16"), default="float32")  # no loss scaling here
     p.add_argument("--xla", action="store_true", help="compile the step (jit_compile, torch.compile) on both sides")
+    p.add_argument("--no-harness", action="store_true", help="model efficiency only: no run through the harness")
+    p.add_argument("--no-outside", action="store_true", help="harness fidelity only: no outside model")
     a = p.parse_args()
-    bares, harnesses = [], []
+    sides: dict[str, list[Loop]] = {"bare": [], "outside": [], "harness": []}
+    named = [n for n in sides if not (n == "harness" and a.no_harness) and not (n == "outside" and a.no_outside)]
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.pairs):
-            # alternate which goes first, so a drift does not favour one side
-            order = (bare, harness) if i % 2 == 0 else (harness, bare)
-            for fn in order:
-                v = bare(a) if fn is bare else harness(a, Path(tmp) / "r.sqlite")
-                (bares if fn is bare else harnesses).append(v)
-                print(f"pair {i + 1}: {'bare   ' if fn is bare else 'harness'} {v:8.1f} img/s", flush=True)
-    ratio = statistics.fmean(harnesses) / statistics.fmean(bares)
-    pair_ratios = [h / b for h, b in zip(harnesses, bares, strict=True)]
+            # rotate which goes first, so a drift does not favour one side
+            for name in named[i % len(named) :] + named[: i % len(named)]:
+                if name == "harness":
+                    got = Loop(harness(a, Path(tmp) / "r.sqlite"), math.nan, "dltestbed bench")
+                else:
+                    got = bare(a, "outside" if name == "outside" else "dltestbed")
+                sides[name].append(got)
+                print(f"pair {i + 1}: {name:8} {got.ips:8.1f} img/s ({got.who})", flush=True)
+            if sides["outside"] and math.isnan(sides["outside"][-1].ips):
+                named.remove("outside")  # none here: said once
     what = f"{a.framework} {a.model} {a.image_size}px batch {a.batch_size} {a.math}{' compiled' if a.xla else ''}"
     print(f"\n{what}, {a.warmup}+{a.steps} steps, {a.pairs} pairs")
-    print(f"bare    mean {statistics.fmean(bares):.1f} img/s (sd {statistics.pstdev(bares):.1f})")
-    print(f"harness mean {statistics.fmean(harnesses):.1f} img/s (sd {statistics.pstdev(harnesses):.1f})")
-    print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in pair_ratios)}")
-    if len(pair_ratios) > 1:
-        e = paired(bares, harnesses)  # harness against bare: 1 - ratio, in %
-        lo, hi = 1 - e.hi_pct / 100, 1 - e.lo_pct / 100
-        mid = 1 - e.overhead_pct / 100
-        print(f"ratio of the pairs (geometric mean) {mid:.3f} [{lo:.3f}, {hi:.3f}] ({e.method}, 95 %)")
-    print(f"harness fidelity ratio: {ratio:.3f} (goal >= 0.99) {'MET' if ratio >= 0.99 else 'NOT MET'}")
+    for name in named:
+        ips = [r.ips for r in sides[name]]
+        sd = statistics.pstdev(ips)
+        print(f"{name:8} mean {statistics.fmean(ips):.1f} img/s (sd {sd:.1f}), {sides[name][0].who}")
+    base = [r.ips for r in sides["bare"]]
+    if "harness" in named:
+        print(ratio_line("harness fidelity (harness ÷ bare)", base, [r.ips for r in sides["harness"]], 0.99))
+    if "outside" in named:
+        out = sides["outside"]
+        print(ratio_line("model efficiency (dltestbed ÷ outside, img/s)", [r.ips for r in out], base, 0.95))
+        ours, theirs = sides["bare"][0].flops, out[0].flops
+        if math.isnan(ours) or math.isnan(theirs):
+            print("FLOP-normalised efficiency: not counted (FLOPs are counted in PyTorch only)")
+        else:
+            print(f"FLOPs per image (forward): dltestbed {ours / 1e9:.3f} G, outside {theirs / 1e9:.3f} G")
+            what = "FLOP-normalised efficiency (dltestbed ÷ outside, FLOP/s)"
+            print(ratio_line(what, [r.ips * theirs for r in out], [v * ours for v in base], 0.95))
+    elif sides["outside"]:
+        print(sides["outside"][0].who)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each,
     sampler=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 3 --device cpu)
     node=(-m alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 5)
     fidelity=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 2 --math mixed_bfloat16 --xla)
+    eager=(--model resnet50 --image-size 64 --batch-size 8 --warmup 1 --steps 3 --pairs 3 --math float32 --no-harness)
 else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 beside the probes), 50 timed steps
     device=gpu
     models=(--preset gpu -m resnet50 -m alexnet --steps 50)
@@ -75,6 +76,8 @@ else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 bes
     sampler=(--model resnet50 --image-size 224 --batch-size 128 --warmup 5 --steps 20 --pairs 2 --device gpu)
     node=(-m resnet50 --image-size 224 --batch-size 64 --steps 30)
     fidelity=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 2 --math mixed_bfloat16 --xla)
+    # eager, against torchvision's ResNet-50 alone (the harness's fidelity is the compiled step's): 3 pairs
+    eager=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 3 --math mixed_bfloat16 --no-harness)
 fi
 
 [[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
@@ -122,8 +125,9 @@ step validate-init dlt validate --init --reference "$out/logs/reference.yml" --b
 step validate into "$out/validate.txt" "$py" -m dltestbed validate --reference "$out/logs/reference.yml" --bench last
 step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${fw[@]}" "${full[@]}"
 step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1 "${fw[@]}"
-if [[ $framework != tensorflow ]]; then
+if [[ $framework != tensorflow ]]; then # fidelity and each model against one written outside (torchvision's)
     step fidelity into "$out/fidelity.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${fidelity[@]}"
+    step efficiency into "$out/efficiency.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${eager[@]}"
 fi
 step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${fw[@]}" "${det[@]}"
 step det-on-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${fw[@]}" "${det[@]}"
@@ -179,8 +183,13 @@ EOF
     fi
     if [[ -s "$out/fidelity.txt" ]]; then
         echo
-        echo "== the harness against a bare loop (gpu preset's math, compiled)"
-        tail -6 "$out/fidelity.txt"
+        echo "== the harness against a bare loop, and the model against one written outside (gpu preset's math, compiled)"
+        tail -9 "$out/fidelity.txt"
+    fi
+    if [[ -s "$out/efficiency.txt" ]]; then
+        echo
+        echo "== the model against one written outside (eager)"
+        tail -6 "$out/efficiency.txt"
     fi
 } >>"$out/summary.txt" 2>&1
 tar -C "$out" -czf "$out/logs.tgz" logs

@@ -1,7 +1,9 @@
-"""`dltestbed accept --level quick` on a rack of four lab hosts that are Slurm nodes: one slowed by a CPU hog
-pinned inside it, one with a drifted package version. Stopped mid-acceptance and resumed (no finished stage
-again); both bad nodes named with their cause after the second pass; the slow one drained in Slurm with its
-reason; the others pass; the evidence pack's signature verifies, and a changed file fails the check."""
+"""`dltestbed accept --level quick` on a rack of five lab hosts that are Slurm nodes: one slowed by a CPU hog
+pinned inside it, one with a drifted package version (three healthy: the second pass has its two known-good
+controls even when the lab's noise makes one healthy node a suspect of the first pass). Stopped mid-acceptance
+and resumed (no finished stage again); both bad nodes named with their cause after the second pass; the slow one
+drained in Slurm with its reason; the others pass; the evidence pack's signature verifies, and a changed file
+fails the check."""
 
 from __future__ import annotations
 
@@ -30,12 +32,12 @@ DRIFT_TO = "2.19.1"  # what the drifted node's TensorFlow metadata says
 
 @pytest.fixture(scope="module")
 def rack(lab_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabState, Path, dict[str, str]]]:
-    """Four Slurm nodes sharing this checkout's venv; hosts 1-3 on CPU 1, host 4 on CPU 0 with a hog pinned
+    """Five Slurm nodes sharing this checkout's venv; hosts 1-3 and 5 on CPU 1, host 4 on CPU 0 with a hog pinned
     beside its workload; host 3's TensorFlow metadata says another version."""
     assert len(os.sched_getaffinity(0)) >= 2, "the test gives the slow node a CPU of its own: it needs 2 or more"
     lab.down(NAME)
-    cpus = {"1": "1", "2": "1", "3": "1", "4": "0"}
-    state = lab.up(NAME, 4, "10.213.89.0/24", cpus=cpus, shares=this_checkout(), with_slurm=True)
+    cpus = {"1": "1", "2": "1", "3": "1", "4": "0", "5": "1"}
+    state = lab.up(NAME, 5, "10.213.89.0/24", cpus=cpus, shares=this_checkout(), with_slurm=True)
     hog = ssh(state, SLOW, "setsid nohup taskset -c 0 sh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null & echo $!")
     assert hog.returncode == 0 and hog.stdout.strip().isdigit(), hog.stderr
     import importlib.metadata as md
@@ -126,12 +128,13 @@ def test_accept_names_the_slow_and_the_drifted_node_and_drains_them(
     assert {k: n["verdict"] for k, n in nodes.items()} == {
         f"{NAME}-h1": "pass",
         f"{NAME}-h2": "pass",
+        f"{NAME}-h5": "pass",
         DRIFTED: "fail",
         SLOW: "fail",
     }, json.dumps(verdict["nodes"], indent=1)[-4000:]
     drifted = [r for r in nodes[DRIFTED]["reasons"] if r["verdict"] == "fail"]
     assert [r["check"] for r in drifted] == ["drift tensorflow"], drifted
-    assert f"TensorFlow {DRIFT_TO}, where 3 of 4 nodes have" in drifted[0]["why"]
+    assert f"TensorFlow {DRIFT_TO}, where 4 of 5 nodes have" in drifted[0]["why"]
     slow = [r for r in nodes[SLOW]["reasons"] if r["verdict"] == "fail"]
     # which measures show the hog is the lab's noise to say: the healthy nodes' AlexNet differ by up to 25 % between
     # runs one after another here, so its modified z is not always below -3.5; its GEMM and memory probes always are

@@ -44,6 +44,8 @@ class PyTorch(Framework):
     extra = "pytorch"
     imports = ("torch", "PIL")
     requires = ("pillow",)  # real data's JPEGs (TensorFlow decodes its own)
+    # 2: the padding computed in the convolutions and pools, not copied before them (the same numbers, faster)
+    model_revisions = MappingProxyType({"alexnet": 2, "resnet50": 2, "inception3": 2})
 
     @classmethod
     def pinned(cls, flavor: str, version: str) -> str:

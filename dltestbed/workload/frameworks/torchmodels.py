@@ -44,14 +44,39 @@ class SamePad(nn.Module):
 
 
 def conv_same(cin: int, cout: int, kernel: int | tuple[int, int], stride: int = 1, bias: bool = True) -> nn.Module:
-    """Conv2D(padding='same') as Keras builds it."""
+    """Conv2D(padding='same') as Keras builds it. With stride 1 and odd kernels TensorFlow pads (k - 1) / 2 on
+    each side: the convolution's own padding, no copy of its input; with a stride, the padding depends on the
+    input's size and may be uneven (SamePad, a copy)."""
     k = (kernel, kernel) if isinstance(kernel, int) else kernel
+    if stride == 1 and all(n % 2 for n in k):
+        return nn.Conv2d(cin, cout, k, padding=(k[0] // 2, k[1] // 2), bias=bias)
     return nn.Sequential(SamePad(k, stride), nn.Conv2d(cin, cout, k, stride=stride, bias=bias))
+
+
+class MaxPoolSame(nn.Module):
+    """MaxPooling2D(padding='same'): the padding never picked. Where TensorFlow pads only after (even sizes with
+    stride 2), a pool whose last window runs past the edge (ceil_mode) computes it without a copy of its input;
+    else the input is padded with -inf first."""
+
+    def __init__(self, kernel: int, stride: int) -> None:
+        super().__init__()
+        self.kernel, self.stride = kernel, stride
+        self.pad = SamePad((kernel, kernel), stride, float("-inf"))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if all(self.pads_after_only(n) for n in x.shape[-2:]):
+            return F.max_pool2d(x, self.kernel, self.stride, ceil_mode=True)
+        return F.max_pool2d(self.pad(x), self.kernel, self.stride)
+
+    def pads_after_only(self, n: int) -> bool:
+        """Whether TensorFlow pads a side of n only after, as a pool whose last window runs past the edge reads it."""
+        k, s = self.kernel, self.stride
+        return n >= k and same_padding(n, k, s)[0] == 0 and math.ceil((n - k) / s) + 1 == math.ceil(n / s)
 
 
 def max_pool_same(kernel: int, stride: int) -> nn.Module:
     """MaxPooling2D(padding='same')."""
-    return nn.Sequential(SamePad((kernel, kernel), stride, float("-inf")), nn.MaxPool2d(kernel, stride))
+    return MaxPoolSame(kernel, stride)
 
 
 class AlexNet(nn.Module):
@@ -99,6 +124,21 @@ def _bn(channels: int) -> nn.BatchNorm2d:
     return nn.BatchNorm2d(channels, eps=1.001e-5, momentum=KERAS_MOMENTUM)
 
 
+class PointwiseConv(nn.Conv2d):
+    """A 1×1 convolution, with a stride or not. A strided one on a CPU takes the pixels it keeps first, then
+    convolves them: the same numbers, while oneDNN's strided 1×1 convolution reads every pixel (measured here:
+    3× slower, forward and backward). On a GPU its own stride (cuDNN's)."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1) -> None:
+        super().__init__(cin, cout, 1, stride=stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        sh, sw = self.stride
+        if (sh, sw) != (1, 1) and x.device.type == "cpu":
+            return F.conv2d(x[:, :, ::sh, ::sw], self.weight, self.bias)
+        return super().forward(x)
+
+
 class Bottleneck(nn.Module):
     """Keras's residual_block_v1: the stride on the first 1×1 conv, convs with biases, the shortcut's conv
     (when there is one) built first, as Keras builds it."""
@@ -106,22 +146,22 @@ class Bottleneck(nn.Module):
     def __init__(self, cin: int, filters: int, stride: int, conv_shortcut: bool) -> None:
         super().__init__()
         self.shortcut = (
-            nn.Sequential(nn.Conv2d(cin, 4 * filters, 1, stride=stride), _bn(4 * filters)) if conv_shortcut else None
+            nn.Sequential(PointwiseConv(cin, 4 * filters, stride), _bn(4 * filters)) if conv_shortcut else None
         )
         self.body = nn.Sequential(
-            nn.Conv2d(cin, filters, 1, stride=stride),
+            PointwiseConv(cin, filters, stride),
             _bn(filters),
             nn.ReLU(),
             conv_same(filters, filters, 3),
             _bn(filters),
             nn.ReLU(),
-            nn.Conv2d(filters, 4 * filters, 1),
+            PointwiseConv(filters, 4 * filters),
             _bn(4 * filters),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         short = x if self.shortcut is None else self.shortcut(x)
-        return F.relu(short + self.body(x))
+        return F.relu(self.body(x).add_(short), inplace=True)  # the sum in the body's output: no third tensor
 
 
 class ResNet50(nn.Module):
@@ -129,13 +169,11 @@ class ResNet50(nn.Module):
 
     def __init__(self, classes: int) -> None:
         super().__init__()
-        layers: list[nn.Module] = [
-            nn.ZeroPad2d(3),
-            nn.Conv2d(3, 64, 7, stride=2),
+        layers: list[nn.Module] = [  # Keras: ZeroPadding2D(3), the conv; after the ReLU ZeroPadding2D(1), the pool
+            nn.Conv2d(3, 64, 7, stride=2, padding=3),  # the conv's own zero padding: no copy of the input
             _bn(64),
             nn.ReLU(),
-            nn.ZeroPad2d(1),
-            nn.MaxPool2d(3, 2),
+            nn.MaxPool2d(3, 2, padding=1),  # after a ReLU a zero is never above the window's max: the same numbers
         ]
         cin = 64
         for filters, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
@@ -310,6 +348,10 @@ def weights_per_layer(model: nn.Module) -> list[tuple[str, int]]:
         if isinstance(module, nn.BatchNorm2d) and not module.affine:
             own += module.num_features  # its ShiftNorm's shift
         if own:
-            kind = {nn.Conv2d: "conv", nn.Linear: "dense", nn.BatchNorm2d: "norm"}[type(module)]
+            kind = next(
+                k
+                for t, k in ((nn.Conv2d, "conv"), (nn.Linear, "dense"), (nn.BatchNorm2d, "norm"))
+                if isinstance(module, t)
+            )
             out.append((kind, own))
     return out
