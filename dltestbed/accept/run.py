@@ -71,36 +71,38 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     core = sorted(set(request.skip) - set(SKIPPABLE))
     if core:
         raise ConfigError(f"--skip {core[0]}: the verdict needs it; a stage may be skipped: {', '.join(SKIPPABLE)}")
-    if request.on_fail is not None:
-        remedy.check_spec(request.on_fail, "--on-fail")
-    if request.on_pass is not None:
-        remedy.check_spec(request.on_pass, "--on-pass")
+    for spec, option, _ in _remedies_asked(request):
+        remedy.check_spec(spec, option)
     golden_spec(request.golden)
     gpus_mod.boards(request.expected)
     inv = inventory.load(request.inventory, request.limit)
     nodes = tuple(h.name for h in inv.in_role("bare_metal"))
     if not nodes:
         raise ConfigError(f"{request.inventory}: no node to accept in {inv.role_help('bare_metal')}")
-    if request.on_fail is not None or request.on_pass is not None:
+    if _remedies_asked(request):
         for node in nodes:  # a remedy's name check, before any node is measured
             remedy.command(remedy.RESUME, node)
-        for spec, option in ((request.on_fail, "--on-fail"), (request.on_pass, "--on-pass")):
-            if spec is not None and request.apply:
-                remedy.check_found(spec, option)  # a hook that is not there: said now, not after every stage
+    for spec, option, _ in _remedies_asked(request) if request.apply else ():
+        remedy.check_found(spec, option)  # a hook that is not there: said now, not after every stage
     if request.sign_key is not None:  # last: it runs ssh-keygen
         evidence.check_key(request.sign_key)
     return nodes, hashlib.sha256(request.inventory.read_bytes()).hexdigest()
+
+
+def _remedies_asked(request: AcceptRequest) -> list[tuple[str, str, str]]:
+    """(the command, its option, what the node does for it) of each of --on-fail and --on-pass given."""
+    asked = ((request.on_fail, "--on-fail", "fails"), (request.on_pass, "--on-pass", "passes"))
+    return [(spec, option, does) for spec, option, does in asked if spec is not None]
 
 
 def remedies_shown(request: AcceptRequest, nodes: Sequence[str]) -> list[str]:
     """--on-fail and --on-pass as they will run, on the first node: a line each, said before any stage."""
     lines = []
     when = "run at the end (--apply)" if request.apply else "shown at the end, run with --apply"
-    for spec, option, does in ((request.on_fail, "--on-fail", "fails"), (request.on_pass, "--on-pass", "passes")):
-        if spec is not None:
-            argv = remedy.command(spec, nodes[0], "<why it failed>" if does == "fails" else "")
-            lost = "" if remedy.found(argv[0]) else f" ({argv[0]} is not on this machine's PATH)"
-            lines.append(f"{option}: for a node that {does}, e.g. {nodes[0]}: {shlex.join(argv)}{lost}; {when}")
+    for spec, option, does in _remedies_asked(request):
+        argv = remedy.command(spec, nodes[0], "<why it failed>" if does == "fails" else "")
+        lost = "" if remedy.found(argv[0]) else f" ({argv[0]} is not on this machine's PATH)"
+        lines.append(f"{option}: for a node that {does}, e.g. {nodes[0]}: {shlex.join(argv)}{lost}; {when}")
     return lines
 
 

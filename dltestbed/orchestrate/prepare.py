@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from dltestbed import hints
-from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.inventory import Host, over_ssh, this_machine
 from dltestbed.kinds import any_kind
@@ -214,12 +213,7 @@ def find_image(runtime: str, house: wheelhouse.Wheelhouse) -> image.Image | None
 
 def image_build_command(runtime: str | None, frameworks: Sequence[str]) -> str:
     """The command that makes this build's image for a runtime (None: the one `image build` detects)."""
-    return hints.image_build(runtime, _extra(frameworks))
-
-
-def _extra(frameworks: Sequence[str]) -> list[str]:
-    """The frameworks an image carries beside the default one: each a --framework of the command that makes it."""
-    return [f for f in wheelhouse.carried(frameworks) if f != DEFAULT_FRAMEWORK]
+    return hints.image_build(runtime, wheelhouse.beside_default(frameworks))
 
 
 def _aa_only(why: str) -> AutoKinds:
@@ -284,7 +278,7 @@ def _container(host: Host | None, setup: Setup, built: Built) -> ContainerImage:
     found in the controller's store. On this machine (no host, or a local one) the image is in this machine's
     store already, and its runtime's CLI runs here."""
     runtime = setup.runtime
-    extra = _extra(setup.frameworks)  # what the command that makes it needs
+    extra = wheelhouse.beside_default(setup.frameworks)  # what the command that makes it needs
     carrying = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
     remote = over_ssh(host)
     if remote is None:

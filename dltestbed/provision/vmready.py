@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from dltestbed import hints
-from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
 from dltestbed.provision import guest, guestimage, wheelhouse
@@ -43,7 +42,7 @@ def guest_image(build: bool, frameworks: Sequence[str] = ()) -> guestimage.Guest
     pod = ctr_image.find("podman", found) if found is not None and shutil.which("podman") else None
     img = guestimage.find(found, pod) if found is not None and pod else None
     if img is None:
-        extra = [f for f in wheelhouse.carried(frameworks) if f != DEFAULT_FRAMEWORK]
+        extra = wheelhouse.beside_default(frameworks)
         how = hints.image_build(None, extra)
         with_ = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
         raise ConfigError(f"vm: no VM guest image{with_} for this dltestbed build; run `{how}`")

@@ -62,6 +62,11 @@ def carried(frameworks: Sequence[str] = ()) -> tuple[str, ...]:
     return tuple(f for f in REGISTRY if f == DEFAULT_FRAMEWORK or f in frameworks)
 
 
+def beside_default(frameworks: Sequence[str] = ()) -> list[str]:
+    """The frameworks carried beside the default one: each a `--framework` of the command that builds them."""
+    return [f for f in carried(frameworks) if f != DEFAULT_FRAMEWORK]
+
+
 def framework_version(fw: type[Framework], root: Path) -> str:
     """The version of a framework to install: the controller's, else the one pyproject's extra names."""
     for dist in fw.distributions:
