@@ -32,6 +32,7 @@ from dltestbed.workload.events import (
     Unparsed,
     parse_line,
 )
+from dltestbed.workload.frameworks.base import COMPILE_CACHE_ENV
 from dltestbed.workload.loop import on_gpu
 
 
@@ -299,8 +300,13 @@ def execute(
     col.launched = time.monotonic()
     try:
         ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run.id}  # a container's labels
+        cache = {COMPILE_CACHE_ENV: target.compile_cache} if target.compile_cache else {}
         result = target.run(
-            workload_argv(target, spec), env={**(env or {}), **ids}, timeout=timeout, on_line=on_line, stderr_log=log
+            workload_argv(target, spec),
+            env={**(env or {}), **ids, **cache},
+            timeout=timeout,
+            on_line=on_line,
+            stderr_log=log,
         )
         reason = _failure_reason(result, col)
     except (KeyboardInterrupt, Aborted) as exc:
@@ -345,6 +351,7 @@ def _finish(run: RunRecord, store: Store, col: _Collector, reason: str | None, s
         run.first_step_seconds = s.first_step_seconds
         run.startup_seconds = s.startup_seconds
         run.gpu_memory_peak_bytes = s.gpu_memory_peak_bytes
+        run.compile_cache = s.compile_cache
     run.status = "failed" if reason else "ok"
     run.reason = reason
     store.save_run(run, _points(sinks, lambda s: s.finished(run)))

@@ -18,7 +18,9 @@
 # H100 (2026-11-26), after 34 pieces in about 2 minutes (before the accept steps were added):
 #   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
-# With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU). On an H200 with its own PyTorch
+# With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU); `efficiency` (eager) and
+# `efficiency-compiled` hold dltestbed's ResNet-50 to torchvision's, `compile-cache` and `compile-as-user` time a
+# bench's second compiled run against its first. On an H200 with its own PyTorch
 # (2026-11-28; each call starts with torch-wheels.sh's install line, 2 s):
 #   ONLY="accept accept-init"   accept 184 s (exit 3: its board's GEMM values were of revision 1), accept-init 213 s
 #   ONLY="accept-again"         the acceptance again with the values accept-init wrote (about 3 minutes; not yet run)
@@ -67,6 +69,8 @@ if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each,
     node=(-m alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 5)
     fidelity=(--model alexnet --image-size 64 --batch-size 8 --warmup 2 --steps 10 --pairs 2 --math mixed_bfloat16 --xla)
     eager=(--model resnet50 --image-size 64 --batch-size 8 --warmup 1 --steps 3 --pairs 3 --math float32 --no-harness)
+    compiled=(--model resnet50 --image-size 64 --batch-size 8 --warmup 1 --steps 3 --pairs 2 --math float32 --xla --no-harness)
+    cached=(-m alexnet --image-size 64 --batch-size 4 --warmup 1 --steps 3 --xla --repeat 2)
 else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 beside the probes), 50 timed steps
     device=gpu
     models=(--preset gpu -m resnet50 -m alexnet --steps 50)
@@ -78,6 +82,10 @@ else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 bes
     fidelity=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 2 --math mixed_bfloat16 --xla)
     # eager, against torchvision's ResNet-50 alone (the harness's fidelity is the compiled step's): 3 pairs
     eager=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 3 --math mixed_bfloat16 --no-harness)
+    # compiled, against torchvision's alone: 2 pairs (the loops' own Inductor cache makes the second pair's start short)
+    compiled=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 2 --math mixed_bfloat16 --xla --no-harness)
+    # a bench of two compiled runs: the first compiles, the second reads the bench's compile cache
+    cached=(--preset gpu -m resnet50 --steps 20 --repeat 2)
 fi
 
 [[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
@@ -128,6 +136,13 @@ step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repe
 if [[ $framework != tensorflow ]]; then # fidelity and each model against one written outside (torchvision's)
     step fidelity into "$out/fidelity.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${fidelity[@]}"
     step efficiency into "$out/efficiency.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${eager[@]}"
+    # the compile cache, as dltestbed runs and as an unprivileged user (AS_USER, default nobody: PYTHON must be an
+    # interpreter that user reaches, with dltestbed and the framework)
+    step compile-cache dlt bench --targets bm --device "$device" "${fw[@]}" "${cached[@]}"
+    step compile-as-user dlt bench --targets bm --as-user "${AS_USER:-nobody}" --device "$device" "${fw[@]}" \
+        "${cached[@]}"
+    step efficiency-compiled into "$out/efficiency-compiled.txt" "$py" bench/harness_fidelity.py "${fw[@]}" \
+        "${compiled[@]}"
 fi
 step det-on-cpu dlt bench --targets bm --repeat 1 --deterministic --device cpu "${fw[@]}" "${det[@]}"
 step det-on-"$device" dlt bench --targets bm --repeat 1 --deterministic --device "$device" "${fw[@]}" "${det[@]}"
@@ -191,6 +206,31 @@ EOF
         echo "== the model against one written outside (eager)"
         tail -6 "$out/efficiency.txt"
     fi
+    if [[ -s "$out/efficiency-compiled.txt" ]]; then
+        echo
+        echo "== the model against one written outside (compiled)"
+        tail -6 "$out/efficiency-compiled.txt"
+    fi
+    echo
+    echo "== the compile cache: each bench's compiled runs in order (to timed steps: process start to the first timed step)"
+    "$py" - "$DLTESTBED_RESULTS" <<'EOF'
+import sys
+from collections import defaultdict
+
+from dltestbed.results.store import Store
+
+store = Store.open(sys.argv[1], read_only=True)
+benches = defaultdict(list)
+for r in sorted(store.runs(), key=lambda r: r.started_at or ""):
+    if r.compile_cache and r.status == "ok":
+        benches[r.bench_id].append(r)
+for bench, runs in benches.items():
+    user = runs[0].fingerprint.get("run_as_user", "?")
+    starts = [(r.startup_seconds or 0) + r.elapsed_seconds - r.timed_seconds for r in runs]
+    cells = [f"{r.compile_cache} {s:.1f} s (from launch {r.wall_seconds:.1f} s)" for r, s in zip(runs, starts)]
+    ratio = f"; first / second {starts[0] / starts[1]:.1f}x" if len(starts) > 1 and starts[1] > 0 else ""
+    print(f"{bench} as {user}, {runs[0].target_kind} {runs[0].model}: " + ", ".join(cells) + ratio)
+EOF
 } >>"$out/summary.txt" 2>&1
 tar -C "$out" -czf "$out/logs.tgz" logs
 echo "failed steps: $failed (figures in $out)" | tee -a "$out/summary.txt"

@@ -1,4 +1,5 @@
-"""A prepared bench's runs: a target per site and kind, made once; the scenario run with the stream's sink;
+"""A prepared bench's runs: a target per site and kind, made once (with the bench's compile caches where its runs
+compile); the scenario run with the stream's sink;
 Ctrl-C stops the run under way (stored failed, with its steps); the stream flushed whatever happens."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import replace
 
-from dltestbed.orchestrate import pergpu, planning, presets, scenarios
+from dltestbed.orchestrate import compilecache, pergpu, planning, presets, scenarios
 from dltestbed.orchestrate.launchers import Launcher
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan
@@ -29,6 +30,10 @@ def run_on(
             sites = held.enter_context(launcher.sites(plan.bench_id, observer.say))
         except KeyboardInterrupt:
             raise BenchInterrupted(f"interrupted while {launcher.waiting_for}") from None
+        try:
+            sites = held.enter_context(compilecache.shared(sites, kinds, plan.specs, observer.say))
+        except KeyboardInterrupt:
+            raise BenchInterrupted("interrupted while the compile caches' folders were made") from None
         return _runs(plan, kinds, sites, store, request, observer)
 
 

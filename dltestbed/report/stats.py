@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -66,6 +67,7 @@ class GroupStats:
     environment: dict[str, str] = field(default_factory=dict)  # the ok runs' environment ("; " joins unlike values)
     wall_seconds: Spread | None = None  # over ok runs: launch to finish as the controller saw it (CLOSER'18)
     gpu_memory_peak_bytes: Spread | None = None  # over ok runs: the most TensorFlow's GPU allocator held at once
+    compile_cache: dict[str, int] = field(default_factory=dict)  # ok compiled runs by outcome: hit, miss, partial
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -211,4 +213,5 @@ def _group(
         shared_environment(ok or members),
         spread([r.wall_seconds for r in ok]),
         spread([r.gpu_memory_peak_bytes for r in ok]),
+        dict(Counter(r.compile_cache for r in ok if r.compile_cache)),
     )

@@ -73,6 +73,7 @@ class RunRecord:
     eval_loss: float | None = None  # ... and its mean loss on them
     framework: str = "tensorflow"  # what the run computed with (choices.FRAMEWORKS), as its workload said
     used_device: str = ""  # where its steps ran (cpu or gpu), as its workload said; "" before its start event
+    compile_cache: str | None = None  # a compiled step's graphs from the bench's compile cache: hit, miss, partial
 
     @property
     def top1(self) -> float | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from dltestbed.errors import StoreError
 from dltestbed.results.records import RunRecord
 
-SCHEMA_VERSION = 10  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
+SCHEMA_VERSION = 11  # 2: runs gained role, job_id, workers, worker_index; the outbox table. 3: machine, arm.
 # 4: measures and skips (microbenchmark runs). 5: outbox.sending (a batch being sent, for crash recovery; unused
 # from 10).
 # 6: runs.math, xla, gpu_memory_peak_bytes, startup_seconds, wall_seconds; resources.tf_gpu_bytes
@@ -21,6 +21,7 @@ SCHEMA_VERSION = 10  # 2: runs gained role, job_id, workers, worker_index; the o
 # 9: runs.framework; runs.math is the math the run used (was in fingerprint.math); resources.gpu_bytes
 # (was tf_gpu_bytes: any framework's allocator)
 # 10: outbox_claims: the points being sent, one row a destination (was outbox.sending, one mark a point)
+# 11: runs.compile_cache (a compiled step's graphs from the bench's compile cache: hit, miss, partial)
 
 JSON_FIELDS = {"fingerprint", "spec"}
 RUN_COLUMNS = [f.name for f in fields(RunRecord)]
@@ -92,6 +93,7 @@ _ADDED = {
     "eval_loss": "NULL",
     "framework": "'tensorflow'",  # every run before schema 9 ran TensorFlow
     "used_device": "''",  # old runs: from their fingerprint (_USED_DEVICE)
+    "compile_cache": "NULL",
 }
 _OUTBOX_ADDED = {"sending": "NULL"}
 _RESOURCES_ADDED = {"gpu_bytes": "NULL"}

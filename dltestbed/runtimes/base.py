@@ -19,6 +19,8 @@ from dltestbed.errors import ConfigError
 from dltestbed.secretenv import scrub
 
 CONTAINER_USER = "10001:10001"  # the image's unprivileged `dltestbed` user
+CONTAINER_DATA = "/mnt/dltestbed-data"  # where the bench's dataset is mounted, read-only
+CONTAINER_CACHE = "/mnt/dltestbed-compile"  # where the bench's compile caches of the kind are mounted, writable
 
 
 @dataclass(frozen=True)

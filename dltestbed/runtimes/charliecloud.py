@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dltestbed.errors import ConfigError
-from dltestbed.runtimes.base import ContainerOptions, Runtime, register
+from dltestbed.runtimes.base import CONTAINER_CACHE, CONTAINER_DATA, ContainerOptions, Runtime, register
 from dltestbed.secretenv import scrub
 from dltestbed.users import invoking_user
 
-MOUNT_POINTS = ("/mnt/dltestbed-data",)  # made in the image when it is converted: ch-run binds only onto what exists
+# made in the image when it is converted: ch-run binds only onto what exists
+MOUNT_POINTS = (CONTAINER_DATA, CONTAINER_CACHE)
 
 
 @register

@@ -69,6 +69,9 @@ class Site:
     slurm: SlurmPlace | None = None
     down: str | None = None  # why the machine did not answer when the bench began: its runs fail at once with it
     as_user: str | None = None  # --as-user: every workload on the machine runs as this unprivileged user
+    # the bench's compile caches by kind: a folder on the machine that holds the kind's process (its host for bm and
+    # cbm, its VM for vm and cvm), shared by the kind's runs (orchestrate/compilecache.py)
+    caches: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -125,20 +128,25 @@ def _missing(kind: str, site: Site, what: str) -> ConfigError:
 
 @register("bm")
 def _bm(site: Site) -> Target:
-    bare = _bare(site)
+    return _as_user(site, _bare(site, site.caches.get("bm")))
+
+
+def _as_user(site: Site, bare: Target) -> Target:
     return AsUserTarget(bare, site.as_user) if site.as_user else bare
 
 
-def _bare(site: Site) -> Target:
+def _bare(site: Site, cache: str | None = None) -> Target:
     """The machine's bare-metal target, as the user dltestbed reaches it as: this machine's processes without an
-    inventory host or for a local one (ansible_connection: local), else SSH."""
+    inventory host or for a local one (ansible_connection: local), else SSH; its workloads' compile caches in
+    `cache`."""
+    data = site.data.host
     if site.slurm is not None:
-        return SlurmTarget(site.slurm.alloc, site.slurm.node, site.slurm.python, data_dir=site.data.host)
+        return SlurmTarget(site.slurm.alloc, site.slurm.node, site.slurm.python, data_dir=data, compile_cache=cache)
     if site.host is None:
-        return LocalTarget(name="local", data_dir=site.data.host)
+        return LocalTarget(name="local", data_dir=data, compile_cache=cache)
     if site.host.local:
-        return LocalTarget(data_dir=site.data.host, spec=site.host)
-    return SSHTarget(site.host, data_dir=site.data.host)
+        return LocalTarget(data_dir=data, spec=site.host, compile_cache=cache)
+    return SSHTarget(site.host, data_dir=data, compile_cache=cache)
 
 
 @register("cbm")
@@ -148,7 +156,7 @@ def _cbm(site: Site) -> Target:
         raise _missing("cbm", site, "the container image")
     rt = runtime(c.runtime)
     return ContainerTarget(
-        _bm(site) if rt.rootless else _bare(site),  # a rootful runtime's CLI runs as dltestbed does
+        _as_user(site, _bare(site)) if rt.rootless else _bare(site),  # a rootful runtime's CLI runs as dltestbed does
         rt,
         c.tag,
         c.digest,
@@ -156,6 +164,7 @@ def _cbm(site: Site) -> Target:
         runtime_env=c.runtime_env,
         data_source=site.data.host,
         as_user=site.as_user,
+        cache_source=site.caches.get("cbm"),
     )
 
 
@@ -163,7 +172,7 @@ def _cbm(site: Site) -> Target:
 def _vm(site: Site) -> Target:
     if site.vm is None:
         raise _missing("vm", site, "the VM")
-    return VMTarget(site.vm, via=over_ssh(site.host), data_dir=site.data.vm)
+    return VMTarget(site.vm, via=over_ssh(site.host), data_dir=site.data.vm, compile_cache=site.caches.get("vm"))
 
 
 @register("cvm")
@@ -174,7 +183,13 @@ def _cvm(site: Site) -> Target:
     if not rec.container_tag:  # a user's image: the bench's checks refuse this first
         raise userimage.refuse_cvm(site.host.name if site.host else None, rec.image_name)
     return ContainerTarget(
-        _vm(site), PODMAN, rec.container_tag, rec.container_digest, kind="cvm", data_source=site.data.vm
+        _vm(site),
+        PODMAN,
+        rec.container_tag,
+        rec.container_digest,
+        kind="cvm",
+        data_source=site.data.vm,
+        cache_source=site.caches.get("cvm"),
     )
 
 

@@ -26,6 +26,7 @@ class AsUserTarget:
         self.remote = inner.remote
         self.peer_address = inner.peer_address
         self.data_dir = inner.data_dir
+        self.compile_cache = inner.compile_cache
         self._gid: int | None = None
 
     @property

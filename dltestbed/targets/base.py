@@ -47,7 +47,9 @@ class Target(Protocol):
     workload stops then (--watch-stdin). inner: the target this
     one wraps (a container's host or VM), None for bm and vm. peer_address: where the other
     workers of a distributed job reach it. data_dir: where the workload here reads the bench's real
-    data (its copy, or the mount of one); None where the bench placed none for it (the spec's path is used)."""
+    data (its copy, or the mount of one); None where the bench placed none for it (the spec's path is used).
+    compile_cache: where the workload here keeps the bench's compile caches of this kind (a folder of its machine,
+    or the mount of one: orchestrate/compilecache.py); None where the bench made none."""
 
     name: str
     kind: str
@@ -61,6 +63,7 @@ class Target(Protocol):
 
     peer_address: str
     data_dir: str | None
+    compile_cache: str | None
 
     def run(
         self,

@@ -17,13 +17,12 @@ from dltestbed.config import missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError, TargetError
 from dltestbed.owner import BENCH_LABEL, OWNER_LABEL, RUN_LABEL, installation_id
 from dltestbed.results.records import new_id
-from dltestbed.runtimes import ContainerOptions, Runtime
+from dltestbed.runtimes import CONTAINER_CACHE, CONTAINER_DATA, CONTAINER_USER, ContainerOptions, Runtime
 from dltestbed.shield import shielded
 from dltestbed.sizes import SIZE_RE
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, Target
 
 VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
-CONTAINER_DATA = "/mnt/dltestbed-data"  # where the bench's dataset is mounted, read-only
 
 
 def limits(opts: ContainerOptions) -> str:
@@ -113,6 +112,7 @@ class ContainerTarget:
         runtime_env: Mapping[str, str] | None = None,
         data_source: str | None = None,
         as_user: str | None = None,
+        cache_source: str | None = None,
     ) -> None:
         self.inner = inner
         self.runtime = runtime
@@ -129,6 +129,8 @@ class ContainerTarget:
         self.python = VENV_PYTHON
         self.data_source = data_source  # the dataset on the inner machine, mounted read-only at data_dir
         self.data_dir = CONTAINER_DATA if data_source else None
+        self.cache_source = cache_source  # the bench's compile caches on the inner machine, mounted at compile_cache
+        self.compile_cache = CONTAINER_CACHE if cache_source else None
         # --as-user: a rootless runtime's CLI runs as that user (inner drops to it); a rootful one's container
         # takes its uid and gid (resolved on the host)
         self.as_user = as_user
@@ -195,6 +197,13 @@ class ContainerTarget:
             self.opts = ContainerOptions(**{**opts.__dict__, **changes})
         return self.opts
 
+    def writer(self) -> str | None:
+        """The uid:gid the workload writes a mounted folder as, where that is not the user the runtime's CLI runs
+        as (a rootful runtime: the image's user, or --as-user's); None where it is (a rootless runtime)."""
+        if self.runtime.rootless:
+            return None
+        return self._resolve().user or CONTAINER_USER
+
     def run(
         self,
         argv: Sequence[str],
@@ -208,7 +217,10 @@ class ContainerTarget:
         name = f"dltestbed-{new_id('c').split('-', 1)[1]}"
         opts = self._resolve()
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
-        mounts = (f"{self.data_source}:{CONTAINER_DATA}:ro",) if self.data_source else ()
+        mounts = (
+            *([f"{self.data_source}:{CONTAINER_DATA}:ro"] if self.data_source else []),
+            *([f"{self.cache_source}:{CONTAINER_CACHE}"] if self.cache_source else []),
+        )
         ids = {k: v for k, v in (env or {}).items() if k in ("DLTESTBED_BENCH_ID", "DLTESTBED_RUN_ID")}
         labels = (
             (OWNER_LABEL, installation_id()),

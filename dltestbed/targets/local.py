@@ -23,11 +23,17 @@ class LocalTarget(OnTransport):
     inner: Target | None = None
 
     def __init__(
-        self, name: str = "local", python: str | None = None, data_dir: str | None = None, spec: Host | None = None
+        self,
+        name: str = "local",
+        python: str | None = None,
+        data_dir: str | None = None,
+        spec: Host | None = None,
+        compile_cache: str | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name if spec is not None else name
         self.data_dir = data_dir
+        self.compile_cache = compile_cache
         self.host = spec.name if spec is not None else socket.gethostname()
         self.machine = self.host
         self.python = python or (spec.python if spec is not None else sys.executable)

@@ -20,13 +20,16 @@ class SlurmTarget:
     remote = True
     inner: Target | None = None
 
-    def __init__(self, alloc: Allocation, node: Node, python: str, data_dir: str | None = None) -> None:
+    def __init__(
+        self, alloc: Allocation, node: Node, python: str, data_dir: str | None = None, compile_cache: str | None = None
+    ) -> None:
         self.alloc = alloc
         self.node = node
         self.name = self.host = self.machine = node.name
         self.peer_address = node.address
         self.python = python
         self.data_dir = data_dir
+        self.compile_cache = compile_cache
         self._srun = LocalProcess(f"Slurm node {node.name}", drop=MACHINE_LOCAL)  # srun exports the rest
 
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:

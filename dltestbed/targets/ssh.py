@@ -16,9 +16,12 @@ class SSHTarget(OnTransport):
     remote = True
     inner: Target | None = None
 
-    def __init__(self, host: Host, connect_timeout: float = 15.0, data_dir: str | None = None) -> None:
+    def __init__(
+        self, host: Host, connect_timeout: float = 15.0, data_dir: str | None = None, compile_cache: str | None = None
+    ) -> None:
         self.spec = host
         self.data_dir = data_dir
+        self.compile_cache = compile_cache
         self.name = host.name
         self.host = host.name
         self.machine = host.name

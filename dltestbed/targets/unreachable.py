@@ -20,6 +20,7 @@ class UnreachableTarget:
     inner: Target | None = None
     python = "python3"
     data_dir: str | None = None
+    compile_cache: str | None = None
 
     def __init__(self, kind: str, label: str, address: str, why: str) -> None:
         self.kind = kind

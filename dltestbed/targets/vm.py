@@ -22,10 +22,16 @@ class VMTarget(OnTransport):
     peer_address = "127.0.0.1"  # a job's workers share their host's one VM (distributed on vm: one host)
 
     def __init__(
-        self, record: VMRecord, connect_timeout: float = 15.0, via: Host | None = None, data_dir: str | None = None
+        self,
+        record: VMRecord,
+        connect_timeout: float = 15.0,
+        via: Host | None = None,
+        data_dir: str | None = None,
+        compile_cache: str | None = None,
     ) -> None:
         self.record = record
         self.data_dir = data_dir
+        self.compile_cache = compile_cache
         self.via = via  # the hypervisor host to jump through (the VM's bridge is private to it)
         self.name = record.name
         self.host = record.name

@@ -83,6 +83,7 @@ class SummaryEvent:
     warmup_seconds: float
     startup_seconds: float | None = None  # from the workload process's start to its first step (imports, build)
     gpu_memory_peak_bytes: int | None = None  # the most TensorFlow's GPU allocator held at once (None: no GPU)
+    compile_cache: str | None = None  # a compiled step's graphs: hit, miss or partial in the compile cache (None: none)
     event: str = field(default="summary", init=False)
 
 
@@ -256,7 +257,7 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
     "step": {"device": (str,), "libraries": (dict,), "result": (*_NUM, str)},
     "resource": {"gpu_bytes": (list,)},
     "health": {"xids": (list,), "unseen": (list,)},
-    "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,)},
+    "summary": {"startup_seconds": _NUM, "gpu_memory_peak_bytes": (int,), "compile_cache": (str,)},
     "check": {"gpu": (int,), "where": (str,), "rounds": (int,)},
 }
 # Fields a workload of this schema version sent under another name before (read as the new one)

@@ -173,22 +173,25 @@ def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
 
     deadline = time.monotonic() + 10
 
-    def sleeping() -> list[str]:
-        names = []
-        for pid in net.pids_in(h.netns):
+    def sleep_300(pids: list[int]) -> list[int]:
+        """Those of `pids` that are a live `sleep 300` (a zombie's command line is empty, as pgrep -f sees it)."""
+        live = []
+        for pid in pids:
             with contextlib.suppress(OSError):
-                names.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
-        return [n for n in names if n == "sleep 300"]
+                if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip() == "sleep 300":
+                    live.append(pid)
+        return live
 
-    while not sleeping() and time.monotonic() < deadline:
+    while not sleep_300(net.pids_in(h.netns)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert sleeping(), "the workload did not start in the host"
+    started = sleep_300(net.pids_in(h.netns))  # this host's: not any `sleep 300` on the machine (CI runs two pytests)
+    assert started, "the workload did not start in the host"
     lab.down(fresh_lab)
     gone = time.monotonic() + 5  # killed: gone once the kernel has reaped it
-    while (ps := subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)).stdout.strip():
+    while left := sleep_300(started):
         if time.monotonic() > gone:
             seen = subprocess.run(
-                ["ps", "-o", "pid,ppid,stat,etimes,args", "-p", ps.stdout.split()[0]], capture_output=True, text=True
+                ["ps", "-o", "pid,ppid,stat,etimes,args", "-p", str(left[0])], capture_output=True, text=True
             ).stdout
             raise AssertionError(f"still running 5 s after lab down:\n{seen}")
         time.sleep(0.1)

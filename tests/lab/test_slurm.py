@@ -4,6 +4,7 @@ a killed controller mid-job, a job killed at its time limit; nothing is left que
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -15,11 +16,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dltestbed import lab, paths
 from dltestbed.lab import slurm as lab_slurm
-from dltestbed.lab.state import LabState
+from dltestbed.lab.state import LabState, netns_name
 from tests.conftest import run_cli
 from tests.lab.conftest import leftovers, run_user, this_checkout
 
@@ -53,25 +55,35 @@ def slurm(env: dict[str, str], *argv: str) -> str:
     ).stdout
 
 
-def ours_running() -> list[str]:
-    """srun steps, salloc holders and workloads of a bench, still alive on this machine or in a lab host."""
-    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, timeout=60).stdout.splitlines()
-    return [
-        p
-        for p in ps
-        if not p.startswith("Z")
-        and any(m in p for m in ("srun --jobid", "--job-name=dltestbed-", "-m dltestbed.workload"))
-    ]
+def ours_running(env: dict[str, str]) -> list[str]:
+    """srun steps, salloc holders and workloads of a bench on this cluster, still alive on this machine or in one
+    of its lab hosts: a process in a host's network namespace, or one with the cluster's SLURM_CONF in its
+    environment (srun and salloc here, and what srun exports it to). Not another pytest's: CI runs one beside this
+    (scripts/test.sh), whose workloads run on this machine too."""
+    from dltestbed.lab import net
+
+    in_hosts = {pid for ns in net.namespaces() if ns.startswith(netns_name(NAME, "")) for pid in net.pids_in(ns)}
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if p.info["status"] == psutil.STATUS_ZOMBIE or not any(
+            m in line for m in ("srun --jobid", "--job-name=dltestbed-", "-m dltestbed.workload")
+        ):
+            continue
+        with contextlib.suppress(psutil.Error):  # gone meanwhile
+            if p.pid in in_hosts or p.environ().get("SLURM_CONF") == env["SLURM_CONF"]:
+                out.append(f"{p.pid} {line}")
+    return out
 
 
 def nothing_left(env: dict[str, str], within: float) -> float:
     """Seconds until squeue lists no job and no bench process runs; fails after `within`."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < within:
-        if not slurm(env, "squeue", "-h").strip() and not ours_running():
+        if not slurm(env, "squeue", "-h").strip() and not ours_running(env):
             return time.monotonic() - t0
         time.sleep(0.5)
-    raise AssertionError(f"after {within:.0f} s: queue {slurm(env, 'squeue', '-h')!r}, running {ours_running()}")
+    raise AssertionError(f"after {within:.0f} s: queue {slurm(env, 'squeue', '-h')!r}, running {ours_running(env)}")
 
 
 def bench(env: dict[str, str], results: Path, *args: str) -> subprocess.CompletedProcess[str]:

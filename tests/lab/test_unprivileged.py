@@ -208,3 +208,29 @@ def _left_of(user: pwd.struct_passwd, within: float = 15.0) -> list[str]:
         if not live or time.monotonic() > deadline:
             return live
         time.sleep(0.5)
+
+
+def test_a_compiled_bench_as_nobody_shares_a_cache_per_kind_on_bare_metal_and_in_docker(results: Path) -> None:
+    """--as-user nobody, bm and cbm under Docker (rootful: the container runs as nobody's uid): each kind's folder
+    made as the user, or given to the container's user; each kind's first run compiles, its second reads the cache
+    (the container's /tmp is new at each run: the folder is mounted); every folder gone at the end."""
+    from tests.tf.test_compile_cache import COMPILED, _folders
+
+    nobody = pwd.getpwnam("nobody")
+    before = _folders()
+    with interpreter_reached():
+        build = run_cli("image", "build", "--runtime", "docker", "--vm", "no", "--framework", "pytorch", timeout=1800)
+        assert build.returncode == 0, build.stderr[-2000:]
+        args = ["bench", *COMPILED, "--targets", "bm,cbm", "--runtime", "docker", "--as-user", "nobody"]
+        proc = run_cli(*args, "--format", "json", "--results", str(results), timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    got = [(r["target_kind"], r["status"], r["compile_cache"], r["fingerprint"]["uid"]) for r in runs]
+    assert got == [
+        ("bm", "ok", "miss", nobody.pw_uid),
+        ("cbm", "ok", "miss", nobody.pw_uid),
+        ("bm", "ok", "hit", nobody.pw_uid),
+        ("cbm", "ok", "hit", nobody.pw_uid),
+    ], runs
+    assert "2 folders, one per machine and kind" in proc.stderr
+    assert _folders() == before

@@ -23,12 +23,23 @@ pytestmark = pytest.mark.tf
 TINY = ["--model", "alexnet", "--image-size", "64", "--batch-size", "8", "--warmup", "1", "--repeat", "1"]
 
 
+def _this_test(environ: dict[str, str]) -> str:
+    """The test whose process (or an ancestor's) made this environment: pytest's PYTEST_CURRENT_TEST less its phase."""
+    return environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+
+
 def _workloads() -> list[psutil.Process]:
+    """This test's workload processes: each inherits PYTEST_CURRENT_TEST from the bench that started it (in this
+    process or a child of it). Not another test's: CI runs another pytest beside this one (scripts/test.sh), whose
+    workloads this test must neither count, freeze nor kill."""
+    me = _this_test(dict(os.environ))
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
         if "dltestbed.workload" in cmd and p.pid != os.getpid():
-            out.append(p)
+            with contextlib.suppress(psutil.Error):  # gone meanwhile, or a zombie (no environment left)
+                if _this_test(p.environ()) == me:
+                    out.append(p)
     return out
 
 

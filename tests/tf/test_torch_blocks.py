@@ -1,10 +1,12 @@
 """Each block of the PyTorch models that computes its padding another way (the convolution's own padding, a pool
-whose last window runs past the edge) holds the numbers of the block it replaced: the explicit pad then the
-layer, written out here as it was. Forward and backward, in float64 on CPU, on inputs with negative values and
-sizes odd and even."""
+whose last window runs past the edge), or its conv's bias in the norm after it, holds the numbers of the block it
+replaced: the explicit pad then the layer, or the conv with its bias then the norm, written out here as it was.
+Forward and backward, in float64 on CPU, on inputs with negative values and sizes odd and even."""
 
 from __future__ import annotations
 
+import copy
+import os
 import re
 import subprocess
 import sys
@@ -17,7 +19,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from dltestbed.workload.frameworks import torchmodels
-from dltestbed.workload.frameworks.torchmodels import Bottleneck, MaxPoolSame, PointwiseConv, SamePad, conv_same
+from dltestbed.workload.frameworks.torchmodels import (
+    Bottleneck,
+    ConvNorm,
+    MaxPoolSame,
+    PointwiseConv,
+    SamePad,
+    conv_same,
+)
 
 pytestmark = pytest.mark.torch
 
@@ -73,8 +82,8 @@ def test_alexnets_pools_take_the_path_without_a_copy_at_224_px() -> None:
 def test_resnets_stem_equals_kerass_zero_paddings(size: int) -> None:
     """Keras: ZeroPadding2D(3), the 7×7 conv, batch norm, ReLU, ZeroPadding2D(1), the 3×3 max pool. After the ReLU
     no value is below the zero of the padding, so the pool's own padding (never picked) gives the same."""
-    stem = nn.Sequential(*list(torchmodels.ResNet50(10).features)[:4]).double().train()
-    conv, bn = stem[0], stem[1]
+    stem = nn.Sequential(*list(torchmodels.ResNet50(10).features)[:3]).double().train()
+    conv, bn = stem[0].conv, stem[0].norm
 
     def old(x: torch.Tensor) -> torch.Tensor:
         y = F.conv2d(F.pad(x, (3, 3, 3, 3)), conv.weight, conv.bias, 2)
@@ -115,3 +124,58 @@ def test_harness_fidelity_compares_with_a_resnet_written_outside() -> None:
     assert flops is not None and 0 < float(flops[1]) < float(flops[2]), out.stdout  # v1 strides its 1×1: fewer
     assert "model efficiency (dltestbed ÷ outside, img/s)" in out.stdout
     assert "FLOP-normalised efficiency (dltestbed ÷ outside, FLOP/s)" in out.stdout
+
+
+CONVS = {
+    "1x1": lambda: PointwiseConv(6, 5),
+    "strided 1x1": lambda: PointwiseConv(6, 5, 2),
+    "3x3 same": lambda: conv_same(6, 5, 3),
+    "stem 7x7": lambda: nn.Conv2d(6, 5, 7, stride=2, padding=3),
+}
+
+
+@pytest.mark.parametrize("make", CONVS.values(), ids=CONVS.keys())
+def test_a_convs_bias_folded_into_its_norm_holds_the_pairs_numbers_and_state(make: Callable[[], nn.Module]) -> None:
+    """ConvNorm against the conv with its bias then the norm (ResNet-50's pair): two training steps' outputs, every
+    gradient, the running mean and variance and the batches counted; then eval's output. The bias's gradient is
+    zero in both (the pair's to rounding)."""
+    torch.manual_seed(1)
+    conv = make().double()
+    with torch.no_grad():
+        conv.bias.uniform_(-2.0, 2.0)  # a bias far from zero: were it dropped, the norm's state would show it
+    pair = nn.Sequential(conv, torchmodels._bn(5).double()).train()
+    fold = ConvNorm(copy.deepcopy(conv), copy.deepcopy(pair[1])).train()
+    for _ in range(2):
+        x = torch.randn(3, 6, 11, 12, dtype=torch.float64, requires_grad=True)
+        a, b = pair(x), fold(x)
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+        g = torch.randn_like(a)
+        ga = torch.autograd.grad(a, [x, *pair.parameters()], g)
+        gb = torch.autograd.grad(b, [x, *fold.parameters()], g)
+        for u, v in zip(ga, gb, strict=True):
+            torch.testing.assert_close(u, v, rtol=1e-10, atol=1e-10)
+        assert torch.equal(gb[2], torch.zeros(5, dtype=torch.float64))  # the conv's bias: exactly zero
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(pair[1], name), getattr(fold.norm, name), rtol=1e-12, atol=1e-12)
+    assert fold.state_dict().keys() != pair.state_dict().keys() and len(fold.state_dict()) == len(pair.state_dict())
+    x = torch.randn(2, 6, 9, 8, dtype=torch.float64)
+    torch.testing.assert_close(pair.eval()(x), fold.eval()(x), rtol=1e-12, atol=1e-12)
+
+
+def test_a_folded_bias_is_a_used_parameter_in_a_ddp_job(tmp_path: Path) -> None:
+    """DDP refuses a step in which a parameter had no gradient: the folded bias is in the graph (times zero)."""
+    import torch.distributed as dist
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = nn.parallel.DistributedDataParallel(Bottleneck(8, 4, 2, conv_shortcut=True).train())
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        for _ in range(3):  # an unused parameter fails the second step
+            opt.zero_grad()
+            model(torch.randn(2, 8, 9, 9)).sum().backward()
+            opt.step()
+        biases = [m.conv.bias for m in model.modules() if isinstance(m, ConvNorm)]
+        assert len(biases) == 4 and all(b.grad is not None and not b.grad.any() for b in biases)
+    finally:
+        dist.destroy_process_group()

@@ -130,6 +130,7 @@ def test_auto_gpus_and_numa_cpus_are_resolved_on_the_host() -> None:
         inner = None
         peer_address = "192.0.2.1"
         data_dir = None
+        compile_cache = None
 
         def __init__(self) -> None:
             self.commands: list[list[str]] = []

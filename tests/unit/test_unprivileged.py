@@ -99,6 +99,7 @@ class _Recorder:
     inner = None
     peer_address = "127.0.0.1"
     data_dir = None
+    compile_cache = None
 
     def __init__(self) -> None:
         self.argvs: list[list[str]] = []

@@ -212,6 +212,12 @@ def groups_table(groups: Sequence[GroupStats]) -> list[str]:
     return lines + elapsed_table(groups, columns["host"], show_wall, show_memory)
 
 
+def compiled_cell(counts: Mapping[str, int]) -> str:
+    """A group's compiled runs by where their graphs came from: "1 compiled, 2 from the cache" ("—": none)."""
+    words = {"miss": "compiled", "hit": "from the cache", "partial": "partly cached"}
+    return ", ".join(f"{counts[k]} {w}" for k, w in words.items() if counts.get(k)) or "—"
+
+
 def frameworks_vary(groups: Sequence[GroupStats]) -> bool:
     """Whether the groups ran with more than one framework: then a table that names a row's model names its
     framework too."""
@@ -224,6 +230,8 @@ def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool
     head = ["kind", *(["host"] if show_host else []), "model", *(["framework"] if fw else [])]
     head += ["elapsed s mean", "min", "max", "sd"]
     head += ["from launch s"] if show_wall else []
+    show_compiled = any(g.compile_cache for g in groups)
+    head += ["compiled step"] if show_compiled else []
     head += ["GPU memory peak GiB"] if show_memory else []
     lines = ["", "### Time per run", "", md_row(head), "|" + "---|" * len(head)]
     for g in groups:
@@ -231,6 +239,7 @@ def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool
         row = [k.layer, *([str(k.host)] if show_host else []), k.model, *([k.framework] if fw else [])]
         row += spread_cells(g.elapsed_seconds, 2)
         row += [num(g.wall_seconds.mean if g.wall_seconds else None, 1)] if show_wall else []
+        row += [compiled_cell(g.compile_cache)] if show_compiled else []
         peak = g.gpu_memory_peak_bytes
         row += [num(peak.mean / 2**30 if peak else None, 2)] if show_memory else []
         lines.append(md_row(row))
@@ -241,6 +250,12 @@ def elapsed_table(groups: Sequence[GroupStats], show_host: bool, show_wall: bool
             "; from launch: launch to finish as dltestbed saw it (the elapsed time of the CLOSER'18 study: the "
             "layer's own start-up, the framework's import and the model's build included)"
             if show_wall
+            else ""
+        )
+        + (
+            "; compiled step: each compiled run's graphs compiled afresh or read from the bench's compile cache "
+            "(shared by the runs of a machine and kind: the first compiles)"
+            if show_compiled
             else ""
         )
         + (

@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from dltestbed.choices import FRAMEWORKS, or_list
 from dltestbed.errors import ConfigError
 
+# the folder a compiled run keeps its framework's compile caches in, shared by a bench's runs on one machine and
+# kind (made and removed by the controller: orchestrate/compilecache.py); unset: the framework's own default
+COMPILE_CACHE_ENV = "DLTESTBED_COMPILE_CACHE"
+
 if TYPE_CHECKING:
     from dltestbed.config import WorkloadSpec
     from dltestbed.dataset import DatasetIndex
@@ -70,6 +74,8 @@ class Framework(ABC):
     # each model's revision, bumped when its code changes in a way that moves its img/s (a board's value is of one;
     # a model not named is at revision 1); a run's start event records it
     model_revisions: ClassVar[Mapping[str, int]] = {}
+    # whether a compiled run (--xla) keeps caches in $DLTESTBED_COMPILE_CACHE that a later run of the bench reuses
+    compile_cache: ClassVar[bool] = False
 
     def model_revision(self, model: str) -> int:
         """The revision of this framework's model of that name."""

@@ -1,8 +1,9 @@
 """PyTorch: a model's run on one device (the CPU, or the one GPU the process sees), alone or as a worker of a
 DDP job (one process per GPU), its models those of torchmodels.py (Keras's, layer for layer). The math as
 for TensorFlow: float32 with TF32 off, TF32, autocast bfloat16, autocast float16 with a gradient scaler;
-`--xla` compiles the step with torch.compile (PyTorch's counterpart); --deterministic asks for deterministic
-algorithms, cuBLAS's fixed workspace and the seed. PyTorch loads inside `run_model` only."""
+`--xla` compiles the step with torch.compile (PyTorch's counterpart), Inductor's caches in the bench's folder
+($DLTESTBED_COMPILE_CACHE) where it gave one; --deterministic asks for deterministic algorithms, cuBLAS's fixed
+workspace and the seed. PyTorch loads inside `run_model` only."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import dataclasses
 import importlib.metadata as md
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from datetime import timedelta
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from dltestbed import hints
 from dltestbed.errors import ConfigError
 from dltestbed.workload.distributed import COLLECTIVE_TIMEOUT, Cluster
 from dltestbed.workload.events import AccuracyEvent, StartEvent
-from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, register
+from dltestbed.workload.frameworks.base import COMPILE_CACHE_ENV, Framework, ModelRun, ProbeFramework, register
 
 if TYPE_CHECKING:
     from dltestbed.workload.emit import Emitter
@@ -44,8 +45,10 @@ class PyTorch(Framework):
     extra = "pytorch"
     imports = ("torch", "PIL")
     requires = ("pillow",)  # real data's JPEGs (TensorFlow decodes its own)
-    # 2: the padding computed in the convolutions and pools, not copied before them (the same numbers, faster)
-    model_revisions = MappingProxyType({"alexnet": 2, "resnet50": 2, "inception3": 2})
+    # 2: the padding computed in the convolutions and pools, not copied before them (the same numbers, faster);
+    # 3 (resnet50): each conv's bias folded into the batch norm after it (ConvNorm: the same numbers, faster)
+    model_revisions = MappingProxyType({"alexnet": 2, "resnet50": 3, "inception3": 2})
+    compile_cache = True  # Inductor's FX graph, AOTAutograd and autotuning caches (and Triton's kernels)
 
     @classmethod
     def pinned(cls, flavor: str, version: str) -> str:
@@ -124,6 +127,8 @@ class PyTorch(Framework):
         spec = run.spec
         if spec.deterministic:  # before CUDA starts: cuBLAS reads it once
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+        if spec.xla:  # before Inductor reads its configuration
+            inductor_caches(os.environ)
         torch = _import(run.fingerprint["host"])
         # lazy: PyTorch, NVML and the CUDA runtime load only in the modes that use them
         from dltestbed.workload import fingerprint, loop, mathmode
@@ -169,11 +174,49 @@ class PyTorch(Framework):
                 agree=agree,
             )
             peak = int(torch.cuda.max_memory_allocated(device)) if gpu else None
-            summary = dataclasses.replace(summary, startup_seconds=startup, gpu_memory_peak_bytes=peak)
+            cached = cache_outcome(_dynamo_counters()) if spec.xla else None
+            summary = dataclasses.replace(
+                summary, startup_seconds=startup, gpu_memory_peak_bytes=peak, compile_cache=cached
+            )
             if run.held is not None:
                 got = torchsteps.evaluate(torch, model, run.held, spec.batch_size, spec.size, math, device)
                 emitter.emit(AccuracyEvent(images=got[0], correct=got[1], loss=got[2], t=time.time()))
         emitter.emit(summary)
+
+
+def inductor_caches(environ: MutableMapping[str, str]) -> None:
+    """Inductor's caches in the bench's folder, when it gave one: TORCHINDUCTOR_CACHE_DIR holds the FX graph,
+    AOTAutograd and autotuning caches, TRITON_CACHE_DIR Triton's kernels (unless the user set it); the FX graph
+    and AOTAutograd caches on, unless the user turned them off. Without the folder: PyTorch's own default
+    (/tmp/torchinductor_<user>, which a container's fresh /tmp loses at each run)."""
+    folder = environ.get(COMPILE_CACHE_ENV)
+    if not folder:
+        return
+    environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    # Triton's own kernels and launcher: else under ~/.triton, which a user without a home (nobody) cannot write
+    environ.setdefault("TRITON_CACHE_DIR", os.path.join(folder, "triton"))
+    environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
+    environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
+
+
+def _dynamo_counters() -> Mapping[str, Mapping[str, int]]:
+    """Dynamo's counters of this process (Inductor's and AOTAutograd's caches count there)."""
+    from torch._dynamo.utils import counters  # lazy: Dynamo's, loaded by torch.compile
+
+    return counters
+
+
+def cache_outcome(counters: Mapping[str, Mapping[str, int]]) -> str | None:
+    """Where a compiled step's graphs came from, by Inductor's own counters: `hit` (every graph from the compile
+    cache), `miss` (every graph compiled afresh, and stored), `partial` (some of each); None when no cache was
+    consulted (bypassed, or turned off). AOTAutograd's cache holds a training step's forward and backward graphs,
+    the FX graph cache an inference step's (and the graphs behind AOTAutograd's)."""
+    aot, fx = counters.get("aot_autograd", {}), counters.get("inductor", {})
+    hits = aot.get("autograd_cache_hit", 0) + fx.get("fxgraph_cache_hit", 0)
+    misses = aot.get("autograd_cache_miss", 0) + fx.get("fxgraph_cache_miss", 0)
+    if hits and misses:
+        return "partial"
+    return "hit" if hits else "miss" if misses else None
 
 
 def _model(torch: ModuleType, run: ModelRun, math: str, device: Any, workers: int) -> tuple[Any, Any, Any]:

@@ -132,31 +132,61 @@ class PointwiseConv(nn.Conv2d):
     def __init__(self, cin: int, cout: int, stride: int = 1) -> None:
         super().__init__(cin, cout, 1, stride=stride)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         sh, sw = self.stride
         if (sh, sw) != (1, 1) and x.device.type == "cpu":
-            return F.conv2d(x[:, :, ::sh, ::sw], self.weight, self.bias)
-        return super().forward(x)
+            return F.conv2d(x[:, :, ::sh, ::sw], weight, bias)
+        return super()._conv_forward(x, weight, bias)
+
+
+class ConvNorm(nn.Module):
+    """A convolution with a bias, then a batch norm (ResNet-50's every conv): the bias folded into the norm, not
+    added to every pixel. A batch norm subtracts its input's mean, so a constant per channel added before it
+    changes nothing in training but its running mean, and the bias's gradient is zero; in eval the norm shifts
+    by the bias, scaled. So the convolution runs without its bias (no pass over its output, none over the
+    gradient's), the norm updates the running mean less the bias (a copy, the bias added back), and the bias is in
+    the graph times zero: its gradient the zero it is (and a DDP job sees every parameter used). The same
+    modules, weights and state as the pair it replaces."""
+
+    def __init__(self, conv: nn.Module, norm: nn.BatchNorm2d) -> None:
+        super().__init__()
+        if not isinstance(conv, nn.Conv2d) or conv.bias is None or norm.momentum is None or norm.running_mean is None:
+            raise TypeError("ConvNorm: a convolution with a bias that pads itself, then a norm with a momentum")
+        self.conv, self.norm = conv, norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        conv, bn = self.conv, self.norm
+        bias, momentum = conv.bias, bn.momentum
+        mean, var = bn.running_mean, bn.running_var
+        assert bias is not None and momentum is not None and mean is not None and var is not None  # as __init__ checked
+        y = conv._conv_forward(x, conv.weight, None)
+        if not bn.training:  # (y + bias - mean) · weight / σ + shift: the bias scaled as the norm scales it
+            scaled = bias * bn.weight / torch.sqrt(var + bn.eps)
+            return F.batch_norm(y, mean, var, bn.weight, bn.bias + scaled, False, 0.0, bn.eps)
+        shift = bn.bias + bias * 0.0  # the bias used, with the gradient it has in training: zero
+        with torch.no_grad():
+            less = mean - bias  # a copy the norm updates (and keeps for its backward)
+        out = F.batch_norm(y, less, var, bn.weight, shift, True, momentum, bn.eps)
+        with torch.no_grad():
+            mean.copy_(less + bias)
+            if bn.num_batches_tracked is not None:
+                bn.num_batches_tracked.add_(1)
+        return out
 
 
 class Bottleneck(nn.Module):
-    """Keras's residual_block_v1: the stride on the first 1×1 conv, convs with biases, the shortcut's conv
-    (when there is one) built first, as Keras builds it."""
+    """Keras's residual_block_v1: the stride on the first 1×1 conv, convs with biases (each folded into its norm:
+    ConvNorm), the shortcut's conv (when there is one) built first, as Keras builds it."""
 
     def __init__(self, cin: int, filters: int, stride: int, conv_shortcut: bool) -> None:
         super().__init__()
-        self.shortcut = (
-            nn.Sequential(PointwiseConv(cin, 4 * filters, stride), _bn(4 * filters)) if conv_shortcut else None
-        )
+        self.shortcut = ConvNorm(PointwiseConv(cin, 4 * filters, stride), _bn(4 * filters)) if conv_shortcut else None
         self.body = nn.Sequential(
-            PointwiseConv(cin, filters, stride),
-            _bn(filters),
+            ConvNorm(PointwiseConv(cin, filters, stride), _bn(filters)),
             nn.ReLU(),
-            conv_same(filters, filters, 3),
-            _bn(filters),
+            ConvNorm(conv_same(filters, filters, 3), _bn(filters)),
             nn.ReLU(),
-            PointwiseConv(filters, 4 * filters),
-            _bn(4 * filters),
+            ConvNorm(PointwiseConv(filters, 4 * filters), _bn(4 * filters)),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -165,13 +195,13 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """keras.applications.ResNet50 (v1: the stride in the block's first 1×1 conv; biases on every conv)."""
+    """keras.applications.ResNet50 (v1: the stride in the block's first 1×1 conv; biases on every conv, each
+    folded into the batch norm after it: ConvNorm)."""
 
     def __init__(self, classes: int) -> None:
         super().__init__()
         layers: list[nn.Module] = [  # Keras: ZeroPadding2D(3), the conv; after the ReLU ZeroPadding2D(1), the pool
-            nn.Conv2d(3, 64, 7, stride=2, padding=3),  # the conv's own zero padding: no copy of the input
-            _bn(64),
+            ConvNorm(nn.Conv2d(3, 64, 7, stride=2, padding=3), _bn(64)),  # the conv's own zero padding: no copy
             nn.ReLU(),
             nn.MaxPool2d(3, 2, padding=1),  # after a ReLU a zero is never above the window's max: the same numbers
         ]

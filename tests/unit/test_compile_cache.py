@@ -1,0 +1,114 @@
+"""A bench's compile caches: a folder per machine and kind made on the machine (here: this one, for real), given to
+the workload in its environment, mounted into a container, removed at the end; what a run's counters say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dltestbed.config import ProbeSpec, WorkloadSpec
+from dltestbed.orchestrate import compilecache
+from dltestbed.report.render.tables import compiled_cell
+from dltestbed.runtimes import CONTAINER_CACHE, RUNTIMES, ContainerOptions
+from dltestbed.runtimes.charliecloud import MOUNT_POINTS
+from dltestbed.targets import Site, make
+from dltestbed.targets.container import ContainerTarget
+from dltestbed.targets.local import LocalTarget
+from dltestbed.workload.frameworks.base import COMPILE_CACHE_ENV
+from dltestbed.workload.frameworks.pytorch import cache_outcome, inductor_caches
+
+
+def _spec(framework: str, xla: bool) -> WorkloadSpec:
+    return WorkloadSpec(model="alexnet", framework=framework, xla=xla)
+
+
+@pytest.mark.parametrize(
+    ("counters", "word"),
+    [
+        ({}, None),
+        ({"inductor": {"fxgraph_cache_bypass": 2}}, None),
+        ({"aot_autograd": {"autograd_cache_miss": 1}, "inductor": {"fxgraph_cache_miss": 2}}, "miss"),
+        ({"aot_autograd": {"autograd_cache_hit": 1}, "inductor": {"fxgraph_cache_hit": 2}}, "hit"),
+        ({"inductor": {"fxgraph_cache_hit": 1}}, "hit"),
+        ({"aot_autograd": {"autograd_cache_hit": 1}, "inductor": {"fxgraph_cache_miss": 1}}, "partial"),
+    ],
+)
+def test_a_runs_counters_say_where_its_graphs_came_from(counters: dict, word: str | None) -> None:
+    assert cache_outcome(counters) == word
+
+
+def test_inductor_and_triton_keep_their_caches_in_the_benchs_folder_unless_the_user_chose() -> None:
+    env = {COMPILE_CACHE_ENV: "/tmp/c"}
+    inductor_caches(env)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/c" and env["TRITON_CACHE_DIR"] == "/tmp/c/triton"
+    assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == env["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
+    mine = {COMPILE_CACHE_ENV: "/tmp/c", "TRITON_CACHE_DIR": "/mine", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}
+    inductor_caches(mine)
+    assert mine["TRITON_CACHE_DIR"] == "/mine" and mine["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0"
+    alone: dict[str, str] = {}
+    inductor_caches(alone)
+    assert alone == {}  # no folder: PyTorch's own defaults
+
+
+def test_only_a_compiled_run_of_a_framework_that_keeps_caches_wants_a_folder() -> None:
+    assert compilecache.wanted([_spec("pytorch", xla=True)])
+    assert not compilecache.wanted([_spec("pytorch", xla=False), _spec("tensorflow", xla=True)])
+    assert not compilecache.wanted([ProbeSpec()])
+
+
+def test_each_kind_gets_its_folder_on_its_machine_and_every_folder_goes_at_the_end() -> None:
+    said: list[str] = []
+    with compilecache.shared([Site()], ["bm", "bm"], [_spec("pytorch", xla=True)], said.append) as sites:
+        folder = Path(sites[0].caches["bm"])
+        assert folder.is_dir() and folder.name.startswith("dltestbed-compile.") and folder.stat().st_mode & 0o077 == 0
+        target = make("bm", sites[0])
+        assert target.compile_cache == str(folder)  # A and A′ (bm twice) share it: one kind
+        (folder / "graph").write_text("compiled")
+    assert not folder.exists()
+    assert said == [
+        f"torch.compile's caches shared by the runs of each machine and kind ({folder}); removed at the end"
+    ]
+
+
+def test_nothing_is_made_for_a_bench_that_does_not_compile() -> None:
+    with compilecache.shared([Site()], ["bm"], [_spec("pytorch", xla=False)], print) as sites:
+        assert sites == [Site()] and make("bm", sites[0]).compile_cache is None
+
+
+def test_a_folder_that_cannot_be_made_is_one_line_and_the_runs_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", "/nonexistent-dltestbed-tmp")  # mktemp -t makes its folder there: it cannot
+    said: list[str] = []
+    with compilecache.shared([Site()], ["bm"], [_spec("pytorch", xla=True)], said.append) as sites:
+        assert sites[0].caches == {}
+    (line,) = said
+    assert line.startswith("this machine: no compile cache for bm (`mktemp -d` failed on ")
+    assert line.endswith("): each of its compiled runs compiles afresh")
+
+
+def test_a_container_mounts_its_kinds_folder_writable_and_a_rootful_one_gives_it_to_its_user() -> None:
+    runs: list[list[str]] = []
+
+    class Host(LocalTarget):
+        def run(self, argv, **options):  # type: ignore[no-untyped-def]
+            runs.append(list(argv))
+            return super().run(["true"], **options)
+
+    opts = ContainerOptions(gpus=None)
+    docker = ContainerTarget(Host(), RUNTIMES["docker"], "img:1", "sha256:1", opts, cache_source="/tmp/c1")
+    assert docker.compile_cache == CONTAINER_CACHE and docker.writer() == "10001:10001"
+    docker.run(["python", "-m", "dltestbed.workload"], env={COMPILE_CACHE_ENV: CONTAINER_CACHE})
+    assert (
+        f"--volume=/tmp/c1:{CONTAINER_CACHE}" in runs[0] and f"--env={COMPILE_CACHE_ENV}={CONTAINER_CACHE}" in runs[0]
+    )
+    rootless = ContainerTarget(Host(), RUNTIMES["podman-rootless"], "img:1", "sha256:1", opts, cache_source="/c")
+    assert rootless.writer() is None  # its CLI's user writes it, as the folder's owner
+    assert CONTAINER_CACHE in MOUNT_POINTS  # ch-run binds only onto a folder the image has
+    plain = ContainerTarget(Host(), RUNTIMES["docker"], "img:1", "sha256:1", opts)
+    assert plain.compile_cache is None
+
+
+def test_the_report_counts_a_groups_compiled_runs_by_where_their_graphs_came_from() -> None:
+    assert compiled_cell({"miss": 1, "hit": 2}) == "1 compiled, 2 from the cache"
+    assert compiled_cell({"partial": 1}) == "1 partly cached"
+    assert compiled_cell({}) == "—"
