@@ -26,7 +26,9 @@ from dltestbed.secretenv import scrub
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-PACKAGES = ("python3", "python3-venv", "numactl", "ca-certificates")
+# a C compiler and Python's headers: torch.compile builds its kernels there (Inductor's C++ on a CPU, Triton's
+# launcher on a GPU), as bare metal's does
+PACKAGES = ("python3", "python3-venv", "numactl", "ca-certificates", "g++", "libc6-dev", "python3-dev")
 REPO = "dltestbed-workload"
 STAGE_LABEL = "org.dltestbed.stage"  # on the builder's install stage: left untagged, pruned after each build
 
