@@ -15,11 +15,16 @@ torch.compile). `--math mixed_bfloat16 --xla` is the gpu preset's.
   Goal: FLOP-normalised >= 0.95. The outside models are in the test extra only; the workload never imports them.
 
 Each ratio's interval: paired t on the log ratios of the pairs (report/inference.py), 95 %.
+
+With the harness and an outside model, each pair's outside loop is stored beside the harness's run, in its bench
+(role `reference`): `--results PATH` keeps that store, and `dltestbed report --all --results PATH` shows each group
+against the reference loop with its interval (`--all`: each pair is a bench of its own).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import subprocess
@@ -30,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
-from dltestbed.report.inference import paired
+from dltestbed.report.inference import paired, ratio_interval
+from dltestbed.results.records import REFERENCE, RunRecord, new_id
+from dltestbed.results.store import Store
 
 BARE = r"""
 import sys, time
@@ -157,8 +164,8 @@ def bare(a: argparse.Namespace, source: str = "dltestbed") -> Loop:
     return Loop(float(ips), float(flops), who)
 
 
-def harness(a: argparse.Namespace, results: Path) -> float:
-    """One bare-metal run through the library call under `dltestbed bench`: its images/sec."""
+def harness(a: argparse.Namespace, results: Path) -> RunRecord:
+    """One bare-metal run through the library call under `dltestbed bench`: its stored record."""
     request = BenchRequest(
         workloads=Workloads(
             models=(a.model,),
@@ -177,7 +184,30 @@ def harness(a: argparse.Namespace, results: Path) -> float:
     (run,) = run_bench(request, Silent()).records
     if run.status != "ok" or run.images_per_sec is None:
         sys.exit(f"the harness run failed: {run.reason} (log: {run.log_path})")
-    return run.images_per_sec
+    return run
+
+
+def keep_reference(results: Path, run: RunRecord, loop: Loop) -> None:
+    """The outside loop's images/sec stored beside the harness's run, in its bench and repetition, with its spec
+    and key (role REFERENCE, `reference` naming whose model): the report sets the group against it."""
+    ref = dataclasses.replace(
+        run,
+        id=new_id("r"),
+        role=REFERENCE,
+        images_per_sec=loop.ips,
+        mean_images_per_sec=loop.ips,
+        spec={**run.spec, "reference": loop.who},
+        steps_done=0,
+        log_path=None,
+        startup_seconds=None,
+        wall_seconds=None,
+        compile_cache=None,
+    )
+    store = Store.open(results)
+    try:
+        store.save_run(ref)
+    finally:
+        store.close()
 
 
 def ratio_line(name: str, base: Sequence[float], over: Sequence[float], goal: float) -> str:
@@ -185,8 +215,8 @@ def ratio_line(name: str, base: Sequence[float], over: Sequence[float], goal: fl
     mean = statistics.fmean(over) / statistics.fmean(base)
     line = f"{name}: {mean:.3f} (per pair: {', '.join(f'{o / b:.3f}' for b, o in zip(base, over, strict=True))})"
     if len(base) > 1:
-        e = paired(base, over)  # over against base: 1 - ratio, in %
-        lo, hi, mid = 1 - e.hi_pct / 100, 1 - e.lo_pct / 100, 1 - e.overhead_pct / 100
+        e = paired(base, over)  # over against base
+        mid, lo, hi = ratio_interval(e)
         line += f"; pairs' geometric mean {mid:.3f} [{lo:.3f}, {hi:.3f}] ({e.method}, 95 %)"
     return f"{line}; goal >= {goal} {'MET' if mean >= goal else 'NOT MET'}"
 
@@ -204,21 +234,29 @@ def main() -> None:
     p.add_argument("--xla", action="store_true", help="compile the step (jit_compile, torch.compile) on both sides")
     p.add_argument("--no-harness", action="store_true", help="model efficiency only: no run through the harness")
     p.add_argument("--no-outside", action="store_true", help="harness fidelity only: no outside model")
+    p.add_argument("--results", type=Path, help="keep the harness's store here (its runs, the outside loops beside)")
     a = p.parse_args()
     sides: dict[str, list[Loop]] = {"bare": [], "outside": [], "harness": []}
     named = [n for n in sides if not (n == "harness" and a.no_harness) and not (n == "outside" and a.no_outside)]
     with tempfile.TemporaryDirectory() as tmp:
+        results = a.results or Path(tmp) / "r.sqlite"
         for i in range(a.pairs):
             # rotate which goes first, so a drift does not favour one side
+            run = None
             for name in named[i % len(named) :] + named[: i % len(named)]:
                 if name == "harness":
-                    got = Loop(harness(a, Path(tmp) / "r.sqlite"), math.nan, "dltestbed bench")
+                    run = harness(a, results)
+                    got = Loop(run.images_per_sec or math.nan, math.nan, "dltestbed bench")
                 else:
                     got = bare(a, "outside" if name == "outside" else "dltestbed")
                 sides[name].append(got)
                 print(f"pair {i + 1}: {name:8} {got.ips:8.1f} img/s ({got.who})", flush=True)
             if sides["outside"] and math.isnan(sides["outside"][-1].ips):
                 named.remove("outside")  # none here: said once
+            elif run is not None and "outside" in named:
+                keep_reference(results, run, sides["outside"][-1])
+    if a.results and "harness" in named and "outside" in named:
+        print(f"\nstored in {a.results}: `dltestbed report --all --results {a.results}` sets it against the outside")
     what = f"{a.framework} {a.model} {a.image_size}px batch {a.batch_size} {a.math}{' compiled' if a.xla else ''}"
     print(f"\n{what}, {a.warmup}+{a.steps} steps, {a.pairs} pairs")
     for name in named:

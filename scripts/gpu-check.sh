@@ -20,7 +20,10 @@
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
 # With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU); `efficiency` (eager) and
 # `efficiency-compiled` hold dltestbed's ResNet-50 to torchvision's, `compile-cache` and `compile-as-user` time a
-# bench's second compiled run against its first. On an H200 with its own PyTorch
+# bench's second compiled run against its first. On the H200 (2026-11-28, its own PyTorch 2.11 in /opt/torch/.venv;
+# PYTHON a venv of /usr/bin/python3 whose .pth names that venv's site-packages and the carried wheels, so that
+# nobody reaches both): efficiency 100-111 s, compile-cache 86 s, efficiency-compiled 181 s (2 pairs);
+# compile-as-user needs more than 90 s (its first run compiles Triton's launcher too). On an H200 with its own PyTorch
 # (2026-11-28; each call starts with torch-wheels.sh's install line, 2 s):
 #   ONLY="accept accept-init"   accept 184 s (exit 3: its board's GEMM values were of revision 1), accept-init 213 s
 #   ONLY="accept-again"         the acceptance again with the values accept-init wrote (about 3 minutes; not yet run)

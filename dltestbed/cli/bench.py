@@ -322,7 +322,7 @@ def summary(outcome: BenchOutcome, results: Path | None) -> str:
     from dltestbed.cli.progress import duration
     from dltestbed.results.ids import short
 
-    runs = [r for r in outcome.records if r.role != "cotenant"]
+    runs = [r for r in outcome.records if r.measured]
     ok = sum(r.status == "ok" for r in runs)
     took = sum(r.elapsed_seconds or 0.0 for r in runs)
     where = f" --results {results}" if results is not None else ""

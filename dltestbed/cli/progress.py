@@ -13,7 +13,7 @@ from rich.text import Text
 
 from dltestbed.choices import DEFAULT_FRAMEWORK
 from dltestbed.results.ids import short
-from dltestbed.results.records import RunRecord
+from dltestbed.results.records import COTENANT, RunRecord
 from dltestbed.workload import steady
 from dltestbed.workload.events import StepEvent
 
@@ -28,7 +28,7 @@ def label(run: RunRecord) -> str:
         f"{run.target_kind}:{run.target_name} {run.model}{framework} {run.mode} {run.data} "
         f"{run.image_size}px bs{run.batch_size} rep {run.repetition}"
     )
-    if run.role == "cotenant":
+    if run.role == COTENANT:
         return f"co-tenant {text}"
     if run.worker_index is not None:
         text += f" worker {run.worker_index + 1}/{run.workers}"
@@ -107,7 +107,7 @@ class RichObserver:
             self.progress.start()
         self._tasks[run.id] = self.progress.add_task(
             escape(label(run)),
-            total=_steps(run) if run.role != "cotenant" and not run.is_probe else None,
+            total=_steps(run) if run.role != COTENANT and not run.is_probe else None,
             phase="start",
             ips="—",
         )
@@ -128,7 +128,7 @@ class RichObserver:
         task = self._tasks.pop(run.id, None)
         if task is not None:
             self.progress.remove_task(task)
-        if run.role != "cotenant":
+        if run.role != COTENANT:
             self.done += 1
         if run.status == "ok" and run.is_probe:
             self.progress.console.print(

@@ -97,7 +97,7 @@ def table(runs: Sequence[RunRecord]) -> list[AccuracyRow]:
     """A row per work and layer of the runs that measured accuracy, bare metal first within each work."""
     groups: dict[tuple[Any, ...], dict[str, list[RunRecord]]] = {}
     for r in runs:
-        if r.top1 is not None and r.role != "cotenant":
+        if r.top1 is not None and r.measured:
             groups.setdefault(_work(r), {}).setdefault(_layer(r), []).append(r)
     out = []
     for layers in groups.values():

@@ -251,7 +251,7 @@ def agreements(runs: Sequence[RunRecord], steps: Mapping[str, Sequence[StepEvent
     groups: dict[WorkKey, list[RunRecord]] = defaultdict(list)
     results: dict[str, list[float]] = {}
     for r in runs:
-        if r.spec.get("deterministic") and r.role != "cotenant" and (got := _results(steps.get(r.id, ()))):
+        if r.spec.get("deterministic") and r.measured and (got := _results(steps.get(r.id, ()))):
             results[r.id] = got
             groups[work(r)].append(r)
     out: list[Agreement] = []

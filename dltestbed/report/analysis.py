@@ -97,7 +97,7 @@ def analyse(
     runs = [r for r in records if not r.is_probe]
     cases, skipped = micro.summarise(probes, measures or {}, skips or {}, samples)
     groups = stats.summarise(runs, by_host=by_host, equivalence=equivalence)
-    many = len({r.unit for r in runs if r.role != "cotenant"}) >= FLEET_MIN_HOSTS  # hosts, or GPUs (per-gpu)
+    many = len({r.unit for r in runs if r.measured}) >= FLEET_MIN_HOSTS  # hosts, or GPUs (per-gpu)
     host_groups = groups if by_host else (stats.summarise(runs, by_host=True) if many else [])
     flags, compared = fleet.fleet(host_groups, min_slowdown=fleet_slowdown) if host_groups else ([], 0)
     timed = {r.id: [s.images_per_sec for s in steps.get(r.id, ()) if s.phase == "timed"] for r in runs}

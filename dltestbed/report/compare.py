@@ -41,7 +41,7 @@ def compare(a_runs: Iterable[RunRecord], b_runs: Iterable[RunRecord]) -> list[Ch
     def grouped(runs: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord]]:
         out: dict[GroupKey, list[RunRecord]] = {}
         for r in runs:
-            if r.role != "cotenant" and r.status == "ok" and r.images_per_sec is not None:
+            if r.measured and r.status == "ok" and r.images_per_sec is not None:
                 out.setdefault(GroupKey.of(r), []).append(r)
         return out
 

@@ -67,6 +67,11 @@ class Effect:
         return asdict(self)
 
 
+def ratio_interval(effect: Effect) -> tuple[float, float, float]:
+    """An effect as ratios of layer ÷ baseline images/sec: its estimate and its interval's low and high ends."""
+    return 1 - effect.overhead_pct / 100, 1 - effect.hi_pct / 100, 1 - effect.lo_pct / 100
+
+
 def _interval(method: str, n: int, mean: float, se: float, df: float, sd: float, conf: float) -> Effect:
     if se == 0.0:  # identical ratios: the interval is the point
         lo_d = hi_d = mean

@@ -9,7 +9,7 @@ from typing import Any
 
 from dltestbed.report.keys import JobKey
 from dltestbed.report.stats import Spread, overhead_percent
-from dltestbed.results.records import RunRecord
+from dltestbed.results.records import COTENANT, RunRecord
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,10 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
             jobs.setdefault(r.job_id, []).append(r)
     groups: dict[tuple[JobKey, str], list[tuple[RunRecord | None, RunRecord | None, RunRecord | None]]] = {}
     for members in jobs.values():
-        fg = [r for r in members if r.role != "cotenant"]
+        fg = [r for r in members if r.measured]
         alone = next((r for r in fg if r.contention.startswith("none")), None)
         under = next((r for r in fg if not r.contention.startswith("none")), None)
-        co = next((r for r in members if r.role == "cotenant"), None)
+        co = next((r for r in members if r.role == COTENANT), None)
         ref = under or alone
         if ref is None:
             continue

@@ -88,7 +88,7 @@ def table(
         return []
     chosen = max(candidates, key=lambda gs: len({g.key.runtime for g in gs}))  # the first of the most runtimes
     chosen.sort(key=lambda g: (g.key.target_kind != BASELINE, g.key.runtime))
-    ok = [r for r in runs if r.status == "ok" and r.role != "cotenant" and not r.is_probe]
+    ok = [r for r in runs if r.status == "ok" and r.measured and not r.is_probe]
     rows = []
     for g in chosen:
         mine = [r for r in ok if GroupKey.of(r) == g.key]

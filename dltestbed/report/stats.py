@@ -20,7 +20,8 @@ from dltestbed.report.inference import (
     welch,
 )
 from dltestbed.report.keys import GroupKey
-from dltestbed.results.records import RunRecord
+from dltestbed.report.reference import Against, against
+from dltestbed.results.records import REFERENCE, RunRecord
 
 NO_INTERVAL = "too few runs for an interval (2 per side)"  # a layer's verdict below 2 runs a side
 OVERHEAD_ESTIMATE = (
@@ -68,6 +69,7 @@ class GroupStats:
     wall_seconds: Spread | None = None  # over ok runs: launch to finish as the controller saw it (CLOSER'18)
     gpu_memory_peak_bytes: Spread | None = None  # over ok runs: the most TensorFlow's GPU allocator held at once
     compile_cache: dict[str, int] = field(default_factory=dict)  # ok compiled runs by outcome: hit, miss, partial
+    reference: Against | None = None  # against a loop written outside dltestbed in the same benches (reference.py)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -142,14 +144,18 @@ def summarise(runs: Iterable[RunRecord], by_host: bool = False, equivalence: flo
     equivalence: a margin in %: each layer is also judged equivalent to bare metal within ±margin (TOST).
     """
     groups: dict[GroupKey, list[RunRecord]] = {}
+    references: dict[GroupKey, list[RunRecord]] = {}
     for r in runs:
-        if r.role == "cotenant" or r.is_probe:
+        if r.role == REFERENCE and r.status == "ok":
+            references.setdefault(GroupKey.of(r, by_host), []).append(r)
+        if not r.measured or r.is_probe:
             continue  # a co-tenant is the load, not a measurement: see `shared`; probes: see micro.py
         groups.setdefault(GroupKey.of(r, by_host), []).append(r)
     ok = {k: [r for r in members if r.status == "ok" and r.images_per_sec is not None] for k, members in groups.items()}
     base_runs = {k.workload: ok[k] for k in groups if not k.against_baseline and ok[k]}
     out = [
-        _group(k, members, ok[k], base_runs.get(k.workload, []), by_host, equivalence) for k, members in groups.items()
+        _group(k, members, ok[k], base_runs.get(k.workload, []), by_host, equivalence, references.get(k, []))
+        for k, members in groups.items()
     ]
     kinds = list(KINDS)
     out.sort(
@@ -174,8 +180,10 @@ def _group(
     base_ok: Sequence[RunRecord],
     by_host: bool,
     equivalence: float | None,
+    references: Sequence[RunRecord] = (),
 ) -> GroupStats:
-    """One group's row: its spreads, and against the baseline's ok runs its overhead, interval and verdict."""
+    """One group's row: its spreads, against the baseline's ok runs its overhead, interval and verdict, and against
+    a reference loop of the same benches its efficiency."""
     values = [r.images_per_sec for r in ok if r.images_per_sec is not None]
     ips = Spread.of(values) if values else None
     base = [r.images_per_sec for r in base_ok if r.images_per_sec is not None]
@@ -214,4 +222,5 @@ def _group(
         spread([r.wall_seconds for r in ok]),
         spread([r.gpu_memory_peak_bytes for r in ok]),
         dict(Counter(r.compile_cache for r in ok if r.compile_cache)),
+        against(ok, references),
     )

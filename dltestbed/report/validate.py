@@ -154,7 +154,7 @@ def _selected(check: Check, runs: Sequence[RunRecord]) -> list[RunRecord]:
     m = check.match
     out = []
     for r in runs:
-        if r.role == "cotenant" or r.arm or r.vm_image:
+        if not r.measured or r.arm or r.vm_image:
             continue
         if any(
             getattr(m, k) is not None and not _agrees(k, getattr(m, k), getattr(r, f)) for k, f in MATCH_FIELDS.items()
@@ -274,7 +274,7 @@ def init_reference(a: Analysis) -> dict[str, Any]:
             for r in a.runs
             if r.status == "ok"
             and r.images_per_sec
-            and r.role != "cotenant"
+            and r.measured
             and not r.arm
             and all(getattr(r, MATCH_FIELDS[f]) == v for f, v in match.items())
         ]

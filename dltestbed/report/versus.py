@@ -48,7 +48,7 @@ def compare(runs: Iterable[RunRecord]) -> list[Versus]:
     aside; failed runs are not compared)."""
     groups: dict[GroupKey, dict[str, list[RunRecord]]] = {}
     for r in runs:
-        if r.role == "cotenant" or r.is_probe or r.status != "ok" or r.images_per_sec is None:
+        if not r.measured or r.is_probe or r.status != "ok" or r.images_per_sec is None:
             continue
         key = dataclasses.replace(GroupKey.of(r), framework="")
         groups.setdefault(key, {}).setdefault(r.framework, []).append(r)

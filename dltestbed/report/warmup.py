@@ -37,7 +37,7 @@ def table(runs: Sequence[RunRecord], steps: Mapping[str, Sequence[StepEvent]]) -
     """The ok runs that warmed up until steady, grouped by model and layer."""
     by: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r in runs:
-        if r.warmup is None and r.status == "ok" and r.role != "cotenant":
+        if r.warmup is None and r.status == "ok" and r.measured:
             layer = LayerKey.of_run(r).layer
             by[r.model, layer].append(sum(s.phase == "warmup" for s in steps.get(r.id, ())))
     return [WarmupRow(model, layer, tuple(n)) for (model, layer), n in by.items()]

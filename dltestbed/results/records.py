@@ -23,6 +23,10 @@ def gpu_label(index: int) -> str:
     return f"gpu{index}"
 
 
+COTENANT = "cotenant"  # a run's role: the load a shared run ran under
+REFERENCE = "reference"  # a run's role: a loop written outside the workload, beside the bench's own runs
+
+
 @dataclass
 class RunRecord:
     """One workload run on one target. status: running, ok or failed (with reason)."""
@@ -47,7 +51,8 @@ class RunRecord:
     reason: str | None = None
     finished_at: str | None = None
     contention: str = "none"  # what else ran on the host meanwhile (shared scenario), e.g. alexnet-b64
-    role: str = "foreground"  # foreground: measured; cotenant: the load a shared run ran under
+    role: str = "foreground"  # foreground: measured; COTENANT: the load a shared run ran under; REFERENCE: a loop
+    # written outside dltestbed's workload, run in the same bench (bench/harness_fidelity.py)
     job_id: str | None = None  # runs measured together: the workers of a distributed job, or a shared pair
     workers: int = 1  # workers in the run's distributed job (1: not distributed)
     worker_index: int | None = None
@@ -96,6 +101,11 @@ class RunRecord:
         machine = str(self.machine or self.host)
         index, uuid = self.spec.get("gpu_index"), self.spec.get("gpu")
         return machine if not uuid else f"{machine}/{gpu_label(index)}" if index is not None else f"{machine}/{uuid}"
+
+    @property
+    def measured(self) -> bool:
+        """A run of dltestbed's own workload that its bench measured: not a co-tenant's load, not a reference loop."""
+        return self.role not in (COTENANT, REFERENCE)
 
     @property
     def is_probe(self) -> bool:

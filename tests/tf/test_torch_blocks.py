@@ -111,14 +111,24 @@ def test_a_bottleneck_sums_in_place_as_it_summed_out_of_place(stride: int, short
     _same(old, block, (2, 16 if shortcut else 32, 9, 10))
 
 
-def test_harness_fidelity_compares_with_a_resnet_written_outside() -> None:
+def test_harness_fidelity_compares_with_a_resnet_written_outside_and_the_report_sets_the_bench_against_it(
+    tmp_path: Path,
+) -> None:
     """bench/harness_fidelity.py's second baseline runs here: transformers' ResNet-50 (torchvision does not import
-    beside the CPU torch), each side's FLOPs counted, both ratios printed."""
+    beside the CPU torch), each side's FLOPs counted, both ratios printed; the outside loop stored beside the
+    bench's run, and the report's group table sets the run against it."""
     script = Path(__file__).parents[2] / "bench" / "harness_fidelity.py"
+    results = tmp_path / "r.sqlite"
     args = ["--framework", "pytorch", "--model", "resnet50", "--image-size", "32", "--batch-size", "2"]
-    args += ["--warmup", "1", "--steps", "1", "--pairs", "1", "--no-harness"]
+    args += ["--warmup", "1", "--steps", "1", "--pairs", "1", "--results", str(results)]
     out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    report = subprocess.run(
+        [sys.executable, "-m", "dltestbed", "report", "--results", str(results)], capture_output=True, text=True
+    )
+    assert report.returncode == 0, report.stderr
+    row = next(line for line in report.stdout.splitlines() if line.startswith("| bm "))
+    assert "against reference" in report.stdout and "(transformers " in row and row.count("| bm ") == 1, row
     assert "outside" in out.stdout and "transformers" in out.stdout, out.stdout
     flops = re.search(r"FLOPs per image \(forward\): dltestbed ([\d.]+) G, outside ([\d.]+) G", out.stdout)
     assert flops is not None and 0 < float(flops[1]) < float(flops[2]), out.stdout  # v1 strides its 1×1: fewer

@@ -14,7 +14,7 @@ from dltestbed.errors import ConfigError, WorkloadError
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, Options, probe
-from dltestbed.results.records import RunRecord, new_id
+from dltestbed.results.records import COTENANT, RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute
 from dltestbed.targets import Site, make
@@ -168,7 +168,7 @@ def _with_cotenant(
     co_target = make(kind, site)
     started, ended, ending = threading.Event(), threading.Event(), threading.Event()
     co_record: list[RunRecord] = []
-    co_ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, role="cotenant", job_id=job)
+    co_ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, role=COTENANT, job_id=job)
 
     # bounded like the foreground it contends with (its --run-timeout), plus its start and a margin
     bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None

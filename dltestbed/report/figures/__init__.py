@@ -71,7 +71,7 @@ def build(a: Analysis) -> list[Plot]:
     """Every figure the analysis has something for, rendered, in report order."""
     flagged = {r.id: w for r, w in a.steady}
     runs, steps_by_run, resources_by_run = a.runs, a.steps, a.samples
-    n_runs = sum(1 for r in runs if r.role != "cotenant")
+    n_runs = sum(1 for r in runs if r.measured)
     plots: list[Plot] = []
 
     def add(name: str, section: str, fig: Figure | None, caption: str) -> None:

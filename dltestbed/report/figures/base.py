@@ -120,7 +120,7 @@ def by_group(runs: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord]]:
     """Foreground runs by the report's group key (co-tenants are the load, not a measurement)."""
     out: dict[GroupKey, list[RunRecord]] = {}
     for r in runs:
-        if r.role != "cotenant":
+        if r.measured:
             out.setdefault(GroupKey.of(r), []).append(r)
     return out
 

@@ -183,7 +183,7 @@ def _by_workload(runs: Sequence[RunRecord], keep: Callable[[RunRecord], bool]) -
     by: dict[tuple[Any, ...], list[RunRecord]] = {}
     named: dict[tuple[Any, ...], GroupKey] = {}  # a key that names each workload
     for r in runs:
-        if r.role == "cotenant" or not keep(r):
+        if not r.measured or not keep(r):
             continue
         key = GroupKey.of(r)
         w = tuple(getattr(key, f) for f in WORKLOAD_FIELDS)

@@ -165,8 +165,18 @@ def _group_row(g: GroupStats, columns: Mapping[str, bool], varying: Sequence[str
         num(ips.std if ips else None, 1),
         f"{ips.min:.1f}–{ips.max:.1f}" if ips else "—",
         overhead_cell(g),
+        *([reference_cell(g)] if columns["reference"] else []),
     ]
     return md_row(row)
+
+
+def reference_cell(g: GroupStats) -> str:
+    """A group against its reference loop: "1.015 [1.002, 1.027] (torchvision 0.26.0)"; "—" where none ran."""
+    a = g.reference
+    if a is None:
+        return "—"
+    interval = f" [{a.lo:.3f}, {a.hi:.3f}]" if a.lo is not None and a.hi is not None else ""
+    return f"{a.ratio:.3f}{interval} ({a.who})"
 
 
 def groups_table(groups: Sequence[GroupStats]) -> list[str]:
@@ -176,6 +186,7 @@ def groups_table(groups: Sequence[GroupStats]) -> list[str]:
         "contention": any(g.key.contention != "none" for g in groups),
         "host": any(g.key.host is not None for g in groups),
         "scenario": any(g.key.scenario != "single" for g in groups),
+        "reference": any(g.reference for g in groups),
     }
     shared = {f: fn(groups[0].key) for f, fn in FACTS.items() if groups and len({fn(g.key) for g in groups}) == 1}
     varying = [f for f in FACTS if f not in shared]
@@ -191,6 +202,7 @@ def groups_table(groups: Sequence[GroupStats]) -> list[str]:
         "sd",
         "min–max",
         f"overhead % [{CONFIDENCE:.0%} interval]",
+        *([f"against reference [{CONFIDENCE:.0%} interval]"] if columns["reference"] else []),
     ]
     said = {f: v for f, v in shared.items() if f in SAID_WHEN_SHARED}
     lines = [""]
@@ -207,6 +219,12 @@ def groups_table(groups: Sequence[GroupStats]) -> list[str]:
         "own, before dltestbed recorded it). Failed runs are counted but not averaged. Distributed rows are per",
         "worker; co-tenants are not rows (see the shared table).",
     ]
+    if columns["reference"]:
+        lines += [
+            "against reference: the group's img/s ÷ a loop written outside dltestbed (bench/harness_fidelity.py), run",
+            "in the same bench and repetition: the pairs' geometric mean, its interval by paired t on log ratios (one",
+            "pair: its ratio alone); whose model in brackets; the two models' FLOPs may differ.",
+        ]
     show_wall = any(g.wall_seconds for g in groups)
     show_memory = any(g.gpu_memory_peak_bytes for g in groups)
     return lines + elapsed_table(groups, columns["host"], show_wall, show_memory)
