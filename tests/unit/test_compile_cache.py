@@ -112,3 +112,22 @@ def test_the_report_counts_a_groups_compiled_runs_by_where_their_graphs_came_fro
     assert compiled_cell({"miss": 1, "hit": 2}) == "1 compiled, 2 from the cache"
     assert compiled_cell({"partial": 1}) == "1 partly cached"
     assert compiled_cell({}) == "—"
+
+
+def test_a_real_h200_bench_stored_its_first_compiled_run_as_a_miss_and_its_second_as_a_hit() -> None:
+    """tests/data/gpu/h200/compile-cache.sqlite: gpu-check's compile-cache step (ResNet-50, the gpu preset) and its
+    compile-as-user bench, whose runs failed before Triton's cache moved into the folder (nobody has no home)."""
+    from dltestbed.report.stats import summarise
+    from dltestbed.results.store import Store
+
+    store = Store.open(Path(__file__).parents[1] / "data/gpu/h200/compile-cache.sqlite", read_only=True)
+    try:
+        runs = store.runs()
+    finally:
+        store.close()
+    ok = [r for r in runs if r.status == "ok"]
+    assert [r.compile_cache for r in ok] == ["miss", "hit"] and ok[0].fingerprint["run_as_user"] == "root"
+    (group,) = summarise(ok)
+    assert compiled_cell(group.compile_cache) == "1 compiled, 1 from the cache"
+    failed = [r for r in runs if r.status == "failed"]
+    assert failed and all("Permission denied: '/nonexistent'" in (r.reason or "") for r in failed)
