@@ -199,8 +199,16 @@ def keep_reference(results: Path, run: RunRecord, loop: Loop) -> None:
         spec={**run.spec, "reference": loop.who},
         steps_done=0,
         log_path=None,
+        # the loop's images/sec alone: none of the harness run's own times, memory or accuracy
+        timed_seconds=None,
+        elapsed_seconds=None,
+        first_step_seconds=None,
         startup_seconds=None,
         wall_seconds=None,
+        gpu_memory_peak_bytes=None,
+        eval_images=None,
+        eval_correct=None,
+        eval_loss=None,
         compile_cache=None,
     )
     store = Store.open(results)

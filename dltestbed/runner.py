@@ -90,11 +90,21 @@ class RunContext:
     arm: str = ""  # "A′": the baseline kind's second run in a repetition (--aa)
 
 
+SECOND_ARM = "second-arm"  # A′'s compile caches, inside bare metal's folder
+
+
 def for_target(spec: Spec, target: Target) -> Spec:
     """The spec as the workload on `target` runs it: real data read from the target's own copy or mount."""
     if spec.data == "real" and target.data_dir is not None:
         return spec.model_copy(update={"data_dir": target.data_dir})
     return spec
+
+
+def compile_cache(target: Target, ctx: RunContext) -> str | None:
+    """Where the run keeps its compile caches: its kind's folder on its machine, and A/A's second arm a folder of
+    its own inside it (the two arms compared start alike)."""
+    folder = target.compile_cache
+    return f"{folder}/{SECOND_ARM}" if folder and ctx.arm else folder
 
 
 def workload_argv(target: Target, spec: Spec) -> list[str]:
@@ -300,7 +310,8 @@ def execute(
     col.launched = time.monotonic()
     try:
         ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run.id}  # a container's labels
-        cache = {COMPILE_CACHE_ENV: target.compile_cache} if target.compile_cache else {}
+        folder = compile_cache(target, ctx)
+        cache = {COMPILE_CACHE_ENV: folder} if folder else {}
         result = target.run(
             workload_argv(target, spec),
             env={**(env or {}), **ids, **cache},

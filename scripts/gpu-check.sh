@@ -223,16 +223,17 @@ from collections import defaultdict
 from dltestbed.results.store import Store
 
 store = Store.open(sys.argv[1], read_only=True)
-benches = defaultdict(list)
+groups = defaultdict(list)  # each bench's kind and model: a cache is shared within one alone
 for r in sorted(store.runs(), key=lambda r: r.started_at or ""):
-    if r.compile_cache and r.status == "ok":
-        benches[r.bench_id].append(r)
-for bench, runs in benches.items():
+    if r.compile_cache and r.status == "ok" and r.elapsed_seconds is not None and r.timed_seconds is not None:
+        groups[(r.bench_id, r.target_kind, r.arm, r.model)].append(r)
+for (bench, kind, arm, model), runs in groups.items():
     user = runs[0].fingerprint.get("run_as_user", "?")
     starts = [(r.startup_seconds or 0) + r.elapsed_seconds - r.timed_seconds for r in runs]
-    cells = [f"{r.compile_cache} {s:.1f} s (from launch {r.wall_seconds:.1f} s)" for r, s in zip(runs, starts)]
+    wall = lambda r: f"{r.wall_seconds:.1f} s" if r.wall_seconds is not None else "?"
+    cells = [f"{r.compile_cache} {s:.1f} s (from launch {wall(r)})" for r, s in zip(runs, starts)]
     ratio = f"; first / second {starts[0] / starts[1]:.1f}x" if len(starts) > 1 and starts[1] > 0 else ""
-    print(f"{bench} as {user}, {runs[0].target_kind} {runs[0].model}: " + ", ".join(cells) + ratio)
+    print(f"{bench} as {user}, {kind}{arm} {model}: " + ", ".join(cells) + ratio)
 EOF
 } >>"$out/summary.txt" 2>&1
 tar -C "$out" -czf "$out/logs.tgz" logs

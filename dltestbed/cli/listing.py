@@ -54,7 +54,7 @@ def runs_table(records: Sequence[RunRecord], no_trunc: bool = False) -> Table:
             _id(r.bench_id, no_trunc),
             _when(r.started_at),
             escape(f"{r.target_kind}:{r.host}"),
-            escape(r.model),
+            escape(r.model + ("" if r.measured else f" ({r.role})")),
             r.mode,
             str(r.batch_size) if r.batch_size else "",
             str(r.image_size) if r.image_size else "",

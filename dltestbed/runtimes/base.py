@@ -50,6 +50,8 @@ class Runtime(ABC):
     version_format: ClassVar[str] = ""
     # its CLI and containers run as a user, never root: as the invoking user, or as --as-user's when dltestbed is root
     rootless: ClassVar[bool] = False
+    # the container's processes are the CLI user's own, whatever --user says (Charliecloud)
+    runs_as_cli_user: ClassVar[bool] = False
     # the runtime whose store its image is built in (then loaded into the user's store, or converted), or None: its own
     store: ClassVar[str | None] = None
     not_answering: ClassVar[str] = "{why}"  # what it means when `version` fails

@@ -24,6 +24,7 @@ class Charliecloud(Runtime):
     name = "charliecloud"
     command = "ch-run"
     rootless = True
+    runs_as_cli_user = True
     store = "podman"
     not_answering = "ch-run does not work here ({why}); install charliecloud-runtime"
 

@@ -199,10 +199,19 @@ class ContainerTarget:
 
     def writer(self) -> str | None:
         """The uid:gid the workload writes a mounted folder as, where that is not the user the runtime's CLI runs
-        as (a rootful runtime: the image's user, or --as-user's); None where it is (a rootless runtime)."""
-        if self.runtime.rootless:
+        as (a rootful runtime: the image's user, or --as-user's); None where it is (Charliecloud; rootless Podman
+        with --as-user, whose uid keep-id keeps). A TargetError where the folder cannot be given to it: rootless
+        Podman's image user is a subordinate uid of the CLI's user."""
+        if self.runtime.runs_as_cli_user:
             return None
-        return self._resolve().user or CONTAINER_USER
+        user = self._resolve().user or CONTAINER_USER
+        if not self.runtime.rootless:
+            return user
+        if self.as_user:
+            return None
+        raise TargetError(
+            f"{self.runtime.name} runs the container as {user}, a subordinate uid of the user its CLI runs as"
+        )
 
     def run(
         self,

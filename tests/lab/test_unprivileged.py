@@ -214,9 +214,13 @@ def test_a_compiled_bench_as_nobody_shares_a_cache_per_kind_on_bare_metal_and_in
     """--as-user nobody, bm and cbm under Docker (rootful: the container runs as nobody's uid): each kind's folder
     made as the user, or given to the container's user; each kind's first run compiles, its second reads the cache
     (the container's /tmp is new at each run: the folder is mounted); every folder gone at the end."""
-    from tests.tf.test_compile_cache import COMPILED, _folders
+    from tests.tf.test_compile_cache import COMPILED
 
     nobody = pwd.getpwnam("nobody")
+
+    def _folders() -> set[Path]:  # nobody's, in /var/tmp: the bm folder made as nobody, cbm's given to nobody's uid
+        return {p for p in Path("/var/tmp").glob("dltestbed-compile.*") if p.stat().st_uid == nobody.pw_uid}
+
     before = _folders()
     with interpreter_reached():
         build = run_cli("image", "build", "--runtime", "docker", "--vm", "no", "--framework", "pytorch", timeout=1800)
@@ -232,5 +236,5 @@ def test_a_compiled_bench_as_nobody_shares_a_cache_per_kind_on_bare_metal_and_in
         ("bm", "ok", "hit", nobody.pw_uid),
         ("cbm", "ok", "hit", nobody.pw_uid),
     ], runs
-    assert "2 folders, one per machine and kind" in proc.stderr
+    assert "torch.compile's caches shared by the runs of each machine and kind (2 folders)" in proc.stderr
     assert _folders() == before

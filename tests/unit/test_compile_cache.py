@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed.config import ProbeSpec, WorkloadSpec
+from dltestbed.errors import TargetError
 from dltestbed.orchestrate import compilecache
 from dltestbed.report.render.tables import compiled_cell
 from dltestbed.runtimes import CONTAINER_CACHE, RUNTIMES, ContainerOptions
@@ -83,7 +84,9 @@ def test_a_folder_that_cannot_be_made_is_one_line_and_the_runs_go_on(monkeypatch
         assert sites[0].caches == {}
     (line,) = said
     assert line.startswith("this machine: no compile cache for bm (`mktemp -d` failed on ")
-    assert line.endswith("): each of its compiled runs compiles afresh")
+    assert line.endswith(
+        "): its compiled runs use PyTorch's own (/tmp/torchinductor_USER, which a container loses at each run)"
+    )
 
 
 def test_a_container_mounts_its_kinds_folder_writable_and_a_rootful_one_gives_it_to_its_user() -> None:
@@ -102,7 +105,15 @@ def test_a_container_mounts_its_kinds_folder_writable_and_a_rootful_one_gives_it
         f"--volume=/tmp/c1:{CONTAINER_CACHE}" in runs[0] and f"--env={COMPILE_CACHE_ENV}={CONTAINER_CACHE}" in runs[0]
     )
     rootless = ContainerTarget(Host(), RUNTIMES["podman-rootless"], "img:1", "sha256:1", opts, cache_source="/c")
-    assert rootless.writer() is None  # its CLI's user writes it, as the folder's owner
+    with pytest.raises(TargetError, match="runs the container as 10001:10001, a subordinate uid"):
+        rootless.writer()  # keep-id keeps the CLI user's uid alone: the image's user cannot be given the folder
+    as_user = ContainerTarget(
+        Host(), RUNTIMES["podman-rootless"], "img:1", "sha256:1", ContainerOptions(gpus=None, user="1000:1000"),
+        as_user="someone",
+    )  # fmt: skip
+    assert as_user.writer() is None  # the user's own uid inside: the folder's owner
+    charliecloud = ContainerTarget(Host(), RUNTIMES["charliecloud"], "img", "sha256:1", opts, cache_source="/c")
+    assert charliecloud.writer() is None
     assert CONTAINER_CACHE in MOUNT_POINTS  # ch-run binds only onto a folder the image has
     plain = ContainerTarget(Host(), RUNTIMES["docker"], "img:1", "sha256:1", opts)
     assert plain.compile_cache is None
@@ -131,3 +142,39 @@ def test_a_real_h200_bench_stored_its_first_compiled_run_as_a_miss_and_its_secon
     assert compiled_cell(group.compile_cache) == "1 compiled, 1 from the cache"
     failed = [r for r in runs if r.status == "failed"]
     assert failed and all("Permission denied: '/nonexistent'" in (r.reason or "") for r in failed)
+
+
+def test_a_second_bare_metal_arm_keeps_its_own_folder_inside_bare_metals() -> None:
+    from dltestbed.runner import SECOND_ARM, RunContext, compile_cache
+
+    target = LocalTarget(compile_cache="/var/tmp/dltestbed-compile.abcdefgh")
+    assert compile_cache(target, RunContext("b", "single", 1)) == target.compile_cache
+    assert compile_cache(target, RunContext("b", "single", 1, arm="A′")) == f"{target.compile_cache}/{SECOND_ARM}"
+    assert compile_cache(LocalTarget(), RunContext("b", "single", 1, arm="A′")) is None
+
+
+@pytest.mark.parametrize(
+    ("printed", "took"),
+    [("echo 'welcome to the node'; ", True), ("echo /home/someone; ", True), ("echo /home/someone #", False)],
+)
+def test_only_the_folder_mktemp_made_is_taken_and_removed(
+    printed: str, took: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login shell's banner before mktemp's answer is skipped; an answer that is not a folder mktemp makes is
+    refused, so nothing else is ever chowned or removed."""
+
+    class Chatty(LocalTarget):
+        def run(self, argv, **options):  # type: ignore[no-untyped-def]
+            if argv[0] == "sh":  # compilecache.MKTEMP
+                argv = ["sh", "-c", printed + argv[2].removeprefix("exec ")]
+            return super().run(argv, **options)
+
+    monkeypatch.setattr(compilecache, "make", lambda kind, site: Chatty())
+    said: list[str] = []
+    with compilecache.shared([Site()], ["bm"], [_spec("pytorch", xla=True)], said.append) as sites:
+        folder = sites[0].caches.get("bm")
+    assert (folder is not None) is took, said
+    if folder:
+        assert compilecache.FOLDER_RE.fullmatch(folder) and not Path(folder).exists()
+    else:
+        assert "gave no folder ('/home/someone')" in said[0], said

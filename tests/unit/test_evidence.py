@@ -93,9 +93,13 @@ def test_signing_needs_a_manifest_and_a_key_and_refuses_a_passphrase(tmp_path: P
     assert not (pack / evidence.SIGNATURE).exists()
 
 
-def test_a_key_is_tried_on_a_scratch_file_and_nothing_stays(tmp_path: Path, key: tuple[Path, Path]) -> None:
-    before = sorted(Path(tempfile.gettempdir()).glob("dltestbed-key-*"))
+def test_a_key_is_tried_on_a_scratch_file_and_nothing_stays(
+    tmp_path: Path, key: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "tmp"  # this test's own temp folder: the other CI stream signs packs too
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     evidence.check_key(key[0])
-    assert sorted(Path(tempfile.gettempdir()).glob("dltestbed-key-*")) == before
+    assert not list(scratch.iterdir())
     with pytest.raises(ConfigError, match=r"^--sign-key '.*nokey': it cannot sign: no such file$"):
         evidence.check_key(tmp_path / "nokey")
