@@ -43,6 +43,7 @@ def test_inductor_and_triton_keep_their_caches_in_the_benchs_folder_unless_the_u
     env = {COMPILE_CACHE_ENV: "/tmp/c"}
     inductor_caches(env)
     assert env["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/c" and env["TRITON_CACHE_DIR"] == "/tmp/c/triton"
+    assert env["TMPDIR"] == "/tmp/c/tmp"  # Inductor's precompiled headers: under the temp folder, whatever else
     assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == env["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
     mine = {COMPILE_CACHE_ENV: "/tmp/c", "TRITON_CACHE_DIR": "/mine", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}
     inductor_caches(mine)
