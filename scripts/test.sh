@@ -28,16 +28,16 @@ if [ "$#" -gt 0 ]; then # the tests named: one stream
     exit
 fi
 # Every tier: two streams at once, as the two cores allow, of about the same length: the VMs (qemu's threads
-# under TCG, their images' builds) then the unit tier, beside the lab tier (namespaces, containers, Slurm),
-# TensorFlow's and the browser tier (a CI run: VMs 46 min and unit 6, beside lab 34, TensorFlow 18 and browser 1).
+# under TCG, their images' builds) then the unit and browser tiers, beside the lab tier (namespaces, containers,
+# Slurm) and TensorFlow's (a run here on 2026-11-28: VMs 50 min, unit 9, browser 1, beside lab 40 and TensorFlow 20).
 # The two share nothing a test changes or counts: their own temp folders and state (so their own installation id:
 # neither `teardown` removes the other's VMs or containers), and one cache whose builds are locked (the first
 # stream to need an image builds it, the other waits for it). Both run workloads on this machine (stream 2 the
 # bare-metal runs it measures beside its VMs): a test that looks for workload processes looks for its own alone
 # (tests/tf/test_scenarios.py by its PYTEST_CURRENT_TEST, tests/lab/test_slurm.py by its cluster).
 # Then the tests that compare speeds (marker `quiet`), alone on the machine.
-STREAM1=(tests/lab tests/tf tests/browser --ignore=tests/lab/test_vms.py -m "not quiet")
-STREAM2=(tests/lab/test_vms.py tests/unit -m "not quiet")
+STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py -m "not quiet")
+STREAM2=(tests/lab/test_vms.py tests/unit tests/browser -m "not quiet")
 mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folders above
 log2="$tmp.stream2.log"
 state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
