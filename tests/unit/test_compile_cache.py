@@ -41,7 +41,7 @@ def test_a_runs_counters_say_where_its_graphs_came_from(counters: dict, word: st
 
 def test_inductor_and_triton_keep_their_caches_in_the_benchs_folder_unless_the_user_chose() -> None:
     env = {COMPILE_CACHE_ENV: "/tmp/c"}
-    inductor_caches(env)
+    assert inductor_caches(env) == "/tmp/c/tmp"
     assert env["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/c" and env["TRITON_CACHE_DIR"] == "/tmp/c/triton"
     assert env["TMPDIR"] == "/tmp/c/tmp"  # Inductor's precompiled headers: under the temp folder, whatever else
     assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == env["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
@@ -49,7 +49,8 @@ def test_inductor_and_triton_keep_their_caches_in_the_benchs_folder_unless_the_u
     inductor_caches(mine)
     assert mine["TRITON_CACHE_DIR"] == "/mine" and mine["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0"
     alone: dict[str, str] = {}
-    inductor_caches(alone)
+    assert inductor_caches(alone) is None and inductor_caches(empty := {COMPILE_CACHE_ENV: ""}) is None
+    assert empty == {COMPILE_CACHE_ENV: ""}
     assert alone == {}  # no folder: PyTorch's own defaults
 
 

@@ -129,9 +129,9 @@ class PyTorch(Framework):
         if spec.deterministic:  # before CUDA starts: cuBLAS reads it once
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         if spec.xla:  # before Inductor reads its configuration
-            inductor_caches(os.environ)
-            if COMPILE_CACHE_ENV in os.environ:
-                os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+            tmp = inductor_caches(os.environ)
+            if tmp is not None:
+                os.makedirs(tmp, exist_ok=True)
                 tempfile.tempdir = None  # read again from TMPDIR
         torch = _import(run.fingerprint["host"])
         # lazy: PyTorch, NVML and the CUDA runtime load only in the modes that use them
@@ -188,22 +188,23 @@ class PyTorch(Framework):
         emitter.emit(summary)
 
 
-def inductor_caches(environ: MutableMapping[str, str]) -> None:
+def inductor_caches(environ: MutableMapping[str, str]) -> str | None:
     """Inductor's caches in the bench's folder, when it gave one: TORCHINDUCTOR_CACHE_DIR holds the FX graph,
     AOTAutograd and autotuning caches, TRITON_CACHE_DIR Triton's kernels (unless the user set it), TMPDIR (its
     tmp/) the precompiled headers; the FX graph and AOTAutograd caches on, unless the user turned them off.
     Without the folder: PyTorch's own default (/tmp/torchinductor_<user>, which a container's fresh /tmp loses at
-    each run)."""
+    each run). The temp folder it set (None: no folder given)."""
     folder = environ.get(COMPILE_CACHE_ENV)
     if not folder:
-        return
+        return None
     environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     # Inductor's precompiled headers (on a CPU) go to <temp folder>/torchinductor_<user>, whatever the cache dir
-    environ["TMPDIR"] = os.path.join(folder, "tmp")
+    environ["TMPDIR"] = tmp = os.path.join(folder, "tmp")
     # Triton's own kernels and launcher: else under ~/.triton, which a user without a home (nobody) cannot write
     environ.setdefault("TRITON_CACHE_DIR", os.path.join(folder, "triton"))
     environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
+    return tmp
 
 
 def _dynamo_counters() -> Mapping[str, Mapping[str, int]]:
