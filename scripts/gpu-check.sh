@@ -18,6 +18,8 @@
 # H100 (2026-11-26), after 34 pieces in about 2 minutes (before the accept steps were added):
 #   ONLY="facts bench validate-init validate full"                         415 s, the bundle's assembly included
 #   ONLY="screen det-on-cpu det-on-gpu report-json sampler report-html"    222 s
+# With TensorFlow, `efficiency-xla` holds the gpu preset's ResNet-50 to keras.applications' ResNet50 in a bare loop
+# (mixed_bfloat16, jit_compile; 3 pairs; not yet run on a GPU): ONLY="efficiency-xla" after the bundle's assembly.
 # With FRAMEWORK=pytorch, `fidelity` takes sampler's place (not yet timed on a GPU); `efficiency` (eager) and
 # `efficiency-compiled` hold dltestbed's ResNet-50 to torchvision's, `compile-cache` and `compile-as-user` time a
 # bench's second compiled run against its first. On the H200 (2026-11-28, its own PyTorch 2.11 in /opt/torch/.venv;
@@ -74,6 +76,7 @@ if [[ "$cpu" == --cpu ]]; then # the steps' plumbing at CPU sizes: seconds each,
     eager=(--model resnet50 --image-size 64 --batch-size 8 --warmup 1 --steps 3 --pairs 3 --math float32 --no-harness)
     compiled=(--model resnet50 --image-size 64 --batch-size 8 --warmup 1 --steps 3 --pairs 2 --math float32 --xla --no-harness)
     cached=(-m alexnet --image-size 64 --batch-size 4 --warmup 1 --steps 3 --xla --repeat 2)
+    tf_eff=(--model resnet50 --image-size 64 --batch-size 8 --warmup 1 --steps 3 --pairs 2 --math float32 --xla --no-harness)
 else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 beside the probes), 50 timed steps
     device=gpu
     models=(--preset gpu -m resnet50 -m alexnet --steps 50)
@@ -89,6 +92,8 @@ else # one H100 or H200: the gpu preset (resnet50, alexnet twice; inception3 bes
     compiled=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 2 --math mixed_bfloat16 --xla --no-harness)
     # a bench of two compiled runs: the first compiles, the second reads the bench's compile cache
     cached=(--preset gpu -m resnet50 --steps 20 --repeat 2)
+    # TensorFlow: the gpu preset's ResNet-50 against keras.applications' ResNet50, both mixed_bfloat16 and XLA
+    tf_eff=(--model resnet50 --image-size 224 --batch-size 256 --warmup 10 --steps 50 --pairs 3 --math mixed_bfloat16 --xla --no-harness)
 fi
 
 [[ -n "${ONLY:-}" ]] || : >"$out/summary.txt"
@@ -136,7 +141,9 @@ step validate-init dlt validate --init --reference "$out/logs/reference.yml" --b
 step validate into "$out/validate.txt" "$py" -m dltestbed validate --reference "$out/logs/reference.yml" --bench last
 step full dlt bench --suite full --targets bm --repeat 1 --device "$device" "${fw[@]}" "${full[@]}"
 step screen dlt bench --suite screen --screen-time "$screen" --targets bm --repeat 1 "${fw[@]}"
-if [[ $framework != tensorflow ]]; then # fidelity and each model against one written outside (torchvision's)
+if [[ $framework == tensorflow ]]; then # the gpu preset's ResNet-50 against keras.applications' (same policy, XLA)
+    step efficiency-xla into "$out/efficiency-xla.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${tf_eff[@]}"
+else # fidelity and each model against one written outside (torchvision's)
     step fidelity into "$out/fidelity.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${fidelity[@]}"
     step efficiency into "$out/efficiency.txt" "$py" bench/harness_fidelity.py "${fw[@]}" "${eager[@]}"
     # the compile cache, as dltestbed runs and as an unprivileged user (AS_USER, default nobody: PYTHON must be an
@@ -208,6 +215,11 @@ EOF
         echo
         echo "== the model against one written outside (eager)"
         tail -6 "$out/efficiency.txt"
+    fi
+    if [[ -s "$out/efficiency-xla.txt" ]]; then
+        echo
+        echo "== the model against keras.applications' (gpu preset's math, XLA)"
+        tail -6 "$out/efficiency-xla.txt"
     fi
     if [[ -s "$out/efficiency-compiled.txt" ]]; then
         echo

@@ -90,8 +90,12 @@ class Runtime(ABC):
         """The command that builds the workload image from its Containerfile, from local images only."""
 
     @abstractmethod
-    def save_argv(self, tag: str, out: Path) -> list[str]:
-        """The command that saves an image as one archive file."""
+    def save_argv(self, tag: str, out: Path | None) -> list[str]:
+        """The command that saves an image as one archive file (None: to its stdout)."""
+
+    def compressor_argv(self) -> list[str] | None:
+        """The filter `save`'s stdout goes through into the archive (None: `save_argv` writes the archive)."""
+        return None
 
 
 class OciCli(Runtime):
@@ -102,6 +106,8 @@ class OciCli(Runtime):
     run_flags: ClassVar[tuple[str, ...]] = ()  # after the common `run` flags
     build_flags: ClassVar[tuple[str, ...]] = ()
     archive_flags: ClassVar[tuple[str, ...]] = ()  # `save`: the archive format provisioning loads on hosts
+    # where `save` writes uncompressed layers: the compressor its output is piped through (`load` reads it back)
+    archive_compressor: ClassVar[tuple[str, ...]] = ()
     remove_flags: ClassVar[tuple[str, ...]] = ()
 
     def run_argv(self, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
@@ -150,9 +156,13 @@ class OciCli(Runtime):
         """The command that builds the workload image from its Containerfile, from local images only."""
         return [self.command, "build", "--tag", tag, "--file", str(containerfile), *self.build_flags, str(context)]
 
-    def save_argv(self, tag: str, out: Path) -> list[str]:
-        """The command that saves an image as one archive file."""
-        return [self.command, "save", *self.archive_flags, "-o", str(out), tag]
+    def save_argv(self, tag: str, out: Path | None) -> list[str]:
+        """The command that saves an image as one archive file (None: to its stdout)."""
+        return [self.command, "save", *self.archive_flags, *(["-o", str(out)] if out else []), tag]
+
+    def compressor_argv(self) -> list[str] | None:
+        """The filter `save`'s stdout goes through into the archive (None: `save_argv` writes the archive)."""
+        return list(self.archive_compressor) if self.archive_compressor else None
 
 
 REGISTRY: dict[str, Runtime] = {}

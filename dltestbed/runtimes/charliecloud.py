@@ -82,6 +82,6 @@ class Charliecloud(Runtime):
         """Never: its image is Podman's, converted (image build --runtime charliecloud)."""
         raise ConfigError("charliecloud builds no image itself: its image is converted from Podman's")
 
-    def save_argv(self, tag: str, out: Path) -> list[str]:
+    def save_argv(self, tag: str, out: Path | None) -> list[str]:
         """Never: its image is a directory, made on each host from Podman's."""
         raise ConfigError("charliecloud saves no image archive: its image is converted from Podman's")

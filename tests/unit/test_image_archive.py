@@ -1,0 +1,48 @@
+"""The image archive's save: Docker's piped through gzip (its `save` compresses nothing), each side checked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dltestbed.provision.image import ImageError, _piped
+from dltestbed.runtimes import runtime
+
+
+def test_docker_saves_to_stdout_through_gzip_and_podman_writes_its_own_compressed_archive(tmp_path: Path) -> None:
+    out = tmp_path / "a.tar"
+    docker, podman = runtime("docker"), runtime("podman")
+    assert docker.save_argv("t:1", None) == ["docker", "save", "t:1"]
+    assert docker.compressor_argv() == ["gzip", "-1"]
+    assert podman.compressor_argv() is None
+    assert podman.save_argv("t:1", out)[-3:] == ["-o", str(out), "t:1"]
+
+
+def test_a_pipe_gives_the_bytes_back_compressed(tmp_path: Path) -> None:
+    data = os.urandom(1 << 16) + b"\0" * (1 << 20)  # compressible, and more than a pipe's buffer
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    out = tmp_path / "out.gz"
+    _piped(["cat", str(src)], ["gzip", "-1"], out, "a save", os.environ)
+    assert 0 < out.stat().st_size < len(data)
+    back = subprocess.run(["gzip", "-dc", str(out)], capture_output=True, check=True).stdout
+    assert back == data
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        (["sh", "-c", "echo 'no such image' >&2; exit 1"], ["gzip", "-1"], "a save failed (sh): no such image"),
+        (["sh", "-c", "echo data"], ["sh", "-c", "cat >/dev/null; echo 'disk full' >&2; exit 2"], "(sh): disk full"),
+        (["sh", "-c", "exit 5"], ["cat"], "a save failed (sh): exit code 5"),
+    ],
+)
+def test_either_side_failing_is_one_line_naming_it(
+    first: list[str], second: list[str], said: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ImageError) as caught:
+        _piped(first, second, tmp_path / "out", "a save", os.environ)
+    assert said in str(caught.value) and "\n" not in str(caught.value)
