@@ -115,53 +115,6 @@ def guest_image(vm_env: dict[str, str]) -> Path:
     return path
 
 
-@pytest.mark.torch
-def test_pytorch_in_a_vm_and_in_a_container_in_it(vm_env: dict[str, str], results: Path, dataset_dir: Path) -> None:
-    """image build --framework pytorch --vm yes: a guest image whose venv and Podman image carry PyTorch beside
-    TensorFlow. Before it, a PyTorch bench on vm is one line naming that command; after, a model trains in the VM
-    on real data decoded there, at 32 px, and trains in a container in that VM (cvm): the PyTorch the controller
-    has, in each. Under TCG a PyTorch process takes about 3 minutes to start and AlexNet a minute a step at 75 px
-    (measured here), so the VM runs two processes: the other models, inference and the models' own code are the
-    bare-metal tiers' (tests/tf/test_pytorch.py), not the VM's."""
-    import importlib.metadata as md
-
-    argv = ["bench", "--framework", "pytorch", "--results", str(results), "--format", "json"]
-    line = one_error_line(run_cli(*argv, "--targets", "vm", *TINY, env=vm_env, timeout=1800))
-    assert line == (
-        "error: vm: no VM guest image with PyTorch for this dltestbed build; "
-        "run `dltestbed image build --framework pytorch`"
-    )
-    built = run_cli(
-        "image", "build", "--runtime", "podman", "--vm", "yes", "--framework", "pytorch", env=vm_env, timeout=3000
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    assert "VM guest image" in built.stderr and "(TensorFlow and PyTorch, built in " in built.stderr
-    path = Path(built.stdout.split()[-1])
-    assert (path / "disk.qcow2").exists()
-    sizes = ["--image-size", "32", "--batch-size", "2", *ONE_STEP]
-    real = ["--data", "real", "--data-dir", str(dataset_dir)]
-    proc = run_cli(*argv, "--targets", "vm", "-m", "alexnet", *sizes, *real, env=vm_env, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = json.loads(proc.stdout)
-    in_vm = run_cli(*argv, "--targets", "cvm", "-m", "alexnet", *sizes, env=vm_env, timeout=1800)
-    assert in_vm.returncode == 0, in_vm.stderr[-3000:]
-    runs += json.loads(in_vm.stdout)
-    assert [(r["target_kind"], r["model"], r["mode"], r["data"], r["status"]) for r in runs] == [
-        ("vm", "alexnet", "train", "real", "ok"),
-        ("cvm", "alexnet", "train", "synthetic", "ok"),
-    ]
-    assert all(r["framework"] == "pytorch" and r["images_per_sec"] > 0 for r in runs)
-    assert {r["fingerprint"]["pytorch"] for r in runs} == {md.version("torch")}  # the controller's build
-    assert all(r["fingerprint"]["vm_virt_type"] == "qemu" for r in runs)
-    meta = json.loads((path / "image.json").read_text())
-    assert runs[-1]["fingerprint"]["container_image_digest"] == meta["container_digest"]
-    assert len(_domains()) == 1  # one VM, made on the PyTorch guest image, for every run
-    # no other test uses this guest image: its 6 GB go now (the first test of this tier: TensorFlow's guest image is
-    # built after it, so the two never take the disk at once)
-    _teardown_vms(vm_env)
-    shutil.rmtree(path)
-
-
 def test_passthrough_fails_before_anything_is_created(
     vm_env: dict[str, str], guest_image: Path, cloud_image: Path, results: Path
 ) -> None:
@@ -376,6 +329,53 @@ def test_vm_and_cvm_runs_and_teardown(
     assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
     assert "dltvm0" not in subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
     assert run_cli("teardown", env=vm_env).stderr.strip().endswith("nothing to remove")  # idempotent
+
+
+@pytest.mark.torch
+def test_pytorch_in_a_vm_and_in_a_container_in_it(vm_env: dict[str, str], results: Path, dataset_dir: Path) -> None:
+    """image build --framework pytorch --vm yes: a guest image whose venv and Podman image carry PyTorch beside
+    TensorFlow. Before it, a PyTorch bench on vm is one line naming that command; after, a model trains in the VM
+    on real data decoded there, at 32 px, and trains in a container in that VM (cvm): the PyTorch the controller
+    has, in each. Under TCG a PyTorch process takes about 3 minutes to start and AlexNet a minute a step at 75 px
+    (measured here), so the VM runs two processes: the other models, inference and the models' own code are the
+    bare-metal tiers' (tests/tf/test_pytorch.py), not the VM's."""
+    import importlib.metadata as md
+
+    argv = ["bench", "--framework", "pytorch", "--results", str(results), "--format", "json"]
+    line = one_error_line(run_cli(*argv, "--targets", "vm", *TINY, env=vm_env, timeout=1800))
+    assert line == (
+        "error: vm: no VM guest image with PyTorch for this dltestbed build; "
+        "run `dltestbed image build --framework pytorch`"
+    )
+    built = run_cli(
+        "image", "build", "--runtime", "podman", "--vm", "yes", "--framework", "pytorch", env=vm_env, timeout=3000
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "VM guest image" in built.stderr and "(TensorFlow and PyTorch, built in " in built.stderr
+    path = Path(built.stdout.split()[-1])
+    assert (path / "disk.qcow2").exists()
+    sizes = ["--image-size", "32", "--batch-size", "2", *ONE_STEP]
+    real = ["--data", "real", "--data-dir", str(dataset_dir)]
+    proc = run_cli(*argv, "--targets", "vm", "-m", "alexnet", *sizes, *real, env=vm_env, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    in_vm = run_cli(*argv, "--targets", "cvm", "-m", "alexnet", *sizes, env=vm_env, timeout=1800)
+    assert in_vm.returncode == 0, in_vm.stderr[-3000:]
+    runs += json.loads(in_vm.stdout)
+    assert [(r["target_kind"], r["model"], r["mode"], r["data"], r["status"]) for r in runs] == [
+        ("vm", "alexnet", "train", "real", "ok"),
+        ("cvm", "alexnet", "train", "synthetic", "ok"),
+    ]
+    assert all(r["framework"] == "pytorch" and r["images_per_sec"] > 0 for r in runs)
+    assert {r["fingerprint"]["pytorch"] for r in runs} == {md.version("torch")}  # the controller's build
+    assert all(r["fingerprint"]["vm_virt_type"] == "qemu" for r in runs)
+    meta = json.loads((path / "image.json").read_text())
+    assert runs[-1]["fingerprint"]["container_image_digest"] == meta["container_digest"]
+    assert len(_domains()) == 1  # one VM, made on the PyTorch guest image, for every run
+    # no later test uses this guest image: its 6 GB go now, not when the run ends. (It runs after the container
+    # tier's: built beside it, this image was pruned from Podman's store by test_image_build_is_cached.)
+    _teardown_vms(vm_env)
+    shutil.rmtree(path)
 
 
 @pytest.fixture(scope="module")
