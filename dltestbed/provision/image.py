@@ -326,10 +326,14 @@ def _save(img: Image, path: Path) -> Path:
     partial.unlink(missing_ok=True)
     rt = runtimes.runtime(img.runtime)
     compress = rt.compressor_argv()
-    if compress and shutil.which(compress[0]):
-        _piped(rt.save_argv(img.tag, None), compress, partial, f"{img.runtime} save", runtime_env(img.runtime))
-    else:
-        run_step(rt.save_argv(img.tag, partial), f"{img.runtime} save", runtime_env(img.runtime), timeout=1800)
+    try:
+        if compress and shutil.which(compress[0]):
+            _piped(rt.save_argv(img.tag, None), compress, partial, f"{img.runtime} save", runtime_env(img.runtime))
+        else:
+            run_step(rt.save_argv(img.tag, partial), f"{img.runtime} save", runtime_env(img.runtime), timeout=1800)
+    except ImageError:
+        partial.unlink(missing_ok=True)  # a save that broke off leaves no gigabytes behind
+        raise
     partial.rename(path)
     prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
     return path
