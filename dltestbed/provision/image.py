@@ -80,9 +80,14 @@ def run_step(argv: list[str], what: str, env: Mapping[str, str] | None = None, t
     except FileNotFoundError:
         raise ImageError(f"{argv[0]} is not installed on this machine") from None
     if proc.returncode != 0:
-        lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
-        raise ImageError(f"{what} failed: {lines[-1] if lines else f'exit code {proc.returncode}'}")
+        raise ImageError(f"{what} failed: {_last_line(proc.stderr or proc.stdout, proc.returncode)}")
     return proc.stdout.strip()
+
+
+def _last_line(said: str, rc: int) -> str:
+    """A failed command's last line of error, or its exit code when it said nothing."""
+    lines = [line for line in said.splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit code {rc}"
 
 
 def not_installed(runtime: str | None = None) -> str | None:
@@ -325,7 +330,7 @@ def _save(img: Image, path: Path) -> Path:
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
     rt = runtimes.runtime(img.runtime)
-    compress = rt.compressor_argv()
+    compress = list(rt.archive_compressor)
     try:
         if compress and shutil.which(compress[0]):
             _piped(rt.save_argv(img.tag, None), compress, partial, f"{img.runtime} save", runtime_env(img.runtime))
@@ -364,5 +369,4 @@ def _piped(
         for rc, err, name in ((rc1, err1, first[0]), (rc2, err2, second[0])):
             if rc != 0:
                 err.seek(0)
-                lines = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()]
-                raise ImageError(f"{what} failed ({name}): {lines[-1] if lines else f'exit code {rc}'}")
+                raise ImageError(f"{what} failed ({name}): {_last_line(err.read().decode(errors='replace'), rc)}")

@@ -55,6 +55,9 @@ class Runtime(ABC):
     # the runtime whose store its image is built in (then loaded into the user's store, or converted), or None: its own
     store: ClassVar[str | None] = None
     not_answering: ClassVar[str] = "{why}"  # what it means when `version` fails
+    # where `save` writes uncompressed layers: the filter its stdout goes through into the archive (`load` reads it
+    # back); empty: `save_argv` writes the archive itself
+    archive_compressor: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def gpu_flags(self, gpus: str) -> list[str]:
@@ -93,10 +96,6 @@ class Runtime(ABC):
     def save_argv(self, tag: str, out: Path | None) -> list[str]:
         """The command that saves an image as one archive file (None: to its stdout)."""
 
-    def compressor_argv(self) -> list[str] | None:
-        """The filter `save`'s stdout goes through into the archive (None: `save_argv` writes the archive)."""
-        return None
-
 
 class OciCli(Runtime):
     """The CLI Docker and Podman share (`run --rm --name …`, `rm --force`, `ps -a`, `build`, `save`), each
@@ -106,8 +105,6 @@ class OciCli(Runtime):
     run_flags: ClassVar[tuple[str, ...]] = ()  # after the common `run` flags
     build_flags: ClassVar[tuple[str, ...]] = ()
     archive_flags: ClassVar[tuple[str, ...]] = ()  # `save`: the archive format provisioning loads on hosts
-    # where `save` writes uncompressed layers: the compressor its output is piped through (`load` reads it back)
-    archive_compressor: ClassVar[tuple[str, ...]] = ()
     remove_flags: ClassVar[tuple[str, ...]] = ()
 
     def run_argv(self, image: str, name: str, argv: Sequence[str], opts: ContainerOptions) -> list[str]:
@@ -159,10 +156,6 @@ class OciCli(Runtime):
     def save_argv(self, tag: str, out: Path | None) -> list[str]:
         """The command that saves an image as one archive file (None: to its stdout)."""
         return [self.command, "save", *self.archive_flags, *(["-o", str(out)] if out else []), tag]
-
-    def compressor_argv(self) -> list[str] | None:
-        """The filter `save`'s stdout goes through into the archive (None: `save_argv` writes the archive)."""
-        return list(self.archive_compressor) if self.archive_compressor else None
 
 
 REGISTRY: dict[str, Runtime] = {}

@@ -16,8 +16,8 @@ def test_docker_saves_to_stdout_through_gzip_and_podman_writes_its_own_compresse
     out = tmp_path / "a.tar"
     docker, podman = runtime("docker"), runtime("podman")
     assert docker.save_argv("t:1", None) == ["docker", "save", "t:1"]
-    assert docker.compressor_argv() == ["gzip", "-1"]
-    assert podman.compressor_argv() is None
+    assert docker.archive_compressor == ("gzip", "-1")
+    assert podman.archive_compressor == ()
     assert podman.save_argv("t:1", out)[-3:] == ["-o", str(out), "t:1"]
 
 
