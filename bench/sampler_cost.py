@@ -18,6 +18,7 @@ import sys
 
 from scipy import stats
 
+from dltestbed.config import spec_json, workload_spec
 from dltestbed.workload.gpu import Nvml
 
 NEVER = 1e9  # a sample interval no run reaches: only the first and the last sample
@@ -25,16 +26,16 @@ NEVER = 1e9  # a sample interval no run reaches: only the first and the last sam
 
 def images_per_sec(a: argparse.Namespace, interval: float) -> float:
     """One workload run's images/sec over its timed steps, sampled every `interval` seconds."""
-    settings = {
-        "--model": a.model,
-        "--image-size": a.image_size,
-        "--batch-size": a.batch_size,
-        "--warmup": a.warmup,
-        "--steps": a.steps,
-        "--device": a.device,
-        "--sample-interval": interval,
-    }
-    argv = [sys.executable, "-m", "dltestbed.workload", *(str(x) for kv in settings.items() for x in kv)]
+    spec = workload_spec(
+        model=a.model,
+        image_size=a.image_size,
+        batch_size=a.batch_size,
+        warmup=a.warmup,
+        steps=a.steps,
+        device=a.device,
+        sample_interval=interval,
+    )
+    argv = [sys.executable, "-m", "dltestbed.workload", "--spec", spec_json(spec)]
     out = subprocess.run(argv, capture_output=True, text=True, check=False)
     for line in reversed(out.stdout.splitlines()):
         event = json.loads(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection
 from pathlib import Path
@@ -10,40 +11,60 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dltestbed.catalog import MODELS, model_names
-from dltestbed.choices import DEFAULT_FRAMEWORK, PER_GPU, DataKind, Device, Framework, Gpus, Math, Mode, ProbeScale
+from dltestbed.choices import (
+    DEFAULT_FRAMEWORK,
+    MATHS,
+    PER_GPU,
+    DataKind,
+    Device,
+    Framework,
+    Gpus,
+    Math,
+    Mode,
+    ProbeScale,
+)
 from dltestbed.errors import ConfigError, plain
 
 # a GPU's UUID as NVIDIA's driver writes it (nvidia-smi, NVML, CUDA_VISIBLE_DEVICES): GPU-… or, a MIG slice, MIG-…
 GPU_UUID = re.compile(r"(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F/-]*")
 
 
-class _RunSpec(BaseModel):
+class RunSpec(BaseModel):
     """What every run shares, a model's or the microbenchmarks': its data, device, samples, seed, CPUs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    framework: Framework = DEFAULT_FRAMEWORK  # what the run computes with (workload/frameworks/)
-    data: DataKind = "synthetic"
-    data_dir: str | None = None
-    data_digest: str | None = None  # real data: the dataset's content digest (dataset.identify) ...
-    data_files: int | None = Field(None, ge=1)  # ... its file count and bytes, which the workload checks of its copy
-    data_bytes: int | None = Field(None, ge=0)
-    device: Device = "auto"
-    sample_interval: float = Field(1.0, gt=0)  # seconds between resource samples
-    seed: int = 0
-    distributed: bool = False  # one worker of a distributed job (its cluster from the framework's worker_env)
-    cpus: str | None = None  # pin the workload to these CPUs, e.g. "0-3,8" (Linux cpuset list syntax)
-    # GPU memory per process: None grows as the run needs it (TensorFlow would otherwise map the whole GPU at
-    # start, and a second process on the GPU fails); a number is a fixed limit in MiB (a slice of the GPU)
-    gpu_memory_mib: int | None = Field(None, ge=64)
-    # the one GPU this run uses, by UUID, the only one it sees (CUDA_VISIBLE_DEVICES) and samples: set on each
-    # run of --gpus per-gpu, whose CUDA and NVML indices then cannot name another GPU
-    gpu: str | None = None
-    gpu_index: int | None = Field(None, ge=0)  # its NVML index as the controller read it (the run's `host/gpuN`)
-    gpus: Gpus = "one"
-    # with gpus node: the CPU split into this many logical devices (TensorFlow's), a replica each where there is
-    # no GPU: a multi-GPU node's replica arithmetic, on a CPU (the workload's own option, for tests)
-    cpu_devices: int | None = Field(None, ge=2, le=64)
+    framework: Framework = Field(DEFAULT_FRAMEWORK, description="what the run computes with (workload/frameworks/)")
+    data: DataKind = Field("synthetic", description="synthetic (in memory) or real (data_dir)")
+    data_dir: str | None = Field(None, description="real data: an ImageNet-style folder, DIR/<class>/*.jpg")
+    data_digest: str | None = Field(
+        None, description="real data: the dataset's content digest (dataset.identify), with its files and bytes"
+    )
+    data_files: int | None = Field(None, ge=1, description="with data_digest: the files the dataset has")
+    data_bytes: int | None = Field(None, ge=0, description="with data_digest: the bytes its files hold")
+    device: Device = Field("auto", description="auto, cpu (hides the GPUs) or gpu (requires one)")
+    sample_interval: float = Field(1.0, gt=0, description="seconds between resource samples")
+    seed: int = Field(0, description="the seed of the initial weights, the synthetic batches and the data order")
+    distributed: bool = Field(
+        False, description="one worker of a distributed job: its cluster from the framework's environment"
+    )
+    cpus: str | None = Field(None, description='run only on these CPUs, a cpuset list like "0-3,8"')
+    # TensorFlow would otherwise map the whole GPU at start, and a second process on the GPU fails
+    gpu_memory_mib: int | None = Field(
+        None, ge=64, description="a fixed GPU memory limit per GPU, MiB (default: grow as the run needs)"
+    )
+    # set on each run of --gpus per-gpu, whose CUDA and NVML indices then cannot name another GPU
+    gpu: str | None = Field(
+        None, description="the one GPU the run sees (CUDA_VISIBLE_DEVICES) and samples, by UUID: GPU-… or MIG-…"
+    )
+    gpu_index: int | None = Field(None, ge=0, description="that GPU's NVML index as the controller read it")
+    gpus: Gpus = Field(
+        "one", description="one (the first GPU, or gpu's) or node (every GPU of the machine in one job, a replica each)"
+    )
+    # a multi-GPU node's replica arithmetic, on a CPU (the workload's own option, for tests)
+    cpu_devices: int | None = Field(
+        None, ge=2, le=64, description="with gpus node and no GPU: the CPU split into this many replicas"
+    )
 
     @field_validator("gpu")
     @classmethod
@@ -78,45 +99,6 @@ class _RunSpec(BaseModel):
         if self.data_digest is not None and (self.data != "real" or self.data_files is None or self.data_bytes is None):
             raise ValueError("--data-digest goes with --data real, --data-files and --data-bytes")
 
-    def _common_argv(self) -> list[str]:
-        """The arguments both of the workload's command lines take, for what differs from the defaults."""
-        argv = [
-            "--data",
-            self.data,
-            "--device",
-            self.device,
-            "--sample-interval",
-            repr(self.sample_interval),
-            "--seed",
-            str(self.seed),
-        ]
-        if self.framework != DEFAULT_FRAMEWORK:  # a workload older than the option still takes the default's run
-            argv += ["--framework", self.framework]
-        if self.data_dir:
-            argv += ["--data-dir", self.data_dir]
-        if self.data_digest is not None:
-            argv += [
-                "--data-digest",
-                self.data_digest,
-                "--data-files",
-                str(self.data_files),
-                "--data-bytes",
-                str(self.data_bytes),
-            ]
-        if self.distributed:
-            argv.append("--distributed")
-        if self.cpus:
-            argv += ["--cpus", self.cpus]
-        if self.gpu:
-            argv += ["--gpu", self.gpu]
-        if self.gpu_memory_mib is not None:
-            argv += ["--gpu-memory-mib", str(self.gpu_memory_mib)]
-        if self.gpus != "one":
-            argv += ["--gpus", self.gpus]
-        if self.cpu_devices is not None:
-            argv += ["--cpu-devices", str(self.cpu_devices)]
-        return argv
-
 
 STEADY = "auto"  # --warmup auto: warm up until steady (workload/steady.py)
 
@@ -139,24 +121,28 @@ XLA_NOT_DETERMINISTIC = (
 )
 
 
-class WorkloadSpec(_RunSpec):
+class WorkloadSpec(RunSpec):
     """One workload run: what the controller asks a target to run, and what the workload parses."""
 
-    model: str
-    mode: Mode = "train"
-    batch_size: int = Field(32, ge=1, le=65536)
-    image_size: int | None = None  # None: the model's native size
-    warmup: int | None = Field(None, ge=0)  # None: until steady (workload/steady.py)
-    steps: int = Field(100, gt=0)
-    classes: int = Field(1000, ge=2)
-    math: Math = "float32"
-    xla: bool = False  # compile the step with XLA (tf.function(jit_compile=True))
-    # TensorFlow's op determinism on (the seed, initial weights and batches are the same on every target anyway):
-    # the same stack on the same hardware computes the same loss, bit for bit (report/agreement.py checks it)
-    deterministic: bool = False
-    # hold out a fifth of the real dataset (dataset.split), train on the rest, then report the top-1 accuracy on
-    # the held-out images (not timed): does a layer change what the model learns?
-    accuracy: bool = False
+    model: str = Field(description=f"one of: {', '.join(model_names())}")
+    mode: Mode = Field("train", description="train or infer")
+    batch_size: int = Field(32, ge=1, le=65536, description="images a step (a worker's, when distributed)")
+    image_size: int | None = Field(None, description="input pixels a side (default: the model's native size)")
+    warmup: int | None = Field(
+        None, ge=0, description="untimed steps first (default: until steady, workload/steady.py)"
+    )
+    steps: int = Field(100, gt=0, description="timed steps")
+    classes: int = Field(1000, ge=2, description="the model's classes (real data: the folder's)")
+    math: Math = Field("float32", description=f"the arithmetic: {', '.join(MATHS)}")
+    xla: bool = Field(False, description="compile the step (XLA; torch.compile with PyTorch)")
+    # the seed, initial weights and batches are the same on every target anyway (report/agreement.py checks it)
+    deterministic: bool = Field(
+        False, description="the framework's op determinism: the same stack computes the same loss, bit for bit"
+    )
+    # does a layer change what the model learns?
+    accuracy: bool = Field(
+        False, description="real data: train on 4/5 of the images, then report top-1 accuracy on the other fifth"
+    )
 
     @field_validator("model")
     @classmethod
@@ -187,31 +173,6 @@ class WorkloadSpec(_RunSpec):
         """The input size actually used: the given one or the model's native size."""
         return self.image_size if self.image_size is not None else MODELS[self.model].native_size
 
-    def to_argv(self) -> list[str]:
-        """The workload's command-line arguments for this spec (the inverse of its parser)."""
-        return [
-            "--model",
-            self.model,
-            "--mode",
-            self.mode,
-            "--batch-size",
-            str(self.batch_size),
-            "--image-size",
-            str(self.size),
-            "--warmup",
-            str(self.warmup) if self.warmup is not None else STEADY,
-            "--steps",
-            str(self.steps),
-            "--classes",
-            str(self.classes),
-            "--math",
-            self.math,
-            *(["--xla"] if self.xla else []),
-            *(["--deterministic"] if self.deterministic else []),
-            *(["--accuracy"] if self.accuracy else []),
-            *self._common_argv(),
-        ]
-
 
 # The microbenchmarks a `micro` run can make, in the order it makes them (workload/probes/ measures them;
 # docs/reference.md, "Microbenchmarks", says what each measures and how).
@@ -223,20 +184,20 @@ FRAMEWORK_PROBES = ("gemm", "conv", "net", "allreduce")  # each framework's own;
 NODE_PROBES = ("allreduce",)  # also between one machine's GPUs (--gpus node: every GPU in one process)
 
 
-class ProbeSpec(_RunSpec):
+class ProbeSpec(RunSpec):
     """One `micro` run: the probes to make on a target, each case `warmup` + `steps` times. It fills the
     fields a run record shares with a model's run (model "micro", mode "probe", batch and size 0)."""
 
-    probes: tuple[str, ...] = ALONE_PROBES
-    scale: ProbeScale = "small"
-    warmup: int = Field(1, ge=0)
-    steps: int = Field(5, gt=0)
-    model: Literal["micro"] = "micro"  # the fields a run record shares with a model's run
-    mode: Literal["probe"] = "probe"
+    probes: tuple[str, ...] = Field(ALONE_PROBES, description=f"of: {', '.join(PROBES)}")
+    scale: ProbeScale = Field("small", description="small (seconds a probe) or full (the models' shapes)")
+    warmup: int = Field(1, ge=0, description="untimed calls of each case first")
+    steps: int = Field(5, gt=0, description="timed calls of each case")
+    model: Literal["micro"] = Field("micro", description="micro: this spec is the microbenchmarks'")
+    mode: Literal["probe"] = "probe"  # the fields a run record shares with a model's run
     batch_size: Literal[0] = 0
-    # --suite screen: check (not time) the probes' results for this long per GPU (or on the CPU), fresh inputs
-    # each round, each product against float64 and against itself
-    screen_seconds: float | None = Field(None, gt=0)
+    screen_seconds: float | None = Field(
+        None, gt=0, description="check (not time) gemm and conv this long per GPU, fresh inputs each round (screen)"
+    )
 
     @field_validator("probes")
     @classmethod
@@ -272,24 +233,30 @@ class ProbeSpec(_RunSpec):
         """No input images: 0."""
         return 0
 
-    def to_argv(self) -> list[str]:
-        """The workload's command line (`python -m dltestbed.workload micro ...`)."""
-        return [
-            "micro",
-            "--probes",
-            ",".join(self.probes),
-            "--scale",
-            self.scale,
-            "--warmup",
-            str(self.warmup),
-            "--steps",
-            str(self.steps),
-            *(["--screen-seconds", repr(self.screen_seconds)] if self.screen_seconds is not None else []),
-            *self._common_argv(),
-        ]
-
 
 Spec = WorkloadSpec | ProbeSpec  # what a run runs: a model or the microbenchmarks
+
+
+def spec_json(spec: Spec) -> str:
+    """The spec as the workload reads it (`--spec`): one line of JSON holding its model, which says its kind (a
+    model's run, or "micro"), and each field that differs from its default."""
+    fields = {"model": spec.model, **spec.model_dump(mode="json", exclude_defaults=True)}
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+
+
+def load_spec(text: str) -> Spec:
+    """The validated spec of spec_json's text (a ProbeSpec where its model is "micro"), or a ConfigError in one
+    line: not JSON, not an object, or a field that is unknown or out of range."""
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--spec: not JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise ConfigError(f"--spec: a JSON object of the run's fields, not {type(fields).__name__}")
+    kind = ProbeSpec if fields.get("model") == ProbeSpec.model_fields["model"].default else WorkloadSpec
+    spec = build(kind, **fields)
+    assert isinstance(spec, WorkloadSpec | ProbeSpec)
+    return spec
 
 
 def probe_spec(**values: object) -> ProbeSpec:
@@ -352,6 +319,8 @@ def describe_validation_error(exc: ValidationError) -> str:
     got = err.get("input")
     if isinstance(got, (tuple, list)):
         got = ",".join(str(g) for g in got)
+    if field and err["type"] == "missing":
+        return f"--{field}: required"
     if field and not isinstance(got, dict):
         return f"--{field}: {msg} (got {got!r})"
     return msg

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from dltestbed.config import Spec, WorkloadSpec
+from dltestbed.config import Spec, WorkloadSpec, spec_json
 from dltestbed.errors import DltestbedError
 from dltestbed.results.records import RunRecord, new_id, now_iso
 from dltestbed.results.store import Store
@@ -110,7 +110,7 @@ def compile_cache(target: Target, ctx: RunContext) -> str | None:
 def workload_argv(target: Target, spec: Spec) -> list[str]:
     """The command line that runs the workload on a target."""
     # its stdin closes when dltestbed is gone (a lost SSH session, a killed controller): it stops then
-    return [target.python, "-m", "dltestbed.workload", *spec.to_argv(), "--watch-stdin"]
+    return [target.python, "-m", "dltestbed.workload", "--spec", spec_json(spec), "--watch-stdin"]
 
 
 class _Collector:

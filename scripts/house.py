@@ -1,5 +1,5 @@
-"""The house's size in the figures issue 28 tracks: long functions, long modules, the markers that stand
-in for a type checker or a formatter, and imports inside functions outside cli/.
+"""The house's size in the figures issues 28 and 58 track: long functions, functions with many parameters, long
+modules, the markers that stand in for a type checker or a formatter, and imports inside functions outside cli/.
 
     .venv/bin/python scripts/house.py [--list]
 """
@@ -21,10 +21,23 @@ def _length(node: ast.AST) -> int:
     return (node.end_lineno or node.lineno) - node.lineno + 1  #
 
 
+MANY = 8  # a function with more parameters than this takes them as a group (issue 58)
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's parameters, *args and **kwargs each one, not counting a method's self or cls."""
+    a = fn.args
+    named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    if named and named[0].arg in ("self", "cls"):
+        named = named[1:]
+    return len(named) + (a.vararg is not None) + (a.kwarg is not None)
+
+
 def measure(root: Path = PACKAGE) -> dict[str, list[str]]:
     """Each figure's places, by name."""
     out: dict[str, list[str]] = {
         "functions over 60 lines": [],
+        f"functions with more than {MANY} parameters": [],
         "modules over 300 lines": [],
         "type: ignore": [],
         "fmt: skip": [],
@@ -47,6 +60,8 @@ def measure(root: Path = PACKAGE) -> dict[str, list[str]]:
             longest.append((n, f"{rel}:{fn.lineno} {fn.name} ({n})"))
             if n > 60:
                 out["functions over 60 lines"].append(f"{rel}:{fn.lineno} {fn.name} ({n})")
+            if (k := parameters(fn)) > MANY:
+                out[f"functions with more than {MANY} parameters"].append(f"{rel}:{fn.lineno} {fn.name} ({k})")
             if rel.parts[1] != "cli":
                 for node in ast.walk(fn):
                     if isinstance(node, ast.Import | ast.ImportFrom):

@@ -1,5 +1,5 @@
-"""`python -m dltestbed.workload`: run one benchmark and print JSON-line events on stdout.
-`python -m dltestbed.workload micro --probes gemm,membw,...`: run microbenchmarks instead (probes/).
+"""`python -m dltestbed.workload --spec SPEC`: run one benchmark and print JSON-line events on stdout; a spec
+whose model is "micro" runs the microbenchmarks instead (probes/). SPEC is JSON (args.py).
 
 stdout carries events and nothing else (see events.py); logs go to stderr. Exit codes: 0 done,
 1 the run failed, 2 bad arguments or data, 130 interrupted (SIGINT or SIGTERM).
@@ -8,7 +8,6 @@ stdout carries events and nothing else (see events.py); logs go to stderr. Exit 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import signal
 import sys
@@ -18,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from dltestbed import dataset
+from dltestbed.config import ProbeSpec, WorkloadSpec
 from dltestbed.errors import ConfigError, DltestbedError
-from dltestbed.workload.args import parse
+from dltestbed.workload.args import parse, schema
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent
 from dltestbed.workload.frameworks import ModelRun, framework
@@ -32,7 +32,7 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run(argv: list[str], emitter: Emitter) -> None:
+def run(spec: WorkloadSpec, emitter: Emitter, watch_stdin: bool = False) -> None:
     """Validate, prepare the data, open NVML, then run the model with the spec's framework (frameworks/).
 
     Imports inside this function are for start-up only: the framework and what uses it load after the
@@ -40,8 +40,7 @@ def run(argv: list[str], emitter: Emitter) -> None:
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import fingerprint
 
-    spec, ns = parse(argv)
-    index, data_facts, cluster = prepare(spec, ns, min_classes=2)
+    index, data_facts, cluster = prepare(spec, watch_stdin, min_classes=2)
     classes = len(index.classes) if index else spec.classes
     trained, held = dataset.split(index) if index is not None and spec.accuracy else (index, None)
     if held is not None and not held.files:
@@ -98,12 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     emitter = Emitter.take_stdout()
     signal.signal(signal.SIGTERM, _terminate)
     args = sys.argv[1:] if argv is None else argv
-    limit = _limit_of(args)
+    limit: int | None = None  # the spec's --gpu-memory-mib, for the words of an out-of-memory failure
     try:
-        if args[:1] == ["micro"]:
-            run_micro(args[1:], emitter)
+        spec, ns = parse(args)
+        if spec is None:
+            emitter.document(schema())
+            return 0
+        limit = spec.gpu_memory_mib
+        if isinstance(spec, ProbeSpec):
+            run_micro(spec, emitter, ns.watch_stdin)
         else:
-            run(args, emitter)
+            run(spec, emitter, ns.watch_stdin)
     except KeyboardInterrupt:
         emitter.emit(ErrorEvent(kind="interrupted", message="interrupted by a signal"))
         return 130
@@ -123,14 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         emitter.emit(ErrorEvent(kind=type(exc).__name__, message=describe(exc, limit)))
         return 1
     return 0
-
-
-def _limit_of(args: list[str]) -> int | None:
-    """The --gpu-memory-mib of a command line, for the words of an out-of-memory failure (None: none)."""
-    for flag, value in itertools.pairwise(args):
-        if flag == "--gpu-memory-mib" and value.isdigit():
-            return int(value)
-    return None
 
 
 if __name__ == "__main__":

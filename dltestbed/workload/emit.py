@@ -30,6 +30,11 @@ class Emitter:
         sys.stdout = sys.stderr
         return cls(os.fdopen(private, "w", buffering=1, encoding="utf-8"))
 
+    def document(self, text: str) -> None:
+        """Write a document where events go, for a command that runs nothing (the workload's --schema)."""
+        self._stream.write(text + "\n")
+        self._stream.flush()
+
     def emit(self, ev: Event) -> None:
         """Write one event line. If the reader is gone, there is no one to work for: exit at once."""
         line = encode(ev) + "\n"

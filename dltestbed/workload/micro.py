@@ -1,5 +1,5 @@
-"""`python -m dltestbed.workload micro`: the microbenchmarks (probes/) planned on this target, timed, checked
-where they have a check, or (--suite screen) only checked for a set time per GPU."""
+"""A spec whose model is "micro": the microbenchmarks (probes/) planned on this target, timed, checked where
+they have a check, or (--suite screen) only checked for a set time per GPU."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from dltestbed.config import NODE_PROBES, ProbeSpec
 from dltestbed.errors import ConfigError
-from dltestbed.workload.args import parse_micro
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import (
     CheckEvent,
@@ -106,14 +105,13 @@ def _in_tf_order(gpus: list[dict[str, Any]], visible: int) -> list[dict[str, Any
         return [{} for _ in range(visible)]
 
 
-def run_micro(argv: list[str], emitter: Emitter) -> None:
+def run_micro(spec: ProbeSpec, emitter: Emitter, watch_stdin: bool = False) -> None:
     """Plan every probe's cases on this target, say so in the start event (with each skip), then time
     each case and emit a measure per call, then probes_done. Scratch files are removed whatever happens."""
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload import fingerprint, probes
 
-    spec, ns = parse_micro(argv)
-    index, data_facts, cluster = prepare(spec, ns, min_classes=1)  # disk reads any dataset
+    index, data_facts, cluster = prepare(spec, watch_stdin, min_classes=1)  # disk reads any dataset
     # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
     from dltestbed.workload.gpu import Nvml
 

@@ -4,7 +4,6 @@ the GPUs."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import os
@@ -87,11 +86,11 @@ def _pin(cpus: str) -> None:
 Prepared = tuple[dataset.DatasetIndex | None, dict[str, Any], distributed.Cluster | None]
 
 
-def prepare(spec: WorkloadSpec | ProbeSpec, ns: argparse.Namespace, min_classes: int) -> Prepared:
+def prepare(spec: WorkloadSpec | ProbeSpec, watch_stdin: bool, min_classes: int) -> Prepared:
     """What a model's run and a micro run do first, before TensorFlow loads: watch stdin, index and check
     the dataset copy (at least `min_classes` classes), pin the CPUs, read the cluster, hide the GPUs for
     --device cpu. The index, the dataset facts to record, and the cluster."""
-    if ns.watch_stdin:
+    if watch_stdin:
         _watch_stdin()
     index = dataset.scan(spec.data_dir) if spec.data == "real" and spec.data_dir else None
     if index is not None and len(index.classes) < min_classes:

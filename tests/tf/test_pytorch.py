@@ -51,9 +51,13 @@ def test_each_model_has_kerass_weights_layer_for_layer(model: str, size: int) ->
     assert sum(n for _, n in torch) == keras_model.count_params()
 
 
-def _workload(*args: str) -> list[dict[str, Any]]:
+SMALL = {"image_size": 32, "batch_size": 4, "warmup": 1, "steps": 3}  # TINY's, as a spec's fields
+
+
+def _workload(**fields: object) -> list[dict[str, Any]]:
+    """PyTorch's workload run by hand with a spec of these fields."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dltestbed.workload", "--framework", "pytorch", *args],
+        [sys.executable, "-m", "dltestbed.workload", "--spec", json.dumps({"framework": "pytorch", **fields})],
         capture_output=True,
         text=True,
         timeout=300,
@@ -65,7 +69,7 @@ def _workload(*args: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("model", "size"), [("alexnet", 32), ("resnet50", 32), ("inception3", 75)])
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_every_model_trains_and_infers(model: str, size: int, mode: str) -> None:
-    events = _workload("--model", model, "--image-size", str(size), "--mode", mode, *TINY[2:8])
+    events = _workload(**SMALL | {"model": model, "image_size": size, "mode": mode})
     start = next(e for e in events if e["event"] == "start")
     assert start["spec"]["framework"] == "pytorch" and start["spec"]["device_used"] == "cpu"
     assert start["fingerprint"]["pytorch"].startswith("2.") and start["fingerprint"]["pytorch_cuda"] is None
@@ -279,14 +283,14 @@ def test_pytorchs_collectives_between_two_workers(results: Path) -> None:
     assert by["4 MiB busbw"] == pytest.approx(by["4 MiB algbw"]) and 0 < by["latency: 4 B all-reduce"] < 1
 
 
-@pytest.mark.parametrize("option", [["--math", "mixed_bfloat16"], ["--math", "mixed_float16"], ["--xla"]])
-def test_math_modes_and_compile(option: list[str]) -> None:
+@pytest.mark.parametrize("option", [{"math": "mixed_bfloat16"}, {"math": "mixed_float16"}, {"xla": True}])
+def test_math_modes_and_compile(option: dict[str, object]) -> None:
     """Autocast in bfloat16, autocast in float16 with the gradient scaler, and torch.compile (--xla's
     counterpart) each train: finite losses, the math the run used in its start event."""
-    events = _workload("--model", "alexnet", *TINY[:8], *option)
+    events = _workload(model="alexnet", **SMALL, **option)
     start = next(e for e in events if e["event"] == "start")
-    assert start["spec"]["math"] == (option[1] if option[0] == "--math" else "float32")
-    assert start["spec"]["xla"] is (option == ["--xla"])
+    assert start["spec"]["math"] == option.get("math", "float32")
+    assert start["spec"]["xla"] is option.get("xla", False)
     losses = [e["result"] for e in events if e["event"] == "step"]
     assert len(losses) == 4 and all(0 < x < 20 for x in losses)
 

@@ -47,9 +47,9 @@ def test_a_node_job_of_two_replicas_counts_both(tmp_path: object) -> None:
     counts them, and the fingerprint names the replicas and their all-reduce."""
     from dltestbed.workload.events import StartEvent, StepEvent, SummaryEvent, parse_line
 
-    argv = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3"]
+    spec = {"model": "alexnet", "image_size": 32, "batch_size": 4, "warmup": 1, "steps": 3}
     proc = subprocess.run(
-        [sys.executable, "-m", "dltestbed.workload", *argv, "--gpus", "node", "--cpu-devices", "2"],
+        [sys.executable, "-m", "dltestbed.workload", "--spec", json.dumps(spec | {"gpus": "node", "cpu_devices": 2})],
         capture_output=True,
         text=True,
         timeout=300,
@@ -70,9 +70,9 @@ def test_allreduce_between_a_nodes_devices_in_one_process() -> None:
     size timed and checked exact, its bus bandwidth derived as nccl-tests does (2(n−1)/n: n = 2 gives algbw)."""
     from dltestbed.workload.events import CheckEvent, MeasureEvent, StartEvent, parse_line
 
-    argv = ["micro", "--probes", "allreduce", "--gpus", "node", "--cpu-devices", "2", "--device", "cpu"]
+    spec = {"model": "micro", "probes": ["allreduce"], "gpus": "node", "cpu_devices": 2, "device": "cpu"}
     proc = subprocess.run(
-        [sys.executable, "-m", "dltestbed.workload", *argv, "--warmup", "1", "--steps", "2"],
+        [sys.executable, "-m", "dltestbed.workload", "--spec", json.dumps(spec | {"warmup": 1, "steps": 2})],
         capture_output=True,
         text=True,
         timeout=300,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,13 @@ pytestmark = pytest.mark.tf
 SIZES = {"alexnet": 64, "resnet50": 32, "inception3": 75}
 
 
-def workload(*args: str) -> tuple[subprocess.CompletedProcess[str], list]:
+def workload(**fields: object) -> tuple[subprocess.CompletedProcess[str], list]:
+    """The workload run by hand with a spec of these fields (validated by the workload itself)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dltestbed.workload", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "dltestbed.workload", "--spec", json.dumps(fields)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return proc, [parse_line(line) for line in proc.stdout.splitlines()]
 
@@ -50,27 +55,11 @@ def test_the_pairwise_design_covers_every_pair() -> None:
 
 @pytest.mark.parametrize(("model", "data", "mode"), PAIRWISE)
 def test_schema_of_a_real_run(model: str, data: str, mode: str, dataset_dir: Path) -> None:
-    args = [
-        "--model",
-        model,
-        "--data",
-        data,
-        "--mode",
-        mode,
-        "--batch-size",
-        "4",
-        "--image-size",
-        str(SIZES[model]),
-        "--warmup",
-        "1",
-        "--steps",
-        "3",
-        "--sample-interval",
-        "0.2",
-    ]
+    fields = {"model": model, "data": data, "mode": mode, "batch_size": 4, "image_size": SIZES[model]}
+    fields |= {"warmup": 1, "steps": 3, "sample_interval": 0.2}
     if data == "real":
-        args += ["--data-dir", str(dataset_dir)]
-    proc, events = workload(*args)
+        fields["data_dir"] = str(dataset_dir)
+    proc, events = workload(**fields)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert events and not [e for e in events if isinstance(e, Unparsed)], "stdout must be events only"
     start, summary = events[0], events[-1]
@@ -91,29 +80,14 @@ def test_schema_of_a_real_run(model: str, data: str, mode: str, dataset_dir: Pat
 
 
 def test_cpu_device_hides_gpus() -> None:
-    proc, events = workload(
-        "--model",
-        "alexnet",
-        "--image-size",
-        "32",
-        "--batch-size",
-        "2",
-        "--warmup",
-        "0",
-        "--steps",
-        "1",
-        "--device",
-        "cpu",
-        "--mode",
-        "infer",
-    )
+    proc, events = workload(model="alexnet", image_size=32, batch_size=2, warmup=0, steps=1, device="cpu", mode="infer")
     assert proc.returncode == 0, proc.stderr[-2000:]
     fp = events[0].fingerprint
     assert fp["cuda_visible_devices"] == "" and fp["gpus_visible_to_tf"] == 0
 
 
 def test_gpu_device_without_gpu_fails_cleanly() -> None:
-    proc, events = workload("--model", "alexnet", "--image-size", "32", "--steps", "1", "--device", "gpu")
+    proc, events = workload(model="alexnet", image_size=32, steps=1, device="gpu")
     assert proc.returncode == 2
     assert isinstance(events[-1], ErrorEvent) and "no GPU is visible to TensorFlow" in events[-1].message
 
@@ -124,20 +98,7 @@ def test_corrupt_images_fail_at_the_step_with_a_message(tmp_path: Path) -> None:
         for i in range(4):
             (tmp_path / cls / f"{i}.jpg").write_bytes(b"not a jpeg")
     proc, events = workload(
-        "--model",
-        "alexnet",
-        "--image-size",
-        "32",
-        "--batch-size",
-        "2",
-        "--warmup",
-        "0",
-        "--steps",
-        "2",
-        "--data",
-        "real",
-        "--data-dir",
-        str(tmp_path),
+        model="alexnet", image_size=32, batch_size=2, warmup=0, steps=2, data="real", data_dir=str(tmp_path)
     )
     assert proc.returncode == 1
     err = events[-1]
@@ -148,21 +109,7 @@ def test_corrupt_images_fail_at_the_step_with_a_message(tmp_path: Path) -> None:
 def test_mixed_precision_with_xla_runs_and_says_what_it_used() -> None:
     """`mixed` becomes bfloat16 on a CPU (oneDNN computes it), the step compiles with XLA, and the start event
     says the math the run used."""
-    proc, events = workload(
-        "--model",
-        "alexnet",
-        "--image-size",
-        "32",
-        "--batch-size",
-        "4",
-        "--warmup",
-        "1",
-        "--steps",
-        "2",
-        "--math",
-        "mixed",
-        "--xla",
-    )
+    proc, events = workload(model="alexnet", image_size=32, batch_size=4, warmup=1, steps=2, math="mixed", xla=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     start, summary = events[0], events[-1]
     assert isinstance(start, StartEvent) and start.spec["math"] == "mixed_bfloat16" and start.spec["xla"] is True
@@ -182,16 +129,8 @@ def test_out_of_memory_is_said_in_tensorflows_own_line() -> None:
             sys.executable,
             "-m",
             "dltestbed.workload",
-            "--model",
-            "alexnet",
-            "--image-size",
-            "224",
-            "--batch-size",
-            "65536",
-            "--warmup",
-            "0",
-            "--steps",
-            "1",
+            "--spec",
+            json.dumps({"model": "alexnet", "image_size": 224, "batch_size": 65536, "warmup": 0, "steps": 1}),
         ],
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dltestbed import dataset
-from dltestbed.config import workload_spec
+from dltestbed.config import load_spec, spec_json, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning
 from dltestbed.report import accuracy, analysis, render
@@ -59,7 +59,7 @@ def test_accuracy_needs_real_training_data() -> None:
     with pytest.raises(ConfigError, match="--accuracy trains on real data"):
         workload_spec(model="alexnet", accuracy=True)
     spec = workload_spec(model="alexnet", data="real", data_dir="/d", accuracy=True)
-    assert "--accuracy" in spec.to_argv()
+    assert load_spec(spec_json(spec)) == spec and '"accuracy":true' in spec_json(spec)
 
 
 def test_each_repetition_trains_from_its_own_seed_the_same_on_every_target(tmp_path: Path) -> None:
@@ -74,8 +74,8 @@ def test_each_repetition_trains_from_its_own_seed_the_same_on_every_target(tmp_p
 def test_the_workload_trains_then_classifies_the_held_out_images(tmp_path: Path) -> None:
     data = dataset.make(tmp_path / "d", classes=2, images_per_class=10, size=32)
     out = io.StringIO()
-    argv = ["--model", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "0", "--steps", "2"]
-    run([*argv, "--data", "real", "--data-dir", str(data.root), "--accuracy", "--device", "cpu"], Emitter(out))
+    fields = {"model": "alexnet", "image_size": 32, "batch_size": 4, "warmup": 0, "steps": 2}
+    run(workload_spec(**fields, data="real", data_dir=str(data.root), accuracy=True, device="cpu"), Emitter(out))
     events = [parse_line(line) for line in out.getvalue().splitlines()]
     (acc,) = [e for e in events if isinstance(e, AccuracyEvent)]
     assert acc.images == 4 and 0 <= acc.correct <= 4 and math.isfinite(acc.loss)

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from dltestbed.config import workload_spec
+from dltestbed.config import spec_json, workload_spec
 from dltestbed.report import agreement, analysis, render
 from dltestbed.results import points
 from dltestbed.results.store import Store
@@ -58,10 +58,10 @@ def test_a_step_result_travels_and_is_stored_bit_for_bit_even_nan(tmp_path: Path
 
 def test_deterministic_travels_to_the_workload_and_back() -> None:
     spec = workload_spec(model="alexnet", image_size=64, deterministic=True)
-    assert "--deterministic" in spec.to_argv()
-    parsed, _ = parse(spec.to_argv())
+    assert '"deterministic":true' in spec_json(spec)
+    parsed, _ = parse(["--spec", spec_json(spec)])
     assert parsed.deterministic and parsed == spec
-    assert "--deterministic" not in workload_spec(model="alexnet").to_argv()
+    assert "deterministic" not in spec_json(workload_spec(model="alexnet"))
 
 
 def test_compare_finds_the_first_step_beyond_the_tolerance() -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from dltestbed import runner
+from dltestbed.config import probe_spec, spec_json
 from dltestbed.report import analysis, render
 from dltestbed.report import validate as v
 from dltestbed.results.store import Store
@@ -117,7 +118,7 @@ def test_from_the_workload_to_validate_a_flipped_element_fails_naming_the_device
     flip = _flipping(tf, (3, 3))
     monkeypatch.setattr(checked, "product", lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)))
     out = io.StringIO()
-    run_micro(["--probes", "gemm,conv", "--warmup", "0", "--steps", "1", "--device", "cpu"], Emitter(out))
+    run_micro(probe_spec(probes=("gemm", "conv"), warmup=0, steps=1, device="cpu"), Emitter(out))
     store = Store.open(tmp_path / "r.sqlite")
     run = make_run(model="micro", mode="probe", status="ok")
     store.save_run(run)
@@ -183,6 +184,6 @@ def test_the_screen_suite_plans_the_checks_and_one_deterministic_training() -> N
     model, probe = p.specs
     assert model.model == "alexnet" and getattr(model, "deterministic", False)
     assert probe.probes == ("gemm", "conv") and getattr(probe, "screen_seconds", None) == 5.0
-    assert "--screen-seconds" in probe.to_argv()
+    assert '"screen_seconds":5.0' in spec_json(probe)  # what the workload is sent
     with pytest.raises(ConfigError, match="--suite screen checks gemm and conv, not membw"):
         planning.plan(suite="screen", probes=["gemm", "membw"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dltestbed.catalog import MODELS
-from dltestbed.config import workload_spec
+from dltestbed.config import spec_json, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.workload.args import parse
 
@@ -50,6 +50,6 @@ def test_argv_round_trips_through_the_workload_parser() -> None:
         sample_interval=0.25,
         seed=3,
     )
-    again, ns = parse(spec.to_argv())
+    again, ns = parse(["--spec", spec_json(spec)])
     assert again == spec and ns.watch_stdin is False
-    assert parse([*spec.to_argv(), "--watch-stdin"])[1].watch_stdin is True
+    assert parse(["--spec", spec_json(spec), "--watch-stdin"])[1].watch_stdin is True

@@ -4,10 +4,11 @@ line, PyTorch's rendezvous, what a framework's build is on this machine, and whe
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 
 import pytest
 
-from dltestbed.config import ALONE_PROBES, FRAMEWORK_PROBES, PROBES
+from dltestbed.config import ALONE_PROBES, FRAMEWORK_PROBES, PROBES, spec_json
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import gpus, planning
 from dltestbed.orchestrate.preview import describe
@@ -42,8 +43,7 @@ def test_the_probes_run_with_each_framework() -> None:
     assert tuple(torchprobes.PROBES) == tuple(p for p in PROBES if p in FRAMEWORK_PROBES)  # PyTorch brings each
     full = planning.plan(models=["alexnet"], suite="full", frameworks=["pytorch"]).specs
     assert [(s.model, s.framework) for s in full] == [("alexnet", "pytorch"), ("micro", "pytorch")]
-    argv = full[1].to_argv()
-    assert argv[argv.index("--framework") + 1] == "pytorch"
+    assert json.loads(spec_json(full[1]))["framework"] == "pytorch"
     screen = planning.plan(suite="screen", frameworks=["pytorch"]).specs  # its checks are PyTorch's own too
     assert [(s.model, s.framework) for s in screen][1:] == [("micro", "pytorch")] and screen[0].framework == "pytorch"
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from dltestbed import runner
+from dltestbed.config import probe_spec
 from dltestbed.report import figures, health, health_md, render
 from dltestbed.report import validate as v
 from dltestbed.report.analysis import analyse, read
@@ -372,7 +373,7 @@ def test_from_the_workload_to_the_report_an_xid_on_a_micro_run(monkeypatch: pyte
     through the stdout protocol into the runner's collector and the store, and the report names the XID."""
     monkeypatch.setitem(sys.modules, "pynvml", fakenvml.h100(util=None, xids=((0, 79),)))
     out = io.StringIO()
-    run_micro(["--probes", "membw", "--warmup", "1", "--steps", "2", "--sample-interval", "0.05"], Emitter(out))
+    run_micro(probe_spec(probes=("membw",), warmup=1, steps=2, sample_interval=0.05), Emitter(out))
     store = Store.open(tmp_path / "r.sqlite")
     run = _run(model="micro", mode="probe")
     store.save_run(run)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.config import ALONE_PROBES, PROBES, probe_spec
+from dltestbed.config import ALONE_PROBES, PROBES, ProbeSpec, probe_spec, spec_json
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning
 from dltestbed.report import micro
@@ -22,7 +22,7 @@ from dltestbed.results.store import SCHEMA_VERSION, Store
 from dltestbed.runner import RunContext, execute
 from dltestbed.targets.local import LocalTarget
 from dltestbed.workload import cudart, peaks, probes
-from dltestbed.workload.args import parse_micro
+from dltestbed.workload.args import parse
 from dltestbed.workload.events import (
     MeasureEvent,
     ProbesDoneEvent,
@@ -112,10 +112,8 @@ def test_a_probe_spec_round_trips_through_the_workloads_parser() -> None:
         cpus="0",
     )
     assert spec.probes == ("gemm", "disk")  # in the catalogue's order
-    argv = spec.to_argv()
-    assert argv[0] == "micro"
-    again, _ = parse_micro(argv[1:])
-    assert again == spec
+    again, _ = parse(["--spec", spec_json(spec)])
+    assert again == spec and isinstance(again, ProbeSpec)
     assert (spec.model, spec.mode, spec.batch_size, spec.size) == ("micro", "probe", 0, 0)
 
 
@@ -168,7 +166,7 @@ def test_each_scenario_gets_its_probes() -> None:
     (alone,) = planning.plan(suite="micro").specs
     assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "d2d", "launch", "disk") and not alone.distributed
     (pair,) = planning.plan(suite="micro", scenario="distributed").specs
-    assert pair.probes == ("net", "allreduce") and pair.distributed and "--distributed" in pair.to_argv()
+    assert pair.probes == ("net", "allreduce") and pair.distributed and '"distributed":true' in spec_json(pair)
     scenarios.check(
         scenarios.Options(scenario="distributed"),
         [None, None],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.config import workload_spec
+from dltestbed.config import spec_json, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import pergpu, planning, preview, running
 from dltestbed.orchestrate.scenarios import Options
@@ -81,9 +81,9 @@ def test_each_run_gets_its_gpu_and_the_cpus_of_its_numa_node_it_may_use() -> Non
         "gpu",  # a GPU CUDA cannot see fails the run: never the CPU's figures under a GPU's name
     )
     assert slot.bind(spec, pin=False).cpus is None  # cbm: the container's own limits say
-    argv = bound.to_argv()
-    assert argv[argv.index("--gpu") + 1] == SECOND[1] and argv[argv.index("--cpus") + 1] == "8-15,24-31"
-    assert "--gpus" not in argv and "--gpu-index" not in argv  # the workload runs on its one GPU
+    sent = json.loads(spec_json(bound))
+    assert sent["gpu"] == SECOND[1] and sent["cpus"] == "8-15,24-31"
+    assert "gpus" not in sent  # the workload runs on its one GPU
     pinned = slot.bind(spec.model_copy(update={"cpus": "0-3"}))
     assert pinned.cpus == "0-3"  # the user's own pinning is kept
     assert pergpu.usable("8-15,24-31", [*range(12), 30]) == "8-11,30"  # a job's cgroup: those it may use
@@ -103,9 +103,9 @@ def test_per_gpu_specs_say_what_does_not_go_together() -> None:
         workload_spec(model="alexnet", gpus="per-gpu", distributed=True)
     from dltestbed.workload.args import parse
 
-    with pytest.raises(ConfigError, match="--gpus per-gpu is the controller's"):
-        parse(["--model", "alexnet", "--gpus", "per-gpu"])
-    spec, _ = parse(["--model", "alexnet", "--gpu", "MIG-0c6b2d1e-3f9a-5b7c-8d4e-2a1b3c4d5e6f"])
+    with pytest.raises(ConfigError, match="gpus per-gpu is the controller's"):
+        parse(["--spec", '{"model": "alexnet", "gpus": "per-gpu"}'])
+    spec, _ = parse(["--spec", '{"model": "alexnet", "gpu": "MIG-0c6b2d1e-3f9a-5b7c-8d4e-2a1b3c4d5e6f"}'])
     assert spec.gpu.startswith("MIG-")  # type: ignore[union-attr]
 
 
@@ -179,25 +179,31 @@ def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus()
     """--gpus reaches the probes: per-gpu makes a micro run (and a screen) per GPU, each given its GPU alone;
     node lets allreduce run between one machine's GPUs in one process; the workload refuses per-gpu itself."""
     from dltestbed.config import probe_spec
-    from dltestbed.workload.args import parse_micro
+    from dltestbed.workload.args import parse
 
     plan = planning.plan(suite="micro", probes=["gemm", "d2d"], gpus="per-gpu")
     (spec,) = plan.specs
     assert spec.gpus == "per-gpu" and pergpu.wanted(plan.specs)
     bound = pergpu.GpuSlot(3, H100[1], "0000:00:07.0", "0-7").bind(spec)
     assert (bound.gpus, bound.gpu, bound.gpu_index, bound.device) == ("one", H100[1], 3, "gpu")
-    assert "--gpus" not in bound.to_argv() and bound.to_argv()[bound.to_argv().index("--gpu") + 1] == H100[1]
+    assert json.loads(spec_json(bound)) == {
+        "model": "micro",
+        "device": "gpu",
+        "cpus": "0-7",
+        "gpu": H100[1],
+        "gpu_index": 3,
+        "probes": ["gemm", "d2d"],
+    }
     screen = planning.plan(suite="screen", gpus="per-gpu")
     assert all(s.gpus == "per-gpu" for s in screen.specs) and pergpu.wanted(screen.specs)
     node = probe_spec(probes=("allreduce",), gpus="node", cpu_devices=2)
-    assert node.to_argv()[-4:] == ["--gpus", "node", "--cpu-devices", "2"]
-    assert parse_micro(node.to_argv()[1:])[0] == node
+    assert parse(["--spec", spec_json(node)])[0] == node
     with pytest.raises(ConfigError, match=r"allreduce runs between the workers of a job.*also between one machine's"):
         probe_spec(probes=("allreduce",))
     with pytest.raises(ConfigError, match="net runs between the workers of a job"):
         probe_spec(probes=("net",), gpus="node")
-    with pytest.raises(ConfigError, match="--gpus per-gpu is the controller's"):
-        parse_micro(["--probes", "gemm", "--gpus", "per-gpu"])
+    with pytest.raises(ConfigError, match="gpus per-gpu is the controller's"):
+        parse(["--spec", '{"model": "micro", "probes": ["gemm"], "gpus": "per-gpu"}'])
     with pytest.raises(ConfigError, match="--cpu-devices splits the CPU into replicas for --gpus node"):
         probe_spec(probes=("gemm",), cpu_devices=2)
     assert planning.plan(suite="micro", gpus="node").specs[0].probes == probe_spec().probes  # as before: no allreduce

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dltestbed.config import format_cpu_list, parse_cpu_list, workload_spec
+from dltestbed.config import format_cpu_list, parse_cpu_list, spec_json, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning, scenarios
 from dltestbed.workload.distributed import Cluster, cluster_from_env, collective, job_facts, tf_config
@@ -35,14 +35,14 @@ def test_bad_cpu_lists(bad: str) -> None:
         workload_spec(model="alexnet", cpus=bad)
 
 
-def test_workload_argv_carries_the_new_options() -> None:
+def test_workload_spec_carries_the_new_options() -> None:
     spec = workload_spec(model="alexnet", distributed=True, cpus="0-1")
-    argv = spec.to_argv()
-    assert argv[-3:] == ["--distributed", "--cpus", "0-1"]
+    text = spec_json(spec)
+    assert json.loads(text) == {"model": "alexnet", "distributed": True, "cpus": "0-1"}
     from dltestbed.workload.args import parse
 
-    parsed = parse(argv)[0]
-    assert parsed.to_argv() == argv and parsed.distributed and parsed.cpus == "0-1"
+    parsed = parse(["--spec", text])[0]
+    assert spec_json(parsed) == text and parsed.distributed and parsed.cpus == "0-1"
 
 
 def test_distributed_inference_is_refused() -> None:
