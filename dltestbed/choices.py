@@ -18,10 +18,15 @@ Device = Literal["auto", "cpu", "gpu"]
 # precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
 # where the device computes it natively, else float16, and the run records the one it used.
 Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
-# one: the first GPU TensorFlow sees; node: every GPU of the machine in one data-parallel job, a replica each;
-# per-gpu: a process on each GPU of a machine at once, each given its GPU (`gpu`) and that GPU's NUMA node's CPUs
+# --gpus, the controller's placement of a machine's GPUs: one (a process on the first GPU), node (one process over
+# every GPU of the machine, a data-parallel job with a replica each) or per-gpu (a process on each GPU at once,
+# each given its GPU, by UUID, and that GPU's NUMA node's CPUs)
 Gpus = Literal["one", "node", "per-gpu"]
-PER_GPU: Gpus = "per-gpu"
+# the GPUs one workload process uses (its spec's `gpus`): one (the first it sees, or its `gpu`'s) or node (every
+# one it sees); per-gpu is the controller's alone, which gives each of its processes one GPU
+ProcessGpus = Literal["one", "node"]
+ONE, NODE = get_args(ProcessGpus)
+PER_GPU = get_args(Gpus)[2]
 ProbeScale = Literal["small", "full"]  # small: seconds per probe on 2 cores; full: the models' shapes
 VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
 Framework = Literal["tensorflow", "pytorch"]  # what a model's run computes with (workload/frameworks/)

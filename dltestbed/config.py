@@ -14,14 +14,15 @@ from dltestbed.catalog import MODELS, model_names
 from dltestbed.choices import (
     DEFAULT_FRAMEWORK,
     MATHS,
-    PER_GPU,
+    NODE,
+    ONE,
     DataKind,
     Device,
     Framework,
-    Gpus,
     Math,
     Mode,
     ProbeScale,
+    ProcessGpus,
 )
 from dltestbed.errors import ConfigError, plain
 
@@ -58,8 +59,8 @@ class RunSpec(BaseModel):
         None, description="the one GPU the run sees (CUDA_VISIBLE_DEVICES) and samples, by UUID: GPU-… or MIG-…"
     )
     gpu_index: int | None = Field(None, ge=0, description="that GPU's NVML index as the controller read it")
-    gpus: Gpus = Field(
-        "one", description="one (the first GPU, or gpu's) or node (every GPU of the machine in one job, a replica each)"
+    gpus: ProcessGpus = Field(
+        ONE, description="one (the first GPU, or gpu's) or node (every GPU of the machine in one job, a replica each)"
     )
     # a multi-GPU node's replica arithmetic, on a CPU (the workload's own option, for tests)
     cpu_devices: int | None = Field(
@@ -82,14 +83,12 @@ class RunSpec(BaseModel):
 
     def _check_gpus(self) -> None:
         """--gpus against the rest: one machine's GPUs, not a distributed job's; --cpu-devices only with node."""
-        if self.gpus != "one" and self.distributed:
+        if self.gpus != ONE and self.distributed:
             raise ValueError(f"--gpus {self.gpus} is for one machine's GPUs; a distributed job's workers use theirs")
-        if self.cpu_devices is not None and self.gpus != "node":
-            raise ValueError("--cpu-devices splits the CPU into replicas for --gpus node")
-        if self.gpus == PER_GPU and self.device == "cpu":
-            raise ValueError("--gpus per-gpu runs a process on each GPU, and --device cpu hides them")
-        if self.gpu is not None and (self.gpus != "one" or self.device == "cpu"):
-            raise ValueError("--gpu names the one GPU of a run: not with --gpus node or per-gpu, nor --device cpu")
+        if self.cpu_devices is not None and self.gpus != NODE:
+            raise ValueError(f"--cpu-devices splits the CPU into replicas for --gpus {NODE}")
+        if self.gpu is not None and (self.gpus != ONE or self.device == "cpu"):
+            raise ValueError(f"--gpu names the one GPU of a run: not with --gpus {NODE}, nor --device cpu")
 
     def _check_data(self) -> None:
         if self.data == "real" and not self.data_dir:
@@ -215,7 +214,7 @@ class ProbeSpec(RunSpec):
             raise ValueError(
                 f"{alone[0]} runs on one target (--scenario single); between workers: {', '.join(PAIR_PROBES)}"
             )
-        local = [p for p in pair if p in NODE_PROBES and self.gpus == "node"]  # between a machine's GPUs
+        local = [p for p in pair if p in NODE_PROBES and self.gpus == NODE]  # between a machine's GPUs
         if not self.distributed and len(local) < len(pair):
             raise ValueError(
                 f"{pair[0]} runs between the workers of a job: --scenario distributed"

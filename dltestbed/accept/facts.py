@@ -11,11 +11,13 @@ from dltestbed.report import health
 from dltestbed.report.gpu_verdicts import GpuEvidence
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent
+from dltestbed.workload.frameworks import REGISTRY
 from dltestbed.workload.probes.base import GEMM_N
 
 RESNET50 = "resnet50_gpu_preset_ips"  # the one model figure a GPU is judged on (gpus.gpu_preset)
 # TensorFlow's distributions, either of which is "TensorFlow" to the drift check
-TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu")
+# each framework's distributions, by the fact their version is compared under (TensorFlow's two as one)
+PACKAGE_FACTS = {dist: fw.package_fact for fw in REGISTRY.values() for dist in fw.distributions}
 
 
 def _joined(values: Iterable[Any]) -> str:
@@ -50,7 +52,7 @@ def node_facts(fp: Mapping[str, Any]) -> dict[str, str]:
     out |= host_facts(fp)
     packages = fp.get("packages") or {}
     for dist, version in packages.items():
-        key = "tensorflow" if dist in TENSORFLOW_DISTS else dist
+        key = PACKAGE_FACTS.get(dist, dist)
         out[key] = str(version)
     return {k: v for k, v in out.items() if v}
 

@@ -21,6 +21,7 @@ from dltestbed.accept.facts import (
     run_measures,
 )
 from dltestbed.accept.golden import Golden
+from dltestbed.choices import NODE
 from dltestbed.orchestrate.presets import PRESETS
 from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, Reason, judge, worst
 from dltestbed.report.verdicts import FAIL, UNDECIDED
@@ -88,7 +89,7 @@ def evidence(
             for h in health:
                 for g in h.gpus:
                     entry(r.host, int(g.get("index", 0)))["checks"].append(h)
-            if r.spec.get("gpus") != "node":  # a node's all-reduce is the node's (node_wrong): no one GPU to blame
+            if r.spec.get("gpus") != NODE:  # a node's all-reduce is the node's (node_wrong): no one GPU to blame
                 for c in checks:
                     if c.mismatches and c.gpu is not None:
                         entry(r.host, c.gpu)["wrong"].append(c)
@@ -126,7 +127,7 @@ def node_wrong(store: Store, runs: Sequence[RunRecord]) -> dict[str, list[Reason
     link is at fault is for nccl-tests or DCGM's diagnostic to say."""
     out: dict[str, list[Reason]] = {}
     for r in runs:
-        if r.spec.get("gpus") != "node" or r.status != "ok":
+        if r.spec.get("gpus") != NODE or r.status != "ok":
             continue
         bad = [c for c in store.checks(r.id) if c.mismatches]
         if bad:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dltestbed.accept.context import Ctx
+from dltestbed.choices import NODE, PER_GPU
 from dltestbed.orchestrate import (
     Workloads,
 )
@@ -36,7 +37,7 @@ def workloads(ctx: Ctx) -> dict[str, Measures]:
                 preset="gpu",
                 probes=names,
                 probe_scale="full",
-                gpus="per-gpu",
+                gpus=PER_GPU,
                 device="gpu",
                 warmup=2,
                 steps=lv.probe_steps,
@@ -44,12 +45,12 @@ def workloads(ctx: Ctx) -> dict[str, Measures]:
 
         return {
             "screen": Measures(
-                Workloads(suite="screen", preset="gpu", gpus="per-gpu", device="gpu", screen_seconds=lv.screen_seconds)
+                Workloads(suite="screen", preset="gpu", gpus=PER_GPU, device="gpu", screen_seconds=lv.screen_seconds)
             ),
             "probes": Measures(probes("gemm", "membw", "d2d", "launch")),
             "copies": Measures(probes("h2d", "d2h"), in_turn=True),
             "model": Measures(
-                Workloads(models=("resnet50",), preset="gpu", gpus="per-gpu", device="gpu", steps=lv.steps), lv.repeat
+                Workloads(models=("resnet50",), preset="gpu", gpus=PER_GPU, device="gpu", steps=lv.steps), lv.repeat
             ),
         }
     model = Workloads(
@@ -89,7 +90,7 @@ def node_bench(ctx: Ctx, limit: Sequence[str] | None) -> str:
         suite="micro",
         preset="gpu",
         probes=("allreduce",),
-        gpus="node",
+        gpus=NODE,
         device="gpu",
         warmup=2,
         steps=ctx.level.probe_steps,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from dltestbed.choices import AUTO_PRESET
+from dltestbed.choices import AUTO_PRESET, ONE
 from dltestbed.cli.bench_options import (
     AaOption,
     AccountOption,
@@ -122,7 +122,7 @@ def bench(
     probe_scale: ProbeScaleOption = None,
     screen_time: ScreenTimeOption = 60.0,
     deterministic: DeterministicOption = False,
-    gpus: GpusOption = "one",
+    gpus: GpusOption = ONE,
     accuracy: AccuracyOption = False,
     targets_opt: TargetsOption = "auto",
     device: DeviceOption = "auto",

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from dltestbed.config import DEFAULT_FRAMEWORK, PER_GPU, WorkloadSpec
+from dltestbed.choices import NODE, PER_GPU
+from dltestbed.config import DEFAULT_FRAMEWORK, WorkloadSpec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.scenarios import Options, scenario
@@ -54,8 +55,8 @@ def needs(plan: Plan, options: Options) -> list[Need]:
     sized = next((s.gpu_memory_mib for s in plan.specs if s.gpu_memory_mib is not None), None)
     if sized is not None:
         out.append(Need(f"--gpu-memory-mib {sized}", "it sizes GPU memory: leave it out there"))
-    for how, what in (("node", "one job of a machine's GPUs"), (PER_GPU, "a process on each GPU of a machine")):
-        if any(s.gpus == how for s in plan.specs):
+    for how, what in ((NODE, "one job of a machine's GPUs"), (PER_GPU, "a process on each GPU of a machine")):
+        if plan.gpus == how:
             out.append(Need(f"--gpus {how}", f"it is {what}: leave it out there"))
     out += [Need(option, instead) for option, instead in scenario(options.scenario).gpu_needs(options)]
     return out

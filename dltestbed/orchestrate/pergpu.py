@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dltestbed.config import GPU_UUID, PER_GPU, ProbeSpec, WorkloadSpec, format_cpu_list, parse_cpu_list
+from dltestbed.choices import PER_GPU
+from dltestbed.config import GPU_UUID, Spec, format_cpu_list, parse_cpu_list
 from dltestbed.errors import ConfigError
 from dltestbed.results.records import gpu_label
 
-Spec = WorkloadSpec | ProbeSpec
+if TYPE_CHECKING:
+    from dltestbed.orchestrate.planning import Plan
 
 # Run on the machine under a target (scenarios.common.probe): one JSON line, a list of [NVML index, UUID, PCI
 # bus id, MIG mode, CPUs of its NUMA node or ""], or {"error": ...} where the driver does not answer.
@@ -54,11 +57,9 @@ class GpuSlot:
 
     def bind(self, spec: Spec, pin: bool = True) -> Spec:
         """The spec of this GPU's run: its UUID and index, `--device gpu` (a GPU CUDA cannot see fails the run, it
-        never falls back to the CPU), its NUMA node's CPUs where `pin` and the spec pins none itself, and `--gpus
-        one` (a process per GPU)."""
+        never falls back to the CPU), and its NUMA node's CPUs where `pin` and the spec pins none itself."""
         update: dict[str, object] = {"gpu": self.uuid, "gpu_index": self.index, "device": "gpu"}
         update["cpus"] = spec.cpus or (self.cpus if pin else None)
-        update["gpus"] = "one"
         return spec.model_copy(update=update)
 
 
@@ -68,24 +69,24 @@ def parse_slots(line: str, where: str) -> list[GpuSlot]:
     try:
         doc = json.loads(line)
     except ValueError:
-        raise ConfigError(f"--gpus per-gpu: the GPUs of {where} could not be read: {line[:200]!r}") from None
+        raise ConfigError(f"--gpus {PER_GPU}: the GPUs of {where} could not be read: {line[:200]!r}") from None
     if isinstance(doc, dict):
         why = doc.get("error")
-        raise ConfigError(f"--gpus per-gpu: no GPU on {where} (nvidia-smi: {why})")
+        raise ConfigError(f"--gpus {PER_GPU}: no GPU on {where} (nvidia-smi: {why})")
     slots = []
     for row in doc:
         index, uuid, bus, mig, cpus = (str(x) for x in row)
         if not index.isdigit() or not GPU_UUID.fullmatch(uuid):
             continue
         if mig == "Enabled":  # its slices are other devices, with UUIDs of their own, that NVML opens otherwise
-            raise ConfigError(f"--gpus per-gpu: GPU {index} of {where} is in MIG mode: not in this version")
+            raise ConfigError(f"--gpus {PER_GPU}: GPU {index} of {where} is in MIG mode: not in this version")
         try:
             parse_cpu_list(cpus)
         except ValueError:
             cpus = ""
         slots.append(GpuSlot(int(index), uuid, bus, cpus or None))
     if not slots:
-        raise ConfigError(f"--gpus per-gpu: no GPU on {where} (nvidia-smi lists none)")
+        raise ConfigError(f"--gpus {PER_GPU}: no GPU on {where} (nvidia-smi lists none)")
     return slots
 
 
@@ -95,6 +96,6 @@ def usable(cpus: str, allowed: Sequence[int]) -> str:
     return format_cpu_list([c for c in parse_cpu_list(cpus) if c in set(allowed)])
 
 
-def wanted(specs: Sequence[Spec]) -> bool:
+def wanted(plan: Plan) -> bool:
     """Whether a plan runs a process per GPU."""
-    return any(s.gpus == PER_GPU for s in specs)
+    return plan.gpus == PER_GPU

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
-from dltestbed.choices import FRAMEWORKS, ORDERS, SUITES, or_list
+from dltestbed.choices import FRAMEWORKS, GPUS, NODE, ONE, ORDERS, PER_GPU, SUITES, or_list
 from dltestbed.config import (
     ALONE_PROBES,
     DEFAULT_FRAMEWORK,
@@ -55,6 +55,7 @@ class Plan:
     precision: float | None = None  # --repeat auto: add repetitions until every overhead is within ±precision %
     aa: bool = False  # the baseline kind runs twice per repetition, as A and A′ (the noise floor)
     preset: str = "quick"  # the preset its defaults came from
+    gpus: str = ONE  # choices.Gpus, the controller's placement: per-gpu runs each spec once per GPU of a machine
 
     def runs(self) -> list[tuple[int, Spec]]:
         """(repetition, spec) pairs in execution order."""
@@ -117,6 +118,7 @@ def plan(
     math: str | None = None,
     xla: bool | None = None,
     screen_seconds: float = DEFAULT_SCREEN_SECONDS,
+    gpus: str = ONE,
     **common: Any,
 ) -> Plan:
     """Validate everything up front: a bad value fails before any run starts. repeat: a count, or "auto" (until
@@ -124,9 +126,11 @@ def plan(
     preset's; the probes' PROBE_WARMUP). suite: study (the models, each with each framework), micro (`probes`
     per target and repetition; by default those of one target, or between a distributed job's workers) or
     full; screen: the checks for `screen_seconds` per GPU (first repetition) and a deterministic training of
-    the first model. The preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC)."""
+    the first model. The preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC). gpus: the
+    controller's placement (choices.Gpus); each spec is given the GPUs one of its processes uses (per-gpu: one)."""
     p = preset(preset_name)
-    chosen = _check_suite(suite, probes, models, math, xla, frameworks, str(common.get("gpus", "one")))
+    chosen = _check_suite(suite, probes, models, math, xla, frameworks, gpus)
+    common["gpus"] = _process_gpus(gpus, scenario, common.get("device"))
     if common.get("device") == "cpu" and common.get("gpu_memory_mib") is not None:
         raise ConfigError("--gpu-memory-mib sizes GPU memory, and --device cpu hides the GPUs: leave one out")
     count, auto = _repetitions(repeat, precision, max_repeat)
@@ -155,7 +159,21 @@ def plan(
         aa=aa,
         scenario=scenario,
         preset=p.name,
+        gpus=gpus,
     )
+
+
+def _process_gpus(gpus: str, scenario: str, device: object) -> str:
+    """The GPUs each process of a placement uses (config.RunSpec.gpus): node's every one, else one (per-gpu gives
+    each of its processes one GPU, by UUID, when the bench starts); a ConfigError for a placement not known, or
+    per-gpu where there is no machine's GPUs to place."""
+    if gpus not in GPUS:
+        raise ConfigError(f"--gpus: unknown placement {gpus!r}; known: {', '.join(GPUS)}")
+    if gpus == PER_GPU and device == "cpu":
+        raise ConfigError(f"--gpus {PER_GPU} runs a process on each GPU, and --device cpu hides them")
+    if gpus == PER_GPU and scenario == "distributed":
+        raise ConfigError(f"--gpus {PER_GPU} is for one machine's GPUs; a distributed job's workers use theirs")
+    return NODE if gpus == NODE else ONE
 
 
 @dataclass(frozen=True)
@@ -218,10 +236,10 @@ def _frameworks(frameworks: Sequence[str] | None, gpus: str) -> list[str]:
     for fw in chosen:
         if fw not in FRAMEWORKS:
             raise ConfigError(f"--framework: unknown framework {fw!r}; known: {or_list(FRAMEWORKS)}")
-        if gpus == "node" and not REGISTRY[fw].node_jobs:
+        if gpus == NODE and not REGISTRY[fw].node_jobs:
             raise ConfigError(
-                f"--gpus node runs one process over every GPU, which {REGISTRY[fw].label} does not here: "
-                "use --gpus per-gpu, or --scenario distributed (one process per GPU)"
+                f"--gpus {NODE} runs one process over every GPU, which {REGISTRY[fw].label} does not here: "
+                f"use --gpus {PER_GPU}, or --scenario distributed (one process per GPU)"
             )
     return chosen
 

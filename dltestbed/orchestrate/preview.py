@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dltestbed.choices import NODE, PER_GPU
 from dltestbed.config import DEFAULT_FRAMEWORK, STEADY, ProbeSpec, WorkloadSpec
 from dltestbed.orchestrate import pergpu
 from dltestbed.orchestrate.planning import Plan, Spec
@@ -31,7 +32,7 @@ def describe(spec: Spec) -> str:
             return f"screen {','.join(spec.probes)} for {spec.screen_seconds:g} s per GPU (once per bench)"
         return f"micro{framework} {','.join(spec.probes)} ({spec.scale})"
     assert isinstance(spec, WorkloadSpec)
-    extra = (" deterministic" if spec.deterministic else "") + (" every GPU" if spec.gpus == "node" else "")
+    extra = (" deterministic" if spec.deterministic else "") + (" every GPU" if spec.gpus == NODE else "")
     return (
         f"{spec.model}{framework} {spec.mode} {spec.data} {spec.size}px bs{spec.batch_size} "
         f"{STEADY if spec.warmup is None else spec.warmup}+{spec.steps} steps {spec.math}{extra}"
@@ -46,10 +47,10 @@ def scope(options: Options, hosts: Sequence[object]) -> str:
 def lines(plan: Plan, kinds: Sequence[str], options: Options, hosts: Sequence[object]) -> list[str]:
     """`bench --dry-run`: a line per repetition, workload and kind, in the order they run, then the total
     (with --gpus per-gpu, per GPU: the GPUs are read on each host when the bench starts, not by a dry run)."""
-    each = pergpu.wanted(plan.specs)
+    each = pergpu.wanted(plan)
     how = scope(options, hosts) + (" on each GPU" if each else "")
     out = [f"rep {rep}  {kind:<4} {describe(spec)}{how}" for round_ in plan.rounds(kinds) for rep, spec, kind in round_]
     upto = f" at most ({plan.repeat} repetitions, --repeat auto)" if plan.precision else ""
-    per = " per GPU (--gpus per-gpu: times the GPUs the bench finds)" if each else ""
+    per = f" per GPU (--gpus {PER_GPU}: times the GPUs the bench finds)" if each else ""
     out.append(f"{count(plan, kinds, options, hosts)} run(s){per}{upto}; none was run (--dry-run)")
     return out

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dltestbed.choices import ONE
 from dltestbed.errors import DltestbedError
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.runner import NullObserver, Observer
@@ -41,7 +42,7 @@ class Workloads:
     steps: int | None = None
     classes: int = 1000
     deterministic: bool = False  # op determinism: every step's loss comparable bit for bit between layers
-    gpus: str = "one"  # config.Gpus: the first GPU, or every GPU of the machine in one data-parallel job
+    gpus: str = ONE  # choices.Gpus, the placement: one GPU, every GPU of the machine in one job, or a process each
     screen_seconds: float = 60.0  # --suite screen: how long the checks run per GPU
     accuracy: bool = False  # real data: train on 4/5 of the images, then top-1 on the held-out fifth
 

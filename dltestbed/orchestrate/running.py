@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import replace
 
+from dltestbed.choices import PER_GPU
 from dltestbed.orchestrate import compilecache, pergpu, planning, presets, scenarios
 from dltestbed.orchestrate.launchers import Launcher
 from dltestbed.orchestrate.pergpu import GpuSlot
@@ -45,7 +46,7 @@ def _runs(
             observer.say(f"{s.label} does not answer ({s.down}): its runs are stored failed with that reason")
     machines: list[list[Target]] = [[make(k, s) for k in kinds] for s in sites]
     gpus: list[GpuSlot | None] | None = None
-    if pergpu.wanted(plan.specs) and scenarios.scenario(request.scenario.scenario).alone_per_target:
+    if pergpu.wanted(plan) and scenarios.scenario(request.scenario.scenario).alone_per_target:
         machines, gpus = [], []
         for s in sites:  # a set of targets per GPU of each host: its GPUs' runs go at once
             for slot in _slots(s, observer) if s.down is None else [None]:  # a host down: its runs fail, stored
@@ -95,7 +96,7 @@ def _slots(site: Site, observer: BenchObserver) -> list[GpuSlot]:
     allowed = [int(c) for c in probe(bm, CPUS).split(",") if c.strip()]
     slots = [replace(g, cpus=g.cpus and (pergpu.usable(g.cpus, allowed) or None)) for g in slots]
     observer.say(
-        f"--gpus per-gpu: {len(slots)} GPU(s) on {bm.host} at once: "
+        f"--gpus {PER_GPU}: {len(slots)} GPU(s) on {bm.host} at once: "
         + ", ".join(f"{g.label} {g.uuid[:12]} (CPUs {g.cpus or 'not pinned'})" for g in slots)
     )
     return slots

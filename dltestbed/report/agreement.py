@@ -21,17 +21,12 @@ from typing import Any
 from dltestbed.kinds import BASELINE
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import StepEvent
+from dltestbed.workload.frameworks import gathered
 
 # The fingerprint's facts that decide which kernels run and how they sum: two runs that share them all run
 # the same code on the same kind of device (TensorFlow: "op determinism ... same hardware and software").
 STACK = (
-    "tensorflow",
-    "tensorflow_git",
-    "keras",
-    "onednn",
-    "pytorch",
-    "pytorch_cuda",
-    "torch_threads",  # PyTorch splits a reduction over its intra-op threads
+    *gathered(lambda fw: fw.stack_facts),
     "cpu_model",
     "cpu_affinity",  # Eigen and oneDNN split a reduction over the threads they may use
     "gpu",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dltestbed.report.verdicts import FAIL, UNDECIDED
+from dltestbed.workload.frameworks import REGISTRY
 
 GOLDEN = "the golden spec"
 # The facts preflight compares, in the order a report lists them, with their words.
@@ -32,8 +33,7 @@ FACTS = {
     "hugepages": "hugepages",
     "cpu_governor": "CPU governor",
     "dltestbed": "dltestbed",
-    "tensorflow": "TensorFlow",
-    "torch": "PyTorch",
+    **{fw.package_fact: fw.label for fw in REGISTRY.values()},
 }
 
 

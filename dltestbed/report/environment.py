@@ -7,16 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dltestbed.results.records import RunRecord
-from dltestbed.workload.frameworks import REGISTRY
+from dltestbed.workload.frameworks import REGISTRY, gathered
 
 ENV_FIELDS = (
-    "tensorflow",
-    "tensorflow_cuda_build",
-    "tensorflow_cuda",
-    "tensorflow_cudnn",
-    "pytorch",
-    "pytorch_cuda",
-    "pytorch_cudnn",
+    *gathered(lambda fw: fw.build_facts),
     "cuda_runtime",
     "cudnn",
     "cublas",

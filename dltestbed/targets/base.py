@@ -4,9 +4,8 @@ callers use — nothing is looked up with getattr; what depends on the kind asks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Protocol, TypedDict, Unpack, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Protocol, Unpack, runtime_checkable
 
 from dltestbed.transport.base import (
     INTERRUPT,
@@ -16,6 +15,7 @@ from dltestbed.transport.base import (
     Abort,
     Aborted,
     CommandResult,
+    RunOptions,
     Transport,
     command_env,
 )
@@ -29,6 +29,7 @@ __all__ = [
     "Aborted",
     "CommandResult",
     "OnTransport",
+    "RunOptions",
     "Target",
     "command_env",
     "machine_under",
@@ -65,15 +66,7 @@ class Target(Protocol):
     data_dir: str | None
     compile_cache: str | None
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run argv, call on_line for each stdout line as it arrives, write stderr to stderr_log.
         Raises Aborted, with the abort's reason, when the run was aborted."""
         ...
@@ -92,15 +85,6 @@ class Target(Protocol):
         """--gpus per-gpu: the runs of this target see this GPU (UUID) alone, on these CPUs, where the target
         must be told (a container is made so); a target whose workload the runner pins does nothing."""
         ...
-
-
-class RunOptions(TypedDict, total=False):
-    """run()'s keyword arguments, as Target.run declares them."""
-
-    env: Mapping[str, str] | None
-    timeout: float | None
-    on_line: Callable[[str], None] | None
-    stderr_log: Path | None
 
 
 class OnTransport:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
+from typing import Unpack
 
 from dltestbed.config import missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError, TargetError
@@ -20,7 +20,7 @@ from dltestbed.results.records import new_id
 from dltestbed.runtimes import CONTAINER_CACHE, CONTAINER_DATA, CONTAINER_USER, ContainerOptions, Runtime
 from dltestbed.shield import shielded
 from dltestbed.sizes import SIZE_RE
-from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, Target
+from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
 
 VENV_PYTHON = "/opt/dltestbed/venv/bin/python"
 
@@ -213,16 +213,9 @@ class ContainerTarget:
             f"{self.runtime.name} runs the container as {user}, a subordinate uid of the user its CLI runs as"
         )
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run argv in a fresh container; the container is removed afterwards, whatever happened."""
+        env = options.get("env")
         name = f"dltestbed-{new_id('c').split('-', 1)[1]}"
         opts = self._resolve()
         extra_env = (("DLTESTBED_IMAGE_DIGEST", self.digest), *((env or {}).items()))
@@ -246,9 +239,8 @@ class ContainerTarget:
         )
         command = self.runtime.run_argv(self.image, name, argv, opts)
         try:
-            return self.inner.run(
-                command, env=self.runtime_env, timeout=timeout, on_line=on_line, stderr_log=stderr_log
-            )
+            on_host: RunOptions = {**options, "env": self.runtime_env}  # the workload's env went into the container
+            return self.inner.run(command, **on_host)
         finally:
             # a second Ctrl-C waits for the removal; a host that is gone: nothing more to do
             with shielded(), contextlib.suppress(TargetError):

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from dltestbed.secretenv import scrub
 
@@ -82,18 +82,20 @@ class CommandResult:
         return f"exited with code {self.returncode}"
 
 
+class RunOptions(TypedDict, total=False):
+    """How a command runs, every transport's and target's `run` alike: its environment's additions, its time
+    limit (seconds), where each stdout line goes as it comes, and the file its stderr is appended to."""
+
+    env: Mapping[str, str] | None
+    timeout: float | None
+    on_line: Callable[[str], None] | None
+    stderr_log: Path | None
+
+
 class Transport(Protocol):
     """Runs one command at a time on a machine; `abort` stops it from any thread, even while it starts."""
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run argv; stdout lines to on_line as they come, stderr to stderr_log and a tail."""
         ...
 

@@ -9,21 +9,12 @@ import os
 import signal
 import subprocess
 import threading
-import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dltestbed.errors import TargetError
-from dltestbed.transport.base import (
-    INTERRUPT,
-    STDERR_TAIL_LINES,
-    Abort,
-    Aborted,
-    AbortLatch,
-    CommandResult,
-    command_env,
-)
+from dltestbed.transport.base import RunOptions, command_env
+from dltestbed.transport.command import Ended, Stderr, Streamed
 
 TERM_GRACE_SECONDS = 10.0
 
@@ -44,31 +35,26 @@ def stop_process(proc: subprocess.Popen[str]) -> None:
             continue
 
 
-class LocalProcess:
+@dataclass
+class _Running:
+    """A local command while it runs: its process, the thread that drains its stderr, its time limit's timer."""
+
+    proc: subprocess.Popen[str]
+    drain: threading.Thread | None = None
+    timer: threading.Timer | None = None
+
+
+class LocalProcess(Streamed[_Running]):
     """Runs commands here, one at a time; `abort` stops the current one from any thread."""
 
     def __init__(self, where: str, drop: Sequence[str] = ()) -> None:
+        super().__init__()
         self.where = where  # for messages: this machine's name
         self.drop = tuple(drop)  # this process's variables a command does not get (its own env may set them)
-        self._abort = AbortLatch()
 
-    def abort(self, why: Abort = INTERRUPT) -> None:
-        """Stop the command in progress, or the one being started: its `run` raises Aborted(why)."""
-        self._abort.request(why)
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
-        """Run argv; stdout lines go to on_line as they come, stderr to the log and a tail.
-        Aborted when it was aborted."""
-        full_env = command_env({k: v for k, v in os.environ.items() if k not in self.drop}, env)
-        start = time.monotonic()
+    def _start(self, argv: Sequence[str], options: RunOptions) -> _Running:
+        """The command's process, in a session of its own, its stdin a pipe held open here."""
+        full_env = command_env({k: v for k, v in os.environ.items() if k not in self.drop}, options.get("env"))
         try:
             proc = subprocess.Popen(
                 list(argv),
@@ -81,56 +67,43 @@ class LocalProcess:
                 start_new_session=True,
             )
         except OSError as exc:
-            if (first := self._abort.detach()) is not None:
-                raise Aborted(first) from None
             raise TargetError(f"cannot start {argv[0]!r} on {self.where}: {exc.strerror}") from None
-        tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
-        timed_out = threading.Event()
+        return _Running(proc)
+
+    def _follow(self, held: _Running, argv: Sequence[str], options: RunOptions, err: Stderr) -> Ended:
+        """stdout's lines to on_line, stderr's to `err` (a thread of its own), the time limit a watchdog."""
+        proc, timed_out, timeout, on_line = held.proc, threading.Event(), options.get("timeout"), options.get("on_line")
 
         def drain_stderr() -> None:
             assert proc.stderr is not None
             for line in proc.stderr:
-                tail.append(line.rstrip("\n"))
-                if log:
-                    log.write(line)
-                    log.flush()
+                err.line(line.rstrip("\n"))
 
         def watchdog() -> None:
             timed_out.set()
             stop_process(proc)
 
-        err_thread = threading.Thread(target=drain_stderr, daemon=True)
-        err_thread.start()
-        timer = threading.Timer(timeout, watchdog) if timeout else None
-        if timer:
-            timer.daemon = True
-            timer.start()
-        why: Abort | None = None
-        try:
-            self._abort.attach(lambda: stop_process(proc))
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if on_line:
-                    on_line(line.rstrip("\n"))
-            proc.wait()
-        finally:
-            why = self._abort.detach()
-            if timer:
-                timer.cancel()
-            stop_process(proc)
-            with contextlib.suppress(OSError):
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            err_thread.join(5)
-            if log:
-                log.close()
-        if why is not None:
-            raise Aborted(why)
-        return CommandResult(
-            argv=list(argv),
-            returncode=proc.returncode,
-            duration=time.monotonic() - start,
-            stderr_tail=list(tail),
-            timed_out=timed_out.is_set(),
-        )
+        held.drain = threading.Thread(target=drain_stderr, daemon=True)
+        held.drain.start()
+        if timeout:
+            held.timer = threading.Timer(timeout, watchdog)
+            held.timer.daemon = True
+            held.timer.start()
+        self._abort.attach(lambda: stop_process(proc))
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if on_line:
+                on_line(line.rstrip("\n"))
+        proc.wait()
+        return Ended(proc.returncode, timed_out.is_set())
+
+    def _let_go(self, held: _Running, reusable: bool) -> None:
+        """The process group stopped if it still runs, its stdin closed, its stderr drained."""
+        if held.timer:
+            held.timer.cancel()
+        stop_process(held.proc)
+        with contextlib.suppress(OSError):
+            if held.proc.stdin is not None:
+                held.proc.stdin.close()
+        if held.drain:
+            held.drain.join(5)

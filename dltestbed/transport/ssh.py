@@ -13,23 +13,21 @@ import select
 import shlex
 import socket
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dltestbed import hints
 from dltestbed.errors import HostKeyError, TargetError
 from dltestbed.inventory import Host
-from dltestbed.transport.base import INTERRUPT, STDERR_TAIL_LINES, Abort, Aborted, AbortLatch, CommandResult
+from dltestbed.transport.base import RunOptions
+from dltestbed.transport.command import Ended, Stderr, Streamed
 from dltestbed.transport.hostkeys import add_host_keys, known_hosts_files
 from dltestbed.transport.sshlink import (
     DEAD_PEER_SECONDS,
     POOL,
-    ErrStream,
     LineStream,
     Liveness,
-    Lost,
     close_conn,
     cut,
     is_live,
@@ -41,9 +39,10 @@ from dltestbed.transport.sshlink import (
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
-class SSH:
+class SSH(Streamed[Any]):
     """SSH to `host`, through `via` when given; host keys from `known_hosts` (default: the host's
-    recorded ones, see known_hosts_files). One command at a time; `abort` closes its session."""
+    recorded ones, see known_hosts_files). One command at a time (transport/command.py's `run`, held by a fabric
+    Connection); `abort` closes its session, or the connection being opened for one."""
 
     def __init__(
         self,
@@ -57,12 +56,7 @@ class SSH:
         self.via = via
         self.known_hosts = list(known_hosts) if known_hosts is not None else None
         self.connect_timeout = connect_timeout
-        self._abort = AbortLatch()
-
-    def abort(self, why: Abort = INTERRUPT) -> None:
-        """Stop the command in progress (or the connection being opened for one): its session is closed,
-        and its `run` raises Aborted(why)."""
-        self._abort.request(why)
+        super().__init__()
 
     @property
     def _key(self) -> tuple[Any, ...]:
@@ -200,35 +194,20 @@ class SSH:
         POOL.put(self._key, conn)
         return None
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        on_line: Callable[[str], None] | None = None,
-        stderr_log: Path | None = None,
-    ) -> CommandResult:
-        """Run argv on the host, streaming stdout lines; closing the session ends the command.
-        Aborted when it was aborted."""
+    def _start(self, argv: Sequence[str], options: RunOptions) -> Any:
+        """A connection to the host: one kept from its last command, or a new one."""
+        return POOL.take(self._key) or self.connect()
+
+    def _follow(self, held: Any, argv: Sequence[str], options: RunOptions, err: Stderr) -> Ended:
+        """The command in a session of the connection, its output streamed as it comes; closing the session ends
+        the command (and the workload, which watches its stdin)."""
         # SSH libraries load only where a command connects
         from invoke.exceptions import CommandTimedOut
 
+        conn, env = held, options.get("env")
         envs = [f"{k}={v}" for k, v in (env or {}).items()]
         command = "cd /tmp && exec " + shlex.join(["env", *envs, *argv] if envs else list(argv))
-        tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        start = time.monotonic()
-        timed_out = False
-        try:
-            conn = POOL.take(self._key) or self.connect()
-        except TargetError:
-            if (first := self._abort.detach()) is not None:
-                raise Aborted(first) from None
-            raise
-        clean = False  # the command ran to its end: its connection is kept for the next one
-        log = stderr_log.open("a", encoding="utf-8") if stderr_log else None
-        out, err = LineStream(on_line), ErrStream(log, tail)
-        why: Abort | None = None
+        out, errs = LineStream(options.get("on_line")), LineStream(err.line)
         alive: Liveness | None = None
         transport = conn.client.get_transport()
         lost = f"host {self.host.name}: the SSH connection was lost"
@@ -246,37 +225,34 @@ class SSH:
                     pty=False,
                     in_stream=False,
                     out_stream=out,
-                    err_stream=err,
-                    timeout=timeout,
+                    err_stream=errs,
+                    timeout=options.get("timeout"),
                 )
             code = result.exited
             if code == -1 and not (transport and transport.is_active()) and not self._abort.requested:
                 cause = getattr(transport, "saved_exception", None)
                 said = (str(cause) or type(cause).__name__) if cause is not None else ""  # EOFError() says ""
                 how = silent if alive.dead else f" ({said})" if said else ""
-                raise Lost(f"{lost}{how} before the command ended")
-            clean = code >= 0 and not alive.dead
+                raise TargetError(f"{lost}{how} before the command ended")
+            return Ended(code, reusable=code >= 0 and not alive.dead)
         except CommandTimedOut:
-            timed_out, code = True, 124
-        except Lost as exc:
-            raise TargetError(str(exc)) from None
+            return Ended(124, timed_out=True)
+        except TargetError:
+            raise
         except Exception as exc:
-            why = self._abort.detach()
-            if why is not None:
-                raise Aborted(why) from None
+            if self._abort.requested:
+                raise  # the skeleton says Aborted, with the abort's reason
             if alive is not None and alive.dead:
                 raise TargetError(lost + silent + " before the command ended") from None
             raise TargetError(f"host {self.host.name}: the SSH session broke: {exc}") from None
         finally:
-            why = self._abort.detach() or why
-            if clean and why is None and is_live(conn):
-                POOL.put(self._key, conn)  # the command is over; its channel (the workload's stdin) is closed
-            else:
-                close_conn(conn)  # the remote workload sees stdin close and stops (--watch-stdin)
             out.close()
-            err.close()
-            if log:
-                log.close()
-        if why is not None:
-            raise Aborted(why)
-        return CommandResult(list(argv), code, time.monotonic() - start, list(tail), timed_out)
+            errs.close()
+
+    def _let_go(self, held: Any, reusable: bool) -> None:
+        """The connection kept for the next command when the command ran to its end and it still lives, else
+        closed: the remote workload sees its stdin close and stops (--watch-stdin)."""
+        if reusable and is_live(held):
+            POOL.put(self._key, held)  # the command is over; its channel (the workload's stdin) is closed
+        else:
+            close_conn(held)

@@ -7,7 +7,6 @@ import atexit
 import contextlib
 import socket
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,24 +37,7 @@ class LineStream:
         self._buf = ""
 
 
-class ErrStream(LineStream):
-    def __init__(self, log: Any, tail: deque[str]) -> None:
-        super().__init__(self._keep)
-        self._log = log
-        self._tail = tail
-
-    def _keep(self, line: str) -> None:
-        self._tail.append(line)
-        if self._log:
-            self._log.write(line + "\n")
-            self._log.flush()
-
-
 DEAD_PEER_SECONDS = 30  # a host whose network is cut is noticed within this (plus a keep-alive period)
-
-
-class Lost(Exception):
-    """The connection died under a running command (not an abort)."""
 
 
 def notice_a_dead_peer(transport: Any) -> None:

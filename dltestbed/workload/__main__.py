@@ -22,7 +22,7 @@ from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.workload.args import parse, schema
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import ErrorEvent
-from dltestbed.workload.frameworks import ModelRun, framework
+from dltestbed.workload.frameworks import ModelRun, framework, gathered
 from dltestbed.workload.loop import StepError
 from dltestbed.workload.micro import run_micro
 from dltestbed.workload.start import prepare
@@ -53,7 +53,7 @@ def run(spec: WorkloadSpec, emitter: Emitter, watch_stdin: bool = False) -> None
 
     nvml = Nvml.open()
     gpus = nvml.devices() if nvml else []
-    fp = fingerprint.base() | data_facts
+    fp = fingerprint.base(gathered(lambda f: f.distributions)) | data_facts
     model_run = ModelRun(spec, classes, trained, held, cluster, nvml, gpus, fp, _process_start)
     framework(spec.framework).run_model(model_run, emitter)
 

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 from pydantic import BaseModel
 
-from dltestbed.config import PER_GPU, ProbeSpec, RunSpec, Spec, WorkloadSpec, load_spec
+from dltestbed.config import ProbeSpec, RunSpec, Spec, WorkloadSpec, load_spec
 from dltestbed.errors import ConfigError
 
 USAGE = """run one benchmark, a model's run or the microbenchmarks (a spec whose model is "micro"), and print
@@ -97,7 +97,4 @@ def parse(argv: list[str]) -> tuple[Spec | None, argparse.Namespace]:
         return None, ns
     if ns.spec is None:
         raise ConfigError("--spec SPEC is required: the run's spec as JSON (see --help)")
-    spec = load_spec(_text(ns.spec, ns.watch_stdin))
-    if spec.gpus == PER_GPU:  # the controller's: it starts one process per GPU, each with its gpu
-        raise ConfigError("gpus per-gpu is the controller's (a process per GPU); a workload takes gpu UUID")
-    return spec, ns
+    return load_spec(_text(ns.spec, ns.watch_stdin)), ns

@@ -40,32 +40,32 @@ def convolve(tf: ModuleType, x: Any, f: Any, stride: int) -> Any:
     return tf.nn.conv2d(x, f, stride, "SAME")
 
 
-def verdicts(
-    gpu: int | None, result: Callable[[], Any], exact: tuple[Any, Any], tol: float, repeat: bool, name: str = ""
-) -> list[Checked]:
-    """The checks of one computation, whatever the framework: its result (`result()`, a float64 array) against
-    float64 (and against a second run of it, bit for bit, with `repeat`). `exact`: (the result in float64, the
-    magnitudes |A|·|B|), as arrays."""
-    got = result()
-    expected, magnitude = exact
-    out = [Checked("reference", gpu, numerics.judge(got, expected, magnitude, tol), name)]
+@dataclass(frozen=True)
+class Computed:
+    """One checked computation of a framework: `compute()` makes its result on the device; `exact` holds (the
+    result in float64, the magnitudes |A|·|B|) as the framework's tensors; `host` brings a tensor to the host as
+    a float64 array (the framework's own way)."""
+
+    gpu: int | None
+    compute: Callable[[], Any]
+    exact: tuple[Any, Any]
+    host: Callable[[Any], Any]
+
+
+def verdicts(c: Computed, tol: float, repeat: bool, name: str = "") -> list[Checked]:
+    """The checks of one computation, whatever the framework: its result against float64 within `tol` (and
+    against a second run of it, bit for bit, with `repeat`)."""
+    got = c.host(c.compute())
+    expected, magnitude = (c.host(x) for x in c.exact)
+    out = [Checked("reference", c.gpu, numerics.judge(got, expected, magnitude, tol), name)]
     if repeat:
-        out.append(Checked("repeat", gpu, numerics.judge(result(), got, magnitude, 0.0), name))
+        out.append(Checked("repeat", c.gpu, numerics.judge(c.host(c.compute()), got, magnitude, 0.0), name))
     return out
 
 
-def _verdicts(
-    tf: ModuleType,
-    gpu: int | None,
-    compute: Callable[[], Any],
-    exact: tuple[Any, Any],
-    tol: float,
-    repeat: bool,
-    name: str = "",
-) -> list[Checked]:
-    """`verdicts` of a TensorFlow computation."""
-    arrays = (exact[0].numpy(), exact[1].numpy())
-    return verdicts(gpu, lambda: tf.cast(compute(), tf.float64).numpy(), arrays, tol, repeat, name)
+def _host(tf: ModuleType) -> Callable[[Any], Any]:
+    """A TensorFlow tensor on the host, as a float64 array."""
+    return lambda t: tf.cast(t, tf.float64).numpy()
 
 
 def gemm_check(tf: ModuleType, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
@@ -85,7 +85,8 @@ def gemm_check(tf: ModuleType, device: str, gpu: int | None, n: int, math: str, 
                     return product(tf, a, b)
 
             exact = tf.linalg.matmul(a64, b64), tf.linalg.matmul(tf.abs(a64), tf.abs(b64))
-            return _verdicts(tf, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
+            computed = Computed(gpu, compute, exact, _host(tf))
+            return verdicts(computed, numerics.bound(n, math), repeat, f"{math} n={n}")
 
     return check
 
@@ -110,7 +111,7 @@ def conv_check(
 
             exact = tf.nn.conv2d(x64, f64, stride, "SAME"), tf.nn.conv2d(tf.abs(x64), tf.abs(f64), stride, "SAME")
             tol = numerics.bound(k * k * cin, "float32", numerics.FAST_CONV)
-            return _verdicts(tf, gpu, compute, exact, tol, repeat)
+            return verdicts(Computed(gpu, compute, exact, _host(tf)), tol, repeat)
 
     return check
 

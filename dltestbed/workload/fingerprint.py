@@ -8,7 +8,7 @@ import os
 import platform
 import pwd
 import socket
-from types import ModuleType
+from collections.abc import Sequence
 from typing import Any
 
 from dltestbed.workload import hostfacts
@@ -44,8 +44,9 @@ def _user() -> str | None:
         return None
 
 
-def base() -> dict[str, Any]:
-    """What is known without TensorFlow."""
+def base(frameworks: Sequence[str]) -> dict[str, Any]:
+    """What is known without a framework loaded; `frameworks`: the distributions of every framework, whose
+    installed versions it records beside dltestbed's and NumPy's (acceptance compares them across a fleet)."""
     # psutil loads only for the measuring modes
     import psutil
 
@@ -62,47 +63,21 @@ def base() -> dict[str, Any]:
         "uid": os.getuid(),  # who the workload ran as, seen from inside (the target's run_as_user: from outside)
         "user": _user(),
         "container_image": os.environ.get("DLTESTBED_IMAGE_DIGEST"),
-        "packages": packages(),
+        "packages": packages(("dltestbed", *frameworks, "numpy")),
         **hostfacts.read(),  # CPUs online and usable, SMT, NUMA nodes, hugepages, governor: acceptance's drift
     }
 
 
-# The distributions whose versions acceptance compares across a fleet (report/drift.py): dltestbed, the frameworks
-# (TensorFlow under either distribution name), and NumPy beneath both.
-PACKAGES = ("dltestbed", "tensorflow", "tensorflow-cpu", "torch", "numpy")
-
-
-def packages() -> dict[str, str]:
-    """The installed version of each of PACKAGES this Python has, as its package metadata says (pip's view;
-    nothing imported)."""
+def packages(distributions: Sequence[str]) -> dict[str, str]:
+    """The installed version of each of these distributions this Python has, as its package metadata says (pip's
+    view; nothing imported)."""
     out = {}
-    for dist in PACKAGES:
+    for dist in distributions:
         try:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
             continue
     return out
-
-
-def tensorflow(tf: ModuleType, gpus: list[dict[str, Any]]) -> dict[str, Any]:
-    """The TensorFlow build and the GPUs it sees (NVML details merged in by index)."""
-    build = dict(tf.sysconfig.get_build_info())
-    visible = tf.config.list_physical_devices("GPU")
-    # Keras loads TensorFlow: only the modes that run a model load it
-    import keras
-
-    return {
-        "tensorflow": tf.version.VERSION,
-        "tensorflow_git": tf.version.GIT_VERSION,
-        "tensorflow_cuda_build": bool(build.get("is_cuda_build", False)),
-        "tensorflow_cuda": build.get("cuda_version"),
-        "tensorflow_cudnn": build.get("cudnn_version"),
-        "keras": keras.__version__,
-        "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "gpus_visible_to_tf": len(visible),
-        "gpus": gpus,
-    }
 
 
 # The CUDA libraries TensorFlow loads, by file-name stem, and how each says its version (libraries.py reads

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dltestbed.choices import NODE
 from dltestbed.config import NODE_PROBES, ProbeSpec
 from dltestbed.errors import ConfigError
 from dltestbed.workload.emit import Emitter
@@ -18,7 +19,7 @@ from dltestbed.workload.events import (
     SkipEvent,
     StartEvent,
 )
-from dltestbed.workload.frameworks import ProbeFramework, framework
+from dltestbed.workload.frameworks import ProbeFramework, ProbeSetup, framework, gathered
 from dltestbed.workload.start import prepare
 
 if TYPE_CHECKING:
@@ -117,11 +118,12 @@ def run_micro(spec: ProbeSpec, emitter: Emitter, watch_stdin: bool = False) -> N
 
     nvml = Nvml.open()
     gpus = nvml.devices() if nvml else []
-    fp = fingerprint.base()
+    fp = fingerprint.base(gathered(lambda f: f.distributions))
     fw = ProbeFramework()  # membw and disk alone start in a second, even in an emulated VM: no framework loaded
     if set(spec.probes) & probes.NEED_FRAMEWORK:  # seconds to import: only the probes that need it load it
-        node = spec.gpus == "node" and bool(set(spec.probes) & set(NODE_PROBES))  # the others: as on one GPU
-        fw = framework(spec.framework).for_probes(spec.gpu_memory_mib, cluster, gpus, fp, node, spec.cpu_devices)
+        node = spec.gpus == NODE and bool(set(spec.probes) & set(NODE_PROBES))  # the others: as on one GPU
+        setup = ProbeSetup(spec.gpu_memory_mib, cluster, gpus, fp, node, spec.cpu_devices)
+        fw = framework(spec.framework).for_probes(setup)
     tf, visible, strategy = fw.module, fw.gpus, fw.strategy
     seen = visible if fw.module is not None else len(gpus)  # no framework loaded (membw, disk): NVML's count
     if spec.device == "gpu" and not seen:

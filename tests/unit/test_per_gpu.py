@@ -71,7 +71,8 @@ def test_a_nodes_gpus_are_read_by_uuid_and_bus_id(tmp_path: Path) -> None:
 
 def test_each_run_gets_its_gpu_and_the_cpus_of_its_numa_node_it_may_use() -> None:
     (slot,) = pergpu.parse_slots(json.dumps([[*SECOND, "8-15,24-31"]]), "node1")
-    spec = workload_spec(model="alexnet", gpus="per-gpu")
+    (spec,) = planning.plan(models=["alexnet"], gpus="per-gpu").specs
+    assert spec.gpus == "one"  # a process of per-gpu uses one GPU: the one it is given
     bound = slot.bind(spec)
     assert (bound.gpu, bound.gpu_index, bound.cpus, bound.gpus, bound.device) == (  # type: ignore[union-attr]
         SECOND[1],
@@ -93,17 +94,23 @@ def test_each_run_gets_its_gpu_and_the_cpus_of_its_numa_node_it_may_use() -> Non
 
 
 def test_per_gpu_specs_say_what_does_not_go_together() -> None:
+    """per-gpu is the controller's placement, which its plan holds; a spec holds the GPUs of one process, and the
+    workload refuses per-gpu by the spec's own type."""
     with pytest.raises(ConfigError, match="--device cpu hides them"):
-        workload_spec(model="alexnet", gpus="per-gpu", device="cpu")
+        planning.plan(models=["alexnet"], gpus="per-gpu", device="cpu")
+    with pytest.raises(ConfigError, match="--gpus: unknown placement 'all'; known: one, node, per-gpu"):
+        planning.plan(models=["alexnet"], gpus="all")
     with pytest.raises(ConfigError, match="a GPU's UUID as nvidia-smi -L prints it"):
         workload_spec(model="alexnet", gpu="0")
     with pytest.raises(ConfigError, match="--gpu names the one GPU of a run"):
         workload_spec(model="alexnet", gpu=H100[1], gpus="node")
     with pytest.raises(ConfigError, match="a distributed job's workers use theirs"):
-        workload_spec(model="alexnet", gpus="per-gpu", distributed=True)
+        planning.plan(models=["alexnet"], gpus="per-gpu", scenario="distributed")
+    with pytest.raises(ConfigError, match="a distributed job's workers use theirs"):
+        workload_spec(model="alexnet", gpus="node", distributed=True)
     from dltestbed.workload.args import parse
 
-    with pytest.raises(ConfigError, match="gpus per-gpu is the controller's"):
+    with pytest.raises(ConfigError, match="--gpus: Input should be 'one' or 'node' \\(got 'per-gpu'\\)"):
         parse(["--spec", '{"model": "alexnet", "gpus": "per-gpu"}'])
     spec, _ = parse(["--spec", '{"model": "alexnet", "gpu": "MIG-0c6b2d1e-3f9a-5b7c-8d4e-2a1b3c4d5e6f"}'])
     assert spec.gpu.startswith("MIG-")  # type: ignore[union-attr]
@@ -183,7 +190,7 @@ def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus()
 
     plan = planning.plan(suite="micro", probes=["gemm", "d2d"], gpus="per-gpu")
     (spec,) = plan.specs
-    assert spec.gpus == "per-gpu" and pergpu.wanted(plan.specs)
+    assert spec.gpus == "one" and plan.gpus == "per-gpu" and pergpu.wanted(plan)
     bound = pergpu.GpuSlot(3, H100[1], "0000:00:07.0", "0-7").bind(spec)
     assert (bound.gpus, bound.gpu, bound.gpu_index, bound.device) == ("one", H100[1], 3, "gpu")
     assert json.loads(spec_json(bound)) == {
@@ -195,14 +202,14 @@ def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus()
         "probes": ["gemm", "d2d"],
     }
     screen = planning.plan(suite="screen", gpus="per-gpu")
-    assert all(s.gpus == "per-gpu" for s in screen.specs) and pergpu.wanted(screen.specs)
+    assert all(s.gpus == "one" for s in screen.specs) and pergpu.wanted(screen)
     node = probe_spec(probes=("allreduce",), gpus="node", cpu_devices=2)
     assert parse(["--spec", spec_json(node)])[0] == node
     with pytest.raises(ConfigError, match=r"allreduce runs between the workers of a job.*also between one machine's"):
         probe_spec(probes=("allreduce",))
     with pytest.raises(ConfigError, match="net runs between the workers of a job"):
         probe_spec(probes=("net",), gpus="node")
-    with pytest.raises(ConfigError, match="gpus per-gpu is the controller's"):
+    with pytest.raises(ConfigError, match="--gpus: Input should be 'one' or 'node'"):
         parse(["--spec", '{"model": "micro", "probes": ["gemm"], "gpus": "per-gpu"}'])
     with pytest.raises(ConfigError, match="--cpu-devices splits the CPU into replicas for --gpus node"):
         probe_spec(probes=("gemm",), cpu_devices=2)

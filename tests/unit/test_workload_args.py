@@ -55,7 +55,7 @@ def test_the_controller_sends_the_spec_alone(tmp_path: Path) -> None:
         (["--spec", '{"model": "alexnet", "step": 3}'], "--step: Extra inputs are not permitted (got 3)"),
         (["--spec", '{"model": "vgg"}'], "--model: unknown model 'vgg'"),
         (["--spec", '{"model": "micro", "probes": ["gemm"], "batch_size": 8}'], "--batch-size: Input should be 0"),
-        (["--spec", '{"model": "alexnet", "gpus": "per-gpu"}'], "gpus per-gpu is the controller's"),
+        (["--spec", '{"model": "alexnet", "gpus": "per-gpu"}'], "--gpus: Input should be 'one' or 'node'"),
         (["--spec", "-", "--watch-stdin"], "--spec - reads stdin, which --watch-stdin watches"),
         ([], "--spec SPEC is required"),
         (["--model", "alexnet"], "unrecognized arguments: --model alexnet"),  # no field is an option of its own

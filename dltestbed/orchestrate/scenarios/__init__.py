@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dltestbed.choices import COTENANTS, SCENARIOS
+from dltestbed.choices import COTENANTS, PER_GPU, SCENARIOS
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import pergpu, planning
@@ -51,11 +51,11 @@ def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Se
     sc = scenario(options.scenario)
     if not sc.alone_per_target and (plan.aa or plan.precision is not None):
         raise ConfigError(f"--aa and --repeat auto are for --scenario single (not {options.scenario}) in this version")
-    if pergpu.wanted(plan.specs):
+    if pergpu.wanted(plan):
         if not sc.alone_per_target:
-            raise ConfigError(f"--gpus per-gpu runs with --scenario single (not {options.scenario}) in this version")
+            raise ConfigError(f"--gpus {PER_GPU} runs with --scenario single (not {options.scenario}) in this version")
         if any_kind(kinds, lambda k: k.in_vm):
-            raise ConfigError("--gpus per-gpu runs on bm and cbm: a VM's GPUs are those --vm-gpus passes through")
+            raise ConfigError(f"--gpus {PER_GPU} runs on bm and cbm: a VM's GPUs are those --vm-gpus passes through")
     if options.workers is not None and not sc.takes_workers:
         raise ConfigError(
             f"--workers is only for --scenario {', '.join(n for n, s in REGISTRY.items() if s.takes_workers)}"

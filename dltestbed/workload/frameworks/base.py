@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -24,6 +24,20 @@ if TYPE_CHECKING:
     from dltestbed.workload.distributed import Cluster
     from dltestbed.workload.emit import Emitter
     from dltestbed.workload.gpu import Nvml
+
+
+@dataclass(frozen=True)
+class ProbeSetup:
+    """What a framework is loaded with for a micro run: each process's GPU memory (None: grows), the job's
+    cluster (None: no job), NVML's GPUs, the fingerprint it adds its facts to, and whether one process takes
+    every GPU of the machine (`node`; `cpu_devices` logical CPU devices where there is no GPU)."""
+
+    memory_mib: int | None
+    cluster: Cluster | None
+    gpus: list[dict[str, Any]]
+    fingerprint: dict[str, Any]
+    node: bool = False
+    cpu_devices: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,9 @@ class Framework(ABC):
     packages: ClassVar[Mapping[str, str]]  # the requirement a wheelhouse installs, per flavour (cpu, gpu)
     distributions: ClassVar[tuple[str, ...]]  # the installed distributions whose version the wheelhouse pins
     extra: ClassVar[str]  # pyproject.toml's extra that names its version where the controller has none
+    package_fact: ClassVar[str]  # the fact its installed version is compared under across a fleet (accept's drift)
+    stack_facts: ClassVar[tuple[str, ...]]  # its fingerprint's facts that decide which kernels run and how they sum
+    build_facts: ClassVar[tuple[str, ...]]  # its fingerprint's facts of its build, which the report's environment shows
     imports: ClassVar[tuple[str, ...]]  # what an install imports to check it works
     requires: ClassVar[tuple[str, ...]] = ()  # what else its workload imports (pinned to the controller's)
     # each model's revision, bumped when its code changes in a way that moves its img/s (a board's value is of one;
@@ -97,15 +114,7 @@ class Framework(ABC):
         samples and the summary (and the accuracy with --accuracy)."""
 
     @abstractmethod
-    def for_probes(
-        self,
-        memory_mib: int | None,
-        cluster: Cluster | None,
-        gpus: list[dict[str, Any]],
-        fingerprint: dict[str, Any],
-        node: bool = False,
-        cpu_devices: int | None = None,
-    ) -> ProbeFramework:
+    def for_probes(self, setup: ProbeSetup) -> ProbeFramework:
         """Load the framework for a micro run: GPU memory set before anything touches a GPU, a distributed job's
         strategy made before any other op (it waits for every worker), or with `node` one over every GPU of this
         machine (`cpu_devices`: the CPU's logical devices where there is none); the fingerprint given its
@@ -142,6 +151,12 @@ def register(cls: type[Framework]) -> type[Framework]:
     for name in sorted(REGISTRY, key=FRAMEWORKS.index):  # in choices' order, whatever the imports' order
         REGISTRY[name] = REGISTRY.pop(name)
     return cls
+
+
+def gathered(facts: Callable[[type[Framework]], Iterable[str]]) -> tuple[str, ...]:
+    """What every framework declares of one kind (`facts` of its class), in choices.FRAMEWORKS' order: the tables
+    the report and acceptance read, made from the registry rather than written again."""
+    return tuple(f for cls in REGISTRY.values() for f in facts(cls))
 
 
 def framework(name: str) -> Framework:

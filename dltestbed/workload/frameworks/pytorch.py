@@ -23,7 +23,14 @@ from dltestbed import hints
 from dltestbed.errors import ConfigError
 from dltestbed.workload.distributed import COLLECTIVE_TIMEOUT, Cluster
 from dltestbed.workload.events import AccuracyEvent, StartEvent
-from dltestbed.workload.frameworks.base import COMPILE_CACHE_ENV, Framework, ModelRun, ProbeFramework, register
+from dltestbed.workload.frameworks.base import (
+    COMPILE_CACHE_ENV,
+    Framework,
+    ModelRun,
+    ProbeFramework,
+    ProbeSetup,
+    register,
+)
 
 if TYPE_CHECKING:
     from dltestbed.workload.emit import Emitter
@@ -44,6 +51,9 @@ class PyTorch(Framework):
     packages = MappingProxyType({"cpu": "torch", "gpu": "torch"})
     distributions = ("torch",)
     extra = "pytorch"
+    package_fact = "torch"
+    stack_facts = ("pytorch", "pytorch_cuda", "torch_threads")  # it splits a reduction over its intra-op threads
+    build_facts = ("pytorch", "pytorch_cuda", "pytorch_cudnn")
     imports = ("torch", "PIL")
     requires = ("pillow",)  # real data's JPEGs (TensorFlow decodes its own)
     # 2: the padding computed in the convolutions and pools, not copied before them (the same numbers, faster);
@@ -87,25 +97,18 @@ class PyTorch(Framework):
         first = f"{environ['MASTER_ADDR']}:{environ['MASTER_PORT']}"
         return Cluster((first, *(f"rank {i}" for i in range(1, size))), rank)
 
-    def for_probes(
-        self,
-        memory_mib: int | None,
-        cluster: Cluster | None,
-        gpus: list[dict[str, Any]],
-        fingerprint: dict[str, Any],
-        node: bool = False,
-        cpu_devices: int | None = None,
-    ) -> ProbeFramework:
+    def for_probes(self, setup: ProbeSetup) -> ProbeFramework:
         """PyTorch, its GPU's memory sliced as asked, a job's process group joined (left when the process ends),
         its own gemm, conv, all-reduce and net probes (probes/torchprobes.py) and checks (torchchecked.py). One
         process over every GPU (`node`) is not PyTorch's way: planning refuses it before anything runs."""
+        cluster, fingerprint = setup.cluster, setup.fingerprint
         torch = _import(fingerprint["host"])
         # lazy: the probes import nothing of PyTorch themselves, but are PyTorch's only
         from dltestbed.workload.probes import torchchecked, torchprobes
 
         gpu = torch.cuda.is_available()
         if gpu:
-            _memory_slice(torch, memory_mib)
+            _memory_slice(torch, setup.memory_mib)
             torch.backends.cudnn.benchmark = True  # the convolutions' algorithms tuned, as TensorFlow's are
         dist, agree = None, None
         if cluster is not None:  # before any other op: it waits here for every worker
@@ -113,7 +116,7 @@ class PyTorch(Framework):
             atexit.register(torch.distributed.destroy_process_group)
             dist = torch.distributed
             agree = torchprobes.agreeing(torch, dist, "cuda:0" if gpu else "cpu")
-        fingerprint.update(facts(torch, gpus, gpu))
+        fingerprint.update(facts(torch, setup.gpus, gpu))
         visible = torch.cuda.device_count() if gpu else 0
         return ProbeFramework(torch, visible, dist, agree, torchprobes.PROBES, torchchecked)
 

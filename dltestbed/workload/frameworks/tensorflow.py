@@ -8,15 +8,17 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.metadata as md
+import os
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
+from dltestbed.choices import NODE
 from dltestbed.errors import ConfigError
 from dltestbed.workload import distributed
 from dltestbed.workload.events import AccuracyEvent, StartEvent
-from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, register
+from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, ProbeSetup, register
 
 if TYPE_CHECKING:
     from dltestbed.config import WorkloadSpec
@@ -35,6 +37,9 @@ class TensorFlow(Framework):
     packages = MappingProxyType({"cpu": "tensorflow-cpu", "gpu": "tensorflow[and-cuda]"})
     distributions = ("tensorflow-cpu", "tensorflow")
     extra = "cpu"
+    package_fact = "tensorflow"  # either distribution
+    stack_facts = ("tensorflow", "tensorflow_git", "keras", "onednn")  # "op determinism ... same hardware and software"
+    build_facts = ("tensorflow", "tensorflow_cuda_build", "tensorflow_cuda", "tensorflow_cudnn")
     imports = ("tensorflow", "keras")
 
     @classmethod
@@ -54,26 +59,18 @@ class TensorFlow(Framework):
         """The cluster of TF_CONFIG."""
         return distributed.cluster_from_env(environ.get("TF_CONFIG"))
 
-    def for_probes(
-        self,
-        memory_mib: int | None,
-        cluster: Cluster | None,
-        gpus: list[dict[str, Any]],
-        fingerprint: dict[str, Any],
-        node: bool = False,
-        cpu_devices: int | None = None,
-    ) -> ProbeFramework:
+    def for_probes(self, setup: ProbeSetup) -> ProbeFramework:
         """TensorFlow, its GPUs configured (growth or a slice), and MultiWorkerMirroredStrategy for a job, or
         MirroredStrategy over every GPU of this machine (`node`: NCCL's all-reduce; without a GPU, `cpu_devices`
         logical CPU devices)."""
         tf = importlib.import_module("tensorflow")
         # lazy: TensorFlow loads only in the modes that use it
-        from dltestbed.workload import fingerprint as facts
         from dltestbed.workload import tfgpu
 
-        if cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
-            tfgpu.split_cpu(tf, cpu_devices)
-        gpu_count = tfgpu.configure(tf, memory_mib)  # before anything touches a GPU
+        cluster, fingerprint = setup.cluster, setup.fingerprint
+        if setup.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
+            tfgpu.split_cpu(tf, setup.cpu_devices)
+        gpu_count = tfgpu.configure(tf, setup.memory_mib)  # before anything touches a GPU
         strategy, agree = None, None
         if cluster:  # before any other TensorFlow op; it waits here for every worker
             # lazy: as above
@@ -82,11 +79,11 @@ class TensorFlow(Framework):
             strategy = distributed.strategy(tf, gpu_count)
             fingerprint.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
             agree = agreeing(tf, strategy)
-        elif node:
+        elif setup.node:
             strategy, collective = distributed.node(tf, gpu_count)
             fingerprint.update(distributed.job_facts(strategy, None, collective))
         visible = len(tf.config.list_physical_devices("GPU"))
-        fingerprint.update(facts.tensorflow(tf, gpus))
+        fingerprint.update(facts(tf, setup.gpus))
         return ProbeFramework(tf, visible, strategy, agree)  # the catalog's gemm, conv, net, allreduce are its own
 
     def build(self, fingerprint: Mapping[str, Any]) -> str:
@@ -158,7 +155,7 @@ def _devices(tf: ModuleType, run: ModelRun) -> tuple[int, Any, int, str]:
     job's, or --gpus node's); then the math resolved, and the fingerprint given TensorFlow's facts and the job's.
     The GPUs TensorFlow sees, the strategy (None: one device), the replicas on this worker, and the math."""
     # lazy: TensorFlow loads only in the modes that run a model
-    from dltestbed.workload import fingerprint, mathmode, tfgpu
+    from dltestbed.workload import mathmode, tfgpu
 
     spec, cluster, fp = run.spec, run.cluster, run.fingerprint
     if spec.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
@@ -167,12 +164,12 @@ def _devices(tf: ModuleType, run: ModelRun) -> tuple[int, Any, int, str]:
     strategy, collective = None, ""
     if cluster:  # before any other TensorFlow op
         strategy, collective = distributed.strategy(tf, gpu_count), distributed.collective(gpu_count)
-    elif spec.gpus == "node":
+    elif spec.gpus == NODE:
         strategy, collective = distributed.node(tf, gpu_count)
     math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
     if spec.device == "gpu" and not gpu_count:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
-    fp.update(fingerprint.tensorflow(tf, run.gpus))
+    fp.update(facts(tf, run.gpus))
     if strategy is not None:
         fp.update(distributed.job_facts(strategy, cluster, collective))
     return gpu_count, strategy, int(fp.get("local_replicas", 1)), math
@@ -192,3 +189,24 @@ def _step(
     with strategy.scope():
         model = models.build(spec.model, spec.size, classes)
         return model, loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size, **how)
+
+
+def facts(tf: ModuleType, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """The TensorFlow build and the GPUs it sees (NVML details merged in by index)."""
+    build = dict(tf.sysconfig.get_build_info())
+    visible = tf.config.list_physical_devices("GPU")
+    # Keras loads TensorFlow: only the modes that run a model load it
+    import keras
+
+    return {
+        "tensorflow": tf.version.VERSION,
+        "tensorflow_git": tf.version.GIT_VERSION,
+        "tensorflow_cuda_build": bool(build.get("is_cuda_build", False)),
+        "tensorflow_cuda": build.get("cuda_version"),
+        "tensorflow_cudnn": build.get("cudnn_version"),
+        "keras": keras.__version__,
+        "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpus_visible_to_tf": len(visible),
+        "gpus": gpus,
+    }

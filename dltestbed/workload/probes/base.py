@@ -272,5 +272,28 @@ def near_node(facts: dict[str, Any]) -> str:
     )
 
 
+def allreduce_cases(
+    scale: str, ranks: int, call: Callable[[int], Callable[[int], None]], check: Callable[[int], Any], how: str
+) -> list[Case | Skip]:
+    """The all-reduce's cases, one a message size, whatever framework runs it: `call(size)` times `reps` sums of
+    `size` bytes of float32, `check(size)` checks one. Reported as nccl-tests does: algorithm bandwidth = bytes ÷
+    time, bus bandwidth = algbw × 2(n−1)/n over `ranks`; `how` says who the ranks are."""
+    sizes = ALLREDUCE_BYTES[scale]
+    return [
+        Case(
+            "allreduce",
+            f"{size_words(size)} algbw",
+            "B/s",
+            float(size),
+            call(size),
+            derived=((f"{size_words(size)} busbw", size * 2 * (ranks - 1) / ranks),),
+            headline=size == sizes[-1],
+            note=f"{how}; busbw = algbw x 2(n-1)/n (nccl-tests)",
+            check=check(size),
+        )
+        for size in sizes
+    ]
+
+
 def size_words(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dltestbed.workload import checked
-from dltestbed.workload.probes.base import ALLREDUCE_BYTES, GATHER_BYTES, Case, Skip, Where, size_words
+from dltestbed.workload.probes.base import GATHER_BYTES, Case, Skip, Where, allreduce_cases, size_words
 
 
 def _collective(w: Where, make: Callable[[Any], Any], x: Any) -> Callable[[int], None]:
@@ -49,25 +49,15 @@ def allreduce(w: Where) -> list[Case | Skip]:
     tf, n = w.framework, int(w.strategy.num_replicas_in_sync)  # a rank per replica, as nccl-tests counts GPUs
     if n < 2:
         raise Skip("one replica: nothing to all-reduce between (a machine with one GPU)")
-    cases: list[Case | Skip] = []
-    sizes = ALLREDUCE_BYTES[w.scale]
-    for size in sizes:
+
+    def call(size: int) -> Callable[[int], None]:
         x = tf.ones([size // 4], tf.float32)
-        call = _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), x)
-        cases.append(
-            Case(
-                "allreduce",
-                f"{size_words(size)} algbw",
-                "B/s",
-                float(size),
-                call,
-                derived=((f"{size_words(size)} busbw", size * 2 * (n - 1) / n),),
-                headline=size == sizes[-1],
-                note=f"{n} replicas on {w.workers} workers; busbw = algbw x 2(n-1)/n (nccl-tests)",
-                check=checked.allreduce_check(tf, w.strategy, w.gpu, size),
-            )
-        )
-    return cases
+        return _collective(w, lambda ctx: lambda t: ctx.all_reduce(tf.distribute.ReduceOp.SUM, t), x)
+
+    def check(size: int) -> Any:
+        return checked.allreduce_check(tf, w.strategy, w.gpu, size)
+
+    return allreduce_cases(w.scale, n, call, check, f"{n} replicas on {w.workers} workers")
 
 
 def net(w: Where) -> list[Case | Skip]:

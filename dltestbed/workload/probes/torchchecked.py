@@ -9,7 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from dltestbed.workload import numerics
-from dltestbed.workload.checked import Checked, verdicts
+from dltestbed.workload.checked import Checked, Computed, verdicts
 from dltestbed.workload.probes.base import Where, nvml_index
 
 
@@ -58,18 +58,9 @@ def devices(w: Where) -> list[tuple[str, int | None]]:
     return [(f"cuda:{i}", nvml_index(w, i)) for i in range(len(w.gpu_names))] or [("cpu", None)]
 
 
-def _verdicts(
-    torch: ModuleType,
-    gpu: int | None,
-    compute: Callable[[], Any],
-    exact: tuple[Any, Any],
-    tol: float,
-    repeat: bool,
-    name: str = "",
-) -> list[Checked]:
-    """checked.verdicts of a PyTorch computation (its tensors brought to the host as float64)."""
-    arrays = (exact[0].cpu().numpy(), exact[1].cpu().numpy())
-    return verdicts(gpu, lambda: compute().to(torch.float64).cpu().numpy(), arrays, tol, repeat, name)
+def _host(torch: ModuleType) -> Callable[[Any], Any]:
+    """A PyTorch tensor on the host, as a float64 array."""
+    return lambda t: t.to(torch.float64).cpu().numpy()
 
 
 def product(torch: ModuleType, a: Any, b: Any) -> Any:
@@ -94,7 +85,7 @@ def gemm_check(
                 return product(torch, a, b)
 
         exact = a64 @ b64, a64.abs() @ b64.abs()
-        return _verdicts(torch, gpu, compute, exact, numerics.bound(n, math), repeat, f"{math} n={n}")
+        return verdicts(Computed(gpu, compute, exact, _host(torch)), numerics.bound(n, math), repeat, f"{math} n={n}")
 
     return check
 
@@ -117,7 +108,7 @@ def conv_check(
 
         exact = convolve(torch, x64, f64, stride), convolve(torch, x64.abs(), f64.abs(), stride)
         tol = numerics.bound(k * k * cin, "float32", numerics.FAST_CONV)
-        return _verdicts(torch, gpu, compute, exact, tol, repeat)
+        return verdicts(Computed(gpu, compute, exact, _host(torch)), tol, repeat)
 
     return check
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from dltestbed.workload.checked import CHECK_N
 from dltestbed.workload.probes.base import (
-    ALLREDUCE_BYTES,
     GATHER_BYTES,
     Case,
     Skip,
     Where,
+    allreduce_cases,
     size_words,
 )
 from dltestbed.workload.probes.compute import at_size, conv_shapes, gemm_case, gemm_plan
@@ -132,29 +132,20 @@ def allreduce(w: Where) -> list[Case | Skip]:
     algorithm bandwidth = bytes ÷ time, bus bandwidth = algbw × 2(n−1)/n."""
     dist, torch = job(w), w.framework
     n, where = dist.get_world_size(), device(w)
-    cases: list[Case | Skip] = []
-    sizes = ALLREDUCE_BYTES[w.scale]
-    for size in sizes:
+
+    def call(size: int) -> Callable[[int], None]:
         x = torch.ones(size // 4, dtype=torch.float32, device=where)
 
-        def call(reps: int, x: Any = x) -> None:
+        def reduce(reps: int) -> None:
             _blocking(torch, where, reps, lambda: dist.all_reduce(x))  # x grows: the time is the same
             x.fill_(1.0)
 
-        cases.append(
-            Case(
-                "allreduce",
-                f"{size_words(size)} algbw",
-                "B/s",
-                float(size),
-                call,
-                derived=((f"{size_words(size)} busbw", size * 2 * (n - 1) / n),),
-                headline=size == sizes[-1],
-                note=f"{n} ranks on {w.workers} workers ({dist.get_backend()}); busbw = algbw x 2(n-1)/n (nccl-tests)",
-                check=allreduce_check(torch, dist, where, w.gpu, size),
-            )
-        )
-    return cases
+        return reduce
+
+    def check(size: int) -> Any:
+        return allreduce_check(torch, dist, where, w.gpu, size)
+
+    return allreduce_cases(w.scale, n, call, check, f"{n} ranks on {w.workers} workers ({dist.get_backend()})")
 
 
 def net(w: Where) -> list[Case | Skip]:
