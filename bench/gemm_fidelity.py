@@ -28,9 +28,10 @@ from typing import Any
 
 import torch
 
+from dltestbed.workload.frameworks.pytorch import probes as torchprobes
+from dltestbed.workload.frameworks.pytorch.checks import set_math
 from dltestbed.workload.gpu import Nvml
-from dltestbed.workload.probes import base, torchprobes
-from dltestbed.workload.probes.torchchecked import set_math
+from dltestbed.workload.probes import base
 
 POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap (report/health.REASONS)
 

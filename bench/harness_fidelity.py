@@ -42,7 +42,7 @@ from dltestbed.results.store import Store
 BARE = r"""
 import sys, time
 import keras, tensorflow as tf
-from dltestbed.workload import models
+from dltestbed.workload.frameworks.tensorflow import models
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
 math, xla, source = sys.argv[6], sys.argv[7] == "1", sys.argv[8]
@@ -80,7 +80,7 @@ print(batch * steps / (time.perf_counter() - t0), "nan", who)  # FLOPs are count
 BARE_TORCH = r"""
 import sys, time
 import torch
-from dltestbed.workload.frameworks import torchmodels
+from dltestbed.workload.frameworks.pytorch import models as torchmodels
 model_name = sys.argv[1]
 size, batch, warmup, steps = (int(v) for v in sys.argv[2:6])
 math, xla, source = sys.argv[6], sys.argv[7] == "1", sys.argv[8]

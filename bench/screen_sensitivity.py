@@ -1,5 +1,5 @@
 """The screen's sensitivity, measured rather than assumed: one bit flipped in one element of a product, as a failing
-core would, through the checks' own product hook (workload/probes/torchchecked.product) and judged by the
+core would, through the checks' own product hook (workload/frameworks/pytorch/checks.product) and judged by the
 screen's own check (torchchecked.gemm_check: the product against float64 within numerics.bound).
 
 For each math and bit position — the significand's lowest and highest bit, the exponent's lowest and highest —
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from dltestbed.workload import numerics, peaks
-from dltestbed.workload.probes import torchchecked
+from dltestbed.workload.frameworks.pytorch import checks as torchchecked
 
 # Where a math's product is stored: its integer view, and its significand's bits (the exponent's follow).
 STORED = {"float32": (torch.int32, 23, 8), "tf32": (torch.int32, 23, 8), "bfloat16": (torch.int16, 7, 8),

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -149,6 +150,25 @@ def _pip(args: list[str], what: str, hint: str = "") -> None:
         raise WheelhouseError(f"{what} failed: {last[-1] if last else f'pip exited {proc.returncode}'}{hint}")
 
 
+# What dltestbed's wheel is built from: the project file, the readme it names, and the package.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "dltestbed")
+
+
+def build_wheel(root: Path, dest: Path) -> None:
+    """dltestbed's wheel into `dest`, built from a clean copy of WHEEL_SOURCES: the wheel holds exactly the
+    checkout's files (setuptools reuses the checkout's build/ folder, where a module since removed or made a
+    package would linger), and nothing is written into the checkout."""
+    with tempfile.TemporaryDirectory(prefix="dltestbed-wheel-") as scratch:
+        src = Path(scratch) / "src"
+        src.mkdir()
+        for name in WHEEL_SOURCES:
+            if (root / name).is_dir():
+                shutil.copytree(root / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(root / name, src / name)
+        _pip(["wheel", "--no-deps", "-q", "-w", str(dest), str(src)], "building the dltestbed wheel")
+
+
 def constraints_text(reqs: list[str]) -> str:
     """pip's constraints: every distribution of the controller at its version (the hosts run what it measured
     with), but those the requirements pin themselves (a GPU host's torch is not the controller's +cpu build)."""
@@ -221,7 +241,7 @@ def _build(flavor: str, frameworks: tuple[str, ...], root: Path, reqs: list[str]
     tmp.mkdir(parents=True)
     constraints = tmp / "constraints.txt"
     constraints.write_text(constraints_text(reqs))
-    _pip(["wheel", "--no-deps", "-q", "-w", str(tmp), str(root)], "building the dltestbed wheel")
+    build_wheel(root, tmp)
     cpu_torch = " (PyTorch's CPU build is on its own index: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)"
     _pip(
         ["download", "-q", "-d", str(tmp), "--only-binary=:all:", "-c", str(constraints), *reqs],

@@ -116,6 +116,6 @@ def markdown(found: Iterable[Versus]) -> list[str]:
         "other against first: 1 − other ÷ first images/sec (positive: the other framework is slower), as the "
         "geometric mean of the per-repetition ratios (paired t on log ratios: the frameworks' runs interleaved "
         "in one bench) or the ratio of geometric means (Welch t); img/s: geometric mean of the ok runs. The "
-        "same models layer for layer in both frameworks (workload/frameworks/torchmodels.py). from launch: the "
+        "same models layer for layer in both frameworks (workload/frameworks/pytorch/models.py). from launch: the "
         "launch-to-finish time, the framework's import and the model's build included.",
     ]

@@ -14,7 +14,8 @@ def main(n: int, batch: int = 3) -> dict[str, object]:
     import numpy as np
     import tensorflow as tf
 
-    from dltestbed.workload import checked, data, distributed, loop
+    from dltestbed.workload import checked, distributed, loop
+    from dltestbed.workload.frameworks.tensorflow import data
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
@@ -70,7 +71,8 @@ def loss_scale() -> dict[str, object]:
     import numpy as np
     import tensorflow as tf
 
-    from dltestbed.workload import data, loop
+    from dltestbed.workload import loop
+    from dltestbed.workload.frameworks.tensorflow import data
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

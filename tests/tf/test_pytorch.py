@@ -39,8 +39,8 @@ def test_each_model_has_kerass_weights_layer_for_layer(model: str, size: int) ->
     1000 classes, Keras's published figures."""
     import keras
 
-    from dltestbed.workload import models
-    from dltestbed.workload.frameworks import torchmodels
+    from dltestbed.workload.frameworks.pytorch import models as torchmodels
+    from dltestbed.workload.frameworks.tensorflow import models
 
     keras.backend.clear_session()  # default names numbered from 0 again (conv2d, conv2d_1, ...)
     keras_model = models.build(model, size, 1000)
@@ -252,7 +252,7 @@ def test_pytorchs_convolution_pads_as_tensorflows_same(h: int, w: int, k: int, s
     import tensorflow as tf
     import torch
 
-    from dltestbed.workload.probes.torchchecked import convolve
+    from dltestbed.workload.frameworks.pytorch.checks import convolve
 
     rng = np.random.default_rng(0)
     x, f = rng.standard_normal((1, h, w, 3)).astype("float32"), rng.standard_normal((k, k, 3, 4)).astype("float32")
@@ -304,7 +304,7 @@ def test_a_flipped_top_exponent_bit_is_always_caught_and_a_lowest_significand_bi
     import torch
 
     from bench.screen_sensitivity import Flip, bits
-    from dltestbed.workload.probes import torchchecked
+    from dltestbed.workload.frameworks.pytorch import checks as torchchecked
 
     plain, rng, seen = torchchecked.product, np.random.default_rng(7), {}
     try:

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dltestbed.workload.frameworks import torchmodels
-from dltestbed.workload.frameworks.torchmodels import (
+from dltestbed.workload.frameworks.pytorch import models as torchmodels
+from dltestbed.workload.frameworks.pytorch.models import (
     Bottleneck,
     ConvNorm,
     MaxPoolSame,

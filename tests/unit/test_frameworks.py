@@ -14,7 +14,7 @@ from dltestbed.orchestrate import gpus, planning
 from dltestbed.orchestrate.preview import describe
 from dltestbed.workload.frameworks import REGISTRY, framework
 from dltestbed.workload.frameworks.pytorch import PyTorch
-from dltestbed.workload.probes import torchprobes
+from dltestbed.workload.frameworks.pytorch import probes as torchprobes
 
 
 def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:

@@ -83,3 +83,27 @@ def test_the_pinned_requirements_are_not_constrained_again() -> None:
     assert "torch" not in pinned and "tensorflow-cpu" in pinned and "numpy" in pinned
     assert "tensorflow" not in pinned  # tensorflow[and-cuda]: named by the requirements
     assert "torch" in {line.split("==")[0].lower() for line in wheelhouse.constraints_text(["numpy"]).splitlines()}
+
+
+def test_the_wheel_holds_the_checkouts_files_alone(tmp_path: Path) -> None:
+    """A checkout whose build/ folder holds a module since removed (setuptools would copy it into the wheel) and a
+    compiled file: dltestbed's wheel holds the package as it is, and the checkout gets nothing written."""
+    import zipfile
+
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for name in wheelhouse.WHEEL_SOURCES:
+        src = wheelhouse.source_root() / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
+    stale = root / "build" / "lib" / "dltestbed" / "workload" / "frameworks" / "pytorch.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("raise ImportError('a module that became a package')\n")
+    (root / "dltestbed" / "__pycache__").mkdir(exist_ok=True)
+    (root / "dltestbed" / "__pycache__" / "stale.cpython-311.pyc").write_bytes(b"\0")
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    wheelhouse.build_wheel(root, tmp_path / "out")
+    (wheel,) = (tmp_path / "out").glob("dltestbed-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "dltestbed/workload/frameworks/pytorch/__init__.py" in names and "dltestbed/boards/h200-sxm.toml" in names
+    assert "dltestbed/workload/frameworks/pytorch.py" not in names and not any(".pyc" in n for n in names)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # no build/, no egg-info written

@@ -1,4 +1,4 @@
-"""Microbenchmarks, run on the target by `python -m dltestbed.workload micro`: each probe is a list of
+"""Microbenchmarks, run on the target by the workload with a spec whose model is "micro": each probe is a list of
 cases, each case a callable timed `warmup` + `steps` times and turned into a rate (FLOP/s, B/s).
 
 A case's call does its work `reps` times and blocks until the result is on the host; `reps` is

@@ -1,4 +1,4 @@
-"""The benchmark models in PyTorch, layer for layer those of workload/models.py (Keras): the same layers,
+"""The benchmark models in PyTorch, layer for layer those of frameworks/tensorflow/models.py (Keras): the same layers,
 sizes and padding, the same weights per layer (tests/tf/test_pytorch.py counts them against Keras's).
 Written here, not taken from torchvision: torchvision's ResNet-50 is v1.5 without conv biases, its
 Inception-v3 has an auxiliary head and scaled batch norms, and torchvision does not import beside the CPU
@@ -80,7 +80,7 @@ def max_pool_same(kernel: int, stride: int) -> nn.Module:
 
 
 class AlexNet(nn.Module):
-    """workload/models.alexnet: 5 conv + 3 dense, ReLU, 'same' max pools, dropout 0.5."""
+    """frameworks/tensorflow/models.alexnet: 5 conv + 3 dense, ReLU, 'same' max pools, dropout 0.5."""
 
     def __init__(self, size: int, classes: int) -> None:
         super().__init__()

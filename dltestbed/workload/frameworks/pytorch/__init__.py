@@ -1,5 +1,5 @@
 """PyTorch: a model's run on one device (the CPU, or the one GPU the process sees), alone or as a worker of a
-DDP job (one process per GPU), its models those of torchmodels.py (Keras's, layer for layer). The math as
+DDP job (one process per GPU), its models those of pytorch/models.py (Keras's, layer for layer). The math as
 for TensorFlow: float32 with TF32 off, TF32, autocast bfloat16, autocast float16 with a gradient scaler;
 `--xla` compiles the step with torch.compile (PyTorch's counterpart), Inductor's caches in the bench's folder
 ($DLTESTBED_COMPILE_CACHE) where it gave one; --deterministic asks for deterministic algorithms, cuBLAS's fixed
@@ -99,12 +99,13 @@ class PyTorch(Framework):
 
     def for_probes(self, setup: ProbeSetup) -> ProbeFramework:
         """PyTorch, its GPU's memory sliced as asked, a job's process group joined (left when the process ends),
-        its own gemm, conv, all-reduce and net probes (probes/torchprobes.py) and checks (torchchecked.py). One
+        its own gemm, conv, all-reduce and net probes (pytorch/probes.py) and checks (pytorch/checks.py). One
         process over every GPU (`node`) is not PyTorch's way: planning refuses it before anything runs."""
         cluster, fingerprint = setup.cluster, setup.fingerprint
         torch = _import(fingerprint["host"])
         # lazy: the probes import nothing of PyTorch themselves, but are PyTorch's only
-        from dltestbed.workload.probes import torchchecked, torchprobes
+        from dltestbed.workload.frameworks.pytorch import checks as torchchecked
+        from dltestbed.workload.frameworks.pytorch import probes as torchprobes
 
         gpu = torch.cuda.is_available()
         if gpu:
@@ -139,7 +140,7 @@ class PyTorch(Framework):
         torch = _import(run.fingerprint["host"])
         # lazy: PyTorch, NVML and the CUDA runtime load only in the modes that use them
         from dltestbed.workload import fingerprint, loop, mathmode
-        from dltestbed.workload.frameworks import torchsteps
+        from dltestbed.workload.frameworks.pytorch import steps as torchsteps
         from dltestbed.workload.sampler import Sampler, watched
 
         gpu = spec.device != "cpu" and torch.cuda.is_available()
@@ -234,7 +235,8 @@ def _model(torch: ModuleType, run: ModelRun, math: str, device: Any, workers: in
     """The model on its device (channels last on a GPU: what tensor cores' convolutions read), its step (the model
     wrapped in DDP in a job) and its batches (each worker its own data)."""
     # lazy: these import PyTorch
-    from dltestbed.workload.frameworks import torchmodels, torchsteps
+    from dltestbed.workload.frameworks.pytorch import models as torchmodels
+    from dltestbed.workload.frameworks.pytorch import steps as torchsteps
 
     spec = run.spec
     model: Any = torchmodels.build(spec.model, spec.size, run.classes).to(device)

@@ -11,6 +11,15 @@ from types import ModuleType
 from typing import Any
 
 from dltestbed.workload.checked import CHECK_N
+from dltestbed.workload.frameworks.pytorch.checks import (
+    allreduce_check,
+    conv_check,
+    convolve,
+    dtype,
+    gemm_check,
+    normal,
+    set_math,
+)
 from dltestbed.workload.probes.base import (
     GATHER_BYTES,
     Case,
@@ -20,15 +29,6 @@ from dltestbed.workload.probes.base import (
     size_words,
 )
 from dltestbed.workload.probes.compute import at_size, conv_shapes, gemm_case, gemm_plan
-from dltestbed.workload.probes.torchchecked import (
-    allreduce_check,
-    conv_check,
-    convolve,
-    dtype,
-    gemm_check,
-    normal,
-    set_math,
-)
 
 
 def device(w: Where) -> str:

@@ -65,7 +65,7 @@ class TensorFlow(Framework):
         logical CPU devices)."""
         tf = importlib.import_module("tensorflow")
         # lazy: TensorFlow loads only in the modes that use it
-        from dltestbed.workload import tfgpu
+        from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
 
         cluster, fingerprint = setup.cluster, setup.fingerprint
         if setup.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
@@ -99,7 +99,9 @@ class TensorFlow(Framework):
         import tensorflow as tf
 
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
-        from dltestbed.workload import data, fingerprint, loop, mathmode, tfgpu
+        from dltestbed.workload import fingerprint, loop, mathmode
+        from dltestbed.workload.frameworks.tensorflow import data
+        from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
         from dltestbed.workload.sampler import Sampler, watched
 
         spec, cluster = run.spec, run.cluster
@@ -155,7 +157,8 @@ def _devices(tf: ModuleType, run: ModelRun) -> tuple[int, Any, int, str]:
     job's, or --gpus node's); then the math resolved, and the fingerprint given TensorFlow's facts and the job's.
     The GPUs TensorFlow sees, the strategy (None: one device), the replicas on this worker, and the math."""
     # lazy: TensorFlow loads only in the modes that run a model
-    from dltestbed.workload import mathmode, tfgpu
+    from dltestbed.workload import mathmode
+    from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
 
     spec, cluster, fp = run.spec, run.cluster, run.fingerprint
     if spec.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
@@ -180,7 +183,8 @@ def _step(
 ) -> tuple[Any, Any]:
     """The model built and its step compiled, under the strategy's scope when the run is distributed."""
     # lazy: Keras and TensorFlow load only in the modes that run a model
-    from dltestbed.workload import loop, mathmode, models
+    from dltestbed.workload import loop, mathmode
+    from dltestbed.workload.frameworks.tensorflow import models
 
     how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
     if strategy is None:
