@@ -19,6 +19,8 @@ from dltestbed.errors import ConfigError
 from dltestbed.workload import distributed
 from dltestbed.workload.events import AccuracyEvent, StartEvent
 from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, ProbeSetup, register
+from dltestbed.workload.frameworks.tensorflow import data, models
+from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
 
 if TYPE_CHECKING:
     from dltestbed.config import WorkloadSpec
@@ -64,16 +66,13 @@ class TensorFlow(Framework):
         MirroredStrategy over every GPU of this machine (`node`: NCCL's all-reduce; without a GPU, `cpu_devices`
         logical CPU devices)."""
         tf = importlib.import_module("tensorflow")
-        # lazy: TensorFlow loads only in the modes that use it
-        from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
-
         cluster, fingerprint = setup.cluster, setup.fingerprint
         if setup.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
             tfgpu.split_cpu(tf, setup.cpu_devices)
         gpu_count = tfgpu.configure(tf, setup.memory_mib)  # before anything touches a GPU
         strategy, agree = None, None
         if cluster:  # before any other TensorFlow op; it waits here for every worker
-            # lazy: as above
+            # lazy: TensorFlow's collectives, a job's only
             from dltestbed.workload.probes.collective import agreeing
 
             strategy = distributed.strategy(tf, gpu_count)
@@ -100,8 +99,6 @@ class TensorFlow(Framework):
 
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
         from dltestbed.workload import fingerprint, loop, mathmode
-        from dltestbed.workload.frameworks.tensorflow import data
-        from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
         from dltestbed.workload.sampler import Sampler, watched
 
         spec, cluster = run.spec, run.cluster
@@ -158,7 +155,6 @@ def _devices(tf: ModuleType, run: ModelRun) -> tuple[int, Any, int, str]:
     The GPUs TensorFlow sees, the strategy (None: one device), the replicas on this worker, and the math."""
     # lazy: TensorFlow loads only in the modes that run a model
     from dltestbed.workload import mathmode
-    from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
 
     spec, cluster, fp = run.spec, run.cluster, run.fingerprint
     if spec.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
@@ -184,7 +180,6 @@ def _step(
     """The model built and its step compiled, under the strategy's scope when the run is distributed."""
     # lazy: Keras and TensorFlow load only in the modes that run a model
     from dltestbed.workload import loop, mathmode
-    from dltestbed.workload.frameworks.tensorflow import models
 
     how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
     if strategy is None:
