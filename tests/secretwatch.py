@@ -82,14 +82,27 @@ class SecretWatch:
             return  # gone, or not ours to read
 
     def descendants(self, root: int) -> list[tuple[int, str, int, str]]:
-        """The processes seen below `root` (pid, name, real uid, command line), as their parents were read."""
+        """The processes seen below `root` (pid, name, real uid, command line), as their parents were read. A child
+        last seen between its fork and its exec (a short-lived command: it ran and ended between two reads) is a
+        copy of its parent, its user and command line the parent's: it is not a process of its own, and is left
+        out (read while a charliecloud bench ran, it once counted as a root process the bench had started)."""
         below = {root}
         grew = True
         while grew:
             new = {pid for pid, (ppid, *_) in self.procs.items() if ppid in below and pid not in below}
             below |= new
             grew = bool(new)
-        return [(pid, *self.procs[pid][1:]) for pid in sorted(below - {root}) if pid in self.procs]
+        return [
+            (pid, *self.procs[pid][1:])
+            for pid in sorted(below - {root})
+            if pid in self.procs and not self._unexeced(pid)
+        ]
+
+    def _unexeced(self, pid: int) -> bool:
+        """Whether a process was last read as a copy of its parent (forked, not yet exec'd)."""
+        ppid, _, uid, shown = self.procs[pid]
+        parent = self.procs.get(ppid)
+        return parent is not None and (parent[2], parent[3]) == (uid, shown)
 
     @staticmethod
     def _is_cli(pid: int, me: int) -> bool:

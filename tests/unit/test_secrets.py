@@ -105,3 +105,17 @@ def test_the_watch_stays_on_the_roots_filesystem(tmp_path: Path) -> None:
     finally:
         for m in reversed(mounts):
             subprocess.run(["umount", str(m)], check=True)
+
+
+def test_a_child_caught_between_fork_and_exec_is_its_parent() -> None:
+    """A short-lived command read only before its exec shows its parent's user and command line: the watch's
+    descendants leave it out, and keep what the parent started once it ran as itself."""
+    watch = SecretWatch("x")
+    watch.procs = {
+        10: (1, "python", 0, "python -m dltestbed bench"),
+        11: (10, "python", 0, "python -m dltestbed bench"),  # forked, not yet exec'd when last read
+        12: (10, "setpriv", 0, "setpriv --reuid=u -- ch-run img -- python -m dltestbed.workload"),
+        13: (12, "python", 1000, "python -m dltestbed.workload --spec {}"),
+        14: (13, "python", 1000, "python -m dltestbed.workload --spec {}"),  # the workload's own fork
+    }
+    assert [p[0] for p in watch.descendants(10)] == [12, 13]
