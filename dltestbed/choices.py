@@ -26,7 +26,7 @@ Gpus = Literal["one", "node", "per-gpu"]
 # one it sees); per-gpu is the controller's alone, which gives each of its processes one GPU
 ProcessGpus = Literal["one", "node"]
 ONE, NODE = get_args(ProcessGpus)
-PER_GPU = get_args(Gpus)[2]
+(PER_GPU,) = set(get_args(Gpus)) - set(get_args(ProcessGpus))  # the placement no one process takes
 ProbeScale = Literal["small", "full"]  # small: seconds per probe on 2 cores; full: the models' shapes
 VirtType = Literal["kvm", "qemu"]  # libvirt domain types: KVM, or TCG emulation
 Framework = Literal["tensorflow", "pytorch"]  # what a model's run computes with (workload/frameworks/)

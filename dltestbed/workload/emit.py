@@ -32,12 +32,14 @@ class Emitter:
 
     def document(self, text: str) -> None:
         """Write a document where events go, for a command that runs nothing (the workload's --schema)."""
-        self._stream.write(text + "\n")
-        self._stream.flush()
+        self._write(text + "\n")
 
     def emit(self, ev: Event) -> None:
-        """Write one event line. If the reader is gone, there is no one to work for: exit at once."""
-        line = encode(ev) + "\n"
+        """Write one event line."""
+        self._write(encode(ev) + "\n")
+
+    def _write(self, line: str) -> None:
+        """Write and flush, one writer at a time. If the reader is gone, there is no one to work for: exit at once."""
         with self._lock:
             try:
                 self._stream.write(line)
