@@ -56,3 +56,5 @@ def test_a_store_of_each_schema_reports(schema: int, tmp_path: Path) -> None:
     assert doc["groups"] and all(g["key"]["model"] and g["key"]["framework"] for g in doc["groups"])
     assert sum(g["runs"] + g["failed"] for g in doc["groups"]) >= 1
     assert _version(copy) == schema  # a report reads a store, never writes it
+    latest = run_cli("report", "--results", str(copy))  # as a user asks: the latest bench, in Markdown
+    assert latest.returncode == 0 and "| bm |" in latest.stdout, latest.stderr[-2000:]
