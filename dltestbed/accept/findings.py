@@ -165,6 +165,8 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     hold_runs = read_runs(store, [b for r in ctx.data(Hold.name).get("rounds", []) for b in r])
     rerun = second.get("rerun", [])
     back_runs = read_runs(store, rejoin.get("measure", []))
+    again = rejoin.get("again", {})  # a mended node slow beside its controls, measured beside them again
+    again_runs = read_runs(store, [b for batch in again.get("batches", []) for b in batch["benches"]])
     measures = fleet.get("measures") or node_measures(first_runs, store)
     failed = {**fleet.get("failed", failures(first_runs))}
     second_failed = failures(second_runs)
@@ -176,7 +178,7 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     wrong_sums = gpus_mod.node_wrong(store, [*first_runs, *second_runs])
     mended = {
         node: [Reason("runs", FAIL, f"a run failed once the node was mended: {why}", judge_mod.FAILED_ACTION)]
-        for node, why in failures([r for r in back_runs if r.host in rejoined]).items()
+        for node, why in failures([r for r in back_runs + again_runs if r.host in rejoined]).items()
     }
     for src in (_pairs(ctx, store), _trends(ctx, store), held, wrong_sums, mended):
         for node, reasons in src.items():
@@ -188,7 +190,7 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         final = [r for r in first_runs if r.host not in rerun] + [r for r in second_runs if r.host in rerun]
         final += [r for r in back_runs if r.host in rejoined]
         superseded = [r for r in first_runs if r.host in rerun] + [r for r in second_runs if r.host not in rerun]
-        superseded += hold_runs + [r for r in back_runs if r.host not in rejoined]
+        superseded += hold_runs + [r for r in back_runs if r.host not in rejoined] + again_runs
         gpus = gpus_mod.verdicts(store, final, ctx.request.expected, superseded)
         for node, count in {**pre.get("gpus", {}), **rejoin.get("gpus", {})}.items():
             judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
@@ -217,6 +219,8 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         out_verdict=FAIL if ctx.request.unreachable == "fail" else UNDECIDED,
         controls=_controls(second, store) | _controls(rejoin, store),
         rejoined=tuple(rejoined),
+        again=node_measures([r for r in again_runs if r.host in rejoined], store),
+        controls_again=_controls(again, store),
         together=second.get("together", True),
     )
     every = {

@@ -12,7 +12,9 @@ the same `slowdown` bar (a z-score needs more peers than a second pass has): wha
 CONTROLS_MIN controls: the suspicion cannot be confirmed.
 
 A node the stages could not reach, provision or measure is left out of the stages after, and judged on that
-alone: cannot judge (or fail, as the site chooses), naming the stage and why."""
+alone: cannot judge (or fail, as the site chooses), naming the stage and why. Once mended (--resume), it is
+measured beside controls; a measure it is slow in there is measured again beside them, and it fails only when
+slow both times (as a suspect must be slow in both passes)."""
 
 from __future__ import annotations
 
@@ -82,6 +84,10 @@ class Findings:
     controls: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
     together: bool = True
     rejoined: Sequence[str] = ()  # nodes left out, then measured once mended (--resume): `second` has their values
+    # a mended node measured again where it was slow beside its controls: measure → node → value, and its controls'
+    # values in that round (as `controls`)
+    again: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    controls_again: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
 
     @property
     def judged(self) -> tuple[str, ...]:
@@ -183,10 +189,33 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
     return out
 
 
-def _beside(f: Findings, node: str, name: str, rerun: float, first: str) -> Reason | None:
-    """A value measured beside controls (a suspect's rerun, or a mended node's), against their median: a reason,
-    or None where the controls are too few (the caller says so in its words)."""
-    controls = f.controls.get(node, {}).get(name, {})
+def slow_beside(
+    measured: Mapping[str, Mapping[str, float]], nodes: Sequence[str], controls: Sequence[str], slowdown: float
+) -> list[str]:
+    """The nodes (of `nodes`) slow in any measure against the median of the controls measured beside them
+    (measure → node → value): `slowdown` % or more below it, with CONTROLS_MIN controls or more."""
+    slow = []
+    for node in nodes:
+        for values in measured.values():
+            beside = {c: values[c] for c in controls if c in values}
+            if node in values and len(beside) >= CONTROLS_MIN and against_controls(values[node], beside)[1] >= slowdown:
+                slow.append(node)
+                break
+    return slow
+
+
+def _beside(
+    f: Findings,
+    node: str,
+    name: str,
+    rerun: float,
+    first: str,
+    among: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+) -> Reason | None:
+    """A value measured beside controls (a suspect's rerun, or a mended node's), against their median (the
+    controls of `among`, or of the second pass and rejoin): a reason, or None where the controls are too few (the
+    caller says so in its words)."""
+    controls = (f.controls if among is None else among).get(node, {}).get(name, {})
     if len(controls) < CONTROLS_MIN:
         return None
     mid, off = against_controls(rerun, controls)
@@ -200,19 +229,36 @@ def _beside(f: Findings, node: str, name: str, rerun: float, first: str) -> Reas
 
 
 def _mended(f: Findings, node: str) -> list[Reason]:
-    """A node left out and measured once mended (--resume): each measure against the controls measured beside it."""
+    """A node left out and measured once mended (--resume): each measure against the controls measured beside it;
+    one it was slow in, against the controls measured beside it again (slow both times: a fail)."""
     mine = {name: values[node] for name, values in f.second.items() if node in values}
     if not mine:
         return [Reason("measures", UNDECIDED, "not measured once mended", "accept it again")]
     out = []
     for name, value in mine.items():
         r = _beside(f, node, name, value, f"once mended {value:.4g}, ")
+        again = f.again.get(name, {}).get(node)
         if r is None:
             few = f"{name}: measured once mended; fewer than {CONTROLS_MIN} known-good nodes ran beside it"
             out.append(Reason(name, UNDECIDED, few, "accept it again with more like nodes", f"{value:.4g}"))
+        elif r.verdict == FAIL and again is not None:
+            out.append(_mended_again(f, node, name, r, f"once mended {value:.4g}, again {again:.4g}, "))
         else:
             out.append(Reason(name, r.verdict, f"{name} once mended (--resume): {r.why}", r.action, r.evidence))
     return out
+
+
+def _mended_again(f: Findings, node: str, name: str, first: Reason, values: str) -> Reason:
+    """A mended node's measure that was slow beside its controls, measured again beside them: cleared or failed."""
+    again = f.again[name][node]
+    r = _beside(f, node, name, again, values, f.controls_again)
+    said = f"{name} once mended (--resume): {first.why}"
+    if r is None:
+        few = f"{said}; measured again, fewer than {CONTROLS_MIN} known-good nodes ran beside it"
+        return Reason(name, UNDECIDED, few, "accept it again with more like nodes", f"{again:.4g}")
+    if r.verdict == PASS:
+        return Reason(name, PASS, f"{said}; cleared when measured again: {r.why}", "", r.evidence)
+    return Reason(name, FAIL, f"{said}; and again: {r.why}", r.action, r.evidence)
 
 
 def _failures(f: Findings, node: str) -> list[Reason]:

@@ -205,6 +205,11 @@ def _beside(data: dict[str, Any]) -> dict[str, object]:
     }
 
 
+def _rejoined(data: dict[str, Any]) -> dict[str, object]:
+    """What rejoin ran: the mended nodes, beside controls, and those slow there again beside them."""
+    return _beside(data) | {"nodes": data.get("rejoined", []), "again": _beside(data.get("again", {}))}
+
+
 def verdict(ctx: Ctx) -> AcceptOutcome:
     """Judge every node and GPU, do (or show) the remedies, write the pack, sign its manifest."""
     store = Store.open(ctx.request.results, read_only=True)
@@ -237,7 +242,7 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
             "board of its kind reaches."
         ),
         "second_pass": _beside(ctx.data(SecondPass.name)),
-        "rejoined": _beside(ctx.data(Rejoin.name)) | {"nodes": ctx.data(Rejoin.name).get("rejoined", [])},
+        "rejoined": _rejoined(ctx.data(Rejoin.name)),
     }
     pack.write(ctx.request.out, summary, nodes, every, ctx.request.inventory, done, f.left_out)
     evidence.write_manifest(ctx.request.out)

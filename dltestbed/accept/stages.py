@@ -17,7 +17,7 @@ from dltestbed import __version__
 from dltestbed.accept import facts as facts_mod
 from dltestbed.accept.context import PREFLIGHT, REJOIN, Ctx, frameworks_in, golden_spec, on_every_node, read_runs
 from dltestbed.accept.gpus import failing_nodes
-from dltestbed.accept.judge import suspects
+from dltestbed.accept.judge import slow_beside, suspects
 from dltestbed.accept.state import StageRecord, digest
 from dltestbed.accept.workloads import measure_benches, node_bench, pair_bench, pairs_of
 from dltestbed.config import DEFAULT_FRAMEWORK
@@ -417,9 +417,31 @@ class Rejoin(Stage):
         plan = batches_of(trying, controls if trying else [], ctx.request.parallel)
         batches, measured = beside_controls(ctx, plan)
         out |= {n: why for n, why in unanswered(ctx.runs(measured)).items() if n in trying}
-        data |= {"out": out, "rejoined": [n for n in trying if n not in out], "measure": measured}
+        rejoined = [n for n in trying if n not in out]
+        data |= {"out": out, "rejoined": rejoined, "measure": measured}
         data |= {"batches": batches, "controls": plan.controls, "together": plan.together}
-        return StageRecord("", benches + measured, data)
+        # slow beside its controls: measured beside them again, as a suspect is in the second pass (one round of
+        # noise fails no node)
+        again = batches_of(_slow_in(ctx, batches, rejoined, plan.controls), plan.controls, ctx.request.parallel)
+        again_batches, again_measured = beside_controls(ctx, again)
+        data["again"] = {"batches": again_batches, "controls": again.controls, "together": again.together}
+        return StageRecord("", benches + measured + again_measured, data)
+
+
+def _slow_in(
+    ctx: Ctx, batches: Sequence[Mapping[str, Any]], nodes: Sequence[str], controls: Sequence[str]
+) -> list[str]:
+    """The nodes (of `nodes`) slow in any measure beside the controls of their batch."""
+    store = Store.open(ctx.request.results, read_only=True)
+    try:
+        slow: list[str] = []
+        for batch in batches:
+            measured = node_measures(read_runs(store, batch["benches"]), store)
+            mine = [n for n in batch["nodes"] if n in nodes]
+            slow += slow_beside(measured, mine, controls, ctx.request.slowdown)
+        return slow
+    finally:
+        store.close()
 
 
 def run_stages(ctx: Ctx, say: Callable[[str], None], only: Collection[str] = ()) -> None:

@@ -135,6 +135,39 @@ def test_a_node_mended_and_resumed_is_judged_against_the_controls_beside_it() ->
     assert _one(unmeasured, "n5").verdict == UNDECIDED
 
 
+def test_a_mended_node_slow_beside_its_controls_fails_only_when_slow_again_beside_them() -> None:
+    nodes = (*NODES, "n5")
+    slow = {"alexnet img/s": {"n5": 75.0}}  # 25 % below its controls' median: one round of noise, or a fault
+
+    def mended(again: float, controls: dict[str, float] = BESIDE["alexnet img/s"]) -> judge.Reason:
+        f = judge.Findings(
+            nodes,
+            measures=FIRST,
+            second=slow,
+            controls={"n5": BESIDE},
+            rejoined=("n5",),
+            slowdown=20,
+            again={"alexnet img/s": {"n5": again}},
+            controls_again={"n5": {"alexnet img/s": controls}},
+        )
+        (r,) = [r for r in _one(judge.judge(f), "n5").reasons if r.check == "alexnet img/s"]
+        return r
+
+    cleared = mended(102.0, {"n1": 99.0, "n2": 101.0})
+    assert cleared.verdict == PASS
+    assert cleared.why.startswith("alexnet img/s once mended (--resume): 25 % below the median of its controls")
+    assert "; cleared when measured again: 2 % above the median of its controls n1, n2" in cleared.why
+    assert cleared.evidence == "once mended 75, again 102, controls' median 100 (n1 99, n2 101)"
+    failed = mended(70.0)
+    assert failed.verdict == FAIL and "; and again: 30 % below the median of its controls n1, n2, n3" in failed.why
+    few = mended(70.0, {"n1": 99.0})
+    assert few.verdict == UNDECIDED and "measured again, fewer than 2 known-good nodes ran beside it" in few.why
+    # what the stage measures again: a node slow in any measure beside enough controls, by the same bar
+    measured = {"m": {"a": 79.0, "b": 81.0, "c1": 100.0, "c2": 100.0}, "k": {"a": 10.0, "b": 5.0, "c1": 10.0}}
+    assert judge.slow_beside(measured, ["a", "b"], ["c1", "c2"], 20) == ["a"]  # k: one control alone judges none
+    assert judge.slow_beside(measured, ["a", "b"], ["c1", "c2"], 22) == []
+
+
 def test_the_second_pass_batches_controls_and_pairs_rounds() -> None:
     first = {"m": {"n1": 100.0, "n2": 90.0, "n3": 101.0, "n4": 99.0, "n5": 50.0}, "k": {"n1": 10.0, "n3": 10.0}}
     assert stages.choose_controls(first, ["n1", "n2", "n3", "n4"], 3) == ["n4", "n1", "n3"]  # nearest the medians
