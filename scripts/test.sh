@@ -59,6 +59,14 @@ echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows str
 # exec: $pid2 is pytest itself, so a stop reaches it
 (
     export XDG_STATE_HOME="$state2"
+    # a Podman store of its own (removed with the run's, by fresh_cleanup): stream 1's tests prune theirs
+    # (test_image_build_is_cached), and the VM tier's guest image is found through the Podman image it carries
+    if [[ -n "$fresh_root" ]]; then
+        export CONTAINERS_STORAGE_CONF="$fresh_root/podman2/storage.conf"
+        mkdir -p "$fresh_root/podman2"
+        printf '[storage]\ndriver = "overlay"\nrunroot = "%s"\ngraphroot = "%s"\n' \
+            "$fresh_root/podman2/run" "$fresh_root/podman2/storage" >"$CONTAINERS_STORAGE_CONF"
+    fi
     exec .venv/bin/python -m pytest -v --durations=10 --basetemp "$tmp/stream2" "${STREAM2[@]}"
 ) >"$log2" 2>&1 &
 pid2=$!

@@ -112,6 +112,7 @@ class GuestImage:
     container_tag: str
     size_bytes: int  # disk.qcow2 on disk
     build_seconds: float
+    frameworks: tuple[str, ...] = ()  # those its venv and Podman image carry (`wheelhouse.carried`)
     format: ClassVar[str] = "qcow2"
     prefix: ClassVar[str] = "guest-"  # its volumes in a remote pool: guest-<key>.qcow2|.vmlinuz|.initrd|.ok
     cmdline: ClassVar[str] = CMDLINE  # direct kernel boot
@@ -171,8 +172,8 @@ def find(house: Wheelhouse, container: ctr_image.Image) -> GuestImage | None:
     meta = folder / "image.json"
     if not meta.exists():
         return None
-    data = json.loads(meta.read_text())
-    return GuestImage(path=folder, **{k: v for k, v in data.items() if k != "path"})
+    data = {k: v for k, v in json.loads(meta.read_text()).items() if k not in ("path", "frameworks")}
+    return GuestImage(path=folder, **data, frameworks=house.frameworks)
 
 
 def _run(argv: list[str], what: str, timeout: float = 1800, env: dict[str, str] | None = None) -> None:
@@ -270,6 +271,7 @@ def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
             container_tag=container.tag,
             size_bytes=(staged / "disk.qcow2").stat().st_blocks * 512,
             build_seconds=round(time.monotonic() - started, 1),
+            frameworks=house.frameworks,
         )
         meta = {k: v for k, v in asdict(img).items() if k != "path"}
         (staged / "image.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -33,20 +33,27 @@ def flavor(settings: VMSettings) -> str:
 
 
 def guest_image(build: bool, frameworks: Sequence[str] = ()) -> guestimage.GuestImage:
-    """dltestbed's guest image of this build that carries these frameworks (`wheelhouse.carried`): built when
-    `build` (found first when up to date), else found or a ConfigError saying how to build it."""
+    """dltestbed's guest image of this build that carries these frameworks (`wheelhouse.carried`), or the one
+    that carries the fewest more (a guest with PyTorch beside TensorFlow serves a TensorFlow bench: no second
+    image of gigabytes); built when none is there and `build`, else a ConfigError saying how to build it."""
+    img = next(filter(None, map(_found, wheelhouse.holding(frameworks))), None)
+    if img is not None:
+        return img
     if build:  # the guest image holds the CPU builds (see vm-images/README.md)
         house = wheelhouse.build("cpu", frameworks)
         return guestimage.build(house, ctr_image.build("podman", house))
-    found = wheelhouse.cached("cpu", frameworks)  # never built to look: none, no guest image of this build
-    pod = ctr_image.find("podman", found) if found is not None and shutil.which("podman") else None
-    img = guestimage.find(found, pod) if found is not None and pod else None
-    if img is None:
-        extra = wheelhouse.beside_default(frameworks)
-        how = hints.image_build(None, extra)
-        with_ = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
-        raise ConfigError(f"vm: no VM guest image{with_} for this dltestbed build; run `{how}`")
-    return img
+    extra = wheelhouse.beside_default(frameworks)
+    how = hints.image_build(None, extra)
+    with_ = f" with {' and '.join(REGISTRY[f].label for f in extra)}" if extra else ""
+    raise ConfigError(f"vm: no VM guest image{with_} for this dltestbed build; run `{how}`")
+
+
+def _found(frameworks: Sequence[str]) -> guestimage.GuestImage | None:
+    """The guest image of this build that carries exactly these frameworks, if it was built (nothing is built
+    to look)."""
+    house = wheelhouse.cached("cpu", frameworks)
+    pod = ctr_image.find("podman", house) if house is not None and shutil.which("podman") else None
+    return guestimage.find(house, pod) if house is not None and pod else None
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,9 @@ def plan(
                 "dltestbed's guest image, so it has no GPU in this version"
             )
         img = guest or guest_image(build, frameworks)
-    return VMPlan(host, hv, name, settings, img, wheelhouse.carried(frameworks))
+    # the workload the VM gets: the guest image's own (it may carry more), or these frameworks' on a user's image
+    carried = img.frameworks if isinstance(img, guestimage.GuestImage) else wheelhouse.carried(frameworks)
+    return VMPlan(host, hv, name, settings, img, carried)
 
 
 def ready(p: VMPlan, on_notice: Notice | None = None) -> tuple[VMRecord, bool, bool]:

@@ -20,6 +20,7 @@ import tempfile
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 
 from dltestbed import locks, paths
@@ -61,6 +62,13 @@ def carried(frameworks: Sequence[str] = ()) -> tuple[str, ...]:
     if unknown:
         raise ConfigError(f"--framework: unknown framework {unknown[0]!r}; known: {or_list(REGISTRY)}")
     return tuple(f for f in REGISTRY if f == DEFAULT_FRAMEWORK or f in frameworks)
+
+
+def holding(frameworks: Sequence[str] = ()) -> list[tuple[str, ...]]:
+    """Every set of frameworks a wheelhouse can carry (`carried`) that holds these, the fewest first."""
+    wanted = set(carried(frameworks))
+    every = {carried(c) for n in range(len(REGISTRY) + 1) for c in combinations(REGISTRY, n)}
+    return sorted((c for c in every if wanted <= set(c)), key=lambda c: (len(c), [*REGISTRY].index(c[-1])))
 
 
 def beside_default(frameworks: Sequence[str] = ()) -> list[str]:

@@ -40,6 +40,9 @@ def test_another_framework_rides_beside_the_default() -> None:
     assert house.imports == "import dltestbed.workload.loop, tensorflow, keras, torch, PIL"
     with pytest.raises(ConfigError, match=r"^--framework: unknown framework 'jax'; known: tensorflow or pytorch$"):
         wheelhouse.carried(("jax",))
+    # what may serve a bench (a VM's guest image): its own set first, then the sets that carry more
+    assert wheelhouse.holding() == [("tensorflow",), ("tensorflow", "pytorch")]
+    assert wheelhouse.holding(("pytorch",)) == [("tensorflow", "pytorch")]
 
 
 def test_the_source_hash_changes_with_the_source(tmp_path: Path) -> None:
