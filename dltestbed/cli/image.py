@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
 from dltestbed.choices import DEFAULT_FRAMEWORK, RUNTIMES, or_list
 from dltestbed.cli import deprecated
 from dltestbed.cli.options import OTHER_FRAMEWORKS, Flavor, Runtime, listed
+
+if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
+    from dltestbed.provision.image import Image
+    from dltestbed.provision.wheelhouse import Wheelhouse
 
 app = typer.Typer(help="The images the workload runs in: containers (cbm, cvm) and VMs (vm).", no_args_is_help=True)
 
@@ -80,12 +84,10 @@ def build(
     Where each framework runs: docs/reference.md, "Where each framework runs".
     """
     import shutil
-    import time
 
     from dltestbed.cli.runs import check_folder
     from dltestbed.errors import ConfigError
-    from dltestbed.provision import image, localfacts, wheelhouse
-    from dltestbed.workload.frameworks import REGISTRY
+    from dltestbed.provision import localfacts, wheelhouse
 
     frameworks = wheelhouse.carried(listed(framework, "--framework") or ())  # an unknown name: one line first
     out = guest_copy or out
@@ -94,36 +96,65 @@ def build(
         raise ConfigError("--guest-copy: the VM guest image's; add --vm yes (or install qemu-img and podman)")
     if out is not None:
         check_folder(out, "--guest-copy")  # before minutes of building: a folder it cannot write is one line now
+    chosen = localfacts.flavor() if flavor == "auto" else flavor
+    rt, built, house = _container(runtime, base, chosen, frameworks)
+    if want_vm:
+        _guest(built if rt == "podman" else None, house, base, out)
+
+
+def _carries(frameworks: tuple[str, ...]) -> str:
+    from dltestbed.workload.frameworks import REGISTRY
+
+    return " and ".join(REGISTRY[f].label for f in frameworks)
+
+
+def _container(
+    runtime: str | None, base: str | None, flavor: str, frameworks: tuple[str, ...]
+) -> tuple[str, Image, Wheelhouse]:
+    """The container image (and charliecloud's folder), built or found: said on stderr, its tag on stdout. The
+    runtime, the image and the wheelhouse it was built from."""
+    import time
+
+    from dltestbed.provision import image, wheelhouse
+
     t0 = time.monotonic()
     rt = image.usable_runtime(runtime)
-    chosen = localfacts.flavor() if flavor == "auto" else flavor
-    house = wheelhouse.build(chosen, frameworks)
+    house = wheelhouse.build(flavor, frameworks)
     found = image.find(rt, house, base)
     built = found or image.build(rt, house, base)
-    built_house_path = house.path
     what = "up to date" if found else f"built in {time.monotonic() - t0:.0f} s"
-    carries = " and ".join(REGISTRY[f].label for f in frameworks)
-    typer.echo(f"{built.runtime} image {built.tag} ({chosen} flavour, {carries}, {what}): {built.digest}", err=True)
+    said = f"{built.runtime} image {built.tag} ({flavor} flavour, {_carries(frameworks)}, {what}): {built.digest}"
+    typer.echo(said, err=True)
     typer.echo(built.tag)
     if rt == "charliecloud":
         from dltestbed.provision import userstore
 
         t2 = time.monotonic()
         done = userstore.converted(built)
-        folder = done or userstore.convert(built, gpus=chosen == "gpu")
+        folder = done or userstore.convert(built, gpus=flavor == "gpu")
         what = "up to date" if done else f"converted in {time.monotonic() - t2:.0f} s"
         typer.echo(f"charliecloud image folder {folder} ({what})", err=True)
         typer.echo(str(folder))
-    if not want_vm:
-        return
+    return rt, built, house
+
+
+def _guest(podman: Image | None, house: Wheelhouse, base: str | None, out: Path | None) -> None:
+    """The VM guest image (the CPU builds of `house`'s frameworks, with their Podman image for cvm: `podman` when
+    it was just built from the same wheelhouse), built or found and copied to `out`: said on stderr, its folder on
+    stdout."""
+    import time
+
     from dltestbed.provision import guestimage as guest
+    from dltestbed.provision import image, wheelhouse
 
     t1 = time.monotonic()
-    if chosen != "cpu":  # the guest's build for now (vm-images/README.md)
+    carries = _carries(house.frameworks)
+    built_from = house.path
+    if house.flavor != "cpu":  # the guest's build for now (vm-images/README.md)
         typer.echo(f"the VM guest image holds the CPU build of {carries} (no GPU flavour)", err=True)
-        house = wheelhouse.build("cpu", frameworks)
-    same = rt == "podman" and house.path == built_house_path
-    pod = built if same else (image.find("podman", house, base) or image.build("podman", house, base))
+        house = wheelhouse.build("cpu", house.frameworks)
+    pod = podman if podman is not None and house.path == built_from else None
+    pod = pod or image.find("podman", house, base) or image.build("podman", house, base)
     existing = guest.find(house, pod)
     g = existing or guest.build(house, pod, out)
     if existing and out is not None:
