@@ -132,6 +132,11 @@ def _unlike(name: str, ev: GpuEvidence, board: Board | None) -> str | None:
 
 def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
     """Its XIDs, ECC, PCIe link, power limit and memory: a reason for each check made, passed or not."""
+    return [*_xids(ev), _ecc(ev), _pcie(ev, board), _power(ev, board), *_memory(ev, board)]
+
+
+def _xids(ev: GpuEvidence) -> list[Reason]:
+    """Each XID while the acceptance ran, or none seen (or not read)."""
     out = []
     for x in ev.xids:
         call = xid_table.call(x)
@@ -141,75 +146,83 @@ def _facts(ev: GpuEvidence, board: Board | None) -> list[Reason]:
             out.append(Reason("xid", PASS, "no XID while the acceptance ran", "", "NVML's XID events, watched"))
         else:
             out.append(Reason("xid", UNDECIDED, "its XIDs were not read (no health check after its runs)"))
+    return out
+
+
+def _ecc(ev: GpuEvidence) -> Reason:
+    """Its uncorrectable ECC errors."""
     ecc = ev.facts.get("ecc_uncorrected")
     if ecc is None:
-        out.append(Reason("ecc", UNDECIDED, "its uncorrectable ECC errors were not read"))
-    elif ecc > 0:
-        out.append(
-            Reason(
-                "ecc",
-                FAIL,
-                f"{ecc:g} uncorrectable ECC error(s)",
-                "drain the node and reset the GPU (the rows are remapped on reset); return the board if they recur",
-                f"ecc_uncorrected {ecc:g}",
-            )
+        return Reason("ecc", UNDECIDED, "its uncorrectable ECC errors were not read")
+    if ecc > 0:
+        return Reason(
+            "ecc",
+            FAIL,
+            f"{ecc:g} uncorrectable ECC error(s)",
+            "drain the node and reset the GPU (the rows are remapped on reset); return the board if they recur",
+            f"ecc_uncorrected {ecc:g}",
         )
-    else:
-        out.append(Reason("ecc", PASS, "no uncorrectable ECC error", "", "ecc_uncorrected 0"))
+    return Reason("ecc", PASS, "no uncorrectable ECC error", "", "ecc_uncorrected 0")
+
+
+def _pcie(ev: GpuEvidence, board: Board | None) -> Reason:
+    """Its PCIe link under load against its board's."""
     gen, width = ev.facts.get("pcie_gen"), ev.facts.get("pcie_width")
     want_gen = board.get("pcie_gen") if board else None
     want_width = board.get("pcie_width") if board else None
     if gen is None or width is None:
-        out.append(Reason("pcie", UNDECIDED, "its PCIe link under load was not read"))
-    elif want_gen is None or want_width is None:
-        out.append(Reason("pcie", UNDECIDED, f"PCIe Gen{gen:g} x{width:g}: no expected link for this board"))
-    elif gen < want_gen.value or width < want_width.value:
-        out.append(
-            Reason(
-                "pcie",
-                FAIL,
-                f"PCIe link at Gen{gen:g} x{width:g} under load; the board's is "
-                f"Gen{want_gen.value:g} x{want_width.value:g}",
-                "drain the node and reseat or service the link (slot, riser, retimer, cable), then accept it again",
-                want_gen.source,
-            )
+        return Reason("pcie", UNDECIDED, "its PCIe link under load was not read")
+    if want_gen is None or want_width is None:
+        return Reason("pcie", UNDECIDED, f"PCIe Gen{gen:g} x{width:g}: no expected link for this board")
+    if gen < want_gen.value or width < want_width.value:
+        return Reason(
+            "pcie",
+            FAIL,
+            f"PCIe link at Gen{gen:g} x{width:g} under load; the board's is "
+            f"Gen{want_gen.value:g} x{want_width.value:g}",
+            "drain the node and reseat or service the link (slot, riser, retimer, cable), then accept it again",
+            want_gen.source,
         )
-    else:
-        said = f"PCIe Gen{gen:g} x{width:g} under load, as its board's"
-        out.append(Reason("pcie", PASS, said, "", f"pcie_gen {gen:g}, pcie_width {width:g} (under load)"))
+    said = f"PCIe Gen{gen:g} x{width:g} under load, as its board's"
+    return Reason("pcie", PASS, said, "", f"pcie_gen {gen:g}, pcie_width {width:g} (under load)")
+
+
+def _power(ev: GpuEvidence, board: Board | None) -> Reason:
+    """Its power limit against its default (or its board's)."""
     limit = ev.facts.get("power_limit_w")
     board_power = board.get("power_limit_w") if board else None
     want = ev.facts.get("power_default_w") or (board_power.value if board_power else None)
     if limit is None or want is None:
-        out.append(Reason("power", UNDECIDED, "its power limit or the expected one was not read"))
-    elif limit < want * (1 - POWER_SHORT):
-        out.append(
-            Reason(
-                "power",
-                FAIL,
-                f"power limit {limit:g} W, {(1 - limit / want) * 100:.0f} % below the expected {want:g} W",
-                f"restore the limit (nvidia-smi -pl {want:g}), or give the site's cap in its expected values",
-                f"power_limit_w {limit:g}",
-            )
+        return Reason("power", UNDECIDED, "its power limit or the expected one was not read")
+    if limit < want * (1 - POWER_SHORT):
+        return Reason(
+            "power",
+            FAIL,
+            f"power limit {limit:g} W, {(1 - limit / want) * 100:.0f} % below the expected {want:g} W",
+            f"restore the limit (nvidia-smi -pl {want:g}), or give the site's cap in its expected values",
+            f"power_limit_w {limit:g}",
         )
-    else:
-        said = f"power limit {limit:g} W, the expected {want:g} W"
-        out.append(Reason("power", PASS, said, "", f"power_limit_w {limit:g}"))
+    said = f"power limit {limit:g} W, the expected {want:g} W"
+    return Reason("power", PASS, said, "", f"power_limit_w {limit:g}")
+
+
+def _memory(ev: GpuEvidence, board: Board | None) -> list[Reason]:
+    """Its memory against its board's (no reason where the board's is not known)."""
     total, gb = ev.facts.get("memory_total_bytes"), board.get("memory_gb") if board else None
-    if total is None and gb is not None:
-        out.append(Reason("memory", UNDECIDED, "its memory was not read"))
-    elif total is not None and gb is not None:
-        short = total < gb.value * 1024**3 * (1 - MEMORY_SHORT)
-        out.append(
-            Reason(
-                "memory",
-                FAIL if short else PASS,
-                f"{total / 1024**3:.1f} GiB of memory; the board has {gb.value:g} GB",
-                "drain the node and return the board (or turn MIG off if it is on)" if short else "",
-                gb.source,
-            )
+    if gb is None:
+        return []
+    if total is None:
+        return [Reason("memory", UNDECIDED, "its memory was not read")]
+    short = total < gb.value * 1024**3 * (1 - MEMORY_SHORT)
+    return [
+        Reason(
+            "memory",
+            FAIL if short else PASS,
+            f"{total / 1024**3:.1f} GiB of memory; the board has {gb.value:g} GB",
+            "drain the node and return the board (or turn MIG off if it is on)" if short else "",
+            gb.source,
         )
-    return out
+    ]
 
 
 def _against_board(name: str, value: float, ev: GpuEvidence, board: Board | None) -> Reason | None:
