@@ -221,7 +221,8 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         rejoined=tuple(rejoined),
         again=node_measures([r for r in again_runs if r.host in rejoined], store),
         controls_again=_controls(again, store),
-        together=second.get("together", True),
+        # whether what ran beside controls ran at the same time (the passes that ran any: one --parallel for all)
+        together=all(d.get("together", True) for d in (second, rejoin, again) if d.get("batches")),
     )
     every = {
         "nodes": node_facts,

@@ -424,7 +424,8 @@ class Rejoin(Stage):
         # noise fails no node)
         again = batches_of(_slow_in(ctx, batches, rejoined, plan.controls), plan.controls, ctx.request.parallel)
         again_batches, again_measured = beside_controls(ctx, again)
-        data["again"] = {"batches": again_batches, "controls": again.controls, "together": again.together}
+        data["again"] = {"batches": again_batches, "controls": again.controls if again_batches else []}
+        data["again"]["together"] = again.together
         return StageRecord("", benches + measured + again_measured, data)
 
 

@@ -68,7 +68,8 @@ def holding(frameworks: Sequence[str] = ()) -> list[tuple[str, ...]]:
     """Every set of frameworks a wheelhouse can carry (`carried`) that holds these, the fewest first."""
     wanted = set(carried(frameworks))
     every = {carried(c) for n in range(len(REGISTRY) + 1) for c in combinations(REGISTRY, n)}
-    return sorted((c for c in every if wanted <= set(c)), key=lambda c: (len(c), [*REGISTRY].index(c[-1])))
+    order = [*REGISTRY]
+    return sorted((c for c in every if wanted <= set(c)), key=lambda c: (len(c), [order.index(f) for f in c]))
 
 
 def beside_default(frameworks: Sequence[str] = ()) -> list[str]:
