@@ -13,10 +13,11 @@ from typing import Literal, get_args
 DataKind = Literal["synthetic", "real"]
 Mode = Literal["train", "infer"]
 Device = Literal["auto", "cpu", "gpu"]
-# The arithmetic a model's run uses (workload/mathmode.py applies it): float32 with TF32 off; TF32 (float32
-# matmuls and convolutions on Ampere-or-later tensor cores, TensorFlow's own default there); Keras mixed
-# precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic loss scaling); mixed: bfloat16
-# where the device computes it natively, else float16, and the run records the one it used.
+# The arithmetic a model's run uses (workload/mathmode.py resolves it; each framework applies it): float32
+# with TF32 off; TF32 (float32 matmuls and convolutions on Ampere-or-later tensor cores, TensorFlow's own
+# default there); Keras mixed precision (bfloat16 or float16 compute, float32 weights; float16 with dynamic
+# loss scaling); mixed: bfloat16 where the device computes it natively, else float16, and the run records the
+# one it used.
 Math = Literal["float32", "tf32", "mixed_bfloat16", "mixed_float16", "mixed"]
 # --gpus, the controller's placement of a machine's GPUs: one (a process on the first GPU), node (one process over
 # every GPU of the machine, a data-parallel job with a replica each) or per-gpu (a process on each GPU at once,

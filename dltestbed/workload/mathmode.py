@@ -1,9 +1,7 @@
-"""The arithmetic of a run, applied before its model is built: TF32 on or off, Keras mixed precision, and
-the device facts that decide what `mixed` means. Run on the target; imports nothing above the workload."""
+"""The arithmetic of a run: what `--math` means on the GPUs a run has (each framework applies it before its model
+is built: frameworks/*/). Run on the target; imports nothing above the workload."""
 
 from __future__ import annotations
-
-from types import ModuleType
 
 from dltestbed.errors import ConfigError
 
@@ -28,22 +26,6 @@ def resolve(math: str, capabilities: list[tuple[int, int]]) -> str:
             "tensor cores (Ampere, 8.0, or later): use float32 or mixed_float16"
         )
     return math
-
-
-def capabilities(tf: ModuleType) -> list[tuple[int, int]]:
-    """The compute capability of each GPU TensorFlow sees (none on a CPU)."""
-    out = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        cc = tf.config.experimental.get_device_details(gpu).get("compute_capability")
-        out.append(tuple(cc) if cc else (0, 0))
-    return out
-
-
-def apply(tf: ModuleType, keras: ModuleType, math: str) -> None:
-    """Set TensorFlow and Keras up for a resolved math mode, before any model is built: TF32 only for
-    `tf32` (TensorFlow enables it by default on Ampere and later), the Keras dtype policy for mixed."""
-    tf.config.experimental.enable_tensor_float_32_execution(math == "tf32")
-    keras.mixed_precision.set_global_policy(math if math.startswith("mixed_") else "float32")
 
 
 def loss_scaled(math: str) -> bool:

@@ -15,7 +15,7 @@ def main(n: int, batch: int = 3) -> dict[str, object]:
     import tensorflow as tf
 
     from dltestbed.workload import checked, distributed, loop
-    from dltestbed.workload.frameworks.tensorflow import data
+    from dltestbed.workload.frameworks.tensorflow import data, steps
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
@@ -29,13 +29,13 @@ def main(n: int, batch: int = 3) -> dict[str, object]:
 
     with strategy.scope():
         model = build()
-        step = loop.make_step(tf, keras, model, "train", strategy, batch)
+        step = steps.make_step(tf, keras, model, "train", strategy, batch)
     ref = build()
     ref.set_weights(model.get_weights())
-    ref_step = loop.make_step(tf, keras, ref, "train")
+    ref_step = steps.make_step(tf, keras, ref, "train")
 
     local = distributed.local_replicas(strategy, 1)
-    batches = loop.per_replica(strategy, lambda r: data.synthetic(tf, batch, 8, 5, seed=r), local)
+    batches = steps.per_replica(strategy, lambda r: data.synthetic(tf, batch, 8, 5, seed=r), local)
     images, labels = next(batches)
     parts = [p.numpy() for p in strategy.experimental_local_results(images)]
     together = (
@@ -71,8 +71,7 @@ def loss_scale() -> dict[str, object]:
     import numpy as np
     import tensorflow as tf
 
-    from dltestbed.workload import loop
-    from dltestbed.workload.frameworks.tensorflow import data
+    from dltestbed.workload.frameworks.tensorflow import data, steps
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -84,9 +83,9 @@ def loss_scale() -> dict[str, object]:
 
     with strategy.scope():
         scaled, plain = build(), build()
-        step = loop.make_step(tf, keras, scaled, "train", strategy, 4, loss_scale=True, xla=True)
-        ref = loop.make_step(tf, keras, plain, "train", strategy, 4, xla=True)
-    batches = loop.per_replica(strategy, lambda r: data.synthetic(tf, 4, 8, 5, seed=r), 2)
+        step = steps.make_step(tf, keras, scaled, "train", strategy, 4, loss_scale=True, xla=True)
+        ref = steps.make_step(tf, keras, plain, "train", strategy, 4, xla=True)
+    batches = steps.per_replica(strategy, lambda r: data.synthetic(tf, 4, 8, 5, seed=r), 2)
     diffs = []
     for _ in range(3):
         images, labels = next(batches)

@@ -19,7 +19,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.workload import distributed
 from dltestbed.workload.events import AccuracyEvent, StartEvent
 from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, ProbeSetup, register
-from dltestbed.workload.frameworks.tensorflow import data, models
+from dltestbed.workload.frameworks.tensorflow import data, models, precision, steps
 from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class TensorFlow(Framework):
         import tensorflow as tf
 
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
-        from dltestbed.workload import fingerprint, loop, mathmode
+        from dltestbed.workload import fingerprint, loop
         from dltestbed.workload.sampler import Sampler, watched
 
         spec, cluster = run.spec, run.cluster
@@ -114,7 +114,7 @@ class TensorFlow(Framework):
                 running.callback(run.nvml.close)
             running.enter_context(watched(run.nvml, emitter.emit, sampler))
             running.enter_context(sampler.running())
-            mathmode.apply(tf, keras, math)
+            precision.apply(tf, keras, math)
             keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker (and every target)
             if spec.deterministic:  # after the seed: TensorFlow refuses op determinism without one
                 tf.config.experimental.enable_op_determinism()
@@ -126,7 +126,7 @@ class TensorFlow(Framework):
                     return data.real(tf, run.trained, spec.batch_size, spec.size, first + replica)
                 return data.synthetic(tf, spec.batch_size, spec.size, run.classes, first + replica)
 
-            batches = batches_of(0) if strategy is None else loop.per_replica(strategy, batches_of, local)
+            batches = batches_of(0) if strategy is None else steps.per_replica(strategy, batches_of, local)
             startup = time.time() - run.process_start()
             summary = loop.run(
                 step,
@@ -165,7 +165,7 @@ def _devices(tf: ModuleType, run: ModelRun) -> tuple[int, Any, int, str]:
         strategy, collective = distributed.strategy(tf, gpu_count), distributed.collective(gpu_count)
     elif spec.gpus == NODE:
         strategy, collective = distributed.node(tf, gpu_count)
-    math = mathmode.resolve(spec.math, mathmode.capabilities(tf) if spec.device != "cpu" else [])
+    math = mathmode.resolve(spec.math, precision.capabilities(tf) if spec.device != "cpu" else [])
     if spec.device == "gpu" and not gpu_count:
         raise ConfigError(f"--device gpu: no GPU is visible to TensorFlow on {fp['host']}")
     fp.update(facts(tf, run.gpus))
@@ -179,15 +179,15 @@ def _step(
 ) -> tuple[Any, Any]:
     """The model built and its step compiled, under the strategy's scope when the run is distributed."""
     # lazy: Keras and TensorFlow load only in the modes that run a model
-    from dltestbed.workload import loop, mathmode
+    from dltestbed.workload import mathmode
 
     how = {"loss_scale": mathmode.loss_scaled(math), "xla": spec.xla}
     if strategy is None:
         model = models.build(spec.model, spec.size, classes)
-        return model, loop.make_step(tf, keras, model, spec.mode, **how)
+        return model, steps.make_step(tf, keras, model, spec.mode, **how)
     with strategy.scope():
         model = models.build(spec.model, spec.size, classes)
-        return model, loop.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size, **how)
+        return model, steps.make_step(tf, keras, model, spec.mode, strategy, spec.batch_size, **how)
 
 
 def facts(tf: ModuleType, gpus: list[dict[str, Any]]) -> dict[str, Any]:
