@@ -14,8 +14,8 @@ def main(n: int, batch: int = 3) -> dict[str, object]:
     import numpy as np
     import tensorflow as tf
 
-    from dltestbed.workload import checked, distributed, loop
-    from dltestbed.workload.frameworks.tensorflow import data, steps
+    from dltestbed.workload import checked, loop
+    from dltestbed.workload.frameworks.tensorflow import data, distributed, steps
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)

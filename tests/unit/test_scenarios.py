@@ -9,7 +9,8 @@ import pytest
 from dltestbed.config import format_cpu_list, parse_cpu_list, spec_json, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning, scenarios
-from dltestbed.workload.distributed import Cluster, cluster_from_env, collective, job_facts, tf_config
+from dltestbed.workload.distributed import Cluster
+from dltestbed.workload.frameworks.tensorflow.distributed import cluster_from_env, collective, job_facts, tf_config
 
 
 def _plan(**kw: object) -> planning.Plan:

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from dltestbed.choices import NODE
 from dltestbed.errors import ConfigError
-from dltestbed.workload import distributed
 from dltestbed.workload.events import AccuracyEvent, StartEvent
 from dltestbed.workload.frameworks.base import Framework, ModelRun, ProbeFramework, ProbeSetup, register
-from dltestbed.workload.frameworks.tensorflow import data, models, precision, steps
+from dltestbed.workload.frameworks.tensorflow import data, distributed, models, precision, steps
 from dltestbed.workload.frameworks.tensorflow import gpu as tfgpu
 
 if TYPE_CHECKING:
