@@ -24,7 +24,7 @@ fresh_start
 # one fixed temp folder, emptied by pytest when it starts: a run that was killed (its labs' layers, VM
 # disks) leaves nothing that outlives the next run
 tmp="${DLTESTBED_TEST_TMP:-/tmp/dltestbed-tests}"
-pytest_run() { .venv/bin/python -m pytest -v --durations=10 "$@"; }
+pytest_run() { .venv/bin/python -m pytest -v --durations=25 "$@"; }
 if [ "$#" -gt 0 ]; then # the tests named: one stream
     pytest_run --basetemp "$tmp" "$@"
     exit
@@ -67,7 +67,7 @@ echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows str
         printf '[storage]\ndriver = "overlay"\nrunroot = "%s"\ngraphroot = "%s"\n' \
             "$fresh_root/podman2/run" "$fresh_root/podman2/storage" >"$CONTAINERS_STORAGE_CONF"
     fi
-    exec .venv/bin/python -m pytest -v --durations=10 --basetemp "$tmp/stream2" "${STREAM2[@]}"
+    exec .venv/bin/python -m pytest -v --durations=25 --basetemp "$tmp/stream2" "${STREAM2[@]}"
 ) >"$log2" 2>&1 &
 pid2=$!
 rc1=0
