@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 
 from dltestbed.workload import checked, peaks, probes
 from dltestbed.workload.checked import Checked
@@ -17,19 +18,24 @@ from dltestbed.workload.probes import Where
 Check = tuple[str, str, Callable[[int], list[Checked]]]  # probe, case, the check of a seed
 
 
+def _kit(w: Where) -> ModuleType:
+    """The framework's checks (frameworks/*/checks.py), which a screen's framework always brings."""
+    if w.checks is None:
+        raise RuntimeError("a screen ran without its framework's checks (frameworks.base.ProbeFramework.checks)")
+    return w.checks
+
+
 def devices(w: Where) -> list[tuple[str, int | None]]:
     """(the framework's device, the GPU's NVML index, as its health is named) of each device screened: every GPU
-    the framework sees, else the CPU (TensorFlow's names, or the framework's own checks')."""
-    if w.checks is not None:
-        return list(w.checks.devices(w))
-    return [(f"/GPU:{i}", probes.nvml_index(w, i)) for i in range(len(w.gpu_names))] or [("/CPU:0", None)]
+    the framework sees, else the CPU (the framework's checks name them)."""
+    return list(_kit(w).devices(w))
 
 
 def checks(w: Where, device: str, gpu: int | None, names: Sequence[str]) -> list[Check]:
-    """One round's checks on a device: gemm in every math the device has, each convolution shape (with the
-    framework's own checks where it has them, else TensorFlow's: workload/checked.py)."""
+    """One round's checks on a device: gemm in every math the device has, each convolution shape (the framework's
+    own checks: frameworks/*/checks.py)."""
     out: list[Check] = []
-    module, kit = w.framework, w.checks or checked
+    module, kit = w.framework, _kit(w)
     if "gemm" in names:
         n = checked.CHECK_N[w.scale]
         for math in peaks.MATHS if gpu is not None else ("float32",):

@@ -14,8 +14,8 @@ def main(n: int, batch: int = 3) -> dict[str, object]:
     import numpy as np
     import tensorflow as tf
 
-    from dltestbed.workload import checked, loop
-    from dltestbed.workload.frameworks.tensorflow import data, distributed, steps
+    from dltestbed.workload import loop
+    from dltestbed.workload.frameworks.tensorflow import checks, data, distributed, steps
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
@@ -46,7 +46,7 @@ def main(n: int, batch: int = 3) -> dict[str, object]:
     after = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), ref.get_weights(), strict=True))
     moved = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), build().get_weights(), strict=True))
     again = next(batches)
-    (verdict,) = checked.allreduce_check(tf, strategy, None, 4096)(3)
+    (verdict,) = checks.allreduce_check(tf, strategy, None, 4096)(3)
     summary = loop.run(step, iter(lambda: next(batches), None), batch * n, 0, 2, lambda e: None)
     return {
         "replicas": int(strategy.num_replicas_in_sync),

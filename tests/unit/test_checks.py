@@ -18,9 +18,10 @@ from dltestbed.config import probe_spec, spec_json
 from dltestbed.report import analysis, render
 from dltestbed.report import validate as v
 from dltestbed.results.store import Store
-from dltestbed.workload import checked, numerics, probes
+from dltestbed.workload import numerics, probes
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import CheckEvent, encode, parse_line
+from dltestbed.workload.frameworks.tensorflow import checks as tfchecks
 from dltestbed.workload.micro import run_micro
 from tests.conftest import make_run
 
@@ -77,18 +78,18 @@ def _flipping(tf: Any, at: tuple[int, ...]) -> Any:
 
 
 def test_the_gemm_and_conv_checks_catch_a_fake_that_flips_one_element(tf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    gemm = checked.gemm_check(tf, "/CPU:0", None, 64, "float32", repeat=True)
+    gemm = tfchecks.gemm_check(tf, "/CPU:0", None, 64, "float32", repeat=True)
     ref, again = gemm(3)
     assert (ref.kind, again.kind) == ("reference", "repeat")
     assert ref.verdict.ok and again.verdict.ok and again.verdict.worst == 0.0
     assert ref.verdict.worst < ref.verdict.tolerance / 4  # real float32 sums sit well inside the bound
     flip = _flipping(tf, (5, 7))
-    monkeypatch.setattr(checked, "product", lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)))
-    (ref,) = checked.gemm_check(tf, "/CPU:0", None, 64, "float32")(3)
+    monkeypatch.setattr(tfchecks, "product", lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)))
+    (ref,) = tfchecks.gemm_check(tf, "/CPU:0", None, 64, "float32")(3)
     assert (ref.verdict.mismatches, ref.verdict.at) == (1, (5, 7))
     flip4 = _flipping(tf, (0, 2, 3, 1))
-    monkeypatch.setattr(checked, "convolve", lambda tf_, x, f, s: flip4(tf_.nn.conv2d(x, f, s, "SAME")))
-    (conv,) = checked.conv_check(tf, "/CPU:0", None, (6, 6, 8, 4, 3, 1))(1)
+    monkeypatch.setattr(tfchecks, "convolve", lambda tf_, x, f, s: flip4(tf_.nn.conv2d(x, f, s, "SAME")))
+    (conv,) = tfchecks.conv_check(tf, "/CPU:0", None, (6, 6, 8, 4, 3, 1))(1)
     assert (conv.verdict.mismatches, conv.verdict.at) == (1, (0, 2, 3, 1))
 
 
@@ -96,11 +97,11 @@ def test_a_flaky_product_fails_its_repeat(tf: Any, monkeypatch: pytest.MonkeyPat
     calls = iter(range(100))
     flip = _flipping(tf, (1, 1))
     monkeypatch.setattr(
-        checked,
+        tfchecks,
         "product",
         lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)) if next(calls) == 1 else tf_.linalg.matmul(a, b),
     )
-    ref, again = checked.gemm_check(tf, "/CPU:0", None, 32, "float32", repeat=True)(0)
+    ref, again = tfchecks.gemm_check(tf, "/CPU:0", None, 32, "float32", repeat=True)(0)
     assert ref.verdict.ok and not again.verdict.ok and again.verdict.at == (1, 1) and again.verdict.tolerance == 0
 
 
@@ -116,7 +117,7 @@ def test_from_the_workload_to_validate_a_flipped_element_fails_naming_the_device
     """A micro run (gemm and conv on the CPU) with a gemm product that flips one element: through the stdout
     protocol into the store, the report's section and validate's JUnit."""
     flip = _flipping(tf, (3, 3))
-    monkeypatch.setattr(checked, "product", lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)))
+    monkeypatch.setattr(tfchecks, "product", lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)))
     out = io.StringIO()
     run_micro(probe_spec(probes=("gemm", "conv"), warmup=0, steps=1, device="cpu"), Emitter(out))
     store = Store.open(tmp_path / "r.sqlite")
@@ -148,7 +149,7 @@ def test_a_screen_sums_its_rounds_and_names_the_first_bad_round(tf: Any, monkeyp
     from dltestbed.workload.micro import check_event
 
     seeds: list[int] = []
-    real = checked.gemm_check
+    real = tfchecks.gemm_check
 
     def spying(tf_: Any, device: str, gpu: int | None, n: int, math: str, repeat: bool = False) -> Any:
         inner = real(tf_, device, gpu, n, math, repeat)
@@ -160,14 +161,14 @@ def test_a_screen_sums_its_rounds_and_names_the_first_bad_round(tf: Any, monkeyp
         return check
 
     flip = _flipping(tf, (2, 5))
-    monkeypatch.setattr(checked, "gemm_check", spying)
+    monkeypatch.setattr(tfchecks, "gemm_check", spying)
     monkeypatch.setattr(
-        checked,
+        tfchecks,
         "product",
         lambda tf_, a, b: flip(tf_.linalg.matmul(a, b)) if seeds[-1] == 12 else tf_.linalg.matmul(a, b),
     )
     ticks = iter([0.0, 1.0, 2.0, 3.0, 99.0])
-    w = probes.Where(tf, (), "small", (), 10)
+    w = probes.Where(tf, (), "small", (), 10, checks=tfchecks)
     got = list(screen.run(w, ["gemm"], 3.5, 10, check_event, clock=lambda: next(ticks)))
     assert seeds == [10, 11, 12, 13]
     ref, again = got

@@ -12,9 +12,11 @@ from dltestbed.config import ALONE_PROBES, FRAMEWORK_PROBES, PROBES, spec_json
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import gpus, planning
 from dltestbed.orchestrate.preview import describe
+from dltestbed.workload import probes
 from dltestbed.workload.frameworks import REGISTRY, framework
 from dltestbed.workload.frameworks.pytorch import PyTorch
 from dltestbed.workload.frameworks.pytorch import probes as torchprobes
+from dltestbed.workload.frameworks.tensorflow import probes as tfprobes
 
 
 def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:
@@ -40,7 +42,9 @@ def test_the_probes_run_with_each_framework() -> None:
     assert [
         s.probes for s in planning.plan(suite="micro", probes=["membw"], frameworks=["tensorflow", "pytorch"]).specs
     ] == [("membw",)]
-    assert tuple(torchprobes.PROBES) == tuple(p for p in PROBES if p in FRAMEWORK_PROBES)  # PyTorch brings each
+    framework_probes = tuple(p for p in PROBES if p in FRAMEWORK_PROBES)
+    assert tuple(torchprobes.PROBES) == tuple(tfprobes.PROBES) == framework_probes  # each framework brings each
+    assert set(probes.PROBES) == set(PROBES) - set(FRAMEWORK_PROBES)  # the catalog: those that need no framework
     full = planning.plan(models=["alexnet"], suite="full", frameworks=["pytorch"]).specs
     assert [(s.model, s.framework) for s in full] == [("alexnet", "pytorch"), ("micro", "pytorch")]
     assert json.loads(spec_json(full[1]))["framework"] == "pytorch"

@@ -264,7 +264,9 @@ def test_without_the_cuda_runtime_nvml_order_is_used_only_where_nothing_reorders
     (facts,) = _in_tf_order(devices, 1)
     assert facts["index"] == 1
     # the screen and the probes name TensorFlow's /GPU:0 as its health does: NVML's GPU 1
-    w = probes.Where(None, (str(facts["name"]),), "small", (), 0, gpu_facts=(facts,))
+    from dltestbed.workload.frameworks.tensorflow import checks
+
+    w = probes.Where(None, (str(facts["name"]),), "small", (), 0, gpu_facts=(facts,), checks=checks)
     assert screen.devices(w) == [("/GPU:0", 1)] and w.gpu == 1
 
 

@@ -61,15 +61,15 @@ class ModelRun:
 class ProbeFramework:
     """What the framework-specific probes (gemm, conv, the copies' devices, all-reduce) run with: the framework's
     module (None: not loaded, no probe needs it), the GPUs it sees, a distributed job's strategy (or process
-    group), how the job's workers agree on a value (the largest), and the framework's own probes by name and
-    checks where they are not the catalog's (probes.PROBES and checked.py: TensorFlow's)."""
+    group), how the job's workers agree on a value (the largest), and the framework's own probes by name (gemm,
+    conv, net, allreduce: config.FRAMEWORK_PROBES) and checks (its checks.py)."""
 
     module: ModuleType | None = None
     gpus: int = 0
     strategy: Any = None
     agree: Callable[[float], float] | None = None
     probes: Mapping[str, Callable[[Any], list[Any]]] = field(default_factory=dict)
-    checks: ModuleType | None = None  # its products' checks for the screen, where not TensorFlow's (checked.py)
+    checks: ModuleType | None = None  # its products' checks (its checks.py), for the screen
 
 
 class Framework(ABC):

@@ -25,8 +25,7 @@ from dltestbed.workload.probes.base import (
     pcie_rate,
     timed,
 )
-from dltestbed.workload.probes.collective import allreduce, net
-from dltestbed.workload.probes.compute import conv, conv_shapes, gemm
+from dltestbed.workload.probes.compute import conv_shapes
 from dltestbed.workload.probes.disk import disk, mount_of
 from dltestbed.workload.probes.memory import copy_cases, d2d, d2h, h2d, launch, membw
 
@@ -36,19 +35,15 @@ NEED_FRAMEWORK = {"gemm", "conv", "h2d", "d2h", "d2d", "launch", "net", "allredu
 
 Probe = Callable[[Where], list[Case | Skip]]
 
-# Every probe; gemm, conv, net and allreduce here are TensorFlow's, and another framework brings its own
-# (frameworks.ProbeFramework.probes).
+# The probes that need no framework's code; gemm, conv, net and allreduce are each framework's own
+# (frameworks.base.ProbeFramework.probes: config.FRAMEWORK_PROBES).
 PROBES: dict[str, Probe] = {
-    "gemm": gemm,
-    "conv": conv,
     "membw": membw,
     "h2d": h2d,
     "d2h": d2h,
     "d2d": d2d,
     "launch": launch,
     "disk": disk,
-    "net": net,
-    "allreduce": allreduce,
 }
 
 __all__ = [
@@ -61,23 +56,19 @@ __all__ = [
     "Probe",
     "Skip",
     "Where",
-    "allreduce",
     "alone",
     "calibrate",
-    "conv",
     "conv_shapes",
     "copy_cases",
     "cpu_flops_per_cycle",
     "d2d",
     "d2h",
     "disk",
-    "gemm",
     "h2d",
     "launch",
     "membw",
     "mount_of",
     "near_node",
-    "net",
     "nvml_index",
     "parse_cpuinfo",
     "pcie_rate",

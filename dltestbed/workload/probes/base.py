@@ -228,7 +228,7 @@ class Where:
     gpu_facts: tuple[dict[str, Any], ...] = ()  # NVML's facts of the GPUs (gpu.Nvml.devices), where known
     worker: int = 0  # this worker's index in a distributed job
     agree: Agree = alone  # the largest of a value over the job's workers (the framework's collective)
-    checks: ModuleType | None = None  # the framework's checks where not TensorFlow's (workload/checked.py)
+    checks: ModuleType | None = None  # the framework's checks (frameworks/*/checks.py), for the screen
 
     @property
     def framework(self) -> ModuleType:

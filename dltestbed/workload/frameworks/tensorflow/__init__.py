@@ -64,6 +64,9 @@ class TensorFlow(Framework):
         """TensorFlow, its GPUs configured (growth or a slice), and MultiWorkerMirroredStrategy for a job, or
         MirroredStrategy over every GPU of this machine (`node`: NCCL's all-reduce; without a GPU, `cpu_devices`
         logical CPU devices)."""
+        # lazy: its probes and checks, the probes' mode only (as TensorFlow itself)
+        from dltestbed.workload.frameworks.tensorflow import checks, probes
+
         tf = importlib.import_module("tensorflow")
         cluster, fingerprint = setup.cluster, setup.fingerprint
         if setup.cpu_devices is not None:  # before the runtime starts, as GPU memory's settings
@@ -71,18 +74,15 @@ class TensorFlow(Framework):
         gpu_count = tfgpu.configure(tf, setup.memory_mib)  # before anything touches a GPU
         strategy, agree = None, None
         if cluster:  # before any other TensorFlow op; it waits here for every worker
-            # lazy: TensorFlow's collectives, a job's only
-            from dltestbed.workload.probes.collective import agreeing
-
             strategy = distributed.strategy(tf, gpu_count)
             fingerprint.update(distributed.job_facts(strategy, cluster, distributed.collective(gpu_count)))
-            agree = agreeing(tf, strategy)
+            agree = probes.agreeing(tf, strategy)
         elif setup.node:
             strategy, collective = distributed.node(tf, gpu_count)
             fingerprint.update(distributed.job_facts(strategy, None, collective))
         visible = len(tf.config.list_physical_devices("GPU"))
         fingerprint.update(facts(tf, setup.gpus))
-        return ProbeFramework(tf, visible, strategy, agree)  # the catalog's gemm, conv, net, allreduce are its own
+        return ProbeFramework(tf, visible, strategy, agree, probes.PROBES, checks)
 
     def build(self, fingerprint: Mapping[str, Any]) -> str:
         """Its version and whether it is the CUDA build."""
