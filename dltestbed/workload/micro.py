@@ -124,7 +124,7 @@ def run_micro(spec: ProbeSpec, emitter: Emitter, watch_stdin: bool = False) -> N
         node = spec.gpus == NODE and bool(set(spec.probes) & set(NODE_PROBES))  # the others: as on one GPU
         setup = ProbeSetup(spec.gpu_memory_mib, cluster, gpus, fp, node, spec.cpu_devices)
         fw = framework(spec.framework).for_probes(setup)
-    tf, visible, strategy = fw.module, fw.gpus, fw.strategy
+    visible, strategy = fw.gpus, fw.strategy
     seen = visible if fw.module is not None else len(gpus)  # no framework loaded (membw, disk): NVML's count
     if spec.device == "gpu" and not seen:
         raise ConfigError(f"--device gpu: no GPU is visible to {framework(spec.framework).label} on {fp['host']}")
@@ -132,7 +132,7 @@ def run_micro(spec: ProbeSpec, emitter: Emitter, watch_stdin: bool = False) -> N
     fp.setdefault("gpus", gpus)  # NVML's view, also where no framework loaded (acceptance's preflight reads it)
     facts = _in_tf_order(gpus, visible)
     where = probes.Where(
-        tf,
+        fw.module,
         tuple(str(f.get("name", "GPU")) for f in facts),
         spec.scale,
         tuple(index.files) if index else (),

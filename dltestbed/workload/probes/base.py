@@ -218,7 +218,7 @@ def pcie_rate(gen: int | None, width: int | None) -> tuple[float | None, str]:
 class Where:
     """What the probes need to know of the target."""
 
-    tf: ModuleType | None  # None: not loaded (no probe that needs it runs)
+    module: ModuleType | None  # the framework's (None: not loaded, no probe that needs it runs)
     gpu_names: tuple[str, ...]  # GPUs the framework sees (their NVML names where known)
     scale: str
     data_files: tuple[str, ...]  # the dataset's files as the target sees them; empty: a scratch file
@@ -233,9 +233,9 @@ class Where:
     @property
     def framework(self) -> ModuleType:
         """The framework's module, for the probes that need it (NEED_FRAMEWORK: it is loaded for them)."""
-        if self.tf is None:
+        if self.module is None:
             raise RuntimeError("a probe outside NEED_FRAMEWORK asked for the framework's module")
-        return self.tf
+        return self.module
 
     @property
     def device(self) -> str:

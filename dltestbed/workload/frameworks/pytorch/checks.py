@@ -1,4 +1,4 @@
-"""PyTorch's products, made and checked (as checked.py makes and checks TensorFlow's): a probe's product
+"""PyTorch's products, made and checked (workload/checked.py says what a check is): a probe's product
 computed again with fresh inputs and held against the same product in float64 on the same device, an
 all-reduce's sums against their exact value. The judging (the bound, the verdict) is workload/numerics.py's."""
 
