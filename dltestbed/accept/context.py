@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
 from dltestbed import hints
+from dltestbed.accept.found import Facts, Found, Rejoined, decode
 from dltestbed.accept.levels import Level
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import State
@@ -29,6 +30,19 @@ from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
 
+F = TypeVar("F", bound=Found, covariant=True)
+
+
+class Finding(Protocol[F]):
+    """A stage (its class) as what it found is read back: its name and the type of its finding (stages.Stage)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def found(self) -> type[F]: ...
+
+
 BARE_METAL = ("bm",)  # acceptance measures the nodes themselves
 PREFLIGHT = "preflight"  # the stage whose facts say whether the nodes have GPUs
 REJOIN = "rejoin"  # the stage that measures the nodes left out again, once mended (--resume)
@@ -46,10 +60,10 @@ class Ctx:
     state: State
     init: bool = False  # accept --init: only what becomes an expected value is measured (no screen)
 
-    def data(self, stage: str) -> dict[str, Any]:
-        """What a finished stage found ({} when it did not run)."""
-        rec = self.state.stages.get(stage)
-        return rec.data if rec is not None else {}
+    def found(self, stage: Finding[F]) -> F:
+        """What a finished stage found (its type's defaults when it did not run)."""
+        rec = self.state.stages.get(stage.name)
+        return decode(stage.found, rec.data) if rec is not None else stage.found()
 
     @property
     def out(self) -> dict[str, tuple[str, str]]:
@@ -59,13 +73,14 @@ class Ctx:
         for name, rec in self.state.stages.items():
             if name == REJOIN:
                 continue
-            for node, why in (rec.data.get("out") or {}).items():
+            for node, why in decode(Found, rec.data).out.items():
                 found.setdefault(node, (name, why))
-        back = self.data(REJOIN)  # a resume that tried them again: those that came back, and those still out
-        for node in back.get("rejoined", []):
-            found.pop(node, None)
-        for node, why in (back.get("out") or {}).items():
-            found[node] = (REJOIN, why)
+        if REJOIN in self.state.stages:  # a resume that tried them again: those that came back, and those still out
+            back = decode(Rejoined, self.state.stages[REJOIN].data)
+            for node in back.rejoined:
+                found.pop(node, None)
+            for node, why in back.out.items():
+                found[node] = (REJOIN, why)
         return found
 
     @property
@@ -93,12 +108,17 @@ class Ctx:
     def framework(self) -> str:
         """What the models and probes compute with: the request's, else the one preflight found on every node,
         else (preflight's own bench, which loads none) the one installed here."""
-        return self.request.framework or self.data(PREFLIGHT).get("framework") or installed_here()
+        return self.request.framework or self._preflight.framework or installed_here()
 
     @property
     def gpu(self) -> bool:
         """Whether the nodes have GPUs (as preflight saw them): the GPU checks, else the CPU's."""
-        return bool(self.data(PREFLIGHT).get("gpus"))
+        return bool(self._preflight.gpus)
+
+    @property
+    def _preflight(self) -> Facts:
+        rec = self.state.stages.get(PREFLIGHT)
+        return decode(Facts, rec.data) if rec is not None else Facts()
 
     def bench(
         self,

@@ -13,6 +13,7 @@ from dltestbed.accept import facts as facts_mod
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
 from dltestbed.accept.context import golden_spec
+from dltestbed.accept.found import Beside
 from dltestbed.accept.stages import (
     STAGES,
     Ctx,
@@ -63,8 +64,8 @@ def _causes(store: Store, runs: Sequence[RunRecord], first: Sequence[RunRecord],
 def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
     """The second pass's pairs: each node of a failed pair again, with a known-good node."""
     out: dict[str, list[Reason]] = {}
-    for node, partner, bench in ctx.data(SecondPass.name).get("pairs", []):
-        if not bench:
+    for node, partner, bench in ctx.found(SecondPass).pairs:
+        if not bench or not partner:
             why = "its pair's network or all-reduce failed, and no known-good node was left to pair it with"
             out.setdefault(node, []).append(Reason("pairs", UNDECIDED, why))
             continue
@@ -81,13 +82,13 @@ def _pairs(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
     return out
 
 
-def _controls(second: Mapping[str, Any], store: Store) -> dict[str, dict[str, dict[str, float]]]:
-    """Each suspect of the second pass → measure → its controls' values, measured in its own batch beside it."""
-    controls = second.get("controls", [])
+def _controls(beside: Beside, store: Store) -> dict[str, dict[str, dict[str, float]]]:
+    """Each node measured beside controls → measure → its controls' values, measured in its own batch beside it."""
+    controls = beside.controls
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for batch in second.get("batches", []):
-        measured = node_measures(read_runs(store, batch["benches"]), store)
-        for node in batch["nodes"]:
+    for batch in beside.batches:
+        measured = node_measures(read_runs(store, batch.benches), store)
+        for node in batch.nodes:
             out[node] = {
                 name: {c: values[c] for c in controls if c in values}
                 for name, values in measured.items()
@@ -114,7 +115,7 @@ def _trends(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
             for r in store.runs(bench_id=b)
             if r.role == "foreground" and r.status == "ok" and r.images_per_sec and not r.is_probe
         }
-        for benches in ctx.data(Hold.name).get("rounds", [])
+        for benches in ctx.found(Hold).rounds
     ]
     return judge_mod.trends(rounds, ctx.request.slowdown)
 
@@ -155,20 +156,20 @@ def _compared(ctx: Ctx, node_facts: Mapping[str, Mapping[str, str]]) -> dict[str
 
 def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:
     """Everything the nodes are judged on, from the stages' data and the store; and every fact (for the pack)."""
-    pre, fleet, second = ctx.data(Preflight.name), ctx.data(Fleet.name), ctx.data(SecondPass.name)
-    rejoin = ctx.data(Rejoin.name)  # the nodes left out, measured once mended (--resume)
-    rejoined = rejoin.get("rejoined", [])
-    node_facts: dict[str, dict[str, str]] = {**pre.get("facts", {}), **rejoin.get("facts", {})}
+    pre, fleet, second = ctx.found(Preflight), ctx.found(Fleet), ctx.found(SecondPass)
+    rejoin = ctx.found(Rejoin)  # the nodes left out, measured once mended (--resume)
+    rejoined = rejoin.rejoined
+    node_facts: dict[str, dict[str, str]] = {k: dict(v) for k, v in [*pre.facts.items(), *rejoin.facts.items()]}
     drifts = drift_mod.drift(node_facts, golden_spec(ctx.request.golden)) if node_facts else []
     first_runs = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
-    second_runs = read_runs(store, second.get("measure", []))
-    hold_runs = read_runs(store, [b for r in ctx.data(Hold.name).get("rounds", []) for b in r])
-    rerun = second.get("rerun", [])
-    back_runs = read_runs(store, rejoin.get("measure", []))
-    again = rejoin.get("again", {})  # a mended node slow beside its controls, measured beside them again
-    again_runs = read_runs(store, [b for batch in again.get("batches", []) for b in batch["benches"]])
-    measures = fleet.get("measures") or node_measures(first_runs, store)
-    failed = {**fleet.get("failed", failures(first_runs))}
+    second_runs = read_runs(store, second.measure)
+    hold_runs = read_runs(store, [b for r in ctx.found(Hold).rounds for b in r])
+    rerun = second.rerun
+    back_runs = read_runs(store, rejoin.measure)
+    again = rejoin.again  # a mended node slow beside its controls, measured beside them again
+    again_runs = read_runs(store, again.benches)
+    measures = fleet.measures or node_measures(first_runs, store)
+    failed = dict(fleet.failed) if Fleet.name in ctx.state.stages else failures(first_runs)
     second_failed = failures(second_runs)
     extra: dict[str, list[Reason]] = {}
     held = {
@@ -192,7 +193,7 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         superseded = [r for r in first_runs if r.host in rerun] + [r for r in second_runs if r.host not in rerun]
         superseded += hold_runs + [r for r in back_runs if r.host not in rejoined] + again_runs
         gpus = gpus_mod.verdicts(store, final, ctx.request.expected, superseded)
-        for node, count in {**pre.get("gpus", {}), **rejoin.get("gpus", {})}.items():
+        for node, count in {**pre.gpus, **rejoin.gpus}.items():
             judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
             if judged < count:
                 why = f"preflight saw {count} GPU(s); {judged} were measured"
@@ -218,11 +219,11 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         out=ctx.out,
         out_verdict=FAIL if ctx.request.unreachable == "fail" else UNDECIDED,
         controls=_controls(second, store) | _controls(rejoin, store),
-        rejoined=tuple(rejoined),
+        rejoined=rejoined,
         again=node_measures([r for r in again_runs if r.host in rejoined], store),
         controls_again=_controls(again, store),
         # whether what ran beside controls ran at the same time (the passes that ran any: one --parallel for all)
-        together=all(d.get("together", True) for d in (second, rejoin, again) if d.get("batches")),
+        together=all(b.together for b in (second, rejoin, again) if b.batches),
     )
     every = {
         "nodes": node_facts,

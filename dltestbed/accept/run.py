@@ -8,7 +8,6 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from dltestbed import __version__, evidence, inventory, remedy
 from dltestbed import expected as expected_mod
@@ -17,6 +16,7 @@ from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
 from dltestbed.accept.context import golden_spec
 from dltestbed.accept.findings import findings
+from dltestbed.accept.found import Beside, Rejoined
 from dltestbed.accept.levels import level as level_of
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.stages import (
@@ -195,19 +195,19 @@ def _remedies(request: AcceptRequest, nodes: Sequence[judge_mod.NodeVerdict]) ->
     return remedy.apply(asked, dry_run=not request.apply)
 
 
-def _beside(data: dict[str, Any]) -> dict[str, object]:
+def _beside(beside: Beside) -> dict[str, object]:
     """What a stage ran beside controls (the second pass, rejoin): its nodes in batches, each beside the same
     controls, and whether at once."""
     return {
-        "controls": data.get("controls", []),
-        "together": data.get("together", True),
-        "batches": [{"suspects": b["nodes"], "benches": b["benches"]} for b in data.get("batches", [])],
+        "controls": list(beside.controls),
+        "together": beside.together,
+        "batches": [{"suspects": list(b.nodes), "benches": list(b.benches)} for b in beside.batches],
     }
 
 
-def _rejoined(data: dict[str, Any]) -> dict[str, object]:
+def _rejoined(found: Rejoined) -> dict[str, object]:
     """What rejoin ran: the mended nodes, beside controls, and those slow there again beside them."""
-    return _beside(data) | {"nodes": data.get("rejoined", []), "again": _beside(data.get("again", {}))}
+    return _beside(found) | {"nodes": list(found.rejoined), "again": _beside(found.again)}
 
 
 def verdict(ctx: Ctx) -> AcceptOutcome:
@@ -241,8 +241,8 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
             "or more known-good controls measured beside it. A GPU fails a measure below 0.75 of what a healthy "
             "board of its kind reaches."
         ),
-        "second_pass": _beside(ctx.data(SecondPass.name)),
-        "rejoined": _rejoined(ctx.data(Rejoin.name)),
+        "second_pass": _beside(ctx.found(SecondPass)),
+        "rejoined": _rejoined(ctx.found(Rejoin)),
     }
     pack.write(ctx.request.out, summary, nodes, every, ctx.request.inventory, done, f.left_out)
     evidence.write_manifest(ctx.request.out)

@@ -6,16 +6,31 @@ inputs have not changed is not run again."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from math import log
 from statistics import median
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from dltestbed import __version__
 from dltestbed.accept import facts as facts_mod
 from dltestbed.accept.context import PREFLIGHT, REJOIN, Ctx, frameworks_in, golden_spec, on_every_node, read_runs
+from dltestbed.accept.found import (
+    Batch,
+    Beside,
+    Facts,
+    Found,
+    Judged,
+    Pair,
+    Paired,
+    Provisioned,
+    Rejoined,
+    Rerun,
+    Rounds,
+    encode,
+)
 from dltestbed.accept.gpus import failing_nodes
 from dltestbed.accept.judge import slow_beside, suspects
 from dltestbed.accept.state import StageRecord, digest
@@ -37,6 +52,7 @@ from dltestbed.workload.probes.base import ALLREDUCE_BYTES, size_words
 
 SKIPPABLE = ("provision", "node", "pairs", "second", "hold", REJOIN)  # the verdict needs the others
 CONTROLS = 3  # known-good nodes measured beside the second pass's suspects, where there are (at least CONTROLS_MIN)
+F = TypeVar("F", bound=Found)
 NO_NODE_LEFT = "every node was left out by a stage before"
 
 
@@ -45,11 +61,13 @@ class StageError(DltestbedError):
     goes on from it; exit 2, never a node's failure."""
 
 
-class Stage:
-    """One stage: what its inputs are (a change reruns it) and what it does."""
+class Stage(Generic[F]):
+    """One stage: what its inputs are (a change reruns it), what it does and the type of what it finds (found.py,
+    kept in the state file)."""
 
     name: ClassVar[str]
     title: ClassVar[str]
+    found: type[F]
     listed: ClassVar[bool] = True  # listed among the checks left out when it does not apply
 
     def applies(self, ctx: Ctx) -> str | None:
@@ -68,19 +86,20 @@ class Stage:
         raise NotImplementedError
 
 
-STAGES: dict[str, type[Stage]] = {}
+STAGES: dict[str, type[Stage[Any]]] = {}
 
 
-def stage(cls: type[Stage]) -> type[Stage]:
+def stage(cls: type[Stage[F]]) -> type[Stage[F]]:
     """Register a stage class under its name, in the order stages run."""
     STAGES[cls.name] = cls
     return cls
 
 
 @stage
-class Provision(Stage):
+class Provision(Stage[Provisioned]):
     name = "provision"
     title = "provision the nodes (offline, idempotent)"
+    found = Provisioned
 
     def inputs(self, ctx: Ctx) -> dict[str, Any]:
         # not the acceptance's: a provisioning that passed stands until the nodes, the inventory or dltestbed change
@@ -93,7 +112,7 @@ class Provision(Stage):
 
     def run(self, ctx: Ctx) -> StageRecord:
         report_id, out = provision_nodes(ctx, ctx.request.limit)
-        return StageRecord("", data={"provision": report_id, "out": out})
+        return StageRecord("", data=encode(Provisioned(out, report_id)))
 
 
 def provision_nodes(ctx: Ctx, limit: str | None) -> tuple[str, dict[str, str]]:
@@ -122,16 +141,17 @@ def provision_nodes(ctx: Ctx, limit: str | None) -> tuple[str, dict[str, str]]:
 
 
 @stage
-class Preflight(Stage):
+class Preflight(Stage[Facts]):
     name = PREFLIGHT
     title = "preflight: each node's GPU and host facts, for the drift check"
+    found = Facts
 
     def applies(self, ctx: Ctx) -> str | None:
         return None if ctx.live else NO_NODE_LEFT
 
     def run(self, ctx: Ctx) -> StageRecord:
-        bench, data, packages = preflight_facts(ctx, ctx.live)
-        return StageRecord("", [bench], data | {"framework": self.framework(ctx, packages)})
+        bench, facts, packages = preflight_facts(ctx, ctx.live)
+        return StageRecord("", [bench], encode(dataclasses.replace(facts, framework=self.framework(ctx, packages))))
 
     @staticmethod
     def framework(ctx: Ctx, packages: Mapping[str, Mapping[str, str]]) -> str:
@@ -146,9 +166,9 @@ class Preflight(Stage):
         return common[0]
 
 
-def preflight_facts(ctx: Ctx, nodes: Sequence[str]) -> tuple[str, dict[str, Any], dict[str, dict[str, str]]]:
+def preflight_facts(ctx: Ctx, nodes: Sequence[str]) -> tuple[str, Facts, dict[str, dict[str, str]]]:
     """A light probe on the nodes, every node at once, for the facts in its fingerprint: its bench, what it found
-    (facts, GPUs and the nodes it could not measure, "out"), and each node's packages."""
+    (facts, GPUs and the nodes it could not measure), and each node's packages."""
     probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
     bench = ctx.bench(probe, limit=nodes, scenario=Options(parallel=True))
     runs = ctx.runs([bench])
@@ -157,12 +177,13 @@ def preflight_facts(ctx: Ctx, nodes: Sequence[str]) -> tuple[str, dict[str, Any]
     out = {r.host: r.reason or r.status for r in runs if r.status != "ok"}
     out |= {n: "no preflight run reported its facts" for n in nodes if n not in found and n not in out}
     packages = {r.host: r.fingerprint.get("packages") or {} for r in runs if r.status == "ok"}
-    return bench, {"facts": found, "gpus": {k: v for k, v in gpus.items() if v}, "out": out}, packages
+    return bench, Facts(out, found, {k: v for k, v in gpus.items() if v}), packages
 
 
 @stage
-class Measure(Stage):
+class Measure(Stage[Found]):
     name = "measure"
+    found = Found
     title = "measure every node (every GPU of a node at once): the screen, the probes, the model"
 
     def applies(self, ctx: Ctx) -> str | None:
@@ -171,7 +192,7 @@ class Measure(Stage):
     def run(self, ctx: Ctx) -> StageRecord:
         # --init: the screen gives no expected value (its minutes are a verdict's, not a reference's)
         benches = measure_benches(ctx, None, skip=("screen",) if ctx.init else ())
-        return StageRecord("", benches, {"out": unanswered(ctx.runs(benches))})
+        return StageRecord("", benches, encode(Found(unanswered(ctx.runs(benches)))))
 
 
 def unanswered(runs: Sequence[RunRecord]) -> dict[str, str]:
@@ -187,8 +208,9 @@ def unanswered(runs: Sequence[RunRecord]) -> dict[str, str]:
 
 
 @stage
-class NodeGpus(Stage):
+class NodeGpus(Stage[Found]):
     name = "node"
+    found = Found
     title = "all of a node's GPUs together: all-reduce bus bandwidth"
 
     def applies(self, ctx: Ctx) -> str | None:
@@ -204,9 +226,10 @@ class NodeGpus(Stage):
 
 
 @stage
-class Pairs(Stage):
+class Pairs(Stage[Paired]):
     name = "pairs"
     title = "across nodes: the network and all-reduce between pairs"
+    found = Paired
 
     def applies(self, ctx: Ctx) -> str | None:
         return None if len(ctx.live) > 1 else "one node: no pair" if len(ctx.nodes) == 1 else "fewer than 2 nodes left"
@@ -214,7 +237,7 @@ class Pairs(Stage):
     def run(self, ctx: Ctx) -> StageRecord:
         pairs = pairs_of(ctx.live)
         bench = pair_bench(ctx, pairs)  # every disjoint pair at once: one round (an odd node's pair after)
-        return StageRecord("", [bench], {"pairs": [[a, b, bench] for a, b in pairs]})
+        return StageRecord("", [bench], encode(Paired(pairs=tuple(Pair(a, b, bench) for a, b in pairs))))
 
 
 def node_measures(runs: Sequence[RunRecord], store: Store) -> dict[str, dict[str, float]]:
@@ -253,9 +276,10 @@ def pair_runs(runs: Sequence[RunRecord], pair: Sequence[str]) -> list[RunRecord]
 
 
 @stage
-class Fleet(Stage):
+class Fleet(Stage[Judged]):
     name = "fleet"
     title = "the fleet analysis: who is slower than its peers, whose runs failed"
+    found = Judged
 
     def applies(self, ctx: Ctx) -> str | None:
         return None if ctx.live else NO_NODE_LEFT
@@ -268,39 +292,41 @@ class Fleet(Stage):
             measures = node_measures(runs, store)
             gpu_nodes = failing_nodes(ctx.request.expected, store, runs) if ctx.gpu else []
             bad_pairs = []
-            for a, b, bench in ctx.data(Pairs.name).get("pairs", []):
-                prs = pair_runs(read_runs(store, [bench]), (a, b))
+            for pair in ctx.found(Pairs).pairs:
+                both = (pair.node, pair.partner or "")
+                prs = pair_runs(read_runs(store, [pair.bench or ""]), both)
                 if not prs or any(r.status != "ok" for r in prs):
-                    bad_pairs.append([a, b])
+                    bad_pairs.append(both)
         finally:
             store.close()
         slow = sorted({s.node for s in suspects(measures, ctx.request.slowdown)})
         failed = failures(runs)
         rerun = sorted(set(slow) | set(failed) | set(gpu_nodes), key=ctx.nodes.index)
-        return StageRecord("", [], {"measures": measures, "failed": failed, "rerun": rerun, "pairs": bad_pairs})
+        return StageRecord(
+            "", [], encode(Judged(measures=measures, failed=failed, rerun=tuple(rerun), pairs=tuple(bad_pairs)))
+        )
 
 
 def known_good(ctx: Ctx) -> list[str]:
     """The nodes still measured that passed the first pass: not rerun, in no failed pair, with no drift."""
-    fleet = ctx.data(Fleet.name)
-    suspect = {n for pair in fleet.get("pairs", []) for n in pair} | set(fleet.get("rerun", []))
-    facts = ctx.data(PREFLIGHT).get("facts", {})
+    fleet = ctx.found(Fleet)
+    suspect = {n for pair in fleet.pairs for n in pair} | set(fleet.rerun)
+    facts = ctx.found(Preflight).facts
     drifted = {d.node for d in drift_mod.drift(facts, golden_spec(ctx.request.golden))} if facts else set()
     return [n for n in ctx.live if n not in suspect and n not in drifted]
 
 
-def beside_controls(ctx: Ctx, plan: Batches) -> tuple[list[dict[str, Any]], list[str]]:
+def beside_controls(ctx: Ctx, plan: Batches) -> Beside:
     """Each batch of nodes measured beside the controls (one bench per measure, and all of a node's GPUs together
-    where that stage ran): the batches ({"nodes", "benches"}), and every bench."""
-    batches, measured = [], []
+    where that stage ran)."""
+    batches = []
     for batch in plan.batches:
         nodes = [*batch, *plan.controls]
         benches = measure_benches(ctx, nodes)
         if NodeGpus.name in ctx.state.stages:
             benches.append(node_bench(ctx, nodes))
-        batches.append({"nodes": batch, "benches": benches})
-        measured += benches
-    return batches, measured
+        batches.append(Batch(tuple(batch), tuple(benches)))
+    return Beside(tuple(plan.controls) if batches else (), tuple(batches), plan.together)
 
 
 def choose_controls(measures: Mapping[str, Mapping[str, float]], good: Sequence[str], count: int) -> list[str]:
@@ -338,8 +364,9 @@ def batches_of(rerun: Sequence[str], controls: Sequence[str], at_most: int | Non
 
 
 @stage
-class SecondPass(Stage):
+class SecondPass(Stage[Rerun]):
     name = "second"
+    found = Rerun
     title = (
         "the second pass: what failed or was slow, again, beside known-good controls measured at the same time; "
         "a suspect pair's nodes each with a known-good node"
@@ -349,25 +376,23 @@ class SecondPass(Stage):
         return None if ctx.live else NO_NODE_LEFT
 
     def run(self, ctx: Ctx) -> StageRecord:
-        fleet = ctx.data(Fleet.name)
-        rerun = fleet.get("rerun", [])
+        fleet = ctx.found(Fleet)
         good = known_good(ctx)
-        controls = choose_controls(fleet.get("measures", {}), good, CONTROLS) if rerun else []
-        plan = batches_of(rerun, controls, ctx.request.parallel)
-        batches, measured = beside_controls(ctx, plan)
+        controls = choose_controls(fleet.measures, good, CONTROLS) if fleet.rerun else []
+        beside = beside_controls(ctx, batches_of(fleet.rerun, controls, ctx.request.parallel))
         # each node of a failed pair with a known-good node: a different one each where there are, all at once
-        ordered = sorted({n for pair in fleet.get("pairs", []) for n in pair}, key=ctx.nodes.index)
+        ordered = sorted({n for pair in fleet.pairs for n in pair}, key=ctx.nodes.index)
         partners = [(node, good[i % len(good)]) for i, node in enumerate(ordered)] if good else []
-        bench = pair_bench(ctx, partners) if partners else ""
-        pairs = [[n, p, bench] for n, p in partners] + ([] if good else [[n, "", ""] for n in ordered])
-        data = {"rerun": rerun, "measure": measured, "pairs": pairs, "batches": batches}
-        data |= {"controls": plan.controls, "together": plan.together}
-        return StageRecord("", measured + ([bench] if bench else []), data)
+        bench = pair_bench(ctx, partners) if partners else None
+        pairs = [Pair(n, p, bench) for n, p in partners] + ([] if good else [Pair(n, None, None) for n in ordered])
+        found = Rerun(**vars(beside), rerun=fleet.rerun, measure=beside.benches, pairs=tuple(pairs))
+        return StageRecord("", [*beside.benches, *([bench] if bench else [])], encode(found))
 
 
 @stage
-class Hold(Stage):
+class Hold(Stage[Rounds]):
     name = "hold"
+    found = Rounds
     title = "burn-in: the model (and the screen) in rounds, held for --hold (4 h at level burn-in)"
 
     def applies(self, ctx: Ctx) -> str | None:
@@ -383,13 +408,14 @@ class Hold(Stage):
         while len(rounds) < 2 or time.monotonic() < end:  # two rounds at least: a trend needs both ends
             ctx.observer.say(f"burn-in: round {len(rounds) + 1}")
             rounds.append(measure_benches(ctx, None, only=("screen", "model")))
-        return StageRecord("", [b for r in rounds for b in r], {"rounds": rounds})
+        return StageRecord("", [b for r in rounds for b in r], encode(Rounds(rounds=tuple(map(tuple, rounds)))))
 
 
 @stage
-class Rejoin(Stage):
+class Rejoin(Stage[Rejoined]):
     name = REJOIN
     title = "the nodes left out, tried again once mended (--resume): provisioned, read, measured beside controls"
+    found = Rejoined
     listed = False  # it applies only on a resume with nodes left out
 
     def applies(self, ctx: Ctx) -> str | None:
@@ -407,39 +433,42 @@ class Rejoin(Stage):
             _, out = provision_nodes(ctx, ",".join(back))
         trying = [n for n in back if n not in out]
         benches: list[str] = []
-        data: dict[str, Any] = {"facts": {}, "gpus": {}}
+        facts = Facts()
         if trying:
-            bench, data, _ = preflight_facts(ctx, trying)
+            bench, facts, _ = preflight_facts(ctx, trying)
             benches.append(bench)
-            out |= data.pop("out")
+            out |= facts.out
         trying = [n for n in trying if n not in out]
-        controls = choose_controls(ctx.data(Fleet.name).get("measures", {}), known_good(ctx), CONTROLS)
+        controls = choose_controls(ctx.found(Fleet).measures, known_good(ctx), CONTROLS)
         plan = batches_of(trying, controls if trying else [], ctx.request.parallel)
-        batches, measured = beside_controls(ctx, plan)
-        out |= {n: why for n, why in unanswered(ctx.runs(measured)).items() if n in trying}
-        rejoined = [n for n in trying if n not in out]
-        data |= {"out": out, "rejoined": rejoined, "measure": measured}
-        data |= {"batches": batches, "controls": plan.controls, "together": plan.together}
+        beside = beside_controls(ctx, plan)
+        out |= {n: why for n, why in unanswered(ctx.runs(beside.benches)).items() if n in trying}
+        rejoined = tuple(n for n in trying if n not in out)
         # slow beside its controls: measured beside them again, as a suspect is in the second pass (one round of
         # noise fails no node)
-        again = batches_of(_slow_in(ctx, batches, rejoined, plan.controls), plan.controls, ctx.request.parallel)
-        again_batches, again_measured = beside_controls(ctx, again)
-        data["again"] = {"batches": again_batches, "controls": again.controls if again_batches else []}
-        data["again"]["together"] = again.together
-        return StageRecord("", benches + measured + again_measured, data)
+        slow = _slow_in(ctx, beside, rejoined)
+        again = beside_controls(ctx, batches_of(slow, plan.controls, ctx.request.parallel))
+        found = Rejoined(
+            **vars(beside),
+            out=out,
+            facts=facts.facts,
+            gpus=facts.gpus,
+            rejoined=rejoined,
+            measure=beside.benches,
+            again=again,
+        )
+        return StageRecord("", [*benches, *beside.benches, *again.benches], encode(found))
 
 
-def _slow_in(
-    ctx: Ctx, batches: Sequence[Mapping[str, Any]], nodes: Sequence[str], controls: Sequence[str]
-) -> list[str]:
+def _slow_in(ctx: Ctx, beside: Beside, nodes: Sequence[str]) -> list[str]:
     """The nodes (of `nodes`) slow in any measure beside the controls of their batch."""
     store = Store.open(ctx.request.results, read_only=True)
     try:
         slow: list[str] = []
-        for batch in batches:
-            measured = node_measures(read_runs(store, batch["benches"]), store)
-            mine = [n for n in batch["nodes"] if n in nodes]
-            slow += slow_beside(measured, mine, controls, ctx.request.slowdown)
+        for batch in beside.batches:
+            measured = node_measures(read_runs(store, batch.benches), store)
+            mine = [n for n in batch.nodes if n in nodes]
+            slow += slow_beside(measured, mine, beside.controls, ctx.request.slowdown)
         return slow
     finally:
         store.close()
