@@ -31,6 +31,7 @@ from dltestbed.results.store import Store
 from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
 
 F = TypeVar("F", bound=Found, covariant=True)
+G = TypeVar("G", bound=Found)
 
 
 class Finding(Protocol[F]):
@@ -62,8 +63,11 @@ class Ctx:
 
     def found(self, stage: Finding[F]) -> F:
         """What a finished stage found (its type's defaults when it did not run)."""
-        rec = self.state.stages.get(stage.name)
-        return decode(stage.found, rec.data) if rec is not None else stage.found()
+        return self._found(stage.name, stage.found)
+
+    def _found(self, name: str, kind: type[G]) -> G:
+        rec = self.state.stages.get(name)
+        return decode(kind, rec.data) if rec is not None else kind()
 
     @property
     def out(self) -> dict[str, tuple[str, str]]:
@@ -75,12 +79,11 @@ class Ctx:
                 continue
             for node, why in decode(Found, rec.data).out.items():
                 found.setdefault(node, (name, why))
-        if REJOIN in self.state.stages:  # a resume that tried them again: those that came back, and those still out
-            back = decode(Rejoined, self.state.stages[REJOIN].data)
-            for node in back.rejoined:
-                found.pop(node, None)
-            for node, why in back.out.items():
-                found[node] = (REJOIN, why)
+        back = self._found(REJOIN, Rejoined)  # a resume that tried them again: those that came back, those still out
+        for node in back.rejoined:
+            found.pop(node, None)
+        for node, why in back.out.items():
+            found[node] = (REJOIN, why)
         return found
 
     @property
@@ -108,17 +111,12 @@ class Ctx:
     def framework(self) -> str:
         """What the models and probes compute with: the request's, else the one preflight found on every node,
         else (preflight's own bench, which loads none) the one installed here."""
-        return self.request.framework or self._preflight.framework or installed_here()
+        return self.request.framework or self._found(PREFLIGHT, Facts).framework or installed_here()
 
     @property
     def gpu(self) -> bool:
         """Whether the nodes have GPUs (as preflight saw them): the GPU checks, else the CPU's."""
-        return bool(self._preflight.gpus)
-
-    @property
-    def _preflight(self) -> Facts:
-        rec = self.state.stages.get(PREFLIGHT)
-        return decode(Facts, rec.data) if rec is not None else Facts()
+        return bool(self._found(PREFLIGHT, Facts).gpus)
 
     def bench(
         self,
