@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
+from dltestbed.orchestrate import BenchRequest, Compute, Repetitions, Silent, Where, Workloads, run_bench
 from dltestbed.report.inference import paired, ratio_interval
 from dltestbed.results.records import REFERENCE, RunRecord, new_id
 from dltestbed.results.store import Store
@@ -170,15 +170,14 @@ def harness(a: argparse.Namespace, results: Path) -> RunRecord:
         workloads=Workloads(
             models=(a.model,),
             frameworks=(a.framework,),
-            math=a.math,  # as the bare loop computes, whatever the preset
-            xla=a.xla,
             image_size=a.image_size,
             batch_size=a.batch_size,
             warmup=a.warmup,
             steps=a.steps,
         ),
+        compute=Compute(math=a.math, xla=a.xla),  # as the bare loop computes, whatever the preset
         repetitions=Repetitions(repeat="1"),
-        machines=Machines(targets=("bm",)),
+        where=Where(targets=("bm",)),
         results=results,
     )
     (run,) = run_bench(request, Silent()).records

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dltestbed.orchestrate import BenchRequest, Machines, Repetitions, Silent, Workloads, run_bench
+from dltestbed.orchestrate import BenchRequest, Repetitions, Silent, Where, Workloads, run_bench
 from dltestbed.report.inference import log_ratios, t_interval
 from dltestbed.results import influx
 from dltestbed.results import store as store_mod
@@ -131,7 +131,7 @@ def bench_ips(env: dict[str, str], results: Path, a: argparse.Namespace, short: 
             mode="infer" if short else "train",
         ),
         repetitions=Repetitions(repeat="1"),
-        machines=Machines(targets=("bm",)),
+        where=Where(targets=("bm",)),
         results=results,
         stream=influx.settings(env=env),
     )

@@ -7,7 +7,7 @@ data: the CLI imports it without the library behind it, so `--help` stays fast."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 # the values a run's spec is typed with (config.py validates them)
 DataKind = Literal["synthetic", "real"]
@@ -87,6 +87,28 @@ LAUNCHERS = {
 }
 RUNTIMES = ("docker", "podman", "podman-rootless", "charliecloud")  # the classes: runtimes/, a module each
 FLAVORS = ("cpu", "gpu")  # TensorFlow's build in the workload image: tensorflow-cpu, or tensorflow[and-cuda]
+
+# The registries' names as types the CLI reads its choices from (a Literal: one line for a bad one); mypy sees str.
+if TYPE_CHECKING:
+    ScenarioName: TypeAlias = str
+    LayoutName: TypeAlias = str
+    CotenantName: TypeAlias = str
+    PresetName: TypeAlias = str
+    SuiteName: TypeAlias = str
+    OrderName: TypeAlias = str
+    LauncherName: TypeAlias = str
+    RuntimeName: TypeAlias = str
+    FlavorName: TypeAlias = str
+else:
+    ScenarioName = Literal[tuple(SCENARIOS)]
+    LayoutName = Literal[tuple(LAYOUTS)]
+    CotenantName = Literal[tuple(COTENANTS)]
+    PresetName = Literal[(AUTO_PRESET, *PRESETS)]
+    SuiteName = Literal[tuple(SUITES)]
+    OrderName = Literal[ORDERS]
+    LauncherName = Literal[tuple(LAUNCHERS)]
+    RuntimeName = Literal[RUNTIMES]
+    FlavorName = Literal[("auto", *FLAVORS)]
 
 
 def or_list(names: Iterable[str]) -> str:

@@ -20,3 +20,14 @@ def mib(text: str, option: str) -> int:
     if value < 1:
         raise ConfigError(f"{option}: at least 1m (got {text!r})")
     return int(value)
+
+
+def mib_or_bare(text: str | None, option: str) -> int | None:
+    """An option's size in MiB (`mib`; None: not given); a bare number, the old MiB, still works, with a warning."""
+    from dltestbed.deprecation import warn
+
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        warn(f"{option} {text} (MiB without a unit)", f"{option} {text}m")
+    return mib(text, option)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import yaml
 
@@ -15,17 +15,18 @@ from dltestbed.accept.found import Facts, Found, Rejoined, decode
 from dltestbed.accept.levels import Level
 from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import State
+from dltestbed.choices import Device
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import (
     BenchObserver,
     BenchRequest,
-    Machines,
+    Options,
     Repetitions,
+    Where,
     Workloads,
     run_bench,
 )
-from dltestbed.orchestrate.scenarios import Options
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS
@@ -97,10 +98,19 @@ class Ctx:
         """The command that goes on with this acceptance, as a hint says it."""
         return f"`{hints.accept_resume(self.request.inventory, self.request.out, self.init)}` {hints.SAME_OPTIONS}"
 
-    def options(self, **scenario: Any) -> Options:
-        """A bench's scenario options with the acceptance's --parallel: nodes at once (at most N), or one by one."""
+    def where(self, nodes: Sequence[str], device: Device, parallel: bool | None) -> Where:
+        """A bench's nodes (on bare metal) as the acceptance runs them: at once (at most --parallel N), or one by one
+        (--parallel 1); `parallel` given: all at once, or one by one, whatever --parallel says."""
         cap = self.request.parallel
-        return Options(parallel=cap != 1, hosts_at_once=cap if cap not in (None, 1) else None, **scenario)
+        at_once = (cap != 1, cap if cap not in (None, 1) else None) if parallel is None else (parallel, None)
+        return Where(
+            targets=BARE_METAL,
+            device=device,
+            inventory=self.request.inventory,
+            limit=",".join(nodes),
+            parallel=at_once[0],
+            hosts_at_once=at_once[1],
+        )
 
     def data_benches(self, stage: str) -> list[str]:
         """The benches a finished stage stored ([] when it did not run)."""
@@ -125,14 +135,16 @@ class Ctx:
         limit: Sequence[str] | None = None,
         scenario: Options | None = None,
         repeat: int = 1,
+        device: Device = "auto",
+        parallel: bool | None = None,
     ) -> str:
-        """Run one bench on the nodes still measured (or `limit`'s) and return its id."""
+        """Run one bench on the nodes still measured (or `limit`'s) on `device`, and return its id; the nodes at
+        once as `where` says."""
         w = replace(workloads, frameworks=(self.framework,))
-        options = scenario or self.options()
-        machines = Machines(
-            targets=BARE_METAL, inventory=self.request.inventory, limit=",".join(self.live if limit is None else limit)
+        where = self.where(self.live if limit is None else limit, device, parallel)
+        req = BenchRequest(
+            w, where, Repetitions(repeat=str(repeat)), scenario or Options(), results=self.request.results
         )
-        req = BenchRequest(w, Repetitions(repeat=str(repeat)), options, machines, self.request.results)
         return run_bench(req, self.observer).bench_id
 
     def runs(self, benches: Sequence[str]) -> list[RunRecord]:

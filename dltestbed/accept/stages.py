@@ -42,7 +42,6 @@ from dltestbed.orchestrate import (
     BenchInterrupted,
     Workloads,
 )
-from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import provision
 from dltestbed.report import drift as drift_mod
 from dltestbed.results.records import RunRecord
@@ -170,7 +169,7 @@ def preflight_facts(ctx: Ctx, nodes: Sequence[str]) -> tuple[str, Facts, dict[st
     """A light probe on the nodes, every node at once, for the facts in its fingerprint: its bench, what it found
     (facts, GPUs and the nodes it could not measure), and each node's packages."""
     probe = Workloads(suite="micro", preset="quick", probes=("membw",), warmup=0, steps=1, probe_scale="small")
-    bench = ctx.bench(probe, limit=nodes, scenario=Options(parallel=True))
+    bench = ctx.bench(probe, limit=nodes, parallel=True)
     runs = ctx.runs([bench])
     found = {r.host: facts_mod.node_facts(r.fingerprint) for r in runs if r.status == "ok"}
     gpus = {r.host: len(r.fingerprint.get("gpus") or []) for r in runs if r.status == "ok"}

@@ -8,11 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dltestbed.accept.context import Ctx
-from dltestbed.choices import NODE, PER_GPU
-from dltestbed.orchestrate import (
-    Workloads,
-)
-from dltestbed.orchestrate.scenarios import Options
+from dltestbed.choices import NODE, PER_GPU, Device
+from dltestbed.orchestrate import Options, Workloads
 
 
 @dataclass(frozen=True)
@@ -22,6 +19,7 @@ class Measures:
     workloads: Workloads
     repeat: int = 1
     in_turn: bool = False  # a host's GPUs one after another: what they share is measured by one at a time
+    device: Device = "auto"
 
 
 def workloads(ctx: Ctx) -> dict[str, Measures]:
@@ -38,26 +36,23 @@ def workloads(ctx: Ctx) -> dict[str, Measures]:
                 probes=names,
                 probe_scale="full",
                 gpus=PER_GPU,
-                device="gpu",
                 warmup=2,
                 steps=lv.probe_steps,
             )
 
         return {
             "screen": Measures(
-                Workloads(suite="screen", preset="gpu", gpus=PER_GPU, device="gpu", screen_seconds=lv.screen_seconds)
+                Workloads(suite="screen", preset="gpu", gpus=PER_GPU, screen_seconds=lv.screen_seconds), device="gpu"
             ),
-            "probes": Measures(probes("gemm", "membw", "d2d", "launch")),
-            "copies": Measures(probes("h2d", "d2h"), in_turn=True),
+            "probes": Measures(probes("gemm", "membw", "d2d", "launch"), device="gpu"),
+            "copies": Measures(probes("h2d", "d2h"), in_turn=True, device="gpu"),
             "model": Measures(
-                Workloads(models=("resnet50",), preset="gpu", gpus=PER_GPU, device="gpu", steps=lv.steps), lv.repeat
+                Workloads(models=("resnet50",), preset="gpu", gpus=PER_GPU, steps=lv.steps), lv.repeat, device="gpu"
             ),
         }
-    model = Workloads(
-        models=("alexnet",), preset="quick", device="cpu", image_size=64, batch_size=8, warmup=3, steps=lv.steps
-    )
+    model = Workloads(models=("alexnet",), preset="quick", image_size=64, batch_size=8, warmup=3, steps=lv.steps)
     return {
-        "model": Measures(model, lv.repeat),
+        "model": Measures(model, lv.repeat, device="cpu"),
         "probes": Measures(
             Workloads(
                 suite="micro",
@@ -78,8 +73,8 @@ def measure_benches(
     out = []
     for name, m in workloads(ctx).items():
         if (not only or name in only) and name not in skip:
-            turn = ctx.options(gpus_in_turn=True) if m.in_turn else None
-            out.append(ctx.bench(m.workloads, limit=limit, repeat=m.repeat, scenario=turn))
+            turn = Options(gpus_in_turn=True) if m.in_turn else None
+            out.append(ctx.bench(m.workloads, limit=limit, repeat=m.repeat, scenario=turn, device=m.device))
     return out
 
 
@@ -91,11 +86,10 @@ def node_bench(ctx: Ctx, limit: Sequence[str] | None) -> str:
         preset="gpu",
         probes=("allreduce",),
         gpus=NODE,
-        device="gpu",
         warmup=2,
         steps=ctx.level.probe_steps,
     )
-    return ctx.bench(allreduce, limit=limit)
+    return ctx.bench(allreduce, limit=limit, device="gpu")
 
 
 def pairs_of(nodes: Sequence[str]) -> list[tuple[str, str]]:
@@ -115,5 +109,5 @@ def pair_bench(ctx: Ctx, pairs: Sequence[tuple[str, str]]) -> str:
     probes = Workloads(suite="micro", preset=preset, probes=("net", "allreduce"), warmup=1, steps=ctx.level.probe_steps)
     jobs = tuple(tuple(p) for p in pairs)
     nodes = list(dict.fromkeys(n for p in pairs for n in p))
-    job = Options(scenario="distributed", baseline=False, jobs=jobs, parallel=ctx.request.parallel != 1)
-    return ctx.bench(probes, limit=nodes, scenario=job)
+    job = Options(scenario="distributed", baseline=False, jobs=jobs)
+    return ctx.bench(probes, limit=nodes, scenario=job, parallel=ctx.request.parallel != 1)

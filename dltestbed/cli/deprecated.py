@@ -7,12 +7,7 @@ from typing import Any
 
 import typer
 
-RELEASE = "0.3"  # the release that drops the old spellings
-
-
-def warn(old: str, new: str) -> None:
-    """Say that `old` is deprecated and what to write instead."""
-    typer.echo(f"warning: {old} is deprecated and goes in dltestbed {RELEASE}; use {new}", err=True)
+from dltestbed.deprecation import warn
 
 
 def renamed(old: str, new: str) -> Callable[..., Any]:

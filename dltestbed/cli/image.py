@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Literal
 
 import typer
 
-from dltestbed.choices import DEFAULT_FRAMEWORK, RUNTIMES, or_list
+from dltestbed.choices import DEFAULT_FRAMEWORK, RUNTIMES, FlavorName, RuntimeName, or_list
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import OTHER_FRAMEWORKS, Flavor, Runtime, listed
+from dltestbed.cli.options import OTHER_FRAMEWORKS
+from dltestbed.panels import comma_tuple
 
 if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
     from dltestbed.provision.image import Image
@@ -36,7 +37,7 @@ In full: docs/reference.md, "VMs (vm) and containers in VMs (cvm)\""""
 
 @app.command("build", epilog=EXAMPLES)
 def build(
-    runtime: Runtime | None = typer.Option(
+    runtime: RuntimeName | None = typer.Option(
         None,
         metavar="NAME",
         help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman); podman-rootless's and "
@@ -48,7 +49,7 @@ def build(
         help="Build on this image from the runtime's local store (default: a Debian rootfs made with debootstrap).",
         rich_help_panel=CONTAINER,
     ),
-    flavor: Flavor = typer.Option(
+    flavor: FlavorName = typer.Option(
         "auto",
         help="The frameworks' builds: cpu, gpu (CUDA builds, with their libraries), or auto (default): gpu when "
         "this machine's NVIDIA driver answers with GPUs.",
@@ -89,7 +90,7 @@ def build(
     from dltestbed.errors import ConfigError
     from dltestbed.provision import localfacts, wheelhouse
 
-    frameworks = wheelhouse.carried(listed(framework, "--framework") or ())  # an unknown name: one line first
+    frameworks = wheelhouse.carried(comma_tuple(framework, "--framework"))  # an unknown name: one line first
     out = guest_copy or out
     want_vm = vm == "yes" or (vm == "auto" and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
     if out is not None and not want_vm:

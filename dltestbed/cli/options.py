@@ -2,38 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Annotated, ClassVar, Literal
 
 import typer
 
 from dltestbed import choices
-from dltestbed.errors import ConfigError
+from dltestbed.panels import opt
 
-# Each choice a type typer reads its names from (a Literal: `<a|b>` in --help, one line for a bad one), built
-# from dltestbed.choices, where each name is spelled once (a run's data, mode, device, math and GPUs are typed
-# there already). mypy sees a plain str for the registries' names.
 Output = Literal["table", "json"]  # how a command prints: a table, or JSON (every field, full ids)
-if TYPE_CHECKING:
-    Scenario: TypeAlias = str
-    Layout: TypeAlias = str
-    Cotenant: TypeAlias = str
-    Preset: TypeAlias = str
-    Suite: TypeAlias = str
-    Order: TypeAlias = str
-    Launcher: TypeAlias = str
-    Runtime: TypeAlias = str
-    Flavor: TypeAlias = str
-else:
-    Scenario = Literal[tuple(choices.SCENARIOS)]
-    Layout = Literal[tuple(choices.LAYOUTS)]
-    Cotenant = Literal[tuple(choices.COTENANTS)]
-    Preset = Literal[(choices.AUTO_PRESET, *choices.PRESETS)]
-    Suite = Literal[tuple(choices.SUITES)]
-    Order = Literal[choices.ORDERS]
-    Launcher = Literal[tuple(choices.LAUNCHERS)]
-    Runtime = Literal[choices.RUNTIMES]
-    Flavor = Literal[("auto", *choices.FLAVORS)]
 
 
 def wants_json(fmt: Output, as_json: bool) -> bool:
@@ -48,29 +26,19 @@ INFLUX = "InfluxDB stream"
 OUTPUT_HELP = "table (default), or json (every field, full ids)."
 
 
-def influx_url_opt() -> str | None:
-    return typer.Option(
-        None,
-        "--influx-url",
-        help="Stream every step to InfluxDB v2 here ($INFLUXDB_V2_URL).",
-        rich_help_panel=INFLUX,
-    )
+@dataclass(frozen=True)
+class Influx:
+    """Where the steps stream: an InfluxDB v2 server (each from its variable when not given)."""
 
+    PANEL: ClassVar[str] = INFLUX
 
-def influx_org_opt() -> str | None:
-    return typer.Option(None, "--influx-org", help="Organization ($INFLUXDB_V2_ORG).", rich_help_panel=INFLUX)
-
-
-def influx_bucket_opt() -> str | None:
-    return typer.Option(None, "--influx-bucket", help="Bucket ($INFLUXDB_V2_BUCKET).", rich_help_panel=INFLUX)
-
-
-def influx_token_opt() -> Path | None:
-    return typer.Option(
-        None,
-        "--influx-token-file",
-        help="Token file ($INFLUXDB_V2_TOKEN[_FILE]).",
-        rich_help_panel=INFLUX,
+    url: Annotated[
+        str | None, opt("--influx-url", help="Stream every step to InfluxDB v2 here ($INFLUXDB_V2_URL).")
+    ] = None
+    org: Annotated[str | None, opt("--influx-org", help="Organization ($INFLUXDB_V2_ORG).")] = None
+    bucket: Annotated[str | None, opt("--influx-bucket", help="Bucket ($INFLUXDB_V2_BUCKET).")] = None
+    token_file: Annotated[Path | None, opt("--influx-token-file", help="Token file ($INFLUXDB_V2_TOKEN[_FILE]).")] = (
+        None
     )
 
 
@@ -83,13 +51,3 @@ def group_opt(panel: str | None = None, short: bool = False) -> list[str] | None
 
 
 OTHER_FRAMEWORKS = choices.or_list([f for f in choices.FRAMEWORKS if f != choices.DEFAULT_FRAMEWORK])
-
-
-def listed(text: str | None, option: str) -> tuple[str, ...] | None:
-    """A comma-separated option's items (None: not given); an empty item is refused (`bm,,cbm`)."""
-    if text is None:
-        return None
-    items = tuple(p.strip() for p in text.split(","))
-    if not all(items):
-        raise ConfigError(f"{option}: a comma-separated list with no empty item (got {text!r})")
-    return items

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dltestbed.choices import LAYOUTS
-from dltestbed.cli.options import OTHER_FRAMEWORKS, Layout, group_opt, listed
+from dltestbed.choices import LAYOUTS, LayoutName
+from dltestbed.cli.options import OTHER_FRAMEWORKS, group_opt
+from dltestbed.panels import comma_tuple
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,7 +31,7 @@ In full: docs/reference.md, "Inventories, layouts, provisioning\""""
 
 
 def provision(
-    layout: Layout = typer.Option(..., metavar="NAME", help=f"{', '.join(LAYOUTS)}.", rich_help_panel=WHERE),
+    layout: LayoutName = typer.Option(..., metavar="NAME", help=f"{', '.join(LAYOUTS)}.", rich_help_panel=WHERE),
     inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory, YAML/INI.", rich_help_panel=WHERE),
     limit: str | None = typer.Option(
         None, metavar="PATTERN", help="Only these hosts or groups.", rich_help_panel=WHERE
@@ -76,7 +77,7 @@ def provision(
         on_phase=shown.phase,
         on_notice=shown.notice,
         groups=parse_group_options(group or []),
-        frameworks=listed(framework, "--framework") or (),
+        frameworks=comma_tuple(framework, "--framework"),
         run_user=as_user,
     )
     _summary(report, shown.console, check)

@@ -7,13 +7,8 @@ from pathlib import Path
 
 import typer
 
-from dltestbed.cli.options import (
-    RESULTS_HELP,
-    influx_bucket_opt,
-    influx_org_opt,
-    influx_token_opt,
-    influx_url_opt,
-)
+from dltestbed.cli.grouped import grouped
+from dltestbed.cli.options import RESULTS_HELP, Influx
 
 app = typer.Typer(help="Deprecated: `dltestbed push`.", no_args_is_help=True)
 
@@ -26,13 +21,11 @@ def _old() -> None:
     deprecated.warn("results push", "push")
 
 
+@grouped
 def push(
     bench: str | None = typer.Option(None, metavar="ID", help="Also (re)send this stored bench's points."),
     results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP),
-    influx_url: str | None = influx_url_opt(),
-    influx_org: str | None = influx_org_opt(),
-    influx_bucket: str | None = influx_bucket_opt(),
-    influx_token_file: Path | None = influx_token_opt(),
+    stream: Influx = Influx(),
 ) -> None:
     """Send the points waiting in the results store's outbox (those a stream could not deliver).
 
@@ -53,8 +46,8 @@ def push(
     from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
 
-    has_url = bool(influx_url or secretenv.environ().get(influx.URL_ENV))
-    given = influx.settings(influx_url, influx_org, influx_bucket, influx_token_file if has_url else None)
+    has_url = bool(stream.url or secretenv.environ().get(influx.URL_ENV))
+    given = influx.settings(stream.url, stream.org, stream.bucket, stream.token_file if has_url else None)
     store = Store.open(results)
     notice = store.upgrade_notice()
     if notice:
@@ -68,7 +61,7 @@ def push(
         if given is not None:
             targets = [given]
         else:
-            token, basic = influx.credentials(influx_token_file)
+            token, basic = influx.credentials(stream.token_file)
             targets = [influx.Settings(**json.loads(d), token=token, auth_basic=basic) for d in store.outbox_dests()]
         if not targets:
             print(f"nothing waiting in {store.path}")

@@ -7,6 +7,17 @@ from __future__ import annotations
 import dataclasses
 import resource
 
+from dltestbed.benchgroups import (
+    BenchRequest,
+    Compute,
+    Container,
+    Launch,
+    Options,
+    Repetitions,
+    VmSettings,
+    Where,
+    Workloads,
+)
 from dltestbed.choices import AUTO_PRESET
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
@@ -19,11 +30,7 @@ from dltestbed.orchestrate.request import (
     BenchInterrupted,
     BenchObserver,
     BenchOutcome,
-    BenchRequest,
-    Machines,
-    Repetitions,
     Silent,
-    Workloads,
 )
 from dltestbed.orchestrate.running import run_on
 from dltestbed.results import influx
@@ -37,9 +44,14 @@ __all__ = [
     "BenchObserver",
     "BenchOutcome",
     "BenchRequest",
-    "Machines",
+    "Compute",
+    "Container",
+    "Launch",
+    "Options",
     "Repetitions",
     "Silent",
+    "VmSettings",
+    "Where",
     "Workloads",
     "run_bench",
 ]
@@ -51,19 +63,22 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
     run as it goes. Bad input is one DltestbedError before anything runs; Ctrl-C is BenchInterrupted, with
     the run under way stored failed and everything taken given back."""
     _raise_fd_limit()
-    w, m = request.workloads, request.machines
+    # the scenario runs where and as the request says (hosts at once, a run's limit)
+    request = dataclasses.replace(request, scenario=dataclasses.replace(request.scenario, where=request.where))
+    w, where, box = request.workloads, request.where, request.container
     local = gpus.Local(tuple(w.frameworks or (DEFAULT_FRAMEWORK,)))  # nvidia-smi once
     plan = _plan(request, observer, local)
-    launcher = launcher_for(m, request.scenario.scenario, request.scenario.workers, w.data == "real", w.data_shared)
+    launcher = launcher_for(request)
     plan, kinds, runtime = _kinds(plan, launcher, request, observer)
     hosts = launcher.hosts()
     scenarios.check(request.scenario, hosts, plan, kinds)
-    if w.data_shared and w.data != "real":
+    if where.data_shared and w.data != "real":
         raise ConfigError("--data-shared goes with --data real --data-dir DIR")
-    limits = {"cpuset": m.container_cpuset, "memory": m.container_memory}
-    dataset = Dataset.of(plan.specs[0], w.data_shared)
+    limits = {"cpuset": box.cpuset, "memory": box.memory}
+    dataset = Dataset.of(plan.specs[0], where.data_shared)
+    vm = dataclasses.asdict(request.vm)
     setup = prepare.Setup(
-        tuple(kinds), tuple(hosts), runtime, m.vm, limits, dataset, m.inventory, w.frameworks, m.as_user
+        tuple(kinds), tuple(hosts), runtime, vm, limits, dataset, where.inventory, w.frameworks, box.as_user
     )
     launcher.check(setup)
     need = gpus.needs(plan, request.scenario)
@@ -91,44 +106,14 @@ def run_bench(request: BenchRequest, observer: BenchObserver) -> BenchOutcome:
 
 def _plan(request: BenchRequest, observer: BenchObserver, local: gpus.Local) -> Plan:
     """The bench's plan: every workload spec, validated; then the preset auto chose, said on the first line."""
-    w, r, m = request.workloads, request.repetitions, request.machines
+    w, device = request.workloads, request.where.device
     preset, why = w.preset, ""
     if preset == AUTO_PRESET:
-        here = launcher_class(m.launcher).on_this_machine(m)
-        found = ([] if w.device == "cpu" else local.used_gpus()) if here else None
+        here = launcher_class(request.launch.launcher).on_this_machine(request)
+        found = ([] if device == "cpu" else local.used_gpus()) if here else None
         labels = " and ".join(REGISTRY[f].label if f in REGISTRY else f for f in local.frameworks)
         preset, why = presets.auto_preset(found, labels)
-    plan = planning.plan(
-        models=list(w.models) or None,
-        frameworks=list(w.frameworks) or None,
-        preset_name=preset,
-        repeat=r.repeat,
-        math=w.math,
-        xla=w.xla,
-        gpu_memory_mib=w.gpu_memory_mib,
-        image_size=w.image_size,
-        batch_size=w.batch_size,
-        warmup=w.warmup,
-        steps=w.steps,
-        data_dir=str(w.data_dir) if w.data_dir else None,
-        data=w.data,
-        mode=w.mode,
-        device=w.device,
-        classes=w.classes,
-        deterministic=w.deterministic,
-        gpus=w.gpus,
-        screen_seconds=w.screen_seconds,
-        accuracy=w.accuracy,
-        order=r.order,
-        seed=r.seed,
-        precision=r.precision,
-        max_repeat=r.max_repeat,
-        aa=r.aa,
-        suite=w.suite,
-        probe_scale=w.probe_scale,
-        scenario=request.scenario.scenario,
-        probes=list(w.probes) if w.probes is not None else None,
-    )
+    plan = planning.plan(w, request.compute, request.repetitions, device, request.scenario.scenario, preset)
     if why:  # once the options are valid: a mistake in one is its own line alone
         observer.say(why)
     return plan
@@ -139,10 +124,10 @@ def _kinds(
 ) -> tuple[Plan, list[str], str | None]:
     """The target kinds and container runtime: the request's, or what `auto` finds where the launcher runs
     (which may turn A/A on); with A/A, bare metal first and its A′ last in every repetition."""
-    kinds, runtime = list(request.machines.targets), request.machines.runtime
+    kinds, runtime = list(request.where.targets), request.container.runtime
     if kinds == ["auto"]:
         if runtime is not None:  # a runtime named is a container asked: a rootless one as root needs its user
-            unprivileged.check(request.machines.as_user, ("cbm",), runtime, launcher.hosts())
+            unprivileged.check(request.container.as_user, ("cbm",), runtime, launcher.hosts())
         auto = launcher.auto_kinds(request.scenario.scenario, runtime, request.workloads.frameworks)
         observer.say(auto.why)
         kinds, runtime = list(auto.kinds), runtime or auto.runtime

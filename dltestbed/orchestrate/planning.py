@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
-from dltestbed.choices import FRAMEWORKS, GPUS, NODE, ONE, ORDERS, PER_GPU, SUITES, or_list
+from dltestbed.benchgroups import Compute, Repetitions, Workloads
+from dltestbed.choices import FRAMEWORKS, GPUS, NODE, ONE, ORDERS, PER_GPU, SUITES, Device, or_list
 from dltestbed.config import (
     ALONE_PROBES,
     DEFAULT_FRAMEWORK,
@@ -17,6 +19,7 @@ from dltestbed.config import (
     SCREEN_PROBES,
     STEADY,
     ProbeSpec,
+    RunSpec,
     Spec,
     WorkloadSpec,
     parse_warmup,
@@ -30,10 +33,7 @@ from dltestbed.results.records import new_id
 from dltestbed.workload.frameworks import REGISTRY
 
 T = TypeVar("T")
-DEFAULT_PRECISION = 2.0  # --repeat auto: the overheads' 95 % half-width to reach, in %
-DEFAULT_MAX_REPEAT = 20
 AA_ARM = "A′"  # the baseline kind's second run in a repetition (--aa)
-DEFAULT_SCREEN_SECONDS = 60.0
 PROBE_WARMUP, PROBE_STEPS = 1, 5  # per probe case, unless --warmup / --steps say otherwise
 
 
@@ -96,71 +96,85 @@ def seeded(spec: Spec, rep: int) -> Spec:
     return spec
 
 
+@dataclass(frozen=True)
+class Given:
+    """What the user gave of a workload's settings (None: the preset's)."""
+
+    image_size: int | None
+    batch_size: int | None
+    warmup: int | str | None
+    steps: int | None
+    math: str | None
+    xla: bool | None
+    data_dir: str | None
+
+
 def plan(
-    models: Sequence[str] | None = None,
-    frameworks: Sequence[str] | None = None,
-    preset_name: str = "quick",
-    repeat: int | str = 1,
-    image_size: int | None = None,
-    batch_size: int | None = None,
-    warmup: int | str | None = None,
-    steps: int | None = None,
-    data_dir: str | None = None,
-    order: str = "interleaved",
-    seed: int = 0,
-    precision: float = DEFAULT_PRECISION,
-    max_repeat: int = DEFAULT_MAX_REPEAT,
-    aa: bool = False,
-    suite: str = "study",
-    probes: Sequence[str] | None = None,
-    probe_scale: str | None = None,
+    workloads: Workloads | None = None,
+    compute: Compute | None = None,
+    repetitions: Repetitions | None = None,
+    device: Device = "auto",
     scenario: str = "single",
-    math: str | None = None,
-    xla: bool | None = None,
-    screen_seconds: float = DEFAULT_SCREEN_SECONDS,
-    gpus: str = ONE,
-    **common: Any,
+    preset_name: str | None = None,
 ) -> Plan:
-    """Validate everything up front: a bad value fails before any run starts. repeat: a count, or "auto" (until
-    every overhead's interval is within ±precision %, at most max_repeat). warmup: a count, STEADY, or None (the
-    preset's; the probes' PROBE_WARMUP). suite: study (the models, each with each framework), micro (`probes`
-    per target and repetition; by default those of one target, or between a distributed job's workers) or
-    full; screen: the checks for `screen_seconds` per GPU (first repetition) and a deterministic training of
-    the first model. The preset's XLA is left out of a deterministic run (config.XLA_NOT_DETERMINISTIC). gpus: the
-    controller's placement (choices.Gpus); each spec is given the GPUs one of its processes uses (per-gpu: one)."""
-    p = preset(preset_name)
-    chosen = _check_suite(suite, probes, models, math, xla, frameworks, gpus)
-    common["gpus"] = _process_gpus(gpus, scenario, common.get("device"))
-    if common.get("device") == "cpu" and common.get("gpu_memory_mib") is not None:
+    """The bench's plan of its groups, every value checked up front: a bad one fails before any run starts.
+    repeat: a count, or "auto" (until every overhead's interval is within ±precision %, at most max_repeat).
+    warmup: a count, STEADY, or None (the preset's; the probes' PROBE_WARMUP). suite: study (the models, each with
+    each framework), micro (`probes` per target and repetition; by default those of one target, or between a
+    distributed job's workers) or full; screen: the checks for `screen_seconds` per GPU (first repetition) and a
+    deterministic training of the first model. The preset's XLA is left out of a deterministic run
+    (config.XLA_NOT_DETERMINISTIC). gpus: the controller's placement (choices.Gpus); each spec is given the GPUs
+    one of its processes uses (per-gpu: one). The preset is the workloads' unless `preset_name` says (auto's
+    choice). Every other field of a group that a run's spec has goes to the spec as given (`passed`)."""
+    w, c, r = workloads or Workloads(), compute or Compute(), repetitions or Repetitions()
+    p = preset(preset_name or w.preset)
+    chosen = _check_suite(w, c)
+    common = {**passed(w, c), "device": device, "gpus": _process_gpus(w.gpus, scenario, device)}
+    if device == "cpu" and c.gpu_memory_mib is not None:
         raise ConfigError("--gpu-memory-mib sizes GPU memory, and --device cpu hides the GPUs: leave one out")
-    count, auto = _repetitions(repeat, precision, max_repeat)
-    if order not in ORDERS:
-        raise ConfigError(f"--order: unknown order {order!r}; known: {', '.join(ORDERS)}")
-    data_dir = str(resolve_path(data_dir)) if data_dir is not None else None
-    if common.get("data") == "real":
-        common.update(_real_data(data_dir, bool(common.get("accuracy"))))
-    names = list(dict.fromkeys(models)) if models else list(p.models)
-    if suite == "screen":
+    count, auto = _repetitions(r.repeat, r.precision, r.max_repeat)
+    if r.order not in ORDERS:
+        raise ConfigError(f"--order: unknown order {r.order!r}; known: {', '.join(ORDERS)}")
+    data_dir = str(resolve_path(w.data_dir)) if w.data_dir is not None else None
+    if w.data == "real":
+        common.update(_real_data(data_dir, w.accuracy))
+    names = list(dict.fromkeys(w.models)) if w.models else list(p.models)
+    if w.suite == "screen":
         names, common = names[:1], {**common, "deterministic": True}
-    given = Given(image_size, batch_size, warmup, steps, math, xla, data_dir)
-    trained = names if suite != "micro" else []
+    given = Given(w.image_size, w.batch_size, w.warmup, w.steps, c.math, c.xla, data_dir)
+    trained = names if w.suite != "micro" else []
     specs: list[Spec] = [_model_spec(p, n, given, {**common, "framework": fw}) for n in trained for fw in chosen]
-    for i, fw in enumerate(chosen if suite != "study" else ()):  # the probes with each framework
-        spec = _probe_spec(p, suite, scenario, probes, probe_scale, screen_seconds, given, common, fw)
+    for i, fw in enumerate(chosen if w.suite != "study" else ()):  # the probes with each framework
+        spec = _probe_spec(p, w, scenario, given, {**common, "framework": fw})
         own = tuple(x for x in spec.probes if x in FRAMEWORK_PROBES)  # the others once, with the first framework
         specs += [spec] if not i else [spec.model_copy(update={"probes": own})] if own else []
     return Plan(
         bench_id=new_id("b"),
         specs=specs,
         repeat=count,
-        order=order,
-        seed=seed,
-        precision=precision if auto else None,
-        aa=aa,
+        order=r.order,
+        seed=r.seed,
+        precision=r.precision if auto else None,
+        aa=r.aa,
         scenario=scenario,
         preset=p.name,
-        gpus=gpus,
+        gpus=w.gpus,
     )
+
+
+# the groups' fields a spec has that the plan reads itself: the preset's when not given, or turned into the spec's
+PLANNED = frozenset({*Given.__dataclass_fields__, "gpus", "models", "frameworks"})
+
+
+def passed(*groups: Any) -> dict[str, Any]:
+    """The fields of `groups` that a model's spec has, as given (those the plan reads itself, PLANNED, aside)."""
+    spec = WorkloadSpec.model_fields
+    return {
+        f.name: getattr(g, f.name)
+        for g in groups
+        for f in dataclasses.fields(g)
+        if f.name in spec and f.name not in PLANNED
+    }
 
 
 def _process_gpus(gpus: str, scenario: str, device: object) -> str:
@@ -174,19 +188,6 @@ def _process_gpus(gpus: str, scenario: str, device: object) -> str:
     if gpus == PER_GPU and scenario == "distributed":
         raise ConfigError(f"--gpus {PER_GPU} is for one machine's GPUs; a distributed job's workers use theirs")
     return NODE if gpus == NODE else ONE
-
-
-@dataclass(frozen=True)
-class Given:
-    """What the user gave of a workload's settings (None: the preset's)."""
-
-    image_size: int | None
-    batch_size: int | None
-    warmup: int | str | None
-    steps: int | None
-    math: str | None
-    xla: bool | None
-    data_dir: str | None
 
 
 def _model_spec(p: Preset, name: str, given: Given, common: dict[str, Any]) -> WorkloadSpec:
@@ -205,27 +206,18 @@ def _model_spec(p: Preset, name: str, given: Given, common: dict[str, Any]) -> W
     )
 
 
-def _probe_spec(
-    p: Preset,
-    suite: str,
-    scenario: str,
-    probes: Sequence[str] | None,
-    probe_scale: str | None,
-    screen_seconds: float,
-    given: Given,
-    common: dict[str, Any],
-    framework: str,
-) -> ProbeSpec:
-    """The probes' spec with a framework: those given, else the suite's and scenario's, at the preset's scale."""
-    pair, screen = scenario == "distributed", suite == "screen"
+def _probe_spec(p: Preset, w: Workloads, scenario: str, given: Given, common: dict[str, Any]) -> ProbeSpec:
+    """The probes' spec with a framework: those given, else the suite's and scenario's, at the preset's scale; of the
+    rest, what every run's spec has (RunSpec)."""
+    pair, screen = scenario == "distributed", w.suite == "screen"
     return probe_spec(
-        probes=tuple(probes) if probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
-        scale=probe_scale or p.probe_scale,
+        probes=tuple(w.probes) if w.probes else SCREEN_PROBES if screen else PAIR_PROBES if pair else ALONE_PROBES,
+        scale=w.probe_scale or p.probe_scale,
         distributed=pair,
-        screen_seconds=screen_seconds if screen else None,
+        screen_seconds=w.screen_seconds if screen else None,
         warmup=PROBE_WARMUP if given.warmup in (None, STEADY) else _warmup(given.warmup),
         steps=given.steps if given.steps is not None else PROBE_STEPS,
-        **{k: v for k, v in {**common, "data_dir": given.data_dir, "framework": framework}.items() if k in PROBE_KEEPS},
+        **{k: v for k, v in {**common, "data_dir": given.data_dir}.items() if k in RunSpec.model_fields},
     )
 
 
@@ -244,41 +236,22 @@ def _frameworks(frameworks: Sequence[str] | None, gpus: str) -> list[str]:
     return chosen
 
 
-PROBE_KEEPS = (
-    "framework",
-    "data",
-    "data_dir",
-    "data_digest",
-    "data_files",
-    "data_bytes",
-    "device",
-    "gpu_memory_mib",
-    "gpus",
-)
 
 
-def _check_suite(
-    suite: str,
-    probes: Sequence[str] | None,
-    models: Sequence[str] | None,
-    math: str | None,
-    xla: bool | None,
-    frameworks: Sequence[str] | None,
-    gpus: str,
-) -> list[str]:
+def _check_suite(w: Workloads, c: Compute) -> list[str]:
     """The suite is known and the options given go with it; the frameworks each model runs with."""
-    if suite not in SUITES:
-        raise ConfigError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
-    if probes and suite == "study":
+    if w.suite not in SUITES:
+        raise ConfigError(f"--suite: unknown suite {w.suite!r}; known: {', '.join(SUITES)}")
+    if w.probes and w.suite == "study":
         raise ConfigError("--probes goes with --suite micro or full")
-    if suite == "micro" and models:
+    if w.suite == "micro" and w.models:
         raise ConfigError("--model goes with --suite study or full (micro runs no model)")
-    if suite == "micro" and (math is not None or xla is not None):
+    if w.suite == "micro" and (c.math is not None or c.xla is not None):
         raise ConfigError("--math and --xla go with --suite study or full (the gemm probe measures every math)")
-    other = [p for p in probes or () if p not in SCREEN_PROBES]
-    if suite == "screen" and other:
+    other = [p for p in w.probes or () if p not in SCREEN_PROBES]
+    if w.suite == "screen" and other:
         raise ConfigError(f"--probes: --suite screen checks {' and '.join(SCREEN_PROBES)}, not {other[0]}")
-    return _frameworks(frameworks, gpus)
+    return _frameworks(w.frameworks, w.gpus)
 
 
 def _warmup(warmup: int | str) -> int | None:

@@ -9,12 +9,13 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from dltestbed.orchestrate import pergpu, planning
+from dltestbed.orchestrate import pergpu
 from dltestbed.orchestrate.scenarios import single
 from dltestbed.results.store import Store
 from dltestbed.runner import NullObserver
 from dltestbed.targets import Site, make
 from tests.conftest import one_error_line, run_cli
+from tests.plans import plan_of
 
 UUIDS = ("GPU-c84fb4c3-541d-2de0-1924-81e2d03549d9", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549da")
 
@@ -22,7 +23,7 @@ UUIDS = ("GPU-c84fb4c3-541d-2de0-1924-81e2d03549d9", "GPU-c84fb4c3-541d-2de0-192
 def test_each_gpu_of_a_node_runs_at_once_on_its_own_cpu(tmp_path: Path) -> None:
     listed = [[str(i), u, f"00000000:00:0{6 + i}.0", "Disabled", str(i)] for i, u in enumerate(UUIDS)]  # CPU i
     slots = pergpu.parse_slots(json.dumps(listed), "local")
-    plan = planning.plan(models=["alexnet"], image_size=32, batch_size=4, warmup=1, steps=30, repeat=1, gpus="per-gpu")
+    plan = plan_of(models=["alexnet"], image_size=32, batch_size=4, warmup=1, steps=30, repeat=1, gpus="per-gpu")
     store = Store.open(tmp_path / "results.sqlite")
     machines = [[make("bm", Site())] for _ in slots]
     records = single.run_all(plan, machines, store, NullObserver(), gpus=slots)
@@ -46,7 +47,7 @@ def test_a_nodes_gpus_take_the_copies_in_turn(tmp_path: Path) -> None:
     once each would measure a share of the PCIe switch's uplink they share. Each run fails closed here."""
     listed = [[str(i), u, f"00000000:00:0{6 + i}.0", "Disabled", str(i)] for i, u in enumerate(UUIDS)]
     slots = pergpu.parse_slots(json.dumps(listed), "local")
-    plan = planning.plan(suite="micro", probes=["membw"], warmup=0, steps=1, repeat=1, gpus="per-gpu")
+    plan = plan_of(suite="micro", probes=["membw"], warmup=0, steps=1, repeat=1, gpus="per-gpu")
     store = Store.open(tmp_path / "results.sqlite")
     machines = [[make("bm", Site())] for _ in slots]
     records = single.run_all(plan, machines, store, NullObserver(), gpus=slots, in_turn=True)

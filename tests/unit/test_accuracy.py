@@ -14,12 +14,12 @@ import pytest
 from dltestbed import dataset
 from dltestbed.config import load_spec, spec_json, workload_spec
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate import planning
 from dltestbed.report import accuracy, analysis, render
 from dltestbed.workload.__main__ import run
 from dltestbed.workload.emit import Emitter
 from dltestbed.workload.events import AccuracyEvent, encode, parse_line
 from tests.conftest import make_run
+from tests.plans import plan_of
 
 T_975_2 = 4.302652729  # Student t, 97.5th percentile, 2 degrees of freedom (any table)
 
@@ -64,10 +64,10 @@ def test_accuracy_needs_real_training_data() -> None:
 
 def test_each_repetition_trains_from_its_own_seed_the_same_on_every_target(tmp_path: Path) -> None:
     data = dataset.make(tmp_path / "d", classes=2, images_per_class=5, size=32)
-    p = planning.plan(models=["alexnet"], repeat=3, data="real", data_dir=str(data.root), accuracy=True)
+    p = plan_of(models=["alexnet"], repeat=3, data="real", data_dir=str(data.root), accuracy=True)
     rounds = p.rounds(["bm", "cbm"])
     assert [[s.seed for _, s, _ in r] for r in rounds] == [[0, 0], [1, 1], [2, 2]]
-    plain = planning.plan(models=["alexnet"], repeat=2)
+    plain = plan_of(models=["alexnet"], repeat=2)
     assert {s.seed for r in plain.rounds(["bm"]) for _, s, _ in r} == {0}
 
 
@@ -112,4 +112,4 @@ def test_the_table_per_layer_with_its_spread_and_difference() -> None:
 def test_accuracy_on_a_dataset_too_small_to_hold_out_is_refused_before_any_run(tmp_path: Path) -> None:
     data = dataset.make(tmp_path / "d", classes=2, images_per_class=4, size=16)
     with pytest.raises(ConfigError, match=r"--accuracy: data dir .* has no class of 5 images or more"):
-        planning.plan(models=["alexnet"], data="real", data_dir=str(data.root), accuracy=True)
+        plan_of(models=["alexnet"], data="real", data_dir=str(data.root), accuracy=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from dltestbed.orchestrate import planning, preview, running
 from dltestbed.orchestrate.scenarios import Options
 from tests.conftest import run_cli
+from tests.plans import plan_of
 
 
 def test_the_gpu_presets_native_sizes_are_printed(results: Path) -> None:
@@ -25,7 +26,7 @@ def test_the_gpu_presets_native_sizes_are_printed(results: Path) -> None:
 
 
 def test_the_shared_scenario_names_its_co_tenant_without_an_article() -> None:
-    plan = planning.plan(models=["resnet50"], repeat=2)
+    plan = plan_of(models=["resnet50"], repeat=2)
     for cotenant in ("alexnet", "io", "cpu", "gpu"):
         options = Options("shared", cotenant=cotenant)
         assert preview.scope(options, [None]) == f" (alone, then beside co-tenant {cotenant})"
@@ -38,7 +39,7 @@ def test_the_shared_scenario_names_its_co_tenant_without_an_article() -> None:
 def test_the_screen_runs_once_per_bench_and_target() -> None:
     """--screen-time 300 with --repeat 3: each GPU screened 5 minutes per target, not 15; the deterministic
     training beside it runs every repetition (rep 2 and 3 are compared with rep 1 bit for bit)."""
-    plan = planning.plan(suite="screen", repeat=3, screen_seconds=300.0)
+    plan = plan_of(suite="screen", repeat=3, screen_seconds=300.0)
     got = [(rep, "screen" if planning.is_screen(spec) else spec.model) for rep, spec in plan.runs()]
     assert got == [(1, "alexnet"), (1, "screen"), (2, "alexnet"), (3, "alexnet")]
     rounds = plan.rounds(["bm", "cbm"])
@@ -51,12 +52,12 @@ def test_the_screen_runs_once_per_bench_and_target() -> None:
         "rep 1  cbm  screen gemm,conv for 300 s per GPU (once per bench)",
     ]
     assert lines[-1] == "8 run(s); none was run (--dry-run)"
-    shuffled = planning.plan(suite="screen", repeat=3, order="random", seed=4)
+    shuffled = plan_of(suite="screen", repeat=3, order="random", seed=4)
     assert sorted(rep for r in shuffled.rounds(["bm"]) for rep, _, _ in r) == [1, 1, 2, 3]
 
 
 def test_the_announcement_says_the_screen_runs_once() -> None:
-    plan = planning.plan(suite="screen", repeat=3)
+    plan = plan_of(suite="screen", repeat=3)
 
     class T:
         kind, name, host = "bm", "local", "local"
@@ -65,7 +66,7 @@ def test_the_announcement_says_the_screen_runs_once() -> None:
 
     line = running.announce(plan, Options(), [[T()]], [Site()])  # type: ignore[list-item]
     assert "2 workload(s) × 3 repetition(s) (the screen in repetition 1 only) × 1 kind(s) = 4 run(s)" in line
-    shared = running.announce(planning.plan(models=["alexnet"]), Options("shared"), [[T()]], [Site()])  # type: ignore[list-item]
+    shared = running.announce(plan_of(models=["alexnet"]), Options("shared"), [[T()]], [Site()])  # type: ignore[list-item]
     assert "each alone and beside co-tenant alexnet, on bm:local" in shared
 
 

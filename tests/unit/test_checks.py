@@ -24,6 +24,7 @@ from dltestbed.workload.events import CheckEvent, encode, parse_line
 from dltestbed.workload.frameworks.tensorflow import checks as tfchecks
 from dltestbed.workload.micro import run_micro
 from tests.conftest import make_run
+from tests.plans import plan_of
 
 
 def _flip(x: float, bit: int) -> float:
@@ -179,12 +180,11 @@ def test_a_screen_sums_its_rounds_and_names_the_first_bad_round(tf: Any, monkeyp
 
 def test_the_screen_suite_plans_the_checks_and_one_deterministic_training() -> None:
     from dltestbed.errors import ConfigError
-    from dltestbed.orchestrate import planning
 
-    p = planning.plan(suite="screen", screen_seconds=5.0)
+    p = plan_of(suite="screen", screen_seconds=5.0)
     model, probe = p.specs
     assert model.model == "alexnet" and getattr(model, "deterministic", False)
     assert probe.probes == ("gemm", "conv") and getattr(probe, "screen_seconds", None) == 5.0
     assert '"screen_seconds":5.0' in spec_json(probe)  # what the workload is sent
     with pytest.raises(ConfigError, match="--suite screen checks gemm and conv, not membw"):
-        planning.plan(suite="screen", probes=["gemm", "membw"])
+        plan_of(suite="screen", probes=["gemm", "membw"])

@@ -10,17 +10,18 @@ import pytest
 
 from dltestbed.config import ALONE_PROBES, FRAMEWORK_PROBES, PROBES, spec_json
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate import gpus, planning
+from dltestbed.orchestrate import gpus
 from dltestbed.orchestrate.preview import describe
 from dltestbed.workload import probes
 from dltestbed.workload.frameworks import REGISTRY, framework
 from dltestbed.workload.frameworks.pytorch import PyTorch
 from dltestbed.workload.frameworks.pytorch import probes as torchprobes
 from dltestbed.workload.frameworks.tensorflow import probes as tfprobes
+from tests.plans import plan_of
 
 
 def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:
-    plan = planning.plan(models=["alexnet", "resnet50"], frameworks=["tensorflow", "pytorch"])
+    plan = plan_of(models=["alexnet", "resnet50"], frameworks=["tensorflow", "pytorch"])
     assert [(s.model, s.framework) for s in plan.specs] == [
         ("alexnet", "tensorflow"),
         ("alexnet", "pytorch"),
@@ -29,26 +30,26 @@ def test_two_frameworks_make_a_spec_each_per_model_in_turn() -> None:
     ]
     assert describe(plan.specs[1]).startswith("alexnet (pytorch) train ")
     assert describe(plan.specs[0]).startswith("alexnet train ")  # the default is not named: output unchanged
-    assert [s.framework for s in planning.plan(models=["alexnet"]).specs] == ["tensorflow"]
+    assert [s.framework for s in plan_of(models=["alexnet"]).specs] == ["tensorflow"]
 
 
 def test_the_probes_run_with_each_framework() -> None:
     """--suite micro (or full) with both frameworks: a probe run each, PyTorch's bringing its own gemm, conv,
     all-reduce and net; the screen stays TensorFlow's."""
-    micro = planning.plan(suite="micro", frameworks=["tensorflow", "pytorch"]).specs
+    micro = plan_of(suite="micro", frameworks=["tensorflow", "pytorch"]).specs
     assert [(s.model, s.framework) for s in micro] == [("micro", "tensorflow"), ("micro", "pytorch")]
     # the memory, copy and disk probes need no framework's code: once, with the first
     assert micro[0].probes == ALONE_PROBES and micro[1].probes == ("gemm", "conv")
-    assert [
-        s.probes for s in planning.plan(suite="micro", probes=["membw"], frameworks=["tensorflow", "pytorch"]).specs
-    ] == [("membw",)]
+    assert [s.probes for s in plan_of(suite="micro", probes=["membw"], frameworks=["tensorflow", "pytorch"]).specs] == [
+        ("membw",)
+    ]
     framework_probes = tuple(p for p in PROBES if p in FRAMEWORK_PROBES)
     assert tuple(torchprobes.PROBES) == tuple(tfprobes.PROBES) == framework_probes  # each framework brings each
     assert set(probes.PROBES) == set(PROBES) - set(FRAMEWORK_PROBES)  # the catalog: those that need no framework
-    full = planning.plan(models=["alexnet"], suite="full", frameworks=["pytorch"]).specs
+    full = plan_of(models=["alexnet"], suite="full", frameworks=["pytorch"]).specs
     assert [(s.model, s.framework) for s in full] == [("alexnet", "pytorch"), ("micro", "pytorch")]
     assert json.loads(spec_json(full[1]))["framework"] == "pytorch"
-    screen = planning.plan(suite="screen", frameworks=["pytorch"]).specs  # its checks are PyTorch's own too
+    screen = plan_of(suite="screen", frameworks=["pytorch"]).specs  # its checks are PyTorch's own too
     assert [(s.model, s.framework) for s in screen][1:] == [("micro", "pytorch")] and screen[0].framework == "pytorch"
 
 
@@ -61,7 +62,7 @@ def test_the_probes_run_with_each_framework() -> None:
 )
 def test_bad_framework_choices_are_one_line(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
-        planning.plan(**kwargs)
+        plan_of(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -105,8 +106,8 @@ def test_this_machines_builds_are_read_from_package_metadata(monkeypatch: pytest
 
 def test_gpus_node_is_refused_for_a_framework_that_runs_a_process_per_gpu() -> None:
     with pytest.raises(ConfigError, match=r"^--gpus node runs one process over every GPU, which PyTorch does not"):
-        planning.plan(models=["alexnet"], frameworks=["pytorch"], gpus="node")
-    assert planning.plan(models=["alexnet"], gpus="node").specs[0].framework == "tensorflow"
+        plan_of(models=["alexnet"], frameworks=["pytorch"], gpus="node")
+    assert plan_of(models=["alexnet"], gpus="node").specs[0].framework == "tensorflow"
 
 
 def test_two_frameworks_are_compared_like_for_like_only() -> None:

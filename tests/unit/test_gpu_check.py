@@ -13,9 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from dltestbed.choices import Device
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host
-from dltestbed.orchestrate import BenchRequest, Machines, Silent, Workloads, gpus, planning, prepare, run_bench
+from dltestbed.orchestrate import (
+    BenchRequest,
+    Compute,
+    Launch,
+    Silent,
+    Where,
+    Workloads,
+    gpus,
+    prepare,
+    run_bench,
+)
 from dltestbed.orchestrate.launchers import Direct, Slurm
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.provision import localfacts
@@ -23,6 +34,7 @@ from dltestbed.targets import Site
 from dltestbed.vms.settings import VMSettings
 from dltestbed.workload.frameworks.tensorflow import TensorFlow
 from tests.conftest import one_error_line, run_cli
+from tests.plans import plan_of
 
 H100 = ["0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 00000000:1B:00.0"]  # tests/data/gpu/h100/query.csv
 QUERY = " ".join(localfacts.NVIDIA_SMI[1:])
@@ -99,12 +111,12 @@ def test_gpu_only_options_without_a_gpu_are_one_line(
 
 def test_gpu_memory_with_device_cpu_is_refused_by_the_plan() -> None:
     with pytest.raises(ConfigError, match="--gpu-memory-mib sizes GPU memory, and --device cpu hides the GPUs"):
-        planning.plan(device="cpu", gpu_memory_mib=1024)
+        plan_of(device="cpu", gpu_memory_mib=1024)
 
 
-def _request(**workloads: object) -> BenchRequest:
-    w = Workloads(models=("alexnet",), **workloads)  # type: ignore[arg-type]
-    return BenchRequest(workloads=w, machines=Machines(targets=("bm",)), dry_run=True)
+def _request(device: Device = "auto", **compute: object) -> BenchRequest:
+    where = Where(targets=("bm",), device=device)
+    return BenchRequest(Workloads(models=("alexnet",)), where, compute=Compute(**compute), dry_run=True)  # type: ignore[arg-type]
 
 
 def test_the_check_passes_where_a_gpu_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,11 +156,11 @@ def test_no_driver_is_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_needs_name_each_gpu_option_as_given() -> None:
-    plan = planning.plan(models=["alexnet"], device="gpu", math="tf32", gpu_memory_mib=2048)
+    plan = plan_of(models=["alexnet"], device="gpu", math="tf32", gpu_memory_mib=2048)
     need = gpus.needs(plan, Options("shared", cotenant="gpu"))
     assert [n.option for n in need] == ["--device gpu", "--math tf32", "--gpu-memory-mib 2048", "--cotenant gpu"]
-    assert gpus.needs(planning.plan(models=["alexnet"], math="mixed"), Options()) == []  # mixed runs on a CPU
-    assert gpus.needs(planning.plan(preset_name="gpu"), Options()) == []
+    assert gpus.needs(plan_of(models=["alexnet"], math="mixed"), Options()) == []  # mixed runs on a CPU
+    assert gpus.needs(plan_of(preset_name="gpu"), Options()) == []
 
 
 def test_unknown_is_said_not_refused_and_known_none_is_refused() -> None:
@@ -171,8 +183,8 @@ def test_the_shared_scenarios_two_pools_must_fit_the_gpu(tmp_path: Path, monkeyp
     seen = [gpus.Local().seen("cbm")]
     assert seen[0].memory_mib == 81559
     fits = 81559 // 2 - gpus.CUDA_CONTEXT_MIB
-    gpus.fit(planning.plan(models=["alexnet"], gpu_memory_mib=fits), Options("shared"), seen)
-    too_big = planning.plan(models=["alexnet"], gpu_memory_mib=fits + 1)
+    gpus.fit(plan_of(models=["alexnet"], gpu_memory_mib=fits), Options("shared"), seen)
+    too_big = plan_of(models=["alexnet"], gpu_memory_mib=fits + 1)
     with pytest.raises(ConfigError) as err:
         gpus.fit(too_big, Options("shared"), seen)
     need = 2 * (fits + 1 + gpus.CUDA_CONTEXT_MIB)
@@ -187,7 +199,7 @@ def test_the_shared_scenarios_two_pools_must_fit_the_gpu(tmp_path: Path, monkeyp
 
 
 def test_slurm_nodes_are_known_once_allocated() -> None:
-    seen = Slurm(Machines(launcher="slurm"), 2).seen_gpus(["bm", "cbm", "bm"], gpus.Local())
+    seen = Slurm(BenchRequest(launch=Launch("slurm")), 2).seen_gpus(["bm", "cbm", "bm"], gpus.Local())
     assert [(s.target, s.has) for s in seen] == [("bm on Slurm's nodes", None), ("cbm on Slurm's nodes", None)]
 
 
@@ -214,7 +226,7 @@ def test_each_target_of_each_host_from_its_facts_or_its_vm(monkeypatch: pytest.M
     sites = [Site(host=h, down="no answer" if h.name == "down" else None) for h in hosts]
     passed = types.SimpleNamespace(settings=VMSettings(gpus="all", image="/images/cuda.qcow2"))
     vms = [passed, types.SimpleNamespace(settings=VMSettings()), passed, None]
-    launcher = Direct(Machines(targets=("bm", "vm", "cvm")))
+    launcher = Direct(BenchRequest(where=Where(targets=("bm", "vm", "cvm"))))
     launcher._checked = prepare.Checked(prepare.Setup(("bm", "vm", "cvm"), tuple(hosts)), sites, vms)  # type: ignore[arg-type]
     seen = {s.target: s for s in launcher.seen_gpus(["bm", "vm", "cvm", "bm"], gpus.Local())}
     assert sorted(asked) == ["cpu", "gpu", "odd"]  # once each, the host that is down not at all

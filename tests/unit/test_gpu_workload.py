@@ -10,6 +10,7 @@ import pytest
 
 from dltestbed.errors import ConfigError
 from dltestbed.workload import failure, fingerprint, mathmode
+from tests.plans import plan_of
 
 H100_DATA = Path(__file__).parents[1] / "data" / "gpu" / "h100"
 ERRORS = json.loads((Path(__file__).parents[1] / "data" / "tf_errors" / "captured.json").read_text())
@@ -196,21 +197,20 @@ def test_the_preset_follows_this_machines_gpus() -> None:
 
 
 def test_the_gpu_preset_is_what_a_gpu_owner_runs() -> None:
-    from dltestbed.orchestrate import planning
 
-    plan = planning.plan(preset_name="gpu")
+    plan = plan_of(preset_name="gpu")
     got = {s.model: (s.size, s.batch_size, s.math, s.xla, s.warmup, s.steps) for s in plan.specs}  # type: ignore[union-attr]
     assert got == {
         "alexnet": (224, 512, "mixed", True, None, 200),  # warm-up until steady
         "resnet50": (224, 256, "mixed", True, None, 200),
         "inception3": (299, 256, "mixed", True, None, 200),
     }
-    study = planning.plan(preset_name="study", math="tf32", xla=False, batch_size=64)
+    study = plan_of(preset_name="study", math="tf32", xla=False, batch_size=64)
     assert {(s.math, s.xla, s.batch_size) for s in study.specs} == {("tf32", False, 64)}  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match="--math and --xla go with --suite study or full"):
-        planning.plan(suite="micro", math="tf32")
+        plan_of(suite="micro", math="tf32")
     with pytest.raises(ConfigError, match="--math tf32 is a GPU's"):
-        planning.plan(preset_name="quick", math="tf32", device="cpu")
+        plan_of(preset_name="quick", math="tf32", device="cpu")
 
 
 def test_a_deterministic_gpu_run_trains_without_xla_and_the_gpu_probes_at_full_size() -> None:
@@ -219,19 +219,18 @@ def test_a_deterministic_gpu_run_trains_without_xla_and_the_gpu_probes_at_full_s
     the GPU's peaks. The preset's XLA is left out where a run is deterministic (the screen's too), an XLA asked
     for is refused before any run, and the gpu preset's probes run at full size unless --probe-scale says."""
     from dltestbed.config import ProbeSpec, WorkloadSpec
-    from dltestbed.orchestrate import planning
 
-    det = planning.plan(preset_name="gpu", models=["resnet50"], deterministic=True)
+    det = plan_of(preset_name="gpu", models=["resnet50"], deterministic=True)
     assert [(s.xla, s.math, s.deterministic) for s in det.specs] == [(False, "mixed", True)]  # type: ignore[union-attr]
-    screen = planning.plan(preset_name="gpu", suite="screen", screen_seconds=5.0)
+    screen = plan_of(preset_name="gpu", suite="screen", screen_seconds=5.0)
     assert [s.xla for s in screen.specs if isinstance(s, WorkloadSpec)] == [False]
     with pytest.raises(ConfigError, match="--deterministic trains without XLA"):
-        planning.plan(preset_name="gpu", models=["resnet50"], deterministic=True, xla=True)
-    infer = planning.plan(preset_name="gpu", models=["resnet50"], deterministic=True, xla=True, mode="infer")
+        plan_of(preset_name="gpu", models=["resnet50"], deterministic=True, xla=True)
+    infer = plan_of(preset_name="gpu", models=["resnet50"], deterministic=True, xla=True, mode="infer")
     assert [s.xla for s in infer.specs] == [True]  # type: ignore[union-attr]  # no gradient: XLA may stay
 
     def scale(**kw: object) -> str:
-        (probe,) = [s for s in planning.plan(suite="full", **kw).specs if isinstance(s, ProbeSpec)]  # type: ignore[arg-type]
+        (probe,) = [s for s in plan_of(suite="full", **kw).specs if isinstance(s, ProbeSpec)]  # type: ignore[arg-type]
         return probe.scale
 
     assert (scale(preset_name="gpu"), scale(preset_name="quick")) == ("full", "small")

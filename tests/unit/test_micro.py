@@ -34,6 +34,7 @@ from dltestbed.workload.events import (
     parse_line,
 )
 from tests.conftest import CAPTURED, DATA, make_run
+from tests.plans import plan_of
 
 # -- events, on the captured output of a real `micro` run on this machine's CPU
 
@@ -134,13 +135,13 @@ def test_bad_probe_specs_are_one_line(values: dict, message: str) -> None:
 
 
 def test_suites_make_the_specs_they_say() -> None:
-    study = planning.plan(suite="study")
+    study = plan_of(suite="study")
     assert [s.model for s in study.specs] == ["alexnet", "resnet50"] and study.models == study.specs
-    only = planning.plan(suite="micro", probes=["membw"])
+    only = plan_of(suite="micro", probes=["membw"])
     (spec,) = only.specs
     assert spec.probes == ("membw",) and (spec.warmup, spec.steps) == (planning.PROBE_WARMUP, planning.PROBE_STEPS)
     assert only.models == []
-    full = planning.plan(suite="full", steps=4)
+    full = plan_of(suite="full", steps=4)
     assert [s.model for s in full.specs] == ["alexnet", "resnet50", "micro"]
     assert full.specs[-1].probes == ALONE_PROBES and full.specs[-1].steps == 4
 
@@ -156,29 +157,29 @@ def test_suites_make_the_specs_they_say() -> None:
 )
 def test_bad_suites_are_one_line(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        planning.plan(**kwargs)
+        plan_of(**kwargs)
     assert str(err.value).startswith(message)
 
 
 def test_each_scenario_gets_its_probes() -> None:
     from dltestbed.orchestrate import scenarios
 
-    (alone,) = planning.plan(suite="micro").specs
+    (alone,) = plan_of(suite="micro").specs
     assert alone.probes == ("gemm", "conv", "membw", "h2d", "d2h", "d2d", "launch", "disk") and not alone.distributed
-    (pair,) = planning.plan(suite="micro", scenario="distributed").specs
+    (pair,) = plan_of(suite="micro", scenario="distributed").specs
     assert pair.probes == ("net", "allreduce") and pair.distributed and '"distributed":true' in spec_json(pair)
     scenarios.check(
         scenarios.Options(scenario="distributed"),
         [None, None],
-        planning.plan(suite="full", scenario="distributed"),
+        plan_of(suite="full", scenario="distributed"),
         ["bm"],
     )
     with pytest.raises(ConfigError, match="net runs between the workers of a job: --scenario distributed"):
-        planning.plan(suite="micro", probes=["gemm", "net"])
+        plan_of(suite="micro", probes=["gemm", "net"])
     with pytest.raises(ConfigError, match=r"gemm runs on one target \(--scenario single\); between workers: net"):
-        planning.plan(suite="micro", probes=["gemm"], scenario="distributed")
+        plan_of(suite="micro", probes=["gemm"], scenario="distributed")
     with pytest.raises(ConfigError, match="not shared"):
-        scenarios.check(scenarios.Options(scenario="shared"), [None], planning.plan(suite="micro"), ["bm"])
+        scenarios.check(scenarios.Options(scenario="shared"), [None], plan_of(suite="micro"), ["bm"])
 
 
 def test_a_captured_worker_of_a_probe_job_parses() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from dltestbed.config import spec_json, workload_spec
 from dltestbed.errors import ConfigError
-from dltestbed.orchestrate import pergpu, planning, preview, running
+from dltestbed.orchestrate import pergpu, preview, running
 from dltestbed.orchestrate.scenarios import Options
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.stats import pair_key
@@ -26,6 +26,7 @@ from dltestbed.workload import gpu
 from dltestbed.workload.gpu import Nvml
 from tests import fakenvml
 from tests.conftest import make_run
+from tests.plans import plan_of
 
 # the H100's UUID and bus id as its driver printed them (tests/data/gpu/h100), and a second board beside it
 H100 = ("0", "GPU-c84fb4c3-541d-2de0-1924-81e2d03549d9", "00000000:00:06.0", "Disabled")
@@ -71,7 +72,7 @@ def test_a_nodes_gpus_are_read_by_uuid_and_bus_id(tmp_path: Path) -> None:
 
 def test_each_run_gets_its_gpu_and_the_cpus_of_its_numa_node_it_may_use() -> None:
     (slot,) = pergpu.parse_slots(json.dumps([[*SECOND, "8-15,24-31"]]), "node1")
-    (spec,) = planning.plan(models=["alexnet"], gpus="per-gpu").specs
+    (spec,) = plan_of(models=["alexnet"], gpus="per-gpu").specs
     assert spec.gpus == "one"  # a process of per-gpu uses one GPU: the one it is given
     bound = slot.bind(spec)
     assert (bound.gpu, bound.gpu_index, bound.cpus, bound.gpus, bound.device) == (  # type: ignore[union-attr]
@@ -97,15 +98,15 @@ def test_per_gpu_specs_say_what_does_not_go_together() -> None:
     """per-gpu is the controller's placement, which its plan holds; a spec holds the GPUs of one process, and the
     workload refuses per-gpu by the spec's own type."""
     with pytest.raises(ConfigError, match="--device cpu hides them"):
-        planning.plan(models=["alexnet"], gpus="per-gpu", device="cpu")
+        plan_of(models=["alexnet"], gpus="per-gpu", device="cpu")
     with pytest.raises(ConfigError, match="--gpus: unknown placement 'all'; known: one, node, per-gpu"):
-        planning.plan(models=["alexnet"], gpus="all")
+        plan_of(models=["alexnet"], gpus="all")
     with pytest.raises(ConfigError, match="a GPU's UUID as nvidia-smi -L prints it"):
         workload_spec(model="alexnet", gpu="0")
     with pytest.raises(ConfigError, match="--gpu names the one GPU of a run"):
         workload_spec(model="alexnet", gpu=H100[1], gpus="node")
     with pytest.raises(ConfigError, match="a distributed job's workers use theirs"):
-        planning.plan(models=["alexnet"], gpus="per-gpu", scenario="distributed")
+        plan_of(models=["alexnet"], gpus="per-gpu", scenario="distributed")
     with pytest.raises(ConfigError, match="a distributed job's workers use theirs"):
         workload_spec(model="alexnet", gpus="node", distributed=True)
     from dltestbed.workload.args import parse
@@ -170,14 +171,14 @@ def test_a_cbm_container_sees_its_gpu_alone_on_its_nodes_cpus() -> None:
 def test_a_dry_run_and_the_announcement_count_per_gpu() -> None:
     """A dry run cannot know a node's GPUs (read when the bench starts): it says its count is per GPU. The
     announcement, made once they are read, counts every GPU's runs and names each target once."""
-    plan = planning.plan(models=["alexnet"], repeat=2, gpus="per-gpu")
+    plan = plan_of(models=["alexnet"], repeat=2, gpus="per-gpu")
     lines = preview.lines(plan, ["bm"], Options(), [None])
     assert lines[0].endswith(" on each GPU") and lines[-1].startswith("2 run(s) per GPU (--gpus per-gpu")
     machines = [[make("bm", Site())] for _ in range(4)]
     line = running.announce(plan, Options(), machines, [Site()])
     assert "= 8 run(s) on bm:local" in line and line.count("bm:local") == 1, line
     assert line.endswith(" (4 GPUs, each with its own runs)"), line
-    aa = planning.plan(models=["alexnet"], repeat=1, aa=True)  # a machine's own targets stay listed: bm twice
+    aa = plan_of(models=["alexnet"], repeat=1, aa=True)  # a machine's own targets stay listed: bm twice
     line = running.announce(aa, Options(), [[make("bm", Site()), make("bm", Site())]], [Site()])
     assert line.count("bm:local") == 2, line
 
@@ -188,7 +189,7 @@ def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus()
     from dltestbed.config import probe_spec
     from dltestbed.workload.args import parse
 
-    plan = planning.plan(suite="micro", probes=["gemm", "d2d"], gpus="per-gpu")
+    plan = plan_of(suite="micro", probes=["gemm", "d2d"], gpus="per-gpu")
     (spec,) = plan.specs
     assert spec.gpus == "one" and plan.gpus == "per-gpu" and pergpu.wanted(plan)
     bound = pergpu.GpuSlot(3, H100[1], "0000:00:07.0", "0-7").bind(spec)
@@ -201,7 +202,7 @@ def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus()
         "gpu_index": 3,
         "probes": ["gemm", "d2d"],
     }
-    screen = planning.plan(suite="screen", gpus="per-gpu")
+    screen = plan_of(suite="screen", gpus="per-gpu")
     assert all(s.gpus == "one" for s in screen.specs) and pergpu.wanted(screen)
     node = probe_spec(probes=("allreduce",), gpus="node", cpu_devices=2)
     assert parse(["--spec", spec_json(node)])[0] == node
@@ -213,4 +214,4 @@ def test_the_probes_and_the_screen_run_per_gpu_and_allreduce_over_a_nodes_gpus()
         parse(["--spec", '{"model": "micro", "probes": ["gemm"], "gpus": "per-gpu"}'])
     with pytest.raises(ConfigError, match="--cpu-devices splits the CPU into replicas for --gpus node"):
         probe_spec(probes=("gemm",), cpu_devices=2)
-    assert planning.plan(suite="micro", gpus="node").specs[0].probes == probe_spec().probes  # as before: no allreduce
+    assert plan_of(suite="micro", gpus="node").specs[0].probes == probe_spec().probes  # as before: no allreduce

@@ -11,10 +11,11 @@ from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning, scenarios
 from dltestbed.workload.distributed import Cluster
 from dltestbed.workload.frameworks.tensorflow.distributed import cluster_from_env, collective, job_facts, tf_config
+from tests.plans import plan_of
 
 
 def _plan(**kw: object) -> planning.Plan:
-    return planning.plan(models=["alexnet", "resnet50"], image_size=64, steps=2, warmup=1, **kw)  # type: ignore[arg-type]
+    return plan_of(models=["alexnet", "resnet50"], image_size=64, steps=2, warmup=1, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from dltestbed.benchgroups import BenchRequest, Launch
 from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
 from dltestbed.orchestrate.launchers.slurm import check_options, from_inventory
-from dltestbed.orchestrate.request import SlurmOptions
 from dltestbed.slurm import parse
 from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
 from tests.conftest import one_error_line, run_cli
@@ -99,12 +99,12 @@ def test_the_commands() -> None:
         ({}, 1),
         ({"scenario": "distributed"}, 2),
         ({"scenario": "distributed", "workers": 3}, 3),
-        ({"opts": SlurmOptions(nodes=4)}, 4),
+        ({"opts": Launch(nodes=4)}, 4),
     ],
 )
 def test_the_node_count(kw: dict, wanted: int) -> None:
     args = {
-        "opts": SlurmOptions(),
+        "opts": Launch(),
         "scenario": "single",
         "workers": None,
         "kinds": ["auto"],
@@ -119,18 +119,18 @@ def test_the_node_count(kw: dict, wanted: int) -> None:
 @pytest.mark.parametrize(
     ("kw", "line"),
     [
-        ({"opts": SlurmOptions(nodes=0)}, "--nodes: at least 1"),
-        ({"opts": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
+        ({"opts": Launch(nodes=0)}, "--nodes: at least 1"),
+        ({"opts": Launch(venv="venv")}, "--venv venv: an absolute path"),
         ({"kinds": ["bm", "vm"]}, "not vm"),
         ({"kinds": ["bm", "cbm"]}, "come from --inventory"),
         ({"data_real": True}, "give --data-shared"),
-        ({"scenario": "shared", "opts": SlurmOptions(nodes=2)}, "scenario shared runs on one node"),
+        ({"scenario": "shared", "opts": Launch(nodes=2)}, "scenario shared runs on one node"),
         ({"limit": "h1"}, "--limit picks inventory hosts"),
     ],
 )
 def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
     args = {
-        "opts": SlurmOptions(),
+        "opts": Launch(),
         "scenario": "single",
         "workers": None,
         "kinds": ["auto"],
@@ -147,14 +147,14 @@ def test_a_launchers_options_go_with_that_launcher_only() -> None:
     """Each launcher is asked by name; another launcher's option given is refused in one line, and an unknown
     launcher lists the known ones."""
     from dltestbed.orchestrate.launchers import Direct, Slurm, launcher_class, launcher_for
-    from dltestbed.orchestrate.request import Machines
 
     with pytest.raises(ConfigError, match=r"^--partition goes with --launcher slurm$"):
-        launcher_for(Machines(slurm=SlurmOptions(partition="p")), "single", None, False, False)
-    assert isinstance(launcher_for(Machines(), "single", None, False, False), Direct)
-    on_nodes = launcher_for(Machines(launcher="slurm", slurm=SlurmOptions(nodes=3)), "single", None, False, False)
+        launcher_for(BenchRequest(launch=Launch(partition="p")))
+    assert isinstance(launcher_for(BenchRequest()), Direct)
+    on_nodes = launcher_for(BenchRequest(launch=Launch("slurm", nodes=3)))
     assert isinstance(on_nodes, Slurm) and len(on_nodes.hosts()) == 3
-    assert Direct.on_this_machine(Machines()) and not Slurm.on_this_machine(Machines(launcher="slurm"))
+    slurm = BenchRequest(launch=Launch("slurm"))
+    assert Direct.on_this_machine(BenchRequest()) and not Slurm.on_this_machine(slurm)
     with pytest.raises(ConfigError, match=r"^unknown launcher 'pbs'; known: direct or slurm$"):
         launcher_class("pbs")
 
@@ -168,15 +168,15 @@ def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: P
         "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n    dltestbed_slurm_time: '30'\n"
         "    dltestbed_slurm_account: ops\n  hosts:\n    n1:\n    n2:\n"
     )
-    opts = from_inventory(SlurmOptions(account="mine", venv="/v"), inventory.load(inv))
-    assert opts == SlurmOptions(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
+    opts = from_inventory(Launch(account="mine", venv="/v"), inventory.load(inv))
+    assert opts == Launch(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
     inv.write_text(
         "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n  hosts:\n    n1:\n    n2:\n"
         "      dltestbed_slurm_partition: debug\n"
     )
     with pytest.raises(ConfigError, match=r"dltestbed_slurm_partition differs between hosts \(debug, gpu\)"):
-        from_inventory(SlurmOptions(), inventory.load(inv))
-    assert from_inventory(SlurmOptions(partition="x"), inventory.load(inv)).partition == "x"
+        from_inventory(Launch(), inventory.load(inv))
+    assert from_inventory(Launch(partition="x"), inventory.load(inv)).partition == "x"
 
 
 def test_the_cli_says_a_missing_controller_in_one_line(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from dltestbed.report import warmup
 from dltestbed.workload import steady
 from dltestbed.workload.events import StepEvent
 from tests.conftest import make_run
+from tests.plans import plan_of
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -75,14 +76,14 @@ def test_the_report_gives_the_warm_up_steps_each_run_needed() -> None:
 
 
 def test_warmup_auto_plans_until_steady_and_a_count_stays_a_count() -> None:
-    plan = planning.plan(models=["alexnet"])  # the quick preset: until steady
+    plan = plan_of(models=["alexnet"])  # the quick preset: until steady
     assert [s.warmup for s in plan.specs] == [None]
     assert "warmup" not in spec_json(plan.specs[0])  # the workload's default: until steady
     assert preview.describe(plan.specs[0]).endswith("auto+20 steps float32")
-    assert planning.plan(models=["alexnet"], warmup="3").specs[0].warmup == 3
-    assert planning.plan(models=["alexnet"], warmup="auto", suite="full").specs[1].warmup == planning.PROBE_WARMUP
+    assert plan_of(models=["alexnet"], warmup="3").specs[0].warmup == 3
+    assert plan_of(models=["alexnet"], warmup="auto", suite="full").specs[1].warmup == planning.PROBE_WARMUP
     with pytest.raises(ConfigError, match=r"^--warmup: a number of steps or 'auto' \(got 'soon'\)$"):
-        planning.plan(models=["alexnet"], warmup="soon")
+        plan_of(models=["alexnet"], warmup="soon")
 
 
 def test_a_slow_climb_under_noise_is_outlasted() -> None:

@@ -4,26 +4,26 @@ it back whatever happens. The next one (Kubernetes, PBS) is a module here and a 
 
 from __future__ import annotations
 
+from dltestbed.benchgroups import BenchRequest
 from dltestbed.choices import or_list
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.launchers.base import Launcher, Say
 from dltestbed.orchestrate.launchers.direct import Direct, bare_metal_hosts
 from dltestbed.orchestrate.launchers.slurm import Slurm
-from dltestbed.orchestrate.request import Machines
 
 __all__ = ["LAUNCHERS", "Direct", "Launcher", "Say", "Slurm", "bare_metal_hosts", "launcher_class", "launcher_for"]
 
 LAUNCHERS: dict[str, type[Direct] | type[Slurm]] = {c.name: c for c in (Direct, Slurm)}  # keyed by choices.LAUNCHERS
 
 
-def launcher_for(m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Launcher:
+def launcher_for(request: BenchRequest) -> Launcher:
     """The request's launcher, its options checked (one line for a bad combination): another launcher's
     option given is refused first."""
-    chosen = launcher_class(m.launcher)
+    chosen = launcher_class(request.launch.launcher)
     for other in LAUNCHERS.values():
-        if other is not chosen and (flags := other.given(m)):
+        if other is not chosen and (flags := other.given(request)):
             raise ConfigError(f"{flags[0]} goes with --launcher {other.name}")
-    return chosen.chosen(m, scenario, workers, data_real, data_shared)
+    return chosen.chosen(request)
 
 
 def launcher_class(name: str) -> type[Direct] | type[Slurm]:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
+from dltestbed.benchgroups import BenchRequest
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, this_machine
 from dltestbed.kinds import KINDS
 from dltestbed.orchestrate import gpus, prepare
 from dltestbed.orchestrate.launchers.base import Say
-from dltestbed.orchestrate.request import Machines
 from dltestbed.targets import Site
 
 
@@ -25,29 +25,34 @@ class Direct:
     """This machine, or an inventory's bare_metal hosts (over SSH, or here when local); VMs made or reused and kept."""
 
     name: ClassVar[str] = "direct"
-    machines: Machines
+    request: BenchRequest
     _checked: prepare.Checked | None = None
     _hosts: list[Host | None] | None = None
 
     @classmethod
-    def chosen(cls, m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Direct:
+    def chosen(cls, request: BenchRequest) -> Direct:
         """The launcher for a request that chose it (every combination it cannot run is checked by `check`)."""
-        return cls(m)
+        return cls(request)
 
     @staticmethod
-    def given(m: Machines) -> list[str]:
+    def given(request: BenchRequest) -> list[str]:
         """The options of this launcher the request gave (none of its own)."""
         return []
 
     @staticmethod
-    def on_this_machine(m: Machines) -> bool:
+    def on_this_machine(request: BenchRequest) -> bool:
         """Whether the bench runs on this machine (`--preset auto` asks this machine's GPUs): without an inventory,
         or on inventory hosts that all are (ansible_connection: local)."""
-        return all(this_machine(h) for h in bare_metal_hosts(m.inventory, m.limit, m.groups))
+        return all(
+            this_machine(h)
+            for h in bare_metal_hosts(request.where.inventory, request.where.limit, request.where.groups)
+        )
 
     def hosts(self) -> list[Host | None]:
         if self._hosts is None:
-            self._hosts = bare_metal_hosts(self.machines.inventory, self.machines.limit, self.machines.groups)
+            self._hosts = bare_metal_hosts(
+                self.request.where.inventory, self.request.where.limit, self.request.where.groups
+            )
         return self._hosts
 
     def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
@@ -83,7 +88,7 @@ class Direct:
     def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
         assert self._checked is not None, "check() comes first"
         if self._checked.setup.uses_vms:
-            where = "each host's" if self.machines.inventory is not None else "this machine's"
+            where = "each host's" if self.request.where.inventory is not None else "this machine's"
             say(f"vm/cvm: using {where} benchmark VM (started if needed: under TCG, ~30 s to SSH)")
         yield prepare.ready(self._checked, lambda line: say(f"notice: {line}"))
 

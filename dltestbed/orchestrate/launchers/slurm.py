@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
+from dltestbed.benchgroups import BenchRequest, Launch
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import BASELINE, any_kind, kinds_where
 from dltestbed.orchestrate import gpus, prepare, scenarios, unprivileged
 from dltestbed.orchestrate.launchers.base import Say
-from dltestbed.orchestrate.request import Machines, SlurmOptions
 from dltestbed.owner import installation_id
 from dltestbed.runtimes import RUNTIMES
 from dltestbed.shield import shielded
@@ -28,28 +28,37 @@ class Slurm:
     """This machine is a Slurm submit host: one allocation of whole nodes for the bench, a site per node."""
 
     name: ClassVar[str] = "slurm"
-    machines: Machines
+    request: BenchRequest
     count: int
-    _opts: SlurmOptions = field(default_factory=SlurmOptions)
+    _opts: Launch = field(default_factory=Launch)
     _inventory: Inventory | None = None
     _images: dict[str, ContainerImage | None] = field(default_factory=dict)
     _shared: ContainerImage | None = None  # a rootless runtime's image here, at the same path on every node
 
     @classmethod
-    def chosen(cls, m: Machines, scenario: str, workers: int | None, data_real: bool, data_shared: bool) -> Slurm:
+    def chosen(cls, request: BenchRequest) -> Slurm:
         """The launcher for a request that chose it, its options checked first (the node count among them)."""
+        r, where = request, request.where
         count = check_options(
-            m.slurm, scenario, workers, m.targets, data_real, data_shared, m.limit, m.inventory, m.runtime
+            r.launch,
+            r.scenario.scenario,
+            r.scenario.workers,
+            where.targets,
+            r.workloads.data == "real",
+            where.data_shared,
+            where.limit,
+            where.inventory,
+            r.container.runtime,
         )
-        return cls(m, count)
+        return cls(request, count)
 
     @staticmethod
-    def given(m: Machines) -> list[str]:
+    def given(request: BenchRequest) -> list[str]:
         """The Slurm options the request gave."""
-        return given(m.slurm)
+        return given(request.launch)
 
     @staticmethod
-    def on_this_machine(m: Machines) -> bool:
+    def on_this_machine(request: BenchRequest) -> bool:
         """The nodes are Slurm's: never this machine."""
         return False
 
@@ -60,9 +69,9 @@ class Slurm:
         return prepare.AutoKinds((BASELINE,), False, "--launcher slurm: bare metal (bm) on the nodes Slurm gives")
 
     def check(self, setup: prepare.Setup) -> None:
-        inv = load(self.machines.inventory, self.machines.groups)
+        inv = load(self.request.where.inventory, self.request.where.groups)
         self._inventory = inv
-        self._opts = from_inventory(self.machines.slurm, inv) if inv is not None else self.machines.slurm
+        self._opts = from_inventory(self.request.launch, inv) if inv is not None else self.request.launch
         store = kinds_where(setup.kinds, lambda k: k.store_image)
         unprivileged.check(setup.as_user, setup.kinds, setup.runtime, setup.hosts)
         rt = RUNTIMES.get(setup.runtime or "")
@@ -126,12 +135,12 @@ class Slurm:
                 "where `provision` loads the image)"
             )
         places = [SlurmPlace(alloc, n, python(n.name)) for n in alloc.nodes]
-        user = self.machines.as_user
+        user = self.request.container.as_user
         sites = [Site(slurm=p, container=images.get(p.node.name) or self._shared, as_user=user) for p in places]
         return alloc, sites
 
 
-def given(opts: SlurmOptions) -> list[str]:
+def given(opts: Launch) -> list[str]:
     """The Slurm options the user gave (each goes with --launcher slurm only)."""
     return [
         flag
@@ -147,7 +156,7 @@ def given(opts: SlurmOptions) -> list[str]:
 
 
 def check_options(
-    opts: SlurmOptions,
+    opts: Launch,
     scenario: str,
     workers: int | None,
     kinds: Sequence[str],
@@ -203,7 +212,7 @@ INVENTORY_VARS = {
 }
 
 
-def from_inventory(opts: SlurmOptions, inv: Inventory) -> SlurmOptions:
+def from_inventory(opts: Launch, inv: Inventory) -> Launch:
     """The options the command line left out, from the inventory's dltestbed_slurm_* variables (a site's
     setting: group `all`, so every host has the same value; hosts that disagree are one line)."""
     found: dict[str, Any] = {}
@@ -232,7 +241,7 @@ def container_hosts(inv: Inventory) -> list[Host]:
     return hosts
 
 
-def interpreters(opts: SlurmOptions, inv: Inventory | None) -> Callable[[str], str]:
+def interpreters(opts: Launch, inv: Inventory | None) -> Callable[[str], str]:
     """Node name → the interpreter that has dltestbed there: --venv, else the inventory host of that
     name's dltestbed_venv, else the default venv."""
     if opts.venv:

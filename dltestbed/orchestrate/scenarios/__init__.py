@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dltestbed.benchgroups import Options
 from dltestbed.choices import COTENANTS, PER_GPU, SCENARIOS
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
@@ -15,7 +16,6 @@ from dltestbed.orchestrate import pergpu, planning
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.scenarios import distributed, shared, single  # each registers its scenario
 from dltestbed.orchestrate.scenarios.base import REGISTRY, RunEnv, Scenario, scenario
-from dltestbed.orchestrate.scenarios.common import Options
 from dltestbed.orchestrate.scenarios.distributed import worker_count
 from dltestbed.orchestrate.scenarios.shared import contention_label, cotenant_spec, split_cpus
 from dltestbed.orchestrate.scenarios.single import widest_half_width

@@ -8,12 +8,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dltestbed.benchgroups import Options
 from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, TargetError
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
-from dltestbed.orchestrate.scenarios.common import FREE_PORT, Options, probe
+from dltestbed.orchestrate.scenarios.common import FREE_PORT, probe
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute
@@ -96,7 +97,15 @@ def run(
             if options.baseline and spec.mode != "probe":  # a worker alone has no peer to measure against
                 ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=1)
                 records.append(
-                    execute(make(kind, placement[0]), spec, store, ctx, observer, timeout=options.timeout, sinks=sinks)
+                    execute(
+                        make(kind, placement[0]),
+                        spec,
+                        store,
+                        ctx,
+                        observer,
+                        timeout=options.where.run_timeout,
+                        sinks=sinks,
+                    )
                 )
             targets = [make(kind, s) for s in placement]
             records += _job(plan, rep, job, spec, targets, store, observer, options, sinks)
@@ -136,7 +145,7 @@ def rounds_of(jobs: Sequence[Sequence[str]], at_most: int | None = None) -> list
 
 def _cap(options: Options) -> int | None:
     """The most hosts a round of jobs may hold: --parallel's cap (not parallel: one job at a time)."""
-    return options.hosts_at_once if options.parallel else 1
+    return options.where.hosts_at_once if options.where.parallel else 1
 
 
 def _rounds(env: RunEnv) -> list[RunRecord]:
@@ -219,7 +228,9 @@ def _job(
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=len(targets), worker_index=i)
         env = framework(worker_spec.framework).worker_env(addresses, i)
-        rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=options.timeout, env=env, sinks=sinks)
+        rec = execute(
+            targets[i], worker_spec, store, ctx, observer, timeout=options.where.run_timeout, env=env, sinks=sinks
+        )
         results[i] = rec
         if rec.status != "ok":  # a worker stopped by another's failure changes nothing: the job is ending
             stop_others(i, f"stopped: worker {i} ({targets[i].host}) failed: {rec.reason}")

@@ -7,13 +7,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from dltestbed.benchgroups import Options
 from dltestbed.catalog import MODELS
 from dltestbed.choices import COTENANTS, or_list
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
 from dltestbed.errors import ConfigError, WorkloadError
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
-from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, Options, probe
+from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, probe
 from dltestbed.results.records import COTENANT, RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute
@@ -94,7 +95,9 @@ def run(
             co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
             alone = "none" + (f", cpus {fg_cpus}" if fg_cpus else "")
             ctx = RunContext(plan.bench_id, Shared.name, rep, contention=alone, job_id=job)
-            records.append(execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks))
+            records.append(
+                execute(make(kind, site), fg, store, ctx, observer, timeout=options.where.run_timeout, sinks=sinks)
+            )
             label = contention_label(options.cotenant, batch, fg_cpus, co_cpus)
             records += _with_cotenant(plan, rep, job, kind, site, fg, co, label, store, observer, options, sinks)
     return records
@@ -171,7 +174,7 @@ def _with_cotenant(
     co_ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, role=COTENANT, job_id=job)
 
     # bounded like the foreground it contends with (its --run-timeout), plus its start and a margin
-    bound = options.timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.timeout else None
+    bound = options.where.run_timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.where.run_timeout else None
 
     def cotenant() -> None:
         try:
@@ -201,7 +204,7 @@ def _with_cotenant(
                 f"(log: {co_record[0].log_path if co_record else '-'})"
             )
         ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, job_id=job)
-        fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.timeout, sinks=sinks)
+        fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.where.run_timeout, sinks=sinks)
         if not thread.is_alive() and co_record and co_record[0].status != "ok":
             fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
             store.save_run(fg_record)

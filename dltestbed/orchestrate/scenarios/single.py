@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from functools import partial
 
+from dltestbed.benchgroups import Options
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan, arms
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
-from dltestbed.orchestrate.scenarios.common import Options
 from dltestbed.report.inference import MIN_N
 from dltestbed.report.stats import summarise
 from dltestbed.results.records import RunRecord
@@ -37,10 +37,10 @@ class Single(Scenario):
                 machines,
                 env.store,
                 env.observer,
-                timeout=options.timeout,
-                parallel=options.parallel,
+                timeout=options.where.run_timeout,
+                parallel=options.where.parallel,
                 sinks=env.sinks,
-                at_most=options.hosts_at_once,
+                at_most=options.where.hosts_at_once,
                 reps=reps,
                 gpus=env.gpus,
                 in_turn=options.gpus_in_turn,
@@ -75,9 +75,13 @@ class Single(Scenario):
 
 def _mode(options: Options) -> str:
     """How a bench's hosts take their turns, in words."""
-    if not options.parallel:
+    if not options.where.parallel:
         return "hosts one after another"
-    return "hosts at once" if options.hosts_at_once is None else f"at most {options.hosts_at_once} hosts at once"
+    return (
+        "hosts at once"
+        if options.where.hosts_at_once is None
+        else f"at most {options.where.hosts_at_once} hosts at once"
+    )
 
 
 def widest_half_width(records: Sequence[RunRecord]) -> float | None:
