@@ -7,6 +7,7 @@ sets it; no command line does). Pure data and the standard library: the CLI impo
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class Opt:
     parse: Parse | None = None  # the command line's value to the field's, where they differ
     given: Any = ...  # the command line's default, where it is not the field's (None: not given); ...: the field's
     replaced_by: str | None = None  # an old spelling, hidden, that warns when used: what to write instead
+    panel: str | None = None  # a panel of the command's own, where not the group's (an option the library has not)
 
 
 def opt(
@@ -38,17 +40,19 @@ def opt(
     parse: Parse | None = None,
     given: Any = ...,
     replaced_by: str | None = None,
+    panel: str | None = None,
 ) -> Opt:
     """A field's command-line option: its names (the long one first), one line of help, and, where the command
     line reads another type than the field holds, that type, its default and how it becomes the field's; an old
     spelling names what replaces it."""
-    return Opt(names, help, metavar, cli, parse, given, replaced_by)
+    return Opt(names, help, metavar, cli, parse, given, replaced_by, panel)
 
 
 class Group(Protocol):
     """A frozen dataclass whose option fields make one help panel."""
 
     PANEL: ClassVar[str]
+    DEFAULTS_SHOWN: ClassVar[bool]  # optional: "[default: …]" under each option's help (where it has one)
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
@@ -89,7 +93,7 @@ def options(group: type[Group]) -> Iterator[Field]:
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         else:
-            raise TypeError(f"{group.__name__}.{f.name}: an option has a default")
+            default = ...  # required
         yield Field(f.name, typing.get_args(hint)[0], default, marks[0])
 
 
@@ -99,6 +103,24 @@ def is_group(hint: Any) -> bool:
 
 
 # how a value the command line reads becomes a field's (each a Parse)
+
+
+def seconds(text: str | None, option: str = "--hold") -> float | None:
+    """A duration such as 90s, 30m or 4h (a bare number: seconds; None: not given), or one line that says how to
+    write it."""
+    if text is None:
+        return None
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    t = text.strip().lower()
+    unit = units.get(t[-1:])
+    number = t[:-1] if unit is not None else t
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: give a duration such as 90s, 30m or 4h") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{option} {text!r}: must be more than 0, and finite")
+    return value
 
 
 def comma_list(text: str | None, option: str) -> tuple[str, ...] | None:

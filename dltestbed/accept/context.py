@@ -13,8 +13,8 @@ import yaml
 from dltestbed import hints
 from dltestbed.accept.found import Facts, Found, Rejoined, decode
 from dltestbed.accept.levels import Level
-from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.state import State
+from dltestbed.acceptgroups import AcceptRequest
 from dltestbed.choices import Device
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
@@ -96,17 +96,18 @@ class Ctx:
     @property
     def resume(self) -> str:
         """The command that goes on with this acceptance, as a hint says it."""
-        return f"`{hints.accept_resume(self.request.inventory, self.request.out, self.init)}` {hints.SAME_OPTIONS}"
+        command = hints.accept_resume(self.request.nodes.inventory, self.request.pack.out, self.init)
+        return f"`{command}` {hints.SAME_OPTIONS}"
 
     def where(self, nodes: Sequence[str], device: Device, parallel: bool | None) -> Where:
         """A bench's nodes (on bare metal) as the acceptance runs them: at once (at most --parallel N), or one by one
         (--parallel 1); `parallel` given: all at once, or one by one, whatever --parallel says."""
-        cap = self.request.parallel
+        cap = self.request.nodes.parallel
         at_once = (cap != 1, cap if cap not in (None, 1) else None) if parallel is None else (parallel, None)
         return Where(
             targets=BARE_METAL,
             device=device,
-            inventory=self.request.inventory,
+            inventory=self.request.nodes.inventory,
             limit=",".join(nodes),
             parallel=at_once[0],
             hosts_at_once=at_once[1],
@@ -121,7 +122,7 @@ class Ctx:
     def framework(self) -> str:
         """What the models and probes compute with: the request's, else the one preflight found on every node,
         else (preflight's own bench, which loads none) the one installed here."""
-        return self.request.framework or self._found(PREFLIGHT, Facts).framework or installed_here()
+        return self.request.nodes.framework or self._found(PREFLIGHT, Facts).framework or installed_here()
 
     @property
     def gpu(self) -> bool:
@@ -143,13 +144,13 @@ class Ctx:
         w = replace(workloads, frameworks=(self.framework,))
         where = self.where(self.live if limit is None else limit, device, parallel)
         req = BenchRequest(
-            w, where, Repetitions(repeat=str(repeat)), scenario or Options(), results=self.request.results
+            w, where, Repetitions(repeat=str(repeat)), scenario or Options(), results=self.request.pack.results
         )
         return run_bench(req, self.observer).bench_id
 
     def runs(self, benches: Sequence[str]) -> list[RunRecord]:
         """The foreground runs of `benches` in the acceptance's store, in order (read_runs, the store opened for it)."""
-        store = Store.open(self.request.results, read_only=True)
+        store = Store.open(self.request.pack.results, read_only=True)
         try:
             return read_runs(store, benches)
         finally:

@@ -117,7 +117,7 @@ def _trends(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
         }
         for benches in ctx.found(Hold).rounds
     ]
-    return judge_mod.trends(rounds, ctx.request.slowdown)
+    return judge_mod.trends(rounds, ctx.request.judging.slowdown)
 
 
 def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
@@ -128,13 +128,13 @@ def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
     for name, cls in STAGES.items():
         if name in ctx.state.stages or not cls.listed:
             continue
-        why = "skipped (--skip)" if name in ctx.request.skip else cls().applies(ctx)
+        why = "skipped (--skip)" if name in ctx.request.nodes.skip else cls().applies(ctx)
         if why:
             out.append(judge_mod.LeftOut(f"stage {name}", why))
     if len(ctx.live) < judge_mod.PEERS_MIN:
         why = f"{len(ctx.live)} node(s) measured: a node is compared with its peers from {judge_mod.PEERS_MIN}"
         out.append(judge_mod.LeftOut("peers", why))
-    if len(ctx.nodes) == 1 and ctx.request.golden is None:
+    if len(ctx.nodes) == 1 and ctx.request.judging.golden is None:
         why = "one node and no golden spec (--golden): nothing to compare its facts with"
         out.append(judge_mod.LeftOut("drift", why))
     names = Counter(g.name for g in gpus)
@@ -148,7 +148,7 @@ def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
 def _compared(ctx: Ctx, node_facts: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
     """Each node's facts its drift check compared: all it reported, but with one node only those the golden spec
     names (the rest have nothing to be compared with)."""
-    golden = golden_spec(ctx.request.golden) if len(ctx.nodes) == 1 else None
+    golden = golden_spec(ctx.request.judging.golden) if len(ctx.nodes) == 1 else None
     if len(ctx.nodes) == 1 and golden is None:
         return {}
     return {n: sorted(f for f in node_facts.get(n, {}) if golden is None or f in golden) for n in ctx.nodes}
@@ -160,7 +160,7 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     rejoin = ctx.found(Rejoin)  # the nodes left out, measured once mended (--resume)
     rejoined = rejoin.rejoined
     node_facts: dict[str, dict[str, str]] = {k: dict(v) for k, v in [*pre.facts.items(), *rejoin.facts.items()]}
-    drifts = drift_mod.drift(node_facts, golden_spec(ctx.request.golden)) if node_facts else []
+    drifts = drift_mod.drift(node_facts, golden_spec(ctx.request.judging.golden)) if node_facts else []
     first_runs = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
     second_runs = read_runs(store, second.measure)
     hold_runs = read_runs(store, [b for r in ctx.found(Hold).rounds for b in r])
@@ -192,13 +192,13 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         final += [r for r in back_runs if r.host in rejoined]
         superseded = [r for r in first_runs if r.host in rerun] + [r for r in second_runs if r.host not in rerun]
         superseded += hold_runs + [r for r in back_runs if r.host not in rejoined] + again_runs
-        gpus = gpus_mod.verdicts(store, final, ctx.request.expected, superseded)
+        gpus = gpus_mod.verdicts(store, final, ctx.request.judging.expected, superseded)
         for node, count in {**pre.gpus, **rejoin.gpus}.items():
             judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
             if judged < count:
                 why = f"preflight saw {count} GPU(s); {judged} were measured"
                 extra.setdefault(node, []).append(Reason("gpus", UNDECIDED, why))
-    slow = sorted({s.node for s in judge_mod.suspects(measures, ctx.request.slowdown)})
+    slow = sorted({s.node for s in judge_mod.suspects(measures, ctx.request.judging.slowdown)})
     f = judge_mod.Findings(
         nodes=ctx.nodes,
         drifts=drifts,
@@ -212,12 +212,12 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         causes=_causes(store, second_runs or first_runs, first_runs, slow),
         gpus=gpus,
         extra=extra,
-        slowdown=ctx.request.slowdown,
+        slowdown=ctx.request.judging.slowdown,
         compared=_compared(ctx, node_facts),
-        drift_basis=drift_mod.GOLDEN if len(ctx.nodes) == 1 and ctx.request.golden else "the fleet's majority",
+        drift_basis=drift_mod.GOLDEN if len(ctx.nodes) == 1 and ctx.request.judging.golden else "the fleet's majority",
         left_out=left_out(ctx, gpus),
         out=ctx.out,
-        out_verdict=FAIL if ctx.request.unreachable == "fail" else UNDECIDED,
+        out_verdict=FAIL if ctx.request.judging.unreachable == "fail" else UNDECIDED,
         controls=_controls(second, store) | _controls(rejoin, store),
         rejoined=rejoined,
         again=node_measures([r for r in again_runs if r.host in rejoined], store),

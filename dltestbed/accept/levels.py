@@ -3,7 +3,6 @@ would hold nothing but these numbers, so a level is data. Pure."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dltestbed.choices import LEVELS as NAMES
@@ -59,18 +58,3 @@ def level(name: str) -> Level:
     if name not in LEVELS:
         raise ConfigError(f"--level {name!r}: unknown; known: {', '.join(LEVELS)}")
     return LEVELS[name]
-
-
-def seconds(text: str, option: str = "--hold") -> float:
-    """A duration such as 90s, 30m or 4h (a bare number: seconds), or one line that says how to write it."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    t = text.strip().lower()
-    unit = units.get(t[-1:])
-    number = t[:-1] if unit is not None else t
-    try:
-        value = float(number) * (unit or 1.0)
-    except ValueError:
-        raise ConfigError(f"{option} {text!r}: give a duration such as 90s, 30m or 4h") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{option} {text!r}: must be more than 0, and finite")
-    return value

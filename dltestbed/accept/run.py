@@ -18,7 +18,6 @@ from dltestbed.accept.context import golden_spec
 from dltestbed.accept.findings import findings
 from dltestbed.accept.found import Beside, Rejoined
 from dltestbed.accept.levels import level as level_of
-from dltestbed.accept.request import AcceptRequest
 from dltestbed.accept.stages import (
     SKIPPABLE,
     STAGES,
@@ -32,6 +31,7 @@ from dltestbed.accept.stages import (
     run_stages,
 )
 from dltestbed.accept.state import State, digest
+from dltestbed.acceptgroups import AcceptRequest
 from dltestbed.choices import UNREACHABLE
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchInterrupted, BenchObserver
@@ -58,47 +58,47 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
     """Everything cheap, before any node is touched: the level, the stages named, the remedies, the key, the
     golden spec, the site's expected values and the inventory's nodes (bare_metal). The nodes, and the
     inventory's digest."""
-    level_of(request.level)
-    if request.unreachable not in UNREACHABLE:
-        raise ConfigError(f"--unreachable {request.unreachable!r}: give {' or '.join(UNREACHABLE)}")
-    if request.parallel is not None and request.parallel < 1:
-        raise ConfigError(f"--parallel {request.parallel}: give how many nodes at once, 1 or more")
-    if request.framework is not None:
-        frameworks.framework(request.framework)
-    unknown = sorted(set(request.skip) - set(STAGES))
+    level_of(request.nodes.level)
+    if request.judging.unreachable not in UNREACHABLE:
+        raise ConfigError(f"--unreachable {request.judging.unreachable!r}: give {' or '.join(UNREACHABLE)}")
+    if request.nodes.parallel is not None and request.nodes.parallel < 1:
+        raise ConfigError(f"--parallel {request.nodes.parallel}: give how many nodes at once, 1 or more")
+    if request.nodes.framework is not None:
+        frameworks.framework(request.nodes.framework)
+    unknown = sorted(set(request.nodes.skip) - set(STAGES))
     if unknown:
         raise ConfigError(f"--skip {unknown[0]!r}: no such stage; the stages: {', '.join(STAGES)}")
-    core = sorted(set(request.skip) - set(SKIPPABLE))
+    core = sorted(set(request.nodes.skip) - set(SKIPPABLE))
     if core:
         raise ConfigError(f"--skip {core[0]}: the verdict needs it; a stage may be skipped: {', '.join(SKIPPABLE)}")
     for spec, option, _ in _remedies_asked(request):
         remedy.check_spec(spec, option)
-    golden_spec(request.golden)
-    gpus_mod.boards(request.expected)
-    inv = inventory.load(request.inventory, request.limit)
+    golden_spec(request.judging.golden)
+    gpus_mod.boards(request.judging.expected)
+    inv = inventory.load(request.nodes.inventory, request.nodes.limit)
     nodes = tuple(h.name for h in inv.in_role("bare_metal"))
     if not nodes:
-        raise ConfigError(f"{request.inventory}: no node to accept in {inv.role_help('bare_metal')}")
+        raise ConfigError(f"{request.nodes.inventory}: no node to accept in {inv.role_help('bare_metal')}")
     if _remedies_asked(request):
         for node in nodes:  # a remedy's name check, before any node is measured
             remedy.command(remedy.RESUME, node)
-    for spec, option, _ in _remedies_asked(request) if request.apply else ():
+    for spec, option, _ in _remedies_asked(request) if request.pack.apply else ():
         remedy.check_found(spec, option)  # a hook that is not there: said now, not after every stage
-    if request.sign_key is not None:  # last: it runs ssh-keygen
-        evidence.check_key(request.sign_key)
-    return nodes, hashlib.sha256(request.inventory.read_bytes()).hexdigest()
+    if request.pack.sign_key is not None:  # last: it runs ssh-keygen
+        evidence.check_key(request.pack.sign_key)
+    return nodes, hashlib.sha256(request.nodes.inventory.read_bytes()).hexdigest()
 
 
 def _remedies_asked(request: AcceptRequest) -> list[tuple[str, str, str]]:
     """(the command, its option, what the node does for it) of each of --on-fail and --on-pass given."""
-    asked = ((request.on_fail, "--on-fail", "fails"), (request.on_pass, "--on-pass", "passes"))
+    asked = ((request.pack.on_fail, "--on-fail", "fails"), (request.pack.on_pass, "--on-pass", "passes"))
     return [(spec, option, does) for spec, option, does in asked if spec is not None]
 
 
 def remedies_shown(request: AcceptRequest, nodes: Sequence[str]) -> list[str]:
     """--on-fail and --on-pass as they will run, on the first node: a line each, said before any stage."""
     lines = []
-    when = "run at the end (--apply)" if request.apply else "shown at the end, run with --apply"
+    when = "run at the end (--apply)" if request.pack.apply else "shown at the end, run with --apply"
     for spec, option, does in _remedies_asked(request):
         argv = remedy.command(spec, nodes[0], "<why it failed>" if does == "fails" else "")
         lost = "" if remedy.found(argv[0]) else f" ({argv[0]} is not on this machine's PATH)"
@@ -109,19 +109,19 @@ def remedies_shown(request: AcceptRequest, nodes: Sequence[str]) -> list[str]:
 def _request_digest(request: AcceptRequest, inventory_digest: str, init: bool = False) -> str:
     """What makes two acceptances the same one (for --resume): the inventory's content, the store its benches
     are in, the expected values, and the options that change what is measured."""
-    site = request.expected.read_bytes() if request.expected is not None and not init else b""
+    site = request.judging.expected.read_bytes() if request.judging.expected is not None and not init else b""
     return digest(
         {
             "inventory": inventory_digest,
-            "results": str(Store.where(request.results)),
+            "results": str(Store.where(request.pack.results)),
             "expected": hashlib.sha256(site).hexdigest(),
-            "level": request.level,
-            "limit": request.limit,
-            "framework": request.framework,
-            "slowdown": request.slowdown,
-            "parallel": request.parallel,
-            "hold": request.hold_seconds,
-            "skip": sorted(request.skip),
+            "level": request.nodes.level,
+            "limit": request.nodes.limit,
+            "framework": request.nodes.framework,
+            "slowdown": request.judging.slowdown,
+            "parallel": request.nodes.parallel,
+            "hold": request.nodes.hold_seconds,
+            "skip": sorted(request.nodes.skip),
             "init": init,
         }
     )
@@ -134,10 +134,10 @@ def run_accept(request: AcceptRequest, observer: BenchObserver) -> AcceptOutcome
     nodes, inv_digest = check(request)
     for line in remedies_shown(request, nodes):
         observer.say(line)
-    state, resumed = State.begin(request.out, _request_digest(request, inv_digest), request.resume)
+    state, resumed = State.begin(request.pack.out, _request_digest(request, inv_digest), request.pack.resume)
     if resumed:
-        observer.say(f"accept {state.id}: resumed from {request.out}")
-    ctx = Ctx(request, level_of(request.level), nodes, inv_digest, observer, state)
+        observer.say(f"accept {state.id}: resumed from {request.pack.out}")
+    ctx = Ctx(request, level_of(request.nodes.level), nodes, inv_digest, observer, state)
     try:
         run_stages(ctx, observer.say)
     except BenchInterrupted as exc:
@@ -150,18 +150,20 @@ INIT_STAGES = (Provision.name, Preflight.name, Measure.name)  # what --init meas
 
 def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int]:
     """`accept --init`: measure the golden nodes (provision, preflight, measure) and write the site's expected
-    values to `request.expected` (golden.site_file); the file and how many values it holds."""
-    target = request.expected
+    values to `request.judging.expected` (golden.site_file); the file and how many values it holds."""
+    target = request.judging.expected
     if target is None:
         raise ConfigError("accept --init: --expected FILE: where to write the site's expected values")
-    if level_of(request.level).repeat < golden.MIN_SAMPLES:
+    if level_of(request.nodes.level).repeat < golden.MIN_SAMPLES:
         raise ConfigError(
-            f"accept --init: --level {request.level} runs the model once; a reference needs "
+            f"accept --init: --level {request.nodes.level} runs the model once; a reference needs "
             f"{golden.MIN_SAMPLES} runs to say how much it varies: --level standard"
         )
-    nodes, inv_digest = check(replace(request, expected=None))  # the file is what --init writes
-    state, _ = State.begin(request.out, _request_digest(request, inv_digest, init=True), request.resume)
-    ctx = Ctx(request, level_of(request.level), nodes, inv_digest, observer, state, init=True)
+    nodes, inv_digest = check(
+        replace(request, judging=replace(request.judging, expected=None))
+    )  # the file is what --init writes
+    state, _ = State.begin(request.pack.out, _request_digest(request, inv_digest, init=True), request.pack.resume)
+    ctx = Ctx(request, level_of(request.nodes.level), nodes, inv_digest, observer, state, init=True)
     try:
         run_stages(ctx, observer.say, only=INIT_STAGES[:-1])
         if not ctx.gpu:  # before the GPUs' measures are asked of nodes that have none
@@ -169,12 +171,12 @@ def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int
         run_stages(ctx, observer.say, only=INIT_STAGES)
     except BenchInterrupted as exc:
         raise BenchInterrupted(f"{exc}; {ctx.resume} goes on") from None
-    store = Store.open(request.results, read_only=True)
+    store = Store.open(request.pack.results, read_only=True)
     try:
         found = gpus_mod.golden(store, read_runs(store, state.stages[Measure.name].benches))
     finally:
         store.close()
-    where = str(Store.where(request.results))
+    where = str(Store.where(request.pack.results))
     text, count = golden.site_file(found, expected_mod.shipped(), now_iso()[:10], where)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -188,11 +190,11 @@ def _remedies(request: AcceptRequest, nodes: Sequence[judge_mod.NodeVerdict]) ->
     """--on-fail for each failed node, --on-pass for each that passed: run with --apply, else shown."""
     asked = []
     for n in nodes:
-        spec = request.on_fail if n.verdict == FAIL else request.on_pass if n.verdict == PASS else None
+        spec = request.pack.on_fail if n.verdict == FAIL else request.pack.on_pass if n.verdict == PASS else None
         if spec is not None:
             reason = n.summary if n.verdict == FAIL else ""
             asked.append(remedy.Remedy(n.node, remedy.command(spec, n.node, reason), f"{n.verdict}: {reason}"))
-    return remedy.apply(asked, dry_run=not request.apply)
+    return remedy.apply(asked, dry_run=not request.pack.apply)
 
 
 def _beside(beside: Beside) -> dict[str, object]:
@@ -212,7 +214,7 @@ def _rejoined(found: Rejoined) -> dict[str, object]:
 
 def verdict(ctx: Ctx) -> AcceptOutcome:
     """Judge every node and GPU, do (or show) the remedies, write the pack, sign its manifest."""
-    store = Store.open(ctx.request.results, read_only=True)
+    store = Store.open(ctx.request.pack.results, read_only=True)
     try:
         f, every = findings(ctx, store)
     finally:
@@ -227,27 +229,33 @@ def verdict(ctx: Ctx) -> AcceptOutcome:
         "exit_code": code,
         "level": ctx.level.name,
         "framework": ctx.framework,
-        "inventory": str(ctx.request.inventory),
+        "inventory": str(ctx.request.nodes.inventory),
         "dltestbed": __version__,
         "started_at": ctx.state.started_at,
         "finished_at": now_iso(),
         "benches": ctx.state.benches(),
         "stages": {k: v.finished_at for k, v in ctx.state.stages.items()},
-        "sensitivity": (
-            f"A node is slow in a measure when it is at least {ctx.request.slowdown:g} % below its peers' median "
-            "with a leave-one-out modified z-score below −3.5 (Iglewicz & Hoaglin), over a whole run's timed "
-            f"steps ({ctx.level.steps} steps; probes {ctx.level.probe_steps} calls a case), in the first pass; and "
-            f"again in the second, at least {ctx.request.slowdown:g} % below the median of {judge_mod.CONTROLS_MIN} "
-            "or more known-good controls measured beside it. A GPU fails a measure below 0.75 of what a healthy "
-            "board of its kind reaches."
-        ),
+        "sensitivity": _sensitivity(ctx),
         "second_pass": _beside(ctx.found(SecondPass)),
         "rejoined": _rejoined(ctx.found(Rejoin)),
     }
-    pack.write(ctx.request.out, summary, nodes, every, ctx.request.inventory, done, f.left_out)
-    evidence.write_manifest(ctx.request.out)
+    pack.write(ctx.request.pack.out, summary, nodes, every, ctx.request.nodes.inventory, done, f.left_out)
+    evidence.write_manifest(ctx.request.pack.out)
     signed = False
-    if ctx.request.sign_key is not None:
-        evidence.sign(ctx.request.out, ctx.request.sign_key)
+    if ctx.request.pack.sign_key is not None:
+        evidence.sign(ctx.request.pack.out, ctx.request.pack.sign_key)
         signed = True
-    return AcceptOutcome(ctx.state.id, tuple(nodes), code, tuple(done), ctx.request.out, signed)
+    return AcceptOutcome(ctx.state.id, tuple(nodes), code, tuple(done), ctx.request.pack.out, signed)
+
+
+def _sensitivity(ctx: Ctx) -> str:
+    """What makes a node slow and a GPU fail, in words, with this acceptance's figures."""
+    slowdown = ctx.request.judging.slowdown
+    return (
+        f"A node is slow in a measure when it is at least {slowdown:g} % below its peers' median "
+        "with a leave-one-out modified z-score below −3.5 (Iglewicz & Hoaglin), over a whole run's timed "
+        f"steps ({ctx.level.steps} steps; probes {ctx.level.probe_steps} calls a case), in the first pass; and "
+        f"again in the second, at least {slowdown:g} % below the median of {judge_mod.CONTROLS_MIN} "
+        "or more known-good controls measured beside it. A GPU fails a measure below 0.75 of what a healthy "
+        "board of its kind reaches."
+    )

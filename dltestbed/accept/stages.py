@@ -106,22 +106,22 @@ class Provision(Stage[Provisioned]):
             "inventory": ctx.inventory_digest,
             "nodes": sorted(ctx.nodes),
             "dltestbed": __version__,
-            "framework": ctx.request.framework,
+            "framework": ctx.request.nodes.framework,
         }
 
     def run(self, ctx: Ctx) -> StageRecord:
-        report_id, out = provision_nodes(ctx, ctx.request.limit)
+        report_id, out = provision_nodes(ctx, ctx.request.nodes.limit)
         return StageRecord("", data=encode(Provisioned(out, report_id)))
 
 
 def provision_nodes(ctx: Ctx, limit: str | None) -> tuple[str, dict[str, str]]:
     """Provision the nodes (or `limit`'s): the report's id, and the nodes not provisioned with why (said in one
     line: they are left out of the stages after)."""
-    asked = ctx.request.framework or DEFAULT_FRAMEWORK  # none named: the default, beside what the nodes have
+    asked = ctx.request.nodes.framework or DEFAULT_FRAMEWORK  # none named: the default, beside what the nodes have
     others = () if asked == DEFAULT_FRAMEWORK else (asked,)
     layout = "distributed" if len(ctx.nodes) > 1 else "single"
     report = provision(
-        ctx.request.inventory,
+        ctx.request.nodes.inventory,
         layout,
         limit,
         on_phase=lambda phase: ctx.observer.say(f"provision: {phase}"),
@@ -156,7 +156,7 @@ class Preflight(Stage[Facts]):
     def framework(ctx: Ctx, packages: Mapping[str, Mapping[str, str]]) -> str:
         """The framework the stages after preflight compute with: the one asked for, else the one every node that
         answered has installed (the default where they have both); one line where they share none."""
-        if ctx.request.framework is not None or not packages:
+        if ctx.request.nodes.framework is not None or not packages:
             return ctx.framework
         common = on_every_node(packages)
         if not common:
@@ -284,12 +284,12 @@ class Fleet(Stage[Judged]):
         return None if ctx.live else NO_NODE_LEFT
 
     def run(self, ctx: Ctx) -> StageRecord:
-        store = Store.open(ctx.request.results, read_only=True)
+        store = Store.open(ctx.request.pack.results, read_only=True)
         try:
             runs = read_runs(store, ctx.state.stages[Measure.name].benches + ctx.data_benches(NodeGpus.name))
             runs = [r for r in runs if r.host in ctx.live]
             measures = node_measures(runs, store)
-            gpu_nodes = failing_nodes(ctx.request.expected, store, runs) if ctx.gpu else []
+            gpu_nodes = failing_nodes(ctx.request.judging.expected, store, runs) if ctx.gpu else []
             bad_pairs = []
             for pair in ctx.found(Pairs).pairs:
                 both = (pair.node, pair.partner or "")
@@ -298,7 +298,7 @@ class Fleet(Stage[Judged]):
                     bad_pairs.append(both)
         finally:
             store.close()
-        slow = sorted({s.node for s in suspects(measures, ctx.request.slowdown)})
+        slow = sorted({s.node for s in suspects(measures, ctx.request.judging.slowdown)})
         failed = failures(runs)
         rerun = sorted(set(slow) | set(failed) | set(gpu_nodes), key=ctx.nodes.index)
         return StageRecord(
@@ -311,7 +311,7 @@ def known_good(ctx: Ctx) -> list[str]:
     fleet = ctx.found(Fleet)
     suspect = {n for pair in fleet.pairs for n in pair} | set(fleet.rerun)
     facts = ctx.found(Preflight).facts
-    drifted = {d.node for d in drift_mod.drift(facts, golden_spec(ctx.request.golden))} if facts else set()
+    drifted = {d.node for d in drift_mod.drift(facts, golden_spec(ctx.request.judging.golden))} if facts else set()
     return [n for n in ctx.live if n not in suspect and n not in drifted]
 
 
@@ -378,7 +378,7 @@ class SecondPass(Stage[Rerun]):
         fleet = ctx.found(Fleet)
         good = known_good(ctx)
         controls = choose_controls(fleet.measures, good, CONTROLS) if fleet.rerun else []
-        beside = beside_controls(ctx, batches_of(fleet.rerun, controls, ctx.request.parallel))
+        beside = beside_controls(ctx, batches_of(fleet.rerun, controls, ctx.request.nodes.parallel))
         # each node of a failed pair with a known-good node: a different one each where there are, all at once
         ordered = sorted({n for pair in fleet.pairs for n in pair}, key=ctx.nodes.index)
         partners = [(node, good[i % len(good)]) for i, node in enumerate(ordered)] if good else []
@@ -399,7 +399,7 @@ class Hold(Stage[Rounds]):
 
     @staticmethod
     def seconds(ctx: Ctx) -> float:
-        return ctx.request.hold_seconds if ctx.request.hold_seconds is not None else ctx.level.hold_seconds
+        return ctx.request.nodes.hold_seconds if ctx.request.nodes.hold_seconds is not None else ctx.level.hold_seconds
 
     def run(self, ctx: Ctx) -> StageRecord:
         end = time.monotonic() + self.seconds(ctx)
@@ -428,7 +428,7 @@ class Rejoin(Stage[Rejoined]):
     def run(self, ctx: Ctx) -> StageRecord:
         back = [n for n in ctx.nodes if n in ctx.out]
         out: dict[str, str] = {}
-        if Provision.name not in ctx.request.skip:
+        if Provision.name not in ctx.request.nodes.skip:
             _, out = provision_nodes(ctx, ",".join(back))
         trying = [n for n in back if n not in out]
         benches: list[str] = []
@@ -439,14 +439,14 @@ class Rejoin(Stage[Rejoined]):
             out |= facts.out
         trying = [n for n in trying if n not in out]
         controls = choose_controls(ctx.found(Fleet).measures, known_good(ctx), CONTROLS)
-        plan = batches_of(trying, controls if trying else [], ctx.request.parallel)
+        plan = batches_of(trying, controls if trying else [], ctx.request.nodes.parallel)
         beside = beside_controls(ctx, plan)
         out |= {n: why for n, why in unanswered(ctx.runs(beside.benches)).items() if n in trying}
         rejoined = tuple(n for n in trying if n not in out)
         # slow beside its controls: measured beside them again, as a suspect is in the second pass (one round of
         # noise fails no node)
         slow = _slow_in(ctx, beside, rejoined)
-        again = beside_controls(ctx, batches_of(slow, plan.controls, ctx.request.parallel))
+        again = beside_controls(ctx, batches_of(slow, plan.controls, ctx.request.nodes.parallel))
         found = Rejoined(
             **vars(beside),
             out=out,
@@ -461,13 +461,13 @@ class Rejoin(Stage[Rejoined]):
 
 def _slow_in(ctx: Ctx, beside: Beside, nodes: Sequence[str]) -> list[str]:
     """The nodes (of `nodes`) slow in any measure beside the controls of their batch."""
-    store = Store.open(ctx.request.results, read_only=True)
+    store = Store.open(ctx.request.pack.results, read_only=True)
     try:
         slow: list[str] = []
         for batch in beside.batches:
             measured = node_measures(read_runs(store, batch.benches), store)
             mine = [n for n in batch.nodes if n in nodes]
-            slow += slow_beside(measured, mine, beside.controls, ctx.request.slowdown)
+            slow += slow_beside(measured, mine, beside.controls, ctx.request.judging.slowdown)
         return slow
     finally:
         store.close()
@@ -485,7 +485,7 @@ def run_stages(ctx: Ctx, say: Callable[[str], None], only: Collection[str] = ())
         if done is not None:
             say(f"stage {name}: done before ({done.finished_at}), inputs unchanged: not run again")
             continue
-        if name in ctx.request.skip:
+        if name in ctx.request.nodes.skip:
             say(f"stage {name}: skipped (--skip)")
             continue
         why_not = st.applies(ctx)

@@ -110,4 +110,4 @@ def pair_bench(ctx: Ctx, pairs: Sequence[tuple[str, str]]) -> str:
     jobs = tuple(tuple(p) for p in pairs)
     nodes = list(dict.fromkeys(n for p in pairs for n in p))
     job = Options(scenario="distributed", baseline=False, jobs=jobs)
-    return ctx.bench(probes, limit=nodes, scenario=job, parallel=ctx.request.parallel != 1)
+    return ctx.bench(probes, limit=nodes, scenario=job, parallel=ctx.request.nodes.parallel != 1)

@@ -4,22 +4,21 @@ a key is given), and the failed nodes drained when asked."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import typer
 
-from dltestbed.choices import DEFAULT_FRAMEWORK, FRAMEWORKS, LEVELS, UNREACHABLE, or_list
-from dltestbed.cli.options import RESULTS_HELP, Output
+from dltestbed.acceptgroups import AcceptRequest, Judging, Nodes, Pack
+from dltestbed.choices import or_list
+from dltestbed.cli.grouped import grouped
+from dltestbed.cli.options import Output
+from dltestbed.panels import opt
 
 if TYPE_CHECKING:  # annotations only: the command imports it when it runs (CLI start-up)
     from dltestbed.accept import AcceptOutcome
 
-LEVEL = "quick"  # --level's default
-# At most 4 lines at 80 columns; each level in full: docs/reference.md (and choices.LEVELS).
-LEVEL_HELP = f"{or_list(LEVELS)} (default: {LEVEL}): minutes a node, longer runs, or those then held for hours."
-SKIP_HELP = "A stage not to run; repeatable."  # the stages' names are added when --help is shown (help_when_shown)
-WHAT, JUDGE, PACK = "What to run", "Judging", "The pack, and after"
+WHAT, JUDGE, PACK = Nodes.PANEL, Judging.PANEL, Pack.PANEL
 # Each line fits 78 columns (80, less rich's margin), so that no command wraps at 80; tests/unit/test_cli.py holds it.
 EXAMPLES = """[bold]Examples[/]
 
@@ -44,88 +43,32 @@ def help_when_shown() -> dict[str, str]:
     from dltestbed.accept.stages import SKIPPABLE, STAGES
 
     needed = [name for name in STAGES if name not in SKIPPABLE]
-    return {"skip": f"A stage not to run: {or_list(SKIPPABLE)}; repeatable (the verdict needs {', '.join(needed)})."}
+    return {"--skip": f"A stage not to run: {or_list(SKIPPABLE)}; repeatable (the verdict needs {', '.join(needed)})."}
 
 
-def accept(
-    inventory: Path = typer.Option(
-        ..., metavar="FILE", help="Ansible inventory of the nodes (group bare_metal).", rich_help_panel=WHAT
-    ),
-    level: str = typer.Option(LEVEL, metavar="NAME", help=LEVEL_HELP, rich_help_panel=WHAT),
-    skip: list[str] | None = typer.Option(None, metavar="STAGE", help=SKIP_HELP, rich_help_panel=WHAT),
-    framework: str | None = typer.Option(
-        None,
-        metavar="NAME",
-        help=f"What the models compute with: {or_list(FRAMEWORKS)} (default: the one every node has; "
-        f"{DEFAULT_FRAMEWORK} where they have more).",
-        rich_help_panel=WHAT,
-    ),
-    hold: str | None = typer.Option(
-        None, metavar="DURATION", help="burn-in: how long, e.g. 4h (default 4h).", rich_help_panel=WHAT
-    ),
-    limit: str | None = typer.Option(None, metavar="PATTERN", help="Only these hosts or groups.", rich_help_panel=WHAT),
-    parallel: int | None = typer.Option(
-        None, metavar="N", help="Measure at most N nodes at once (default: every node at once).", rich_help_panel=WHAT
-    ),
-    no_parallel: bool = typer.Option(
-        False, "--no-parallel", help="Measure one node at a time (--parallel 1).", rich_help_panel=WHAT
-    ),
-    golden: Path | None = typer.Option(
-        None,
-        metavar="FILE",
-        help="A golden spec (YAML, fact: value) for the drift check; else the fleet's majority.",
-        rich_help_panel=JUDGE,
-    ),
-    expected: Path | None = typer.Option(
-        None,
-        metavar="FILE",
-        help="The site's expected values per board (TOML), over the shipped ones.",
-        rich_help_panel=JUDGE,
-    ),
-    slowdown: float = typer.Option(
-        5.0, metavar="PCT", help="A node this far below its peers' median is slow (default: 5).", rich_help_panel=JUDGE
-    ),
-    unreachable: str = typer.Option(
-        UNREACHABLE[0],
-        metavar="VERDICT",
-        help=f"A node that cannot be reached, provisioned or measured: {' or '.join(UNREACHABLE)} (the first default).",
-        rich_help_panel=JUDGE,
-    ),
-    init: bool = typer.Option(
-        False,
-        "--init",
-        help="Measure these (golden) nodes and write --expected FILE from them instead of judging.",
-        rich_help_panel=JUDGE,
-    ),
-    out: Path = typer.Option(
-        Path("acceptance"), metavar="DIR", help="The evidence pack's folder (and --resume's).", rich_help_panel=PACK
-    ),
-    resume: bool = typer.Option(
-        False,
-        "--resume",
-        help="Go on with the acceptance in --out: no finished stage again; the nodes left out again.",
-        rich_help_panel=PACK,
-    ),
-    sign_key: Path | None = typer.Option(
-        None, metavar="FILE", help="Sign the pack's manifest with this SSH key.", rich_help_panel=PACK
-    ),
-    on_fail: str | None = typer.Option(
-        None,
-        metavar="CMD",
-        help="'drain' (Slurm), or a command with {node} and {reason}, for each failed node.",
-        rich_help_panel=PACK,
-    ),
-    on_pass: str | None = typer.Option(
-        None, metavar="CMD", help="'resume' (Slurm), or a command, for each node that passes.", rich_help_panel=PACK
-    ),
-    apply: bool = typer.Option(
-        False, "--apply", help="Run --on-fail and --on-pass (else they are only shown).", rich_help_panel=PACK
-    ),
-    results: Path | None = typer.Option(None, metavar="FILE", help=RESULTS_HELP, rich_help_panel=PACK),
-    fmt: Output = typer.Option(
-        "table", "--format", metavar="FMT", help="table (default), or json.", rich_help_panel=PACK
-    ),
-) -> None:
+@dataclass(frozen=True)
+class Asked:
+    """What the command line says beyond the library's request, each in the panel it belongs to."""
+
+    PANEL: ClassVar[str] = PACK
+    DEFAULTS_SHOWN: ClassVar[bool] = True
+
+    no_parallel: Annotated[
+        bool, opt("--no-parallel", help="Measure one node at a time (--parallel 1).", panel=WHAT)
+    ] = False
+    init: Annotated[
+        bool,
+        opt(
+            "--init",
+            help="Measure these (golden) nodes and write --expected FILE from them instead of judging.",
+            panel=JUDGE,
+        ),
+    ] = False
+    fmt: Annotated[Output, opt("--format", metavar="FMT", help="table (default), or json.")] = "table"
+
+
+@grouped
+def accept(request: AcceptRequest, asked: Asked) -> None:
     """Accept new nodes: provision, preflight (drift of driver, firmware, versions and the host's CPUs, memory
     and NUMA), every GPU measured (screen, probes, model), all GPUs of a node together, pairs of nodes (each
     node in one pair, all at once), the fleet's outliers, a second pass on what failed or was slow, rerun beside
@@ -144,38 +87,19 @@ def accept(
     be judged; 2 on bad input, or when a stage cannot go on (one error: line; --resume goes on from it once
     mended); 130 when stopped (--resume goes on, and tries the nodes left out again, measured beside controls).
     """
-    from dltestbed.accept import AcceptRequest, run_accept, run_init
-    from dltestbed.accept.levels import seconds
+    from dltestbed.accept import run_accept, run_init
     from dltestbed.cli.bench import run_observed
 
-    request = AcceptRequest(
-        inventory=inventory,
-        out=out,
-        level=level,
-        results=results,
-        resume=resume,
-        golden=golden,
-        expected=expected,
-        slowdown=slowdown,
-        parallel=1 if no_parallel else parallel,
-        unreachable=unreachable,
-        skip=tuple(skip or ()),
-        framework=framework,
-        hold_seconds=seconds(hold) if hold is not None else None,
-        sign_key=sign_key,
-        on_fail=on_fail,
-        on_pass=on_pass,
-        apply=apply,
-        limit=limit,
-    )
-    if init:
+    if asked.no_parallel:
+        request = replace(request, nodes=replace(request.nodes, parallel=1))
+    if asked.init:
         path, count = run_observed(lambda observer: run_init(request, observer))
         typer.echo(f"{count} expected value(s) from the golden nodes written to {path}", err=True)
         return
     outcome = run_observed(lambda observer: run_accept(request, observer))
     for done in outcome.remedies:
         typer.echo(done.line, err=True)
-    if fmt == "json":
+    if asked.fmt == "json":
         print(json.dumps(json.loads((outcome.pack / "verdict.json").read_text(encoding="utf-8")), indent=2))
     else:
         _table(outcome)

@@ -97,8 +97,8 @@ def _params(group: _Group) -> list[inspect.Parameter]:
             *f.opt.names,
             help=f.opt.help or None,
             metavar=f.opt.metavar,
-            rich_help_panel=None if old else group.cls.PANEL,
-            show_default=False,
+            rich_help_panel=None if old else f.opt.panel or group.cls.PANEL,
+            show_default=getattr(group.cls, "DEFAULTS_SHOWN", False),
             hidden=old is not None,
             callback=renamed(f.opt.names[0], old) if old else None,
         )

@@ -50,15 +50,16 @@ def tidy(command: Any) -> None:
 
 
 def _when_shown(command: Any, later: Any) -> None:
-    """Fill in the help `later()` gives ({parameter name: help}) when the command's help is formatted, not
+    """Fill in the help `later()` gives ({option name: help}) when the command's help is formatted, not
     before: what it names lives in a registry too slow to import at every start (bench/cli_start.py)."""
     shown = command.format_help
 
     def format_help(ctx: Any, formatter: Any) -> None:
         texts = later()
         for param in command.params:
-            if param.name in texts:
-                param.help = texts[param.name]
+            for name in getattr(param, "opts", ()):
+                if name in texts:
+                    param.help = texts[name]
         shown(ctx, formatter)
 
     command.format_help = format_help

@@ -10,6 +10,8 @@ import typer
 
 from dltestbed import choices
 from dltestbed.panels import opt
+from dltestbed.results import RESULTS_HELP as RESULTS_HELP
+from dltestbed.results import RESULTS_SHORT as RESULTS_SHORT
 
 Output = Literal["table", "json"]  # how a command prints: a table, or JSON (every field, full ids)
 
@@ -19,9 +21,6 @@ def wants_json(fmt: Output, as_json: bool) -> bool:
     return fmt == "json" or as_json
 
 
-# No word longer than a narrow help column (rich cuts one with "…"): the folder, not the whole path.
-RESULTS_HELP = "Results store: $DLTESTBED_RESULTS, else results.sqlite in ~/.local/share/dltestbed/."
-RESULTS_SHORT = "Results store ($DLTESTBED_RESULTS)."
 INFLUX = "InfluxDB stream"
 OUTPUT_HELP = "table (default), or json (every field, full ids)."
 

@@ -236,8 +236,6 @@ def _frameworks(frameworks: Sequence[str] | None, gpus: str) -> list[str]:
     return chosen
 
 
-
-
 def _check_suite(w: Workloads, c: Compute) -> list[str]:
     """The suite is known and the options given go with it; the frameworks each model runs with."""
     if w.suite not in SUITES:

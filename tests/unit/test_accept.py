@@ -16,6 +16,7 @@ from dltestbed.accept import facts, golden, gpus, judge, levels, pack, stages
 from dltestbed.accept.state import StageRecord, State
 from dltestbed.errors import ConfigError
 from dltestbed.expected import shipped, with_site
+from dltestbed.panels import seconds
 from dltestbed.report import drift
 from dltestbed.report.gpu_verdicts import MEASURES, GpuVerdict, Reason, exit_code
 from dltestbed.report.gpu_verdicts import judge as judge_gpus
@@ -355,10 +356,10 @@ def test_the_junit_never_counts_cannot_judge_as_a_pass() -> None:
 
 def test_levels_and_durations() -> None:
     assert levels.level("quick").repeat == 1 and levels.level("burn-in").hold_seconds == 4 * 3600
-    assert levels.seconds("90s") == 90 and levels.seconds("30m") == 1800 and levels.seconds("4h") == 14400
+    assert seconds("90s") == 90 and seconds("30m") == 1800 and seconds("4h") == 14400 and seconds(None) is None
     for bad in ("soon", "-1h", "0", "inf", "nan"):
         with pytest.raises(ConfigError):
-            levels.seconds(bad)
+            seconds(bad)
     with pytest.raises(ConfigError, match="known: quick, standard, burn-in"):
         levels.level("fast")
     assert stages.pairs_of(["a", "b", "c"]) == [("a", "b"), ("c", "a")]
@@ -659,13 +660,13 @@ def test_a_wrong_allreduce_over_a_nodes_gpus_fails_the_node_not_gpu_0(tmp_path: 
 def test_the_node_stage_is_tensorflows(tmp_path: Path) -> None:
     """PyTorch runs no process over every GPU: its acceptance leaves the node stage out, saying why."""
     from dltestbed.accept.context import Ctx
-    from dltestbed.accept.request import AcceptRequest
+    from dltestbed.acceptgroups import AcceptRequest, Nodes, Pack
     from dltestbed.orchestrate import Silent
 
     state, _ = State.begin(tmp_path, "r", resume=False)
     state.record("preflight", StageRecord("k", [], {"gpus": {"g1": 8}}))
     for fw, said in (("pytorch", "PyTorch runs no process over every GPU (--gpus node)"), ("tensorflow", None)):
-        request = AcceptRequest(tmp_path / "inv.yml", tmp_path, framework=fw)
+        request = AcceptRequest(Nodes(tmp_path / "inv.yml", framework=fw), pack=Pack(tmp_path))
         ctx = Ctx(request, levels.level("quick"), ("g1",), "", Silent(), state)
         assert stages.NodeGpus().applies(ctx) == said
 
