@@ -167,14 +167,11 @@ PLANNED = frozenset({*Given.__dataclass_fields__, "gpus", "models", "frameworks"
 
 
 def passed(*groups: Any) -> dict[str, Any]:
-    """The fields of `groups` that a model's spec has, as given (those the plan reads itself, PLANNED, aside)."""
+    """The fields of `groups` that a model's spec has, as given (those the plan reads itself, PLANNED, aside; one
+    not given, None, left at the spec's default)."""
     spec = WorkloadSpec.model_fields
-    return {
-        f.name: getattr(g, f.name)
-        for g in groups
-        for f in dataclasses.fields(g)
-        if f.name in spec and f.name not in PLANNED
-    }
+    values = {f.name: getattr(g, f.name) for g in groups for f in dataclasses.fields(g)}
+    return {k: v for k, v in values.items() if k in spec and k not in PLANNED and v is not None}
 
 
 def _process_gpus(gpus: str, scenario: str, device: object) -> str:
