@@ -120,6 +120,10 @@ class Workloads:
     ] = ONE
     # real data: train on 4/5 of the images, then top-1 on the held-out fifth
     accuracy: Annotated[bool, opt("--accuracy", help="Real data: top-1 on a held-out 5th.")] = False
+    # seconds between a run's resource samples (None: the spec's, a second)
+    sample_interval: Annotated[
+        float | None, opt("--sample-interval", metavar="SEC", help="Seconds between resource samples (1).")
+    ] = None
 
 
 @dataclass(frozen=True)
