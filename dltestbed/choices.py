@@ -115,3 +115,6 @@ def or_list(names: Iterable[str]) -> str:
     """`a, b or c`: a choice's names in a help line."""
     items = list(names)
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+OTHER_FRAMEWORKS = or_list([f for f in FRAMEWORKS if f != DEFAULT_FRAMEWORK])  # those beside the default, in words

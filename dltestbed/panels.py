@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Protocol
 
 from dltestbed.errors import ConfigError
 
+GROUP_HELP = "e.g. bare_metal=gpu_nodes; repeatable."  # --group ROLE=GROUP in full: docs/reference.md, "Inventories"
+
 Parse = Callable[[Any, str], Any]  # the command line's value, and the option's name (for a message), to the field's
 
 

@@ -43,6 +43,7 @@ from dltestbed.orchestrate import (
     Workloads,
 )
 from dltestbed.provision import provision
+from dltestbed.provisiongroups import Hosts, Install, ProvisionRequest
 from dltestbed.report import drift as drift_mod
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
@@ -120,14 +121,9 @@ def provision_nodes(ctx: Ctx, limit: str | None) -> tuple[str, dict[str, str]]:
     asked = ctx.request.nodes.framework or DEFAULT_FRAMEWORK  # none named: the default, beside what the nodes have
     others = () if asked == DEFAULT_FRAMEWORK else (asked,)
     layout = "distributed" if len(ctx.nodes) > 1 else "single"
-    report = provision(
-        ctx.request.nodes.inventory,
-        layout,
-        limit,
-        on_phase=lambda phase: ctx.observer.say(f"provision: {phase}"),
-        on_notice=ctx.observer.say,
-        frameworks=others,
-    )
+    request = ProvisionRequest(Hosts(layout, ctx.request.nodes.inventory, limit), Install(frameworks=others))
+    said = ctx.observer.say
+    report = provision(request, on_phase=lambda phase: said(f"provision: {phase}"), on_notice=said)
     out = {h.name: h.reason or "not provisioned" for h in report.failed}
     if out:
         first = report.failed[0]

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Literal
 
 import typer
 
-from dltestbed.choices import DEFAULT_FRAMEWORK, RUNTIMES, FlavorName, RuntimeName, or_list
+from dltestbed.choices import DEFAULT_FRAMEWORK, OTHER_FRAMEWORKS, RUNTIMES, FlavorName, RuntimeName, or_list
 from dltestbed.cli import deprecated
-from dltestbed.cli.options import OTHER_FRAMEWORKS
 from dltestbed.panels import comma_tuple
 
 if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)

@@ -8,8 +8,7 @@ from typing import Annotated, ClassVar, Literal
 
 import typer
 
-from dltestbed import choices
-from dltestbed.panels import opt
+from dltestbed.panels import GROUP_HELP, opt
 from dltestbed.results import RESULTS_HELP as RESULTS_HELP
 from dltestbed.results import RESULTS_SHORT as RESULTS_SHORT
 
@@ -41,12 +40,5 @@ class Influx:
     )
 
 
-GROUP_HELP = "e.g. bare_metal=gpu_nodes; repeatable."  # ROLE=GROUP in full: docs/reference.md, "Inventories"
-
-
-def group_opt(panel: str | None = None, short: bool = False) -> list[str] | None:
-    text = "e.g. bare_metal=gpu_nodes." if short else GROUP_HELP
-    return typer.Option(None, "--group", metavar="ROLE=GROUP", help=text, rich_help_panel=panel)
-
-
-OTHER_FRAMEWORKS = choices.or_list([f for f in choices.FRAMEWORKS if f != choices.DEFAULT_FRAMEWORK])
+def group_opt() -> list[str] | None:
+    return typer.Option(None, "--group", metavar="ROLE=GROUP", help=GROUP_HELP)

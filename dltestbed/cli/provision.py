@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
-from dltestbed.choices import LAYOUTS, LayoutName
-from dltestbed.cli.options import OTHER_FRAMEWORKS, group_opt
-from dltestbed.panels import comma_tuple
+from dltestbed.cli.grouped import grouped
+from dltestbed.provisiongroups import ProvisionRequest
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from dltestbed.provision import ProvisionReport
 
-WHERE, WHAT = "Where", "What to install"
 # The command's epilog. Each line fits 78 columns
 # (80, less rich's margin); tests/unit/test_cli.py holds it.
 EXAMPLES = """[bold]Examples[/]
@@ -30,30 +25,8 @@ EXAMPLES = """[bold]Examples[/]
 In full: docs/reference.md, "Inventories, layouts, provisioning\""""
 
 
-def provision(
-    layout: LayoutName = typer.Option(..., metavar="NAME", help=f"{', '.join(LAYOUTS)}.", rich_help_panel=WHERE),
-    inventory: Path = typer.Option(..., metavar="FILE", help="Ansible inventory, YAML/INI.", rich_help_panel=WHERE),
-    limit: str | None = typer.Option(
-        None, metavar="PATTERN", help="Only these hosts or groups.", rich_help_panel=WHERE
-    ),
-    group: list[str] | None = group_opt(WHERE),
-    framework: str | None = typer.Option(
-        None,
-        "--framework",
-        metavar="NAME",
-        help=f"Also install this framework beside the default: {OTHER_FRAMEWORKS}.",
-        rich_help_panel=WHAT,
-    ),
-    as_user: str | None = typer.Option(
-        None,
-        "--as-user",
-        metavar="NAME",
-        help="Also make this unprivileged user on every host (home, subordinate uids and gids), and check that it can "
-        "start the workload: what `bench --as-user NAME` runs as.",
-        rich_help_panel=WHAT,
-    ),
-    check: bool = typer.Option(False, "--check", help="Ansible check mode: what would change.", rich_help_panel=WHAT),
-) -> None:
+@grouped
+def provision(request: ProvisionRequest) -> None:
     """Install the workload (offline, from a wheelhouse built here) on every host the layout uses.
 
     Facts first (Python, OS, GPUs and driver), then the install, then on each libvirt host its
@@ -64,23 +37,11 @@ def provision(
     Exits 0 when every host is provisioned; 2 when one could not be (the summary says which were and which
     were not), or on bad input (one error: line).
     """
-    from dltestbed.inventory import parse_group_options
     from dltestbed.provision import provision as run
 
     shown = _Shown()
-    report = run(
-        inventory,
-        layout,
-        limit,
-        check,
-        on_event=shown.event,
-        on_phase=shown.phase,
-        on_notice=shown.notice,
-        groups=parse_group_options(group or []),
-        frameworks=comma_tuple(framework, "--framework"),
-        run_user=as_user,
-    )
-    _summary(report, shown.console, check)
+    report = run(request, on_event=shown.event, on_phase=shown.phase, on_notice=shown.notice)
+    _summary(report, shown.console, request.install.check)
 
 
 PHASES = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from dltestbed.provision import image, vmready, wheelhouse
 from dltestbed.provision.ansible import PlaybookResult, run_playbook, site_vars
 from dltestbed.provision.events import HostOutcome
 from dltestbed.provision.guestimage import GuestImage
+from dltestbed.provisiongroups import ProvisionRequest
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import HOST_RUNTIME
 from dltestbed.users import check_name
@@ -112,25 +113,21 @@ def local_host_vars(inv: inventory_mod.Inventory, frameworks: Sequence[str] = ()
 
 
 def provision(
-    inventory_path: str | Path,
-    layout: str,
-    limit: str | None = None,
-    check: bool = False,
+    request: ProvisionRequest,
     on_event: EventHook | None = None,
     on_phase: Callable[[str], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
-    groups: Mapping[str, Sequence[str]] | None = None,
-    frameworks: Sequence[str] = (),
-    run_user: str | None = None,
 ) -> ProvisionReport:
-    """Run the facts and site phases on the hosts of `layout`, then make the VMs of its libvirt hosts;
-    never raises for a host's failure. `frameworks`: those installed beside the default one (and carried by
-    the container images made for the hosts). `run_user`: the unprivileged user `bench --as-user` runs the
+    """Run the facts and site phases on the hosts of the request's layout, then make the VMs of its libvirt hosts;
+    never raises for a host's failure. Its frameworks: those installed beside the default one (and carried by
+    the container images made for the hosts); its run user: the unprivileged user `bench --as-user` runs the
     workloads as, made on every host (the run_user role)."""
+    where, install = request.hosts, request.install
+    layout, check, frameworks, run_user = where.layout, install.check, install.frameworks, install.run_user
     chosen = wheelhouse.carried(frameworks)  # an unknown name: one line before any host is contacted
     if run_user is not None:
         check_name(run_user)
-    inv = inventory_mod.load(inventory_path, limit, groups)
+    inv = inventory_mod.load(where.inventory, where.limit, inventory_mod.parse_group_options(where.groups))
     placements = layout_mod.resolve(layout, inv)
     root = wheelhouse.source_root()
     run_id = new_id("p")
