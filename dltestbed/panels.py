@@ -53,7 +53,7 @@ def opt(
 class Group(Protocol):
     """A frozen dataclass whose option fields make one help panel."""
 
-    PANEL: ClassVar[str]
+    PANEL: ClassVar[str | None]
     DEFAULTS_SHOWN: ClassVar[bool]  # optional: "[default: …]" under each option's help (where it has one)
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
@@ -100,8 +100,8 @@ def options(group: type[Group]) -> Iterator[Field]:
 
 
 def is_group(hint: Any) -> bool:
-    """Whether an annotation is a group (a dataclass with a PANEL)."""
-    return isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(getattr(hint, "PANEL", None), str)
+    """Whether an annotation is a group (a dataclass with a PANEL; None: the command's Options panel)."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint) and hasattr(hint, "PANEL")
 
 
 # how a value the command line reads becomes a field's (each a Parse)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import typer
 
 from dltestbed.choices import ReportFormat
 from dltestbed.cli import deprecated
+from dltestbed.cli.grouped import grouped
 from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, Output, wants_json
+from dltestbed.panels import opt
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 
 
@@ -65,63 +68,32 @@ RunIdsArg = Annotated[
         metavar="[RUN_ID]...", help="Runs to include, by id or a unique prefix (default: the latest bench)."
     ),
 ]
-FormatOption = Annotated[
-    ReportFormat | None,
-    typer.Option(
-        "--format",
-        help="md, json, html (default: --out).",
-    ),
-]
-BenchOption = Annotated[
-    str | None,
-    typer.Option(metavar="ID", help="This bench's runs (default: last)."),
-]
-AllOption = Annotated[bool, typer.Option("--all", help="Every stored run, of every bench.")]
-EquivalenceOption = Annotated[
-    float | None,
-    typer.Option(metavar="PCT", help="Judge equivalence within ±PCT %."),
-]
-CompareOption = Annotated[
-    tuple[str, str] | None,
-    typer.Option(
-        "--compare",
-        metavar="A B",
-        help="Bench B against bench A.",
-    ),
-]
-ReportOutOption = Annotated[
-    Path | None,
-    typer.Option(help="Write it here (.md, .json, .html)."),
-]
-ByHostOption = Annotated[
-    bool,
-    typer.Option(
-        "--by-host",
-        help="A row per host too: the slow node.",
-    ),
-]
-FleetSlowdownOption = Annotated[
-    float,
-    typer.Option(
-        metavar="PCT",
-        help=f"Flag a host this % slower, z<-{ROBUST_Z:g}.",
-    ),
-]
-ResultsOption = Annotated[Path | None, typer.Option(help=RESULTS_HELP)]
 
 
-def report(
-    run_ids: RunIdsArg = None,
-    fmt: FormatOption = None,
-    bench: BenchOption = None,
-    all_runs: AllOption = False,
-    equivalence: EquivalenceOption = None,
-    compare: CompareOption = None,
-    out: ReportOutOption = None,
-    by_host: ByHostOption = False,
-    fleet_slowdown: FleetSlowdownOption = FLEET_MIN_SLOWDOWN,
-    results: ResultsOption = None,
-) -> None:
+@dataclass(frozen=True)
+class Asked:
+    """Which runs, judged how, written where."""
+
+    PANEL: ClassVar[str | None] = None  # the command's one panel
+    DEFAULTS_SHOWN: ClassVar[bool] = True
+
+    fmt: Annotated[ReportFormat | None, opt("--format", help="md, json, html (default: --out).")] = None
+    bench: Annotated[str | None, opt("--bench", metavar="ID", help="This bench's runs (default: last).")] = None
+    all_runs: Annotated[bool, opt("--all", help="Every stored run, of every bench.")] = False
+    equivalence: Annotated[
+        float | None, opt("--equivalence", metavar="PCT", help="Judge equivalence within ±PCT %.")
+    ] = None
+    compare: Annotated[tuple[str, str] | None, opt("--compare", metavar="A B", help="Bench B against bench A.")] = None
+    out: Annotated[Path | None, opt("--out", help="Write it here (.md, .json, .html).")] = None
+    by_host: Annotated[bool, opt("--by-host", help="A row per host too: the slow node.")] = False
+    fleet_slowdown: Annotated[
+        float, opt("--fleet-slowdown", metavar="PCT", help=f"Flag a host this % slower, z<-{ROBUST_Z:g}.")
+    ] = FLEET_MIN_SLOWDOWN
+    results: Annotated[Path | None, opt("--results", help=RESULTS_HELP)] = None
+
+
+@grouped
+def report(run_ids: RunIdsArg = None, asked: Asked = Asked()) -> None:
     """What each layer costs against bare metal: throughput, one overhead with its 95 % interval, verdicts.
 
     Reports the latest bench unless run ids, --bench or --all say otherwise (its title says which); then the
@@ -143,29 +115,29 @@ def report(
     from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
 
-    kind = format_for(out, fmt)
-    if all_runs and (bench or run_ids):
+    kind = format_for(asked.out, asked.fmt)
+    if asked.all_runs and (asked.bench or run_ids):
         raise ConfigError("--all reports every run; leave out --bench and run ids with it")
-    if compare:
-        if all_runs or bench or run_ids:
+    if asked.compare:
+        if asked.all_runs or asked.bench or run_ids:
             raise ConfigError("--compare names its two benches; leave out --all, --bench and run ids with it")
         if kind == "html":
             raise ConfigError("--compare: md or json (the HTML page is for one bench's runs)")
-        _compare(compare, kind, out, results)
+        _compare(asked.compare, kind, asked.out, asked.results)
         return
-    if equivalence is not None and not 0 < equivalence < 100:
-        raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {equivalence:g})")
-    if not 0 <= fleet_slowdown < 100:
-        raise ConfigError(f"--fleet-slowdown: a % between 0 and 100 (got {fleet_slowdown:g})")
-    store = Store.open(results, read_only=True)
+    if asked.equivalence is not None and not 0 < asked.equivalence < 100:
+        raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {asked.equivalence:g})")
+    if not 0 <= asked.fleet_slowdown < 100:
+        raise ConfigError(f"--fleet-slowdown: a % between 0 and 100 (got {asked.fleet_slowdown:g})")
+    store = Store.open(asked.results, read_only=True)
     try:
-        scope_bench = None if all_runs or run_ids else (bench or "last")
+        scope_bench = None if asked.all_runs or run_ids else (asked.bench or "last")
         records = select_runs(store, run_ids, scope_bench, stderr)
-        opts = Options(kind, by_host, equivalence, fleet_slowdown=fleet_slowdown)
-        text, line = write_report(store, records, _scope(records, run_ids, scope_bench), opts, out)
-        if out is None and fmt is None and sys.stdout.isatty():
+        opts = Options(kind, asked.by_host, asked.equivalence, fleet_slowdown=asked.fleet_slowdown)
+        text, line = write_report(store, records, _scope(records, run_ids, scope_bench), opts, asked.out)
+        if asked.out is None and asked.fmt is None and sys.stdout.isatty():
             terminal(text)  # tables drawn to the terminal's width; piped or asked for: Markdown as it is
-        elif out is None or kind == "md":  # Markdown is printed as well as written
+        elif asked.out is None or kind == "md":  # Markdown is printed as well as written
             print(text, end="")
         if line:
             print(line, file=sys.stderr if kind == "md" else sys.stdout)
