@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dltestbed.benchgroups import Compute, Repetitions, Workloads
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.planning import Plan
+from dltestbed.requests.bench import Compute, Repetitions, Workloads
 
 GROUPS = (Workloads, Compute, Repetitions)
 

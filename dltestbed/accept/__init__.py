@@ -4,6 +4,6 @@ signed and the failed nodes drained when asked (`dltestbed accept`)."""
 from __future__ import annotations
 
 from dltestbed.accept.run import AcceptOutcome, run_accept, run_init
-from dltestbed.acceptgroups import AcceptRequest
+from dltestbed.requests.accept import AcceptRequest
 
 __all__ = ["AcceptOutcome", "AcceptRequest", "run_accept", "run_init"]

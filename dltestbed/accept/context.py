@@ -14,7 +14,6 @@ from dltestbed import hints
 from dltestbed.accept.found import Facts, Found, Rejoined, decode
 from dltestbed.accept.levels import Level
 from dltestbed.accept.state import State
-from dltestbed.acceptgroups import AcceptRequest
 from dltestbed.choices import Device
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
@@ -27,6 +26,7 @@ from dltestbed.orchestrate import (
     Workloads,
     run_bench,
 )
+from dltestbed.requests.accept import AcceptRequest
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS

@@ -31,12 +31,12 @@ from dltestbed.accept.stages import (
     run_stages,
 )
 from dltestbed.accept.state import State, digest
-from dltestbed.acceptgroups import AcceptRequest
 from dltestbed.choices import UNREACHABLE
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchInterrupted, BenchObserver
 from dltestbed.report import gpu_verdicts
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
+from dltestbed.requests.accept import AcceptRequest
 from dltestbed.results.records import now_iso
 from dltestbed.results.store import Store
 from dltestbed.workload import frameworks

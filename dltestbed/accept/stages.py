@@ -43,8 +43,8 @@ from dltestbed.orchestrate import (
     Workloads,
 )
 from dltestbed.provision import provision
-from dltestbed.provisiongroups import Hosts, Install, ProvisionRequest
 from dltestbed.report import drift as drift_mod
+from dltestbed.requests.provision import Hosts, Install, ProvisionRequest
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.workload.frameworks import REGISTRY as FRAMEWORKS

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import typer
 
-from dltestbed.acceptgroups import AcceptRequest, Judging, Nodes, Pack
 from dltestbed.choices import or_list
 from dltestbed.cli.grouped import grouped
 from dltestbed.cli.options import Output
 from dltestbed.panels import opt
+from dltestbed.requests.accept import AcceptRequest, Judging, Nodes, Pack
 
 if TYPE_CHECKING:  # annotations only: the command imports it when it runs (CLI start-up)
     from dltestbed.accept import AcceptOutcome

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, TypeVar
 
 import typer
 
-from dltestbed.benchgroups import BenchRequest
 from dltestbed.cli.grouped import grouped
 from dltestbed.cli.options import RESULTS_SHORT, Influx, Output, wants_json
 from dltestbed.panels import opt
+from dltestbed.requests.bench import BenchRequest
 
 if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
     from dltestbed.orchestrate import BenchObserver, BenchOutcome

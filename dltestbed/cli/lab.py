@@ -4,75 +4,25 @@ from __future__ import annotations
 
 import typer
 
+from dltestbed.cli.grouped import grouped
+from dltestbed.requests.lab import NAME_HELP, LabSpec
+
 app = typer.Typer(
     help="A cluster on this machine: hosts that are network namespaces with their own sshd (root).",
     no_args_is_help=True,
 )
 
-NAME_HELP = "Lab name (1-6 lowercase letters or digits); several labs can coexist."
-
 
 @app.command("up")
-def up(
-    hosts: int = typer.Option(2, help="Number of hosts."),
-    name: str = typer.Option("lab", help=NAME_HELP),
-    subnet: str = typer.Option("10.213.77.0/24", help="Private IPv4 network of the lab's bridge."),
-    containers: bool = typer.Option(False, "--containers", help="Hosts are container hosts too (Podman; cbm targets)."),
-    vms: bool = typer.Option(
-        False,
-        "--vms",
-        help="Hosts are libvirt hosts too (vm, cvm targets): each one reaches this machine's "
-        "libvirtd through its socket, so VMs, pool and network are shared among them.",
-    ),
-    host_cpus: list[str] | None = typer.Option(
-        None,
-        "--host-cpus",
-        help="N=CPUS: host N (its number or name) and everything it runs use only these "
-        "CPUs, e.g. 4=0 — a host with fewer cores, to rehearse finding a slow node (`report --by-host`). "
-        "Repeatable.",
-    ),
-    bastion: bool = typer.Option(
-        False,
-        "--bastion",
-        help="One more host, NAME-bastion, the only one this machine can reach: the others "
-        "answer only through it, and the inventory reaches them with a ProxyCommand (a site's jump host).",
-    ),
-    with_slurm: bool = typer.Option(
-        False,
-        "--slurm",
-        help="A Slurm cluster of the hosts (Debian's slurm-wlm and munge): slurmctld on this "
-        "machine, the submit host, and a slurmd on each host under its own node name, partition `lab`. Export "
-        "the SLURM_CONF line it prints, then `bench --launcher slurm`.",
-    ),
-    capacity: bool = typer.Option(
-        False,
-        "--capacity",
-        help="Each host a fixed share of this machine's cores, in proportion to its CPUs (a CPU cgroup quota it "
-        "does not see): its speed does not depend on the other hosts, and a load on one host slows it alone, as on "
-        "a rack.",
-    ),
-    share: list[str] | None = typer.Option(
-        None,
-        "--share",
-        help="A folder of this machine every host sees read-only at the same path, as a "
-        "site's shared filesystem (e.g. a venv named by the inventory's dltestbed_venv: nothing to provision). "
-        "Repeatable.",
-    ),
-) -> None:
+@grouped
+def up(spec: LabSpec) -> None:
     """Make the lab's hosts and write an Ansible inventory for them (its path is printed last)."""
     import time
 
     from dltestbed import lab
-    from dltestbed.errors import ConfigError
 
-    cpus = {}
-    for item in host_cpus or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise ConfigError(f"--host-cpus: HOST=CPUS, e.g. 4=0 or 2=0-1 (got {item!r})")
-        cpus[key] = value
     t0 = time.monotonic()
-    state = lab.up(name, hosts, subnet, containers, vms, cpus, share or (), bastion, with_slurm, capacity)
+    state = lab.up(spec)
     took = time.monotonic() - t0
     shown = state.hosts if len(state.hosts) <= 8 else [*state.hosts[:3], None, *state.hosts[-2:]]
     names = ", ".join(

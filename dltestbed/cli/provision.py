@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dltestbed.cli.grouped import grouped
-from dltestbed.provisiongroups import ProvisionRequest
+from dltestbed.requests.provision import ProvisionRequest
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -14,7 +14,6 @@ import shlex
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import yaml
@@ -24,7 +23,6 @@ from dltestbed.lab import cgroups, net, slurm
 from dltestbed.lab import host as lab_host
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import (
-    DEFAULT_SUBNET,
     LabHost,
     LabState,
     bridge_name,
@@ -33,8 +31,9 @@ from dltestbed.lab.state import (
     plan,
     veth_name,
 )
+from dltestbed.requests.lab import DEFAULT_SUBNET, LabSpec
 
-__all__ = ["DEFAULT_SUBNET", "LabError", "LabState", "down", "status", "up"]
+__all__ = ["DEFAULT_SUBNET", "LabError", "LabSpec", "LabState", "down", "status", "up"]
 
 
 def _require_root() -> None:
@@ -132,29 +131,14 @@ def _healthy(lab: LabState) -> bool:
     return ok and (not lab.slurm or bool(slurm.node_states(lab)))
 
 
-def up(
-    name: str = "lab",
-    hosts: int = 2,
-    subnet: str = DEFAULT_SUBNET,
-    containers: bool = False,
-    vms: bool = False,
-    cpus: Mapping[str, str] | None = None,
-    shares: Sequence[str] = (),
-    bastion: bool = False,
-    with_slurm: bool = False,
-    capacity: bool = False,
-) -> LabState:
-    """Make the lab (or keep a healthy one of the same shape); returns its state. `cpus`: host number or
-    name → the CPUs everything on that host runs on (a host with fewer cores: a slow node to find);
-    `shares`: folders of this machine every host sees read-only at the same path (a shared filesystem);
-    `bastion`: one more host, the only one this machine reaches (the inventory goes through it);
-    `with_slurm`: a Slurm cluster of the hosts, its controller on this machine (see lab.slurm); `capacity`:
-    each host a fixed share of this machine's cores, in proportion to its CPUs (lab.cgroups), as a node has."""
+def up(spec: LabSpec) -> LabState:
+    """Make the lab the spec asks for (or keep a healthy one of the same shape); returns its state."""
     _require_root()
-    want = plan(name, hosts, subnet, containers, vms, cpus, shares, bastion, with_slurm, capacity)
-    if capacity:
+    name = spec.name
+    want = plan(spec)
+    if spec.capacity:
         cgroups.hierarchy()  # a machine without a CPU controller: one line, before anything is made
-    if with_slurm:
+    if spec.slurm:
         slurm.check_installed()
     old = LabState.load(name)
     same = old is not None and _same_shape(old, want)
@@ -164,7 +148,7 @@ def up(
     clash = net.routes_overlapping(want.subnet, ignore_dev=want.bridge)
     if clash:
         raise LabError(f"subnet {want.subnet} is already routed on this machine ({clash[0]}); choose --subnet")
-    if with_slurm:
+    if spec.slurm:
         slurm.check_port_free()
     lab = want
     lab.save()  # before anything exists, so a crash from here on is cleaned by the next up/down

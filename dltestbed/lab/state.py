@@ -6,16 +6,15 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dltestbed import paths
 from dltestbed.config import format_cpu_list, missing_cpu, parse_cpu_list
 from dltestbed.errors import ConfigError
+from dltestbed.requests.lab import DEFAULT_SUBNET, LabSpec
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: interface names are at most 15 characters
-DEFAULT_SUBNET = "10.213.77.0/24"
 FIRST_HOST_OCTET = 11
 
 
@@ -117,22 +116,9 @@ class LabState:
         return cls(**raw)
 
 
-def plan(
-    name: str,
-    hosts: int,
-    subnet: str = DEFAULT_SUBNET,
-    containers: bool = False,
-    vms: bool = False,
-    cpus: Mapping[str, str] | None = None,
-    shares: Sequence[str] = (),
-    bastion: bool = False,
-    slurm: bool = False,
-    capacity: bool = False,
-) -> LabState:
-    """The names and addresses of a lab of `hosts` hosts, validated; `cpus`: host number or name → the
-    CPUs it may use; `shares`: folders of this machine every host sees read-only at the same path;
-    `bastion`: one more host, `<name>-bastion`, the only one this machine reaches; `slurm`: a Slurm
-    cluster of the hosts, controlled from this machine; `capacity`: each host a fixed share of the cores."""
+def plan(spec: LabSpec) -> LabState:
+    """The names and addresses of the lab the spec asks for, validated."""
+    name, hosts, subnet = spec.name, spec.hosts, spec.subnet
     if not NAME_RE.match(name):
         raise ConfigError(f"lab name {name!r}: 1-6 lowercase letters or digits, starting with a letter")
     try:
@@ -144,7 +130,7 @@ def plan(
     max_hosts = 64
     if not 1 <= hosts <= max_hosts:
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
-    if slurm and bastion:
+    if spec.slurm and spec.bastion:
         raise ConfigError(
             "--slurm and --bastion: the hosts behind a bastion cannot reach slurmctld on this machine; choose one"
         )
@@ -154,10 +140,10 @@ def plan(
         subnet=str(net),
         bridge=bridge_name(name),
         bridge_ip=str(base + 1),
-        containers=containers,
-        vms=vms,
-        slurm=slurm,
-        capacity=capacity,
+        containers=spec.containers,
+        vms=spec.vms,
+        slurm=spec.slurm,
+        capacity=spec.capacity,
     )
     for i in range(1, hosts + 1):
         state.hosts.append(
@@ -169,7 +155,7 @@ def plan(
                 veth=veth_name(name, i),
             )
         )
-    if bastion:
+    if spec.bastion:
         state.bastion = LabHost(
             name=f"{name}-bastion",
             index=0,
@@ -177,14 +163,14 @@ def plan(
             netns=netns_name(name, 0),
             veth=veth_name(name, 0),
         )
-    for key, value in (cpus or {}).items():
+    for key, value in spec.cpus:
         host = next((h for h in state.hosts if key in (h.name, str(h.index))), None)
         if host is None:
             raise ConfigError(
                 f"--host-cpus {key}={value}: no host {key!r} in a lab of {hosts} (give 1-{hosts} or a name)"
             )
         host.cpus = _cpus(key, value)
-    state.shares = [_share(p) for p in dict.fromkeys(shares)]
+    state.shares = [_share(p) for p in dict.fromkeys(spec.shares)]
     return state
 
 

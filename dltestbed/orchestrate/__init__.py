@@ -7,17 +7,6 @@ from __future__ import annotations
 import dataclasses
 import resource
 
-from dltestbed.benchgroups import (
-    BenchRequest,
-    Compute,
-    Container,
-    Launch,
-    Options,
-    Repetitions,
-    VmSettings,
-    Where,
-    Workloads,
-)
 from dltestbed.choices import AUTO_PRESET
 from dltestbed.config import DEFAULT_FRAMEWORK
 from dltestbed.errors import ConfigError
@@ -33,6 +22,17 @@ from dltestbed.orchestrate.request import (
     Silent,
 )
 from dltestbed.orchestrate.running import run_on
+from dltestbed.requests.bench import (
+    BenchRequest,
+    Compute,
+    Container,
+    Launch,
+    Options,
+    Repetitions,
+    VmSettings,
+    Where,
+    Workloads,
+)
 from dltestbed.results import influx
 from dltestbed.results.store import Store
 from dltestbed.targets.unreachable import DID_NOT_ANSWER

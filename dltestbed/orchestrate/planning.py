@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dltestbed import dataset, paths
-from dltestbed.benchgroups import Compute, Repetitions, Workloads
 from dltestbed.choices import FRAMEWORKS, GPUS, NODE, ONE, ORDERS, PER_GPU, SUITES, Device, or_list
 from dltestbed.config import (
     ALONE_PROBES,
@@ -29,6 +28,7 @@ from dltestbed.config import (
 )
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.presets import Preset, preset
+from dltestbed.requests.bench import Compute, Repetitions, Workloads
 from dltestbed.results.records import new_id
 from dltestbed.workload.frameworks import REGISTRY
 

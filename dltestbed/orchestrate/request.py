@@ -1,5 +1,5 @@
 """What a bench gives back (an outcome), and who hears of its progress (an observer); what it is asked, the
-request, is dltestbed/benchgroups.py's."""
+request, is dltestbed/requests/bench.py's."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import replace
 
-from dltestbed.benchgroups import BenchRequest
 from dltestbed.choices import PER_GPU
 from dltestbed.orchestrate import compilecache, pergpu, planning, presets, scenarios
 from dltestbed.orchestrate.launchers import Launcher
@@ -15,6 +14,7 @@ from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan
 from dltestbed.orchestrate.request import BenchInterrupted, BenchObserver
 from dltestbed.orchestrate.scenarios.common import CPUS, probe
+from dltestbed.requests.bench import BenchRequest
 from dltestbed.results import influx
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store

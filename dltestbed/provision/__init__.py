@@ -19,7 +19,7 @@ from dltestbed.provision import image, vmready, wheelhouse
 from dltestbed.provision.ansible import PlaybookResult, run_playbook, site_vars
 from dltestbed.provision.events import HostOutcome
 from dltestbed.provision.guestimage import GuestImage
-from dltestbed.provisiongroups import ProvisionRequest
+from dltestbed.requests.provision import ProvisionRequest
 from dltestbed.results.records import new_id
 from dltestbed.runtimes import HOST_RUNTIME
 from dltestbed.users import check_name

@@ -23,6 +23,7 @@ import yaml
 from dltestbed import evidence, lab
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState
+from dltestbed.requests.lab import LabSpec
 from tests.lab.conftest import accept_argv, leftovers, ssh, this_checkout
 
 NAME = "tk"
@@ -37,7 +38,11 @@ def rack(lab_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     assert len(os.sched_getaffinity(0)) >= 2, "the test gives the slow node a CPU of its own: it needs 2 or more"
     lab.down(NAME)
     cpus = {"1": "1", "2": "1", "3": "1", "4": "0", "5": "1"}
-    state = lab.up(NAME, 5, "10.213.89.0/24", cpus=cpus, shares=this_checkout(), with_slurm=True)
+    state = lab.up(
+        LabSpec(
+            name=NAME, hosts=5, subnet="10.213.89.0/24", cpus=tuple(cpus.items()), shares=this_checkout(), slurm=True
+        )
+    )
     hog = ssh(state, SLOW, "setsid nohup taskset -c 0 sh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null & echo $!")
     assert hog.returncode == 0 and hog.stdout.strip().isdigit(), hog.stderr
     import importlib.metadata as md

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from dltestbed import lab
+from dltestbed.lab import LabSpec
 from dltestbed.lab.state import LabState
 from tests.lab.conftest import accept_argv, leftovers, ssh, this_checkout
 
@@ -41,7 +42,9 @@ def rack(lab_dir: Path) -> Iterator[LabState]:
     venv; host 5 on CPU 0 alone (half the others' share)."""
     assert len(os.sched_getaffinity(0)) >= 2, "the one-CPU node needs peers with more: 2 or more CPUs here"
     lab.down(NAME)
-    state = lab.up(NAME, 6, SUBNET, cpus={"5": "0"}, shares=this_checkout(), capacity=True)
+    state = lab.up(
+        LabSpec(name=NAME, hosts=6, subnet=SUBNET, cpus=(("5", "0"),), shares=this_checkout(), capacity=True)
+    )
     yield state
     lab.down(NAME)
     assert not leftovers(NAME)

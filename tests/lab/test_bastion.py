@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed import lab
+from dltestbed.lab import LabSpec
 from dltestbed.lab import host as lab_host
 from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli
@@ -43,7 +44,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> dict[str, st
 def behind(env: dict[str, str]) -> Iterator[LabState]:
     """Two lab hosts that answer only through a third, the bastion."""
     lab.down("tb")
-    state = lab.up("tb", 2, f"{NET}.0/24", bastion=True)
+    state = lab.up(LabSpec(name="tb", hosts=2, subnet=f"{NET}.0/24", bastion=True))
     yield state
     lab.down("tb")
     assert not leftovers("tb")

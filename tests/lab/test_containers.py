@@ -381,13 +381,16 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
     import yaml
 
     from dltestbed import lab
+    from dltestbed.lab import LabSpec
     from dltestbed.lab.slurm import conf_path
     from tests.lab.conftest import leftovers, ssh
 
     token = new_token()  # exported as a user streaming to InfluxDB would: it must reach no child and no file
     env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state"), "INFLUXDB_V2_TOKEN": token}
     lab.down("tk")
-    state = lab.up("tk", 2, "10.213.83.0/24", containers=True, shares=[str(dataset_dir)], with_slurm=True)
+    state = lab.up(
+        LabSpec(name="tk", hosts=2, subnet="10.213.83.0/24", containers=True, shares=[str(dataset_dir)], slurm=True)
+    )
     watch = SecretWatch(token).__enter__()
     try:
         doc = yaml.safe_load(state.inventory.read_text())

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from dltestbed import lab
+from dltestbed.lab import LabSpec
 from dltestbed.lab.state import LabState
 from tests.conftest import run_cli
 from tests.lab.conftest import leftovers, ssh, this_checkout
@@ -40,7 +41,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> Iterator[t
     every host read-only at the same path (a site's shared filesystem: nothing to provision)."""
     assert len(os.sched_getaffinity(0)) >= 2, "the fleet test slows one host to 1 CPU: it needs 2 or more"
     lab.down("tf")
-    state = lab.up("tf", 4, "10.213.84.0/24", cpus={"4": "0"}, shares=this_checkout())
+    state = lab.up(LabSpec(name="tf", hosts=4, subnet="10.213.84.0/24", cpus=(("4", "0"),), shares=this_checkout()))
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_venv"] = sys.prefix
     inv = tmp_path_factory.mktemp("fleet") / "inventory.yml"

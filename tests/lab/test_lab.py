@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from dltestbed import lab
+from dltestbed.lab import LabSpec
 from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli
 from tests.lab.conftest import leftovers, ssh
@@ -72,7 +73,7 @@ def test_up_gives_separate_ssh_hosts_and_down_removes_everything(fresh_lab: str,
 
 
 def test_a_wrong_key_or_host_key_is_refused(fresh_lab: str, tmp_path) -> None:
-    state = lab.up(fresh_lab, 1, "10.213.92.0/24")
+    state = lab.up(LabSpec(name=fresh_lab, hosts=1, subnet="10.213.92.0/24"))
     h = state.hosts[0]
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
@@ -112,16 +113,16 @@ def test_a_wrong_key_or_host_key_is_refused(fresh_lab: str, tmp_path) -> None:
 
 
 def test_up_again_keeps_a_healthy_lab(fresh_lab: str) -> None:
-    first = lab.up(fresh_lab, 2, "10.213.93.0/24")
+    first = lab.up(LabSpec(name=fresh_lab, hosts=2, subnet="10.213.93.0/24"))
     pids = [h.pid for h in first.hosts]
-    again = lab.up(fresh_lab, 2, "10.213.93.0/24")
+    again = lab.up(LabSpec(name=fresh_lab, hosts=2, subnet="10.213.93.0/24"))
     assert [h.pid for h in again.hosts] == pids
-    bigger = lab.up(fresh_lab, 3, "10.213.93.0/24")
+    bigger = lab.up(LabSpec(name=fresh_lab, hosts=3, subnet="10.213.93.0/24"))
     assert len(bigger.hosts) == 3 and all(ssh(bigger, h.name, "true").returncode == 0 for h in bigger.hosts)
 
 
 def test_a_crashed_up_is_cleaned_by_down(fresh_lab: str, lab_dir) -> None:
-    lab.up(fresh_lab, 2, "10.213.94.0/24")
+    lab.up(LabSpec(name=fresh_lab, hosts=2, subnet="10.213.94.0/24"))
     # the state file is lost, as after a crash at the worst moment: down finds the rest by name
     (lab_dir / fresh_lab / "state.json").unlink()
     assert leftovers(fresh_lab)
@@ -132,7 +133,7 @@ def test_a_crashed_up_is_cleaned_by_down(fresh_lab: str, lab_dir) -> None:
 def test_down_kills_no_process_that_reused_a_hosts_pid(fresh_lab: str, lab_dir) -> None:
     """The host's sshd died and its pid went to an unrelated process (pids are reused within minutes on a
     busy machine): down, status and up must not take that process for the host."""
-    state = lab.up(fresh_lab, 1, "10.213.97.0/24")
+    state = lab.up(LabSpec(name=fresh_lab, hosts=1, subnet="10.213.97.0/24"))
     h = state.hosts[0]
     os.kill(h.pid, signal.SIGKILL)
     bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -151,7 +152,7 @@ def test_down_kills_no_process_that_reused_a_hosts_pid(fresh_lab: str, lab_dir) 
 
 
 def test_a_workload_started_over_ssh_dies_with_the_lab(fresh_lab: str) -> None:
-    state = lab.up(fresh_lab, 1, "10.213.95.0/24")
+    state = lab.up(LabSpec(name=fresh_lab, hosts=1, subnet="10.213.95.0/24"))
     h = state.hosts[0]
     subprocess.run(
         [
@@ -215,7 +216,7 @@ def test_bad_lab_input_is_one_line(lab_dir) -> None:
 
 
 def test_the_inventory_reads_in_ansible(fresh_lab: str) -> None:
-    state = lab.up(fresh_lab, 2, "10.213.96.0/24")
+    state = lab.up(LabSpec(name=fresh_lab, hosts=2, subnet="10.213.96.0/24"))
     tool = str(Path(sys.executable).parent / "ansible-inventory")
     out = subprocess.run([tool, "-i", str(state.inventory), "--list"], capture_output=True, text=True, check=True)
     listed = json.loads(out.stdout)

@@ -16,6 +16,7 @@ import yaml
 from dltestbed import lab, paths
 from dltestbed.lab.state import LabState
 from dltestbed.provision import wheelhouse
+from dltestbed.requests.lab import LabSpec
 from tests.conftest import run_cli
 from tests.lab.conftest import leftovers, ssh, this_checkout
 
@@ -32,7 +33,9 @@ def mixed(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> Iterator[t
     where the other workers of a job reach it)."""
     wheelhouse.build("cpu")
     lab.down(NAME)
-    state = lab.up(NAME, 2, "10.213.98.0/24", shares=[*this_checkout(), str(paths.wheelhouse_root())])
+    state = lab.up(
+        LabSpec(name=NAME, hosts=2, subnet="10.213.98.0/24", shares=[*this_checkout(), str(paths.wheelhouse_root())])
+    )
     doc = yaml.safe_load(state.inventory.read_text())
     nodes = doc["all"]["children"]["bare_metal"]["hosts"]
     for h in nodes.values():

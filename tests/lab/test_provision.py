@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dltestbed import lab
-from dltestbed.lab import net
+from dltestbed.lab import LabSpec, net
 from dltestbed.lab.state import LabState
 from tests.conftest import one_error_line, run_cli, start_endless_bench, wait_for_steps
 from tests.lab.conftest import ansible_task, leftovers, ssh
@@ -46,7 +46,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, lab_dir: Path) -> dict[str, st
 def cluster(env: dict[str, str]) -> Iterator[LabState]:
     """A 2-host lab, provisioned once for the module (`distributed`, the real thing)."""
     lab.down("tp")
-    state = lab.up("tp", 2, "10.213.81.0/24")
+    state = lab.up(LabSpec(name="tp", hosts=2, subnet="10.213.81.0/24"))
     proc = run_cli("provision", "--layout", "distributed", "--inventory", str(state.inventory), env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr.count("provisioned") >= 2
@@ -447,7 +447,7 @@ def test_a_host_lost_mid_bench(how: str, cluster: LabState, env: dict[str, str],
 
 def test_a_host_without_python(env: dict[str, str]) -> None:
     lab.down("tn")
-    state = lab.up("tn", 1, "10.213.82.0/24")
+    state = lab.up(LabSpec(name="tn", hosts=1, subnet="10.213.82.0/24"))
     try:
         gone = ssh(state, "tn-h1", "rm -f /usr/bin/python3 /usr/bin/python3.11 && ! test -e /usr/bin/python3")
         assert gone.returncode == 0, gone.stderr

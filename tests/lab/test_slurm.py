@@ -22,6 +22,7 @@ import pytest
 from dltestbed import lab, paths
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState, netns_name
+from dltestbed.requests.lab import LabSpec
 from tests.conftest import run_cli
 from tests.lab.conftest import leftovers, run_user, this_checkout
 
@@ -43,7 +44,9 @@ def cluster(lab_dir: Path, user: pwd.struct_passwd) -> Iterator[tuple[LabState, 
     lab.down(NAME)
     images = paths.charliecloud_root()
     images.mkdir(parents=True, exist_ok=True)
-    state = lab.up(NAME, 2, "10.213.86.0/24", shares=(*this_checkout(), str(images)), with_slurm=True)
+    state = lab.up(
+        LabSpec(name=NAME, hosts=2, subnet="10.213.86.0/24", shares=(*this_checkout(), str(images)), slurm=True)
+    )
     yield state, {"SLURM_CONF": str(lab_slurm.conf_path(state))}
     lab.down(NAME)
     assert not leftovers(NAME)

@@ -551,6 +551,7 @@ def test_vms_on_an_inventory_libvirt_host(
     import yaml
 
     from dltestbed import lab
+    from dltestbed.lab import LabSpec
 
     labs = tmp_path_factory.mktemp("labs")
     env = {**vm_env, "DLTESTBED_LAB_DIR": str(labs), "XDG_STATE_HOME": str(tmp_path_factory.mktemp("state"))}
@@ -560,7 +561,7 @@ def test_vms_on_an_inventory_libvirt_host(
 
     old = os.environ.get("DLTESTBED_LAB_DIR")
     os.environ["DLTESTBED_LAB_DIR"] = str(labs)
-    state = lab.up("tv", 1, "10.213.87.0/24", vms=True)
+    state = lab.up(LabSpec(name="tv", hosts=1, subnet="10.213.87.0/24", vms=True))
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_libvirt_pool"] = str(pool)
     inv = labs / "inventory.yml"

@@ -660,8 +660,8 @@ def test_a_wrong_allreduce_over_a_nodes_gpus_fails_the_node_not_gpu_0(tmp_path: 
 def test_the_node_stage_is_tensorflows(tmp_path: Path) -> None:
     """PyTorch runs no process over every GPU: its acceptance leaves the node stage out, saying why."""
     from dltestbed.accept.context import Ctx
-    from dltestbed.acceptgroups import AcceptRequest, Nodes, Pack
     from dltestbed.orchestrate import Silent
+    from dltestbed.requests.accept import AcceptRequest, Nodes, Pack
 
     state, _ = State.begin(tmp_path, "r", resume=False)
     state.record("preflight", StageRecord("k", [], {"gpus": {"g1": 8}}))

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.benchgroups import BenchRequest, Launch
 from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
 from dltestbed.orchestrate.launchers.slurm import check_options, from_inventory
+from dltestbed.requests.bench import BenchRequest, Launch
 from dltestbed.slurm import parse
 from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
 from tests.conftest import one_error_line, run_cli

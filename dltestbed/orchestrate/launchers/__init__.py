@@ -4,12 +4,12 @@ it back whatever happens. The next one (Kubernetes, PBS) is a module here and a 
 
 from __future__ import annotations
 
-from dltestbed.benchgroups import BenchRequest
 from dltestbed.choices import or_list
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.launchers.base import Launcher, Say
 from dltestbed.orchestrate.launchers.direct import Direct, bare_metal_hosts
 from dltestbed.orchestrate.launchers.slurm import Slurm
+from dltestbed.requests.bench import BenchRequest
 
 __all__ = ["LAUNCHERS", "Direct", "Launcher", "Say", "Slurm", "bare_metal_hosts", "launcher_class", "launcher_for"]
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
-from dltestbed.benchgroups import BenchRequest
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, this_machine
 from dltestbed.kinds import KINDS
 from dltestbed.orchestrate import gpus, prepare
 from dltestbed.orchestrate.launchers.base import Say
+from dltestbed.requests.bench import BenchRequest
 from dltestbed.targets import Site
 
 

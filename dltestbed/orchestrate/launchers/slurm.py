@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
-from dltestbed.benchgroups import BenchRequest, Launch
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import BASELINE, any_kind, kinds_where
 from dltestbed.orchestrate import gpus, prepare, scenarios, unprivileged
 from dltestbed.orchestrate.launchers.base import Say
 from dltestbed.owner import installation_id
+from dltestbed.requests.bench import BenchRequest, Launch
 from dltestbed.runtimes import RUNTIMES
 from dltestbed.shield import shielded
 from dltestbed.targets import ContainerImage, Site, SlurmPlace

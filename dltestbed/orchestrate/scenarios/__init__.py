@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dltestbed.benchgroups import Options
 from dltestbed.choices import COTENANTS, PER_GPU, SCENARIOS
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
@@ -19,6 +18,7 @@ from dltestbed.orchestrate.scenarios.base import REGISTRY, RunEnv, Scenario, sce
 from dltestbed.orchestrate.scenarios.distributed import worker_count
 from dltestbed.orchestrate.scenarios.shared import contention_label, cotenant_spec, split_cpus
 from dltestbed.orchestrate.scenarios.single import widest_half_width
+from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, Sink

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from dltestbed.benchgroups import Options
 from dltestbed.choices import SCENARIOS
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan
+from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, Sink

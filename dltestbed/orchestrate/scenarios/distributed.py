@@ -8,13 +8,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dltestbed.benchgroups import Options
 from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, TargetError
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import FREE_PORT, probe
+from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute

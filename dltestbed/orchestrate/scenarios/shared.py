@@ -7,7 +7,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from dltestbed.benchgroups import Options
 from dltestbed.catalog import MODELS
 from dltestbed.choices import COTENANTS, or_list
 from dltestbed.config import WorkloadSpec, format_cpu_list, workload_spec
@@ -15,6 +14,7 @@ from dltestbed.errors import ConfigError, WorkloadError
 from dltestbed.orchestrate import planning
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, probe
+from dltestbed.requests.bench import Options
 from dltestbed.results.records import COTENANT, RunRecord, new_id
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute

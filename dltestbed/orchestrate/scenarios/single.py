@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from functools import partial
 
-from dltestbed.benchgroups import Options
 from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.planning import Plan, arms
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.report.inference import MIN_N
 from dltestbed.report.stats import summarise
+from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
 from dltestbed.runner import Observer, RunContext, Sink, execute

@@ -279,7 +279,7 @@ class Launch:
 @dataclass(frozen=True)
 class BenchRequest:
     """A bench, as a program asks for it: `orchestrate.run_bench(BenchRequest(...), observer)`. Its groups are
-    `dltestbed bench`'s panels (dltestbed/benchgroups.py)."""
+    `dltestbed bench`'s panels (dltestbed/requests/bench.py)."""
 
     workloads: Workloads = field(default_factory=Workloads)
     where: Where = field(default_factory=Where)
