@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from dltestbed.deprecation import warn
 from dltestbed.errors import ConfigError
 
 SIZE_RE = re.compile(r"^(\d+)([bkmg]?)$", re.IGNORECASE)  # Docker's and Podman's --memory: 512m, 4g
@@ -24,8 +25,6 @@ def mib(text: str, option: str) -> int:
 
 def mib_or_bare(text: str | None, option: str) -> int | None:
     """An option's size in MiB (`mib`; None: not given); a bare number, the old MiB, still works, with a warning."""
-    from dltestbed.deprecation import warn
-
     if text is None:
         return None
     if text.strip().isdigit():

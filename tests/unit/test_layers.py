@@ -27,11 +27,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "locks": ("errors",),
     "owner": ("locks", "paths"),
     "shield": (),
+    "deprecation": (),  # old spellings: the line that says what replaces one
     "secretenv": (),
     "users": ("errors", "secretenv"),  # dropping a command to an unprivileged user (--as-user)
     "config": ("catalog", "choices", "errors"),
     "dataset": ("errors",),
-    "sizes": ("errors",),
+    "sizes": ("deprecation", "errors"),
+    "panels": ("errors",),  # an option declared once: a group's field carries its names and help
     "expected": ("choices", "errors"),  # each board's expected values (data), for acceptance
     "evidence": ("errors",),  # an acceptance's evidence pack: its manifest and SSH signature
     "remedy": ("errors",),  # what acceptance does about a node: drain, resume, a site's hook
@@ -45,6 +47,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "slurm": ("errors", "transport"),
     "results": ("errors", "locks", "paths", "secretenv", "workload"),
     "report": ("__init__", "config", "errors", "expected", "kinds", "results", "workload"),
+    # what each command asks of the library, in groups (pure data: read for --help)
+    "requests": ("choices", "errors", "panels", "report", "results", "sizes"),
     "vms": ("choices", "config", "errors", "hints", "inventory", "locks", "owner", "paths", "shield", "transport"),
     "provision": (
         "__init__",
@@ -56,6 +60,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "layout",
         "locks",
         "paths",
+        "requests",
         "results",
         "runtimes",
         "secretenv",
@@ -93,6 +98,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "paths",
         "provision",
         "report",
+        "requests",
         "results",
         "runner",
         "runtimes",
@@ -104,7 +110,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "vms",
         "workload",
     ),
-    "lab": ("config", "errors", "paths"),
+    "lab": ("config", "errors", "paths", "requests"),
     "accept": (  # acceptance as a library call: stages of benches, the verdicts, the evidence pack, the remedies
         "__init__",
         "choices",
@@ -118,6 +124,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "provision",
         "remedy",
         "report",
+        "requests",
         "results",
         "workload",
     ),
@@ -126,14 +133,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "accept",
         "choices",
         "dataset",
+        "deprecation",
         "errors",
         "inventory",
         "lab",
         "orchestrate",
         "owner",
+        "panels",
         "paths",
         "provision",
         "report",
+        "requests",
         "results",
         "runtimes",
         "secretenv",
