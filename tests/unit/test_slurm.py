@@ -3,6 +3,7 @@ checked, and the lab's slurm.conf: known answers, no daemon needed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,14 @@ from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
 from dltestbed.orchestrate.launchers.slurm import check_options, from_inventory
-from dltestbed.requests.bench import BenchRequest, Launch
+from dltestbed.requests.bench import BenchRequest, Launch, Options, Where, Workloads
+from dltestbed.requests.lab import LabSpec
 from dltestbed.slurm import parse
 from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
 from tests.conftest import one_error_line, run_cli
 
 DATA = Path(__file__).parent.parent / "data" / "slurm"
+SLURM = BenchRequest(launch=Launch("slurm"))  # what the checks are given, but for each case's group
 
 
 def test_a_job_record_is_read_whole_and_its_end_told() -> None:
@@ -97,50 +100,30 @@ def test_the_commands() -> None:
     ("kw", "wanted"),
     [
         ({}, 1),
-        ({"scenario": "distributed"}, 2),
-        ({"scenario": "distributed", "workers": 3}, 3),
-        ({"opts": Launch(nodes=4)}, 4),
+        ({"scenario": Options("distributed")}, 2),
+        ({"scenario": Options("distributed", workers=3)}, 3),
+        ({"launch": Launch("slurm", nodes=4)}, 4),
     ],
 )
 def test_the_node_count(kw: dict, wanted: int) -> None:
-    args = {
-        "opts": Launch(),
-        "scenario": "single",
-        "workers": None,
-        "kinds": ["auto"],
-        "data_real": False,
-        "data_shared": False,
-        "limit": None,
-        **kw,
-    }
-    assert check_options(**args) == wanted
+    assert check_options(replace(SLURM, **kw)) == wanted
 
 
 @pytest.mark.parametrize(
     ("kw", "line"),
     [
-        ({"opts": Launch(nodes=0)}, "--nodes: at least 1"),
-        ({"opts": Launch(venv="venv")}, "--venv venv: an absolute path"),
-        ({"kinds": ["bm", "vm"]}, "not vm"),
-        ({"kinds": ["bm", "cbm"]}, "come from --inventory"),
-        ({"data_real": True}, "give --data-shared"),
-        ({"scenario": "shared", "opts": Launch(nodes=2)}, "scenario shared runs on one node"),
-        ({"limit": "h1"}, "--limit picks inventory hosts"),
+        ({"launch": Launch("slurm", nodes=0)}, "--nodes: at least 1"),
+        ({"launch": Launch("slurm", venv="venv")}, "--venv venv: an absolute path"),
+        ({"where": Where(targets=("bm", "vm"))}, "not vm"),
+        ({"where": Where(targets=("bm", "cbm"))}, "come from --inventory"),
+        ({"workloads": Workloads(data="real")}, "give --data-shared"),
+        ({"scenario": Options("shared"), "launch": Launch("slurm", nodes=2)}, "scenario shared runs on one node"),
+        ({"where": Where(limit="h1")}, "--limit picks inventory hosts"),
     ],
 )
 def test_bad_combinations_are_one_line(kw: dict, line: str) -> None:
-    args = {
-        "opts": Launch(),
-        "scenario": "single",
-        "workers": None,
-        "kinds": ["auto"],
-        "data_real": False,
-        "data_shared": False,
-        "limit": None,
-        **kw,
-    }
     with pytest.raises(ConfigError, match=line):
-        check_options(**args)
+        check_options(replace(SLURM, **kw))
 
 
 def test_a_launchers_options_go_with_that_launcher_only() -> None:
@@ -206,7 +189,7 @@ def test_the_cli_says_a_missing_controller_in_one_line(tmp_path: Path) -> None:
 
 
 def test_the_lab_config() -> None:
-    lab = lab_plan("sx", 3, "10.213.99.0/24", cpus={"3": "0"}, slurm=True)
+    lab = lab_plan(LabSpec(name="sx", hosts=3, subnet="10.213.99.0/24", cpus=(("3", "0"),), slurm=True))
     text = lab_slurm.config_text(lab)
     assert "SlurmctldHost=sx-ctl(10.213.99.1)" in text and "ClusterName=dltestbed-sx" in text
     assert "NodeName=sx-h1 NodeAddr=10.213.99.11" in text and "NodeName=sx-h3 NodeAddr=10.213.99.13 CPUs=1 " in text
@@ -214,7 +197,7 @@ def test_the_lab_config() -> None:
     assert "PartitionName=lab Nodes=ALL Default=YES" in text and "SelectType=select/linear" in text
     assert lab_slurm.parse_sinfo("sx-h1 idle\nsx-h2 down*\n\n") == {"sx-h1": "idle", "sx-h2": "down*"}
     with pytest.raises(ConfigError, match="--slurm and --bastion"):
-        lab_plan("sx", 2, slurm=True, bastion=True)
+        lab_plan(LabSpec(name="sx", hosts=2, slurm=True, bastion=True))
 
 
 def test_a_node_without_an_address_is_reached_by_name() -> None:

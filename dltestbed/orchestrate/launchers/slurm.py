@@ -38,19 +38,7 @@ class Slurm:
     @classmethod
     def chosen(cls, request: BenchRequest) -> Slurm:
         """The launcher for a request that chose it, its options checked first (the node count among them)."""
-        r, where = request, request.where
-        count = check_options(
-            r.launch,
-            r.scenario.scenario,
-            r.scenario.workers,
-            where.targets,
-            r.workloads.data == "real",
-            where.data_shared,
-            where.limit,
-            where.inventory,
-            r.container.runtime,
-        )
-        return cls(request, count)
+        return cls(request, check_options(request))
 
     @staticmethod
     def given(request: BenchRequest) -> list[str]:
@@ -155,23 +143,15 @@ def given(opts: Launch) -> list[str]:
     ]
 
 
-def check_options(
-    opts: Launch,
-    scenario: str,
-    workers: int | None,
-    kinds: Sequence[str],
-    data_real: bool,
-    data_shared: bool,
-    limit: str | None,
-    inventory: Path | None = None,
-    runtime: str | None = None,
-) -> int:
+def check_options(request: BenchRequest) -> int:
     """With --launcher slurm: the node count the bench asks for; one line for a bad combination."""
+    opts, where, scenario = request.launch, request.where, request.scenario.scenario
+    kinds, runtime = where.targets, request.container.runtime
     if opts.nodes is not None and opts.nodes < 1:
         raise ConfigError(f"--nodes: at least 1 (got {opts.nodes})")
     if opts.venv is not None and not opts.venv.startswith("/"):
         raise ConfigError(f"--venv {opts.venv}: an absolute path on the nodes")
-    if limit:
+    if where.limit:
         raise ConfigError(
             "--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes (--nodes, --partition)"
         )
@@ -179,13 +159,13 @@ def check_options(
     other = [k for k in kinds if k != "auto" and k not in on_nodes]
     if other:
         raise ConfigError(f"--launcher slurm runs bm and cbm on the nodes (VMs are not Slurm's), not {other[0]}")
-    if any_kind(kinds, lambda k: k.in_container) and inventory is None and runtime != "charliecloud":
+    if any_kind(kinds, lambda k: k.in_container) and where.inventory is None and runtime != "charliecloud":
         raise ConfigError(
             "--launcher slurm --targets cbm: the nodes' container runtime, options and image come "
             "from --inventory (its container_hosts, where `provision` loaded the image), or --runtime charliecloud "
             "runs this machine's image folder on them (a shared filesystem)"
         )
-    if data_real and not data_shared:
+    if request.workloads.data == "real" and not where.data_shared:
         raise ConfigError(
             "--launcher slurm with --data real reads --data-dir on the nodes: give --data-shared "
             "(the same folder on every node, e.g. a shared filesystem)"
@@ -195,7 +175,7 @@ def check_options(
         raise ConfigError(f"scenario {scenario} runs on one node; --nodes {opts.nodes} given")
     if opts.nodes is not None:
         return opts.nodes
-    return sc.slurm_nodes(workers)
+    return sc.slurm_nodes(request.scenario.workers)
 
 
 def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
