@@ -74,9 +74,10 @@ def _runs(
     try:
         if stream is not None:
             sinks.append(influx.InfluxSink(store, stream))
-        records = scenarios.run(
+        env = scenarios.RunEnv(
             plan, sites, kinds, store, observer, request.scenario, sinks, machines, notes.append, gpus
         )
+        records = scenarios.run(env)
     except KeyboardInterrupt:
         raise BenchInterrupted(
             "interrupted: the current run is stored as failed with its steps; see "

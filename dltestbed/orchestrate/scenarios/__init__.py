@@ -5,14 +5,13 @@ is timed). Which targets, which workloads, which co-tenants, in which order."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dltestbed.choices import COTENANTS, PER_GPU, SCENARIOS
 from dltestbed.errors import ConfigError
 from dltestbed.kinds import any_kind
 from dltestbed.orchestrate import pergpu, planning
-from dltestbed.orchestrate.pergpu import GpuSlot
 from dltestbed.orchestrate.scenarios import distributed, shared, single  # each registers its scenario
 from dltestbed.orchestrate.scenarios.base import REGISTRY, RunEnv, Scenario, scenario
 from dltestbed.orchestrate.scenarios.distributed import worker_count
@@ -20,10 +19,6 @@ from dltestbed.orchestrate.scenarios.shared import contention_label, cotenant_sp
 from dltestbed.orchestrate.scenarios.single import widest_half_width
 from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord
-from dltestbed.results.store import Store
-from dltestbed.runner import Observer, Sink
-from dltestbed.targets import Site
-from dltestbed.targets.base import Target
 
 __all__ = [
     "COTENANTS",
@@ -63,24 +58,12 @@ def check(options: Options, hosts: Sequence[Any], plan: planning.Plan, kinds: Se
     sc.check(options, hosts, plan, kinds)
 
 
-def run(
-    plan: planning.Plan,
-    sites: Sequence[Site],
-    kinds: Sequence[str],
-    store: Store,
-    observer: Observer,
-    options: Options,
-    sinks: Sequence[Sink] = (),
-    machines: Sequence[Sequence[Target]] | None = None,
-    on_note: Callable[[str], None] = lambda line: None,
-    gpus: Sequence[GpuSlot | None] | None = None,
-) -> list[RunRecord]:
+def run(env: RunEnv) -> list[RunRecord]:
     """Run the plan as the scenario says on prepared sites (one per machine); every run is stored as
-    it goes. single runs on `machines` (a target per site and kind; made here when not given);
+    it goes. single runs on `env.machines` (a target per site and kind; made here when not given);
     distributed and shared make a target per worker and co-tenant from the sites (nothing is built
-    or booted here). A line the bench ends with (--repeat auto's stop) goes to on_note. gpus: with --gpus
-    per-gpu, the GPU of each of `machines` (pergpu)."""
-    check(options, [s.host for s in sites], plan, kinds)
-    plan = dataclasses.replace(plan, scenario=options.scenario)
-    env = RunEnv(plan, sites, kinds, store, observer, options, sinks, machines, on_note, gpus)
+    or booted here)."""
+    options = env.options
+    check(options, [s.host for s in env.sites], env.plan, env.kinds)
+    env = dataclasses.replace(env, plan=dataclasses.replace(env.plan, scenario=options.scenario))
     return scenario(options.scenario).run(env)
