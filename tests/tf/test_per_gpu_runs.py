@@ -10,7 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from dltestbed.orchestrate import pergpu
-from dltestbed.orchestrate.scenarios import single
+from dltestbed.orchestrate.scenarios import RunEnv, single
+from dltestbed.requests.bench import Options
 from dltestbed.results.store import Store
 from dltestbed.runner import NullObserver
 from dltestbed.targets import Site, make
@@ -26,7 +27,8 @@ def test_each_gpu_of_a_node_runs_at_once_on_its_own_cpu(tmp_path: Path) -> None:
     plan = plan_of(models=["alexnet"], image_size=32, batch_size=4, warmup=1, steps=30, repeat=1, gpus="per-gpu")
     store = Store.open(tmp_path / "results.sqlite")
     machines = [[make("bm", Site())] for _ in slots]
-    records = single.run_all(plan, machines, store, NullObserver(), gpus=slots)
+    env = RunEnv(plan, [Site()], ["bm"], store, NullObserver(), Options(), machines=machines, gpus=slots)
+    records = single.run_all(env)
     assert [r.status for r in records] == ["failed", "failed"]
     assert all("gpu" in (r.reason or "").lower() for r in records), [r.reason for r in records]
     assert sorted((r.spec["gpu"], r.spec["cpus"], r.spec["gpus"], r.spec["device"]) for r in records) == [
@@ -50,7 +52,10 @@ def test_a_nodes_gpus_take_the_copies_in_turn(tmp_path: Path) -> None:
     plan = plan_of(suite="micro", probes=["membw"], warmup=0, steps=1, repeat=1, gpus="per-gpu")
     store = Store.open(tmp_path / "results.sqlite")
     machines = [[make("bm", Site())] for _ in slots]
-    records = single.run_all(plan, machines, store, NullObserver(), gpus=slots, in_turn=True)
+    turns = Options(gpus_in_turn=True)
+    records = single.run_all(
+        RunEnv(plan, [Site()], ["bm"], store, NullObserver(), turns, machines=machines, gpus=slots)
+    )
     assert [(r.status, r.spec["gpu"], r.spec["device"]) for r in records] == [
         ("failed", UUIDS[0], "gpu"),
         ("failed", UUIDS[1], "gpu"),

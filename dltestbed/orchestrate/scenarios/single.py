@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
 from functools import partial
 
 from dltestbed.orchestrate.pergpu import GpuSlot
-from dltestbed.orchestrate.planning import Plan, arms
+from dltestbed.orchestrate.planning import arms
 from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.report.inference import MIN_N
 from dltestbed.report.stats import summarise
 from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord
-from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, Sink, execute
+from dltestbed.runner import RunContext, execute
 from dltestbed.targets import make
 from dltestbed.targets.base import Target
 
@@ -28,23 +28,12 @@ class Single(Scenario):
 
     def run(self, env: RunEnv) -> list[RunRecord]:
         """Every target of `env.machines` (a target per site and kind, made here when not given)."""
-        plan, options = env.plan, env.options
-        machines = env.machines or [[make(k, s) for k in env.kinds] for s in env.sites]
+        plan = env.plan
+        if env.machines is None:
+            env = replace(env, machines=[[make(k, s) for k in env.kinds] for s in env.sites])
 
         def rounds(reps: list[int] | None) -> list[RunRecord]:
-            return run_all(
-                plan,
-                machines,
-                env.store,
-                env.observer,
-                timeout=options.where.run_timeout,
-                parallel=options.where.parallel,
-                sinks=env.sinks,
-                at_most=options.where.hosts_at_once,
-                reps=reps,
-                gpus=env.gpus,
-                in_turn=options.gpus_in_turn,
-            )
+            return run_all(env, reps)
 
         if plan.precision is None:
             return rounds(None)
@@ -95,99 +84,67 @@ def widest_half_width(records: Sequence[RunRecord]) -> float | None:
 
 
 def run_machine(
-    bench: Plan,
-    targets: Sequence[Target],
-    store: Store,
-    observer: Observer,
-    timeout: float | None = None,
-    sinks: Sequence[Sink] = (),
-    reps: Sequence[int] | None = None,
-    gpu: GpuSlot | None = None,
+    env: RunEnv, targets: Sequence[Target], reps: Sequence[int] | None, gpu: GpuSlot | None
 ) -> list[RunRecord]:
     """Run the plan on the targets of one machine, one run at a time, in the plan's order: for each
     repetition (all, or `reps`), every workload on every target — drift hits every kind alike. A second
     target of the same kind is the A′ arm (--aa). A failed run is recorded and the bench goes on.
     gpu: with --gpus per-gpu, the GPU these targets' runs are given (and its CPUs)."""
-    records = []
+    bench, records = env.plan, []
     slots = list(zip(targets, arms([t.kind for t in targets]), strict=True))
     for round_ in bench.rounds(slots, reps):
         for rep, spec, (target, arm) in round_:
             # cbm: its container is pinned instead (ContainerTarget.confine: its GPU alone, its node's CPUs)
             spec = gpu.bind(spec, pin=target.kind == "bm") if gpu is not None else spec
             ctx = RunContext(bench_id=bench.bench_id, scenario=bench.scenario, repetition=rep, arm=arm)
-            records.append(execute(target, spec, store, ctx, observer, timeout=timeout, sinks=sinks))
+            limit = env.options.where.run_timeout
+            records.append(execute(target, spec, env.store, ctx, env.observer, timeout=limit, sinks=env.sinks))
     return records
 
 
-def run_all(
-    bench: Plan,
-    machines: Sequence[Sequence[Target]],
-    store: Store,
-    observer: Observer,
-    timeout: float | None = None,
-    parallel: bool = True,
-    sinks: Sequence[Sink] = (),
-    reps: Sequence[int] | None = None,
-    gpus: Sequence[GpuSlot | None] | None = None,
-    in_turn: bool = False,
-    at_most: int | None = None,
-) -> list[RunRecord]:
-    """Run the plan on every machine's targets: machines at once (one thread each) or one after
-    another; within a machine, interleaved (see `run_machine`). gpus: with --gpus per-gpu, each machine's GPU
-    (machines then hold a set of targets per GPU, all of a host's GPUs at once, or with `in_turn` one after
-    another, hosts still at once unless not `parallel`). at_most: with `parallel`, at most this many hosts at
-    once (each host's GPUs together), the next host starting as one ends.
+def run_all(env: RunEnv, reps: Sequence[int] | None = None) -> list[RunRecord]:
+    """Run the plan on every machine's targets (`env.machines`): machines at once (one thread each) or one after
+    another; within a machine, interleaved (see `run_machine`). `env.gpus`: with --gpus per-gpu, each machine's
+    GPU (machines then hold a set of targets per GPU, all of a host's GPUs at once, or with the options'
+    `gpus_in_turn` one after another, hosts still at once unless not `parallel`). With `parallel`, at most
+    `hosts_at_once` hosts at once (each host's GPUs together), the next host starting as one ends.
 
     One machine failing never stops or hides the others. Ctrl-C stops every machine's current run
     (each is stored as interrupted, with its steps) and is raised again once all have stopped.
     """
-    bound = list(gpus) if gpus is not None else [None] * len(machines)
+    machines, where = env.machines or [], env.options.where
+    bound = list(env.gpus) if env.gpus is not None else [None] * len(machines)
     by_host: dict[str, list[int]] = {}
     for i, targets in enumerate(machines):
         by_host.setdefault(targets[0].host, []).append(i)
     groups = list(by_host.values())
-    if in_turn and len(machines) > 1:  # a host's GPUs one after another
+    if env.options.gpus_in_turn and len(machines) > 1:  # a host's GPUs one after another
 
         def host(ii: list[int]) -> list[RunRecord]:
-            out: list[RunRecord] = []
-            for i in ii:
-                out += run_machine(bench, machines[i], store, observer, timeout, sinks, reps, bound[i])
-            return out
+            return [r for i in ii for r in run_machine(env, machines[i], reps, bound[i])]
 
-        if not parallel or len(groups) == 1:
+        if not where.parallel or len(groups) == 1:
             return [r for ii in groups for r in host(ii)]
-        return _threads([partial(host, ii) for ii in groups], machines, at_most)
+        return _threads([partial(host, ii) for ii in groups], machines, where.hosts_at_once)
 
     def together(ii: list[int]) -> list[RunRecord]:  # a host's machines (its GPUs, per-gpu) at once
-        return _at_once(bench, [machines[i] for i in ii], [bound[i] for i in ii], store, observer, timeout, sinks, reps)
+        return _at_once(env, [machines[i] for i in ii], [bound[i] for i in ii], reps)
 
-    if not parallel and len(machines) > 1:  # hosts one after another; a host's GPUs (per-gpu) still at once
+    if not where.parallel and len(machines) > 1:  # hosts one after another; a host's GPUs (per-gpu) still at once
         return [r for ii in groups for r in together(ii)]
-    if at_most is not None and at_most < len(groups):  # at most `at_most` hosts at a time
-        return _threads([partial(together, ii) for ii in groups], machines, at_most)
-    return _at_once(bench, machines, bound, store, observer, timeout, sinks, reps)
+    if where.hosts_at_once is not None and where.hosts_at_once < len(groups):  # at most that many hosts at a time
+        return _threads([partial(together, ii) for ii in groups], machines, where.hosts_at_once)
+    return _at_once(env, machines, bound, reps)
 
 
 def _at_once(
-    bench: Plan,
-    machines: Sequence[Sequence[Target]],
-    bound: Sequence[GpuSlot | None],
-    store: Store,
-    observer: Observer,
-    timeout: float | None,
-    sinks: Sequence[Sink],
-    reps: Sequence[int] | None,
+    env: RunEnv, machines: Sequence[Sequence[Target]], bound: Sequence[GpuSlot | None], reps: Sequence[int] | None
 ) -> list[RunRecord]:
     """`run_machine` on every machine at once, a thread each (one machine: in this thread); see run_all."""
     if len(machines) == 1:
-        return run_machine(bench, machines[0], store, observer, timeout, sinks, reps, bound[0])
-    return _threads(
-        [
-            partial(run_machine, bench, targets, store, observer, timeout, sinks, reps, gpu)
-            for targets, gpu in zip(machines, bound, strict=True)
-        ],
-        machines,
-    )
+        return run_machine(env, machines[0], reps, bound[0])
+    jobs = [partial(run_machine, env, targets, reps, gpu) for targets, gpu in zip(machines, bound, strict=True)]
+    return _threads(jobs, machines)
 
 
 def _threads(
