@@ -16,9 +16,8 @@ from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import FREE_PORT, probe
 from dltestbed.requests.bench import Options
 from dltestbed.results.records import RunRecord, new_id
-from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, Sink, execute
-from dltestbed.targets import Site, make
+from dltestbed.runner import RunContext, execute
+from dltestbed.targets import make
 from dltestbed.targets.base import INTERRUPTED, Abort, Target
 from dltestbed.workload.frameworks import framework
 
@@ -56,7 +55,7 @@ class Distributed(Scenario):
     def run(self, env: RunEnv) -> list[RunRecord]:
         if env.options.jobs:
             return _rounds(env)
-        return run(env.plan, env.sites, env.kinds, env.store, env.observer, env.options, env.sinks)
+        return run(env)
 
     def runs_per_item(self, options: Options, hosts: Sequence[object]) -> int:
         return worker_count(options, hosts) + (1 if options.baseline else 0)
@@ -78,37 +77,21 @@ class Distributed(Scenario):
         return workers or 2
 
 
-def run(
-    plan: planning.Plan,
-    sites: Sequence[Site],
-    kinds: Sequence[str],
-    store: Store,
-    observer: Observer,
-    options: Options,
-    sinks: Sequence[Sink],
-) -> list[RunRecord]:
+def run(env: RunEnv) -> list[RunRecord]:
     """Per repetition, workload and kind: (a single worker alone, then) one job over N workers."""
+    plan, sites, options = env.plan, env.sites, env.options
     n = worker_count(options, [s.host for s in sites])
     placement = [sites[i % len(sites)] for i in range(n)]
     records: list[RunRecord] = []
-    for round_ in plan.rounds(kinds):
+    for round_ in plan.rounds(env.kinds):
         for rep, spec, kind in round_:
             job = new_id("j")
             if options.baseline and spec.mode != "probe":  # a worker alone has no peer to measure against
                 ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=1)
-                records.append(
-                    execute(
-                        make(kind, placement[0]),
-                        spec,
-                        store,
-                        ctx,
-                        observer,
-                        timeout=options.where.run_timeout,
-                        sinks=sinks,
-                    )
-                )
-            targets = [make(kind, s) for s in placement]
-            records += _job(plan, rep, job, spec, targets, store, observer, options, sinks)
+                alone = make(kind, placement[0])
+                limit = options.where.run_timeout
+                records.append(execute(alone, spec, env.store, ctx, env.observer, timeout=limit, sinks=env.sinks))
+            records += _job(env, rep, job, spec, [make(kind, s) for s in placement])
     return records
 
 
@@ -169,7 +152,7 @@ def _at_once(env: RunEnv, rep: int, spec: Spec, jobs: Sequence[Sequence[Target]]
 
     def one(k: int) -> None:
         try:
-            found[k] = _job(env.plan, rep, new_id("j"), spec, jobs[k], env.store, env.observer, env.options, env.sinks)
+            found[k] = _job(env, rep, new_id("j"), spec, jobs[k])
         except BaseException as exc:  # raised again below, in the bench's thread
             failed.append(exc)
 
@@ -201,18 +184,9 @@ def _join_all(threads: Sequence[threading.Thread], stop: Callable[[], None]) -> 
         raise
 
 
-def _job(
-    plan: planning.Plan,
-    rep: int,
-    job: str,
-    spec: Spec,
-    targets: Sequence[Target],
-    store: Store,
-    observer: Observer,
-    options: Options,
-    sinks: Sequence[Sink],
-) -> list[RunRecord]:
+def _job(env: RunEnv, rep: int, job: str, spec: Spec, targets: Sequence[Target]) -> list[RunRecord]:
     """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all."""
+    plan, store, observer, sinks, limit = env.plan, env.store, env.observer, env.sinks, env.options.where.run_timeout
     addresses = _worker_addresses(targets)
     worker_spec = spec.model_copy(update={"distributed": True})
     ending = threading.Lock()  # held by the first failure (or Ctrl-C): it stops the job, once
@@ -227,10 +201,8 @@ def _job(
 
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=len(targets), worker_index=i)
-        env = framework(worker_spec.framework).worker_env(addresses, i)
-        rec = execute(
-            targets[i], worker_spec, store, ctx, observer, timeout=options.where.run_timeout, env=env, sinks=sinks
-        )
+        cluster = framework(worker_spec.framework).worker_env(addresses, i)
+        rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=limit, env=cluster, sinks=sinks)
         results[i] = rec
         if rec.status != "ok":  # a worker stopped by another's failure changes nothing: the job is ending
             stop_others(i, f"stopped: worker {i} ({targets[i].host}) failed: {rec.reason}")

@@ -16,9 +16,8 @@ from dltestbed.orchestrate.scenarios.base import RunEnv, Scenario, register
 from dltestbed.orchestrate.scenarios.common import CPUS, HAS_GPU, probe
 from dltestbed.requests.bench import Options
 from dltestbed.results.records import COTENANT, RunRecord, new_id
-from dltestbed.results.store import Store
-from dltestbed.runner import Observer, RunContext, Sink, execute
-from dltestbed.targets import Site, make
+from dltestbed.runner import RunContext, execute
+from dltestbed.targets import make
 from dltestbed.targets.base import INTERRUPTED, NOT_NEEDED, Abort
 
 COTENANT_START_TIMEOUT = 900.0  # seconds for a co-tenant to reach its first timed step
@@ -46,7 +45,7 @@ class Shared(Scenario):
             raise ConfigError(f"--cotenant-batch: must be at least 1 (got {options.cotenant_batch})")
 
     def run(self, env: RunEnv) -> list[RunRecord]:
-        return run(env.plan, env.sites[0], env.kinds, env.store, env.observer, env.options, env.sinks)
+        return run(env)
 
     def runs_per_item(self, options: Options, hosts: Sequence[object]) -> int:
         return 2
@@ -66,16 +65,10 @@ class Shared(Scenario):
         return [("--cotenant gpu", f"use --cotenant {others}")] if options.cotenant == "gpu" else []
 
 
-def run(
-    plan: planning.Plan,
-    site: Site,
-    kinds: Sequence[str],
-    store: Store,
-    observer: Observer,
-    options: Options,
-    sinks: Sequence[Sink],
-) -> list[RunRecord]:
-    """Per repetition, workload and kind: the foreground alone, then with the co-tenant running."""
+def run(env: RunEnv) -> list[RunRecord]:
+    """Per repetition, workload and kind on the first site: the foreground alone, then with the co-tenant
+    running."""
+    plan, site, kinds, options = env.plan, env.sites[0], env.kinds, env.options
     probe_target = make("bm", site)
     batch = options.cotenant_batch or (512 if probe(probe_target, HAS_GPU) == "1" else 64)
     halves: dict[str, tuple[str | None, str | None]] = {}
@@ -95,11 +88,10 @@ def run(
             co = cotenant_spec(options.cotenant, batch, spec, co_cpus)
             alone = "none" + (f", cpus {fg_cpus}" if fg_cpus else "")
             ctx = RunContext(plan.bench_id, Shared.name, rep, contention=alone, job_id=job)
-            records.append(
-                execute(make(kind, site), fg, store, ctx, observer, timeout=options.where.run_timeout, sinks=sinks)
-            )
+            limit = options.where.run_timeout
+            records.append(execute(make(kind, site), fg, env.store, ctx, env.observer, timeout=limit, sinks=env.sinks))
             label = contention_label(options.cotenant, batch, fg_cpus, co_cpus)
-            records += _with_cotenant(plan, rep, job, kind, site, fg, co, label, store, observer, options, sinks)
+            records += _with_cotenant(env, rep, job, kind, (fg, co), label)
     return records
 
 
@@ -154,27 +146,20 @@ def cotenant_spec(variant: str, batch: int, fg: WorkloadSpec, cpus: str | None) 
 
 
 def _with_cotenant(
-    plan: planning.Plan,
-    rep: int,
-    job: str,
-    kind: str,
-    site: Site,
-    fg: WorkloadSpec,
-    co: WorkloadSpec,
-    label: str,
-    store: Store,
-    observer: Observer,
-    options: Options,
-    sinks: Sequence[Sink],
+    env: RunEnv, rep: int, job: str, kind: str, specs: tuple[WorkloadSpec, WorkloadSpec], label: str
 ) -> list[RunRecord]:
-    """Start the co-tenant, wait for its first timed step, time the foreground, stop the co-tenant."""
+    """Start the co-tenant (`specs`' second) on the first site, wait for its first timed step, time the foreground
+    (the first), stop the co-tenant."""
+    plan, site, store, observer, sinks = env.plan, env.sites[0], env.store, env.observer, env.sinks
+    fg, co = specs
+    limit = env.options.where.run_timeout
     co_target = make(kind, site)
     started, ended, ending = threading.Event(), threading.Event(), threading.Event()
     co_record: list[RunRecord] = []
     co_ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, role=COTENANT, job_id=job)
 
     # bounded like the foreground it contends with (its --run-timeout), plus its start and a margin
-    bound = options.where.run_timeout + COTENANT_START_TIMEOUT + COTENANT_MARGIN if options.where.run_timeout else None
+    bound = limit + COTENANT_START_TIMEOUT + COTENANT_MARGIN if limit else None
 
     def cotenant() -> None:
         try:
@@ -204,7 +189,7 @@ def _with_cotenant(
                 f"(log: {co_record[0].log_path if co_record else '-'})"
             )
         ctx = RunContext(plan.bench_id, Shared.name, rep, contention=label, job_id=job)
-        fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=options.where.run_timeout, sinks=sinks)
+        fg_record = execute(make(kind, site), fg, store, ctx, observer, timeout=limit, sinks=sinks)
         if not thread.is_alive() and co_record and co_record[0].status != "ok":
             fg_record.status, fg_record.reason = "failed", f"the co-tenant stopped early: {co_record[0].reason}"
             store.save_run(fg_record)
