@@ -22,7 +22,7 @@ from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, DataError, TargetError
 from dltestbed.inventory import Host, over_ssh, this_machine
 from dltestbed.kinds import any_kind
-from dltestbed.provision.ansible import run_playbook
+from dltestbed.provision.ansible import Play, run_playbook
 from dltestbed.provision.guest import inventory_text
 from dltestbed.provision.wheelhouse import source_root
 from dltestbed.results.records import new_id
@@ -203,15 +203,8 @@ def _playbook(ds: Dataset, archive: Path, inventory: Path, dests: dict[str, str]
             "archive": str(archive),
         },
     }
-    result = run_playbook(
-        source_root() / "playbooks",
-        "data.yml",
-        inventory,
-        private,
-        "dataset",
-        extravars,
-        forks=max(1, min(len(names), 16)),
-    )
+    play = Play(source_root() / "playbooks", "data.yml", inventory, extravars)
+    result = run_playbook(play, private, "dataset", forks=max(1, min(len(names), 16)))
     if result.status == "canceled":
         raise KeyboardInterrupt
     for name in names:

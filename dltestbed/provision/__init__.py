@@ -16,7 +16,7 @@ from dltestbed.errors import DltestbedError
 from dltestbed.kinds import any_kind
 from dltestbed.provision import facts as facts_mod
 from dltestbed.provision import image, vmready, wheelhouse
-from dltestbed.provision.ansible import PlaybookResult, run_playbook, site_vars
+from dltestbed.provision.ansible import Play, PlaybookResult, run_playbook, site_vars
 from dltestbed.provision.events import HostOutcome
 from dltestbed.provision.guestimage import GuestImage
 from dltestbed.requests.provision import ProvisionRequest
@@ -147,17 +147,8 @@ def provision(
 
     if on_phase:
         on_phase("facts")
-    facts_run = run_playbook(
-        root / "playbooks",
-        "facts.yml",
-        inv.path,
-        private,
-        "facts",
-        common,
-        on_event,
-        forks,
-        host_vars=local_host_vars(inv, frameworks),
-    )
+    facts = Play(root / "playbooks", "facts.yml", inv.path, common, local_host_vars(inv, frameworks))
+    facts_run = run_playbook(facts, private, "facts", on_event, forks)
     reported, flavors = _read_facts(report.hosts, facts_run)
     _record_host_keys(inv, reported)
 
@@ -166,8 +157,8 @@ def provision(
         if on_phase:
             on_phase("wheelhouse")
         houses = {f: wheelhouse.build(f, chosen) for f in sorted({h.flavor for h in targets if h.flavor})}
-        steps = (on_event, on_phase, on_notice)
-        _install(inv, targets, flavors, houses, check, *steps, private, forks, run_user, frameworks)
+        run = _Run(request, inv, private, forks, on_event, on_phase, on_notice)
+        _install(run, targets, flavors, houses)
         report.wheelhouses = {f: str(w.path) for f, w in houses.items()}
     (private / "report.json").write_text(json.dumps(asdict(report), indent=2))
     return report
@@ -207,22 +198,27 @@ def _read_facts(hosts: list[HostReport], facts_run: PlaybookResult) -> tuple[dic
     return reported, flavors
 
 
+@dataclass(frozen=True)
+class _Run:
+    """A provisioning under way: what it was asked, its inventory, its private folder and forks, and who hears
+    of it."""
+
+    request: ProvisionRequest
+    inv: inventory_mod.Inventory
+    private: Path
+    forks: int
+    on_event: EventHook | None
+    on_phase: Callable[[str], None] | None
+    on_notice: Callable[[str], None] | None
+
+
 def _install(
-    inv: inventory_mod.Inventory,
-    targets: list[HostReport],
-    flavors: dict[str, str],
-    houses: dict[str, wheelhouse.Wheelhouse],
-    check: bool,
-    on_event: EventHook | None,
-    on_phase: Callable[[str], None] | None,
-    on_notice: Callable[[str], None] | None,
-    private: Path,
-    forks: int,
-    run_user: str | None = None,
-    frameworks: Sequence[str] = (),
+    run: _Run, targets: list[HostReport], flavors: dict[str, str], houses: dict[str, wheelhouse.Wheelhouse]
 ) -> None:
     """The container images built from the wheelhouses (one a flavour), the site playbook run, then the VMs
     made on the libvirt hosts that took it."""
+    inv, on_phase, install = run.inv, run.on_phase, run.request.install
+    check, run_user = install.check, install.run_user
     containers = _container_images(inv, targets, houses, on_phase)
     libvirt_hosts = [h for h in targets if any_kind(h.kinds, lambda k: k.in_vm)]
     extravars = {
@@ -234,23 +230,13 @@ def _install(
     if on_phase:
         on_phase("install")
     root = wheelhouse.source_root()
-    site = run_playbook(
-        root / "playbooks",
-        "site.yml",
-        inv.path,
-        private,
-        "site",
-        extravars,
-        on_event,
-        forks,
-        check,
-        local_host_vars(inv, frameworks),
-    )
+    play = Play(root / "playbooks", "site.yml", inv.path, extravars, local_host_vars(inv, install.frameworks), check)
+    site = run_playbook(play, run.private, "site", run.on_event, run.forks)
     _finish(targets, site, check)
     ready = [h for h in libvirt_hosts if h.status != "failed"]
     if ready and not check:
         carried = next((w.frameworks for w in houses.values()), wheelhouse.carried())
-        _vms(inv, ready, carried, on_phase, on_notice)
+        _vms(inv, ready, carried, on_phase, run.on_notice)
 
 
 def image_key(runtime: str, flavor: str) -> str:

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +46,29 @@ def ansible_env() -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Play:
+    """A playbook of `project` on an inventory, with its variables: `extravars` for every host, `host_vars` for
+    some (given as a second inventory source), in check mode or not."""
+
+    project: Path
+    playbook: str
+    inventory: Path
+    extravars: Mapping[str, Any] = field(default_factory=dict)
+    host_vars: Mapping[str, Mapping[str, Any]] | None = None
+    check: bool = False
+
+
 def run_playbook(
-    project: Path,
-    playbook: str,
-    inventory: Path,
+    play: Play,
     private_dir: Path,
     ident: str,
-    extravars: dict[str, Any],
     on_event: Callable[[str, HostOutcome | None, dict[str, Any]], None] | None = None,
     forks: int = 10,
-    check: bool = False,
-    host_vars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PlaybookResult:
-    """Run one playbook with ansible-runner; on_event(kind, outcome, event) sees every event. `host_vars`:
-    variables of some of the inventory's hosts, given as a second inventory source (unlike extravars, each
-    for its host alone)."""
+    """Run one playbook with ansible-runner, its files in `private_dir` under `ident`; on_event(kind, outcome,
+    event) sees every event."""
+    inventory, host_vars = play.inventory, play.host_vars
     # ansible-runner loads only for the commands that provision
     import ansible_runner
 
@@ -85,16 +93,16 @@ def run_playbook(
     try:
         runner = ansible_runner.run(
             private_data_dir=str(private_dir),
-            project_dir=str(project),
-            playbook=playbook,
+            project_dir=str(play.project),
+            playbook=play.playbook,
             inventory=sources,
             ident=ident,
-            extravars=extravars,
+            extravars=dict(play.extravars),
             envvars=ansible_env(),
             forks=forks,
             quiet=True,
             event_handler=handler,
-            cmdline="--check --diff" if check else None,
+            cmdline="--check --diff" if play.check else None,
         )
     finally:
         if threading.current_thread() is threading.main_thread():

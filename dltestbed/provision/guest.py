@@ -15,7 +15,7 @@ import yaml
 
 from dltestbed import paths
 from dltestbed.inventory import Host
-from dltestbed.provision.ansible import run_playbook, site_vars
+from dltestbed.provision.ansible import Play, run_playbook, site_vars
 from dltestbed.provision.wheelhouse import Wheelhouse, source_root
 from dltestbed.results.records import new_id
 from dltestbed.transport.ssh import known_hosts_files
@@ -110,14 +110,9 @@ def ensure_workload(
     inv.write_text(inventory_text(rec, via))
     inv.chmod(0o600)
     started = time.monotonic()
+    extravars = site_vars([rec.name], {rec.name: house.flavor}, {house.flavor: house})
     result = run_playbook(
-        source_root() / "playbooks",
-        "site.yml",
-        inv,
-        private,
-        "vm-workload",
-        site_vars([rec.name], {rec.name: house.flavor}, {house.flavor: house}),
-        forks=1,
+        Play(source_root() / "playbooks", "site.yml", inv, extravars), private, "vm-workload", forks=1
     )
     if result.status == "canceled":  # Ctrl-C or SIGTERM reached ansible-runner, which stopped the playbook
         raise KeyboardInterrupt

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed import secretenv
-from dltestbed.provision.ansible import run_playbook
+from dltestbed.provision.ansible import Play, run_playbook
 from dltestbed.provision.image import runtime_env
 from dltestbed.results import influx
 from dltestbed.transport.local import LocalProcess
@@ -41,7 +41,7 @@ def test_a_real_playbook_writes_no_token_into_its_artifacts(token: str, tmp_path
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     with SecretWatch(token, cli_children=False) as watch:  # dltestbed runs in this process here
-        result = run_playbook(project, "env.yml", inventory, tmp_path / "private", "t1", {})
+        result = run_playbook(Play(project, "env.yml", inventory), tmp_path / "private", "t1")
     assert result.status == "successful", result
     files = sorted(p.name for p in result.artifacts.rglob("*") if p.is_file())
     assert "command" in files and "stdout" in files  # ansible-runner wrote what it always writes
