@@ -324,6 +324,30 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
     _ansible_scratch()
+    where = f"inventory {str(p)!r}"
+    raw, all_groups, warnings = _ansible_vars(p, limit, where)
+    if not raw:
+        why = next((w.splitlines()[0] for w in warnings if "parse" in w.lower()), None)
+        if limit:
+            raise ConfigError(f"--limit {limit!r} matches no host of inventory {str(p)!r}")
+        raise ConfigError(f"inventory {str(p)!r} has no hosts" + (f" ({why})" if why else ""))
+    role_groups = _role_groups(raw, all_groups, dict(groups or {}), where)
+    members = {role: {n for g in gs for n in all_groups.get(g, ())} for role, gs in role_groups.items()}
+    parsed: dict[str, Host] = {}
+    jumps: dict[str, str] = {}
+    for name, v in raw.items():
+        parsed[name], jump = _host(name, v, where, tuple(r for r in GROUPS if name in members[r]))
+        if jump:
+            jumps[name] = jump
+    for name, spec in jumps.items():
+        parsed[name] = replace(parsed[name], jump=_jump_host(spec, parsed, parsed[name]))
+    return Inventory(p, parsed, all_groups, role_groups)
+
+
+def _ansible_vars(
+    p: Path, limit: str | None, where: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]], list[str]]:
+    """Each host's variables as Ansible reads them (connection ones templated), each group's hosts, its warnings."""
     # Ansible takes a second to import: only the commands that read an inventory load it
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
@@ -333,7 +357,6 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     from ansible.vars.hostvars import HostVars
     from ansible.vars.manager import VariableManager
 
-    where = f"inventory {str(p)!r}"
     warnings: list[str] = []
     original = Display.warning
     Display.warning = lambda self, msg, *a, **k: warnings.append(str(msg))
@@ -364,22 +387,7 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
         raise ConfigError(f"{where}: {str(exc).splitlines()[0]}") from None
     finally:
         Display.warning = original
-    if not raw:
-        why = next((w.splitlines()[0] for w in warnings if "parse" in w.lower()), None)
-        if limit:
-            raise ConfigError(f"--limit {limit!r} matches no host of inventory {str(p)!r}")
-        raise ConfigError(f"inventory {str(p)!r} has no hosts" + (f" ({why})" if why else ""))
-    role_groups = _role_groups(raw, all_groups, dict(groups or {}), where)
-    members = {role: {n for g in gs for n in all_groups.get(g, ())} for role, gs in role_groups.items()}
-    parsed: dict[str, Host] = {}
-    jumps: dict[str, str] = {}
-    for name, v in raw.items():
-        parsed[name], jump = _host(name, v, where, tuple(r for r in GROUPS if name in members[r]))
-        if jump:
-            jumps[name] = jump
-    for name, spec in jumps.items():
-        parsed[name] = replace(parsed[name], jump=_jump_host(spec, parsed, parsed[name]))
-    return Inventory(p, parsed, all_groups, role_groups)
+    return raw, all_groups, warnings
 
 
 def _first(v: dict[str, Any], key: str) -> Any:

@@ -298,23 +298,14 @@ def execute(
     store.save_run(run)
     observer.begin(run)
     col = _Collector(run, store, observer, sinks)
-    on_line = col.on_line
-    if on_start is not None:
-
-        def on_line(line: str) -> None:
-            col.on_line(line)
-            if col.timed:
-                on_start.set()
-
+    on_line = _line_handler(col, on_start)
     result: CommandResult | None = None
     col.launched = time.monotonic()
     try:
-        ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run.id}  # a container's labels
-        folder = compile_cache(target, ctx)
-        cache = {COMPILE_CACHE_ENV: folder} if folder else {}
+        run_env = _workload_env(target, ctx, run.id, env)
         result = target.run(
             workload_argv(target, spec),
-            env={**(env or {}), **ids, **cache},
+            env=run_env,
             timeout=timeout,
             on_line=on_line,
             stderr_log=log,
@@ -329,10 +320,7 @@ def execute(
             raise
         reason = why.failure
         if reason is None:
-            col.summary = col.partial_summary()
-            col.error = None
-            if col.summary is None:
-                reason = "stopped before its first timed step"
+            reason = _stopped_reason(col)
     except DltestbedError as exc:
         reason = str(exc)
 
@@ -340,6 +328,36 @@ def execute(
     _finish(run, store, col, reason, sinks)
     observer.end(run)
     return run
+
+
+def _line_handler(col: _Collector, on_start: threading.Event | None) -> Callable[[str], None]:
+    """The collector's line handler, that also sets on_start (when given) once a timed step has arrived."""
+    if on_start is None:
+        return col.on_line
+
+    def on_line(line: str) -> None:
+        col.on_line(line)
+        if col.timed:
+            on_start.set()
+
+    return on_line
+
+
+def _workload_env(target: Target, ctx: RunContext, run_id: str, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The workload's environment: the caller's, the run's ids (a container's labels) and its compile cache."""
+    ids = {"DLTESTBED_BENCH_ID": ctx.bench_id, "DLTESTBED_RUN_ID": run_id}  # a container's labels
+    folder = compile_cache(target, ctx)
+    cache = {COMPILE_CACHE_ENV: folder} if folder else {}
+    return {**(env or {}), **ids, **cache}
+
+
+def _stopped_reason(col: _Collector) -> str | None:
+    """A run stopped without a failure: ok on the timed steps it has, else failed as stopped before them."""
+    col.summary = col.partial_summary()
+    col.error = None
+    if col.summary is None:
+        return "stopped before its first timed step"
+    return None
 
 
 def _log_unparsed(log: Path, unparsed: Sequence[Unparsed]) -> None:

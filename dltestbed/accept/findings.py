@@ -5,15 +5,15 @@ every fact for the pack."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
 from dltestbed.accept import facts as facts_mod
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
 from dltestbed.accept.context import golden_spec
-from dltestbed.accept.found import Beside
+from dltestbed.accept.found import Beside, Rejoined, Rerun
 from dltestbed.accept.stages import (
     STAGES,
     Ctx,
@@ -154,6 +154,60 @@ def _compared(ctx: Ctx, node_facts: Mapping[str, Mapping[str, str]]) -> dict[str
     return {n: sorted(f for f in node_facts.get(n, {}) if golden is None or f in golden) for n in ctx.nodes}
 
 
+def _failed(check: str, said: str, runs: Sequence[RunRecord]) -> dict[str, list[Reason]]:
+    """A failing reason for each node with a failed run among `runs`: what it `said`, and why the run failed."""
+    failed = failures(runs)
+    return {node: [Reason(check, FAIL, f"{said}: {why}", judge_mod.FAILED_ACTION)] for node, why in failed.items()}
+
+
+class _Runs(NamedTuple):
+    """The runs an acceptance judges, by pass: the first, the second, burn-in's, a mended node's, and again."""
+
+    first: list[RunRecord]
+    second: list[RunRecord]
+    hold: list[RunRecord]
+    back: list[RunRecord]
+    again: list[RunRecord]
+
+
+def _runs(ctx: Ctx, store: Store, second: Rerun, rejoin: Rejoined) -> _Runs:
+    """The stages' runs, read from the store."""
+    first = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
+    hold = read_runs(store, [b for r in ctx.found(Hold).rounds for b in r])
+    return _Runs(
+        first,
+        read_runs(store, second.measure),
+        hold,
+        read_runs(store, rejoin.measure),
+        read_runs(store, rejoin.again.benches),
+    )
+
+
+def _gpus(
+    ctx: Ctx,
+    store: Store,
+    runs: _Runs,
+    again: tuple[Collection[str], Collection[str]],
+    seen: dict[str, int],
+    extra: dict[str, list[Reason]],
+) -> list[GpuVerdict]:
+    """Every GPU's verdict: a rerun node's second-pass runs replace its first (`again`: the nodes rerun, and those
+    mended); the controls' second-pass runs judge no GPU, but their XIDs and wrong results count, as every
+    superseded run's do. A node with fewer GPUs measured than preflight `seen` cannot be judged (in `extra`)."""
+    rerun, rejoined = again
+    final = [r for r in runs.first if r.host not in rerun] + [r for r in runs.second if r.host in rerun]
+    final += [r for r in runs.back if r.host in rejoined]
+    superseded = [r for r in runs.first if r.host in rerun] + [r for r in runs.second if r.host not in rerun]
+    superseded += runs.hold + [r for r in runs.back if r.host not in rejoined] + runs.again
+    gpus = gpus_mod.verdicts(store, final, ctx.request.judging.expected, superseded)
+    for node, count in seen.items():
+        judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
+        if judged < count:
+            why = f"preflight saw {count} GPU(s); {judged} were measured"
+            extra.setdefault(node, []).append(Reason("gpus", UNDECIDED, why))
+    return gpus
+
+
 def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]]:
     """Everything the nodes are judged on, from the stages' data and the store; and every fact (for the pack)."""
     pre, fleet, second = ctx.found(Preflight), ctx.found(Fleet), ctx.found(SecondPass)
@@ -161,43 +215,22 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
     rejoined = rejoin.rejoined
     node_facts: dict[str, dict[str, str]] = {k: dict(v) for k, v in [*pre.facts.items(), *rejoin.facts.items()]}
     drifts = drift_mod.drift(node_facts, golden_spec(ctx.request.judging.golden)) if node_facts else []
-    first_runs = read_runs(store, ctx.data_benches(Measure.name) + ctx.data_benches(NodeGpus.name))
-    second_runs = read_runs(store, second.measure)
-    hold_runs = read_runs(store, [b for r in ctx.found(Hold).rounds for b in r])
+    runs = _runs(ctx, store, second, rejoin)
+    first_runs, second_runs, hold_runs, back_runs, again_runs = runs
     rerun = second.rerun
-    back_runs = read_runs(store, rejoin.measure)
     again = rejoin.again  # a mended node slow beside its controls, measured beside them again
-    again_runs = read_runs(store, again.benches)
     measures = fleet.measures or node_measures(first_runs, store)
     failed = dict(fleet.failed) if Fleet.name in ctx.state.stages else failures(first_runs)
     second_failed = failures(second_runs)
     extra: dict[str, list[Reason]] = {}
-    held = {
-        node: [Reason("burn-in", FAIL, f"a burn-in run failed: {why}", judge_mod.FAILED_ACTION)]
-        for node, why in failures(hold_runs).items()
-    }
+    held = _failed("burn-in", "a burn-in run failed", hold_runs)
     wrong_sums = gpus_mod.node_wrong(store, [*first_runs, *second_runs])
-    mended = {
-        node: [Reason("runs", FAIL, f"a run failed once the node was mended: {why}", judge_mod.FAILED_ACTION)]
-        for node, why in failures([r for r in back_runs + again_runs if r.host in rejoined]).items()
-    }
+    back = [r for r in back_runs + again_runs if r.host in rejoined]
+    mended = _failed("runs", "a run failed once the node was mended", back)
     for src in (_pairs(ctx, store), _trends(ctx, store), held, wrong_sums, mended):
         for node, reasons in src.items():
             extra.setdefault(node, []).extend(reasons)
-    gpus: list[GpuVerdict] = []
-    if ctx.gpu:
-        # a rerun node's second-pass runs replace its first; the controls' second-pass runs judge no GPU, but their
-        # XIDs and wrong results count, as every superseded run's do
-        final = [r for r in first_runs if r.host not in rerun] + [r for r in second_runs if r.host in rerun]
-        final += [r for r in back_runs if r.host in rejoined]
-        superseded = [r for r in first_runs if r.host in rerun] + [r for r in second_runs if r.host not in rerun]
-        superseded += hold_runs + [r for r in back_runs if r.host not in rejoined] + again_runs
-        gpus = gpus_mod.verdicts(store, final, ctx.request.judging.expected, superseded)
-        for node, count in {**pre.gpus, **rejoin.gpus}.items():
-            judged = sum(g.gpu.rsplit(":", 1)[0] == node for g in gpus)
-            if judged < count:
-                why = f"preflight saw {count} GPU(s); {judged} were measured"
-                extra.setdefault(node, []).append(Reason("gpus", UNDECIDED, why))
+    gpus = _gpus(ctx, store, runs, (rerun, rejoined), {**pre.gpus, **rejoin.gpus}, extra) if ctx.gpu else []
     slow = sorted({s.node for s in judge_mod.suspects(measures, ctx.request.judging.slowdown)})
     f = judge_mod.Findings(
         nodes=ctx.nodes,

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 import typer
 
 from dltestbed.choices import DEFAULT_FRAMEWORK, OTHER_FRAMEWORKS, RUNTIMES, FlavorName, RuntimeName, or_list
-from dltestbed.cli import deprecated
-from dltestbed.panels import comma_tuple
+from dltestbed.cli.grouped import grouped
+from dltestbed.panels import comma_tuple, opt
 
 if TYPE_CHECKING:  # annotations only: the command imports these when it runs (CLI start-up)
     from dltestbed.provision.image import Image
@@ -34,49 +35,76 @@ EXAMPLES = """[bold]Examples[/]
 In full: docs/reference.md, "VMs (vm) and containers in VMs (cvm)\""""
 
 
+@dataclass(frozen=True)
+class ContainerBuild:
+    """The container image: its runtime, base, frameworks' builds, and the frameworks beside the default."""
+
+    PANEL: ClassVar[str] = CONTAINER
+    DEFAULTS_SHOWN: ClassVar[bool] = True
+
+    runtime: Annotated[
+        RuntimeName | None,
+        opt(
+            "--runtime",
+            metavar="NAME",
+            help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman); podman-rootless's and "
+            "charliecloud's are built in root's Podman store (docs/reference.md).",
+        ),
+    ] = None
+    base: Annotated[
+        str | None,
+        opt(
+            "--base",
+            help="Build on this image from the runtime's local store (default: a Debian rootfs made with debootstrap).",
+        ),
+    ] = None
+    flavor: Annotated[
+        FlavorName,
+        opt(
+            "--flavor",
+            help="The frameworks' builds: cpu, gpu (CUDA builds, with their libraries), or auto (default): gpu when "
+            "this machine's NVIDIA driver answers with GPUs.",
+        ),
+    ] = "auto"
+    frameworks: Annotated[
+        tuple[str, ...],
+        opt(
+            "--framework",
+            metavar="NAME",
+            help=f"Also carry {OTHER_FRAMEWORKS} beside {DEFAULT_FRAMEWORK}: in the container image (a tag of its "
+            "own) and in the guest image.",
+            cli=str | None,
+            parse=comma_tuple,
+            given=None,
+        ),
+    ] = ()
+
+
+@dataclass(frozen=True)
+class GuestBuild:
+    """The VM guest image: whether to build it, and a folder to copy it to."""
+
+    PANEL: ClassVar[str] = GUEST
+    DEFAULTS_SHOWN: ClassVar[bool] = True
+
+    vm: Annotated[
+        VmChoice,
+        opt(
+            "--vm",
+            help="Also build the guest image (Debian, kernel, sshd, the workload's CPU builds, Podman with the "
+            "container image for cvm): auto = when qemu-img and podman are installed.",
+        ),
+    ] = "auto"
+    copy: Annotated[
+        Path | None,
+        opt("--guest-copy", metavar="DIR", help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here."),
+    ] = None
+    out: Annotated[Path | None, opt("--out", help="", replaced_by="--guest-copy")] = None
+
+
 @app.command("build", epilog=EXAMPLES)
-def build(
-    runtime: RuntimeName | None = typer.Option(
-        None,
-        metavar="NAME",
-        help=f"{or_list(RUNTIMES)} (default: docker if its daemon answers, else podman); podman-rootless's and "
-        "charliecloud's are built in root's Podman store (docs/reference.md).",
-        rich_help_panel=CONTAINER,
-    ),
-    base: str | None = typer.Option(
-        None,
-        help="Build on this image from the runtime's local store (default: a Debian rootfs made with debootstrap).",
-        rich_help_panel=CONTAINER,
-    ),
-    flavor: FlavorName = typer.Option(
-        "auto",
-        help="The frameworks' builds: cpu, gpu (CUDA builds, with their libraries), or auto (default): gpu when "
-        "this machine's NVIDIA driver answers with GPUs.",
-        rich_help_panel=CONTAINER,
-    ),
-    framework: str | None = typer.Option(
-        None,
-        "--framework",
-        metavar="NAME",
-        help=f"Also carry {OTHER_FRAMEWORKS} beside {DEFAULT_FRAMEWORK}: in the container image (a tag of its own) "
-        "and in the guest image.",
-        rich_help_panel=CONTAINER,
-    ),
-    vm: VmChoice = typer.Option(
-        "auto",
-        help="Also build the guest image (Debian, kernel, sshd, the workload's CPU builds, Podman with the "
-        "container image for cvm): auto = when qemu-img and podman are installed.",
-        rich_help_panel=GUEST,
-    ),
-    guest_copy: Path | None = typer.Option(
-        None,
-        "--guest-copy",
-        metavar="DIR",
-        help="Also copy the guest image (disk.qcow2, vmlinuz, initrd.img) here.",
-        rich_help_panel=GUEST,
-    ),
-    out: Path | None = deprecated.param(None, "--out", "--guest-copy"),
-) -> None:
+@grouped
+def build(container: ContainerBuild, guest: GuestBuild) -> None:
     """Build (or find, when its inputs are unchanged) the workload images; prints their tags.
 
     The container image (cbm; charliecloud: an image folder, made with ch-convert) and the VM guest image
@@ -89,17 +117,17 @@ def build(
     from dltestbed.errors import ConfigError
     from dltestbed.provision import localfacts, wheelhouse
 
-    frameworks = wheelhouse.carried(comma_tuple(framework, "--framework"))  # an unknown name: one line first
-    out = guest_copy or out
+    frameworks = wheelhouse.carried(container.frameworks)  # an unknown name: one line first
+    out, vm = guest.copy or guest.out, guest.vm
     want_vm = vm == "yes" or (vm == "auto" and bool(shutil.which("qemu-img")) and bool(shutil.which("podman")))
     if out is not None and not want_vm:
         raise ConfigError("--guest-copy: the VM guest image's; add --vm yes (or install qemu-img and podman)")
     if out is not None:
         check_folder(out, "--guest-copy")  # before minutes of building: a folder it cannot write is one line now
-    chosen = localfacts.flavor() if flavor == "auto" else flavor
-    rt, built, house = _container(runtime, base, chosen, frameworks)
+    chosen = localfacts.flavor() if container.flavor == "auto" else container.flavor
+    rt, built, house = _container(container.runtime, container.base, chosen, frameworks)
     if want_vm:
-        _guest(built if rt == "podman" else None, house, base, out)
+        _guest(built if rt == "podman" else None, house, container.base, out)
 
 
 def _carries(frameworks: tuple[str, ...]) -> str:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from dltestbed.cli import deprecated
 from dltestbed.cli.options import OUTPUT_HELP, RESULTS_HELP, Output, wants_json
+
+if TYPE_CHECKING:  # annotations only: the command imports it when it runs (CLI start-up)
+    from dltestbed.report.validate import Reference
 
 
 def validate(
@@ -44,16 +48,7 @@ def validate(
         reference = reference or out
     if reference is None:
         raise ConfigError("--reference FILE: the reference to judge against (or to write, with --init)")
-    ref = None
-    if not init:
-        try:
-            text = reference.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"--reference {str(reference)!r}: cannot read ({exc.strerror}); "
-                "write one from a bench you trust with --init"
-            ) from None
-        ref = v.parse_reference(text, str(reference))
+    ref = None if init else _reference(reference)
     store = Store.open(results, read_only=True)
     try:
         runs = select_runs(store, None, bench, stderr)
@@ -66,11 +61,7 @@ def validate(
     assert ref is not None
     judged = v.judge(ref, a)
     if junit is not None:
-        try:
-            junit.parent.mkdir(parents=True, exist_ok=True)
-            junit.write_text(v.junit_xml(judged), encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--junit {str(junit)!r}: cannot write ({exc.strerror})") from None
+        _write_junit(junit, v.junit_xml(judged))
     if wants_json(fmt, as_json):
         print(json.dumps({"bench": runs[0].bench_id, "judgements": [j.to_dict() for j in judged]}, indent=2))
     else:
@@ -82,6 +73,31 @@ def validate(
         raise typer.Exit(1)
     if undecided:
         raise typer.Exit(3)
+
+
+def _reference(path: Path) -> Reference:
+    """The reference to judge against, read and checked; one line when it cannot be read."""
+    from dltestbed.errors import ConfigError
+    from dltestbed.report import validate as v
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"--reference {str(path)!r}: cannot read ({exc.strerror}); write one from a bench you trust with --init"
+        ) from None
+    return v.parse_reference(text, str(path))
+
+
+def _write_junit(path: Path, xml: str) -> None:
+    """The judgements as JUnit XML at `path`; one line when it cannot be written."""
+    from dltestbed.errors import ConfigError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(xml, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--junit {str(path)!r}: cannot write ({exc.strerror})") from None
 
 
 def _table(judged: list, bench_id: str, reference: Path) -> None:

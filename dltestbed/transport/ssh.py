@@ -39,6 +39,16 @@ from dltestbed.transport.sshlink import (
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
+def _give_up(conn: Any, gateway: Any) -> None:
+    """Close what a connection that failed to open left: its gateway, and its socket (cut first)."""
+    if gateway is not None:
+        close_conn(gateway)
+    sock = conn.connect_kwargs.get("sock")
+    cut(sock)
+    with contextlib.suppress(Exception):
+        sock is not None and sock.close()
+
+
 class SSH(Streamed[Any]):
     """SSH to `host`, through `via` when given; host keys from `known_hosts` (default: the host's
     recorded ones, see known_hosts_files). One command at a time (transport/command.py's `run`, held by a fabric
@@ -75,14 +85,12 @@ class SSH(Streamed[Any]):
             files,
         )
 
-    def connect(self) -> Any:
-        """An open fabric Connection; a TargetError line when the host cannot be reached or its key is wrong."""
+    def _connection(self, hop: Host | None) -> tuple[Any, Any]:
+        """A fabric Connection to the host, not yet open, and the open one to the hop it goes through (or None)."""
         # SSH libraries load only where a command connects
-        import paramiko
         from fabric import Connection
 
         h = self.host
-        hop = self.via if self.via is not None else h.jump
         gateway: Any = None
         if hop is not None:
             through = SSH(hop, connect_timeout=self.connect_timeout)
@@ -105,6 +113,16 @@ class SSH(Streamed[Any]):
             connect_kwargs=kwargs,
             **extra,
         )
+        return conn, gateway
+
+    def connect(self) -> Any:
+        """An open fabric Connection; a TargetError line when the host cannot be reached or its key is wrong."""
+        # SSH libraries load only where a command connects
+        import paramiko
+
+        h = self.host
+        hop = self.via if self.via is not None else h.jump
+        conn, gateway = self._connection(hop)
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         where = f"host {h.name} ({h.address}:{h.port}" + (f" via {hop.name}" if hop else "") + ")"
         if conn.gateway is None:  # no jump (ours or the ssh config's): our own socket, so an abort can cut it
@@ -116,12 +134,7 @@ class SSH(Streamed[Any]):
             try:
                 conn.open()
             except BaseException:
-                if gateway is not None:
-                    close_conn(gateway)
-                sock = conn.connect_kwargs.get("sock")
-                cut(sock)
-                with contextlib.suppress(Exception):
-                    sock is not None and sock.close()
+                _give_up(conn, gateway)
                 raise
         except paramiko.BadHostKeyException:
             raise HostKeyError(

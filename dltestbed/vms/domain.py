@@ -79,6 +79,64 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 METADATA_NS = "https://github.com/dltestbed/dltestbed/vm"  # the namespace of dltestbed's domain metadata
 
 
+def _add_os(dom: ET.Element, spec: DomainSpec) -> None:
+    """How it boots: our image's kernel directly, else the disk's own boot loader."""
+    os_ = _sub(dom, "os")
+    _sub(os_, "type", "hvm", arch="x86_64", machine="pc")
+    if spec.kernel:
+        _sub(os_, "kernel", spec.kernel)
+        if spec.initrd:
+            _sub(os_, "initrd", spec.initrd)
+        _sub(os_, "cmdline", spec.cmdline or "root=/dev/vda rw console=ttyS0")
+    else:
+        _sub(os_, "boot", dev="hd")
+
+
+def _add_disks(dev: ET.Element, spec: DomainSpec) -> None:
+    """Its overlay disk, then its read-only seed disk when it has one."""
+    disk = _sub(dev, "disk", type_="file", device="disk")
+    _sub(disk, "driver", name="qemu", type_="qcow2", discard="unmap")
+    _sub(disk, "source", file=spec.disk)
+    _sub(disk, "target", dev="vda", bus="virtio")
+    if spec.seed:
+        seed = _sub(dev, "disk", type_="file", device="disk")
+        _sub(seed, "driver", name="qemu", type_="raw")
+        _sub(seed, "source", file=spec.seed)
+        _sub(seed, "target", dev="vdb", bus="virtio")
+        _sub(seed, "readonly")
+
+
+def _add_hostdev(dev: ET.Element, addr: PciAddress) -> None:
+    """A host PCI device passed through to it."""
+    hd = _sub(dev, "hostdev", mode="subsystem", type_="pci", managed="yes")
+    _sub(
+        _sub(hd, "source"),
+        "address",
+        domain=f"0x{addr.domain:04x}",
+        bus=f"0x{addr.bus:02x}",
+        slot=f"0x{addr.slot:02x}",
+        function=f"0x{addr.function:x}",
+    )
+
+
+def _add_devices(dom: ET.Element, spec: DomainSpec) -> None:
+    """Its devices: disks, NIC, serial console, passed-through PCI devices, random number source."""
+    dev = _sub(dom, "devices")
+    _add_disks(dev, spec)
+    nic = _sub(dev, "interface", type_="bridge")
+    _sub(nic, "mac", address=spec.mac)
+    _sub(nic, "source", bridge=spec.bridge)
+    _sub(nic, "model", type_="virtio")
+    serial = _sub(dev, "serial", type_="file")
+    _sub(serial, "source", path=spec.console_log)
+    _sub(serial, "target", port="0")
+    for addr in spec.hostdevs:
+        _add_hostdev(dev, addr)
+    rng = _sub(dev, "rng", model="virtio")
+    _sub(rng, "backend", "/dev/urandom", model="random")  # sshd starts without waiting for entropy
+    _sub(dev, "memballoon", model="none")
+
+
 def domain_xml(spec: DomainSpec) -> str:
     """The libvirt domain XML for a spec (validated first)."""
     spec.check()
@@ -94,15 +152,7 @@ def domain_xml(spec: DomainSpec) -> str:
             _sub(tune, "vcpupin", vcpu=str(i), cpuset=cpus)
     if spec.numa_node is not None:
         _sub(_sub(dom, "numatune"), "memory", mode="strict", nodeset=str(spec.numa_node))
-    os_ = _sub(dom, "os")
-    _sub(os_, "type", "hvm", arch="x86_64", machine="pc")
-    if spec.kernel:
-        _sub(os_, "kernel", spec.kernel)
-        if spec.initrd:
-            _sub(os_, "initrd", spec.initrd)
-        _sub(os_, "cmdline", spec.cmdline or "root=/dev/vda rw console=ttyS0")
-    else:
-        _sub(os_, "boot", dev="hd")
+    _add_os(dom, spec)
     features = _sub(dom, "features")
     _sub(features, "acpi")
     _sub(features, "apic")
@@ -113,37 +163,7 @@ def domain_xml(spec: DomainSpec) -> str:
     _sub(dom, "on_poweroff", "destroy")
     _sub(dom, "on_reboot", "restart")
     _sub(dom, "on_crash", "destroy")
-    dev = _sub(dom, "devices")
-    disk = _sub(dev, "disk", type_="file", device="disk")
-    _sub(disk, "driver", name="qemu", type_="qcow2", discard="unmap")
-    _sub(disk, "source", file=spec.disk)
-    _sub(disk, "target", dev="vda", bus="virtio")
-    if spec.seed:
-        seed = _sub(dev, "disk", type_="file", device="disk")
-        _sub(seed, "driver", name="qemu", type_="raw")
-        _sub(seed, "source", file=spec.seed)
-        _sub(seed, "target", dev="vdb", bus="virtio")
-        _sub(seed, "readonly")
-    nic = _sub(dev, "interface", type_="bridge")
-    _sub(nic, "mac", address=spec.mac)
-    _sub(nic, "source", bridge=spec.bridge)
-    _sub(nic, "model", type_="virtio")
-    serial = _sub(dev, "serial", type_="file")
-    _sub(serial, "source", path=spec.console_log)
-    _sub(serial, "target", port="0")
-    for addr in spec.hostdevs:
-        hd = _sub(dev, "hostdev", mode="subsystem", type_="pci", managed="yes")
-        _sub(
-            _sub(hd, "source"),
-            "address",
-            domain=f"0x{addr.domain:04x}",
-            bus=f"0x{addr.bus:02x}",
-            slot=f"0x{addr.slot:02x}",
-            function=f"0x{addr.function:x}",
-        )
-    rng = _sub(dev, "rng", model="virtio")
-    _sub(rng, "backend", "/dev/urandom", model="random")  # sshd starts without waiting for entropy
-    _sub(dev, "memballoon", model="none")
+    _add_devices(dom, spec)
     ET.indent(dom)
     ET.register_namespace("dltestbed", METADATA_NS)
     return ET.tostring(dom, encoding="unicode") + "\n"

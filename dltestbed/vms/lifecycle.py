@@ -156,59 +156,71 @@ def _stage_and_start(
     return started
 
 
+def _passthrough(
+    name: str, hv: Hypervisor, facts: hostcheck.HostFacts, gpus: str | None, vcpu_pins: tuple[str, ...]
+) -> tuple[PciAddress, ...]:
+    """The host's PCI addresses of the GPUs to pass through, checked first (none when gpus is empty or "0")."""
+    if gpus and gpus != "0":
+        chosen = hostcheck.passthrough_preflight(name, gpus, facts, hv.gpus(), list(vcpu_pins))
+        return tuple(g.address for g in chosen)
+    return ()
+
+
+def _new_record(
+    name: str,
+    address: str,
+    hv: Hypervisor,
+    image: BaseImage,
+    settings: VMSettings,
+    virt_type: VirtType,
+    vcpu_pins: tuple[str, ...],
+) -> VMRecord:
+    """The record of a VM about to be made, at this address, as of now."""
+    return VMRecord(
+        name=name,
+        uri=hv.uri,
+        address=address,
+        mac=mac(name),
+        bridge=BRIDGE,
+        virt_type=virt_type,
+        vcpus=settings.vcpus,
+        memory_mib=settings.memory_mib,
+        image_key=image.key,
+        container_tag=image.container_tag,
+        container_digest=image.container_digest,
+        created_at=time.time(),
+        gpus=settings.gpus,
+        host=hv.host.name if hv.host else None,
+        pool_dir=hv.pool_dir,
+        vcpu_pins=tuple(vcpu_pins),
+        numa_node=settings.numa_node,
+        disk_gib=settings.disk_gib,
+        image_name=image.recorded_name,
+    )
+
+
 def create(
     name: str,
     image: BaseImage,
-    vcpus: int = 2,
-    memory_mib: int = 3072,
-    virt_type: str | None = None,
-    gpus: str | None = None,
-    vcpu_pins: tuple[str, ...] = (),
-    numa_node: int | None = None,
-    disk_gib: int | None = None,
+    settings: VMSettings,
     hv: Hypervisor | None = None,
     on_notice: Callable[[str], None] | None = None,
     cmdline: str | None = None,
     ssh_timeout: float = SSH_TIMEOUT,
 ) -> VMRecord:
     """Create and start a VM from dltestbed's guest image or a user's image on a hypervisor (default:
-    this machine) and wait until SSH answers. Host checks run before anything exists; a failure after
-    that deletes what was made."""
+    this machine), shaped by settings (all but their image), and wait until SSH answers. Host checks
+    run before anything exists; a failure after that deletes what was made."""
+    vcpu_pins = settings.pins()
     hv = hv or hv_mod.local()
     if record(name) is not None:
         raise VMError(f"VM {name} exists already (dltestbed teardown removes it)")
     facts = hv.facts()
-    chosen_type, notice = hostcheck.virt_type(facts, virt_type)
-    hostdevs: tuple[PciAddress, ...] = ()
-    if gpus and gpus != "0":
-        chosen = hostcheck.passthrough_preflight(name, gpus, facts, hv.gpus(), list(vcpu_pins))
-        hostdevs = tuple(g.address for g in chosen)
+    chosen_type, notice = hostcheck.virt_type(facts, settings.virt_type)
+    hostdevs = _passthrough(name, hv, facts, settings.gpus, vcpu_pins)
     if notice and on_notice:
         on_notice(f"VM {name}: {notice}")
-    rec = reserve(
-        name,
-        lambda address: VMRecord(
-            name=name,
-            uri=hv.uri,
-            address=address,
-            mac=mac(name),
-            bridge=BRIDGE,
-            virt_type=chosen_type,
-            vcpus=vcpus,
-            memory_mib=memory_mib,
-            image_key=image.key,
-            container_tag=image.container_tag,
-            container_digest=image.container_digest,
-            created_at=time.time(),
-            gpus=gpus,
-            host=hv.host.name if hv.host else None,
-            pool_dir=hv.pool_dir,
-            vcpu_pins=tuple(vcpu_pins),
-            numa_node=numa_node,
-            disk_gib=disk_gib,
-            image_name=image.recorded_name,
-        ),
-    )
+    rec = reserve(name, lambda address: _new_record(name, address, hv, image, settings, chosen_type, vcpu_pins))
     try:
         started = _stage_and_start(rec, hv, image, chosen_type, hostdevs, cmdline, on_notice)
         wait_booted(rec, hv, ssh_timeout, on_notice)
@@ -248,19 +260,7 @@ def ensure(
         except VMError:
             pass
     delete(name, hv if rec is None or rec.uri == hv.uri else None)
-    made = create(
-        name,
-        image,
-        vcpus=settings.vcpus,
-        memory_mib=settings.memory_mib,
-        virt_type=settings.virt_type,
-        gpus=settings.gpus,
-        vcpu_pins=settings.pins(),
-        numa_node=settings.numa_node,
-        disk_gib=settings.disk_gib,
-        hv=hv,
-        on_notice=on_notice,
-    )
+    made = create(name, image, settings, hv=hv, on_notice=on_notice)
     return made, True
 
 

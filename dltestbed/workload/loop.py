@@ -53,38 +53,18 @@ def run(
     start = time.perf_counter()
     i = 0
     while len(timed) < steps:
-        t0 = time.perf_counter()
-        try:
-            images, labels = next(batches)
-            result = step(images, labels)
-            value = float(result)  # blocks until the device has produced the value
-        except Exception as exc:
-            raise StepError(i) from exc
-        dt = time.perf_counter() - t0
+        result, value, dt = _timed_step(step, batches, i)
         device, libs = None, None
         if i == 0:
             first = dt
-            device = str(getattr(result, "device", "") or "") or None
-            libs = (libraries() or None) if libraries else None
+            device, libs = _first_step_facts(result, libraries)
         phase = "warmup" if warming else "timed"
         if warming:
             warm_total += dt
             warm.append(batch_size / dt)
         else:
             timed.append(dt)
-        emit(
-            StepEvent(
-                index=i,
-                phase=phase,
-                images=batch_size,
-                seconds=dt,
-                images_per_sec=batch_size / dt,
-                t=time.time(),
-                device=device,
-                libraries=libs,
-                result=value,
-            )
-        )
+        emit(_step_event(i, phase, batch_size, dt, device, libs, value))
         if i == 0 and require_gpu and not on_gpu(device):
             raise ConfigError(f"--device gpu: the first step ran on {device or 'an unknown device'}, not a GPU")
         if warming and (policy.done(warm) if agree is None or not policy.steady else agree(policy.done(warm))):
@@ -93,6 +73,57 @@ def run(
                 warmed()
         i += 1
     elapsed = time.perf_counter() - start
+    return _summary(timed, batch_size, elapsed, first, warm_total)
+
+
+def _timed_step(
+    step: Callable[[Any, Any], Any], batches: Iterator[tuple[Any, Any]], i: int
+) -> tuple[Any, float, float]:
+    """Fetch a batch and run step `i` on it: its result, the result's value, and the seconds until it was ready."""
+    t0 = time.perf_counter()
+    try:
+        images, labels = next(batches)
+        result = step(images, labels)
+        value = float(result)  # blocks until the device has produced the value
+    except Exception as exc:
+        raise StepError(i) from exc
+    return result, value, time.perf_counter() - t0
+
+
+def _first_step_facts(
+    result: Any, libraries: Callable[[], dict[str, str]] | None
+) -> tuple[str | None, dict[str, str] | None]:
+    """The device the first step's result was put on, and the CUDA libraries loaded then (None: unknown)."""
+    device = str(getattr(result, "device", "") or "") or None
+    libs = (libraries() or None) if libraries else None
+    return device, libs
+
+
+def _step_event(
+    i: int,
+    phase: str,
+    batch_size: int,
+    dt: float,
+    device: str | None,
+    libs: dict[str, str] | None,
+    value: float,
+) -> StepEvent:
+    """The event of one step, warm-up or timed."""
+    return StepEvent(
+        index=i,
+        phase=phase,
+        images=batch_size,
+        seconds=dt,
+        images_per_sec=batch_size / dt,
+        t=time.time(),
+        device=device,
+        libraries=libs,
+        result=value,
+    )
+
+
+def _summary(timed: list[float], batch_size: int, elapsed: float, first: float, warm_total: float) -> SummaryEvent:
+    """The run's summary, from its timed steps' seconds."""
     total = sum(timed)
     return SummaryEvent(
         timed_steps=len(timed),

@@ -24,6 +24,7 @@ from dltestbed.workload.start import prepare
 
 if TYPE_CHECKING:
     from dltestbed.workload.checked import Checked
+    from dltestbed.workload.gpu import Nvml
     from dltestbed.workload.probes import Case, Probe, Where
 
 
@@ -151,11 +152,7 @@ def run_micro(spec: ProbeSpec, emitter: Emitter, watch_stdin: bool = False) -> N
             _screen(spec, spec.screen_seconds, where, fp, nvml, emitter)
             return
         skips = _plan_cases(spec.probes, where, cases, table)
-        cases_of = [d for c in cases for d in c.describe()]
-        resolved = spec.model_dump() | {"cases": cases_of, "device_used": "gpu" if visible else "cpu"}
-        emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
-        for skip in skips:
-            emitter.emit(skip)
+        _announce(spec, cases, skips, visible, fp, emitter)
         # lazy: TensorFlow, NVML, the CUDA runtime load only in the modes that use them
         from dltestbed.workload.sampler import Sampler, watched
 
@@ -164,11 +161,32 @@ def run_micro(spec: ProbeSpec, emitter: Emitter, watch_stdin: bool = False) -> N
             measures = _time_cases(cases, spec, where, emitter)
         emitter.emit(ProbesDoneEvent(measures=measures, skips=len(skips)))
     finally:
-        for c in cases:
-            if c.cleanup is not None:
-                c.cleanup()
-        if nvml:
-            nvml.close()
+        _clean_up(cases, nvml)
+
+
+def _announce(
+    spec: ProbeSpec,
+    cases: Sequence[Case],
+    skips: Sequence[SkipEvent],
+    visible: int,
+    fp: dict[str, Any],
+    emitter: Emitter,
+) -> None:
+    """The start event, with every case planned, then each skip."""
+    cases_of = [d for c in cases for d in c.describe()]
+    resolved = spec.model_dump() | {"cases": cases_of, "device_used": "gpu" if visible else "cpu"}
+    emitter.emit(StartEvent(spec=resolved, fingerprint=fp, t=time.time()))
+    for skip in skips:
+        emitter.emit(skip)
+
+
+def _clean_up(cases: Sequence[Case], nvml: Nvml | None) -> None:
+    """Each planned case's cleanup, then NVML closed."""
+    for c in cases:
+        if c.cleanup is not None:
+            c.cleanup()
+    if nvml:
+        nvml.close()
 
 
 def _screen(spec: ProbeSpec, seconds: float, where: Where, fp: dict[str, Any], nvml: Any, emitter: Emitter) -> None:

@@ -474,6 +474,7 @@ def test_a_users_cloud_image(vm_env: dict[str, str], cloud_image: Path, results:
 def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], guest_image: Path) -> None:
     from dltestbed.provision import guestimage as image
     from dltestbed.vms import lifecycle
+    from dltestbed.vms.settings import VMSettings
 
     meta = json.loads((guest_image / "image.json").read_text())
     img = image.GuestImage(path=guest_image, **{k: v for k, v in meta.items() if k != "path"})
@@ -483,7 +484,11 @@ def test_a_vm_that_never_answers_names_its_console_log(vm_env: dict[str, str], g
     try:
         with pytest.raises(lifecycle.VMError) as err:
             lifecycle.create(
-                "broken", img, memory_mib=512, cmdline="root=/dev/nonexistent console=ttyS0 panic=0", ssh_timeout=45
+                "broken",
+                img,
+                VMSettings(memory_mib=512),
+                cmdline="root=/dev/nonexistent console=ttyS0 panic=0",
+                ssh_timeout=45,
             )
     finally:
         del os.environ["DLTESTBED_VM_DIR"]

@@ -348,7 +348,7 @@ def test_accept_help_names_its_default_stages_frameworks_and_exit_codes() -> Non
     proc = run_cli("accept", "--help", env={"COLUMNS": str(WIDTH)})
     lines = proc.stdout.splitlines()
     rows = {row.split()[1]: row for row in _option_rows(lines) if len(row.split()) > 1}
-    level = next(p for p in _command("accept").params if p.name == "level")
+    level = next(p for p in _command("accept").params if "--level" in p.opts)
     said = [line for line in lines if line.startswith("│")]
     start = next(i for i, line in enumerate(said) if "--level" in line)
     assert sum(1 for line in said[start + 1 : start + 5] if not line[2:8].strip()) < 4, "--level: over 4 lines"

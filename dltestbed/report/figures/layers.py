@@ -146,14 +146,7 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
     bare metal with its interval: which resource a layer costs, at a glance."""
     if not any(c.effect is not None for c in cases if c.headline):
         return None  # without a probe it is the overhead figure again
-    by_row: dict[str, list[tuple[str, Effect]]] = {}  # resource → (layer, its change), in first-seen order
-    for g in groups:
-        if g.key.against_baseline and g.effect is not None:
-            by_row.setdefault(f"{g.key.model} {g.key.mode} img/s", []).append((g.key.layer, g.effect))
-    for c in cases:
-        if c.headline and c.effect is not None:
-            by_row.setdefault(f"{c.key.probe}: {c.key.shown}", []).append((c.key.layer, c.effect))
-    rows = list(by_row.items())
+    rows = _decomposition_rows(cases, groups)
     layers = list(dict.fromkeys(lay for _, pts in rows for lay, _ in pts))
     fig = new_figure(1.0 + 0.5 * len(rows) * max(1, len(layers)) ** 0.5)
     ax = fig.add_subplot()
@@ -166,35 +159,9 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
         for lay, e in pts:
             j = layers.index(lay)
             col = colour(lay, palette)
-            change, lo, hi = -e.overhead_pct, -e.hi_pct, -e.lo_pct
-            yy = y + 0.3 - step * (j + 0.5)
-            shown_hi = min(hi, CHANGE_AXIS_MAX)  # a wide interval (few runs) would squeeze every other one
-            ax.errorbar(
-                [min(change, CHANGE_AXIS_MAX)],
-                [yy],
-                xerr=[
-                    [max(0.0, min(change, CHANGE_AXIS_MAX) - lo)],
-                    [max(0.0, shown_hi - min(change, CHANGE_AXIS_MAX))],
-                ],
-                fmt="o",
-                color=col,
-                ecolor=col,
-                capsize=3,
-                markersize=4,
-                label=f"{lay} (n={e.n})" if lay not in labelled else None,
-            )
+            label = f"{lay} (n={e.n})" if lay not in labelled else None
+            lo, shown_hi = _change_point(ax, y + 0.3 - step * (j + 0.5), e, col, label)
             labelled.add(lay)
-            if hi > CHANGE_AXIS_MAX:
-                ax.annotate(
-                    f"→ {hi:+.0f}",
-                    (CHANGE_AXIS_MAX, yy),
-                    fontsize=6,
-                    color=col,
-                    va="center",
-                    ha="right",
-                    xytext=(0, 5),
-                    textcoords="offset points",
-                )
             lo_all.append(lo)
             hi_all.append(shown_hi)
     ax.axvline(0, color="black", linewidth=0.8)
@@ -207,6 +174,52 @@ def decomposition(cases: Sequence[CaseStats], groups: Sequence[GroupStats]) -> F
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return fig
+
+
+def _decomposition_rows(
+    cases: Sequence[CaseStats], groups: Sequence[GroupStats]
+) -> list[tuple[str, list[tuple[str, Effect]]]]:
+    """Each resource with its layers' changes: the models' images/sec first, then the probes' headline cases."""
+    by_row: dict[str, list[tuple[str, Effect]]] = {}  # resource → (layer, its change), in first-seen order
+    for g in groups:
+        if g.key.against_baseline and g.effect is not None:
+            by_row.setdefault(f"{g.key.model} {g.key.mode} img/s", []).append((g.key.layer, g.effect))
+    for c in cases:
+        if c.headline and c.effect is not None:
+            by_row.setdefault(f"{c.key.probe}: {c.key.shown}", []).append((c.key.layer, c.effect))
+    return list(by_row.items())
+
+
+def _change_point(ax: Any, yy: float, e: Effect, col: str, label: str | None) -> tuple[float, float]:
+    """One layer's change with its interval at height yy, cut at the axis' end; returns the interval as drawn."""
+    change, lo, hi = -e.overhead_pct, -e.hi_pct, -e.lo_pct
+    shown_hi = min(hi, CHANGE_AXIS_MAX)  # a wide interval (few runs) would squeeze every other one
+    ax.errorbar(
+        [min(change, CHANGE_AXIS_MAX)],
+        [yy],
+        xerr=[
+            [max(0.0, min(change, CHANGE_AXIS_MAX) - lo)],
+            [max(0.0, shown_hi - min(change, CHANGE_AXIS_MAX))],
+        ],
+        fmt="o",
+        color=col,
+        ecolor=col,
+        capsize=3,
+        markersize=4,
+        label=label,
+    )
+    if hi > CHANGE_AXIS_MAX:
+        ax.annotate(
+            f"→ {hi:+.0f}",
+            (CHANGE_AXIS_MAX, yy),
+            fontsize=6,
+            color=col,
+            va="center",
+            ha="right",
+            xytext=(0, 5),
+            textcoords="offset points",
+        )
+    return lo, shown_hi
 
 
 def _why_none(g: GroupStats) -> str:

@@ -33,6 +33,7 @@ from dltestbed.workload.frameworks.base import (
 )
 
 if TYPE_CHECKING:
+    from dltestbed.config import WorkloadSpec
     from dltestbed.workload.emit import Emitter
 
 RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")  # torch.distributed's env://
@@ -130,13 +131,7 @@ class PyTorch(Framework):
         """Pick the device, join the job (a DDP worker), resolve the math, emit the start, then run the steps
         with the sampler and the GPU health watch around them."""
         spec = run.spec
-        if spec.deterministic:  # before CUDA starts: cuBLAS reads it once
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-        if spec.xla:  # before Inductor reads its configuration
-            tmp = inductor_caches(os.environ)
-            if tmp is not None:
-                os.makedirs(tmp, exist_ok=True)
-                tempfile.tempdir = None  # read again from TMPDIR
+        _before_import(spec)
         torch = _import(run.fingerprint["host"])
         # lazy: PyTorch, NVML and the CUDA runtime load only in the modes that use them
         from dltestbed.workload import fingerprint, loop, mathmode
@@ -190,6 +185,17 @@ class PyTorch(Framework):
                 got = torchsteps.evaluate(torch, model, run.held, spec.batch_size, spec.size, math, device)
                 emitter.emit(AccuracyEvent(images=got[0], correct=got[1], loss=got[2], t=time.time()))
         emitter.emit(summary)
+
+
+def _before_import(spec: WorkloadSpec) -> None:
+    """The environment PyTorch reads once, set before it loads: cuBLAS's workspace, Inductor's caches."""
+    if spec.deterministic:  # before CUDA starts: cuBLAS reads it once
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    if spec.xla:  # before Inductor reads its configuration
+        tmp = inductor_caches(os.environ)
+        if tmp is not None:
+            os.makedirs(tmp, exist_ok=True)
+            tempfile.tempdir = None  # read again from TMPDIR
 
 
 def inductor_caches(environ: MutableMapping[str, str]) -> str | None:
