@@ -5,18 +5,26 @@ dltestbed's roles (`--group bare_metal=gpu_nodes`)."""
 
 from __future__ import annotations
 
-import atexit
 import os
-import shlex
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dltestbed.errors import ConfigError
+from dltestbed.hostvars import (
+    CONNECTION_VAR,
+    LOCAL,
+    SSH_ARGS,
+    ansible_scratch,
+    ansible_vars,
+    connection_kind,
+    expand_proxy_command,
+    first_var,
+    precheck,
+    ssh_options,
+)
 
 DEFAULT_VENV = "/opt/dltestbed/venv"
 
@@ -28,75 +36,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "libvirt_hosts": ("vm", "cvm"),
 }
 GROUPS_VAR = "dltestbed_groups"  # inventory variable: {role: group or [groups]}, e.g. {bare_metal: gpu_nodes}
-
-# Connection variables read from the inventory (templated as Ansible would), with their older aliases.
-_ALIASES = {
-    "ansible_host": ("ansible_host", "ansible_ssh_host"),
-    "ansible_port": ("ansible_port", "ansible_ssh_port"),
-    "ansible_user": ("ansible_user", "ansible_ssh_user"),
-    "ansible_ssh_private_key_file": ("ansible_ssh_private_key_file", "ansible_private_key_file"),
-}
-_SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
-_CONNECTION = "ansible_connection"
-
-# ansible_connection values dltestbed honours: Ansible's SSH plugins (dltestbed reaches the host over SSH itself),
-# and `local` (the host is this machine: its commands run here, as Ansible runs its tasks). Names may be fully
-# qualified (ansible.builtin.local).
-SSH_CONNECTIONS = frozenset({"ssh", "smart", "paramiko", "paramiko_ssh"})
-LOCAL = "local"
-
-
-# Variables Ansible adds to every host; not the user's.
-_MAGIC = frozenset(
-    {
-        "inventory_file",
-        "inventory_dir",
-        "inventory_hostname",
-        "inventory_hostname_short",
-        "group_names",
-        "ansible_facts",
-        "playbook_dir",
-        "ansible_playbook_python",
-        "ansible_config_file",
-        "groups",
-        "ansible_version",
-        "omit",
-    }
-)
-
-
-def _plain(value: Any) -> Any:
-    """Ansible's tagged strings and containers as plain Python values."""
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def ssh_options(args: str) -> dict[str, str]:
-    """`-o Key=Value` (or `-o "Key Value"`) options of an ssh argument string (ansible_ssh_common_args and
-    friends), keys lower-cased; `-J jump` is read as ProxyJump, `-F file` as `configfile`. The first value
-    of a key wins, as in ssh."""
-    out: dict[str, str] = {}
-    tokens = shlex.split(args or "")
-    flags = {"-o": "", "-J": "ProxyJump=", "-F": "ConfigFile="}
-    for i, tok in enumerate(tokens):
-        opt = None
-        if tok in flags and i + 1 < len(tokens):
-            opt = flags[tok] + tokens[i + 1]
-        elif tok[:2] in flags and len(tok) > 2:
-            opt = flags[tok[:2]] + tok[2:]
-        if not opt:
-            continue
-        key, sep, value = opt.partition("=")
-        if not sep:
-            key, _, value = opt.strip().partition(" ")
-        if key.strip() and value.strip():
-            out.setdefault(key.strip().lower(), value.strip())
-    return out
 
 
 @dataclass(frozen=True)
@@ -179,26 +118,6 @@ class Inventory:
         return f"group {role}" if mapped == (role,) else f"group(s) {', '.join(mapped)} (playing {role})"
 
 
-def _precheck(path: Path) -> None:
-    if not path.exists():
-        raise ConfigError(f"inventory {str(path)!r} does not exist")
-    if path.is_file() and path.suffix in (".yml", ".yaml"):
-        # PyYAML loads only for the commands that read YAML
-        import yaml
-
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ConfigError(f"inventory {str(path)!r} is not valid YAML{where}: {problem}") from None
-        if not isinstance(doc, dict):
-            raise ConfigError(
-                f"inventory {str(path)!r}: expected a mapping of groups (like `all:`), got {type(doc).__name__}"
-            )
-
-
 def parse_group_options(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """`--group ROLE=GROUP[,GROUP]` items (repeatable; a role given twice takes both) as role → groups;
     a ConfigError line naming the item otherwise."""
@@ -236,20 +155,6 @@ def _check_roles(mapping: dict[str, tuple[str, ...]], known: set[str], source: s
             if g not in known:
                 have = ", ".join(sorted(known - {"all", "ungrouped"})) or "none"
                 raise ConfigError(f"{source} {role}={g}: {where} has no group {g!r} (groups: {have})")
-
-
-def _expand_proxy_command(command: str, address: str, port: int, user: str | None, name: str) -> str:
-    """ssh's %h %p %r %n %% tokens of a ProxyCommand, expanded for this host."""
-    tokens = {"h": address, "p": str(port), "r": user or os.environ.get("USER", "root"), "n": name, "%": "%"}
-    out, i = [], 0
-    while i < len(command):
-        if command[i] == "%" and i + 1 < len(command) and command[i + 1] in tokens:
-            out.append(tokens[command[i + 1]])
-            i += 2
-        else:
-            out.append(command[i])
-            i += 1
-    return "".join(out)
 
 
 def _jump_host(spec: str, parsed: dict[str, Host], target: Host, depth: int = 0) -> Host:
@@ -307,25 +212,16 @@ def _lookup(config: str | None, host: str) -> dict[str, Any]:
         raise ConfigError(f"ssh config {config!r} (from -F): {exc}") from None
 
 
-def _ansible_scratch() -> None:
-    """Ansible's local scratch (made when it is imported) in a folder of ours, removed at exit: not ~/.ansible/tmp,
-    which reading an inventory would leave in a new user's home. The user's own ANSIBLE_LOCAL_TEMP is kept."""
-    if "ANSIBLE_LOCAL_TEMP" not in os.environ:
-        scratch = tempfile.mkdtemp(prefix="dltestbed-ansible-")
-        atexit.register(shutil.rmtree, scratch, True)
-        os.environ["ANSIBLE_LOCAL_TEMP"] = scratch
-
-
 def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequence[str]] | None = None) -> Inventory:
     """Parse an inventory (YAML or INI, with group_vars/host_vars) into hosts, or a ConfigError line.
     `groups`: role → the user's groups that play it (`--group`), over the inventory's dltestbed_groups."""
     p = Path(path).expanduser().resolve()
-    _precheck(p)
+    precheck(p)
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
-    _ansible_scratch()
+    ansible_scratch()
     where = f"inventory {str(p)!r}"
-    raw, all_groups, warnings = _ansible_vars(p, limit, where)
+    raw, all_groups, warnings = ansible_vars(p, limit, where)
     if not raw:
         why = next((w.splitlines()[0] for w in warnings if "parse" in w.lower()), None)
         if limit:
@@ -344,84 +240,19 @@ def load(path: str | Path, limit: str | None = None, groups: Mapping[str, Sequen
     return Inventory(p, parsed, all_groups, role_groups)
 
 
-def _ansible_vars(
-    p: Path, limit: str | None, where: str
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]], list[str]]:
-    """Each host's variables as Ansible reads them (connection ones templated), each group's hosts, its warnings."""
-    # Ansible takes a second to import: only the commands that read an inventory load it
-    from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    from ansible.utils.display import Display
-    from ansible.vars.hostvars import HostVars
-    from ansible.vars.manager import VariableManager
-
-    warnings: list[str] = []
-    original = Display.warning
-    Display.warning = lambda self, msg, *a, **k: warnings.append(str(msg))
-    try:
-        loader = DataLoader()
-        inv = InventoryManager(loader=loader, sources=[str(p)])
-        all_groups = {g: list(names) for g, names in inv.get_groups_dict().items()}
-        if limit:
-            inv.subset(limit)
-        hosts = inv.get_hosts()
-        manager = VariableManager(loader=loader, inventory=inv)
-        HostVars(inventory=inv, variable_manager=manager, loader=loader)  # `hostvars[...]` in templates
-        raw: dict[str, dict[str, Any]] = {}
-        for h in hosts:
-            v = manager.get_vars(host=h)
-            templar = Templar(loader=loader, variables=v)
-            wanted = {k for k in v if k.startswith("dltestbed_")} | {*_SSH_ARGS, _CONNECTION}
-            wanted |= {a for names in _ALIASES.values() for a in names}
-            out = {k: val for k, val in v.items() if k not in _MAGIC}
-            for key in wanted & set(v):
-                try:
-                    out[key] = templar.template(v[key])
-                except AnsibleError as exc:
-                    raise ConfigError(f"{where}: host {h.name}: {key}: {str(exc).splitlines()[0]}") from None
-            out["group_names"] = v.get("group_names") or ()
-            raw[h.name] = _plain(out)
-    except AnsibleError as exc:
-        raise ConfigError(f"{where}: {str(exc).splitlines()[0]}") from None
-    finally:
-        Display.warning = original
-    return raw, all_groups, warnings
-
-
-def _first(v: dict[str, Any], key: str) -> Any:
-    return next((v[a] for a in _ALIASES[key] if v.get(a) not in (None, "")), None)
-
-
-def _connection(value: Any, name: str, where: str) -> str:
-    """A host's ansible_connection as "ssh" or LOCAL (default ssh, as Ansible's); a ConfigError line for one
-    dltestbed cannot honour (docker, winrm, …)."""
-    given = str(value or "ssh").strip()
-    plugin = given.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
-    if plugin == LOCAL:
-        return LOCAL
-    if plugin in SSH_CONNECTIONS:
-        return "ssh"
-    raise ConfigError(
-        f"{where}: host {name}: ansible_connection {given!r} is not supported; dltestbed reaches a host over SSH "
-        f"({', '.join(sorted(SSH_CONNECTIONS))}) or runs on this machine ({LOCAL})"
-    )
-
-
 def _host(name: str, v: dict[str, Any], where: str, roles: tuple[str, ...]) -> tuple[Host, str | None]:
     """A Host from its templated variables, and its ProxyJump spec (resolved once all hosts are read)."""
-    opts = ssh_options(" ".join(str(v.get(k) or "") for k in _SSH_ARGS))
+    opts = ssh_options(" ".join(str(v.get(k) or "") for k in SSH_ARGS))
     known = tuple(os.path.expanduser(f) for f in opts.get("userknownhostsfile", "").split() if f)
-    address = str(_first(v, "ansible_host") or name)
-    port_value = _first(v, "ansible_port") or 22
+    address = str(first_var(v, "ansible_host") or name)
+    port_value = first_var(v, "ansible_port") or 22
     try:
         port = int(port_value)
         if not 0 < port < 65536:
             raise ValueError
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: host {name}: ansible_port {port_value!r} is not a port number (1-65535)") from None
-    user = _first(v, "ansible_user")
+    user = first_var(v, "ansible_user")
     command = opts.get("proxycommand")
     jump = opts.get("proxyjump")
     command = None if (command or "").lower() == "none" else command
@@ -431,14 +262,14 @@ def _host(name: str, v: dict[str, Any], where: str, roles: tuple[str, ...]) -> t
         address=address,
         port=port,
         user=str(user) if user else None,
-        key_file=_first(v, "ansible_ssh_private_key_file"),
+        key_file=first_var(v, "ansible_ssh_private_key_file"),
         known_hosts_files=known,
         groups=tuple(v.get("group_names") or ()),
         vars={k: val for k, val in v.items() if k != "group_names"},
         roles=roles,
-        proxy_command=_expand_proxy_command(command, address, port, user, name) if command else None,
+        proxy_command=expand_proxy_command(command, address, port, user, name) if command else None,
         ssh_config=os.path.expanduser(opts["configfile"]) if opts.get("configfile") else None,
-        connection=_connection(v.get(_CONNECTION), name, where),
+        connection=connection_kind(v.get(CONNECTION_VAR), name, where),
     )
     if host.local:  # nothing to go through: it is this machine
         return replace(host, proxy_command=None), None

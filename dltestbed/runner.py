@@ -16,6 +16,7 @@ from dltestbed.results.records import RunRecord, new_id, now_iso
 from dltestbed.results.store import Store
 from dltestbed.shield import shielded
 from dltestbed.targets.base import INTERRUPT, Aborted, CommandResult, Target
+from dltestbed.workload.codec import parse_line
 from dltestbed.workload.events import (
     AccuracyEvent,
     CheckEvent,
@@ -30,7 +31,6 @@ from dltestbed.workload.events import (
     StepEvent,
     SummaryEvent,
     Unparsed,
-    parse_line,
 )
 from dltestbed.workload.frameworks.base import COMPILE_CACHE_ENV
 from dltestbed.workload.loop import on_gpu

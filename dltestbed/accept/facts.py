@@ -8,7 +8,7 @@ from statistics import mean, median
 from typing import Any
 
 from dltestbed.report import health
-from dltestbed.report.gpu_verdicts import GpuEvidence
+from dltestbed.report.gpu_evidence import GpuEvidence
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import HealthEvent, MeasureEvent, ResourceEvent
 from dltestbed.workload.frameworks import REGISTRY

@@ -12,26 +12,23 @@ from typing import Any, NamedTuple
 from dltestbed.accept import facts as facts_mod
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
+from dltestbed.accept import slowness
 from dltestbed.accept.context import golden_spec
 from dltestbed.accept.found import Beside, Rejoined, Rerun
+from dltestbed.accept.readings import failures, node_measures, pair_runs
+from dltestbed.accept.retest import Hold, Rejoin, SecondPass
 from dltestbed.accept.stages import (
     STAGES,
     Ctx,
     Fleet,
-    Hold,
     Measure,
     NodeGpus,
     Preflight,
-    Rejoin,
-    SecondPass,
-    failures,
-    node_measures,
-    pair_runs,
     read_runs,
 )
 from dltestbed.report import drift as drift_mod
 from dltestbed.report import gpu_verdicts
-from dltestbed.report.gpu_verdicts import GpuVerdict, Reason
+from dltestbed.report.gpu_evidence import GpuVerdict, Reason
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
@@ -117,7 +114,7 @@ def _trends(ctx: Ctx, store: Store) -> dict[str, list[Reason]]:
         }
         for benches in ctx.found(Hold).rounds
     ]
-    return judge_mod.trends(rounds, ctx.request.judging.slowdown)
+    return slowness.trends(rounds, ctx.request.judging.slowdown)
 
 
 def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
@@ -131,8 +128,8 @@ def left_out(ctx: Ctx, gpus: Sequence[GpuVerdict]) -> list[judge_mod.LeftOut]:
         why = "skipped (--skip)" if name in ctx.request.nodes.skip else cls().applies(ctx)
         if why:
             out.append(judge_mod.LeftOut(f"stage {name}", why))
-    if len(ctx.live) < judge_mod.PEERS_MIN:
-        why = f"{len(ctx.live)} node(s) measured: a node is compared with its peers from {judge_mod.PEERS_MIN}"
+    if len(ctx.live) < slowness.PEERS_MIN:
+        why = f"{len(ctx.live)} node(s) measured: a node is compared with its peers from {slowness.PEERS_MIN}"
         out.append(judge_mod.LeftOut("peers", why))
     if len(ctx.nodes) == 1 and ctx.request.judging.golden is None:
         why = "one node and no golden spec (--golden): nothing to compare its facts with"
@@ -231,7 +228,7 @@ def findings(ctx: Ctx, store: Store) -> tuple[judge_mod.Findings, dict[str, Any]
         for node, reasons in src.items():
             extra.setdefault(node, []).extend(reasons)
     gpus = _gpus(ctx, store, runs, (rerun, rejoined), {**pre.gpus, **rejoin.gpus}, extra) if ctx.gpu else []
-    slow = sorted({s.node for s in judge_mod.suspects(measures, ctx.request.judging.slowdown)})
+    slow = sorted({s.node for s in slowness.suspects(measures, ctx.request.judging.slowdown)})
     f = judge_mod.Findings(
         nodes=ctx.nodes,
         drifts=drifts,

@@ -14,7 +14,7 @@ from statistics import median
 from dltestbed.errors import ConfigError
 from dltestbed.expected import Board, for_gpu
 from dltestbed.report.inference import cv
-from dltestbed.report.validate import INIT_MAX_TOLERANCE, INIT_MIN_TOLERANCE, INIT_SPREADS
+from dltestbed.report.validate_init import INIT_MAX_TOLERANCE, INIT_MIN_TOLERANCE, INIT_SPREADS
 from dltestbed.workload.peaks import gpu_peak
 from dltestbed.workload.probes import pcie_rate
 

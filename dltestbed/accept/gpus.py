@@ -23,7 +23,8 @@ from dltestbed.accept.facts import (
 from dltestbed.accept.golden import Golden
 from dltestbed.choices import NODE
 from dltestbed.orchestrate.presets import PRESETS
-from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, Reason, judge, worst
+from dltestbed.report.gpu_evidence import MEASURES, GpuEvidence, GpuVerdict, Reason, worst
+from dltestbed.report.gpu_verdicts import judge
 from dltestbed.report.verdicts import FAIL, UNDECIDED
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store

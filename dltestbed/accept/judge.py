@@ -20,35 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from statistics import median
 
+from dltestbed.accept.slowness import CONTROLS_MIN, PEERS_MIN, Suspect, against_controls, suspects
 from dltestbed.report import ROBUST_Z
 from dltestbed.report.drift import Drift
-from dltestbed.report.gpu_verdicts import GpuVerdict, Reason, worst
-from dltestbed.report.inference import PeerScore, slow_outliers
+from dltestbed.report.gpu_evidence import GpuVerdict, Reason, worst
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 
-PEERS_MIN = 3  # nodes needed to judge one against the others
-CONTROLS_MIN = 2  # known-good nodes beside a suspect in the second pass, to judge it against their median
 SLOW_ACTION = "drain the node; look at what else runs on it, its clocks, power and cooling; accept it again once mended"
 DRIFT_ACTION = "install the fleet's (or the golden spec's) version on the node and accept it again"
-BURN_IN_ACTION = "drain the node; look at its cooling, power and clocks over time (a board that slows as it heats)"
 FAILED_ACTION = "drain the node and read the run's log; accept it again once mended"
 OUT_ACTION = (
     "mend the node (power, network, SSH, install); `dltestbed accept --resume` (with the same options) measures it "
     "beside controls"
 )
-
-
-@dataclass(frozen=True)
-class Suspect:
-    """A node slower than its peers in one measure of the first pass."""
-
-    node: str
-    measure: str
-    value: float
-    score: PeerScore
-    peers: int
 
 
 @dataclass(frozen=True)
@@ -122,23 +107,6 @@ class NodeVerdict:
         return "; ".join(said) or self.verdict
 
 
-def suspects(measures: Mapping[str, Mapping[str, float]], slowdown: float) -> list[Suspect]:
-    """Every node slower than its peers in a measure (needs PEERS_MIN nodes), measure by measure."""
-    out = []
-    for name, values in measures.items():
-        if len(values) >= PEERS_MIN:
-            for node, sc in slow_outliers(values, ROBUST_Z, slowdown).items():
-                out.append(Suspect(node, name, values[node], sc, len(values) - 1))
-    return out
-
-
-def against_controls(value: float, controls: Mapping[str, float]) -> tuple[float, float]:
-    """A rerun against its controls' values: their median and how far below it the rerun is, in % (negative:
-    above it)."""
-    mid = median(controls.values())
-    return mid, (1 - value / mid) * 100
-
-
 def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
     """Each of the node's suspects (`mine`) after the second pass, each measure it is within its peers in, and each
     measure too few nodes had (fewer nodes in all than a peer comparison needs: peers are left out)."""
@@ -187,21 +155,6 @@ def _measured(f: Findings, node: str, mine: Sequence[Suspect]) -> list[Reason]:
             )
             out.append(Reason(name, PASS, why, "", f"{values[node]:.4g}"))
     return out
-
-
-def slow_beside(
-    measured: Mapping[str, Mapping[str, float]], nodes: Sequence[str], controls: Sequence[str], slowdown: float
-) -> list[str]:
-    """The nodes (of `nodes`) slow in any measure against the median of the controls measured beside them
-    (measure → node → value): `slowdown` % or more below it, with CONTROLS_MIN controls or more."""
-    slow = []
-    for node in nodes:
-        for values in measured.values():
-            beside = {c: values[c] for c in controls if c in values}
-            if node in values and len(beside) >= CONTROLS_MIN and against_controls(values[node], beside)[1] >= slowdown:
-                slow.append(node)
-                break
-    return slow
 
 
 def _beside(
@@ -308,27 +261,6 @@ def _gpus(f: Findings, node: str) -> list[Reason]:
                 "; ".join(r.evidence for r in worst if r.evidence),
             )
         )
-    return out
-
-
-def trends(rounds: Sequence[Mapping[tuple[str, str, str], float]], slowdown: float) -> dict[str, list[Reason]]:
-    """Burn-in's rounds, each (node, unit, measure) → value: a unit (a node, or one of its GPUs) whose value fell
-    by `slowdown` % or more from the first round to the last fails its node. Fewer than 2 rounds: nothing."""
-    out: dict[str, list[Reason]] = {}
-    if len(rounds) < 2:
-        return out
-    first, last = rounds[0], rounds[-1]
-    for (node, unit, measure), v in first.items():
-        w = last.get((node, unit, measure))
-        if w is None:
-            why = f"{unit} {measure}: no result in the last of {len(rounds)} burn-in rounds"
-            out.setdefault(node, []).append(Reason("burn-in", UNDECIDED, why))
-            continue
-        if v <= 0 or (1 - w / v) * 100 < slowdown:
-            continue
-        fell = (1 - w / v) * 100
-        why = f"{unit} {measure} fell {fell:.0f} % from the first of {len(rounds)} burn-in rounds to the last"
-        out.setdefault(node, []).append(Reason("burn-in", FAIL, why, BURN_IN_ACTION, f"{v:.4g} → {w:.4g}"))
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dltestbed.accept.judge import LeftOut, NodeVerdict
 from dltestbed.remedy import Done
-from dltestbed.report.gpu_verdicts import Reason
+from dltestbed.report.gpu_evidence import Reason
 from dltestbed.report.validate import junit_suites
 from dltestbed.report.verdicts import FAIL, PASS, SKIPPED, UNDECIDED, WARN, Judgement
 

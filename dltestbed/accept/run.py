@@ -11,13 +11,14 @@ from pathlib import Path
 
 from dltestbed import __version__, evidence, inventory, remedy
 from dltestbed import expected as expected_mod
-from dltestbed.accept import golden, pack
+from dltestbed.accept import golden, pack, slowness
 from dltestbed.accept import gpus as gpus_mod
 from dltestbed.accept import judge as judge_mod
 from dltestbed.accept.context import golden_spec
 from dltestbed.accept.findings import findings
 from dltestbed.accept.found import Beside, Rejoined
 from dltestbed.accept.levels import level as level_of
+from dltestbed.accept.retest import Rejoin, SecondPass
 from dltestbed.accept.stages import (
     SKIPPABLE,
     STAGES,
@@ -25,8 +26,6 @@ from dltestbed.accept.stages import (
     Measure,
     Preflight,
     Provision,
-    Rejoin,
-    SecondPass,
     read_runs,
     run_stages,
 )
@@ -255,7 +254,7 @@ def _sensitivity(ctx: Ctx) -> str:
         f"A node is slow in a measure when it is at least {slowdown:g} % below its peers' median "
         "with a leave-one-out modified z-score below −3.5 (Iglewicz & Hoaglin), over a whole run's timed "
         f"steps ({ctx.level.steps} steps; probes {ctx.level.probe_steps} calls a case), in the first pass; and "
-        f"again in the second, at least {slowdown:g} % below the median of {judge_mod.CONTROLS_MIN} "
+        f"again in the second, at least {slowdown:g} % below the median of {slowness.CONTROLS_MIN} "
         "or more known-good controls measured beside it. A GPU fails a measure below 0.75 of what a healthy "
         "board of its kind reaches."
     )

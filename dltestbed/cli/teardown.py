@@ -39,11 +39,11 @@ def teardown(
         inv = inventory_mod.load(inventory, groups=inventory_mod.parse_group_options(group or []))
     removed: list[str] = []
     from dltestbed import paths
-    from dltestbed.vms import lifecycle
+    from dltestbed.vms import lifecycle, removal
 
     if shutil.which("virsh") or paths.vm_root().exists():
         try:
-            removed += [f"VM {n}" for n in lifecycle.teardown(all_owners=all_owners)]
+            removed += [f"VM {n}" for n in removal.teardown(all_owners=all_owners)]
         except lifecycle.VMError as exc:
             if any(r.uri == lifecycle.LOCAL_URI for r in lifecycle.records()):
                 raise
@@ -72,7 +72,7 @@ def teardown(
 
 def _remote_vms(inventory: Inventory | None, failed: list[str], all_owners: bool) -> list[str]:
     """VMs recorded on other hosts, and with an inventory, every dltestbed VM on its libvirt hosts."""
-    from dltestbed.vms import hypervisor, lifecycle
+    from dltestbed.vms import hypervisor, lifecycle, removal
 
     hvs: dict[str, hypervisor.Hypervisor] = {}
     names: dict[str, str] = {}
@@ -88,7 +88,7 @@ def _remote_vms(inventory: Inventory | None, failed: list[str], all_owners: bool
     out = []
     for uri, hv in hvs.items():
         try:
-            out += [f"VM {n} on {names.get(uri, '?')}" for n in lifecycle.teardown(hv, all_owners=all_owners)]
+            out += [f"VM {n} on {names.get(uri, '?')}" for n in removal.teardown(hv, all_owners=all_owners)]
         except lifecycle.VMError as exc:  # that host is down: its records stay for a later teardown
             typer.echo(f"not removed: {exc}", err=True)
             failed.append(str(exc))

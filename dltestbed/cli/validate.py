@@ -39,7 +39,7 @@ def validate(
     """
     from dltestbed.cli.runs import stderr
     from dltestbed.errors import ConfigError
-    from dltestbed.report import analysis
+    from dltestbed.report import analysis, validate_init
     from dltestbed.report import validate as v
     from dltestbed.results.select import select_runs
     from dltestbed.results.store import Store
@@ -56,7 +56,7 @@ def validate(
     finally:
         store.close()
     if init:
-        _write_reference(v.init_reference(a), runs[0].bench_id, reference)
+        _write_reference(validate_init.init_reference(a), runs[0].bench_id, reference)
         return
     assert ref is not None
     judged = v.judge(ref, a)

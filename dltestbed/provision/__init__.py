@@ -15,7 +15,7 @@ from dltestbed import locks, paths
 from dltestbed.errors import DltestbedError
 from dltestbed.kinds import any_kind
 from dltestbed.provision import facts as facts_mod
-from dltestbed.provision import image, vmready, wheelhouse
+from dltestbed.provision import image, imagearchive, vmready, wheelhouse
 from dltestbed.provision.ansible import Play, PlaybookResult, run_playbook, site_vars
 from dltestbed.provision.events import HostOutcome
 from dltestbed.provision.guestimage import GuestImage
@@ -265,7 +265,7 @@ def _container_images(
         key = image_key(rt, h.flavor or "cpu")
         if key not in images:
             img = image.build(rt, houses[h.flavor or "cpu"])
-            images[key] = {"tag": img.tag, "digest": img.digest, "archive": str(image.archive(img))}
+            images[key] = {"tag": img.tag, "digest": img.digest, "archive": str(imagearchive.archive(img))}
         runtimes[h.name] = rt
         h.runtime, h.image = rt, images[key]["tag"]
     return {

@@ -21,7 +21,9 @@ from typing import ClassVar
 
 from dltestbed import locks, paths
 from dltestbed.provision import image as ctr_image
+from dltestbed.provision import imagearchive
 from dltestbed.provision.cache import prune
+from dltestbed.provision.guestfiles import SEED_SCRIPT, SEED_UNIT, SSHD_CONF, STORAGE_CONF
 from dltestbed.provision.image import ImageError
 from dltestbed.provision.wheelhouse import Wheelhouse
 
@@ -46,60 +48,6 @@ GUEST_PACKAGES = (
 RECIPE_VERSION = "guest v1"
 HEADROOM_BYTES = 2 * 1024**3  # free space left in the guest's root filesystem
 CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"  # not quiet: the console log shows a failed boot
-
-# Applies the seed disk (vdb, label cidata): keys, host key, name, static address. Our image's
-# stand-in for cloud-init, reading the plain files dltestbed puts beside cloud-init's own.
-SEED_SCRIPT = """#!/bin/sh
-set -eu
-mnt=/run/dltestbed-seed
-for _ in $(seq 60); do [ -b /dev/vdb ] && break; sleep 0.5; done
-mkdir -p "$mnt"
-mount -o ro /dev/vdb "$mnt"
-d="$mnt/dltestbed"
-install -d -m 700 /root/.ssh
-install -m 600 "$d/authorized_keys" /root/.ssh/authorized_keys
-install -m 600 "$d/ssh_host_ed25519_key" /etc/ssh/ssh_host_ed25519_key
-install -m 644 "$d/ssh_host_ed25519_key.pub" /etc/ssh/ssh_host_ed25519_key.pub
-name=$(cat "$d/hostname")
-hostname "$name"
-echo "$name" > /etc/hostname
-printf '127.0.0.1 localhost\\n127.0.1.1 %s\\n' "$name" > /etc/hosts
-. "$d/network"
-ip link set lo up
-ip link set eth0 up
-ip addr add "$ADDRESS" dev eth0
-if [ -n "${GATEWAY:-}" ]; then ip route add default via "$GATEWAY"; fi
-umount "$mnt"
-"""
-
-SEED_UNIT = """[Unit]
-Description=dltestbed: apply the seed disk (SSH keys, host key, name, address)
-DefaultDependencies=no
-After=local-fs.target systemd-udevd.service
-Before=ssh.service network.target
-Wants=systemd-udevd.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/local/sbin/dltestbed-seed
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-SSHD_CONF = """# written by dltestbed: one host key, from the seed disk; keys only
-HostKey /etc/ssh/ssh_host_ed25519_key
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UseDNS no
-"""
-
-STORAGE_CONF = """[storage]
-driver = "overlay"
-runroot = "/run/containers/storage"
-graphroot = "/var/lib/containers/storage"
-"""
 
 
 @dataclass(frozen=True)
@@ -324,7 +272,7 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
 
 def _load_container_image(root: Path, container: ctr_image.Image) -> None:
     """Load the Podman workload image into the guest's own storage, so cvm runs the same digest."""
-    archive = ctr_image.archive(container)
+    archive = imagearchive.archive(container)
     storage = root / "var/lib/containers/storage"
     storage.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dlt-") as runroot:  # podman wants a runroot under 50 characters

@@ -20,7 +20,8 @@ from pathlib import Path
 from dltestbed import locks, paths, runtimes
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision import wheelhouse
-from dltestbed.provision.cache import KEEP, prune
+from dltestbed.provision.cache import KEEP
+from dltestbed.provision.containerfile import CONTAINERFILE
 from dltestbed.provision.wheelhouse import Wheelhouse
 from dltestbed.secretenv import scrub
 
@@ -31,35 +32,6 @@ MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian
 PACKAGES = ("python3", "python3-venv", "numactl", "ca-certificates", "g++", "libc6-dev", "python3-dev")
 REPO = "dltestbed-workload"
 STAGE_LABEL = "org.dltestbed.stage"  # on the builder's install stage: left untagged, pruned after each build
-
-CONTAINERFILE = """\
-# written by dltestbed: the workload image. Multi-stage: no wheel is kept in a layer, and the builder caches the
-# dependencies' stages (deps/: the default framework's, shared by every image; more/: another framework's).
-FROM {base} AS deps
-COPY deps/ /tmp/deps/
-RUN python3 -m venv /opt/dltestbed/venv \\
- && /opt/dltestbed/venv/bin/pip install --no-index --no-compile --find-links /tmp/deps -r /tmp/deps/requirements.txt
-
-FROM deps AS more
-COPY more/ /tmp/more/
-RUN if [ -s /tmp/more/requirements.txt ]; then /opt/dltestbed/venv/bin/pip install --no-index --no-compile \\
-    --find-links /tmp/more --find-links /tmp/deps -r /tmp/more/requirements.txt; fi
-
-FROM more AS install
-LABEL {stage_label}="install"
-COPY dltestbed/ /tmp/dltestbed/
-RUN /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{wheel} \\
- && /opt/dltestbed/venv/bin/python -c '{imports}'
-
-FROM {base}
-COPY --from=install /opt/dltestbed/venv /opt/dltestbed/venv
-RUN (getent group dltestbed || groupadd --gid 10001 dltestbed) \\
- && (id dltestbed || useradd --uid 10001 --gid 10001 --create-home --shell /bin/sh dltestbed)
-USER 10001:10001
-WORKDIR /home/dltestbed
-ENV PATH=/opt/dltestbed/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/home/dltestbed
-LABEL org.dltestbed.inputs="{inputs}"
-"""
 
 
 class ImageError(DltestbedError):
@@ -80,11 +52,11 @@ def run_step(argv: list[str], what: str, env: Mapping[str, str] | None = None, t
     except FileNotFoundError:
         raise ImageError(f"{argv[0]} is not installed on this machine") from None
     if proc.returncode != 0:
-        raise ImageError(f"{what} failed: {_last_line(proc.stderr or proc.stdout, proc.returncode)}")
+        raise ImageError(f"{what} failed: {last_line(proc.stderr or proc.stdout, proc.returncode)}")
     return proc.stdout.strip()
 
 
-def _last_line(said: str, rc: int) -> str:
+def last_line(said: str, rc: int) -> str:
     """A failed command's last line of error, or its exit code when it said nothing."""
     lines = [line for line in said.splitlines() if line.strip()]
     return lines[-1] if lines else f"exit code {rc}"
@@ -312,61 +284,3 @@ def prune_store(runtime: str, keep: set[str], builds: int = KEEP) -> list[str]:
         if rmi.returncode == 0:
             removed.append(ref)
     return removed
-
-
-def archive(img: Image) -> Path:
-    """The image saved as one compressed archive (cached by tag): what provisioning copies to container hosts
-    and loads there, so every host runs the same image, digest included. Podman's is an OCI archive (its layers
-    compressed); Docker's `save` compresses nothing, so its archive goes through gzip -1 on the way (a third of the
-    size; `docker load` reads it)."""
-    path = paths.cache_dir() / "images" / f"{img.tag.replace(':', '-').replace('/', '_')}.{img.runtime}.tar"
-    if path.exists():
-        return path
-    with locks.beside(path, f"the archive of {img.tag}"):
-        return path if path.exists() else _save(img, path)
-
-
-def _save(img: Image, path: Path) -> Path:
-    partial = path.with_name(path.name + ".partial")
-    partial.unlink(missing_ok=True)
-    rt = runtimes.runtime(img.runtime)
-    compress = list(rt.archive_compressor)
-    try:
-        if compress and shutil.which(compress[0]):
-            _piped(rt.save_argv(img.tag, None), compress, partial, f"{img.runtime} save", runtime_env(img.runtime))
-        else:
-            run_step(rt.save_argv(img.tag, partial), f"{img.runtime} save", runtime_env(img.runtime), timeout=1800)
-    except ImageError:
-        partial.unlink(missing_ok=True)  # a save that broke off leaves no gigabytes behind
-        raise
-    partial.rename(path)
-    prune(path.parent.glob(f"*.{img.runtime}.tar"), current=path)
-    return path
-
-
-def _piped(
-    first: list[str], second: list[str], out: Path, what: str, env: Mapping[str, str], timeout: float = 1800
-) -> None:
-    """`first | second > out`, each checked: an ImageError naming `what` and the last line of error of the one
-    that failed (the first's before the second's: a filter fails when its input breaks off)."""
-    with tempfile.TemporaryFile() as err1, tempfile.TemporaryFile() as err2, out.open("wb") as sink:
-        src = subprocess.Popen(first, stdout=subprocess.PIPE, stderr=err1, env=dict(env))
-        try:
-            dst = subprocess.Popen(second, stdin=src.stdout, stdout=sink, stderr=err2, env=dict(env))
-            if src.stdout:
-                src.stdout.close()  # the second process holds the pipe alone: it sees the first one end
-            try:
-                rc2 = dst.wait(timeout=timeout)
-            finally:
-                if dst.poll() is None:
-                    dst.kill()
-                    dst.wait()
-            rc1 = src.wait(timeout=60)
-        finally:
-            if src.poll() is None:
-                src.kill()
-                src.wait()
-        for rc, err, name in ((rc1, err1, first[0]), (rc2, err2, second[0])):
-            if rc != 0:
-                err.seek(0)
-                raise ImageError(f"{what} failed ({name}): {_last_line(err.read().decode(errors='replace'), rc)}")

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from dltestbed import locks, paths
-from dltestbed.provision import image
+from dltestbed.provision import image, imagearchive
 from dltestbed.provision.cache import KEEP
 from dltestbed.provision.wheelhouse import Wheelhouse
 from dltestbed.runtimes.charliecloud import MOUNT_POINTS
@@ -107,7 +107,7 @@ def load_for(user: str, img: image.Image) -> None:
     """A Podman image in a user's own store (rootless Podman): its archive loaded as that user, from a file this
     process opens (the user need not reach root's cache); the caller loads it only when missing (user_image_id).
     An ImageError when it cannot be loaded, or is there under another digest after."""
-    archive = image.archive(img)
+    archive = imagearchive.archive(img)
     with archive.open("rb") as stdin:
         argv = drop_here(user, [PodmanRootless.command, *PodmanRootless.global_flags, "load", "--quiet"])
         proc = subprocess.run(argv, stdin=stdin, capture_output=True, text=True, timeout=1800)

@@ -8,12 +8,13 @@ missing cannot judge, never passes. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from dltestbed.expected import Board, Value, for_gpu, unknown_board
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report import xids as xid_table
+from dltestbed.report.gpu_evidence import MEASURES, GpuEvidence, GpuVerdict, Reason, worst
 from dltestbed.report.inference import slow_outliers
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.workload.peaks import gpu_peak
@@ -23,66 +24,7 @@ MARGIN = 0.25  # a measure fails below (1 − MARGIN) × what a healthy board re
 POWER_SHORT = 0.05  # an enforced power limit this far below the expected one fails
 MEMORY_SHORT = 0.02  # memory this far below the board's (in GiB: what an "80GB" board shows less the driver's)
 PEERS_MIN = 3  # GPUs of one name needed to judge one against the others
-ORDER = (FAIL, UNDECIDED, WARN, PASS)  # a GPU's verdict: its worst reason's
 EXIT = {PASS: 0, WARN: 0, FAIL: 1, UNDECIDED: 3}  # 0 all pass, 1 any fail, 3 any cannot judge (and none fails)
-# What each measure is, and how it is compared with its board's expected value (the name in dltestbed/boards/).
-MEASURES = {
-    "gemm_float32": "float32 GEMM",
-    "gemm_tf32": "TF32 GEMM",
-    "gemm_bfloat16": "bfloat16 GEMM",
-    "gemm_float16": "float16 GEMM",
-    "h2d_pinned": "host-to-device copy (pinned)",
-    "d2h_pinned": "device-to-host copy (pinned)",
-    "memory_copy": "device-to-device copy",
-    "resnet50_gpu_preset_ips": "ResNet-50 (gpu preset)",
-    "kernel_launches_per_s": "kernel launch rate",
-}
-
-
-@dataclass(frozen=True)
-class GpuEvidence:
-    """What acceptance saw of one GPU. facts: pcie_gen, pcie_width (under load), power_limit_w (enforced),
-    power_default_w, memory_total_bytes, ecc_uncorrected (count since the driver loaded); measures: MEASURES'
-    names, in FLOP/s, B/s or img/s; measured_by: each measure's framework and the revision of the probe or model
-    that measured it (left out: not judged by a board's measured value, which needs both); health_read: whether
-    its health counters (and the XIDs) were read after its runs. A fact or measure left out was not read."""
-
-    node: str
-    index: int
-    name: str  # NVML's
-    facts: Mapping[str, float] = field(default_factory=dict)
-    xids: tuple[int, ...] = ()
-    measures: Mapping[str, float] = field(default_factory=dict)
-    measured_by: Mapping[str, tuple[str, int]] = field(default_factory=dict)
-    health_read: bool = False
-    conditions: Mapping[str, str] = field(default_factory=dict)  # the GPU while a measure ran: clock, power, cap
-
-    @property
-    def gpu(self) -> str:
-        """e.g. `gpu-a1:3`."""
-        return f"{self.node}:{self.index}"
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One check of a GPU: its verdict, why in words, what to do, and the evidence."""
-
-    check: str
-    verdict: str
-    why: str
-    action: str = ""
-    evidence: str = ""
-
-
-@dataclass(frozen=True)
-class GpuVerdict:
-    """A GPU's verdict (its worst reason's) and every reason."""
-
-    gpu: str
-    name: str
-    board: str  # its board file's name, or "" (judged against its peers alone)
-    verdict: str
-    reasons: tuple[Reason, ...]
 
 
 def _board_value(name: str, board: Board) -> Value | None:
@@ -338,11 +280,6 @@ def judge(gpus: Sequence[GpuEvidence], boards: Sequence[Board]) -> list[GpuVerdi
             reasons.append(Reason("board", PASS, unknown_board(ev.name)))
         out.append(GpuVerdict(ev.gpu, ev.name, board.key if board else "", worst(reasons), tuple(reasons)))
     return out
-
-
-def worst(reasons: Sequence[Reason]) -> str:
-    """The verdict of a set of reasons: the worst of theirs in ORDER (none: pass)."""
-    return next(v for v in ORDER if v == PASS or any(r.verdict == v for r in reasons))
 
 
 class Judged(Protocol):

@@ -7,7 +7,8 @@ import sys
 import threading
 from typing import TextIO
 
-from dltestbed.workload.events import Event, encode
+from dltestbed.workload.codec import encode
+from dltestbed.workload.events import Event
 
 
 class Emitter:

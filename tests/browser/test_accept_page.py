@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dltestbed.accept import judge, pack
-from dltestbed.report.gpu_verdicts import GpuVerdict, Reason
+from dltestbed.report.gpu_evidence import GpuVerdict, Reason
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from tests.htmlcheck import DESKTOP, PHONE, look
 

@@ -45,7 +45,8 @@ def test_a_loss_scaled_step_reads_the_live_scale() -> None:
 def test_a_node_job_of_two_replicas_counts_both(tmp_path: object) -> None:
     """The workload with --gpus node on 2 logical CPU devices: a step is both replicas' batches, the summary
     counts them, and the fingerprint names the replicas and their all-reduce."""
-    from dltestbed.workload.events import StartEvent, StepEvent, SummaryEvent, parse_line
+    from dltestbed.workload.codec import parse_line
+    from dltestbed.workload.events import StartEvent, StepEvent, SummaryEvent
 
     spec = {"model": "alexnet", "image_size": 32, "batch_size": 4, "warmup": 1, "steps": 3}
     proc = subprocess.run(
@@ -68,7 +69,8 @@ def test_a_node_job_of_two_replicas_counts_both(tmp_path: object) -> None:
 def test_allreduce_between_a_nodes_devices_in_one_process() -> None:
     """The probe with --gpus node (acceptance's all of a node's GPUs together) on 2 logical CPU devices: every
     size timed and checked exact, its bus bandwidth derived as nccl-tests does (2(n−1)/n: n = 2 gives algbw)."""
-    from dltestbed.workload.events import CheckEvent, MeasureEvent, StartEvent, parse_line
+    from dltestbed.workload.codec import parse_line
+    from dltestbed.workload.events import CheckEvent, MeasureEvent, StartEvent
 
     spec = {"model": "micro", "probes": ["allreduce"], "gpus": "node", "cpu_devices": 2, "device": "cpu"}
     proc = subprocess.run(

@@ -18,14 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from dltestbed.workload.frameworks.pytorch import models as torchmodels
-from dltestbed.workload.frameworks.pytorch.models import (
-    Bottleneck,
-    ConvNorm,
-    MaxPoolSame,
-    PointwiseConv,
-    SamePad,
-    conv_same,
-)
+from dltestbed.workload.frameworks.pytorch.layers import ConvNorm, MaxPoolSame, PointwiseConv, SamePad, conv_same
+from dltestbed.workload.frameworks.pytorch.models import Bottleneck
 
 pytestmark = pytest.mark.torch
 

@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.workload.events import (
-    ErrorEvent,
-    ResourceEvent,
-    StartEvent,
-    StepEvent,
-    SummaryEvent,
-    Unparsed,
-    parse_line,
-)
+from dltestbed.workload.codec import parse_line
+from dltestbed.workload.events import ErrorEvent, ResourceEvent, StartEvent, StepEvent, SummaryEvent, Unparsed
 
 pytestmark = pytest.mark.tf
 

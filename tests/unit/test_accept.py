@@ -12,13 +12,14 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from dltestbed import expected
-from dltestbed.accept import facts, golden, gpus, judge, levels, pack, stages
+from dltestbed.accept import facts, golden, gpus, judge, levels, pack, retest, slowness, stages
 from dltestbed.accept.state import StageRecord, State
 from dltestbed.errors import ConfigError
 from dltestbed.expected import shipped, with_site
 from dltestbed.panels import seconds
 from dltestbed.report import drift
-from dltestbed.report.gpu_verdicts import MEASURES, GpuVerdict, Reason, exit_code
+from dltestbed.report.gpu_evidence import MEASURES, GpuVerdict, Reason
+from dltestbed.report.gpu_verdicts import exit_code
 from dltestbed.report.gpu_verdicts import judge as judge_gpus
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.results.store import Store
@@ -165,21 +166,21 @@ def test_a_mended_node_slow_beside_its_controls_fails_only_when_slow_again_besid
     assert few.verdict == UNDECIDED and "measured again, fewer than 2 known-good nodes ran beside it" in few.why
     # what the stage measures again: a node slow in any measure beside enough controls, by the same bar
     measured = {"m": {"a": 79.0, "b": 81.0, "c1": 100.0, "c2": 100.0}, "k": {"a": 10.0, "b": 5.0, "c1": 10.0}}
-    assert judge.slow_beside(measured, ["a", "b"], ["c1", "c2"], 20) == ["a"]  # k: one control alone judges none
-    assert judge.slow_beside(measured, ["a", "b"], ["c1", "c2"], 22) == []
+    assert slowness.slow_beside(measured, ["a", "b"], ["c1", "c2"], 20) == ["a"]  # k: one control alone judges none
+    assert slowness.slow_beside(measured, ["a", "b"], ["c1", "c2"], 22) == []
 
 
 def test_the_second_pass_batches_controls_and_pairs_rounds() -> None:
     first = {"m": {"n1": 100.0, "n2": 90.0, "n3": 101.0, "n4": 99.0, "n5": 50.0}, "k": {"n1": 10.0, "n3": 10.0}}
-    assert stages.choose_controls(first, ["n1", "n2", "n3", "n4"], 3) == ["n4", "n1", "n3"]  # nearest the medians
-    assert stages.choose_controls(first, ["n2"], 3) == ["n2"]
-    assert stages.batches_of(["a", "b", "c"], ["x", "y", "z"], None) == stages.Batches(
+    assert retest.choose_controls(first, ["n1", "n2", "n3", "n4"], 3) == ["n4", "n1", "n3"]  # nearest the medians
+    assert retest.choose_controls(first, ["n2"], 3) == ["n2"]
+    assert retest.batches_of(["a", "b", "c"], ["x", "y", "z"], None) == retest.Batches(
         ["x", "y", "z"], [["a", "b", "c"]], True
     )
-    assert stages.batches_of(["a", "b", "c"], ["x", "y", "z"], 5).batches == [["a", "b"], ["c"]]
-    assert stages.batches_of(["a"], ["x", "y", "z"], 3) == stages.Batches(["x", "y"], [["a"]], True)
-    assert stages.batches_of(["a", "b"], ["x", "y"], 1) == stages.Batches(["x", "y"], [["a", "b"]], False)
-    assert stages.batches_of([], ["x", "y"], None).batches == []  # no suspect: nothing again
+    assert retest.batches_of(["a", "b", "c"], ["x", "y", "z"], 5).batches == [["a", "b"], ["c"]]
+    assert retest.batches_of(["a"], ["x", "y", "z"], 3) == retest.Batches(["x", "y"], [["a"]], True)
+    assert retest.batches_of(["a", "b"], ["x", "y"], 1) == retest.Batches(["x", "y"], [["a", "b"]], False)
+    assert retest.batches_of([], ["x", "y"], None).batches == []  # no suspect: nothing again
     from dltestbed.orchestrate.scenarios.distributed import rounds_of
 
     pairs = [("n1", "n2"), ("n3", "n4"), ("n5", "n1")]  # five nodes: the odd one with the first, after
@@ -191,8 +192,8 @@ def test_the_second_pass_batches_controls_and_pairs_rounds() -> None:
 
 def test_the_bar_is_the_users_and_two_nodes_leave_the_peers_out() -> None:
     mild = {"m": {"n1": 100.0, "n2": 101.0, "n3": 99.0, "n4": 80.0}}
-    assert [s.node for s in judge.suspects(mild, 5.0)] == ["n4"]
-    assert judge.suspects(mild, 25.0) == []
+    assert [s.node for s in slowness.suspects(mild, 5.0)] == ["n4"]
+    assert slowness.suspects(mild, 25.0) == []
     two = judge.judge(judge.Findings(("n1", "n2"), measures={"m": {"n1": 100.0, "n2": 50.0}}))
     assert [v.verdict for v in two] == [UNDECIDED, UNDECIDED]  # CPU nodes: nothing else judges their speed
     assert [(r.check, r.verdict) for r in two[1].reasons] == [("runs", PASS), ("peers", UNDECIDED)]
@@ -605,13 +606,13 @@ def test_burn_in_fails_a_unit_that_slows_from_the_first_round_to_the_last() -> N
         {("g1", "g1/gpu0", "resnet50 img/s"): 4990.0, ("g1", "g1/gpu1", "resnet50 img/s"): 4600.0},
         {("g1", "g1/gpu0", "resnet50 img/s"): 4980.0, ("g1", "g1/gpu1", "resnet50 img/s"): 4200.0},
     ]
-    found = judge.trends(rounds, 5.0)
+    found = slowness.trends(rounds, 5.0)
     (r,) = found["g1"]
     assert r.why == "g1/gpu1 resnet50 img/s fell 16 % from the first of 3 burn-in rounds to the last"
-    assert judge.trends(rounds, 20.0) == {} and judge.trends(rounds[:1], 5.0) == {}
+    assert slowness.trends(rounds, 20.0) == {} and slowness.trends(rounds[:1], 5.0) == {}
     node = judge.judge(judge.Findings(("g1",), extra=found))[0]
     assert node.verdict == FAIL and node.summary == r.why  # what a drain says: the burn-in's words, not "fail"
-    lost = judge.trends([rounds[0], {("g1", "g1/gpu0", "resnet50 img/s"): 4990.0}], 5.0)["g1"]
+    lost = slowness.trends([rounds[0], {("g1", "g1/gpu0", "resnet50 img/s"): 4990.0}], 5.0)["g1"]
     assert [(x.verdict, x.why) for x in lost] == [
         (UNDECIDED, "g1/gpu1 resnet50 img/s: no result in the last of 2 burn-in rounds")
     ]

@@ -16,8 +16,9 @@ from dltestbed.config import load_spec, spec_json, workload_spec
 from dltestbed.errors import ConfigError
 from dltestbed.report import accuracy, analysis, render
 from dltestbed.workload.__main__ import run
+from dltestbed.workload.codec import encode, parse_line
 from dltestbed.workload.emit import Emitter
-from dltestbed.workload.events import AccuracyEvent, encode, parse_line
+from dltestbed.workload.events import AccuracyEvent
 from tests.conftest import make_run
 from tests.plans import plan_of
 

@@ -13,7 +13,8 @@ from dltestbed.report import agreement, analysis, render
 from dltestbed.results import points
 from dltestbed.results.store import Store
 from dltestbed.workload.args import parse
-from dltestbed.workload.events import StepEvent, Unparsed, encode, parse_line
+from dltestbed.workload.codec import encode, parse_line
+from dltestbed.workload.events import StepEvent, Unparsed
 from tests.conftest import make_run
 
 FP = {"tensorflow": "2.20.0", "keras": "3.12", "cpu_model": "Xeon", "cpu_affinity": 2, "gpus_visible_to_tf": 0}

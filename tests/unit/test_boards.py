@@ -18,7 +18,8 @@ from dltestbed import expected
 from dltestbed.accept import golden as golden_mod
 from dltestbed.accept import gpus
 from dltestbed.errors import ConfigError
-from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, judge
+from dltestbed.report.gpu_evidence import MEASURES, GpuEvidence, GpuVerdict
+from dltestbed.report.gpu_verdicts import judge
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED
 from dltestbed.results.store import Store
 

@@ -19,8 +19,9 @@ from dltestbed.report import analysis, render
 from dltestbed.report import validate as v
 from dltestbed.results.store import Store
 from dltestbed.workload import numerics, probes
+from dltestbed.workload.codec import encode, parse_line
 from dltestbed.workload.emit import Emitter
-from dltestbed.workload.events import CheckEvent, encode, parse_line
+from dltestbed.workload.events import CheckEvent
 from dltestbed.workload.frameworks.tensorflow import checks as tfchecks
 from dltestbed.workload.micro import run_micro
 from tests.conftest import make_run

@@ -6,17 +6,8 @@ import json
 
 import pytest
 
-from dltestbed.workload.events import (
-    SCHEMA_VERSION,
-    ErrorEvent,
-    ResourceEvent,
-    StartEvent,
-    StepEvent,
-    SummaryEvent,
-    Unparsed,
-    encode,
-    parse_line,
-)
+from dltestbed.workload.codec import SCHEMA_VERSION, encode, parse_line
+from dltestbed.workload.events import ErrorEvent, ResourceEvent, StartEvent, StepEvent, SummaryEvent, Unparsed
 from tests.conftest import CAPTURED
 
 

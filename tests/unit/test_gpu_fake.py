@@ -132,7 +132,7 @@ def test_the_first_step_says_its_device_and_device_gpu_needs_one(
     is on (what the report calls the effective device); --device gpu ends the run after a step not on a GPU."""
     from dltestbed.errors import ConfigError
     from dltestbed.workload import loop
-    from dltestbed.workload.events import encode, parse_line
+    from dltestbed.workload.codec import encode, parse_line
 
     events: list[Any] = []
     step = lambda images, labels: FakeResult(device)  # noqa: E731

@@ -19,11 +19,13 @@ from dltestbed.report import validate as v
 from dltestbed.report.analysis import analyse, read
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.keys import GroupKey
+from dltestbed.report.validate_init import init_reference
 from dltestbed.results import points
 from dltestbed.results.records import RunRecord
 from dltestbed.results.store import Store
+from dltestbed.workload.codec import encode, parse_line
 from dltestbed.workload.emit import Emitter
-from dltestbed.workload.events import HealthEvent, ResourceEvent, StepEvent, encode, parse_line
+from dltestbed.workload.events import HealthEvent, ResourceEvent, StepEvent
 from dltestbed.workload.gpu import Nvml
 from dltestbed.workload.micro import run_micro
 from dltestbed.workload.sampler import watched
@@ -356,7 +358,7 @@ def test_a_rule_on_what_could_not_be_seen_cannot_be_judged_and_junit_says_so() -
 
 def test_init_writes_health_rules_that_validate_accepts_and_passes() -> None:
     a = _bench(H100)
-    ref = v.init_reference(a)
+    ref = init_reference(a)
     assert ref["health"] == {
         "no_xid": True,
         "no_new_uncorrectable_ecc": True,

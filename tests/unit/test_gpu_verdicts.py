@@ -12,7 +12,8 @@ import dataclasses
 import pytest
 
 from dltestbed import expected
-from dltestbed.report.gpu_verdicts import MEASURES, GpuEvidence, GpuVerdict, Reason, exit_code, judge
+from dltestbed.report.gpu_evidence import MEASURES, GpuEvidence, GpuVerdict, Reason
+from dltestbed.report.gpu_verdicts import exit_code, judge
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.workload.peaks import gpu_peak
 from dltestbed.workload.probes import pcie_rate

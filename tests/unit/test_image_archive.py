@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dltestbed.provision.image import ImageError, _piped
+from dltestbed.provision.image import ImageError
+from dltestbed.provision.imagearchive import _piped
 from dltestbed.runtimes import runtime
 
 

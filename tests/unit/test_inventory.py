@@ -8,7 +8,7 @@ import pytest
 
 from dltestbed import inventory, layout
 from dltestbed.errors import ConfigError
-from dltestbed.inventory import ssh_options
+from dltestbed.hostvars import ssh_options
 from dltestbed.transport.ssh import LineStream
 
 REPO = Path(__file__).resolve().parents[2]

@@ -39,7 +39,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "remedy": ("errors",),  # what acceptance does about a node: drain, resume, a site's hook
     # runs on the target: nothing of the controller
     "workload": ("catalog", "choices", "config", "dataset", "errors", "hints"),
-    "inventory": ("errors",),
+    "hostvars": ("errors",),  # each host's variables as Ansible reads them, for inventory
+    "inventory": ("errors", "hostvars"),
     "kinds": (),
     "runtimes": ("choices", "errors", "paths", "secretenv", "users"),
     "layout": ("choices", "errors", "inventory", "kinds"),

@@ -15,7 +15,7 @@ import pytest
 from dltestbed.config import ALONE_PROBES, PROBES, ProbeSpec, probe_spec, spec_json
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import planning
-from dltestbed.report import micro
+from dltestbed.report import micro, micro_md
 from dltestbed.report.inference import PAIRED_T, WELCH_T
 from dltestbed.results import points
 from dltestbed.results.store import SCHEMA_VERSION, Store
@@ -23,16 +23,8 @@ from dltestbed.runner import RunContext, execute
 from dltestbed.targets.local import LocalTarget
 from dltestbed.workload import cudart, peaks, probes
 from dltestbed.workload.args import parse
-from dltestbed.workload.events import (
-    MeasureEvent,
-    ProbesDoneEvent,
-    ResourceEvent,
-    SkipEvent,
-    StartEvent,
-    Unparsed,
-    encode,
-    parse_line,
-)
+from dltestbed.workload.codec import encode, parse_line
+from dltestbed.workload.events import MeasureEvent, ProbesDoneEvent, ResourceEvent, SkipEvent, StartEvent, Unparsed
 from tests.conftest import CAPTURED, DATA, make_run
 from tests.plans import plan_of
 
@@ -535,7 +527,7 @@ def test_probe_changes_against_bare_metal_have_known_answers() -> None:
     assert by["disk", "vm"].limit is None  # no limit where none is known
     assert [(s.target_kind, s.probe) for s in skipped] == [("bm", "h2d"), ("cbm", "all")]
     assert "workload exit 1" in skipped[1].reasons[0]
-    text = "\n".join(micro.markdown(cases, skipped, []))
+    text = "\n".join(micro_md.markdown(cases, skipped, []))
     assert "| vm | -1.0 [-1.0, -1.0] | -35.0 [-35.0, -35.0] |" in text  # gemm, disk: the catalogue's order
     assert "| gemm | float32 n=512 | bm | 3 | 100 GFLOP/s | 90 GFLOP/s | 110 GFLOP/s | 50 % | baseline |" in text
     assert "- gemm on bm, vm: 2 CPUs x ..." in text and "| cbm | all | all | run " in text
@@ -578,7 +570,7 @@ def test_a_latency_is_compared_as_a_rate() -> None:
     cases, _ = micro.summarise(runs, measures, {})
     (vm,) = [c for c in cases if c.key.target_kind == "vm"]
     assert vm.effect is not None and vm.effect.overhead_pct == pytest.approx(50.0)
-    assert micro.change(vm.effect) == "-50.0 [-50.0, -50.0]"
+    assert micro_md.change(vm.effect) == "-50.0 [-50.0, -50.0]"
     assert vm.value.mean == pytest.approx(4e-3)  # shown as measured: seconds
 
 
@@ -602,7 +594,7 @@ def test_a_latency_is_compared_as_a_rate() -> None:
     ],
 )
 def test_values_are_shown_in_the_largest_unit_they_reach(value: float, unit: str, shown: str) -> None:
-    assert micro.show(value, unit) == shown
+    assert micro_md.show(value, unit) == shown
 
 
 def _device_copy(gpu: str) -> tuple[list[micro.CaseStats], list[micro.Skipped]]:
@@ -618,7 +610,7 @@ def test_a_device_copy_is_a_share_of_its_boards_datasheet_bandwidth() -> None:
     assert h200.limit == pytest.approx(4.8e12) and h200.fraction == pytest.approx(0.8875)
     assert "4.8 TB/s" in h200.limit_source and "h200-sxm" in h200.limit_source
     row = "| d2d | device copy 1024 MiB | bm | 1 | 4.26 TB/s | 4.26 TB/s | 4.26 TB/s | 89 % | baseline |"
-    assert row in "\n".join(micro.markdown([h200], [], []))
+    assert row in "\n".join(micro_md.markdown([h200], [], []))
     (unknown,), _ = _device_copy("NVIDIA T4")  # no board file: no share, not a guess
     assert unknown.limit is None and unknown.fraction is None
 

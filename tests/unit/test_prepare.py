@@ -109,7 +109,7 @@ def test_provision_keys_container_images_by_runtime_and_flavour(monkeypatch) -> 
     from types import SimpleNamespace
 
     from dltestbed import provision
-    from dltestbed.provision import HostReport, image
+    from dltestbed.provision import HostReport, image, imagearchive
 
     builds: list[tuple[str, str]] = []
 
@@ -118,7 +118,7 @@ def test_provision_keys_container_images_by_runtime_and_flavour(monkeypatch) -> 
         return SimpleNamespace(tag=f"w:{house.flavor}", digest=f"sha256:{house.flavor}")  # type: ignore[attr-defined]
 
     monkeypatch.setattr(image, "build", build)
-    monkeypatch.setattr(image, "archive", lambda img: f"/cache/{img.tag}.tar")
+    monkeypatch.setattr(imagearchive, "archive", lambda img: f"/cache/{img.tag}.tar")
     inv = SimpleNamespace(hosts={n: SimpleNamespace(vars={}) for n in ("c1", "g1", "c2")})
     hosts = [HostReport("c1", "a", ["bm", "cbm"]), HostReport("g1", "b", ["cbm"]), HostReport("c2", "c", ["cbm"])]
     hosts[0].flavor, hosts[1].flavor, hosts[2].flavor = "cpu", "gpu", "cpu"

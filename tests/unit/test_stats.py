@@ -390,7 +390,8 @@ def test_the_step_device_decides_the_effective_device(tmp_path: Path) -> None:
     from dltestbed import runner
     from dltestbed.report.environment import effective_device
     from dltestbed.results.store import Store
-    from dltestbed.workload.events import StartEvent, StepEvent, encode
+    from dltestbed.workload.codec import encode
+    from dltestbed.workload.events import StartEvent, StepEvent
 
     store = Store.open(tmp_path / "r.sqlite")
     for step_device, used in (("/job:localhost/replica:0/task:0/device:CPU:0", "cpu"), ("/device:GPU:1", "gpu")):

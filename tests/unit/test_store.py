@@ -203,7 +203,8 @@ def test_the_start_event_records_what_the_target_used(results: Path) -> None:
     """The math mixed resolved to and the framework, from the workload's start event, on the run; the spec keeps
     the math asked."""
     from dltestbed import runner
-    from dltestbed.workload.events import StartEvent, encode
+    from dltestbed.workload.codec import encode
+    from dltestbed.workload.events import StartEvent
 
     store = Store.open(results)
     run = make_run(math="mixed", framework="tensorflow", spec={"model": "alexnet"})

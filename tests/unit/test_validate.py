@@ -12,6 +12,7 @@ import pytest
 from dltestbed.errors import ConfigError
 from dltestbed.report import validate as v
 from dltestbed.report.analysis import analyse
+from dltestbed.report.validate_init import init_reference
 from dltestbed.results.store import Store
 from tests.conftest import make_run, one_error_line, run_cli
 
@@ -40,7 +41,7 @@ SLOWER = bench("b-slower", [100.0, 101.0, 99.0, 100.5, 99.5], [60.0, 61.0, 59.5,
 
 
 def test_a_reference_from_a_trusted_bench_passes_it_and_fails_a_slower_one() -> None:
-    ref = v.Reference.model_validate(v.init_reference(analyse(TRUSTED)))
+    ref = v.Reference.model_validate(init_reference(analyse(TRUSTED)))
     assert [c.match.kind for c in ref.checks] == ["bm", "cbm"] and ref.checks[1].max_overhead_percent is not None
     ok = v.judge(ref, analyse(TRUSTED))
     assert [j.status for j in ok] == ["pass", "pass", "pass"]

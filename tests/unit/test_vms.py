@@ -173,14 +173,14 @@ def test_passthrough_preflight_failures(kw: dict, files: list[str], wanted: str,
 def test_without_the_libvirt_binding_vms_say_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import sys
 
-    from dltestbed.vms import hypervisor, lifecycle
+    from dltestbed.vms import hypervisor, lifecycle, removal
 
     monkeypatch.setitem(sys.modules, "libvirt", None)  # `import libvirt` raises ImportError
     monkeypatch.setenv("DLTESTBED_VM_DIR", str(tmp_path))
     with pytest.raises(lifecycle.VMError, match=r"VMs need libvirt's Python binding: bash scripts/install.sh --vm"):
         hypervisor.local().facts()
-    assert lifecycle.delete("nothing-here") is False  # teardown still works without it
-    assert lifecycle.domains() == []
+    assert removal.delete("nothing-here") is False  # teardown still works without it
+    assert removal.domains() == []
 
 
 # ---- hypervisors: facts, settings, the remote URI, host-side resources on libvirt's test driver ----

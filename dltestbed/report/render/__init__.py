@@ -6,17 +6,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dltestbed.report import ROBUST_Z, accuracy, agreement_md, checks, health_md, micro, runtimes, versus, warmup
+from dltestbed.report import ROBUST_Z, accuracy, agreement_md, checks, health_md, micro_md, runtimes, versus, warmup
 from dltestbed.report.analysis import Analysis
 from dltestbed.report.compare import Change
 from dltestbed.report.inference import CONFIDENCE
 from dltestbed.report.mdtable import row as md_row
+from dltestbed.report.render.noise import noise_floor
 from dltestbed.report.render.sections import distributed_section, fleet_section, shared_section, steady_section
 from dltestbed.report.render.tables import (
     environment_section,
     environments,
     groups_table,
-    noise_floor,
     num,
     overheads_table,
     summary,
@@ -52,7 +52,7 @@ def markdown(
     each figure in its section (captions: a line under each)."""
     figs = figures or {}
     groups = a.groups
-    micro_lines = micro.markdown(a.cases, a.skipped, groups)
+    micro_lines = micro_md.markdown(a.cases, a.skipped, groups)
     lines = [f"# {title}", *summary(groups)]
     lines += groups_table(groups) if groups or not micro_lines else []
     lines += _figures(figs, "throughput", captions)
