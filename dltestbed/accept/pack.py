@@ -4,8 +4,8 @@ dltestbed/evidence.py). The signed manifest is the signed verdict."""
 
 from __future__ import annotations
 
-import html
 import json
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -14,6 +14,8 @@ from typing import Any
 
 from dltestbed.accept.judge import LeftOut, NodeVerdict
 from dltestbed.remedy import Done
+from dltestbed.report import html as report_html
+from dltestbed.report import mdtable
 from dltestbed.report.gpu_evidence import Reason
 from dltestbed.report.validate import junit_suites
 from dltestbed.report.verdicts import FAIL, PASS, SKIPPED, UNDECIDED, WARN, Judgement
@@ -62,60 +64,67 @@ def junit(nodes: Sequence[NodeVerdict], left: Sequence[LeftOut] = ()) -> str:
     return junit_suites("dltestbed accept", suites, "dltestbed.accept")
 
 
-COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", UNDECIDED: "#6e7781", SKIPPED: "#6e7781"}
+def _lit(text: object) -> str:
+    """Text as it is on the page: every ASCII punctuation mark backslash-escaped (CommonMark then makes none of
+    them markup: no emphasis, link, code or table cell from a host's name or a failure's reason), on one line."""
+    return re.sub(r"([!-/:-@\\[-`{-~])", r"\\\1", str(text).replace("\n", " "))
 
 
 def _checks_table(reasons: Sequence[Reason]) -> list[str]:
-    """A table of checks: each one's verdict (coloured), why, action and evidence."""
-    e = html.escape
+    """A table of checks: each one's verdict, why, action and evidence."""
     rows = [
-        f'<tr><td>{e(r.check)}</td><td style="color:{COLOURS[r.verdict]}">{e(r.verdict)}</td><td>{e(r.why)}</td>'
-        f"<td>{e(r.action)}</td><td>{e(r.evidence)}</td></tr>"
-        for r in reasons
+        mdtable.row([_lit(r.check), f"**{r.verdict}**", _lit(r.why), _lit(r.action), _lit(r.evidence)]) for r in reasons
     ]
-    head = "<div class='t'><table><tr><th>check</th><th>verdict</th><th>why</th><th>action</th><th>evidence</th></tr>"
-    return [head, *rows, "</table></div>"]
+    return [*mdtable.head(["check", "verdict", "why", "action", "evidence"]), *rows, ""]
+
+
+def markdown(summary: Mapping[str, Any], nodes: Sequence[NodeVerdict], left: Sequence[LeftOut] = ()) -> str:
+    """The pack's page as Markdown: the verdict per node, then every check each node and each of its GPUs went
+    through, with their verdicts, actions and evidence, then the checks left out and why."""
+    tally = counts(nodes, left)
+    lines = [
+        f"# {_lit(title(summary))}",
+        "",
+        _lit(
+            f"Level {summary['level']}; {len(nodes)} node(s); inventory {summary['inventory']}; "
+            f"dltestbed {summary['dltestbed']}; {summary['started_at']} to {summary['finished_at']}."
+        ),
+        "",
+        _lit(summary["sensitivity"]),
+        "",
+        _lit("Checks: " + ", ".join(f"{c} {v}" for v, c in tally.items()) + "."),
+        "",
+        *mdtable.head(["node", "verdict", "GPUs", "why"]),
+        *[
+            mdtable.row(
+                [_lit(n.node), f"**{n.verdict}**", str(len(n.gpus)), _lit(n.summary if n.verdict != PASS else "")]
+            )
+            for n in nodes
+        ],
+        "",
+    ]
+    for n in nodes:
+        lines += [f"## {_lit(n.node)}: {n.verdict}", ""]
+        mine = [r for r in n.reasons if not r.check.startswith("gpu ")]
+        lines += _checks_table(mine) if mine else ["No check of the node itself was made.", ""]
+        for g in n.gpus:
+            lines += [f"### GPU {_lit(g.gpu)} {_lit(f'({g.name})')}: {g.verdict}", ""]
+            lines += _checks_table(g.reasons) if g.reasons else ["No check of the GPU was made.", ""]
+    if left:
+        lines += ["## Left out", "", *[f"- {_lit(x.check)}: {_lit(x.why)}" for x in left], ""]
+    return "\n".join(lines)
+
+
+def title(summary: Mapping[str, Any]) -> str:
+    """The page's title: the acceptance and its outcome."""
+    return f"Acceptance {summary['id']}: {summary['outcome']}"
 
 
 def page(summary: Mapping[str, Any], nodes: Sequence[NodeVerdict], left: Sequence[LeftOut] = ()) -> str:
-    """The pack's HTML page: the verdict per node, then every check each node and each of its GPUs went through,
-    with their verdicts, actions and evidence, then the checks left out and why."""
-    e = html.escape
-    rows = "".join(
-        f'<tr><td>{e(n.node)}</td><td style="color:{COLOURS[n.verdict]}"><b>{e(n.verdict)}</b></td>'
-        f"<td>{len(n.gpus)}</td><td>{e(n.summary if n.verdict != PASS else '')}</td></tr>"
-        for n in nodes
-    )
-    tally = counts(nodes, left)
-    parts = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>dltestbed accept {e(summary['id'])}</title>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        "<style>body{font-family:sans-serif;margin:1em;max-width:80em}td,th{border:1px solid #ccc;padding:4px 8px;"
-        "vertical-align:top;text-align:left}table{border-collapse:collapse}.t{overflow-x:auto}</style>",
-        "</head><body><main>",
-        f"<h1>Acceptance {e(summary['id'])}: {e(summary['outcome'])}</h1>",
-        f"<p>Level {e(summary['level'])}; {len(nodes)} node(s); inventory {e(summary['inventory'])}; "
-        f"dltestbed {e(summary['dltestbed'])}; {e(summary['started_at'])} to {e(summary['finished_at'])}.</p>",
-        f"<p>{e(summary['sensitivity'])}</p>",
-        "<p id='checks'>Checks: " + e(", ".join(f"{c} {v}" for v, c in tally.items())) + ".</p>",
-        "<div class='t'><table><tr><th>node</th><th>verdict</th><th>GPUs</th><th>why</th></tr>",
-        rows,
-        "</table></div>",
-    ]
-    for n in nodes:
-        parts.append(f"<h2 id='{e(n.node)}'>{e(n.node)}: {e(n.verdict)}</h2>")
-        mine = [r for r in n.reasons if not r.check.startswith("gpu ")]
-        parts += _checks_table(mine) if mine else ["<p>No check of the node itself was made.</p>"]
-        for g in n.gpus:
-            parts.append(f"<h3 id='{e(g.gpu)}'>GPU {e(g.gpu)} ({e(g.name)}): {e(g.verdict)}</h3>")
-            parts += _checks_table(g.reasons) if g.reasons else ["<p>No check of the GPU was made.</p>"]
-    if left:
-        parts.append("<h2 id='left-out'>Left out</h2><ul>")
-        parts += [f"<li>{e(x.check)}: {e(x.why)}</li>" for x in left]
-        parts.append("</ul>")
-    parts.append("</main></body></html>\n")
-    return "".join(parts)
+    """The pack's HTML page: `markdown` through the report's renderer (one self-contained page that loads
+    nothing, readable on a phone, printable)."""
+    made = f"dltestbed accept {summary['id']}, dltestbed {summary['dltestbed']}"
+    return report_html.document(markdown(summary, nodes, left), {}, title(summary), made)
 
 
 def write(

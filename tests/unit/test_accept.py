@@ -4,6 +4,7 @@ unhealthy node, the pack's JUnit, the levels, the state kept for --resume, and t
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -325,7 +326,7 @@ def test_the_pack_lists_every_check_with_its_verdict_and_what_was_left_out(tmp_p
     assert len(listed) == len(made) and doc["checks"] == {PASS: 15, WARN: 0, FAIL: 0, UNDECIDED: 0, "skipped": 2}
     assert [x["check"] for x in doc["left_out"]] == ["peers", "stage pairs"]
     page = (tmp_path / "pack" / pack.PAGE).read_text()
-    assert page.count("<tr><td>") == len(made) + len(nodes)  # a row per check, and the verdicts' table
+    assert page.count("<tr>\n<td>") == len(made) + len(nodes)  # a row per check, and the verdicts' table
     assert "Checks: 15 pass, 0 warn, 0 fail, 0 cannot judge, 2 skipped." in page and "one node: no pair" in page
 
 
@@ -353,6 +354,18 @@ def test_the_junit_never_counts_cannot_judge_as_a_pass() -> None:
         },
         nodes,
     )
+
+
+def test_the_page_shows_names_and_reasons_as_written_never_as_markup() -> None:
+    """The pack's page goes through the report's renderer: a reason's or a node's Markdown or HTML characters are
+    shown as they are, in the cell they belong to."""
+    why = "**bold** _it_ `code` [link](http://x) <b>tag</b> a | b \\ 1. # done"
+    nodes = [judge.NodeVerdict("n|1", FAIL, (Reason("drift kernel", FAIL, why, "install <it>"),))]
+    summary = dict.fromkeys(("id", "outcome", "level", "inventory", "dltestbed", "started_at", "finished_at"), "x")
+    page = pack.page({**summary, "sensitivity": "s"}, nodes)
+    assert not any(tag in page for tag in ("<strong>bold", "<em>it", "<code>code", '<a href="http', "<b>tag", "<it>"))
+    assert html.escape(why, quote=False) in page and '<h2 id="n-1-fail">n|1: fail</h2>' in page
+    assert "default-src 'none'" in page  # the report's page: it loads nothing
 
 
 def test_levels_and_durations() -> None:
