@@ -54,7 +54,7 @@ class Workloads:
             "--model",
             "-m",
             metavar="NAME",
-            help="alexnet, resnet50, inception3 (repeat it).",
+            help="alexnet, resnet50, inception3; repeat -m.",
             cli=list[str] | None,
             parse=repeated,
             given=None,
@@ -87,7 +87,7 @@ class Workloads:
         opt(
             "--warmup",
             metavar="N|auto",
-            help="Untimed steps first (auto: until the step time is steady).",
+            help="Untimed steps first (auto: until steady).",
             cli=str | None,
         ),
     ] = None
