@@ -84,6 +84,7 @@ def _parts(hint: Any) -> dict[str, Any]:
 
 
 def _group(cls: Any, prefix: str) -> _Group:
+    """A group class with its option fields, its parameters named after `prefix`."""
     return _Group(cls, prefix + SEP, tuple(options(cls)))
 
 
