@@ -21,12 +21,7 @@ def renamed(old: str, new: str) -> Callable[..., Any]:
     return callback
 
 
-def option(old: str, new: str, **kwargs: Any) -> Any:
-    """A hidden option under an old name that warns when used (for `Annotated`: the default goes on the
-    parameter); the command maps its value to the new one."""
-    return typer.Option(old, hidden=True, callback=renamed(old, new), **kwargs)
-
-
 def param(default: Any, old: str, new: str, **kwargs: Any) -> Any:
-    """`option` for a parameter's default (not `Annotated`)."""
+    """A hidden option under an old name that warns when used, for a parameter's default; the command maps its
+    value to the new one (a group's field says the same with `opt(..., replaced_by=...)`)."""
     return typer.Option(default, old, hidden=True, callback=renamed(old, new), **kwargs)
