@@ -10,11 +10,13 @@ import base64
 import html
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from dltestbed.report.figures import Plot
+if TYPE_CHECKING:  # the figures package loads matplotlib: a page without figures (accept's pack) needs none
+    from dltestbed.report.figures.base import Plot
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 FIGURE_SRC = "figure:"  # what the Markdown names an embedded figure by: figure:NAME
