@@ -40,8 +40,10 @@ fi
 # (tests/tf/test_scenarios.py by its PYTEST_CURRENT_TEST, tests/lab/test_slurm.py by its cluster).
 # Then the tests that compare speeds (marker `quiet`), alone on the machine.
 GPU_CHECK=tests/tf/test_gpu_check_script.py # 3 minutes: after the unit tier, where stream 2 ends sooner
-STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" -m "not quiet")
-STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" -m "not quiet")
+# acceptance of a rack with dead nodes (5 min alone): its nodes are measured at once, so it runs beside stream 1
+DEAD_NODES=tests/lab/test_accept_rack.py::test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_resumed
+STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" --deselect "$DEAD_NODES" -m "not quiet")
+STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" "$DEAD_NODES" -m "not quiet")
 mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folders above
 log2="$tmp.stream2.log"
 state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")

@@ -21,7 +21,6 @@ from typing import ClassVar
 
 from dltestbed import locks, paths
 from dltestbed.provision import image as ctr_image
-from dltestbed.provision import imagearchive
 from dltestbed.provision.cache import prune
 from dltestbed.provision.guestfiles import SEED_SCRIPT, SEED_UNIT, SSHD_CONF, STORAGE_CONF
 from dltestbed.provision.image import ImageError
@@ -271,27 +270,35 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
 
 
 def _load_container_image(root: Path, container: ctr_image.Image) -> None:
-    """Load the Podman workload image into the guest's own storage, so cvm runs the same digest."""
-    archive = imagearchive.archive(container)
+    """Copy the Podman workload image into the guest's own storage, so cvm runs the same digest: store to store
+    (`podman push` to a containers-storage reference), its layers never compressed on the way as an archive's
+    save and load would (a minute and more of gzip for gigabytes of layers); then its id checked there."""
     storage = root / "var/lib/containers/storage"
     storage.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="dlt-") as runroot:  # podman wants a runroot under 50 characters
-        argv = [
-            "podman",
-            "--root",
-            str(storage),
-            "--runroot",
-            runroot,
-            "--storage-driver",
-            "overlay",
-            "load",
-            "-q",
-            "-i",
-            str(archive),
-        ]
-        _run(argv, "loading the workload image into the guest's Podman", env=ctr_image.runtime_env("podman"))
-        subprocess.run(["umount", "-R", str(storage / "overlay")], capture_output=True)  # nothing may stay mounted
-    # libpod's database remembers the build's --root and --runroot and would override the guest's own
-    # paths with them (an empty store in the guest); the images and layers themselves are path-free.
-    (storage / "libpod" / "bolt_state.db").unlink(missing_ok=True)
-    (storage / "defaultNetworkBackend").unlink(missing_ok=True)
+    with _runroot(storage) as runroot:
+        dest = f"containers-storage:[overlay@{storage}+{runroot}]localhost/{container.tag}"
+        argv = ["podman", "push", "--quiet", container.tag, dest]
+        _run(argv, "copying the workload image into the guest's Podman", env=ctr_image.runtime_env("podman"))
+    with _runroot(storage) as runroot:
+        store = ["podman", "--root", str(storage), "--runroot", runroot, "--storage-driver", "overlay"]
+        inspect = [*store, "image", "inspect", "--format", "{{.Id}}", f"localhost/{container.tag}"]
+        said = subprocess.run(inspect, capture_output=True, text=True, timeout=120, env=ctr_image.runtime_env("podman"))
+    got = said.stdout.strip() or said.stderr.strip()
+    if f"sha256:{got.removeprefix('sha256:')}" != container.digest:
+        raise ImageError(f"the guest's copy of {container.tag} is {got!r}, not {container.digest}")
+
+
+@contextlib.contextmanager
+def _runroot(storage: Path) -> Iterator[str]:
+    """A runroot for Podman on the guest tree's storage; after it, nothing stays mounted, and what a store's user
+    leaves beside the images is gone (libpod's database remembers its --root and --runroot and would override the
+    guest's own paths with them): the images and layers themselves are path-free."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="dlt-") as runroot:  # podman wants a runroot under 50 characters
+            try:
+                yield runroot
+            finally:
+                subprocess.run(["umount", "-R", str(storage / "overlay")], capture_output=True)
+    finally:
+        (storage / "libpod" / "bolt_state.db").unlink(missing_ok=True)
+        (storage / "defaultNetworkBackend").unlink(missing_ok=True)

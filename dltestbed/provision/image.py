@@ -31,6 +31,7 @@ MIRROR = os.environ.get("DLTESTBED_DEBIAN_MIRROR", "http://deb.debian.org/debian
 # launcher on a GPU), as bare metal's does
 PACKAGES = ("python3", "python3-venv", "numactl", "ca-certificates", "g++", "libc6-dev", "python3-dev")
 REPO = "dltestbed-workload"
+STORE_VARS = ("DOCKER_HOST", "CONTAINERS_STORAGE_CONF")  # what points a runtime's CLI at another image store
 STAGE_LABEL = "org.dltestbed.stage"  # on the builder's install stage: left untagged, pruned after each build
 
 
@@ -198,8 +199,16 @@ def build(runtime: str, house: Wheelhouse, base: str | None = None) -> Image:
     found = find(runtime, house, base)
     if found:
         return found
-    with locks.beside(paths.cache_dir() / "images" / f"build-{runtime}", f"the {runtime} image build"):
+    lock = paths.cache_dir() / "images" / f"build-{runtime}-{_store(runtime)}"
+    with locks.beside(lock, f"the {runtime} image build"):
         return find(runtime, house, base) or _build(runtime, house, base)
+
+
+def _store(runtime: str) -> str:
+    """Which of a runtime's stores its CLI reaches here (a short hash of what locates it): builds into one store
+    wait for each other, builds into two do not."""
+    env = runtime_env(runtime)
+    return hashlib.sha256(repr([env.get(var, "") for var in STORE_VARS]).encode()).hexdigest()[:8]
 
 
 def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:

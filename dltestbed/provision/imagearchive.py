@@ -1,4 +1,4 @@
-"""The workload image saved as one compressed archive, cached by its tag: what provisioning copies to
+"""The workload image saved as one compressed archive, cached by its tag and digest: what provisioning copies to
 container hosts, the guest image and a user's own Podman store load, so each runs the same image, digest
 included.
 """
@@ -17,11 +17,12 @@ from dltestbed.provision.image import Image, ImageError, last_line, run_step, ru
 
 
 def archive(img: Image) -> Path:
-    """The image saved as one compressed archive (cached by tag): what provisioning copies to container hosts
+    """The image saved as one compressed archive (cached by tag and digest): what provisioning copies to container hosts
     and loads there, so every host runs the same image, digest included. Podman's is an OCI archive (its layers
     compressed); Docker's `save` compresses nothing, so its archive goes through gzip -1 on the way (a third of the
     size; `docker load` reads it)."""
-    path = paths.cache_dir() / "images" / f"{img.tag.replace(':', '-').replace('/', '_')}.{img.runtime}.tar"
+    name = f"{img.tag.replace(':', '-').replace('/', '_')}-{img.digest.removeprefix('sha256:')[:12]}"
+    path = paths.cache_dir() / "images" / f"{name}.{img.runtime}.tar"  # by digest: two stores build a tag apart
     if path.exists():
         return path
     with locks.beside(path, f"the archive of {img.tag}"):

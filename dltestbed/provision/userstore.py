@@ -1,12 +1,17 @@
 """The workload image where an unprivileged runtime reads it on this machine: Charliecloud's image folder,
-converted from Podman's store (ch-convert, then ch-fromhost --nvidia where the machine has GPUs), and a user's
-own Podman store for rootless Podman (the image's archive loaded into it as that user). Both are the image
-Podman built, digest for digest."""
+converted from Podman's store (exported, unpacked by ch-convert, then ch-fromhost --nvidia where the machine has
+GPUs), and a user's own Podman store for rootless Podman (the image's archive loaded into it as that user). Both
+are the image Podman built, digest for digest."""
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from dltestbed import locks, paths
@@ -66,9 +71,12 @@ def _convert(img: image.Image, path: Path, gpus: bool) -> None:
     partial = path.with_name(path.name + ".partial")
     for stale in (partial, path):
         shutil.rmtree(stale, ignore_errors=True)
-    podman_env = image.runtime_env("podman")  # ch-convert reads the store dltestbed's Podman builds in
+    podman_env = image.runtime_env("podman")  # the store dltestbed's Podman builds in
     try:
-        image.run_step(["ch-convert", "-i", "podman", img.tag, str(partial)], "ch-convert", podman_env)
+        with tempfile.TemporaryDirectory(prefix="dltestbed-export-", dir=path.parent) as tmp:
+            tar = Path(tmp) / "image.tar"
+            _export(img, tar, podman_env)
+            image.run_step(["ch-convert", "-i", "tar", str(tar), str(partial)], "ch-convert", podman_env)
         for point in MOUNT_POINTS:
             (partial / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
         if gpus:
@@ -78,6 +86,27 @@ def _convert(img: image.Image, path: Path, gpus: bool) -> None:
         partial.rename(path)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def _export(img: image.Image, tar: Path, env: Mapping[str, str]) -> None:
+    """A Podman image as the tar Charliecloud unpacks: its filesystem (`podman export` of a container made from it
+    and never started) and its environment as ch/environment, as `ch-convert -i podman` writes it, but never
+    compressed (that gzips gigabytes on one core, only to unpack them again at once)."""
+    cid = image.run_step(["podman", "create", "--read-only", img.tag, "/bin/true"], "podman create", env)
+    try:
+        image.run_step(["podman", "export", "-o", str(tar), cid], "podman export", env)
+    finally:
+        subprocess.run(["podman", "rm", cid], capture_output=True, env=dict(env), timeout=120)
+    said = image.run_step(
+        ["podman", "image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", img.tag],
+        "podman image inspect",
+        env,
+    )
+    environment = (said + "\n").encode() if said else b""
+    with tarfile.open(tar, "a") as archive:
+        member = tarfile.TarInfo("ch/environment")
+        member.size, member.mode, member.mtime = len(environment), 0o644, int(time.time())
+        archive.addfile(member, io.BytesIO(environment))
 
 
 def _prune(current: Path) -> None:
