@@ -3,10 +3,15 @@
 # test tier, on empty dltestbed folders and image stores (scripts/fresh.sh): as a new user's first run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
+phases=()
+phase() { phases+=("$1 $(((SECONDS - started) / 60)) min"); } # the minute each part ended, for the summary
 bash scripts/install.sh --test
+phase installed
 .venv/bin/ruff check dltestbed tests bench scripts
 .venv/bin/ruff format --check dltestbed tests bench scripts
 .venv/bin/mypy  # the package, as pyproject.toml's [tool.mypy] says
+phase checked
 # the container and VM tiers build images and guest disks: say up front when the disk is short of them (at their
 # peak, Docker's and Podman's stores, the caches, a guest image being built and the venv took 41 GB on 2026-11-28)
 need_gb=40
@@ -48,16 +53,30 @@ mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folde
 log2="$tmp.stream2.log"
 state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
 pid2=""
+cpu_pid=""
+cpu_log="$tmp.cpu.log"
 stop_streams() {
     if [[ -n "$pid2" ]] && kill -0 "$pid2" 2>/dev/null; then
         kill -TERM "$pid2" 2>/dev/null || true
         wait "$pid2" || true
     fi
-    rm -rf "$state2"
+    [[ -n "$cpu_pid" ]] && kill "$cpu_pid" 2>/dev/null
+    rm -rf "$state2" "$cpu_log"
     fresh_cleanup
 }
 trap stop_streams EXIT
 echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows stream 1's); then -m quiet alone"
+# how busy the cores were, each minute (from /proc/stat): where they idle, another stream would fit
+(
+    read -r _ a b c idle e f g _ </proc/stat
+    while sleep 60; do
+        read -r _ a2 b2 c2 idle2 e2 f2 g2 _ </proc/stat
+        all=$(((a2 + b2 + c2 + idle2 + e2 + f2 + g2) - (a + b + c + idle + e + f + g)))
+        echo $((all > 0 ? 100 - 100 * (idle2 + e2 - idle - e) / all : 0))
+        a=$a2 b=$b2 c=$c2 idle=$idle2 e=$e2 f=$f2 g=$g2
+    done >"$cpu_log"
+) &
+cpu_pid=$!
 # exec: $pid2 is pytest itself, so a stop reaches it
 (
     export XDG_STATE_HOME="$state2"
@@ -74,11 +93,14 @@ echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows str
 pid2=$!
 rc1=0
 pytest_run --basetemp "$tmp/stream1" "${STREAM1[@]}" 2>&1 | tee "$tmp.stream1.log" || rc1=$?
+phase "stream 1 ended"
 rc2=0
 wait "$pid2" || rc2=$?
 pid2=""
+phase "stream 2 ended"
 rc3=0
 pytest_run --basetemp "$tmp/quiet" tests -m quiet 2>&1 | tee "$tmp.stream3.log" || rc3=$?
+phase "quiet tier ended"
 echo
 echo "================================ stream 2: ${STREAM2[*]} ================================"
 cat "$log2"
@@ -91,5 +113,9 @@ for n in 1 2 3; do
     awk -v n="$n" '/^=+ (time per tier|where each failure was) =+$/{on=1; next} /^=+ /{on=0} on && NF{print "stream " n ": " $0}' "$log"
     grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed "s/^/stream $n: /" || true
 done
+echo "minutes from the start: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"
+# the cores' use per 5 minutes from the streams' start, in % of all of them (the mean of its minutes)
+echo "cores busy, % per 5 min from the streams' start: $(awk '{s += $1; n++} n == 5 {printf "%d ", s / 5; s = 0; n = 0}
+    END {if (n) printf "%d", s / n}' "$cpu_log")"
 rm -f "$tmp.stream1.log" "$log2" "$tmp.stream3.log"
 [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$rc3" -eq 0 ]
