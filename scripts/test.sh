@@ -110,7 +110,7 @@ for n in 1 2 3; do
     log="$tmp.stream$n.log"
     # its result line, what failed, and the time per tier
     grep -E '^(FAILED|ERROR) ' "$log" | sed "s/^/stream $n: /" || true
-    awk -v n="$n" '/^=+ (time per tier|where each failure was) =+$/{on=1; next} /^=+ /{on=0} on && NF{print "stream " n ": " $0}' "$log"
+    awk -v n="$n" '/^=+ (time per tier|slowest test files|where each failure was) =+$/{on=1; next} /^=+ /{on=0} on && NF{print "stream " n ": " $0}' "$log"
     grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed "s/^/stream $n: /" || true
 done
 echo "minutes from the start: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"

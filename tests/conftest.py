@@ -16,6 +16,7 @@ CAPTURED = DATA / "workload"
 
 _TIER_SECONDS: dict[str, float] = {}
 _TIER_TESTS: dict[str, set[str]] = {}
+_MODULE_SECONDS: dict[str, float] = {}  # per test file: where a tier's time goes, for cutting CI's time
 _CLI_CALLS: list[tuple[float, str]] = []  # (seconds, test and command) of every run_cli: where a tier's time goes
 _FAILED_AT: list[str] = []  # per failed test: where it stopped, and the commands it ran (CI's log keeps its tail)
 
@@ -45,6 +46,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     tier = _tier(report)
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
     _TIER_TESTS.setdefault(tier, set()).add(report.nodeid)
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
     if report.failed:
         name = report.nodeid.rsplit("::", 1)[-1]
         ran = [f"  {s:7.1f}s {what.split(': ', 1)[1]}" for s, what in _CLI_CALLS if what.startswith(f"{name}: ")]
@@ -63,6 +66,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(
         f"{'all':12} {sum(map(len, _TIER_TESTS.values())):4} tests {sum(_TIER_SECONDS.values()) / 60:6.1f} min"
     )
+    terminalreporter.section("slowest test files")
+    for module, seconds in sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1])[:15]:
+        terminalreporter.write_line(f"{seconds / 60:6.1f} min {module}")
     if _FAILED_AT:
         terminalreporter.section("where each failure was")
         for line in _FAILED_AT:
