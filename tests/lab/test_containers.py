@@ -377,19 +377,29 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
     provisioning loads the image into each, one bench runs bm and cbm on both on real data: copied to each host
     once per digest (the container mounts the copy), or read from a shared path. The hosts are also Slurm
     nodes (lab up --slurm): cbm through srun runs, on the node Slurm picks, the image that node's runtime
-    loaded."""
+    loaded. Bare metal runs this checkout's venv, shared as a site's filesystem would share it (the workload's
+    install on hosts: test_provision, test_bastion)."""
+    import sys
+
     import yaml
 
     from dltestbed import lab
     from dltestbed.lab import LabSpec
     from dltestbed.lab.slurm import conf_path
-    from tests.lab.conftest import leftovers, ssh
+    from tests.lab.conftest import leftovers, ssh, this_checkout
 
     token = new_token()  # exported as a user streaming to InfluxDB would: it must reach no child and no file
     env = {"DLTESTBED_LAB_DIR": str(lab_dir), "XDG_STATE_HOME": str(tmp_path / "state"), "INFLUXDB_V2_TOKEN": token}
     lab.down("tk")
     state = lab.up(
-        LabSpec(name="tk", hosts=2, subnet="10.213.83.0/24", containers=True, shares=[str(dataset_dir)], slurm=True)
+        LabSpec(
+            name="tk",
+            hosts=2,
+            subnet="10.213.83.0/24",
+            containers=True,
+            shares=[str(dataset_dir), *this_checkout()],
+            slurm=True,
+        )
     )
     watch = SecretWatch(token).__enter__()
     try:
@@ -398,6 +408,7 @@ def test_cbm_on_lab_hosts_over_ssh(results: Path, lab_dir: Path, tmp_path: Path,
         for host, runtime in LAB_RUNTIMES.items():
             hosts[host] = {"dltestbed_container_runtime": runtime}  # a host's own setting over its group's
         doc["all"].setdefault("vars", {})["dltestbed_slurm_time"] = "7"  # the site's Slurm setting: --time's default
+        doc["all"]["vars"] |= {"dltestbed_venv": sys.prefix, "dltestbed_venv_shared": True}
         inv = str(tmp_path / "inventory.yml")
         Path(inv).write_text(yaml.safe_dump(doc))
         first = run_cli("provision", "--layout", "distributed", "--inventory", inv, env=env, timeout=1800)
