@@ -111,9 +111,6 @@ def report(run_ids: RunIdsArg = None, asked: Asked = Asked()) -> None:
     score) and by at least --fleet-slowdown %.
     """
     from dltestbed.errors import ConfigError
-    from dltestbed.report.compose import Options
-    from dltestbed.results.select import select_runs
-    from dltestbed.results.store import Store
 
     kind = format_for(asked.out, asked.fmt)
     if asked.all_runs and (asked.bench or run_ids):
@@ -123,12 +120,21 @@ def report(run_ids: RunIdsArg = None, asked: Asked = Asked()) -> None:
             raise ConfigError("--compare names its two benches; leave out --all, --bench and run ids with it")
         if kind == "html":
             raise ConfigError("--compare: md or json (the HTML page is for one bench's runs)")
+        if asked.out is not None:
+            check_out(asked.out, "--out", make=False)
         _compare(asked.compare, kind, asked.out, asked.results)
         return
     if asked.equivalence is not None and not 0 < asked.equivalence < 100:
         raise ConfigError(f"--equivalence: a margin in % between 0 and 100 (got {asked.equivalence:g})")
     if not 0 <= asked.fleet_slowdown < 100:
         raise ConfigError(f"--fleet-slowdown: a % between 0 and 100 (got {asked.fleet_slowdown:g})")
+    if asked.out is not None:  # before the report is composed (its figures drawn): seconds, for nothing
+        check_out(asked.out, "--out", make=False)
+    # after the cheap checks: composing loads the statistics and the figures' libraries
+    from dltestbed.report.compose import Options
+    from dltestbed.results.select import select_runs
+    from dltestbed.results.store import Store
+
     store = Store.open(asked.results, read_only=True)
     try:
         scope_bench = None if asked.all_runs or run_ids else (asked.bench or "last")
@@ -163,14 +169,18 @@ def _scope(records: list, run_ids: list[str] | None, scope_bench: str | None) ->
     return f"bench {records[0].bench_id}{latest}"
 
 
-def check_out(out: Path, option: str = "--report") -> None:
+def check_out(out: Path, option: str = "--report", make: bool = True) -> None:
     """Refuse, before anything runs, a report path that cannot be written: its folder is made and a
-    temporary file written and removed there (permission bits say yes to root where writes then fail)."""
+    temporary file written and removed there (permission bits say yes to root where writes then fail). With
+    `make` False nothing is made: the file is tried in the nearest folder of the path that exists."""
     from dltestbed.errors import ConfigError
 
     if out.is_dir():
         raise ConfigError(f"{option} {str(out)!r}: cannot write there (it is a folder)")
-    _try_writing(out.parent, option, out)
+    folder = out.parent if make else next(p for p in (out.parent, *out.parent.parents) if p.exists())
+    if not make and not folder.is_dir():
+        raise ConfigError(f"{option} {str(out)!r}: cannot write there ({folder} is a file)")
+    _try_writing(folder, option, out)
 
 
 def check_folder(folder: Path, option: str) -> None:
