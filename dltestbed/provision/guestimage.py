@@ -280,12 +280,11 @@ def _load_container_image(root: Path, container: ctr_image.Image) -> None:
         argv = ["podman", "push", "--quiet", container.tag, dest]
         _run(argv, "copying the workload image into the guest's Podman", env=ctr_image.runtime_env("podman"))
     with _runroot(storage) as runroot:
-        store = ["podman", "--root", str(storage), "--runroot", runroot, "--storage-driver", "overlay"]
-        inspect = [*store, "image", "inspect", "--format", "{{.Id}}", f"localhost/{container.tag}"]
-        said = subprocess.run(inspect, capture_output=True, text=True, timeout=120, env=ctr_image.runtime_env("podman"))
-    got = said.stdout.strip() or said.stderr.strip()
-    if f"sha256:{got.removeprefix('sha256:')}" != container.digest:
-        raise ImageError(f"the guest's copy of {container.tag} is {got!r}, not {container.digest}")
+        store = ["--root", str(storage), "--runroot", runroot, "--storage-driver", "overlay"]
+        got = ctr_image.image_id("podman", f"localhost/{container.tag}", store)
+    if got != container.digest:
+        said = got or "none (it is not there)"
+        raise ImageError(f"the guest's copy of {container.tag} has id {said}, not {container.digest}")
 
 
 @contextlib.contextmanager

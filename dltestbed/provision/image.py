@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,11 +163,12 @@ def _inputs(base: str, house: Wheelhouse) -> str:
     return hashlib.sha256(f"{base}\n{house.manifest}\n{CONTAINERFILE}".encode()).hexdigest()[:16]
 
 
-def _image_id(runtime: str, ref: str) -> str | None:
+def image_id(runtime: str, ref: str, store: Sequence[str] = ()) -> str | None:
+    """An image's id (sha256:…) in the runtime's store, or in the one `store`'s flags name (Podman's --root and
+    --runroot); None when it is not there."""
+    argv = [runtime, *store, "image", "inspect", "--format", "{{.Id}}", ref]
     try:
-        digest = run_step(
-            [runtime, "image", "inspect", "--format", "{{.Id}}", ref], "inspect", runtime_env(runtime), timeout=60
-        )
+        digest = run_step(argv, "inspect", runtime_env(runtime), timeout=60)
     except ImageError:
         return None
     return digest if digest.startswith("sha256:") else f"sha256:{digest}"
@@ -177,7 +178,7 @@ def find(runtime: str, house: Wheelhouse, base: str | None = None) -> Image | No
     """The image for these inputs if it was built already."""
     runtime = store_of(runtime)
     tag = tag_of(house, base)
-    digest = _image_id(runtime, tag)
+    digest = image_id(runtime, tag)
     return Image(runtime, tag, digest) if digest else None
 
 
@@ -215,10 +216,10 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
     base_ref = base
     if base_ref is None:
         base_ref = _base_tag()
-        if not _image_id(runtime, base_ref):
+        if not image_id(runtime, base_ref):
             argv = [runtime, "import", str(rootfs()), base_ref]
             run_step(argv, f"{runtime} import of the root filesystem", runtime_env(runtime))
-    elif not _image_id(runtime, base_ref):
+    elif not image_id(runtime, base_ref):
         raise ImageError(
             f"base image {base_ref!r} is not in {runtime}'s local store (no registry is used: "
             f"load it first, e.g. `{runtime} load -i FILE`)"
@@ -240,7 +241,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         )
         argv = runtimes.runtime(runtime).build_argv(tag, ctx / "Containerfile", ctx)
         run_step(argv, f"{runtime} build", runtime_env(runtime), timeout=3600)
-    digest = _image_id(runtime, tag)
+    digest = image_id(runtime, tag)
     if not digest:
         raise ImageError(f"{runtime} build said it built {tag} but the image is not there")
     prune_store(runtime, keep={tag})
