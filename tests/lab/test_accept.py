@@ -1,9 +1,11 @@
-"""`dltestbed accept --level quick` on a rack of five lab hosts that are Slurm nodes: one slowed by a CPU hog
-pinned inside it, one with a drifted package version (three healthy: the second pass has its two known-good
-controls even when the lab's noise makes one healthy node a suspect of the first pass). Stopped mid-acceptance
-and resumed (no finished stage again); both bad nodes named with their cause after the second pass; the slow one
-drained in Slurm with its reason; the others pass; the evidence pack's signature verifies, and a changed file
-fails the check."""
+"""`dltestbed accept --level quick` with its defaults (every node at once) on a rack of six lab hosts that are
+Slurm nodes, each with a share of the cores of its own (`lab up --capacity`, as nodes of a rack have): three
+healthy; one slowed by a load beside its workload in the first pass only; one left with one CPU among two-CPU
+peers; one whose TensorFlow metadata says another version. Stopped mid-acceptance and resumed (no finished stage
+again). The suspects are rerun at the same time as the healthy nodes, their controls: the loaded node is cleared,
+the one-CPU node fails on drift and on speed, with the share of its CPU its workload had; the drifted node fails
+on drift. Both are drained in Slurm with their reasons, the others pass; the evidence pack's signature verifies,
+and a changed file fails the check. One acceptance for all of it: it compares speeds, so it runs alone (quiet)."""
 
 from __future__ import annotations
 
@@ -21,30 +23,41 @@ import pytest
 import yaml
 
 from dltestbed import evidence, lab
+from dltestbed.accept import slowness
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState
 from dltestbed.requests.lab import LabSpec
 from tests.lab.conftest import accept_argv, leftovers, ssh, this_checkout
 
 NAME = "tk"
-SLOW, DRIFTED = f"{NAME}-h4", f"{NAME}-h3"
+GOOD = [f"{NAME}-h{i}" for i in range(1, 4)]
+LOADED = f"{NAME}-h4"  # a busy loop in its own share of the cores during the first pass only
+ONE_CPU = f"{NAME}-h5"  # its processes pinned to CPU 0, as cores disabled in firmware would leave it
+DRIFTED = f"{NAME}-h6"
 DRIFT_TO = "2.19.1"  # what the drifted node's TensorFlow metadata says
+# the healthy nodes' img/s differ by up to about 12 % between passes on these shared cores; the faults here take
+# a third or more
+SLOWDOWN = "20"
+BUSY = "setsid nohup taskset -c 0 sh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null & echo $!"
 
 
 @pytest.fixture(scope="module")
 def rack(lab_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabState, Path, dict[str, str]]]:
-    """Five Slurm nodes sharing this checkout's venv; hosts 1-3 and 5 on CPU 1, host 4 on CPU 0 with a hog pinned
-    beside its workload; host 3's TensorFlow metadata says another version."""
-    assert len(os.sched_getaffinity(0)) >= 2, "the test gives the slow node a CPU of its own: it needs 2 or more"
+    """Six Slurm nodes sharing this checkout's venv, each with a fixed share of the cores in proportion to its
+    CPUs; host 5 on CPU 0 alone (half the others' share); host 6's TensorFlow metadata says another version."""
+    assert len(os.sched_getaffinity(0)) >= 2, "the one-CPU node needs peers with more: 2 or more CPUs here"
     lab.down(NAME)
-    cpus = {"1": "1", "2": "1", "3": "1", "4": "0", "5": "1"}
     state = lab.up(
         LabSpec(
-            name=NAME, hosts=5, subnet="10.213.89.0/24", cpus=tuple(cpus.items()), shares=this_checkout(), slurm=True
+            name=NAME,
+            hosts=6,
+            subnet="10.213.89.0/24",
+            cpus=(("5", "0"),),
+            shares=this_checkout(),
+            slurm=True,
+            capacity=True,
         )
     )
-    hog = ssh(state, SLOW, "setsid nohup taskset -c 0 sh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null & echo $!")
-    assert hog.returncode == 0 and hog.stdout.strip().isdigit(), hog.stderr
     import importlib.metadata as md
 
     meta = Path(str(md.distribution("tensorflow-cpu").locate_file(""))) / next(
@@ -71,9 +84,8 @@ def _accept(inv: Path, out: Path, results: Path, key: Path, *more: str) -> list[
         inv,
         out,
         results,
-        "--no-parallel",  # the nodes share this machine's cores: one at a time
         "--slowdown",
-        "25",  # the healthy nodes differ by up to 12 % between runs here; the slow one is about half as fast
+        SLOWDOWN,
         *("--sign-key", str(key), "--on-fail", "drain", "--apply"),
         *more,
     )
@@ -84,77 +96,102 @@ def _benches(results: Path) -> list[str]:
         return [b for (b,) in db.execute("select distinct bench_id from runs order by started_at")]
 
 
+def _wait_for(proc: subprocess.Popen[str], err: Path, said: str, timeout: float) -> None:
+    """Until the acceptance's stderr says `said` (it must still run)."""
+    deadline = time.monotonic() + timeout
+    while said not in err.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+        time.sleep(0.5)
+
+
 @pytest.mark.quiet  # the healthy nodes' speeds must differ by less than the bar: nothing else may run
-def test_accept_names_the_slow_and_the_drifted_node_and_drains_them(
+def test_accept_clears_a_loaded_node_fails_a_one_cpu_and_a_drifted_one_and_drains_them(
     rack: tuple[LabState, Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    _, inv, slurm_env = rack
+    state, inv, slurm_env = rack
     env = {**os.environ, **slurm_env}
     key = tmp_path / "ops_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ops@site", "-f", str(key)], check=True)
     out, results = tmp_path / "pack", tmp_path / "results.sqlite"
+    hog = ssh(state, LOADED, BUSY)  # in that host's cgroup: it takes from that host's share alone
+    assert hog.returncode == 0 and hog.stdout.strip().isdigit(), hog.stderr
 
     # stopped once the measures have begun: preflight is finished and kept
-    err = (tmp_path / "first.err").open("w")
-    proc = subprocess.Popen(_accept(inv, out, results, key), stdout=subprocess.DEVNULL, stderr=err, env=env)
+    first_err = tmp_path / "first.err"
+    with first_err.open("w") as err:
+        proc = subprocess.Popen(_accept(inv, out, results, key), stdout=subprocess.DEVNULL, stderr=err, env=env)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "first.err").read_text()[-3000:]
-            if (out / "accept-state.json").exists() and "stage measure" in (tmp_path / "first.err").read_text():
-                break
-            time.sleep(0.5)
+        _wait_for(proc, first_err, "stage measure", 300)
         time.sleep(5)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    said = (tmp_path / "first.err").read_text()
+    said = first_err.read_text()
     assert code == 130, said[-3000:]
     assert "--resume" in said, said[-2000:]
     kept = json.loads((out / "accept-state.json").read_text())["stages"]
     assert list(kept) == ["provision", "preflight"], kept
     before = _benches(results)
 
-    # resumed: preflight is not run again
-    proc2 = subprocess.run(
-        _accept(inv, out, results, key, "--resume"), capture_output=True, text=True, env=env, timeout=1500
-    )
-    print(proc2.stderr[-5000:], proc2.stdout[-3000:], sep="\n")  # shown with -s, or when it fails
-    assert proc2.returncode == 1, proc2.stderr[-4000:]  # two nodes fail
-    assert "stage provision: done before" in proc2.stderr and "stage preflight: done before" in proc2.stderr
+    # resumed: preflight is not run again; the load goes once the first pass has ended
+    err_path = tmp_path / "accept.err"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            _accept(inv, out, results, key, "--resume"), stdout=subprocess.PIPE, stderr=err, text=True, env=env
+        )
+    try:
+        _wait_for(proc, err_path, "stage pairs:", 1200)
+        assert ssh(state, LOADED, f"kill {hog.stdout.strip()}").returncode == 0
+        stdout, _ = proc.communicate(timeout=1200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = err_path.read_text()
+    print(said[-5000:], stdout[-3000:], sep="\n")  # shown with -s, or when it fails
+    assert proc.returncode == 1, said[-4000:]  # two nodes fail
+    assert "stage provision: done before" in said and "stage preflight: done before" in said
     after = _benches(results)
     assert after[: len(before)] == before
-    preflight = kept["preflight"]["benches"]
-    assert sum(b in preflight for b in after) == 1  # the one preflight bench: not repeated
-    verdict = json.loads(proc2.stdout)
-    nodes = {n["node"]: n for n in verdict["nodes"]}
-    assert {k: n["verdict"] for k, n in nodes.items()} == {
-        f"{NAME}-h1": "pass",
-        f"{NAME}-h2": "pass",
-        f"{NAME}-h5": "pass",
-        DRIFTED: "fail",
-        SLOW: "fail",
-    }, json.dumps(verdict["nodes"], indent=1)[-4000:]
-    drifted = [r for r in nodes[DRIFTED]["reasons"] if r["verdict"] == "fail"]
+    assert sum(b in kept["preflight"]["benches"] for b in after) == 1  # the one preflight bench: not repeated
+    doc = json.loads(stdout)
+    verdicts = {n["node"]: n["verdict"] for n in doc["nodes"]}
+    assert verdicts == {**dict.fromkeys([*GOOD, LOADED], "pass"), ONE_CPU: "fail", DRIFTED: "fail"}, doc["nodes"]
+    reasons = {n["node"]: n["reasons"] for n in doc["nodes"]}
+
+    drifted = [r for r in reasons[DRIFTED] if r["verdict"] == "fail"]
     assert [r["check"] for r in drifted] == ["drift tensorflow"], drifted
-    assert f"TensorFlow {DRIFT_TO}, where 4 of 5 nodes have" in drifted[0]["why"]
-    slow = [r for r in nodes[SLOW]["reasons"] if r["verdict"] == "fail"]
-    # which measures show the hog is the lab's noise to say: the healthy nodes' AlexNet differ by up to 25 % between
-    # runs one after another here, so its modified z is not always below -3.5; its GEMM and memory probes always are
-    assert slow and all(r["check"].split()[0] in ("alexnet", "gemm", "membw") for r in slow), slow
-    for r in slow:  # confirmed by the second pass, with its cause
-        assert "the second pass measured it" in r["why"] and "competes for them" in r["why"], r
+    assert f"TensorFlow {DRIFT_TO}, where 5 of 6 nodes have" in drifted[0]["why"]
+
+    # the one-CPU node: drift, and slow in both passes beside its controls, which ran at the same time
+    failed = {r["check"]: r for r in reasons[ONE_CPU] if r["verdict"] == "fail"}
+    assert failed["drift cpus_usable"]["why"] == "CPUs usable 1, where 5 of 6 nodes have 2", failed
+    controls = doc["second_pass"]["controls"]
+    # the drifted node is no known-good control; a healthy node the lab's noise made a suspect is none either
+    assert set(controls) <= set(GOOD) and len(controls) >= slowness.CONTROLS_MIN, doc["second_pass"]
+    slow = [r for c, r in failed.items() if c.endswith("img/s")]
+    assert slow, failed
+    for r in slow:
+        assert "the second pass measured it" in r["why"] and "measured at the same time" in r["why"], r
+        assert all(c in r["why"] for c in controls)
+        assert "cause: its workload had " in r["why"] and "of its 1 CPU(s), its peers' " in r["why"], r
         assert r["action"].startswith("drain the node")
+    cleared = [r for r in reasons[LOADED] if "cleared by the second pass" in r["why"]]
+    assert cleared and all("measured at the same time" in r["why"] for r in cleared), reasons[LOADED]
+    (batch,) = doc["second_pass"]["batches"]
+    assert {LOADED, ONE_CPU} <= set(batch["suspects"]) <= {LOADED, ONE_CPU, *GOOD}, batch
+    model = next(b for b in batch["benches"] if _spans(results, b, models_only=True))
+    spans = _spans(results, model, models_only=True)
+    assert set(spans) == {*batch["suspects"], *controls} and _overlap(list(spans.values())), spans
 
     # drained in Slurm with the reason; the nodes that passed are not
     drained = subprocess.run(["sinfo", "-R", "-h", "-o", "%N|%E"], capture_output=True, text=True, env=env).stdout
-    reasons = dict(line.split("|", 1) for line in drained.splitlines() if "|" in line)
-    assert set(reasons) == {DRIFTED, SLOW}, drained
-    assert reasons[SLOW].startswith("dltestbed: slow: ") and "cause: " in reasons[SLOW], reasons
-    assert "TensorFlow" in reasons[DRIFTED]
-    assert "ran scontrol update nodename=" in proc2.stderr
+    why = dict(line.split("|", 1) for line in drained.splitlines() if "|" in line)
+    assert set(why) == {DRIFTED, ONE_CPU}, drained
+    assert why[ONE_CPU].startswith("dltestbed: CPUs usable 1") and "slow: " in why[ONE_CPU], why
+    assert why[DRIFTED].startswith("dltestbed: ") and "TensorFlow" in why[DRIFTED], why
+    assert "ran scontrol update nodename=" in said
 
     # the pack: every file listed, the signature verifies with ssh-keygen itself, a changed file is caught
     for name in ("verdict.json", "junit.xml", "report.html", "facts.json", "rack.yml", "remedies.txt"):
@@ -182,12 +219,38 @@ def test_accept_names_the_slow_and_the_drifted_node_and_drains_them(
         )
     assert check.returncode == 0, check.stderr
     assert subprocess.run(["sha256sum", "--quiet", "-c", evidence.MANIFEST], cwd=out).returncode == 0
-    doc = json.loads((out / "verdict.json").read_text())
-    doc["nodes"][3]["verdict"] = "pass"
-    (out / "verdict.json").write_text(json.dumps(doc))
+    verdict = json.loads((out / "verdict.json").read_text())
+    verdict["nodes"][4]["verdict"] = "pass"
+    (out / "verdict.json").write_text(json.dumps(verdict))
     assert (
         subprocess.run(["sha256sum", "--quiet", "-c", evidence.MANIFEST], cwd=out, capture_output=True).returncode != 0
     )
     assert evidence.verify(out, signers, "ops@site").changed == ("verdict.json",)
     junit = (out / "junit.xml").read_text()
-    assert f'name="node {SLOW}"' in junit and "<failure" in junit
+    assert f'name="node {ONE_CPU}"' in junit and "<failure" in junit
+
+
+def _spans(results: Path, bench: str, models_only: bool = False) -> dict[str, tuple[float, float]]:
+    """Each host's run of a bench (its model runs only, when asked): (started, finished), seconds since the epoch."""
+    from datetime import datetime
+
+    from dltestbed.results.store import Store
+
+    store = Store.open(results, read_only=True)
+    try:
+        runs = [r for r in store.runs(bench_id=bench) if r.role == "foreground" and r.finished_at]
+    finally:
+        store.close()
+    return {
+        r.host: (
+            datetime.fromisoformat(r.started_at).timestamp(),
+            datetime.fromisoformat(str(r.finished_at)).timestamp(),
+        )
+        for r in runs
+        if not models_only or not r.is_probe
+    }
+
+
+def _overlap(spans: list[tuple[float, float]]) -> bool:
+    """Whether every span overlaps every other: the latest start comes before the earliest end."""
+    return max(s for s, _ in spans) < min(f for _, f in spans)
