@@ -44,7 +44,8 @@ GUEST_PACKAGES = (
     "conmon",
     "golang-github-containers-image",
 )
-RECIPE_VERSION = "guest v1"
+RECIPE_VERSION = "guest v2"  # v2: the venv linked from the workload image's layer
+VENV = "opt/dltestbed/venv"  # the workload's venv, in the guest tree and in the workload image
 HEADROOM_BYTES = 2 * 1024**3  # free space left in the guest's root filesystem
 CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"  # not quiet: the console log shows a failed boot
 
@@ -188,8 +189,9 @@ def _build(house: Wheelhouse, container: ctr_image.Image) -> GuestImage:
         root.mkdir()
         _run(["tar", "-C", str(root), "--numeric-owner", "-xf", str(tar)], "unpacking the guest root filesystem")
         _configure(root)
-        install_workload(root, house)
         _load_container_image(root, container)
+        if not _venv_from_image(root, container, house):
+            install_workload(root, house)
         for f in ("etc/ssh/ssh_host_rsa_key", "etc/ssh/ssh_host_ecdsa_key", "etc/ssh/ssh_host_ed25519_key"):
             for suffix in ("", ".pub"):
                 (root / (f + suffix)).unlink(missing_ok=True)  # every VM gets its own, from its seed
@@ -267,6 +269,27 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
     with _mounted(root):
         _run(["chroot", str(root), "/bin/sh", "-c", script], "installing the workload in the guest tree")
     shutil.rmtree(dest)
+
+
+def _venv_from_image(root: Path, container: ctr_image.Image, house: Wheelhouse) -> bool:
+    """The guest's venv as the workload image's own: its files hard-linked from the image's layer in the guest's
+    Podman store, so vm and cvm run the same files, pip and the import check do not run a second time and the
+    disk holds one copy (ext4's -d keeps the links; Python and pip replace a file, never write one in place).
+    Only for an image on dltestbed's own root filesystem, whose python3 is the guest's; False where it is not
+    (another base), or where no single layer holds the venv: the venv is then installed from the wheelhouse."""
+    if container.tag != ctr_image.tag_of(house):
+        return False
+    overlay = root / "var/lib/containers/storage/overlay"
+    found = [d / "diff" / VENV for d in overlay.iterdir() if (d / "diff" / VENV / "pyvenv.cfg").is_file()]
+    if len(found) != 1:
+        return False
+    dest = root / VENV
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _run(["cp", "-al", str(found[0]), str(dest)], "linking the workload image's venv into the guest tree")
+    manifest = dest / "dltestbed-manifest.txt"
+    manifest.unlink(missing_ok=True)  # a link to the layer's file would change the layer
+    shutil.copyfile(house.path / "manifest.txt", manifest)
+    return True
 
 
 def _load_container_image(root: Path, container: ctr_image.Image) -> None:

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,13 +18,16 @@ import pytest
 
 from dltestbed import paths
 from tests.conftest import one_error_line, run_cli
-from tests.lab.conftest import DISK_ONLY, ansible_task, only_tools
+from tests.lab.conftest import DISK_ONLY, ansible_task, only_tools, this_checkout
 from tests.secretwatch import SecretWatch, new_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test builds the guest image
 
 ONE_STEP = ["--warmup", "1", "--steps", "1", "--repeat", "1"]
-TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", *ONE_STEP]
+# a model's one step timed, without a warm-up step before it: each step of a model in a TCG guest takes tens of
+# seconds, and a run asserts only that it trains and is stored
+MODEL_STEP = ["--warmup", "0", "--steps", "1", "--repeat", "1"]
+TINY = ["--model", "alexnet", "--image-size", "32", "--batch-size", "2", *MODEL_STEP]
 
 
 def _qemus() -> list[str]:
@@ -219,16 +223,23 @@ def _digest(folder: Path) -> str:
     return dataset.identify(dataset.scan(folder)).digest
 
 
+@pytest.mark.torch
 def test_vm_and_cvm_runs_and_teardown(
-    vm_env: dict[str, str], guest_image: Path, results: Path, dataset_dir: Path
+    vm_env: dict[str, str], guest_image: Path, results: Path, dataset_dir: Path, tmp_path: Path
 ) -> None:
     """Bare metal and the VM on real data, each with a model run and the microbenchmarks beside it (--suite
     full: one bench, one boot) — bm reads the folder, the VM gets a copy (once per digest) — then cvm in the same
     VM, its probes reading that copy through the container's mount, nothing copied again; then, in the same VM,
-    --device gpu is refused up front. cvm runs no model here: its image is the one whose model runs cbm runs
-    (test_containers), and each TensorFlow import in a TCG guest takes 4 to 5 minutes of CI. (Nothing here
-    touches this machine's container stores. The shared scenario's --isolate halves the CPU list that the same
-    probe reads inside every kind: tested on bm and its split in the unit tier.)"""
+    --device gpu is refused up front. cvm runs no TensorFlow model here: its image is the one whose model runs cbm
+    runs (test_containers), and each TensorFlow import in a TCG guest takes 4 to 5 minutes of CI. Then PyTorch
+    in the same VM (the guest image's venv and Podman image carry it beside TensorFlow): where there is no guest
+    image, a PyTorch bench on vm is one line naming the command that builds it; with it, a model trains in the VM
+    on real data decoded there, at 32 px, and in a container in that VM (cvm): the PyTorch the controller has, in
+    each. Under TCG a PyTorch process takes about 3 minutes to start and AlexNet a minute a step at 75 px
+    (measured here), so the VM runs two: the other models, inference and the models' own code are the bare-metal
+    tiers' (tests/tf/test_pytorch.py). One VM serves every run; teardown removes all of it. (Nothing here touches
+    this machine's container stores. The shared scenario's --isolate halves the CPU list that the same probe
+    reads inside every kind: tested on bm and its split in the unit tier.)"""
     real = ["--data", "real", "--data-dir", str(dataset_dir)]
     proc = run_cli(
         "bench",
@@ -330,24 +341,8 @@ def test_vm_and_cvm_runs_and_teardown(
         "gives it one); use --device auto or cpu"
     )
     assert gpu.returncode == 2 and gpu.stdout == ""
-    # the VM is kept for the next bench; teardown removes all of it
-    proc = run_cli("teardown", env=vm_env)
-    assert proc.returncode == 0 and "VM local" in proc.stderr
-    assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
-    assert "dltvm0" not in subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
-    assert run_cli("teardown", env=vm_env).stderr.strip().endswith("nothing to remove")  # idempotent
-
-
-@pytest.mark.torch
-def test_pytorch_in_a_vm_and_in_a_container_in_it(
-    vm_env: dict[str, str], guest_image: Path, results: Path, dataset_dir: Path, tmp_path: Path
-) -> None:
-    """The guest image whose venv and Podman image carry PyTorch beside TensorFlow. Where there is none, a PyTorch
-    bench on vm is one line naming the command that builds it; with it, a model trains in the VM on real data
-    decoded there, at 32 px, and trains in a container in that VM (cvm): the PyTorch the controller has, in each.
-    Under TCG a PyTorch process takes about 3 minutes to start and AlexNet a minute a step at 75 px (measured
-    here), so the VM runs two processes: the other models, inference and the models' own code are the bare-metal
-    tiers' (tests/tf/test_pytorch.py), not the VM's."""
+    # PyTorch in the same VM and in a container in it; where there is no guest image, one line naming the command
+    # that builds it
     import importlib.metadata as md
 
     argv = ["bench", "--framework", "pytorch", "--results", str(results), "--format", "json"]
@@ -359,25 +354,28 @@ def test_pytorch_in_a_vm_and_in_a_container_in_it(
     )
     tf = one_error_line(run_cli("bench", *argv[3:], "--targets", "vm", *TINY, env=none, timeout=1800))
     assert tf == "error: vm: no VM guest image for this dltestbed build; run `dltestbed image build`"
-    path = guest_image
-    sizes = ["--image-size", "32", "--batch-size", "2", *ONE_STEP]
-    real = ["--data", "real", "--data-dir", str(dataset_dir)]
+    sizes = ["--image-size", "32", "--batch-size", "2", *MODEL_STEP]
     proc = run_cli(*argv, "--targets", "vm", "-m", "alexnet", *sizes, *real, env=vm_env, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = json.loads(proc.stdout)
+    assert proc.returncode == 0 and "copying" not in proc.stderr, proc.stderr[-3000:]  # the VM's copy of the data
+    torch_runs = json.loads(proc.stdout)
     in_vm = run_cli(*argv, "--targets", "cvm", "-m", "alexnet", *sizes, env=vm_env, timeout=1800)
     assert in_vm.returncode == 0, in_vm.stderr[-3000:]
-    runs += json.loads(in_vm.stdout)
-    assert [(r["target_kind"], r["model"], r["mode"], r["data"], r["status"]) for r in runs] == [
+    torch_runs += json.loads(in_vm.stdout)
+    assert [(r["target_kind"], r["model"], r["mode"], r["data"], r["status"]) for r in torch_runs] == [
         ("vm", "alexnet", "train", "real", "ok"),
         ("cvm", "alexnet", "train", "synthetic", "ok"),
     ]
-    assert all(r["framework"] == "pytorch" and r["images_per_sec"] > 0 for r in runs)
-    assert {r["fingerprint"]["pytorch"] for r in runs} == {md.version("torch")}  # the controller's build
-    assert all(r["fingerprint"]["vm_virt_type"] == "qemu" for r in runs)
-    meta = json.loads((path / "image.json").read_text())
-    assert runs[-1]["fingerprint"]["container_image_digest"] == meta["container_digest"]
-    assert len(_domains()) == 1  # one VM, made on the PyTorch guest image, for every run
+    assert all(r["framework"] == "pytorch" and r["images_per_sec"] > 0 for r in torch_runs)
+    assert {r["fingerprint"]["pytorch"] for r in torch_runs} == {md.version("torch")}  # the controller's build
+    assert all(r["fingerprint"]["vm_virt_type"] == "qemu" for r in torch_runs)
+    assert torch_runs[-1]["fingerprint"]["container_image_digest"] == meta["container_digest"]
+    assert len(_domains()) == 1  # one VM, made on the guest image with PyTorch, for every run
+    # the VM is kept for the next bench; teardown removes all of it
+    proc = run_cli("teardown", env=vm_env)
+    assert proc.returncode == 0 and "VM local" in proc.stderr
+    assert not _domains() and not _qemus() and not list(Path(vm_env["DLTESTBED_VM_DIR"]).iterdir())
+    assert "dltvm0" not in subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert run_cli("teardown", env=vm_env).stderr.strip().endswith("nothing to remove")  # idempotent
 
 
 @pytest.fixture(scope="module")
@@ -566,9 +564,11 @@ def test_vms_on_an_inventory_libvirt_host(
 
     old = os.environ.get("DLTESTBED_LAB_DIR")
     os.environ["DLTESTBED_LAB_DIR"] = str(labs)
-    state = lab.up(LabSpec(name="tv", hosts=1, subnet="10.213.87.0/24", vms=True))
+    state = lab.up(LabSpec(name="tv", hosts=1, subnet="10.213.87.0/24", vms=True, shares=this_checkout()))
     doc = yaml.safe_load(state.inventory.read_text())
     doc["all"]["vars"]["dltestbed_libvirt_pool"] = str(pool)
+    # the host runs this checkout's venv, shared (installing on hosts: test_provision's and test_bastion's)
+    doc["all"]["vars"] |= {"dltestbed_venv": sys.prefix, "dltestbed_venv_shared": True}
     inv = labs / "inventory.yml"
     inv.write_text(yaml.safe_dump(doc))
     try:
