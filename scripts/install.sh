@@ -56,6 +56,7 @@ if ((containers)); then
     command -v newuidmap >/dev/null || apt_needed+=(uidmap)
     command -v fuse-overlayfs >/dev/null || apt_needed+=(fuse-overlayfs)
     command -v slirp4netns >/dev/null || apt_needed+=(slirp4netns)
+    command -v zstd >/dev/null || apt_needed+=(zstd) # Podman's image archive (runtimes/podman.py)
 fi
 if ((vm)); then
     command -v libvirtd >/dev/null || apt_needed+=(libvirt-daemon-system)

@@ -18,9 +18,9 @@ from dltestbed.provision.image import Image, ImageError, last_line, run_step, ru
 
 def archive(img: Image) -> Path:
     """The image saved as one compressed archive (cached by tag and digest): what provisioning copies to container hosts
-    and loads there, so every host runs the same image, digest included. Podman's is an OCI archive (its layers
-    compressed); Docker's `save` compresses nothing, so its archive goes through gzip -1 on the way (a third of the
-    size; `docker load` reads it)."""
+    and loads there, so every host runs the same image, digest included. Each runtime's `save` writes its layers
+    uncompressed and the archive goes through the runtime's compressor on the way (Podman's OCI archive zstd,
+    Docker's gzip -1: a third of the size; each `load` reads its own); without that compressor, uncompressed."""
     name = f"{img.tag.replace(':', '-').replace('/', '_')}-{img.digest.removeprefix('sha256:')[:12]}"
     path = paths.cache_dir() / "images" / f"{name}.{img.runtime}.tar"  # by digest: two stores build a tag apart
     if path.exists():
