@@ -44,11 +44,14 @@ fi
 # bare-metal runs it measures beside its VMs): a test that looks for workload processes looks for its own alone
 # (tests/tf/test_scenarios.py by its PYTEST_CURRENT_TEST, tests/lab/test_slurm.py by its cluster).
 # Then the tests that compare speeds (marker `quiet`), alone on the machine.
-GPU_CHECK=tests/tf/test_gpu_check_script.py # 3 minutes: after the unit tier, where stream 2 ends sooner
-# acceptance of a rack with dead nodes (5 min alone): its nodes are measured at once, so it runs beside stream 1
+# Stream 2 ends sooner (2026-11-29: the VM tier 10 min shorter), so it takes these from stream 1:
+GPU_CHECK=tests/tf/test_gpu_check_script.py # 3-4 minutes
+TORCH=tests/tf/test_pytorch.py              # 4 minutes
+# acceptance of a rack with dead nodes (4-6 min): its nodes are measured at once, so it runs beside stream 1
 DEAD_NODES=tests/lab/test_accept_rack.py::test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_resumed
-STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" --deselect "$DEAD_NODES" -m "not quiet")
-STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" "$DEAD_NODES" -m "not quiet")
+STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" --ignore="$TORCH" --deselect "$DEAD_NODES"
+    -m "not quiet")
+STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" "$TORCH" "$DEAD_NODES" -m "not quiet")
 mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folders above
 log2="$tmp.stream2.log"
 state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
