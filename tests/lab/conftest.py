@@ -52,6 +52,33 @@ def accept_argv(inv: Path, out: Path, results: Path, *more: str) -> list[str]:
     return [*base, "--out", str(out), "--results", str(results), "--format", "json", *more]
 
 
+def run_spans(results: Path, bench: str, models_only: bool = False) -> dict[str, tuple[float, float]]:
+    """Each host's run of a bench in a store (its model runs only, when asked): (started, finished), seconds since
+    the epoch."""
+    from datetime import datetime
+
+    from dltestbed.results.store import Store
+
+    store = Store.open(results, read_only=True)
+    try:
+        runs = [r for r in store.runs(bench_id=bench) if r.role == "foreground" and r.finished_at]
+    finally:
+        store.close()
+    return {
+        r.host: (
+            datetime.fromisoformat(r.started_at).timestamp(),
+            datetime.fromisoformat(str(r.finished_at)).timestamp(),
+        )
+        for r in runs
+        if not models_only or not r.is_probe
+    }
+
+
+def overlap(spans: list[tuple[float, float]]) -> bool:
+    """Whether every span overlaps every other: the latest start comes before the earliest end."""
+    return max(s for s, _ in spans) < min(f for _, f in spans)
+
+
 def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a command on a lab host with the lab's key and recorded host keys (strict checking)."""
     h = next(x for x in state.hosts if x.name == host)

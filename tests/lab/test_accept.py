@@ -27,7 +27,7 @@ from dltestbed.accept import slowness
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState
 from dltestbed.requests.lab import LabSpec
-from tests.lab.conftest import accept_argv, leftovers, ssh, this_checkout
+from tests.lab.conftest import accept_argv, leftovers, overlap, run_spans, ssh, this_checkout
 
 NAME = "tk"
 GOOD = [f"{NAME}-h{i}" for i in range(1, 4)]
@@ -181,9 +181,9 @@ def test_accept_clears_a_loaded_node_fails_a_one_cpu_and_a_drifted_one_and_drain
     assert cleared and all("measured at the same time" in r["why"] for r in cleared), reasons[LOADED]
     (batch,) = doc["second_pass"]["batches"]
     assert {LOADED, ONE_CPU} <= set(batch["suspects"]) <= {LOADED, ONE_CPU, *GOOD}, batch
-    model = next(b for b in batch["benches"] if _spans(results, b, models_only=True))
-    spans = _spans(results, model, models_only=True)
-    assert set(spans) == {*batch["suspects"], *controls} and _overlap(list(spans.values())), spans
+    model = next(b for b in batch["benches"] if run_spans(results, b, models_only=True))
+    spans = run_spans(results, model, models_only=True)
+    assert set(spans) == {*batch["suspects"], *controls} and overlap(list(spans.values())), spans
 
     # drained in Slurm with the reason; the nodes that passed are not
     drained = subprocess.run(["sinfo", "-R", "-h", "-o", "%N|%E"], capture_output=True, text=True, env=env).stdout
@@ -228,29 +228,3 @@ def test_accept_clears_a_loaded_node_fails_a_one_cpu_and_a_drifted_one_and_drain
     assert evidence.verify(out, signers, "ops@site").changed == ("verdict.json",)
     junit = (out / "junit.xml").read_text()
     assert f'name="node {ONE_CPU}"' in junit and "<failure" in junit
-
-
-def _spans(results: Path, bench: str, models_only: bool = False) -> dict[str, tuple[float, float]]:
-    """Each host's run of a bench (its model runs only, when asked): (started, finished), seconds since the epoch."""
-    from datetime import datetime
-
-    from dltestbed.results.store import Store
-
-    store = Store.open(results, read_only=True)
-    try:
-        runs = [r for r in store.runs(bench_id=bench) if r.role == "foreground" and r.finished_at]
-    finally:
-        store.close()
-    return {
-        r.host: (
-            datetime.fromisoformat(r.started_at).timestamp(),
-            datetime.fromisoformat(str(r.finished_at)).timestamp(),
-        )
-        for r in runs
-        if not models_only or not r.is_probe
-    }
-
-
-def _overlap(spans: list[tuple[float, float]]) -> bool:
-    """Whether every span overlaps every other: the latest start comes before the earliest end."""
-    return max(s for s, _ in spans) < min(f for _, f in spans)

@@ -20,7 +20,7 @@ import yaml
 from dltestbed import lab
 from dltestbed.lab import LabSpec
 from dltestbed.lab.state import LabState
-from tests.lab.conftest import accept_argv, leftovers, this_checkout
+from tests.lab.conftest import accept_argv, leftovers, overlap, run_spans, this_checkout
 
 NAME = "tr"
 SUBNET = "10.213.85.0/24"  # its own: it runs beside the other stream's labs
@@ -105,8 +105,8 @@ def test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_res
         (pairs_bench,) = stages["pairs"]["benches"]
         pairs = sorted(sorted(p[:2]) for p in stages["pairs"]["data"]["pairs"])
         assert pairs == [GOOD[:2], GOOD[2:]]
-        spans = _spans(results, pairs_bench)
-        assert len(spans) == 4 and _overlap(list(spans.values())), spans
+        spans = run_spans(results, pairs_bench)
+        assert len(spans) == 4 and overlap(list(spans.values())), spans
 
         # the site's choice: a dead node fails. Nothing of the good nodes is measured again
         again = _accept(inv, out, results, "--resume", "--unreachable", "fail")
@@ -132,32 +132,6 @@ def test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_res
     assert rejoin["rejoined"] == [DOWN] and len(rejoin["controls"]) >= 2
     # a measure slow beside the controls (noise on these shared cores, or a fault) is measured again beside them
     assert all(b["nodes"] == [DOWN] for b in rejoin["again"]["batches"]), rejoin["again"]
-    model = next(b for b in rejoin["measure"] if _spans(results, b, models_only=True))
-    spans = _spans(results, model, models_only=True)
-    assert set(spans) == {DOWN, *rejoin["controls"]} and _overlap(list(spans.values())), spans
-
-
-def _spans(results: Path, bench: str, models_only: bool = False) -> dict[str, tuple[float, float]]:
-    """Each host's run of a bench (its model runs only, when asked): (started, finished), seconds since the epoch."""
-    from datetime import datetime
-
-    from dltestbed.results.store import Store
-
-    store = Store.open(results, read_only=True)
-    try:
-        runs = [r for r in store.runs(bench_id=bench) if r.role == "foreground" and r.finished_at]
-    finally:
-        store.close()
-    return {
-        r.host: (
-            datetime.fromisoformat(r.started_at).timestamp(),
-            datetime.fromisoformat(str(r.finished_at)).timestamp(),
-        )
-        for r in runs
-        if not models_only or not r.is_probe
-    }
-
-
-def _overlap(spans: list[tuple[float, float]]) -> bool:
-    """Whether every span overlaps every other: the latest start comes before the earliest end."""
-    return max(s for s, _ in spans) < min(f for _, f in spans)
+    model = next(b for b in rejoin["measure"] if run_spans(results, b, models_only=True))
+    spans = run_spans(results, model, models_only=True)
+    assert set(spans) == {DOWN, *rejoin["controls"]} and overlap(list(spans.values())), spans
