@@ -20,10 +20,10 @@ from dltestbed.provision.wheelhouse import Wheelhouse, source_root
 from dltestbed.results.records import new_id
 from dltestbed.transport.ssh import known_hosts_files
 from dltestbed.vms.hypervisor import VMError
-from dltestbed.vms.images import GUEST_VENV
+from dltestbed.vms.images import GUEST_VENV, VENV_MANIFEST
 from dltestbed.vms.record import VMRecord, guest_ssh
 
-CHECK_SCRIPT = """printf 'manifest=%s\\n' "$(cat {venv}/dltestbed-manifest.txt 2>/dev/null)"
+CHECK_SCRIPT = """printf 'manifest=%s\\n' "$(cat {venv}/{manifest} 2>/dev/null)"
 printf 'python=%s\\n' "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"
 """
 
@@ -40,9 +40,8 @@ def _controller_python() -> str:
 
 def _check(rec: VMRecord, via: Host | None) -> tuple[str, str]:
     lines: list[str] = []
-    res = guest_ssh(rec, via).run(
-        ["sh", "-c", CHECK_SCRIPT.format(venv=shlex.quote(GUEST_VENV))], timeout=120, on_line=lines.append
-    )
+    script = CHECK_SCRIPT.format(venv=shlex.quote(GUEST_VENV), manifest=VENV_MANIFEST)
+    res = guest_ssh(rec, via).run(["sh", "-c", script], timeout=120, on_line=lines.append)
     if not res.ok:
         why = " ".join(res.stderr_tail)[-200:]
         raise VMError(f"VM {rec.name}: checking its workload failed ({res.describe()}: {why})")

@@ -50,8 +50,9 @@ KbdInteractiveAuthentication no
 UseDNS no
 """
 
-STORAGE_CONF = """[storage]
+GRAPHROOT = "/var/lib/containers/storage"  # the guest's Podman store, where the build puts the workload image
+STORAGE_CONF = f"""[storage]
 driver = "overlay"
 runroot = "/run/containers/storage"
-graphroot = "/var/lib/containers/storage"
+graphroot = "{GRAPHROOT}"
 """

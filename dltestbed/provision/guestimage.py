@@ -22,9 +22,10 @@ from typing import ClassVar
 from dltestbed import locks, paths
 from dltestbed.provision import image as ctr_image
 from dltestbed.provision.cache import prune
-from dltestbed.provision.guestfiles import SEED_SCRIPT, SEED_UNIT, SSHD_CONF, STORAGE_CONF
+from dltestbed.provision.guestfiles import GRAPHROOT, SEED_SCRIPT, SEED_UNIT, SSHD_CONF, STORAGE_CONF
 from dltestbed.provision.image import ImageError
 from dltestbed.provision.wheelhouse import Wheelhouse
+from dltestbed.vms.images import GUEST_VENV, VENV_MANIFEST
 
 GUEST_PACKAGES = (
     "linux-image-amd64",
@@ -45,7 +46,6 @@ GUEST_PACKAGES = (
     "golang-github-containers-image",
 )
 RECIPE_VERSION = "guest v2"  # v2: the venv linked from the workload image's layer
-VENV = "opt/dltestbed/venv"  # the workload's venv, in the guest tree and in the workload image
 HEADROOM_BYTES = 2 * 1024**3  # free space left in the guest's root filesystem
 CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"  # not quiet: the console log shows a failed boot
 
@@ -259,16 +259,21 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
     modules itself (minutes in an emulated guest; ext4's -d keeps the sources' times, so the bytecode stays valid)."""
     dest = root / "tmp/wheelhouse"
     shutil.copytree(house.path, dest)
-    pip = "/opt/dltestbed/venv/bin/pip install -q --no-index --no-compile"
+    pip = f"{GUEST_VENV}/bin/pip install -q --no-index --no-compile"
     script = (
-        f"python3 -m venv /opt/dltestbed/venv && {pip} --find-links /tmp/wheelhouse -r "
+        f"python3 -m venv {GUEST_VENV} && {pip} --find-links /tmp/wheelhouse -r "
         f"/tmp/wheelhouse/requirements.txt && {pip} --no-deps /tmp/wheelhouse/{house.wheel} "
-        f"&& /opt/dltestbed/venv/bin/python -c '{house.imports}' "
-        "&& cp /tmp/wheelhouse/manifest.txt /opt/dltestbed/venv/dltestbed-manifest.txt"
+        f"&& {GUEST_VENV}/bin/python -c '{house.imports}' "
+        f"&& cp /tmp/wheelhouse/manifest.txt {GUEST_VENV}/{VENV_MANIFEST}"
     )
     with _mounted(root):
         _run(["chroot", str(root), "/bin/sh", "-c", script], "installing the workload in the guest tree")
     shutil.rmtree(dest)
+
+
+def _storage(root: Path) -> Path:
+    """The guest tree's Podman store (its storage.conf's graphroot)."""
+    return root / GRAPHROOT.lstrip("/")
 
 
 def _venv_from_image(root: Path, container: ctr_image.Image, house: Wheelhouse) -> bool:
@@ -279,14 +284,15 @@ def _venv_from_image(root: Path, container: ctr_image.Image, house: Wheelhouse) 
     (another base), or where no single layer holds the venv: the venv is then installed from the wheelhouse."""
     if container.tag != ctr_image.tag_of(house):
         return False
-    overlay = root / "var/lib/containers/storage/overlay"
-    found = [d / "diff" / VENV for d in overlay.iterdir() if (d / "diff" / VENV / "pyvenv.cfg").is_file()]
+    venv = GUEST_VENV.lstrip("/")
+    layers = (_storage(root) / "overlay").iterdir()
+    found = [d / "diff" / venv for d in layers if (d / "diff" / venv / "pyvenv.cfg").is_file()]
     if len(found) != 1:
         return False
-    dest = root / VENV
+    dest = root / venv
     dest.parent.mkdir(parents=True, exist_ok=True)
     _run(["cp", "-al", str(found[0]), str(dest)], "linking the workload image's venv into the guest tree")
-    manifest = dest / "dltestbed-manifest.txt"
+    manifest = dest / VENV_MANIFEST
     manifest.unlink(missing_ok=True)  # a link to the layer's file would change the layer
     shutil.copyfile(house.path / "manifest.txt", manifest)
     return True
@@ -296,7 +302,7 @@ def _load_container_image(root: Path, container: ctr_image.Image) -> None:
     """Copy the Podman workload image into the guest's own storage, so cvm runs the same digest: store to store
     (`podman push` to a containers-storage reference), its layers never compressed on the way as an archive's
     save and load would (a minute and more of gzip for gigabytes of layers); then its id checked there."""
-    storage = root / "var/lib/containers/storage"
+    storage = _storage(root)
     storage.mkdir(parents=True, exist_ok=True)
     with _runroot(storage) as runroot:
         dest = f"containers-storage:[overlay@{storage}+{runroot}]localhost/{container.tag}"

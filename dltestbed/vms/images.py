@@ -42,3 +42,4 @@ class BaseImage(Protocol):
 
 
 GUEST_VENV = "/opt/dltestbed/venv"  # where the workload lives in a guest (built in, or installed by provision)
+VENV_MANIFEST = "dltestbed-manifest.txt"  # in the venv: the manifest of the wheelhouse it was installed from
