@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dltestbed.accept.slowness import CONTROLS_MIN, PEERS_MIN, Suspect, against_controls, suspects
-from dltestbed.report import ROBUST_Z
+from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.drift import Drift
 from dltestbed.report.gpu_evidence import GpuVerdict, Reason, worst
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
@@ -59,7 +59,7 @@ class Findings:
     causes: Mapping[str, str] = field(default_factory=dict)
     gpus: Sequence[GpuVerdict] = ()
     extra: Mapping[str, Sequence[Reason]] = field(default_factory=dict)
-    slowdown: float = 5.0
+    slowdown: float = FLEET_MIN_SLOWDOWN
     compared: Mapping[str, Sequence[str]] = field(default_factory=dict)  # node → the facts its drift compared
     drift_basis: str = "the fleet's majority"  # what they were compared with (or "the golden spec")
     left_out: Sequence[LeftOut] = ()  # checks not made, with why (one node: no peers, no pair)
