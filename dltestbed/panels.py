@@ -99,6 +99,11 @@ def options(group: type[Group]) -> Iterator[Field]:
         yield Field(f.name, typing.get_args(hint)[0], default, marks[0])
 
 
+def given(group: Any) -> list[str]:
+    """The options of a group (an instance) that hold other than their default, by their long names, in order."""
+    return [f.opt.names[0] for f in options(type(group)) if getattr(group, f.name) != f.default]
+
+
 def is_group(hint: Any) -> bool:
     """Whether an annotation is a group (a dataclass with a PANEL; None: the command's Options panel)."""
     return isinstance(hint, type) and dataclasses.is_dataclass(hint) and hasattr(hint, "PANEL")

@@ -70,12 +70,12 @@ def bench(request: BenchRequest, said: Said, stream: Influx, old: Old) -> None:
 
     if said.report is not None:
         check_out(said.report)
-    where, launch = request.where, request.launch  # the old spellings, where the new ones were not given
+    where, slurm = request.where, request.slurm  # the old spellings, where the new ones were not given
     run_timeout = where.run_timeout if where.run_timeout is not None else old.timeout
     request = replace(
         request,
         where=replace(where, parallel=where.parallel and not old.sequential, run_timeout=run_timeout),
-        launch=replace(launch, time=launch.time or old.time),
+        slurm=replace(slurm, time=slurm.time or old.time),
         results=said.results,
         stream=influx.settings(stream.url, stream.org, stream.bucket, stream.token_file),
         dry_run=said.dry_run,

@@ -26,13 +26,13 @@ from dltestbed.requests.bench import (
     BenchRequest,
     Compute,
     Container,
-    Launch,
     Options,
     Repetitions,
     VmSettings,
     Where,
     Workloads,
 )
+from dltestbed.requests.launch import Launch, SlurmOptions
 from dltestbed.results import influx
 from dltestbed.results.store import Store
 from dltestbed.targets.unreachable import DID_NOT_ANSWER
@@ -50,6 +50,7 @@ __all__ = [
     "Options",
     "Repetitions",
     "Silent",
+    "SlurmOptions",
     "VmSettings",
     "Where",
     "Workloads",

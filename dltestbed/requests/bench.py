@@ -23,7 +23,6 @@ from dltestbed.choices import (
     DataKind,
     Device,
     Gpus,
-    LauncherName,
     Math,
     Mode,
     OrderName,
@@ -36,6 +35,7 @@ from dltestbed.choices import (
     or_list,
 )
 from dltestbed.panels import comma_list, comma_tuple, opt, repeated
+from dltestbed.requests.launch import Launch, SlurmOptions
 from dltestbed.sizes import mib_or_bare
 
 if TYPE_CHECKING:
@@ -261,22 +261,6 @@ class Container:
 
 
 @dataclass(frozen=True)
-class Launch:
-    """How the bench reaches its machines: the launcher, and what Slurm's is given (over the inventory's)."""
-
-    PANEL: ClassVar[str] = "Slurm (--launcher slurm)"
-
-    launcher: Annotated[
-        LauncherName, opt("--launcher", metavar="HOW", help="direct, or slurm: srun in one salloc.")
-    ] = "direct"
-    partition: Annotated[str | None, opt("--partition", metavar="NAME", help="Partition.")] = None
-    nodes: Annotated[int | None, opt("--nodes", help="Nodes to allocate.")] = None
-    account: Annotated[str | None, opt("--account", metavar="NAME", help="Account to charge.")] = None
-    time: Annotated[str | None, opt("--slurm-time", metavar="TIME", help="Allocation limit, e.g. 1:30:00.")] = None
-    venv: Annotated[str | None, opt("--venv", metavar="DIR", help="dltestbed's venv on the nodes.")] = None
-
-
-@dataclass(frozen=True)
 class BenchRequest:
     """A bench, as a program asks for it: `orchestrate.run_bench(BenchRequest(...), observer)`. Its groups are
     `dltestbed bench`'s panels (dltestbed/requests/bench.py)."""
@@ -289,6 +273,7 @@ class BenchRequest:
     vm: VmSettings = field(default_factory=VmSettings)
     container: Container = field(default_factory=Container)
     launch: Launch = field(default_factory=Launch)
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
     results: Path | None = None  # the store (None: the default)
     stream: StreamSettings | None = None  # the time-series server, or none
     dry_run: bool = False  # check everything, list the runs (BenchOutcome.planned), run none

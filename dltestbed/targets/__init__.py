@@ -13,12 +13,10 @@ from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, over_ssh
 from dltestbed.kinds import KINDS
 from dltestbed.runtimes import RUNTIMES, ContainerOptions, runtime
-from dltestbed.slurm.alloc import Allocation, Node
 from dltestbed.targets.asuser import AsUserTarget
-from dltestbed.targets.base import CommandResult, Target, machine_under
+from dltestbed.targets.base import CommandResult, Placement, Target, machine_under
 from dltestbed.targets.container import ContainerTarget
 from dltestbed.targets.local import LocalTarget
-from dltestbed.targets.slurm import SlurmTarget
 from dltestbed.targets.ssh import SSHTarget
 from dltestbed.targets.unreachable import UnreachableTarget
 from dltestbed.targets.vm import VMTarget
@@ -49,24 +47,15 @@ class DataPlace:
 
 
 @dataclass(frozen=True)
-class SlurmPlace:
-    """A node of the bench's Slurm allocation, with the interpreter that has dltestbed there."""
-
-    alloc: Allocation
-    node: Node
-    python: str
-
-
-@dataclass(frozen=True)
 class Site:
-    """One machine of a bench: this machine (host None), an inventory host, or a node of a Slurm
-    allocation (slurm), with its container image (cbm) and its VM (vm, cvm) when the bench uses them."""
+    """One machine of a bench: this machine (host None), an inventory host, or a machine a launcher's scheduler
+    gave (placed), with its container image (cbm) and its VM (vm, cvm) when the bench uses them."""
 
     host: Host | None = None
     container: ContainerImage | None = None
     vm: VMRecord | None = None
     data: DataPlace = field(default_factory=DataPlace)
-    slurm: SlurmPlace | None = None
+    placed: Placement | None = None  # a scheduler's machine (launchers/): how its bare metal is reached
     down: str | None = None  # why the machine did not answer when the bench began: its runs fail at once with it
     as_user: str | None = None  # --as-user: every workload on the machine runs as this unprivileged user
     # the bench's compile caches by kind: a folder on the machine that holds the kind's process (its host for bm and
@@ -76,8 +65,8 @@ class Site:
     @property
     def label(self) -> str:
         """For messages."""
-        if self.slurm is not None:
-            return f"Slurm node {self.slurm.node.name}"
+        if self.placed is not None:
+            return self.placed.label
         return "this machine" if self.host is None else self.host.name
 
 
@@ -136,12 +125,12 @@ def _as_user(site: Site, bare: Target) -> Target:
 
 
 def _bare(site: Site, cache: str | None = None) -> Target:
-    """The machine's bare-metal target, as the user dltestbed reaches it as: this machine's processes without an
-    inventory host or for a local one (ansible_connection: local), else SSH; its workloads' compile caches in
-    `cache`."""
+    """The machine's bare-metal target, as the user dltestbed reaches it as: a placed machine's (the scheduler's
+    way to it), this machine's processes without an inventory host or for a local one (ansible_connection: local),
+    else SSH; its workloads' compile caches in `cache`."""
     data = site.data.host
-    if site.slurm is not None:
-        return SlurmTarget(site.slurm.alloc, site.slurm.node, site.slurm.python, data_dir=data, compile_cache=cache)
+    if site.placed is not None:
+        return site.placed.bare(data, cache)
     if site.host is None:
         return LocalTarget(name="local", data_dir=data, compile_cache=cache)
     if site.host.local:
@@ -198,8 +187,8 @@ __all__ = [
     "CommandResult",
     "ContainerImage",
     "DataPlace",
+    "Placement",
     "Site",
-    "SlurmPlace",
     "Target",
     "check_kind",
     "factory",

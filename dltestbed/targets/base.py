@@ -29,6 +29,7 @@ __all__ = [
     "Aborted",
     "CommandResult",
     "OnTransport",
+    "Placement",
     "RunOptions",
     "Target",
     "command_env",
@@ -108,3 +109,17 @@ class OnTransport:
 def machine_under(target: Target) -> Target:
     """The target under a container (its host or VM: same network and CPUs); the target itself otherwise."""
     return target.inner if target.inner is not None else target
+
+
+class Placement(Protocol):
+    """A machine a scheduler gave the bench (a launcher's: a node of Slurm's allocation), and how a bare-metal
+    workload reaches it; a container there runs under the runtime's CLI on that target."""
+
+    @property
+    def label(self) -> str:
+        """The machine, for messages."""
+        ...
+
+    def bare(self, data_dir: str | None, compile_cache: str | None) -> Target:
+        """Its bare-metal target: the bench's data copy read at `data_dir`, its compile caches in `compile_cache`."""
+        ...

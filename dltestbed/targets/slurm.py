@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Unpack
 
 from dltestbed.slurm.alloc import Allocation, Node
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
 from dltestbed.transport.base import MACHINE_LOCAL
 from dltestbed.transport.local import LocalProcess
+
+
+@dataclass(frozen=True)
+class SlurmPlace:
+    """A node of the bench's Slurm allocation, with the interpreter that has dltestbed there (a Placement)."""
+
+    alloc: Allocation
+    node: Node
+    python: str
+
+    @property
+    def label(self) -> str:
+        return f"Slurm node {self.node.name}"
+
+    def bare(self, data_dir: str | None, compile_cache: str | None) -> Target:
+        return SlurmTarget(self.alloc, self.node, self.python, data_dir=data_dir, compile_cache=compile_cache)
 
 
 class SlurmTarget:

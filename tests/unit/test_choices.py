@@ -102,8 +102,8 @@ def test_what_each_scenario_asks_of_the_launcher_and_the_gpu_checks() -> None:
     from dltestbed.orchestrate import prepare
     from dltestbed.orchestrate.scenarios import Options, scenario
 
-    assert [scenario(n).slurm_nodes(None) for n in choices.SCENARIOS] == [1, 2, 1]
-    assert scenario("distributed").slurm_nodes(5) == 5
+    assert [scenario(n).machines(None) for n in choices.SCENARIOS] == [1, 2, 1]
+    assert scenario("distributed").machines(5) == 5
     assert [scenario(n).one_host for n in choices.SCENARIOS] == [False, False, True]
     pools = {c: scenario("shared").gpu_pools(Options("shared", cotenant=c)) for c in choices.COTENANTS}
     assert pools == {"alexnet": 2, "cpu": 1, "io": 2, "gpu": 2} and scenario("single").gpu_pools(Options()) == 1

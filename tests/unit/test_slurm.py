@@ -12,8 +12,9 @@ from dltestbed.errors import ConfigError
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import plan as lab_plan
 from dltestbed.orchestrate.launchers.slurm import check_options, from_inventory
-from dltestbed.requests.bench import BenchRequest, Launch, Options, Where, Workloads
+from dltestbed.requests.bench import BenchRequest, Options, Where, Workloads
 from dltestbed.requests.lab import LabSpec
+from dltestbed.requests.launch import Launch, SlurmOptions
 from dltestbed.slurm import parse
 from dltestbed.slurm.alloc import HOLDER, Allocation, Node, Request, salloc_argv
 from tests.conftest import one_error_line, run_cli
@@ -113,7 +114,7 @@ def test_the_node_count(kw: dict, wanted: int) -> None:
     ("kw", "line"),
     [
         ({"launch": Launch("slurm", nodes=0)}, "--nodes: at least 1"),
-        ({"launch": Launch("slurm", venv="venv")}, "--venv venv: an absolute path"),
+        ({"slurm": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
         ({"where": Where(targets=("bm", "vm"))}, "not vm"),
         ({"where": Where(targets=("bm", "cbm"))}, "come from --inventory"),
         ({"workloads": Workloads(data="real")}, "give --data-shared"),
@@ -132,7 +133,11 @@ def test_a_launchers_options_go_with_that_launcher_only() -> None:
     from dltestbed.orchestrate.launchers import Direct, Slurm, launcher_class, launcher_for
 
     with pytest.raises(ConfigError, match=r"^--partition goes with --launcher slurm$"):
-        launcher_for(BenchRequest(launch=Launch(partition="p")))
+        launcher_for(BenchRequest(slurm=SlurmOptions(partition="p")))
+    with pytest.raises(ConfigError, match=r"^--slurm-time goes with --launcher slurm$"):
+        launcher_for(BenchRequest(slurm=SlurmOptions(time="1:00")))
+    with pytest.raises(ConfigError, match=r"^--nodes: how many machines a scheduler gives"):
+        launcher_for(BenchRequest(launch=Launch(nodes=2)))
     assert isinstance(launcher_for(BenchRequest()), Direct)
     on_nodes = launcher_for(BenchRequest(launch=Launch("slurm", nodes=3)))
     assert isinstance(on_nodes, Slurm) and len(on_nodes.hosts()) == 3
@@ -151,15 +156,15 @@ def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: P
         "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n    dltestbed_slurm_time: '30'\n"
         "    dltestbed_slurm_account: ops\n  hosts:\n    n1:\n    n2:\n"
     )
-    opts = from_inventory(Launch(account="mine", venv="/v"), inventory.load(inv))
-    assert opts == Launch(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
+    opts = from_inventory(SlurmOptions(account="mine", venv="/v"), inventory.load(inv))
+    assert opts == SlurmOptions(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
     inv.write_text(
         "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n  hosts:\n    n1:\n    n2:\n"
         "      dltestbed_slurm_partition: debug\n"
     )
     with pytest.raises(ConfigError, match=r"dltestbed_slurm_partition differs between hosts \(debug, gpu\)"):
-        from_inventory(Launch(), inventory.load(inv))
-    assert from_inventory(Launch(partition="x"), inventory.load(inv)).partition == "x"
+        from_inventory(SlurmOptions(), inventory.load(inv))
+    assert from_inventory(SlurmOptions(partition="x"), inventory.load(inv)).partition == "x"
 
 
 def test_the_cli_says_a_missing_controller_in_one_line(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from dltestbed.requests.bench import BenchRequest
 
 __all__ = ["LAUNCHERS", "Direct", "Launcher", "Say", "Slurm", "bare_metal_hosts", "launcher_class", "launcher_for"]
 
-LAUNCHERS: dict[str, type[Direct] | type[Slurm]] = {c.name: c for c in (Direct, Slurm)}  # keyed by choices.LAUNCHERS
+LAUNCHERS: dict[str, type[Launcher]] = {c.name: c for c in (Direct, Slurm)}  # keyed by choices.LAUNCHERS
 
 
 def launcher_for(request: BenchRequest) -> Launcher:
@@ -26,7 +26,7 @@ def launcher_for(request: BenchRequest) -> Launcher:
     return chosen.chosen(request)
 
 
-def launcher_class(name: str) -> type[Direct] | type[Slurm]:
+def launcher_class(name: str) -> type[Launcher]:
     """The launcher's class of that name (choices.LAUNCHERS), or one line that lists the known ones."""
     if name not in LAUNCHERS:
         raise ConfigError(f"unknown launcher {name!r}; known: {or_list(LAUNCHERS)}")

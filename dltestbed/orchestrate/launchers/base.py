@@ -1,13 +1,16 @@
-"""What every launcher answers: how a bench reaches its machines (launchers/__init__ registers them)."""
+"""What every launcher answers: how a bench reaches its machines (launchers/__init__ registers them). Everything a
+launcher decides is here, so that a launcher is its module and a line in the registry: no other module compares a
+launcher's name or holds a field of one launcher's (a scheduler's machine is a targets.Placement)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from dltestbed.inventory import Host
 from dltestbed.orchestrate import gpus, prepare
+from dltestbed.requests.bench import BenchRequest
 from dltestbed.targets import Site
 
 Say = Callable[[str], None]
@@ -15,6 +18,23 @@ Say = Callable[[str], None]
 
 class Launcher(Protocol):
     """How a bench reaches its machines."""
+
+    name: ClassVar[str]  # its --launcher name (choices.LAUNCHERS)
+
+    @classmethod
+    def chosen(cls, request: BenchRequest) -> Launcher:
+        """The launcher for a request that chose it, its own options checked first (one line for a bad one)."""
+        ...
+
+    @staticmethod
+    def given(request: BenchRequest) -> list[str]:
+        """The options of this launcher's own the request gave: each goes with this launcher only."""
+        ...
+
+    @staticmethod
+    def on_this_machine(request: BenchRequest) -> bool:
+        """Whether the bench runs on this machine (`--preset auto` then asks this machine's GPUs)."""
+        ...
 
     def hosts(self) -> list[Host | None]:
         """The machines the bench plans for (None: this machine, or a node not given yet)."""

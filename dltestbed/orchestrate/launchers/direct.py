@@ -31,7 +31,12 @@ class Direct:
 
     @classmethod
     def chosen(cls, request: BenchRequest) -> Direct:
-        """The launcher for a request that chose it (every combination it cannot run is checked by `check`)."""
+        """The launcher for a request that chose it (every other combination it cannot run is checked by `check`)."""
+        if request.launch.nodes is not None:
+            raise ConfigError(
+                "--nodes: how many machines a scheduler gives (--launcher slurm); the direct launcher runs on this "
+                "machine or --inventory's hosts (--limit picks them)"
+            )
         return cls(request)
 
     @staticmethod

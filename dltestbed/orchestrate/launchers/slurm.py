@@ -10,17 +10,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
-from dltestbed import slurm
+from dltestbed import panels, slurm
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import BASELINE, any_kind, kinds_where
 from dltestbed.orchestrate import gpus, prepare, scenarios, unprivileged
 from dltestbed.orchestrate.launchers.base import Say
 from dltestbed.owner import installation_id
-from dltestbed.requests.bench import BenchRequest, Launch
+from dltestbed.requests.bench import BenchRequest
+from dltestbed.requests.launch import SlurmOptions
 from dltestbed.runtimes import RUNTIMES
 from dltestbed.shield import shielded
-from dltestbed.targets import ContainerImage, Site, SlurmPlace
+from dltestbed.targets import ContainerImage, Site
+from dltestbed.targets.slurm import SlurmPlace
 
 
 @dataclass
@@ -30,7 +32,7 @@ class Slurm:
     name: ClassVar[str] = "slurm"
     request: BenchRequest
     count: int
-    _opts: Launch = field(default_factory=Launch)
+    _opts: SlurmOptions = field(default_factory=SlurmOptions)
     _inventory: Inventory | None = None
     _images: dict[str, ContainerImage | None] = field(default_factory=dict)
     _shared: ContainerImage | None = None  # a rootless runtime's image here, at the same path on every node
@@ -42,8 +44,8 @@ class Slurm:
 
     @staticmethod
     def given(request: BenchRequest) -> list[str]:
-        """The Slurm options the request gave."""
-        return given(request.launch)
+        """The Slurm options the request gave (each goes with --launcher slurm only)."""
+        return panels.given(request.slurm)
 
     @staticmethod
     def on_this_machine(request: BenchRequest) -> bool:
@@ -59,7 +61,7 @@ class Slurm:
     def check(self, setup: prepare.Setup) -> None:
         inv = load(self.request.where.inventory, self.request.where.groups)
         self._inventory = inv
-        self._opts = from_inventory(self.request.launch, inv) if inv is not None else self.request.launch
+        self._opts = from_inventory(self.request.slurm, inv) if inv is not None else self.request.slurm
         store = kinds_where(setup.kinds, lambda k: k.store_image)
         unprivileged.check(setup.as_user, setup.kinds, setup.runtime, setup.hosts)
         rt = RUNTIMES.get(setup.runtime or "")
@@ -124,31 +126,16 @@ class Slurm:
             )
         places = [SlurmPlace(alloc, n, python(n.name)) for n in alloc.nodes]
         user = self.request.container.as_user
-        sites = [Site(slurm=p, container=images.get(p.node.name) or self._shared, as_user=user) for p in places]
+        sites = [Site(placed=p, container=images.get(p.node.name) or self._shared, as_user=user) for p in places]
         return alloc, sites
-
-
-def given(opts: Launch) -> list[str]:
-    """The Slurm options the user gave (each goes with --launcher slurm only)."""
-    return [
-        flag
-        for flag, v in (
-            ("--partition", opts.partition),
-            ("--nodes", opts.nodes),
-            ("--account", opts.account),
-            ("--slurm-time", opts.time),
-            ("--venv", opts.venv),
-        )
-        if v is not None
-    ]
 
 
 def check_options(request: BenchRequest) -> int:
     """With --launcher slurm: the node count the bench asks for; one line for a bad combination."""
-    opts, where, scenario = request.launch, request.where, request.scenario.scenario
-    kinds, runtime = where.targets, request.container.runtime
-    if opts.nodes is not None and opts.nodes < 1:
-        raise ConfigError(f"--nodes: at least 1 (got {opts.nodes})")
+    opts, where, scenario = request.slurm, request.where, request.scenario.scenario
+    kinds, runtime, nodes = where.targets, request.container.runtime, request.launch.nodes
+    if nodes is not None and nodes < 1:
+        raise ConfigError(f"--nodes: at least 1 (got {nodes})")
     if opts.venv is not None and not opts.venv.startswith("/"):
         raise ConfigError(f"--venv {opts.venv}: an absolute path on the nodes")
     if where.limit:
@@ -171,11 +158,11 @@ def check_options(request: BenchRequest) -> int:
             "(the same folder on every node, e.g. a shared filesystem)"
         )
     sc = scenarios.scenario(scenario)
-    if sc.one_host and (opts.nodes or 1) > 1:
-        raise ConfigError(f"scenario {scenario} runs on one node; --nodes {opts.nodes} given")
-    if opts.nodes is not None:
-        return opts.nodes
-    return sc.slurm_nodes(request.scenario.workers)
+    if sc.one_host and (nodes or 1) > 1:
+        raise ConfigError(f"scenario {scenario} runs on one node; --nodes {nodes} given")
+    if nodes is not None:
+        return nodes
+    return sc.machines(request.scenario.workers)
 
 
 def load(inventory: Path | None, groups: Sequence[str]) -> Inventory | None:
@@ -192,7 +179,7 @@ INVENTORY_VARS = {
 }
 
 
-def from_inventory(opts: Launch, inv: Inventory) -> Launch:
+def from_inventory(opts: SlurmOptions, inv: Inventory) -> SlurmOptions:
     """The options the command line left out, from the inventory's dltestbed_slurm_* variables (a site's
     setting: group `all`, so every host has the same value; hosts that disagree are one line)."""
     found: dict[str, Any] = {}
@@ -221,7 +208,7 @@ def container_hosts(inv: Inventory) -> list[Host]:
     return hosts
 
 
-def interpreters(opts: Launch, inv: Inventory | None) -> Callable[[str], str]:
+def interpreters(opts: SlurmOptions, inv: Inventory | None) -> Callable[[str], str]:
     """Node name → the interpreter that has dltestbed there: --venv, else the inventory host of that
     name's dltestbed_venv, else the default venv."""
     if opts.venv:

@@ -47,7 +47,7 @@ class Scenario:
     name: ClassVar[str]
     alone_per_target: ClassVar[bool] = False  # each target's runs alone: --aa, --repeat auto and --gpus per-gpu
     takes_workers: ClassVar[bool] = False  # --workers: how many workers a job has
-    one_host: ClassVar[bool] = False  # runs on one host (one Slurm node)
+    one_host: ClassVar[bool] = False  # runs on one host (one node a scheduler gives)
 
     def check(self, options: Options, hosts: Sequence[Any], plan: Plan, kinds: Sequence[str]) -> None:
         """Its own bad combinations, before anything runs: one ConfigError line."""
@@ -68,8 +68,8 @@ class Scenario:
         """The tail of the bench's first line: how it runs, on which targets (`where`), `total` runs in all."""
         raise NotImplementedError
 
-    def slurm_nodes(self, workers: int | None) -> int:
-        """Nodes to allocate under --launcher slurm when --nodes is not given."""
+    def machines(self, workers: int | None) -> int:
+        """Machines to ask a launcher's scheduler for when --nodes is not given."""
         return 1
 
     def gpu_pools(self, options: Options) -> int:

@@ -73,7 +73,7 @@ class Distributed(Scenario):
         extra = " + 1 worker alone" if options.baseline else ""
         return f", each a job of {worker_count(options, hosts)} workers{extra}, on {where}"
 
-    def slurm_nodes(self, workers: int | None) -> int:
+    def machines(self, workers: int | None) -> int:
         return workers or 2
 
 
