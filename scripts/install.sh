@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Install dltestbed into ./.venv on a Debian machine, as root: system packages first, then pip.
-# Usage: bash scripts/install.sh [--lab] [--slurm] [--containers] [--vm] [--test]
+# Usage: bash scripts/install.sh [--lab] [--slurm] [--kubernetes] [--containers] [--vm] [--test]
 #   --lab   adds what `dltestbed lab` needs (openssh-server, iproute2)
 #   --slurm adds Slurm (slurmctld, slurmd, its client commands) and munge: `lab up --slurm`, and this
 #           machine as a submit host for `bench --launcher slurm` (a site's own Slurm needs only slurm-client)
+#   --kubernetes  adds what `lab up --kubernetes` needs: Kubernetes built from Debian's source into dltestbed's
+#           cache (scripts/kubernetes.sh: about 10 minutes on 2 cores, once), containerd and the CNI plugins, and
+#           the Kubernetes client
 #   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally), and Charliecloud
 #           with what rootless Podman needs (uidmap, fuse-overlayfs, slirp4netns): containers run as a user
 #   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
-#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --slurm --containers --vm), and
+#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --slurm --containers --vm, and
+#           --kubernetes's packages: scripts/test.sh builds Kubernetes into each run's own cache), and
 #           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests,
 #           fdisk and extlinux (the VM tests build a cloud image with its own boot loader), and
 #           Chromium (the browser tier opens the HTML report in it, headless)
@@ -20,15 +24,17 @@ lab=0
 slurm=0
 containers=0
 vm=0
+kubernetes=0 # 1: the packages; 2: and the build
 for arg in "$@"; do
     case "$arg" in
-        --test) extras+=(test pytorch); lab=1; slurm=1; containers=1; vm=1 ;;
+        --test) extras+=(test pytorch); lab=1; slurm=1; containers=1; vm=1; ((kubernetes)) || kubernetes=1 ;;
+        --kubernetes) extras+=(kubernetes); lab=1; kubernetes=2 ;;
         --pytorch) extras+=(pytorch) ;;
         --vm) extras+=(vm); vm=1; containers=1 ;;
         --lab) lab=1 ;;
         --slurm) lab=1; slurm=1 ;;
         --containers) containers=1 ;;
-        *) echo "usage: bash scripts/install.sh [--pytorch] [--lab] [--slurm] [--containers] [--vm] [--test]" >&2; exit 2 ;;
+        *) echo "usage: bash scripts/install.sh [--pytorch] [--lab] [--slurm] [--kubernetes] [--containers] [--vm] [--test]" >&2; exit 2 ;;
     esac
 done
 
@@ -104,5 +110,10 @@ IFS=, spec=".[${extras[*]}]"
 .venv/bin/python -m compileall -q dltestbed >/dev/null
 if ((vm)); then
     bash scripts/libvirt-up.sh
+fi
+if ((kubernetes == 2)); then
+    bash scripts/kubernetes.sh
+elif ((kubernetes)); then
+    bash scripts/kubernetes.sh --packages
 fi
 echo "installed dltestbed with TensorFlow ($tf build) in $(pwd)/.venv: run .venv/bin/dltestbed --help"

@@ -40,6 +40,14 @@ def up(spec: LabSpec) -> None:
             f"SLURM_CONF={slurm.conf_path(state)}",
             err=True,
         )
+    if state.kubernetes:
+        from dltestbed.lab.kube import control
+
+        typer.echo(
+            f"Kubernetes cluster dltestbed-{state.name}: control plane here, nodes {state.hosts[0].name}.."
+            f"{state.hosts[-1].name}; for kubectl: export KUBECONFIG={control.admin_kubeconfig(state)}",
+            err=True,
+        )
     typer.echo(str(state.inventory))
 
 

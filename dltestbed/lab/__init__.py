@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import yaml
 
 from dltestbed.errors import ConfigError
-from dltestbed.lab import cgroups, net, slurm
+from dltestbed.lab import cgroups, kube, net, slurm
 from dltestbed.lab import host as lab_host
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import (
@@ -120,6 +120,7 @@ def _same_shape(old: LabState, want: LabState) -> bool:
         and (old.bastion is None) == (want.bastion is None)
         and old.slurm == want.slurm
         and old.capacity == want.capacity
+        and old.kubernetes == want.kubernetes
     )
 
 
@@ -128,7 +129,8 @@ def _healthy(lab: LabState) -> bool:
         lab_host.still_ours(h.pid, h.dir(lab.dir)) and lab_host.ssh_banner(h.ip, netns=_seen_from(lab, h))
         for h in lab.all_hosts
     )
-    return ok and (not lab.slurm or bool(slurm.node_states(lab)))
+    ok = ok and (not lab.slurm or bool(slurm.node_states(lab)))
+    return ok and (not lab.kubernetes or all(s == "Ready" for s in kube.node_states(lab).values()))
 
 
 def up(spec: LabSpec) -> LabState:
@@ -140,6 +142,8 @@ def up(spec: LabSpec) -> LabState:
         cgroups.hierarchy()  # a machine without a CPU controller: one line, before anything is made
     if spec.slurm:
         slurm.check_installed()
+    if spec.kubernetes:
+        kube.check()
     old = LabState.load(name)
     same = old is not None and _same_shape(old, want)
     if old and same and _healthy(old):
@@ -155,6 +159,8 @@ def up(spec: LabSpec) -> LabState:
     try:
         if lab.slurm:
             slurm.prepare(lab)
+        if lab.kubernetes:
+            kube.prepare(lab)
         client_pub = lab_host.keygen(lab.key, f"dltestbed-lab-{name}")
         prefix = ipaddress.ip_network(lab.subnet).prefixlen
         net.make_bridge(lab.bridge, lab.bridge_ip, prefix)
@@ -166,6 +172,9 @@ def up(spec: LabSpec) -> LabState:
         lab.known_hosts.write_text("\n".join(known) + "\n")
         if lab.slurm:
             slurm.start_controller(lab)
+        if lab.kubernetes:
+            kube.network(lab)
+            kube.start(lab)  # the apiserver answers before the kubelets ask it
         for h in lab.all_hosts:
             h.pid = lab_host.start(lab, h)
             lab.save()
@@ -176,6 +185,8 @@ def up(spec: LabSpec) -> LabState:
                 net.hide_from(h.netns, lab.bridge_ip)
         if lab.slurm:
             slurm.wait_ready(lab)
+        if lab.kubernetes:
+            kube.wait_ready(lab)
         lab.inventory.write_text(inventory_text(lab))
         lab.status = "up"
         lab.save()
@@ -228,6 +239,8 @@ def down(name: str = "lab") -> list[str]:
         _kill(live)
         first = []
     _kill(slurm.controller_pids(name, labs_root() / name))
+    kube.kill(kube.pids(name, labs_root() / name))  # its control plane, and the pods in the hosts' cgroups
+    removed += kube.remove_cgroups(name)
     removed += cgroups.remove(name)
     if slurm.remove_run_dir(name):
         removed.append(slurm.munge_dir(name))

@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from dltestbed.lab import cgroups, slurm
+from dltestbed.lab import cgroups, kube, slurm
+from dltestbed.lab.kube import node as kube_node
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import LabHost, LabState, labs_root
 
@@ -81,6 +82,8 @@ def prepare(lab: LabState, host: LabHost, client_pub: str) -> str:
     os.chmod(auth, 0o600)
     if lab.slurm:  # never with a bastion (plan refuses both)
         slurm.prepare_host(lab, upper)
+    if lab.kubernetes:
+        kube.prepare_host(lab, host, upper)
     return host_pub
 
 
@@ -168,6 +171,7 @@ def start_script(lab: LabState, host: LabHost) -> str:
             # a libvirt host: this machine's libvirtd, reached through its socket (qemu+ssh runs virt-ssh-helper)
             *([f"mkdir -p {m}/run/libvirt", f"mount --bind /run/libvirt {m}/run/libvirt"] if lab.vms else []),
             *(slurm.host_folders(lab, m) if lab.slurm else []),
+            *(kube_node.host_folders(d, m) if lab.kubernetes else []),
             f"printf %s {q(str(d))} > {m}{MARK}",
             # the overlay becomes the namespace's root; this machine's root is unmounted from it
             f"cd {m}",
@@ -179,6 +183,8 @@ def start_script(lab: LabState, host: LabHost) -> str:
             *(_dockerd() if lab.containers else []),
             # a Slurm node: its munged and slurmd (they run in the host's namespaces, and die with them)
             *(slurm.host_commands(lab) if lab.slurm else []),
+            # a Kubernetes node: its containerd and kubelet
+            *(kube_node.host_commands(lab, host) if lab.kubernetes else []),
             f"exec {SSHD} -D -e -f {SSHD_CONFIG}",
         ]
     )

@@ -71,6 +71,7 @@ class LabState:
     bastion: LabHost | None = None  # with --bastion: the only host this machine reaches; the others through it
     slurm: bool = False  # with --slurm: a Slurm cluster, slurmctld on this machine and a slurmd per host
     capacity: bool = False  # with --capacity: each host a fixed share of the cores, by its CPUs (cgroups.py)
+    kubernetes: bool = False  # with --kubernetes: a Kubernetes cluster, its control plane here, each host a node
 
     @property
     def all_hosts(self) -> list[LabHost]:
@@ -130,10 +131,12 @@ def plan(spec: LabSpec) -> LabState:
     max_hosts = 64
     if not 1 <= hosts <= max_hosts:
         raise ConfigError(f"--hosts must be between 1 and {max_hosts} (got {hosts})")
-    if spec.slurm and spec.bastion:
-        raise ConfigError(
-            "--slurm and --bastion: the hosts behind a bastion cannot reach slurmctld on this machine; choose one"
-        )
+    for flag, asked in (("--slurm", spec.slurm), ("--kubernetes", spec.kubernetes)):
+        if asked and spec.bastion:
+            raise ConfigError(
+                f"{flag} and --bastion: the hosts behind a bastion cannot reach its controller on this machine; "
+                "choose one"
+            )
     base = net.network_address
     state = LabState(
         name=name,
@@ -144,6 +147,7 @@ def plan(spec: LabSpec) -> LabState:
         vms=spec.vms,
         slurm=spec.slurm,
         capacity=spec.capacity,
+        kubernetes=spec.kubernetes,
     )
     for i in range(1, hosts + 1):
         state.hosts.append(

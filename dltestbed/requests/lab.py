@@ -75,6 +75,17 @@ class LabSpec:
             "it prints, then `bench --launcher slurm`.",
         ),
     ] = False
+    # a Kubernetes cluster of the hosts, its control plane on this machine (lab/kube/)
+    kubernetes: Annotated[
+        bool,
+        opt(
+            "--kubernetes",
+            help="A Kubernetes cluster of the hosts (1.20, built from Debian's source by scripts/install.sh "
+            "--kubernetes): etcd, apiserver, scheduler and controller manager on this machine, and a kubelet with "
+            "containerd on each host, a VXLAN pod network between them. Export the KUBECONFIG line it prints for "
+            "kubectl and the Kubernetes client.",
+        ),
+    ] = False
     # each host a fixed share of this machine's cores, in proportion to its CPUs (lab/cgroups.py), as a node has
     capacity: Annotated[
         bool,

@@ -143,12 +143,19 @@ def leftovers(name: str) -> list[str]:
         for line in ps.splitlines()
         if "dltestbed_sshd_config" in line and f"/{name}/hosts/" in line and not line.startswith("Z")
     ]
-    slurm_marks = (f"dltestbed-munge-{name}/", f"/{name}/slurm/")  # a Slurm controller's (lab up --slurm)
-    out += [
-        f"process {line}"
-        for line in ps.splitlines()
-        if any(m in line for m in slurm_marks) and not line.startswith("Z")
-    ]
+    # a Slurm controller's (lab up --slurm), a Kubernetes control plane's (lab up --kubernetes)
+    marks = (f"dltestbed-munge-{name}/", f"/{name}/slurm/", f"/{name}/kubernetes/")
+    out += [f"process {line}" for line in ps.splitlines() if any(m in line for m in marks) and not line.startswith("Z")]
+    # the hosts' cgroups (--capacity, a kubelet's) and what lives in them (a pod's containers, in their own namespaces)
+    cgroup_mark = f"/dltestbed-lab/{name}/"
+    groups = [*Path("/sys/fs/cgroup").glob(f"*/dltestbed-lab/{name}"), Path(f"/sys/fs/cgroup/dltestbed-lab/{name}")]
+    out += [f"cgroup {g}" for g in groups if g.exists()]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if cgroup_mark in (proc / "cgroup").read_text() and state != "Z":
+                    out.append(f"process {proc.name} in the lab's cgroups: {(proc / 'comm').read_text().strip()}")
     return out
 
 
