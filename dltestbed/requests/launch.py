@@ -1,5 +1,5 @@
-"""How a bench reaches its machines, as it is asked: the launcher and the options of each launcher's own, a group
-(one panel of `dltestbed bench --help`) each. Pure data (dltestbed/panels.py)."""
+"""How a bench reaches its machines, as it is asked: the launcher, and the options of each launcher's own, a group
+each (one panel of `dltestbed bench --help`, which they share). Pure data (dltestbed/panels.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from dltestbed.choices import LauncherName
-from dltestbed.panels import opt
+from dltestbed.panels import given, opt
+
+PANEL = "Launcher (--launcher; a scheduler's own options)"  # one panel for them all: the help stays short
 
 
 @dataclass(frozen=True)
@@ -15,7 +17,7 @@ class Launch:
     """How the bench reaches its machines: the launcher (orchestrate/launchers/, a module each), and how many a
     scheduler gives."""
 
-    PANEL: ClassVar[str] = "Launcher"
+    PANEL: ClassVar[str] = PANEL
 
     launcher: Annotated[
         LauncherName, opt("--launcher", metavar="HOW", help="direct, or slurm: srun in one salloc.")
@@ -23,13 +25,23 @@ class Launch:
     nodes: Annotated[int | None, opt("--nodes", help="Machines the scheduler gives (not direct).")] = None
 
 
+class LauncherOptions:
+    """A launcher's own options: each goes with that launcher only."""
+
+    def given(self) -> list[str]:
+        """The options given (other than their defaults), by their long names."""
+        return given(self)
+
+
 @dataclass(frozen=True)
-class SlurmOptions:
+class SlurmOptions(LauncherOptions):
     """What Slurm's launcher is given (over the inventory's dltestbed_slurm_* variables)."""
 
-    PANEL: ClassVar[str] = "Slurm (--launcher slurm)"
+    PANEL: ClassVar[str] = PANEL
 
-    partition: Annotated[str | None, opt("--partition", metavar="NAME", help="Partition.")] = None
-    account: Annotated[str | None, opt("--account", metavar="NAME", help="Account to charge.")] = None
-    time: Annotated[str | None, opt("--slurm-time", metavar="TIME", help="Allocation limit, e.g. 1:30:00.")] = None
-    venv: Annotated[str | None, opt("--venv", metavar="DIR", help="dltestbed's venv on the nodes.")] = None
+    partition: Annotated[str | None, opt("--partition", metavar="NAME", help="slurm: the partition.")] = None
+    account: Annotated[str | None, opt("--account", metavar="NAME", help="slurm: the account to charge.")] = None
+    time: Annotated[
+        str | None, opt("--slurm-time", metavar="TIME", help="slurm: the allocation's limit, e.g. 1:30:00.")
+    ] = None
+    venv: Annotated[str | None, opt("--venv", metavar="DIR", help="slurm: dltestbed's venv on the nodes.")] = None

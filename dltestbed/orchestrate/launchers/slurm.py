@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dltestbed import inventory as inventory_mod
-from dltestbed import panels, slurm
+from dltestbed import slurm
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import BASELINE, any_kind, kinds_where
@@ -45,7 +45,7 @@ class Slurm:
     @staticmethod
     def given(request: BenchRequest) -> list[str]:
         """The Slurm options the request gave (each goes with --launcher slurm only)."""
-        return panels.given(request.slurm)
+        return request.slurm.given()
 
     @staticmethod
     def on_this_machine(request: BenchRequest) -> bool:
