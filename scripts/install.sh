@@ -10,8 +10,7 @@
 #   --containers  adds Docker, Podman and debootstrap (cbm targets; the image is built locally), and Charliecloud
 #           with what rootless Podman needs (uidmap, fuse-overlayfs, slirp4netns): containers run as a user
 #   --vm    adds libvirt, qemu and what guest images need (vm and cvm targets); libvirtd is started
-#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --slurm --containers --vm, and
-#           --kubernetes's packages: scripts/test.sh builds Kubernetes into each run's own cache), and
+#   --test  adds pytest and ruff, what the lab test tier needs (implies --lab --slurm --containers --vm), and
 #           VictoriaMetrics (a time-series server speaking InfluxDB's v2 write API) for the stream tests,
 #           fdisk and extlinux (the VM tests build a cloud image with its own boot loader), and
 #           Chromium (the browser tier opens the HTML report in it, headless)
@@ -24,11 +23,11 @@ lab=0
 slurm=0
 containers=0
 vm=0
-kubernetes=0 # 1: the packages; 2: and the build
+kubernetes=0
 for arg in "$@"; do
     case "$arg" in
-        --test) extras+=(test pytorch); lab=1; slurm=1; containers=1; vm=1; ((kubernetes)) || kubernetes=1 ;;
-        --kubernetes) extras+=(kubernetes); lab=1; kubernetes=2 ;;
+        --test) extras+=(test pytorch); lab=1; slurm=1; containers=1; vm=1 ;;
+        --kubernetes) extras+=(kubernetes); lab=1; kubernetes=1 ;;
         --pytorch) extras+=(pytorch) ;;
         --vm) extras+=(vm); vm=1; containers=1 ;;
         --lab) lab=1 ;;
@@ -111,9 +110,7 @@ IFS=, spec=".[${extras[*]}]"
 if ((vm)); then
     bash scripts/libvirt-up.sh
 fi
-if ((kubernetes == 2)); then
+if ((kubernetes)); then
     bash scripts/kubernetes.sh
-elif ((kubernetes)); then
-    bash scripts/kubernetes.sh --packages
 fi
 echo "installed dltestbed with TensorFlow ($tf build) in $(pwd)/.venv: run .venv/bin/dltestbed --help"

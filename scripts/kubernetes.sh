@@ -2,8 +2,8 @@
 # Build Kubernetes' control plane and kubelet from Debian's source package, once, into dltestbed's cache, with
 # their checksums recorded (what `dltestbed lab up --kubernetes` runs). Debian 12 ships only kubectl; its
 # `kubernetes` source (1.20, every dependency vendored) builds offline with Debian's Go 1.19: about 15 minutes on
-# 2 cores. Called by `scripts/install.sh --kubernetes` (and by scripts/test.sh, into each run's own cache); as root,
-# on Debian 12. `--packages`: only the Debian packages the build and a node need.
+# 2 cores. Called by `scripts/install.sh --kubernetes`; as root, on Debian 12. `--packages`: only the Debian
+# packages the build and a node need.
 #   <cache>/kubernetes/<debian version>/bin/     kube-apiserver kube-controller-manager kube-scheduler kubelet
 #                                                 kubectl, etcd (Debian's etcd-server, unpacked: no service is
 #                                                 started), pause (the pod sandbox, static, from the source's

@@ -49,18 +49,14 @@ GPU_CHECK=tests/tf/test_gpu_check_script.py # 3-4 minutes
 TORCH=tests/tf/test_pytorch.py              # 4 minutes
 # acceptance of a rack with dead nodes (4-6 min): its nodes are measured at once, so it runs beside stream 1
 DEAD_NODES=tests/lab/test_accept_rack.py::test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_resumed
-# the lab's Kubernetes cluster: late in stream 2, when the build started below has long ended
-KUBERNETES=tests/lab/test_kubernetes.py
 STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" --ignore="$TORCH" --deselect "$DEAD_NODES"
-    --ignore="$KUBERNETES" -m "not quiet")
-STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" "$TORCH" "$DEAD_NODES" "$KUBERNETES" -m "not quiet")
+    -m "not quiet")
+STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" "$TORCH" "$DEAD_NODES" -m "not quiet")
 mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folders above
 log2="$tmp.stream2.log"
 state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
 pid2=""
 cpu_pid=""
-kube_pid=""
-kube_log="$tmp.kubernetes.log"
 cpu_log="$tmp.cpu.log"
 stop_streams() {
     if [[ -n "$pid2" ]] && kill -0 "$pid2" 2>/dev/null; then
@@ -68,7 +64,6 @@ stop_streams() {
         wait "$pid2" || true
     fi
     [[ -n "$cpu_pid" ]] && kill "$cpu_pid" 2>/dev/null
-    [[ -n "$kube_pid" ]] && kill -- -"$kube_pid" 2>/dev/null
     rm -rf "$state2" "$cpu_log"
     fresh_cleanup
 }
@@ -85,10 +80,6 @@ echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows str
     done >"$cpu_log"
 ) &
 cpu_pid=$!
-# Kubernetes from Debian's source, into this run's empty cache (about 10 min of both cores), beside the streams:
-# the tests that need it wait for it (its lock), in stream 2 after the VMs
-setsid bash scripts/kubernetes.sh >"$kube_log" 2>&1 &
-kube_pid=$!
 # exec: $pid2 is pytest itself, so a stop reaches it
 (
     export XDG_STATE_HOME="$state2"
@@ -110,11 +101,6 @@ rc2=0
 wait "$pid2" || rc2=$?
 pid2=""
 phase "stream 2 ended"
-kube_rc=0
-wait "$kube_pid" || kube_rc=$?
-kube_pid=""
-echo "Kubernetes' build (beside the streams, exit $kube_rc): $(grep -E 'built in|checksums match' "$kube_log" | head -1)"
-[ "$kube_rc" -eq 0 ] || tail -20 "$kube_log"
 rc3=0
 pytest_run --basetemp "$tmp/quiet" tests -m quiet 2>&1 | tee "$tmp.stream3.log" || rc3=$?
 phase "quiet tier ended"
@@ -134,5 +120,5 @@ echo "minutes from the start: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"
 # the cores' use per 5 minutes from the streams' start, in % of all of them (the mean of its minutes)
 echo "cores busy, % per 5 min from the streams' start: $(awk '{s += $1; n++} n == 5 {printf "%d ", s / 5; s = 0; n = 0}
     END {if (n) printf "%d", s / n}' "$cpu_log")"
-rm -f "$tmp.stream1.log" "$log2" "$tmp.stream3.log" "$kube_log"
+rm -f "$tmp.stream1.log" "$log2" "$tmp.stream3.log"
 [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$rc3" -eq 0 ]

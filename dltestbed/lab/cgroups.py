@@ -93,16 +93,25 @@ def remove(lab: str) -> list[str]:
         if not top.is_dir():
             continue
         hosts = sorted(p for p in top.iterdir() if p.is_dir())
-        for group in [*(h / LEAF for h in hosts), *hosts, top]:
-            for _ in range(50):  # a killed process leaves its cgroup a moment after it is reaped
-                try:
-                    group.rmdir()
-                    removed.append(str(group))
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
-        with contextlib.suppress(OSError):  # the labs' folder, once no lab has a cgroup in it
-            (root / BASE).rmdir()
+        removed += remove_groups([*(h / LEAF for h in hosts), *hosts, top])
+    return removed
+
+
+def remove_groups(groups: list[Path]) -> list[str]:
+    """Cgroups removed in this order once their processes are gone, then the labs' folder above the last when
+    no lab has a cgroup in it; what was removed."""
+    removed = []
+    for group in groups:
+        for _ in range(50):  # a killed process leaves its cgroup a moment after it is reaped
+            try:
+                group.rmdir()
+                removed.append(str(group))
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+    if groups:
+        with contextlib.suppress(OSError):
+            groups[-1].parent.rmdir()
     return removed

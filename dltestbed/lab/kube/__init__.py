@@ -5,7 +5,6 @@ and kubelet (node.py), a pod network as flannel's vxlan backend makes it, and ce
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -170,18 +169,7 @@ def remove_cgroups(lab_name: str) -> list[str]:
     removed = []
     for tree in _cgroup_trees(lab_name):
         below = sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
-        for d in [*below, tree]:
-            for _ in range(50):  # a killed process leaves its cgroup a moment after it is reaped
-                try:
-                    d.rmdir()
-                    removed.append(str(d))
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
-        with contextlib.suppress(OSError):  # the labs' folder, once no lab has a cgroup in it
-            tree.parent.rmdir()
+        removed += cgroups.remove_groups([*below, tree])
     return removed
 
 
