@@ -130,7 +130,10 @@ def _healthy(lab: LabState) -> bool:
         for h in lab.all_hosts
     )
     ok = ok and (not lab.slurm or bool(slurm.node_states(lab)))
-    return ok and (not lab.kubernetes or all(s == "Ready" for s in kube.node_states(lab).values()))
+    if not ok or not lab.kubernetes:
+        return ok
+    states = kube.node_states(lab)  # empty while the apiserver does not answer: not healthy
+    return all(states.get(h.name) == "Ready" for h in lab.hosts)
 
 
 def up(spec: LabSpec) -> LabState:
