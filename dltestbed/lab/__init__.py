@@ -160,10 +160,7 @@ def up(spec: LabSpec) -> LabState:
     lab = want
     lab.save()  # before anything exists, so a crash from here on is cleaned by the next up/down
     try:
-        if lab.slurm:
-            slurm.prepare(lab)
-        if lab.kubernetes:
-            kube.prepare(lab)
+        _prepare_controllers(lab)
         client_pub = lab_host.keygen(lab.key, f"dltestbed-lab-{name}")
         prefix = ipaddress.ip_network(lab.subnet).prefixlen
         net.make_bridge(lab.bridge, lab.bridge_ip, prefix)
@@ -197,6 +194,14 @@ def up(spec: LabSpec) -> LabState:
         down(name)
         raise
     return lab
+
+
+def _prepare_controllers(lab: LabState) -> None:
+    """The files of the lab's Slurm and Kubernetes controllers (keys, configs, certificates), before any host's."""
+    if lab.slurm:
+        slurm.prepare(lab)
+    if lab.kubernetes:
+        kube.prepare(lab)
 
 
 def _kill(pids: list[int]) -> None:

@@ -40,6 +40,11 @@ def admin_kubeconfig(lab: LabState) -> Path:
 
 def argvs(lab: LabState) -> dict[str, list[str]]:
     """Each component's command line. Pure."""
+    return {**_storage_and_api(lab), **_controllers(lab)}
+
+
+def _storage_and_api(lab: LabState) -> dict[str, list[str]]:
+    """etcd's and the apiserver's command lines. Pure."""
     d, ip = folder(lab), lab.bridge_ip
     pki = d / "pki"
     etcd_url = f"http://{ip}:{ETCD_PORTS[0]}"
@@ -78,6 +83,14 @@ def argvs(lab: LabState) -> dict[str, list[str]]:
             "--anonymous-auth=false",
             "--profiling=false",
         ],
+    }
+
+
+def _controllers(lab: LabState) -> dict[str, list[str]]:
+    """The controller manager's and the scheduler's command lines. Pure."""
+    d = folder(lab)
+    pki = d / "pki"
+    return {
         "kube-controller-manager": [
             build.binary("kube-controller-manager"),
             f"--kubeconfig={d / 'controller-manager.kubeconfig'}",
