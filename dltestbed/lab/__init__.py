@@ -247,7 +247,7 @@ def down(name: str = "lab") -> list[str]:
         _kill(live)
         first = []
     _kill(slurm.controller_pids(name, labs_root() / name))
-    kube.kill(kube.pids(name, labs_root() / name))  # its control plane, and the pods in the hosts' cgroups
+    _kill(kube.pids(name, labs_root() / name))  # its control plane, and the pods in the hosts' cgroups
     removed += kube.remove_cgroups(name)
     removed += cgroups.remove(name)
     if slurm.remove_run_dir(name):

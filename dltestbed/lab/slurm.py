@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dltestbed.config import parse_cpu_list
 from dltestbed.lab.net import LabError
+from dltestbed.lab.procs import log_tail, pids_where
 from dltestbed.lab.state import LabHost, LabState
 
 CTL_PORT = 6817  # Slurm's standard ports
@@ -170,11 +171,6 @@ def host_commands(lab: LabState) -> list[str]:
     return [munged, "slurmd -f /etc/slurm/slurm.conf"]
 
 
-def _log_tail(path: Path) -> str:
-    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
-    return f": {lines[-1]}" if lines else ""
-
-
 def start_controller(lab: LabState) -> None:
     """This machine's munged (the lab's key and socket) and slurmctld, detached; they die with `lab.down`."""
     d, run = folder(lab), munge_dir(lab.name)
@@ -190,7 +186,7 @@ def start_controller(lab: LabState) -> None:
     ]
     done = subprocess.run(munged, capture_output=True, text=True)
     if done.returncode != 0:
-        raise LabError(f"lab {lab.name}: munged did not start{_log_tail(d / 'munged.log')}")
+        raise LabError(f"lab {lab.name}: munged did not start{log_tail(d / 'munged.log')}")
     q = shlex.quote
     script = f"hostname {q(controller_name(lab))} && exec slurmctld -D -i -f {q(str(conf_path(lab)))}"
     log = (d / "slurmctld.out").open("ab")
@@ -240,12 +236,12 @@ def wait_ready(lab: LabState, timeout: float = 60.0) -> None:
             return
         time.sleep(0.5)
     if not states:
-        raise LabError(f"lab {lab.name}: slurmctld does not answer{_log_tail(folder(lab) / 'slurmctld.log')}")
+        raise LabError(f"lab {lab.name}: slurmctld does not answer{log_tail(folder(lab) / 'slurmctld.log')}")
     bad = next(h for h in lab.hosts if states.get(h.name) != "idle")
     log = bad.dir(lab.dir) / "upper" / "var" / "log" / "slurm" / "slurmd.log"
     raise LabError(
         f"lab {lab.name}: Slurm node {bad.name} is {states.get(bad.name, 'unknown')}, not idle, after "
-        f"{timeout:.0f} s{_log_tail(log)}"
+        f"{timeout:.0f} s{log_tail(log)}"
     )
 
 
@@ -253,18 +249,12 @@ def controller_pids(lab_name: str, lab_dir: Path) -> list[int]:
     """This machine's processes of the lab's Slurm controller (slurmctld, munged), by the lab's paths
     in their command lines; processes inside the lab's hosts are not looked at here."""
     marks = (f"{munge_dir(lab_name)}/".encode(), f"{lab_dir / 'slurm'}/".encode())
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if any(m in cmdline for m in marks) and (b"slurmctld" in cmdline or b"munged" in cmdline):
-            pids.append(int(entry.name))
-    return pids
+
+    def ours(argv: list[bytes]) -> bool:
+        cmdline = b"\0".join(argv)
+        return any(m in cmdline for m in marks) and (b"slurmctld" in cmdline or b"munged" in cmdline)
+
+    return pids_where(ours)
 
 
 def remove_run_dir(lab_name: str) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +15,8 @@ from dltestbed.lab import cgroups
 from dltestbed.lab.kube import build, control, node, ociarchive, pki
 from dltestbed.lab.net import LabError
 from dltestbed.lab.state import LabHost, LabState
+
+PAUSE_TAR = "pause.tar"  # the sandbox image's archive, in the cluster's folder
 
 
 def check() -> None:
@@ -59,6 +60,8 @@ def prepare(lab: LabState) -> None:
     }
     for name, user in users.items():
         pki.write(d / f"{name}.kubeconfig", pki.kubeconfig(cluster, url, ca, user, clients[name]), private=True)
+    pause = Path(build.binary("pause")).read_bytes()  # the sandbox image, once for every node
+    (d / PAUSE_TAR).write_bytes(ociarchive.archive(node.PAUSE, {"pause": (pause, 0o755)}, ["/pause"]))
     for h in lab.hosts:
         kubelet = pki.issue(ca, f"system:node:{h.name}", "system:nodes")
         text = pki.kubeconfig(cluster, url, ca, f"system:node:{h.name}", kubelet)
@@ -68,10 +71,8 @@ def prepare(lab: LabState) -> None:
 def prepare_host(lab: LabState, host: LabHost, upper: Path) -> None:
     """A node's files in its host's overlay: its kubeconfig, the CA, configs, the sandbox image."""
     d = control.folder(lab)
-    pause = Path(build.binary("pause")).read_bytes()
-    archive = ociarchive.archive(node.PAUSE, {"pause": (pause, 0o755)}, ["/pause"])
     kubeconfig = (d / "nodes" / f"{host.name}.kubeconfig").read_text()
-    node.prepare_host(lab, host, upper, kubeconfig, (d / "pki" / "ca.crt").read_bytes(), archive)
+    node.prepare_host(lab, host, upper, kubeconfig, (d / "pki" / "ca.crt").read_bytes(), (d / PAUSE_TAR).read_bytes())
 
 
 def network(lab: LabState) -> None:
@@ -171,15 +172,6 @@ def remove_cgroups(lab_name: str) -> list[str]:
         below = sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
         removed += cgroups.remove_groups([*below, tree])
     return removed
-
-
-def kill(pid_list: list[int]) -> None:
-    """SIGKILL, at once: a node's containers do not get to stop cleanly when the lab goes."""
-    for p in pid_list:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
 
 
 def load(lab: LabState, archive: Path) -> None:

@@ -5,7 +5,6 @@ other subnets do not clash, and the hosts reach the apiserver there."""
 
 from __future__ import annotations
 
-import os
 import ssl
 import subprocess
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from dltestbed.lab.kube import build
 from dltestbed.lab.net import LabError
+from dltestbed.lab.procs import log_tail, pids_where
 from dltestbed.lab.state import LabState
 
 API_PORT = 6443
@@ -126,12 +126,6 @@ def start(lab: LabState, name: str) -> None:
     log.close()
 
 
-def _tail(lab: LabState, name: str) -> str:
-    path = folder(lab) / f"{name}.log"
-    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
-    return f": {lines[-1][:300]}" if lines else ""
-
-
 def _context(lab: LabState) -> ssl.SSLContext:
     pki = folder(lab) / "pki"
     ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
@@ -160,9 +154,10 @@ def wait_api(lab: LabState, timeout: float = 120.0) -> None:
         time.sleep(0.5)
     dead = [n for n in COMPONENTS[:2] if not pids(lab.name, lab.dir, n)]
     culprit = dead[0] if dead else "kube-apiserver"
+    log = folder(lab) / f"{culprit}.log"
     raise LabError(
         f"lab {lab.name}: the apiserver is not ready after {timeout:.0f} s ({why}); {culprit}"
-        f"{' exited' if dead else ''}{_tail(lab, culprit)} (log: {folder(lab) / (culprit + '.log')})"
+        f"{' exited' if dead else ''}{log_tail(log, 300)} (log: {log})"
     )
 
 
@@ -171,15 +166,4 @@ def pids(lab_name: str, lab_dir: Path, only: str | None = None) -> list[int]:
     their command lines; the kubelets in the hosts are not looked at here."""
     mark = f"{lab_dir / 'kubernetes'}/".encode()
     names = [n.encode() for n in ((only,) if only else COMPONENTS)]
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and any(mark in a for a in argv) and any(argv[0].endswith(b"/" + n) for n in names):
-            out.append(int(entry.name))
-    return out
+    return pids_where(lambda argv: any(mark in a for a in argv) and any(argv[0].endswith(b"/" + n) for n in names))
