@@ -9,8 +9,8 @@ from pathlib import Path
 from dltestbed import paths
 from dltestbed.lab.net import LabError
 
-BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "etcd", "pause")
-BUILD = "bash scripts/install.sh --kubernetes"  # what builds them (about 10 minutes on 2 cores)
+BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "etcd", "pause")
+BUILD = "bash scripts/install.sh --kubernetes"  # what builds them (about 8 minutes on 2 cores)
 
 
 def root() -> Path:
