@@ -84,6 +84,7 @@ ORDERS = ("interleaved", "random")
 LAUNCHERS = {
     "direct": "dltestbed starts every run itself: on this machine, over SSH, in containers and VMs",
     "slurm": "srun steps inside one salloc; Slurm picks the nodes",
+    "kubernetes": "a batch/v1 Job per run, pinned to its node: bm in the node's root, cbm in the image's pod",
 }
 RUNTIMES = ("docker", "podman", "podman-rootless", "charliecloud")  # the classes: runtimes/, a module each
 FLAVORS = ("cpu", "gpu")  # TensorFlow's build in the workload image: tensorflow-cpu, or tensorflow[and-cuda]

@@ -35,7 +35,7 @@ from dltestbed.choices import (
     or_list,
 )
 from dltestbed.panels import comma_list, comma_tuple, opt, repeated
-from dltestbed.requests.launch import Launch, SlurmOptions
+from dltestbed.requests.launch import KubernetesOptions, Launch, SlurmOptions
 from dltestbed.sizes import mib_or_bare
 
 if TYPE_CHECKING:
@@ -274,6 +274,7 @@ class BenchRequest:
     container: Container = field(default_factory=Container)
     launch: Launch = field(default_factory=Launch)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    kubernetes: KubernetesOptions = field(default_factory=KubernetesOptions)
     results: Path | None = None  # the store (None: the default)
     stream: StreamSettings | None = None  # the time-series server, or none
     dry_run: bool = False  # check everything, list the runs (BenchOutcome.planned), run none

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from dltestbed.choices import LauncherName
-from dltestbed.panels import given, opt
+from dltestbed.panels import given, opt, repeated
 
 PANEL = "Launcher (--launcher; a scheduler's own options)"  # one panel for them all: the help stays short
 
@@ -20,9 +20,13 @@ class Launch:
     PANEL: ClassVar[str] = PANEL
 
     launcher: Annotated[
-        LauncherName, opt("--launcher", metavar="HOW", help="direct, or slurm: srun in one salloc.")
+        LauncherName,
+        opt("--launcher", metavar="HOW", help="direct, slurm (srun in one salloc), or kubernetes (a Job per run)."),
     ] = "direct"
     nodes: Annotated[int | None, opt("--nodes", help="Machines the scheduler gives (not direct).")] = None
+    venv: Annotated[
+        str | None, opt("--venv", metavar="DIR", help="slurm, kubernetes: dltestbed's venv on the nodes.")
+    ] = None
 
 
 class LauncherOptions:
@@ -44,4 +48,31 @@ class SlurmOptions(LauncherOptions):
     time: Annotated[
         str | None, opt("--slurm-time", metavar="TIME", help="slurm: the allocation's limit, e.g. 1:30:00.")
     ] = None
-    venv: Annotated[str | None, opt("--venv", metavar="DIR", help="slurm: dltestbed's venv on the nodes.")] = None
+
+
+@dataclass(frozen=True)
+class KubernetesOptions(LauncherOptions):
+    """What Kubernetes' launcher is given (over the inventory's dltestbed_k8s_* variables)."""
+
+    PANEL: ClassVar[str] = PANEL
+
+    kubeconfig: Annotated[
+        str | None, opt("--kubeconfig", metavar="FILE", help="kubernetes: the cluster's kubeconfig ($KUBECONFIG).")
+    ] = None
+    namespace: Annotated[
+        str | None, opt("--namespace", metavar="NAME", help="kubernetes: where the Jobs go (default).")
+    ] = None
+    image: Annotated[
+        str | None, opt("--k8s-image", metavar="IMAGE", help="kubernetes: the workload image on the nodes.")
+    ] = None
+    labels: Annotated[
+        tuple[str, ...],
+        opt(
+            "--k8s-label",
+            metavar="KEY=VALUE",
+            help="kubernetes: a label on every Job and pod; repeatable.",
+            cli=list[str] | None,
+            parse=repeated,
+            given=None,
+        ),
+    ] = ()

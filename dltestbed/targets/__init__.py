@@ -140,6 +140,8 @@ def _bare(site: Site, cache: str | None = None) -> Target:
 
 @register("cbm")
 def _cbm(site: Site) -> Target:
+    if site.placed is not None and (pod := site.placed.container(site.data.host, site.caches.get("cbm"))) is not None:
+        return _as_user(site, pod)
     c = site.container
     if c is None:
         raise _missing("cbm", site, "the container image")

@@ -112,8 +112,8 @@ def machine_under(target: Target) -> Target:
 
 
 class Placement(Protocol):
-    """A machine a scheduler gave the bench (a launcher's: a node of Slurm's allocation), and how a bare-metal
-    workload reaches it; a container there runs under the runtime's CLI on that target."""
+    """A machine a scheduler gave the bench (a launcher's: a node of Slurm's allocation, a Kubernetes node), and
+    how a workload reaches it: bare metal, and a container where the scheduler runs it itself (a pod)."""
 
     @property
     def label(self) -> str:
@@ -122,4 +122,8 @@ class Placement(Protocol):
 
     def bare(self, data_dir: str | None, compile_cache: str | None) -> Target:
         """Its bare-metal target: the bench's data copy read at `data_dir`, its compile caches in `compile_cache`."""
+        ...
+
+    def container(self, data_dir: str | None, compile_cache: str | None) -> Target | None:
+        """Its cbm target where the scheduler starts the container itself; None: the runtime's CLI on `bare`."""
         ...

@@ -28,6 +28,9 @@ class SlurmPlace:
     def bare(self, data_dir: str | None, compile_cache: str | None) -> Target:
         return SlurmTarget(self.alloc, self.node, self.python, data_dir=data_dir, compile_cache=compile_cache)
 
+    def container(self, data_dir: str | None, compile_cache: str | None) -> Target | None:
+        return None  # an srun step runs the runtime's CLI on the node
+
 
 class SlurmTarget:
     """A workload on a Slurm node, as the scheduler placed it: srun streams its stdout back and

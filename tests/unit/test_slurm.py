@@ -114,7 +114,7 @@ def test_the_node_count(kw: dict, wanted: int) -> None:
     ("kw", "line"),
     [
         ({"launch": Launch("slurm", nodes=0)}, "--nodes: at least 1"),
-        ({"slurm": SlurmOptions(venv="venv")}, "--venv venv: an absolute path"),
+        ({"launch": Launch("slurm", venv="venv")}, "--venv venv: an absolute path"),
         ({"where": Where(targets=("bm", "vm"))}, "not vm"),
         ({"where": Where(targets=("bm", "cbm"))}, "come from --inventory"),
         ({"workloads": Workloads(data="real")}, "give --data-shared"),
@@ -143,7 +143,7 @@ def test_a_launchers_options_go_with_that_launcher_only() -> None:
     assert isinstance(on_nodes, Slurm) and len(on_nodes.hosts()) == 3
     slurm = BenchRequest(launch=Launch("slurm"))
     assert Direct.on_this_machine(BenchRequest()) and not Slurm.on_this_machine(slurm)
-    with pytest.raises(ConfigError, match=r"^unknown launcher 'pbs'; known: direct or slurm$"):
+    with pytest.raises(ConfigError, match=r"^unknown launcher 'pbs'; known: direct, slurm or kubernetes$"):
         launcher_class("pbs")
 
 
@@ -156,8 +156,8 @@ def test_options_the_command_line_leaves_out_come_from_the_inventory(tmp_path: P
         "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n    dltestbed_slurm_time: '30'\n"
         "    dltestbed_slurm_account: ops\n  hosts:\n    n1:\n    n2:\n"
     )
-    opts = from_inventory(SlurmOptions(account="mine", venv="/v"), inventory.load(inv))
-    assert opts == SlurmOptions(partition="gpu", account="mine", time="30", venv="/v")  # the command line wins
+    opts = from_inventory(SlurmOptions(account="mine"), inventory.load(inv))
+    assert opts == SlurmOptions(partition="gpu", account="mine", time="30")  # the command line wins
     inv.write_text(
         "all:\n  vars:\n    dltestbed_slurm_partition: gpu\n  hosts:\n    n1:\n    n2:\n"
         "      dltestbed_slurm_partition: debug\n"

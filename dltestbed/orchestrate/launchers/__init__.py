@@ -1,6 +1,6 @@
-"""Launchers: how a bench reaches its machines, one registered class each (`direct`, `slurm`). Each checks
+"""Launchers: how a bench reaches its machines, one registered class each (`direct`, `slurm`, `kubernetes`). Each checks
 what is cheap first, then holds what it took (VMs made or reused; Slurm's allocation) in a context that gives
-it back whatever happens. The next one (Kubernetes, PBS) is a module here and a line in LAUNCHERS."""
+it back whatever happens. The next one (PBS) is a module here and a line in LAUNCHERS."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ from dltestbed.choices import or_list
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.launchers.base import Launcher, Say
 from dltestbed.orchestrate.launchers.direct import Direct, bare_metal_hosts
+from dltestbed.orchestrate.launchers.kubernetes import Kubernetes
 from dltestbed.orchestrate.launchers.slurm import Slurm
 from dltestbed.requests.bench import BenchRequest
 
-__all__ = ["LAUNCHERS", "Direct", "Launcher", "Say", "Slurm", "bare_metal_hosts", "launcher_class", "launcher_for"]
+__all__ = [
+    "LAUNCHERS",
+    "Direct",
+    "Kubernetes",
+    "Launcher",
+    "Say",
+    "Slurm",
+    "bare_metal_hosts",
+    "launcher_class",
+    "launcher_for",
+]
 
-LAUNCHERS: dict[str, type[Launcher]] = {c.name: c for c in (Direct, Slurm)}  # keyed by choices.LAUNCHERS
+LAUNCHERS: dict[str, type[Launcher]] = {c.name: c for c in (Direct, Slurm, Kubernetes)}  # keyed by choices.LAUNCHERS
 
 
 def launcher_for(request: BenchRequest) -> Launcher:

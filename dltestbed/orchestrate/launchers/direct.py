@@ -34,8 +34,13 @@ class Direct:
         """The launcher for a request that chose it (every other combination it cannot run is checked by `check`)."""
         if request.launch.nodes is not None:
             raise ConfigError(
-                "--nodes: how many machines a scheduler gives (--launcher slurm); the direct launcher runs on this "
-                "machine or --inventory's hosts (--limit picks them)"
+                "--nodes: how many machines a scheduler gives (--launcher slurm or kubernetes); the direct launcher "
+                "runs on this machine or --inventory's hosts (--limit picks them)"
+            )
+        if request.launch.venv is not None:
+            raise ConfigError(
+                "--venv: dltestbed's venv on a scheduler's nodes; the direct launcher runs on --inventory's hosts, "
+                "each with its dltestbed_venv"
             )
         return cls(request)
 

@@ -99,7 +99,7 @@ class Slurm:
     def _allocate(self, bench_id: str, say: Say) -> tuple[slurm.Allocation, list[Site]]:
         """Hold the allocation (salloc's own lines said as it waits); a site per node, with its container
         image when cbm runs (a node that is no container host is one line)."""
-        python = interpreters(self._opts, self._inventory)
+        python = interpreters(self.request.launch.venv, self._inventory)
         cluster = slurm.check_cluster()
         opts = self._opts
         req = slurm.Request(
@@ -132,12 +132,12 @@ class Slurm:
 
 def check_options(request: BenchRequest) -> int:
     """With --launcher slurm: the node count the bench asks for; one line for a bad combination."""
-    opts, where, scenario = request.slurm, request.where, request.scenario.scenario
+    where, scenario = request.where, request.scenario.scenario
     kinds, runtime, nodes = where.targets, request.container.runtime, request.launch.nodes
     if nodes is not None and nodes < 1:
         raise ConfigError(f"--nodes: at least 1 (got {nodes})")
-    if opts.venv is not None and not opts.venv.startswith("/"):
-        raise ConfigError(f"--venv {opts.venv}: an absolute path on the nodes")
+    if request.launch.venv is not None and not request.launch.venv.startswith("/"):
+        raise ConfigError(f"--venv {request.launch.venv}: an absolute path on the nodes")
     if where.limit:
         raise ConfigError(
             "--limit picks inventory hosts; with --launcher slurm the scheduler picks the nodes (--nodes, --partition)"
@@ -208,10 +208,10 @@ def container_hosts(inv: Inventory) -> list[Host]:
     return hosts
 
 
-def interpreters(opts: SlurmOptions, inv: Inventory | None) -> Callable[[str], str]:
+def interpreters(venv: str | None, inv: Inventory | None) -> Callable[[str], str]:
     """Node name → the interpreter that has dltestbed there: --venv, else the inventory host of that
     name's dltestbed_venv, else the default venv."""
-    if opts.venv:
-        return lambda _node: f"{opts.venv}/bin/python"
+    if venv:
+        return lambda _node: f"{venv}/bin/python"
     known = {h.name: h.python for h in inv.hosts.values()} if inv is not None else {}
     return lambda node: known.get(node, f"{DEFAULT_VENV}/bin/python")

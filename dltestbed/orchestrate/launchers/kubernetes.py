@@ -1,0 +1,240 @@
+"""The Kubernetes launcher (`bench --launcher kubernetes`): each run a batch/v1 Job pinned to its node, through the
+official client and the kubeconfig's credentials. bm runs in the node's own root on its network, cbm in the
+workload image on the pod network (targets/kubernetes.py). The nodes are the cluster's Ready ones that take pods
+(`--nodes` of them, by name); every Job of the bench is deleted when it ends, Ctrl-C included."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from dltestbed.errors import ConfigError
+from dltestbed.inventory import Host, Inventory
+from dltestbed.orchestrate import gpus, prepare, scenarios
+from dltestbed.orchestrate.launchers.base import Say
+from dltestbed.orchestrate.launchers.slurm import interpreters, load
+from dltestbed.requests.bench import BenchRequest
+from dltestbed.requests.launch import KubernetesOptions
+from dltestbed.shield import shielded
+from dltestbed.targets import Site
+from dltestbed.targets.kubernetes import Cluster, KubePlace
+from dltestbed.transport.pod import GPU, MANAGED_BY, node_ready
+
+INVENTORY_VARS = {
+    "kubeconfig": "dltestbed_kubeconfig",
+    "namespace": "dltestbed_k8s_namespace",
+    "image": "dltestbed_k8s_image",
+}
+KINDS = ("bm", "cbm")
+IMAGE_PYTHON = "/opt/dltestbed/venv/bin/python"  # where the workload image has dltestbed (provision/image.py)
+
+
+@dataclass
+class Kubernetes:
+    """A Kubernetes cluster's nodes, through its API: a Job per run, pinned to its node."""
+
+    name: ClassVar[str] = "kubernetes"
+    request: BenchRequest
+    count: int
+    _opts: KubernetesOptions = field(default_factory=KubernetesOptions)
+    _inventory: Inventory | None = None
+    _api: Any = None
+    _nodes: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # name, address, allocatable
+
+    @classmethod
+    def chosen(cls, request: BenchRequest) -> Kubernetes:
+        """The launcher for a request that chose it, its options checked first (the node count among them)."""
+        return cls(request, check_options(request))
+
+    @staticmethod
+    def given(request: BenchRequest) -> list[str]:
+        """The Kubernetes options the request gave (each goes with --launcher kubernetes only)."""
+        return request.kubernetes.given()
+
+    @staticmethod
+    def on_this_machine(request: BenchRequest) -> bool:
+        """The nodes are the cluster's: never this machine."""
+        return False
+
+    def hosts(self) -> list[Host | None]:
+        return [None] * self.count
+
+    def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
+        return prepare.AutoKinds(KINDS, False, "--launcher kubernetes: bm and cbm on the cluster's nodes")
+
+    def check(self, setup: prepare.Setup) -> None:
+        """The options over the inventory's, the kubeconfig read, and the cluster asked for its nodes (one line
+        when it does not answer, or has fewer Ready nodes than the bench needs)."""
+        inv = load(self.request.where.inventory, self.request.where.groups)
+        self._inventory = inv
+        self._opts = from_inventory(self.request.kubernetes, inv) if inv is not None else self.request.kubernetes
+        self._api = client_for(self._opts.kubeconfig)
+        self._nodes = ready_nodes(self._api)
+        if len(self._nodes) < self.count:
+            have = ", ".join(n for n, _, _ in self._nodes) or "none"
+            raise ConfigError(
+                f"--launcher kubernetes: the bench needs {self.count} Ready node(s) that take pods; the cluster has "
+                f"{len(self._nodes)} ({have})"
+            )
+        self._nodes = self._nodes[: self.count]
+
+    def seen_gpus(self, kinds: Sequence[str], local: gpus.Local) -> list[gpus.Seen]:
+        out = []
+        for name, _, allocatable in self._nodes:
+            n = int(allocatable.get(GPU, "0") or 0)
+            for k in dict.fromkeys(kinds):
+                out.append(gpus.Seen(f"{k}:{name}", n > 0, f"node {name} offers {n} {GPU}"))
+        return out
+
+    @contextmanager
+    def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
+        python = interpreters(self.request.launch.venv, self._inventory)
+        image = self._opts.image or default_image(self.request)
+        cluster = Cluster(
+            self._api,
+            self._opts.namespace or "default",
+            image,
+            IMAGE_PYTHON,
+            labels=parse_labels(self._opts.labels),
+            requests=requests_of(self.request),
+            bench_id=bench_id,
+        )
+        say(
+            f"Kubernetes: namespace {cluster.namespace}, nodes {', '.join(n for n, _, _ in self._nodes)}; "
+            f"cbm's image {image} (each run a Job, deleted when it ends)"
+        )
+        places = [KubePlace(cluster, n, addr, python(n)) for n, addr, _ in self._nodes]
+        user = self.request.container.as_user
+        try:
+            yield [Site(placed=p, as_user=user) for p in places]
+        finally:
+            with shielded():  # a second Ctrl-C does not keep a Job
+                delete_jobs(self._api, cluster.namespace, bench_id)
+
+    @property
+    def waiting_for(self) -> str:
+        return "asking the Kubernetes cluster for its nodes: nothing was started"
+
+
+def check_options(request: BenchRequest) -> int:
+    """With --launcher kubernetes: the node count the bench asks for; one line for a bad combination."""
+    where, nodes = request.where, request.launch.nodes
+    if nodes is not None and nodes < 1:
+        raise ConfigError(f"--nodes: at least 1 (got {nodes})")
+    if request.launch.venv is not None and not request.launch.venv.startswith("/"):
+        raise ConfigError(f"--venv {request.launch.venv}: an absolute path on the nodes")
+    if where.limit:
+        raise ConfigError("--limit picks inventory hosts; under --launcher kubernetes the nodes are the cluster's")
+    other = [k for k in where.targets if k != "auto" and k not in KINDS]
+    if other:
+        raise ConfigError(f"--launcher kubernetes runs bm and cbm on the nodes (in pods), not {other[0]}")
+    if request.container.runtime is not None:
+        raise ConfigError(f"--runtime {request.container.runtime}: under --launcher kubernetes cbm is a pod")
+    if request.container.as_user is not None:
+        raise ConfigError("--as-user: not under --launcher kubernetes (a pod's user is its image's)")
+    if request.workloads.data == "real" and not where.data_shared:
+        raise ConfigError(
+            "--launcher kubernetes with --data real reads --data-dir on the nodes: give --data-shared "
+            "(the same folder on every node, e.g. a shared filesystem)"
+        )
+    parse_labels(request.kubernetes.labels)
+    sc = scenarios.scenario(request.scenario.scenario)
+    if sc.one_host and (nodes or 1) > 1:
+        raise ConfigError(f"scenario {request.scenario.scenario} runs on one node; --nodes {nodes} given")
+    return nodes if nodes is not None else sc.machines(request.scenario.workers)
+
+
+def parse_labels(items: Sequence[str]) -> dict[str, str]:
+    """--k8s-label KEY=VALUE items; one line for one without both."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--k8s-label: KEY=VALUE, e.g. team=ops (got {item!r})")
+        out[key] = value
+    return out
+
+
+def from_inventory(opts: KubernetesOptions, inv: Inventory) -> KubernetesOptions:
+    """The options the command line left out, from the inventory's dltestbed_kubeconfig and dltestbed_k8s_*
+    (a site's setting, for group `all`; hosts that disagree are one line)."""
+    found: dict[str, Any] = {}
+    for name, var in INVENTORY_VARS.items():
+        if getattr(opts, name) is not None:
+            continue
+        values = {str(h.vars[var]) for h in inv.hosts.values() if h.vars.get(var) not in (None, "")}
+        if len(values) > 1:
+            raise ConfigError(f"inventory {str(inv.path)!r}: {var} differs between hosts; set it once, for group all")
+        if values:
+            found[name] = values.pop()
+    return replace(opts, **found)
+
+
+def client_for(kubeconfig: str | None) -> Any:
+    """An API client of the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config); one line when there
+    is none or it cannot be read."""
+    from kubernetes import config
+
+    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    if not Path(path).is_file():
+        raise ConfigError(f"--launcher kubernetes: no kubeconfig at {path} (give --kubeconfig, or set KUBECONFIG)")
+    try:
+        return config.new_client_from_config(path)
+    except Exception as exc:  # the client's own errors (a bad file, a missing context)
+        raise ConfigError(f"--launcher kubernetes: kubeconfig {path}: {exc}") from None
+
+
+def ready_nodes(api: Any) -> list[tuple[str, str, dict[str, str]]]:
+    """The cluster's nodes that are Ready and take pods (no NoSchedule or NoExecute taint), by name: (name,
+    internal address, allocatable); one line when the cluster does not answer."""
+    from kubernetes import client
+
+    try:
+        items: list[Any] = client.CoreV1Api(api).list_node(_request_timeout=15).items
+    except Exception as exc:
+        raise ConfigError(f"--launcher kubernetes: the cluster does not answer: {exc}") from None
+    out = []
+    for n in sorted(items, key=lambda n: n.metadata.name):
+        taints = [t for t in (n.spec.taints or []) if t.effect in ("NoSchedule", "NoExecute")]
+        if not node_ready(n) or taints or n.spec.unschedulable:
+            continue
+        addr = next((a.address for a in n.status.addresses or [] if a.type == "InternalIP"), n.metadata.name)
+        out.append((n.metadata.name, addr, dict(n.status.allocatable or {})))
+    return out
+
+
+def requests_of(request: BenchRequest) -> dict[str, str]:
+    """Each pod's requests: a GPU where the bench runs on one (the device plugin's resource)."""
+    return {GPU: "1"} if request.where.device == "gpu" else {}
+
+
+def default_image(request: BenchRequest) -> str:
+    """The workload image's name as `image build` tags it for the bench's frameworks (the nodes hold it by that
+    name: a registry's copy, or an archive loaded on each); one line when no wheelhouse here names it."""
+    from dltestbed.config import DEFAULT_FRAMEWORK
+    from dltestbed.provision import image, localfacts, wheelhouse
+
+    frameworks = tuple(request.workloads.frameworks or (DEFAULT_FRAMEWORK,))
+    house = wheelhouse.cached(localfacts.flavor(), frameworks)
+    if house is None:
+        raise ConfigError(
+            "--launcher kubernetes: no workload image of this dltestbed build is known here; give --k8s-image "
+            "(the image the nodes hold)"
+        )
+    return image.tag_of(house)
+
+
+def delete_jobs(api: Any, namespace: str, bench_id: str) -> None:
+    """Every Job of the bench (and its pods), whatever state it is in."""
+    from kubernetes import client
+
+    selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, "dltestbed.io/bench": bench_id[:63]}.items())
+    with contextlib.suppress(Exception):  # the runs' own deletes came first; this is the net under them
+        client.BatchV1Api(api).delete_collection_namespaced_job(
+            namespace, label_selector=selector, propagation_policy="Background", grace_period_seconds=0
+        )
