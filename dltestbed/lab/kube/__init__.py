@@ -175,12 +175,24 @@ def remove_cgroups(lab_name: str) -> list[str]:
 
 
 def load(lab: LabState, archive: Path) -> None:
-    """Import an image archive (OCI or docker-archive tar) into every node's containerd, as a site without a
-    registry preloads its nodes: the pods that name it run with imagePullPolicy Never."""
+    """Import an image archive (OCI or docker-archive tar, as it is or compressed with zstd or gzip, as
+    provision/imagearchive.py writes them) into every node's containerd, as a site without a registry preloads its
+    nodes."""
+    with archive.open("rb") as f:
+        magic = f.read(4)
+    unpack = {b"\x28\xb5\x2f\xfd": ["zstd", "-dc"], b"\x1f\x8b": ["gzip", "-dc"]}
+    decompress = next((argv for m, argv in unpack.items() if magic.startswith(m)), None)
     for h in lab.hosts:
         argv = ["nsenter", "-t", str(h.pid), "-m", "-u", "-n", "--"]
         argv += ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "images", "import", "-"]
         with archive.open("rb") as f:
-            done = subprocess.run(argv, stdin=f, capture_output=True, text=True, timeout=1800)
+            if decompress is None:
+                done = subprocess.run(argv, stdin=f, capture_output=True, text=True, timeout=1800)
+            else:
+                src = subprocess.Popen([*decompress], stdin=f, stdout=subprocess.PIPE)
+                done = subprocess.run(argv, stdin=src.stdout, capture_output=True, text=True, timeout=1800)
+                assert src.stdout is not None
+                src.stdout.close()
+                src.wait()
         if done.returncode != 0:
             raise LabError(f"lab {lab.name}: {h.name} did not import {archive}: {done.stderr.strip()[-300:]}")

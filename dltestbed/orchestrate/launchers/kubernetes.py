@@ -22,6 +22,7 @@ from dltestbed.requests.bench import BenchRequest
 from dltestbed.requests.launch import KubernetesOptions
 from dltestbed.shield import shielded
 from dltestbed.targets import Site
+from dltestbed.targets.container import VENV_PYTHON
 from dltestbed.targets.kubernetes import Cluster, KubePlace
 from dltestbed.transport.pod import GPU, MANAGED_BY, node_ready
 
@@ -31,7 +32,6 @@ INVENTORY_VARS = {
     "image": "dltestbed_k8s_image",
 }
 KINDS = ("bm", "cbm")
-IMAGE_PYTHON = "/opt/dltestbed/venv/bin/python"  # where the workload image has dltestbed (provision/image.py)
 
 
 @dataclass
@@ -99,7 +99,7 @@ class Kubernetes:
             self._api,
             self._opts.namespace or "default",
             image,
-            IMAGE_PYTHON,
+            VENV_PYTHON,
             labels=parse_labels(self._opts.labels),
             requests=requests_of(self.request),
             bench_id=bench_id,

@@ -1,0 +1,212 @@
+"""Kubernetes in the lab, on a real cluster: `lab up --kubernetes` runs etcd, the apiserver, the scheduler and the
+controller manager here (1.20, built from Debian's source into this run's cache) and a kubelet with containerd in
+each of two lab hosts, a VXLAN pod network between them. batch/v1 Jobs run to Completed on the node each names,
+their logs come back through the apiserver, a pod on one node reaches a pod on the other over the overlay, this
+machine's kernel settings stay as they were, and the lab's teardown leaves no process, cgroup or mount."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltestbed import lab
+from dltestbed.lab import kube
+from dltestbed.lab.kube import control, ociarchive
+from dltestbed.lab.state import LabState
+from tests.conftest import run_cli
+from tests.lab.conftest import leftovers, this_checkout
+
+NAME = "tk"
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = "localhost/dltestbed-test/probe:1"
+NAMESPACE = "default"
+KERNEL = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "vm/panic_on_oom")
+
+
+pytestmark = pytest.mark.timeout(3600)  # run alone, its first fixture builds Kubernetes
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    """Kubernetes in this run's cache: scripts/test.sh starts its build beside the streams, and this waits for it
+    (the build's lock); run alone, this builds it (about 10 minutes on 2 cores). Stopped, the build stops too."""
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "kubernetes.sh")], start_new_session=True)
+    try:
+        assert proc.wait() == 0, "scripts/kubernetes.sh failed"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def kernel_before() -> dict[str, str]:
+    return {k: Path("/proc/sys", k).read_text() for k in KERNEL}
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    lab_dir: Path, built: None, kernel_before: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LabState]:
+    """Two nodes, made through the CLI, with the probe's image on both."""
+    lab.down(NAME)
+    shares = [a for path in this_checkout() for a in ("--share", path)]  # bm's venv: a site's shared filesystem
+    out = run_cli("lab", "up", "--name", NAME, "--hosts", "2", "--subnet", "10.213.88.0/24", "--kubernetes", *shares)
+    assert out.returncode == 0, out.stderr
+    state = LabState.load(NAME)
+    assert state is not None
+    assert f"export KUBECONFIG={control.admin_kubeconfig(state)}" in out.stderr
+    d = tmp_path_factory.mktemp("probe")
+    subprocess.run(["gcc", "-Os", "-static", "-o", str(d / "probe"), str(ROOT / "tests/data/kube/probe.c")], check=True)
+    archive = d / "probe.tar"
+    archive.write_bytes(ociarchive.archive(PROBE, {"probe": ((d / "probe").read_bytes(), 0o755)}, ["/probe"]))
+    kube.load(state, archive)
+    yield state
+    lab.down(NAME)
+    assert not leftovers(NAME)
+    assert {k: Path("/proc/sys", k).read_text() for k in KERNEL} == kernel_before, "the kubelets changed this machine"
+
+
+def api(state: LabState) -> Any:
+    from kubernetes import client, config
+
+    return client.ApiClient(config.new_client_from_config(str(control.admin_kubeconfig(state))).configuration)
+
+
+def job(name: str, node: str, *args: str) -> dict:
+    """A batch/v1 Job of one pod of the probe on `node`, never retried."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "dltestbed-test"}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"job": name}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [{"name": "probe", "image": PROBE, "imagePullPolicy": "Never", "args": list(args)}],
+                },
+            },
+        },
+    }
+
+
+def pod_of(state: LabState, name: str, phase: tuple[str, ...], timeout: float = 90) -> dict:
+    """The Job's pod, once it is in one of `phase`."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api(state))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"job={name}").items
+        if pods and pods[0].status.phase in phase:
+            return {
+                "name": pods[0].metadata.name,
+                "ip": pods[0].status.pod_ip,
+                "node": pods[0].spec.node_name,
+                "phase": pods[0].status.phase,
+            }
+        time.sleep(0.5)
+    raise AssertionError(f"job {name}: no pod in {phase} after {timeout:.0f} s")
+
+
+def finished(state: LabState, name: str, timeout: float = 90) -> str:
+    """The Job's pod's log once the Job succeeded."""
+    from kubernetes import client
+
+    batch, core = client.BatchV1Api(api(state)), client.CoreV1Api(api(state))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = batch.read_namespaced_job_status(name, NAMESPACE).status
+        if status.succeeded:
+            pod = pod_of(state, name, ("Succeeded",))
+            return str(core.read_namespaced_pod_log(pod["name"], NAMESPACE))
+        assert not status.failed, f"job {name} failed"
+        time.sleep(0.5)
+    raise AssertionError(f"job {name} did not finish in {timeout:.0f} s")
+
+
+def test_jobs_run_on_the_nodes_they_name_and_reach_each_other_over_the_overlay(cluster: LabState) -> None:
+    from kubernetes import client, utils
+
+    h1, h2 = (h.name for h in cluster.hosts)
+    nodes = client.CoreV1Api(api(cluster)).list_node().items
+    assert sorted(n.metadata.name for n in nodes) == [h1, h2]
+    assert {n.status.node_info.kubelet_version for n in nodes} == {"v1.20.2"}
+    with api(cluster) as c:
+        utils.create_from_dict(c, job("hello", h2, "hello"))
+        utils.create_from_dict(c, job("server", h2, "serve", "7000"))
+    assert finished(cluster, "hello").startswith("hello from hello-")
+    server = pod_of(cluster, "server", ("Running",))
+    assert server["node"] == h2 and server["ip"].startswith("10.244.2.")  # h2's pod subnet
+    with api(cluster) as c:
+        utils.create_from_dict(c, job("client", h1, "call", server["ip"], "7000"))
+    said = finished(cluster, "client")
+    assert pod_of(cluster, "client", ("Succeeded",))["ip"].startswith("10.244.1.")  # from h1's, over the VXLAN
+    assert said.startswith("client-") and f"called {server['ip']}: pong from server-" in said
+    assert finished(cluster, "server").strip() == "listening on 7000"
+    batch = client.BatchV1Api(api(cluster))
+    for name in ("hello", "server", "client"):
+        batch.delete_namespaced_job(name, NAMESPACE, propagation_policy="Foreground")
+
+
+def ours(state: LabState) -> list[str]:
+    """dltestbed's Jobs and pods left in the cluster, in any namespace."""
+    from kubernetes import client
+
+    selector = "app.kubernetes.io/managed-by=dltestbed"
+    jobs = client.BatchV1Api(api(state)).list_job_for_all_namespaces(label_selector=selector).items
+    pods = client.CoreV1Api(api(state)).list_pod_for_all_namespaces(label_selector=selector).items
+    return [f"job {j.metadata.name}" for j in jobs] + [f"pod {p.metadata.name}" for p in pods]
+
+
+@pytest.fixture(scope="module")
+def workload_image(cluster: LabState) -> str:
+    """The workload image (Podman's, built here if this run has not yet), loaded into both nodes' containerd from
+    its archive, as a site without a registry preloads its nodes."""
+    from dltestbed.provision import image, imagearchive, localfacts, wheelhouse
+
+    built = run_cli("image", "build", "--runtime", "podman", "--vm", "no", timeout=3000)
+    assert built.returncode == 0, built.stderr
+    house = wheelhouse.cached(localfacts.flavor(), ("tensorflow",))
+    assert house is not None
+    img = image.find("podman", house)
+    assert img is not None
+    kube.load(cluster, imagearchive.archive(img))
+    return img.tag
+
+
+def test_bm_and_cbm_through_the_kubernetes_launcher(cluster: LabState, workload_image: str, tmp_path: Path) -> None:
+    """Both kinds on both nodes, 3 repetitions, a Job per run: stored under the nodes' names, bm on the node's
+    network and cbm on the pod network, and no Job or pod of the bench left."""
+    results = tmp_path / "r.sqlite"
+    out = run_cli(
+        "bench", "--launcher", "kubernetes", "--kubeconfig", str(control.admin_kubeconfig(cluster)),
+        "--venv", sys.prefix, "--nodes", "2", "--targets", "bm,cbm", "--k8s-label", "team=ops",
+        "-m", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "3",
+        "--repeat", "3", "--results", str(results), "--format", "json", timeout=1500,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = json.loads(out.stdout)
+    assert len(runs) == 12 and all(r["status"] == "ok" for r in runs), [r.get("reason") for r in runs]
+    nodes = {h.name for h in cluster.hosts}
+    for r in runs:
+        fp = r["fingerprint"]
+        assert fp["transport"] == "kubernetes" and fp["target_host"] in nodes
+        assert fp["k8s_network"] == ("host" if r["target_kind"] == "bm" else "pod")
+    assert {(r["target_kind"], r["fingerprint"]["target_host"]) for r in runs} == {
+        (k, n) for k in ("bm", "cbm") for n in nodes
+    }
+    assert not ours(cluster)
