@@ -77,7 +77,7 @@ class PodTarget:
             requests=dict(c.requests),
             labels={**c.labels, "dltestbed.io/kind": kind, "dltestbed.io/bench": c.bench_id[:63]},
         )
-        self._jobs = PodJob(c.api, spec, f"dltestbed-{c.bench_id[:8]}-{kind}-{place.node}".lower())
+        self._jobs = PodJob(c.api, spec, kind)
 
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run argv as a Job on the node; a run something outside ended (eviction, a node not Ready, never

@@ -10,6 +10,8 @@ with one line (`why`), which the target gives the run as what ended it."""
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import shlex
 import threading
 import time
@@ -21,6 +23,7 @@ from dltestbed.errors import TargetError
 from dltestbed.transport.base import RunOptions
 from dltestbed.transport.command import Ended, Stderr, Streamed
 
+HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
 STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no step event starts so)
 UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
@@ -59,7 +62,7 @@ def wrapped(argv: Sequence[str], host_root: bool) -> list[str]:
         f"{{ {shlex.join(argv)} 2>&1 1>&3 3>&- | while IFS= read -r l; do printf '%s%s\\n' {mark} \"$l\"; done; "
         "exit ${PIPESTATUS[0]}; } 3>&1"
     )
-    return ["chroot", "/host", "bash", "-c", script] if host_root else ["bash", "-c", script]
+    return ["/usr/sbin/chroot", "/host", "/bin/bash", "-c", script] if host_root else ["bash", "-c", script]
 
 
 def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
@@ -71,14 +74,16 @@ def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, st
     for i, path in enumerate(spec.mounts):
         volumes.append({"name": f"m{i}", "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
         mounts.append({"name": f"m{i}", "mountPath": path})
-    labels = {**MANAGED_BY, **spec.labels, "dltestbed.io/job": name}
+    labels = {**spec.labels, **MANAGED_BY, "dltestbed.io/job": name}  # dltestbed's own last: none is overridden
     container = {
         "name": "workload",
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "command": wrapped(argv, spec.host_root),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [{"name": k, "value": v} for k, v in {**(HOST_ENV if spec.host_root else {}), **env}.items()],
         "stdin": True,  # held open, never written: the workload's watch sees no end of file
+        # bare metal: root in the node's own root (chroot), as dltestbed runs there over SSH
+        **({"securityContext": {"runAsUser": 0, "runAsGroup": 0}} if spec.host_root else {}),
         "volumeMounts": mounts,
         # a GPU is asked as a limit too (an extended resource's request and limit must be equal)
         "resources": {"requests": dict(spec.requests), "limits": {k: v for k, v in spec.requests.items() if k == GPU}},
@@ -95,7 +100,16 @@ def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, st
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
-                    "nodeSelector": {"kubernetes.io/hostname": spec.node},
+                    # pinned by the node's name (its hostname label may differ)
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [spec.node]}]}
+                                ]
+                            }
+                        }
+                    },
                     "hostNetwork": spec.host_network,
                     "terminationGracePeriodSeconds": 10,
                     "containers": [container],
@@ -108,81 +122,119 @@ def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, st
 
 @dataclass
 class _Job:
-    """A command's Job while it runs."""
+    """A command's Job while it runs: its name and uid (its pods carry it), and what outside ended it."""
 
     name: str
-    why: str | None = None  # what outside the command ended it, in words
+    uid: str
+    why: str | None = None
 
 
 class PodJob(Streamed[_Job]):
     """Runs each command as a Job on one node, one at a time; `abort` deletes the Job in progress."""
 
-    def __init__(self, api: Any, spec: PodSpec, prefix: str) -> None:
+    def __init__(self, api: Any, spec: PodSpec, kind: str) -> None:
         super().__init__()
         self.api = api  # a kubernetes.client.ApiClient
         self.spec = spec
-        self.prefix = prefix  # Job names: <prefix>-<n>, at most 63 characters
+        self.prefix = f"dltestbed-{kind}-{secrets.token_hex(4)}"  # this target's Jobs: <prefix>-<n>, a DNS label
         self.why: str | None = None  # the last command's outside end, for the target
         self.pod_ip: str | None = None  # the last pod's address (the pod network's)
         self._n = 0
 
     def _start(self, argv: Sequence[str], options: RunOptions) -> _Job:
         from kubernetes import client
-        from kubernetes.client.rest import ApiException
 
         self._n += 1
-        name = f"{self.prefix}-{self._n}"[:63].rstrip("-")
+        name = f"{self.prefix}-{self._n}"
         self.why = self.pod_ip = None
         body: Any = job_body(name, self.spec, argv, dict(options.get("env") or {}))  # the client sends a dict as is
         try:
-            client.BatchV1Api(self.api).create_namespaced_job(self.spec.namespace, body)
-        except ApiException as exc:
-            raise TargetError(f"Kubernetes refused the Job {name} on {self.spec.node}: {_reason(exc)}") from None
-        return _Job(name)
+            made: Any = client.BatchV1Api(self.api).create_namespaced_job(self.spec.namespace, body)
+        except Exception as exc:  # the API's refusal, or no answer
+            raise TargetError(f"Kubernetes did not take Job {name} for {self.spec.node}: {_reason(exc)}") from None
+        return _Job(name, str(made.metadata.uid))
 
     def _follow(self, held: _Job, argv: Sequence[str], options: RunOptions, err: Stderr) -> Ended:
-        from kubernetes import client, watch
+        from kubernetes import client
 
         core = client.CoreV1Api(self.api)
         stop = threading.Event()
 
         def end() -> None:
             stop.set()
-            self._delete(held.name)
+            with contextlib.suppress(TargetError):
+                self._delete(held.name)
 
         self._abort.attach(end)
-        pod = self._placed(core, held, stop)
-        if pod is None:
-            return Ended(1)
-        on_line, timeout = options.get("on_line"), options.get("timeout")
+        timeout = options.get("timeout")
         deadline = time.monotonic() + timeout if timeout else None
         timed_out = threading.Event()
-        guard = threading.Thread(target=self._guard, args=(core, held, pod, stop, deadline, timed_out), daemon=True)
-        guard.start()
         try:
-            for line in watch.Watch().stream(
-                core.read_namespaced_pod_log, pod, self.spec.namespace, follow=True, _request_timeout=(10, None)
-            ):
-                if line.startswith(STDERR):
-                    err.line(line[len(STDERR) :])
-                elif on_line is not None:
-                    on_line(line)
-        except Exception as exc:  # the stream broken: the node or the pod gone (the guard says why)
-            if not stop.is_set() and held.why is None:
-                held.why = f"the log of pod {pod} broke off: {exc}"
-        code = self._exit_code(core, held, pod, stop)
-        stop.set()
-        guard.join()
-        self.why = held.why
+            pod = self._placed(core, held, stop, deadline)
+            if pod is None:
+                return Ended(124, timed_out=True) if deadline and time.monotonic() > deadline else Ended(1)
+            guard = threading.Thread(target=self._guard, args=(core, held, pod, stop, deadline, timed_out), daemon=True)
+            guard.start()
+            self._stream(core, held, pod, stop, options.get("on_line"), err)
+            code = self._exit_code(core, held, pod, stop)
+        finally:
+            stop.set()
+            self.why = held.why
         if timed_out.is_set():
             return Ended(124, timed_out=True)
         return Ended(code)
 
-    def _placed(self, core: Any, held: _Job, stop: threading.Event) -> str | None:
-        """The Job's pod once it runs (or has ended); None, with why, when it is never placed or cannot start."""
+    def _stream(
+        self, core: Any, held: _Job, pod: str, stop: threading.Event, on_line: Any, err: Stderr, tries: int = 5
+    ) -> None:
+        """The pod's log, a line at a time, to on_line and the run's log; where the stream breaks off while the
+        container still runs (the connection to the kubelet lost a moment), it is opened again and the lines
+        already seen skipped."""
+        from kubernetes import watch
+
+        seen = 0
+        why: str | None = None
+        for _ in range(tries):
+            n = 0
+            try:
+                for line in watch.Watch().stream(core.read_namespaced_pod_log, pod, self.spec.namespace, follow=True):
+                    n += 1
+                    if n <= seen:
+                        continue
+                    seen = n
+                    if line.startswith(STDERR):
+                        err.line(line[len(STDERR) :])
+                    elif on_line is not None:
+                        on_line(line)
+            except Exception as exc:  # the stream broken: the node or the pod gone (the guard says why)
+                if stop.is_set() or held.why is not None:
+                    return
+                why = f"the log of pod {pod} broke off: {_reason(exc)}"
+            else:
+                why = None
+            if stop.is_set() or held.why is not None or self._terminated(core, pod) is not None:
+                return
+            time.sleep(POLL_SECONDS)
+        held.why = held.why or why or f"the log of pod {pod} ended while its container ran on"
+
+    def _placed(self, core: Any, held: _Job, stop: threading.Event, deadline: float | None) -> str | None:
+        """The Job's pod once it runs (or has ended); None, with why, when none is placed in time or it cannot
+        start."""
         since = time.monotonic()
         while not stop.is_set():
-            pods = core.list_namespaced_pod(self.spec.namespace, label_selector=f"job-name={held.name}").items
+            if deadline is not None and time.monotonic() > deadline:
+                held.why = f"Job {held.name} did not start on {self.spec.node} within the run's time limit"
+                return None
+            try:
+                pods = core.list_namespaced_pod(self.spec.namespace, label_selector=f"controller-uid={held.uid}").items
+            except Exception as exc:
+                raise TargetError(f"Kubernetes did not say where Job {held.name} is: {_reason(exc)}") from None
+            waited = time.monotonic() - since
+            if not pods and waited > UNSCHEDULED_SECONDS:
+                held.why = (
+                    f"Job {held.name} made no pod in {UNSCHEDULED_SECONDS:.0f} s (the namespace's policy or quota?)"
+                )
+                return None
             if pods:
                 p = pods[0]
                 self.pod_ip = p.status.pod_ip
@@ -194,7 +246,7 @@ class PodJob(Streamed[_Job]):
                     held.why = f"pod {p.metadata.name} on {self.spec.node}: {bad[0].reason}: {bad[0].message}"
                     return None
                 unplaced = [c for c in (p.status.conditions or []) if c.type == "PodScheduled" and c.status == "False"]
-                if unplaced and time.monotonic() - since > UNSCHEDULED_SECONDS:
+                if unplaced and waited > UNSCHEDULED_SECONDS:
                     held.why = (
                         f"Job {held.name} was never scheduled on {self.spec.node} in {UNSCHEDULED_SECONDS:.0f} s: "
                         f"{unplaced[0].message}"
@@ -212,7 +264,7 @@ class PodJob(Streamed[_Job]):
         while not stop.wait(POLL_SECONDS):
             if deadline is not None and time.monotonic() > deadline:
                 timed_out.set()
-                self._delete(held.name)
+                self._quietly_delete(held.name)
                 return
             try:
                 ready = node_ready(core.read_node(self.spec.node))
@@ -221,7 +273,7 @@ class PodJob(Streamed[_Job]):
                 continue
             if p.status.reason == "Evicted":
                 held.why = f"pod {pod} was evicted from {self.spec.node}: {p.status.message}"
-                self._delete(held.name)
+                self._quietly_delete(held.name)
                 return
             if ready:
                 not_ready_since = None
@@ -229,21 +281,28 @@ class PodJob(Streamed[_Job]):
             not_ready_since = not_ready_since or time.monotonic()
             if time.monotonic() - not_ready_since > NOT_READY_SECONDS:
                 held.why = f"node {self.spec.node} is not Ready (its kubelet stopped answering)"
-                self._delete(held.name)
+                self._quietly_delete(held.name)
                 return
+
+    def _terminated(self, core: Any, pod: str) -> int | None:
+        """The container's exit code once it has ended; None while it runs (or cannot be read)."""
+        try:
+            p = core.read_namespaced_pod(pod, self.spec.namespace)
+        except Exception:
+            return None
+        for s in p.status.container_statuses or []:
+            if s.state and s.state.terminated:
+                return int(s.state.terminated.exit_code)
+        return None
 
     def _exit_code(self, core: Any, held: _Job, pod: str, stop: threading.Event) -> int:
         """The workload's exit code once its container has ended (1 where something outside ended it)."""
         for _ in range(int(30 / POLL_SECONDS)):
             if held.why is not None or stop.is_set():
                 return 1
-            try:
-                p = core.read_namespaced_pod(pod, self.spec.namespace)
-            except Exception:
-                return 1
-            for s in p.status.container_statuses or []:
-                if s.state and s.state.terminated:
-                    return int(s.state.terminated.exit_code)
+            code = self._terminated(core, pod)
+            if code is not None:
+                return code
             time.sleep(POLL_SECONDS)
         held.why = held.why or f"pod {pod}'s container did not end after its log did"
         return 1
@@ -252,16 +311,19 @@ class PodJob(Streamed[_Job]):
         """The Job and its pod deleted, whatever happened."""
         self._delete(held.name)
 
+    def _quietly_delete(self, name: str) -> None:
+        with contextlib.suppress(TargetError):
+            self._delete(name)
+
     def _delete(self, name: str) -> None:
         from kubernetes import client
-        from kubernetes.client.rest import ApiException
 
         try:
             client.BatchV1Api(self.api).delete_namespaced_job(
                 name, self.spec.namespace, propagation_policy="Background", grace_period_seconds=0
             )
-        except ApiException as exc:
-            if exc.status != 404:
+        except Exception as exc:
+            if getattr(exc, "status", None) != 404:
                 raise TargetError(f"could not delete Job {name}: {_reason(exc)}") from None
 
 
@@ -270,11 +332,12 @@ def node_ready(node: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
-def _reason(exc: Any) -> str:
-    """An ApiException's message, in one line."""
+def _reason(exc: Exception) -> str:
+    """The API's message of an ApiException, else the error's own, in one line."""
     import json
 
+    body = getattr(exc, "body", None)
     try:
-        return str(json.loads(exc.body).get("message", exc.reason))
-    except (TypeError, ValueError):
-        return str(exc.reason)
+        return str(json.loads(body).get("message")) if body else str(exc).splitlines()[0]
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(exc, "reason", exc))

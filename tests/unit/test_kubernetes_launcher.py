@@ -23,7 +23,7 @@ def test_the_pods_command_marks_stderr_and_keeps_the_exit_status() -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert done.returncode == 3 and done.stderr == ""
     assert sorted(done.stdout.splitlines()) == sorted(["out1", "out2", f"{STDERR}err 1"])
-    assert wrapped(["true"], host_root=True)[:3] == ["chroot", "/host", "bash"]
+    assert wrapped(["true"], host_root=True)[:3] == ["/usr/sbin/chroot", "/host", "/bin/bash"]
 
 
 def test_bare_metals_job_runs_in_the_nodes_root_on_its_network() -> None:
@@ -32,13 +32,19 @@ def test_bare_metals_job_runs_in_the_nodes_root_on_its_network() -> None:
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] > 0
-    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "n1"} and pod["hostNetwork"] is True
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    assert pod["hostNetwork"] is True
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
     assert {"name": "host", "hostPath": {"path": "/", "type": "Directory"}} in pod["volumes"]
-    assert container["command"][:2] == ["chroot", "/host"] and container["stdin"] is True
-    assert container["env"] == [{"name": "A", "value": "b"}]
+    assert container["command"][:2] == ["/usr/sbin/chroot", "/host"] and container["stdin"] is True
+    assert container["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}  # chroot needs root
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["A"] == "b" and env["HOME"] == "/root" and "/usr/sbin" in env["PATH"]
     labels = job["metadata"]["labels"]
     assert labels["team"] == "ops" and labels["app.kubernetes.io/managed-by"] == "dltestbed"
+    spoof = PodSpec("ns", "n1", "img:1", labels={"app.kubernetes.io/managed-by": "me"})
+    assert job_body("j", spoof, ["x"], {})["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "dltestbed"
     assert container["resources"] == {"requests": {}, "limits": {}}
 
 
@@ -46,6 +52,7 @@ def test_a_containers_job_is_on_the_pod_network_with_its_folders_and_gpu() -> No
     spec = PodSpec("ns", "n2", "img:1", mounts=("/data", "/cache"), requests={"nvidia.com/gpu": "1", "cpu": "2"})
     pod = job_body("j", spec, ["python"], {})["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is False and pod["containers"][0]["command"][0] == "bash"
+    assert "securityContext" not in pod["containers"][0]  # the image's own user
     paths = [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]]
     assert paths == ["/data", "/cache"]
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}  # an extended resource's limit
@@ -59,7 +66,9 @@ def test_a_containers_job_is_on_the_pod_network_with_its_folders_and_gpu() -> No
         ({"where": Where(targets=("bm", "vm"))}, "not vm"),
         ({"where": Where(limit="h1")}, "--limit picks inventory hosts"),
         ({"container": Container(runtime="docker")}, "cbm is a pod"),
-        ({"workloads": Workloads(data="real")}, "give --data-shared"),
+        ({"workloads": Workloads(data="real")}, "--data real: not yet"),
+        ({"workloads": Workloads(gpus="node")}, "--gpus node: not yet"),
+        ({"scenario": Options("distributed"), "where": Where(targets=("bm", "cbm"))}, "bm only"),
         ({"scenario": Options("shared"), "launch": Launch("kubernetes", nodes=2)}, "runs on one node"),
         ({"kubernetes": KubernetesOptions(labels=("nokey",))}, "--k8s-label: KEY=VALUE"),
     ],
@@ -76,3 +85,13 @@ def test_its_options_go_with_it_and_the_node_count() -> None:
     assert isinstance(chosen, Kubernetes) and len(chosen.hosts()) == 3
     assert not Kubernetes.on_this_machine(K8S)
     assert parse_labels(("a=b", "c=")) == {"a": "b", "c": ""}
+
+
+def test_a_pod_asks_for_a_gpu_where_its_node_offers_one() -> None:
+    from dltestbed.orchestrate.launchers.kubernetes import requests_of
+
+    gpu_node, cpu_node = {"nvidia.com/gpu": "8", "cpu": "64"}, {"cpu": "64"}
+    assert requests_of(K8S, gpu_node) == {"nvidia.com/gpu": "1"}
+    assert requests_of(K8S, cpu_node) == {}
+    assert requests_of(replace(K8S, where=Where(device="cpu")), gpu_node) == {}
+    assert requests_of(replace(K8S, where=Where(device="gpu")), cpu_node) == {"nvidia.com/gpu": "1"}  # refused there

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from dltestbed.choices import ONE
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
 from dltestbed.orchestrate import gpus, prepare, scenarios
@@ -101,14 +102,16 @@ class Kubernetes:
             image,
             VENV_PYTHON,
             labels=parse_labels(self._opts.labels),
-            requests=requests_of(self.request),
             bench_id=bench_id,
         )
         say(
             f"Kubernetes: namespace {cluster.namespace}, nodes {', '.join(n for n, _, _ in self._nodes)}; "
             f"cbm's image {image} (each run a Job, deleted when it ends)"
         )
-        places = [KubePlace(cluster, n, addr, python(n)) for n, addr, _ in self._nodes]
+        places = [
+            KubePlace(replace(cluster, requests=requests_of(self.request, alloc)), n, addr, python(n))
+            for n, addr, alloc in self._nodes
+        ]
         user = self.request.container.as_user
         try:
             yield [Site(placed=p, as_user=user) for p in places]
@@ -137,11 +140,12 @@ def check_options(request: BenchRequest) -> int:
         raise ConfigError(f"--runtime {request.container.runtime}: under --launcher kubernetes cbm is a pod")
     if request.container.as_user is not None:
         raise ConfigError("--as-user: not under --launcher kubernetes (a pod's user is its image's)")
-    if request.workloads.data == "real" and not where.data_shared:
-        raise ConfigError(
-            "--launcher kubernetes with --data real reads --data-dir on the nodes: give --data-shared "
-            "(the same folder on every node, e.g. a shared filesystem)"
-        )
+    if request.workloads.data == "real":
+        raise ConfigError("--launcher kubernetes --data real: not yet (synthetic data runs)")
+    if request.workloads.gpus != ONE:
+        raise ConfigError(f"--launcher kubernetes --gpus {request.workloads.gpus}: not yet (one GPU a pod)")
+    if request.scenario.scenario == "distributed" and "cbm" in where.targets:
+        raise ConfigError("--launcher kubernetes --scenario distributed: bm only, in this version (cbm: not yet)")
     parse_labels(request.kubernetes.labels)
     sc = scenarios.scenario(request.scenario.scenario)
     if sc.one_host and (nodes or 1) > 1:
@@ -208,9 +212,12 @@ def ready_nodes(api: Any) -> list[tuple[str, str, dict[str, str]]]:
     return out
 
 
-def requests_of(request: BenchRequest) -> dict[str, str]:
-    """Each pod's requests: a GPU where the bench runs on one (the device plugin's resource)."""
-    return {GPU: "1"} if request.where.device == "gpu" else {}
+def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str, str]:
+    """A pod's requests on a node: a GPU (the device plugin's resource) where the node offers one and the bench
+    does not run on CPUs alone; --device gpu on a node without one is the scheduler's to refuse, in one line."""
+    has = int(allocatable.get(GPU, "0") or 0) > 0
+    wants = request.where.device == "gpu" or (request.where.device == "auto" and has)
+    return {GPU: "1"} if wants else {}
 
 
 def default_image(request: BenchRequest) -> str:
