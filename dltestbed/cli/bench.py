@@ -61,7 +61,7 @@ class Old:
 def bench(request: BenchRequest, said: Said, stream: Influx, old: Old) -> None:
     """Run workloads on this machine's targets, or on an inventory's hosts, and store every step.
 
-    Bare, it runs the quick preset 3 times on bm and a container (or bm twice: A/A).
+    Bare: the quick preset 3 times on bm and a container (or bm twice: A/A).
 
     Exits 1 when a run failed: it is stored, with its reason.
     """

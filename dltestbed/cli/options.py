@@ -30,9 +30,7 @@ class Influx:
 
     PANEL: ClassVar[str] = INFLUX
 
-    url: Annotated[
-        str | None, opt("--influx-url", help="Stream every step to InfluxDB v2 here ($INFLUXDB_V2_URL).")
-    ] = None
+    url: Annotated[str | None, opt("--influx-url", help="Stream every step here ($INFLUXDB_V2_URL).")] = None
     org: Annotated[str | None, opt("--influx-org", help="Organization ($INFLUXDB_V2_ORG).")] = None
     bucket: Annotated[str | None, opt("--influx-bucket", help="Bucket ($INFLUXDB_V2_BUCKET).")] = None
     token_file: Annotated[Path | None, opt("--influx-token-file", help="Token file ($INFLUXDB_V2_TOKEN[_FILE]).")] = (

@@ -101,7 +101,7 @@ class Workloads:
     ] = None
     probe_scale: Annotated[
         ProbeScale | None,
-        opt("--probe-scale", metavar="SIZE", help="micro/full: small or full (the preset's: gpu full)."),
+        opt("--probe-scale", metavar="SIZE", help="micro/full: small or full (gpu: full)."),
     ] = None
     # --suite screen: how long the checks run per GPU
     screen_seconds: Annotated[
@@ -115,7 +115,7 @@ class Workloads:
         opt(
             "--gpus",
             metavar="HOW",
-            help="one (the first GPU), node (all, one data-parallel job) or per-gpu (a process each, at once).",
+            help="one, node (data-parallel) or per-gpu.",
         ),
     ] = ONE
     # real data: train on 4/5 of the images, then top-1 on the held-out fifth

@@ -21,12 +21,12 @@ class Launch:
 
     launcher: Annotated[
         LauncherName,
-        opt("--launcher", metavar="HOW", help="direct, slurm (srun in one salloc), or kubernetes (a Job per run)."),
+        opt("--launcher", metavar="HOW", help="direct, slurm or kubernetes."),
     ] = "direct"
     nodes: Annotated[int | None, opt("--nodes", help="Machines the scheduler gives (not direct).")] = None
-    venv: Annotated[
-        str | None, opt("--venv", metavar="DIR", help="slurm, kubernetes: dltestbed's venv on the nodes.")
-    ] = None
+    venv: Annotated[str | None, opt("--venv", metavar="DIR", help="slurm, kubernetes: the nodes' dltestbed venv.")] = (
+        None
+    )
 
 
 class LauncherOptions:
@@ -57,7 +57,7 @@ class KubernetesOptions(LauncherOptions):
     PANEL: ClassVar[str] = PANEL
 
     kubeconfig: Annotated[
-        str | None, opt("--kubeconfig", metavar="FILE", help="kubernetes: the cluster's kubeconfig ($KUBECONFIG).")
+        str | None, opt("--kubeconfig", metavar="FILE", help="kubernetes: its kubeconfig ($KUBECONFIG).")
     ] = None
     namespace: Annotated[
         str | None, opt("--namespace", metavar="NAME", help="kubernetes: where the Jobs go (default).")
@@ -70,7 +70,7 @@ class KubernetesOptions(LauncherOptions):
         opt(
             "--k8s-label",
             metavar="KEY=VALUE",
-            help="kubernetes: a label on every Job and pod; repeatable.",
+            help="kubernetes: a label on its Jobs; repeat it.",
             cli=list[str] | None,
             parse=repeated,
             given=None,

@@ -28,6 +28,7 @@ class Cluster:
     labels: Mapping[str, str] = field(default_factory=dict)
     requests: Mapping[str, str] = field(default_factory=dict)
     bench_id: str = ""
+    pull: str = "IfNotPresent"  # the pods' imagePullPolicy (Never: the node's own copy of dltestbed's image)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class PodTarget:
             host_root=bare,
             mounts=mounts,
             requests=dict(c.requests),
+            pull=c.pull,
             labels={**c.labels, "dltestbed.io/kind": kind, "dltestbed.io/bench": c.bench_id[:63]},
         )
         self._jobs = PodJob(c.api, spec, kind)

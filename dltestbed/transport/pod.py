@@ -11,6 +11,7 @@ with one line (`why`), which the target gives the run as what ended it."""
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import shlex
 import threading
@@ -50,6 +51,7 @@ class PodSpec:
     host_root: bool = False  # the node's / mounted at /host and the command run in it (bare metal)
     mounts: tuple[str, ...] = ()  # folders of the node seen at the same path in the pod
     requests: Mapping[str, str] = field(default_factory=dict)  # cpu, memory, nvidia.com/gpu
+    pull: str = "IfNotPresent"  # imagePullPolicy
     labels: Mapping[str, str] = field(default_factory=dict)
     deadline_s: int = 24 * 3600  # the Job's activeDeadlineSeconds: what ends it when dltestbed is gone
 
@@ -78,7 +80,7 @@ def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, st
     container = {
         "name": "workload",
         "image": spec.image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": spec.pull,
         "command": wrapped(argv, spec.host_root),
         "env": [{"name": k, "value": v} for k, v in {**(HOST_ENV if spec.host_root else {}), **env}.items()],
         "stdin": True,  # held open, never written: the workload's watch sees no end of file
@@ -142,7 +144,7 @@ class PodJob(Streamed[_Job]):
         self._n = 0
 
     def _start(self, argv: Sequence[str], options: RunOptions) -> _Job:
-        from kubernetes import client
+        from kubernetes import client  # the `kubernetes` extra: only a bench on a cluster imports it
 
         self._n += 1
         name = f"{self.prefix}-{self._n}"
@@ -155,7 +157,7 @@ class PodJob(Streamed[_Job]):
         return _Job(name, str(made.metadata.uid))
 
     def _follow(self, held: _Job, argv: Sequence[str], options: RunOptions, err: Stderr) -> Ended:
-        from kubernetes import client
+        from kubernetes import client  # the `kubernetes` extra: only a bench on a cluster imports it
 
         core = client.CoreV1Api(self.api)
         stop = threading.Event()
@@ -190,7 +192,7 @@ class PodJob(Streamed[_Job]):
         """The pod's log, a line at a time, to on_line and the run's log; where the stream breaks off while the
         container still runs (the connection to the kubelet lost a moment), it is opened again and the lines
         already seen skipped."""
-        from kubernetes import watch
+        from kubernetes import watch  # the `kubernetes` extra: only a bench on a cluster imports it
 
         seen = 0
         why: str | None = None
@@ -316,7 +318,7 @@ class PodJob(Streamed[_Job]):
             self._delete(name)
 
     def _delete(self, name: str) -> None:
-        from kubernetes import client
+        from kubernetes import client  # the `kubernetes` extra: only a bench on a cluster imports it
 
         try:
             client.BatchV1Api(self.api).delete_namespaced_job(
@@ -334,8 +336,6 @@ def node_ready(node: Any) -> bool:
 
 def _reason(exc: Exception) -> str:
     """The API's message of an ApiException, else the error's own, in one line."""
-    import json
-
     body = getattr(exc, "body", None)
     try:
         return str(json.loads(body).get("message")) if body else str(exc).splitlines()[0]

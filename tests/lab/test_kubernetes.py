@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,13 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from dltestbed import lab
 from dltestbed.lab import kube
 from dltestbed.lab.kube import control, ociarchive
 from dltestbed.lab.state import LabState
-from tests.conftest import run_cli
+from tests.conftest import run_cli, start_endless_bench, wait_for_steps
 from tests.lab.conftest import leftovers, this_checkout
 
 NAME = "tk"
@@ -210,3 +212,72 @@ def test_bm_and_cbm_through_the_kubernetes_launcher(cluster: LabState, workload_
         (k, n) for k in ("bm", "cbm") for n in nodes
     }
     assert not ours(cluster)
+
+
+def _kube_bench(cluster: LabState, results: Path, *args: str) -> subprocess.Popen[str]:
+    kubeconfig = str(control.admin_kubeconfig(cluster))
+    common = ("--launcher", "kubernetes", "--kubeconfig", kubeconfig, "--venv", sys.prefix, "--nodes", "2")
+    return start_endless_bench(results, *common, *args)
+
+
+def test_ctrl_c_mid_bench_leaves_no_job_or_pod(cluster: LabState, workload_image: str, tmp_path: Path) -> None:
+    """Ctrl-C while both nodes run a Job: the runs stored interrupted, and nothing of the bench left in the
+    cluster when it has ended (no Job, no pod, Terminating ones included)."""
+    results = tmp_path / "r.sqlite"
+    proc = _kube_bench(cluster, results, "--targets", "cbm")
+    assert wait_for_steps(results, 2, runs=1, timeout=300), proc.stderr.read() if proc.poll() is not None else ""
+    assert ours(cluster)  # its Job and pod, running
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    assert not ours(cluster), err[-2000:]
+    with sqlite3.connect(results) as db:
+        stored = db.execute("SELECT status, reason FROM runs").fetchall()
+    assert ("failed", "interrupted (Ctrl-C or a stop signal)") in stored, stored
+
+
+def _kubelet(host: str) -> psutil.Process:
+    """A lab node's kubelet (its command line names the node)."""
+    for p in psutil.process_iter(["name", "cmdline"]):
+        if p.info["name"] == "kubelet" and f"--hostname-override={host}" in (p.info["cmdline"] or []):
+            return p
+    raise AssertionError(f"no kubelet of {host}")
+
+
+def test_a_node_made_not_ready_ends_its_run_in_one_line_and_the_others_are_kept(
+    cluster: LabState, workload_image: str, tmp_path: Path
+) -> None:
+    """h2's kubelet stopped mid-bench (SIGSTOP: the node stops answering, as a hung one does): h2's run ends with
+    the node named, h1's runs go on and are kept; nothing of the bench is left (h2's pod is removed from the API,
+    since no kubelet will confirm it). The kubelet then goes on, and h2 is Ready again for the next test."""
+    h1, h2 = (h.name for h in cluster.hosts)
+    results = tmp_path / "r.sqlite"
+    kubeconfig = str(control.admin_kubeconfig(cluster))
+    argv = [
+        sys.executable, "-m", "dltestbed", "bench", "--launcher", "kubernetes", "--kubeconfig", kubeconfig,
+        "--venv", sys.prefix, "--nodes", "2", "--targets", "bm", "-m", "alexnet", "--image-size", "32",
+        "--batch-size", "4", "--warmup", "1", "--steps", "400", "--repeat", "2", "--results", str(results),
+        "--format", "json",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kubelet = _kubelet(h2)
+    try:
+        assert wait_for_steps(results, 2, runs=2, timeout=300)
+        kubelet.suspend()
+        out, err = proc.communicate(timeout=900)
+    finally:
+        kubelet.resume()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err
+    runs = json.loads(out)
+    by_host = {h: [r for r in runs if r["fingerprint"]["target_host"] == h] for h in (h1, h2)}
+    assert [r["status"] for r in by_host[h1]] == ["ok", "ok"], [r.get("reason") for r in by_host[h1]]
+    lost = [r for r in by_host[h2] if r["status"] == "failed"]
+    assert lost and f"node {h2} is not Ready" in lost[0]["reason"], [r.get("reason") for r in by_host[h2]]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"node {h2} is not Ready" in errors[0], err[-2000:]
+    assert not ours(cluster)
+    kube.wait_ready(cluster, timeout=120)  # h2 back for whatever follows

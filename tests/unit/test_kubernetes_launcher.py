@@ -10,7 +10,7 @@ import pytest
 
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.launchers import Kubernetes, launcher_for
-from dltestbed.orchestrate.launchers.kubernetes import check_options, parse_labels
+from dltestbed.orchestrate.launchers.kubernetes import LISTED, Node, check_options, held_as, held_images, parse_labels
 from dltestbed.requests.bench import BenchRequest, Container, Options, Where, Workloads
 from dltestbed.requests.launch import KubernetesOptions, Launch
 from dltestbed.transport.pod import STDERR, PodSpec, job_body, wrapped
@@ -95,3 +95,31 @@ def test_a_pod_asks_for_a_gpu_where_its_node_offers_one() -> None:
     assert requests_of(K8S, cpu_node) == {}
     assert requests_of(replace(K8S, where=Where(device="cpu")), gpu_node) == {}
     assert requests_of(replace(K8S, where=Where(device="gpu")), cpu_node) == {"nvidia.com/gpu": "1"}  # refused there
+
+
+def _node(name: str, *images: str, listed_all: bool = True) -> Node:
+    return Node(name, "10.0.0.1", {}, frozenset(images), listed_all)
+
+
+def test_the_workload_image_is_found_under_the_name_each_node_holds_it_by() -> None:
+    ref = "dltestbed-workload:abc"
+    assert held_as(frozenset({"localhost/dltestbed-workload:abc"}), ref) == "localhost/dltestbed-workload:abc"
+    assert held_as(frozenset({"docker.io/library/dltestbed-workload:abc"}), ref) == (
+        "docker.io/library/dltestbed-workload:abc"
+    )  # an archive of Docker's, read by containerd as Docker Hub's
+    assert held_as(frozenset({"localhost/dltestbed-workload:other"}), ref) is None  # another build's
+    # a name with a registry is that registry's alone
+    assert held_as(frozenset({"localhost/reg.example:5000/w:1"}), "reg.example:5000/w:1") is None
+    assert held_as(frozenset({"reg.example:5000/w:1"}), "reg.example:5000/w:1") == "reg.example:5000/w:1"
+    nodes = [_node("n1", "localhost/" + ref), _node("n2", "docker.io/library/" + ref)]
+    assert held_images(nodes, ref) == {"n1": "localhost/" + ref, "n2": "docker.io/library/" + ref}
+
+
+def test_a_node_without_the_workload_image_is_named_before_any_job() -> None:
+    ref = "dltestbed-workload:abc"
+    nodes = [_node("n1", "localhost/" + ref), _node("n2", "localhost/dltestbed-workload:old"), _node("n3")]
+    with pytest.raises(ConfigError, match=r"node\(s\) n2, n3 hold no image dltestbed-workload:abc.*--k8s-image"):
+        held_images(nodes, ref)
+    # a kubelet lists its LISTED largest images only: a node whose list was cut is asked for the image as named
+    cut = _node("n4", *(f"big/{i}:1" for i in range(LISTED)), listed_all=False)
+    assert held_images([cut], ref) == {"n4": ref}

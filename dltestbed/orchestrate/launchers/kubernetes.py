@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from dltestbed.choices import ONE
 from dltestbed.errors import ConfigError
@@ -33,6 +34,21 @@ INVENTORY_VARS = {
     "image": "dltestbed_k8s_image",
 }
 KINDS = ("bm", "cbm")
+GONE_SECONDS = 60.0  # how long the bench waits, at its end, for its pods to be gone
+LISTED = 50  # the images a kubelet lists in its node's status at most (nodeStatusMaxImages' default), largest first
+# how a runtime names an image it was given without a registry: an archive of Podman's says localhost/, one of
+# Docker's the name alone, which containerd reads as Docker Hub's library
+UNQUALIFIED = ("", "localhost/", "docker.io/library/")
+
+
+class Node(NamedTuple):
+    """A Ready node that takes pods: its name, internal address, allocatable resources and the images it holds."""
+
+    name: str
+    address: str
+    allocatable: dict[str, str]
+    images: frozenset[str]
+    listed_all: bool  # False when the kubelet's list of them was cut at LISTED
 
 
 @dataclass
@@ -45,7 +61,8 @@ class Kubernetes:
     _opts: KubernetesOptions = field(default_factory=KubernetesOptions)
     _inventory: Inventory | None = None
     _api: Any = None
-    _nodes: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # name, address, allocatable
+    _nodes: list[Node] = field(default_factory=list)
+    _images: dict[str, str] = field(default_factory=dict)  # node → the workload image's name there (the default's)
 
     @classmethod
     def chosen(cls, request: BenchRequest) -> Kubernetes:
@@ -77,47 +94,65 @@ class Kubernetes:
         self._api = client_for(self._opts.kubeconfig)
         self._nodes = ready_nodes(self._api)
         if len(self._nodes) < self.count:
-            have = ", ".join(n for n, _, _ in self._nodes) or "none"
+            have = ", ".join(n.name for n in self._nodes) or "none"
             raise ConfigError(
                 f"--launcher kubernetes: the bench needs {self.count} Ready node(s) that take pods; the cluster has "
                 f"{len(self._nodes)} ({have})"
             )
         self._nodes = self._nodes[: self.count]
+        if not self._opts.image:
+            self._images = held_images(self._nodes, default_image(self.request))
 
     def seen_gpus(self, kinds: Sequence[str], local: gpus.Local) -> list[gpus.Seen]:
         out = []
-        for name, _, allocatable in self._nodes:
-            n = int(allocatable.get(GPU, "0") or 0)
+        for node in self._nodes:
+            n = int(node.allocatable.get(GPU, "0") or 0)
             for k in dict.fromkeys(kinds):
-                out.append(gpus.Seen(f"{k}:{name}", n > 0, f"node {name} offers {n} {GPU}"))
+                out.append(gpus.Seen(f"{k}:{node.name}", n > 0, f"node {node.name} offers {n} {GPU}"))
         return out
 
     @contextmanager
     def sites(self, bench_id: str, say: Say) -> Iterator[list[Site]]:
         python = interpreters(self.request.launch.venv, self._inventory)
-        image = self._opts.image or default_image(self.request)
+        given = self._opts.image or ""
         cluster = Cluster(
             self._api,
             self._opts.namespace or "default",
-            image,
+            given,
             VENV_PYTHON,
             labels=parse_labels(self._opts.labels),
             bench_id=bench_id,
+            # dltestbed's own image is no registry's: each node runs the copy it holds
+            pull="IfNotPresent" if given else "Never",
         )
+        shown = given or " / ".join(sorted(set(self._images.values())))
         say(
-            f"Kubernetes: namespace {cluster.namespace}, nodes {', '.join(n for n, _, _ in self._nodes)}; "
-            f"cbm's image {image} (each run a Job, deleted when it ends)"
+            f"Kubernetes: namespace {cluster.namespace}, nodes {', '.join(n.name for n in self._nodes)}; "
+            f"the pods' image {shown} (each run a Job, deleted when it ends)"
         )
         places = [
-            KubePlace(replace(cluster, requests=requests_of(self.request, alloc)), n, addr, python(n))
-            for n, addr, alloc in self._nodes
+            KubePlace(
+                replace(
+                    cluster, image=given or self._images[n.name], requests=requests_of(self.request, n.allocatable)
+                ),
+                n.name,
+                n.address,
+                python(n.name),
+            )
+            for n in self._nodes
         ]
         user = self.request.container.as_user
         try:
             yield [Site(placed=p, as_user=user) for p in places]
         finally:
             with shielded():  # a second Ctrl-C does not keep a Job
-                delete_jobs(self._api, cluster.namespace, bench_id)
+                left = delete_jobs(self._api, cluster.namespace, bench_id)
+            if left:
+                say(
+                    f"warning: Kubernetes: pod(s) {', '.join(left)} of this bench still there after "
+                    f"{GONE_SECONDS:.0f} s (kubectl -n {cluster.namespace} get pods "
+                    f"-l dltestbed.io/bench={bench_id[:63]})"
+                )
 
     @property
     def waiting_for(self) -> str:
@@ -182,8 +217,13 @@ def from_inventory(opts: KubernetesOptions, inv: Inventory) -> KubernetesOptions
 def client_for(kubeconfig: str | None) -> Any:
     """An API client of the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config); one line when there
     is none or it cannot be read."""
-    from kubernetes import config
-
+    try:
+        from kubernetes import config  # the `kubernetes` extra: only a bench on a cluster needs it
+    except ImportError:
+        raise ConfigError(
+            "--launcher kubernetes: the Kubernetes client is not installed here (the `kubernetes` extra: "
+            "pip install 'dltestbed[kubernetes]')"
+        ) from None
     path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     if not Path(path).is_file():
         raise ConfigError(f"--launcher kubernetes: no kubeconfig at {path} (give --kubeconfig, or set KUBECONFIG)")
@@ -193,10 +233,10 @@ def client_for(kubeconfig: str | None) -> Any:
         raise ConfigError(f"--launcher kubernetes: kubeconfig {path}: {exc}") from None
 
 
-def ready_nodes(api: Any) -> list[tuple[str, str, dict[str, str]]]:
-    """The cluster's nodes that are Ready and take pods (no NoSchedule or NoExecute taint), by name: (name,
-    internal address, allocatable); one line when the cluster does not answer."""
-    from kubernetes import client
+def ready_nodes(api: Any) -> list[Node]:
+    """The cluster's nodes that are Ready and take pods (no NoSchedule or NoExecute taint), by name; one line when
+    the cluster does not answer."""
+    from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
 
     try:
         items: list[Any] = client.CoreV1Api(api).list_node(_request_timeout=15).items
@@ -208,7 +248,35 @@ def ready_nodes(api: Any) -> list[tuple[str, str, dict[str, str]]]:
         if not node_ready(n) or taints or n.spec.unschedulable:
             continue
         addr = next((a.address for a in n.status.addresses or [] if a.type == "InternalIP"), n.metadata.name)
-        out.append((n.metadata.name, addr, dict(n.status.allocatable or {})))
+        images = [name for i in n.status.images or [] for name in i.names or []]
+        listed = len(n.status.images or [])
+        out.append(Node(n.metadata.name, addr, dict(n.status.allocatable or {}), frozenset(images), listed < LISTED))
+    return out
+
+
+def held_as(images: frozenset[str], ref: str) -> str | None:
+    """The name under which a node holds `ref` (an image named without a registry is held under the name the
+    runtime that made its archive gave it: UNQUALIFIED), or None. Pure."""
+    first = ref.split("/", 1)[0]
+    qualified = "/" in ref and ("." in first or ":" in first or first == "localhost")
+    for prefix in ("",) if qualified else UNQUALIFIED:
+        if prefix + ref in images:
+            return prefix + ref
+    return None
+
+
+def held_images(nodes: Sequence[Node], ref: str) -> dict[str, str]:
+    """Each node's name for the workload image `ref`; one line naming the nodes that do not hold it (no registry is
+    asked for dltestbed's own image). A node whose kubelet listed only its LISTED largest images may hold it
+    unlisted: it is asked for `ref` as it is. Pure."""
+    out = {n.name: held_as(n.images, ref) or ("" if n.listed_all else ref) for n in nodes}
+    lacking = [name for name, held in out.items() if not held]
+    if lacking:
+        raise ConfigError(
+            f"--launcher kubernetes: node(s) {', '.join(lacking)} hold no image {ref}, the workload image of this "
+            "build (no registry has it): load it into each node's runtime (an archive of `dltestbed image build "
+            "--runtime podman`'s image, e.g. `ctr -n k8s.io images import`), or give --k8s-image"
+        )
     return out
 
 
@@ -223,6 +291,7 @@ def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str,
 def default_image(request: BenchRequest) -> str:
     """The workload image's name as `image build` tags it for the bench's frameworks (the nodes hold it by that
     name: a registry's copy, or an archive loaded on each); one line when no wheelhouse here names it."""
+    # the image's name comes from provision's wheelhouse: read when no --k8s-image names it
     from dltestbed.config import DEFAULT_FRAMEWORK
     from dltestbed.provision import image, localfacts, wheelhouse
 
@@ -236,12 +305,31 @@ def default_image(request: BenchRequest) -> str:
     return image.tag_of(house)
 
 
-def delete_jobs(api: Any, namespace: str, bench_id: str) -> None:
-    """Every Job of the bench (and its pods), whatever state it is in."""
-    from kubernetes import client
+def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SECONDS) -> list[str]:
+    """Every Job of the bench and its pods, whatever state they are in, waited for until none is left (at most
+    wait_s): a pod on a node that is not Ready is never confirmed gone by its kubelet, so it is removed from the
+    API at once (its containers end when that node's kubelet comes back and finds it gone). The pods still there
+    after wait_s, by name (none, normally)."""
+    from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
 
     selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, "dltestbed.io/bench": bench_id[:63]}.items())
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     with contextlib.suppress(Exception):  # the runs' own deletes came first; this is the net under them
-        client.BatchV1Api(api).delete_collection_namespaced_job(
-            namespace, label_selector=selector, propagation_policy="Background", grace_period_seconds=0
-        )
+        batch.delete_collection_namespaced_job(namespace, label_selector=selector, propagation_policy="Background")
+    deadline = time.monotonic() + wait_s
+    left: list[str] = []
+    while True:
+        try:
+            pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+            ready = {n.metadata.name for n in core.list_node().items if node_ready(n)}
+        except Exception:  # the cluster gone: nothing more can be done from here
+            return left
+        left = [str(p.metadata.name) for p in pods]
+        if not pods or time.monotonic() > deadline:
+            return left
+        for p in pods:
+            force = p.spec.node_name not in ready
+            if p.metadata.deletion_timestamp is None or force:
+                with contextlib.suppress(Exception):  # gone meanwhile
+                    core.delete_namespaced_pod(p.metadata.name, namespace, grace_period_seconds=0 if force else None)
+        time.sleep(0.5)
