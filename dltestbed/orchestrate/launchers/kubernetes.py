@@ -320,8 +320,9 @@ def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SE
     left: list[str] = []
     while True:
         try:
-            pods = core.list_namespaced_pod(namespace, label_selector=selector).items
-            ready = {n.metadata.name for n in core.list_node().items if node_ready(n)}
+            pods: list[Any] = core.list_namespaced_pod(namespace, label_selector=selector).items
+            nodes: list[Any] = core.list_node().items
+            ready = {n.metadata.name for n in nodes if node_ready(n)}
         except Exception:  # the cluster gone: nothing more can be done from here
             return left
         left = [str(p.metadata.name) for p in pods]
