@@ -16,7 +16,7 @@ import secrets
 import shlex
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,8 @@ STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no ste
 UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
 POLL_SECONDS = 1.0
+CONNECT_SECONDS = 15.0  # to open a pod's log
+QUIET_SECONDS = 300.0  # a log with no byte for this long is opened again (the read's own timeout)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
 GPU = "nvidia.com/gpu"  # the device plugin's resource
 CANNOT_START = (
@@ -124,11 +126,21 @@ def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, st
 
 @dataclass
 class _Job:
-    """A command's Job while it runs: its name and uid (its pods carry it), and what outside ended it."""
+    """A command's Job while it runs: its name and uid (its pods carry it), what outside ended it, and the log's
+    open response (what `cut` shuts, so that a read blocked on a node that stopped answering returns)."""
 
     name: str
     uid: str
     why: str | None = None
+    log: Any = None  # urllib3's HTTPResponse of the followed log
+
+    def cut(self) -> None:
+        """The log's connection shut for reading, from another thread: its blocked read returns now (urllib3 2.3
+        and later; before, the read's own timeout, QUIET_SECONDS, ends it)."""
+        resp = self.log
+        if resp is not None:
+            with contextlib.suppress(Exception):  # already closed, or an urllib3 without shutdown
+                resp.shutdown()
 
 
 class PodJob(Streamed[_Job]):
@@ -164,6 +176,7 @@ class PodJob(Streamed[_Job]):
 
         def end() -> None:
             stop.set()
+            held.cut()
             with contextlib.suppress(TargetError):
                 self._delete(held.name)
 
@@ -191,15 +204,22 @@ class PodJob(Streamed[_Job]):
     ) -> None:
         """The pod's log, a line at a time, to on_line and the run's log; where the stream breaks off while the
         container still runs (the connection to the kubelet lost a moment), it is opened again and the lines
-        already seen skipped."""
-        from kubernetes import watch  # the `kubernetes` extra: only a bench on a cluster imports it
-
+        already seen skipped. A log quiet for QUIET_SECONDS is opened again too, without counting as a break (a
+        long step prints nothing); the guard cuts it when the node or the pod is lost."""
         seen = 0
+        breaks = 0
         why: str | None = None
-        for _ in range(tries):
+        while breaks < tries:
             n = 0
             try:
-                for line in watch.Watch().stream(core.read_namespaced_pod_log, pod, self.spec.namespace, follow=True):
+                held.log = core.read_namespaced_pod_log(
+                    pod,
+                    self.spec.namespace,
+                    follow=True,
+                    _preload_content=False,
+                    _request_timeout=(CONNECT_SECONDS, QUIET_SECONDS),
+                )
+                for line in log_lines(held.log.stream(amt=None, decode_content=False)):
                     n += 1
                     if n <= seen:
                         continue
@@ -208,12 +228,17 @@ class PodJob(Streamed[_Job]):
                         err.line(line[len(STDERR) :])
                     elif on_line is not None:
                         on_line(line)
-            except Exception as exc:  # the stream broken: the node or the pod gone (the guard says why)
+            except Exception as exc:  # the stream broken, cut or quiet: the node or the pod gone (the guard says why)
                 if stop.is_set() or held.why is not None:
                     return
-                why = f"the log of pod {pod} broke off: {_reason(exc)}"
+                if not _timed_out(exc):
+                    breaks += 1
+                    why = f"the log of pod {pod} broke off: {_reason(exc)}"
             else:
                 why = None
+                breaks += 1
+            finally:
+                held.cut()
             if stop.is_set() or held.why is not None or self._terminated(core, pod) is not None:
                 return
             time.sleep(POLL_SECONDS)
@@ -266,6 +291,7 @@ class PodJob(Streamed[_Job]):
         while not stop.wait(POLL_SECONDS):
             if deadline is not None and time.monotonic() > deadline:
                 timed_out.set()
+                held.cut()
                 self._quietly_delete(held.name)
                 return
             try:
@@ -275,6 +301,7 @@ class PodJob(Streamed[_Job]):
                 continue
             if p.status.reason == "Evicted":
                 held.why = f"pod {pod} was evicted from {self.spec.node}: {p.status.message}"
+                held.cut()
                 self._quietly_delete(held.name)
                 return
             if ready:
@@ -283,6 +310,7 @@ class PodJob(Streamed[_Job]):
             not_ready_since = not_ready_since or time.monotonic()
             if time.monotonic() - not_ready_since > NOT_READY_SECONDS:
                 held.why = f"node {self.spec.node} is not Ready (its kubelet stopped answering)"
+                held.cut()  # the log's read waits on that kubelet
                 self._quietly_delete(held.name)
                 return
 
@@ -332,6 +360,25 @@ class PodJob(Streamed[_Job]):
 def node_ready(node: Any) -> bool:
     """Whether a core/v1 Node's Ready condition is True."""
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def log_lines(chunks: Iterable[bytes | str]) -> Iterator[str]:
+    """A followed log's lines from its chunks as they come (a line may span chunks; the last one, unended, is a
+    line too). Pure."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer.extend(chunk.encode() if isinstance(chunk, str) else chunk)
+        *lines, rest = bytes(buffer).split(b"\n")
+        buffer = bytearray(rest)
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+    if buffer:
+        yield bytes(buffer).decode("utf-8", errors="replace")
+
+
+def _timed_out(exc: Exception) -> bool:
+    """Whether a read ended for its timeout (urllib3's ReadTimeoutError, or the socket's own)."""
+    return isinstance(exc, TimeoutError) or type(exc).__name__ in ("ReadTimeoutError", "TimeoutError")
 
 
 def _reason(exc: Exception) -> str:

@@ -13,7 +13,7 @@ from dltestbed.orchestrate.launchers import Kubernetes, launcher_for
 from dltestbed.orchestrate.launchers.kubernetes import LISTED, Node, check_options, held_as, held_images, parse_labels
 from dltestbed.requests.bench import BenchRequest, Container, Options, Where, Workloads
 from dltestbed.requests.launch import KubernetesOptions, Launch
-from dltestbed.transport.pod import STDERR, PodSpec, job_body, wrapped
+from dltestbed.transport.pod import STDERR, PodSpec, _Job, job_body, log_lines, wrapped
 
 K8S = BenchRequest(launch=Launch("kubernetes"))
 
@@ -123,3 +123,55 @@ def test_a_node_without_the_workload_image_is_named_before_any_job() -> None:
     # a kubelet lists its LISTED largest images only: a node whose list was cut is asked for the image as named
     cut = _node("n4", *(f"big/{i}:1" for i in range(LISTED)), listed_all=False)
     assert held_images([cut], ref) == {"n4": ref}
+
+
+def test_a_followed_logs_lines_come_whole_across_chunks() -> None:
+    chunks = [b"step 1\nst", b"ep 2\n", "##x## caf\u00e9\n".encode(), b"\n", b"last, unended"]
+    assert list(log_lines(chunks)) == ["step 1", "step 2", "##x## caf\u00e9", "", "last, unended"]
+    assert list(log_lines([b"\xff\n"])) == ["\ufffd"]  # not UTF-8: replaced, not raised
+
+
+def test_a_log_read_blocked_on_a_silent_kubelet_returns_when_cut() -> None:
+    """A log stream whose server sent a line and then went silent (a kubelet stopped, its TCP connection open): the
+    reading thread is blocked until `cut` shuts the connection from another thread, as the guard does."""
+    import socket
+    import threading
+    import time
+
+    import urllib3
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        held.append(conn)
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\nstep 1\n\r\n")  # then silence
+
+    threading.Thread(target=serve, daemon=True).start()
+    pool = urllib3.PoolManager()
+    resp = pool.request("GET", f"http://127.0.0.1:{server.getsockname()[1]}/log", preload_content=False, timeout=60)
+    job = _Job("j", "u", log=resp)
+    got: list[str] = []
+    ended = threading.Event()
+
+    def read() -> None:
+        try:
+            for line in log_lines(resp.stream(amt=None, decode_content=False)):
+                got.append(line)
+        except Exception:  # the cut read may end in an error: what matters is that it returns
+            pass
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got == ["step 1"] and not ended.wait(0.5)  # blocked: the server says nothing more
+    started = time.monotonic()
+    job.cut()
+    assert ended.wait(5) and time.monotonic() - started < 5
+    for conn in held:
+        conn.close()
+    server.close()
