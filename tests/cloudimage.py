@@ -1,8 +1,9 @@
 """A cloud image like the ones users bring (Debian's genericcloud, Ubuntu's cloud images): a partitioned
 disk with its own boot loader, cloud-init reading a NoCloud seed for keys, host keys and network, and
-no dltestbed in it. There is no image registry here, so it is built from a debootstrap root filesystem:
-extlinux in the MBR and on an ext4 partition (no direct kernel boot), cloud-init and ifupdown (the
-renderer Debian 12's cloud images use), cloud-guest-utils (growpart).
+no dltestbed in it. There is no image registry here, so it is built from a debootstrap root filesystem: the
+guest image's (dltestbed's guest packages; the VM tier has built it already, so no second debootstrap runs) with
+cloud-init and ifupdown (the renderer Debian 12's cloud images use) and cloud-guest-utils (growpart) installed on
+it by apt; extlinux in the MBR and on an ext4 partition (no direct kernel boot).
 
 With `venv`, the image also carries a workload venv of the same dependencies but no manifest, as an
 image a site baked long ago: dltestbed finds no manifest and runs the workload role through SSH,
@@ -25,26 +26,16 @@ from pathlib import Path
 from dltestbed import paths
 from dltestbed.provision import image as ctr_image
 from dltestbed.provision import wheelhouse
-from dltestbed.provision.guestimage import install_workload
+from dltestbed.provision.guestimage import GUEST_PACKAGES, in_chroot, install_workload
 from dltestbed.provision.wheelhouse import Wheelhouse
 
-PACKAGES = (
-    "linux-image-amd64",
-    "systemd-sysv",
-    "udev",
-    "dbus",
-    "openssh-server",
-    "python3",
-    "python3-venv",
-    "cloud-init",
-    "cloud-guest-utils",
-    "ifupdown",
-    "iproute2",
-    "kmod",
-    "sudo",
-    "ca-certificates",
-    "python3-cffi-backend",
-)  # debootstrap does not resolve python3-cryptography's virtual cffi API
+# on the guest's root filesystem (a kernel, systemd, sshd, python3 and its venv, iproute2 are there already)
+PACKAGES = ("cloud-init", "cloud-guest-utils", "ifupdown", "sudo", "ca-certificates")
+APT = (
+    "export DEBIAN_FRONTEND=noninteractive && apt-get -qq update && apt-get -qq install -y --no-install-recommends "
+    + " ".join(PACKAGES)
+    + " >/dev/null && apt-get -qq clean && rm -rf /var/lib/apt/lists/*"
+)  # no recommends, as debootstrap's --include installs none
 OFFSET = 1024 * 1024  # the partition starts at 1 MiB
 EXTLINUX = """DEFAULT linux
 TIMEOUT 0
@@ -54,7 +45,7 @@ LABEL linux
   INITRD /boot/{initrd}
   APPEND root=LABEL=cloudimg-rootfs ro console=ttyS0
 """
-RECIPE = "cloudimage v1\n" + " ".join(PACKAGES) + EXTLINUX
+RECIPE = "cloudimage v2\n" + " ".join(GUEST_PACKAGES) + "\n" + APT + EXTLINUX
 
 
 def _run(*argv: str) -> None:
@@ -78,12 +69,13 @@ def build(house: Wheelhouse | None = None) -> Path:
 
 
 def _build(dest: Path, house: Wheelhouse | None) -> None:
-    tar = ctr_image.rootfs(packages=PACKAGES)
+    tar = ctr_image.rootfs(packages=GUEST_PACKAGES)
     with tempfile.TemporaryDirectory(prefix="cloudimg-", dir=dest.parent) as tmp:
         work = Path(tmp)
         root = work / "root"
         root.mkdir()
         _run("tar", "-C", str(root), "--numeric-owner", "-xf", str(tar))
+        _install_cloud_packages(root)
         kernel = sorted((root / "boot").glob("vmlinuz-*"))[-1].name
         initrd = sorted((root / "boot").glob("initrd.img-*"))[-1].name
         (root / "boot/extlinux").mkdir(parents=True)
@@ -143,6 +135,25 @@ def _build(dest: Path, house: Wheelhouse | None) -> None:
         partial = work / "disk.qcow2"
         _run("qemu-img", "convert", "-O", "qcow2", str(raw), str(partial))
         partial.rename(dest)
+
+
+def _install_cloud_packages(root: Path) -> None:
+    """PACKAGES from Debian's mirror (the tree's sources.list, debootstrap's), with this machine's resolver for the
+    while and no service started in the tree; then the tree's own resolv.conf again."""
+    resolv, kept = root / "etc/resolv.conf", root / "etc/resolv.conf.dltestbed"
+    if resolv.is_symlink() or resolv.exists():
+        resolv.rename(kept)
+    shutil.copyfile("/etc/resolv.conf", resolv)
+    no_services = root / "usr/sbin/policy-rc.d"
+    no_services.write_text("#!/bin/sh\nexit 101\n")
+    no_services.chmod(0o755)
+    try:
+        in_chroot(root, APT, "installing the cloud image's packages")
+    finally:
+        no_services.unlink()
+        resolv.unlink()
+        if kept.is_symlink() or kept.exists():
+            kept.rename(resolv)
 
 
 if __name__ == "__main__":

@@ -266,9 +266,15 @@ def install_workload(root: Path, house: Wheelhouse) -> None:
         f"&& {GUEST_VENV}/bin/python -c '{house.imports}' "
         f"&& cp /tmp/wheelhouse/manifest.txt {GUEST_VENV}/{VENV_MANIFEST}"
     )
-    with _mounted(root):
-        _run(["chroot", str(root), "/bin/sh", "-c", script], "installing the workload in the guest tree")
+    in_chroot(root, script, "installing the workload in the guest tree")
     shutil.rmtree(dest)
+
+
+def in_chroot(root: Path, script: str, what: str) -> None:
+    """A shell script run inside a Debian root tree, with /proc, /sys and /dev mounted there for it; an ImageError
+    naming `what` when it fails."""
+    with _mounted(root):
+        _run(["chroot", str(root), "/bin/sh", "-c", script], what)
 
 
 def _storage(root: Path) -> Path:

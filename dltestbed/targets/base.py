@@ -4,6 +4,7 @@ callers use — nothing is looked up with getattr; what depends on the kind asks
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Protocol, Unpack, runtime_checkable
 
@@ -104,6 +105,16 @@ class OnTransport:
 
     def confine(self, gpu: str, cpus: str | None) -> None:
         """Nothing to tell: the runner pins the workload itself (its environment and CPU affinity)."""
+
+
+def ended_outside(result: CommandResult, why: str, options: RunOptions) -> CommandResult:
+    """A run that something outside ended (a scheduler's limit, a node lost): why, appended to the run's log and
+    given to the result as what ended it."""
+    log = options.get("stderr_log")
+    if log is not None:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(f"[dltestbed] {why}\n")
+    return dataclasses.replace(result, ended_by=why)
 
 
 def machine_under(target: Target) -> Target:

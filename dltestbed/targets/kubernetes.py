@@ -7,12 +7,11 @@ on the pod network (on the lab's cluster, a VXLAN overlay), the bench's data fol
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
+from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target, ended_outside
 from dltestbed.transport.pod import PodJob, PodSpec
 
 
@@ -86,13 +85,7 @@ class PodTarget:
         scheduled) says so in the result and the run's log."""
         result = self._jobs.run(argv, **options)
         why = self._jobs.why
-        if why is None:
-            return result
-        log = options.get("stderr_log")
-        if log is not None:
-            with log.open("a", encoding="utf-8") as f:
-                f.write(f"[dltestbed] {why}\n")
-        return dataclasses.replace(result, ended_by=why)
+        return result if why is None else ended_outside(result, why, options)
 
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Delete the Job in progress (its pod with it), or the one being started."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
 from dltestbed.slurm.alloc import Allocation, Node
-from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target
+from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target, ended_outside
 from dltestbed.transport.base import MACHINE_LOCAL
 from dltestbed.transport.local import LocalProcess
 
@@ -59,13 +58,7 @@ class SlurmTarget:
         if result.ok:
             return result
         why = self.alloc.ended_why(result.stderr_tail)
-        if why is None:
-            return result
-        log = options.get("stderr_log")
-        if log is not None:
-            with log.open("a", encoding="utf-8") as f:
-                f.write(f"[dltestbed] {why}\n")
-        return dataclasses.replace(result, ended_by=why)
+        return result if why is None else ended_outside(result, why, options)
 
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Stop the step in progress (srun forwards the SIGTERM to the task), or the one being started."""
