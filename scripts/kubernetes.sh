@@ -75,7 +75,8 @@ dpkg-source -x --no-check "kubernetes_${VERSION#*:}.dsc" src >/dev/null # apt ch
 start=$SECONDS
 # In a session of its own, so that a stop (TERM, INT) ends the compilers too, not the shell alone. Every binary
 # static (CGO_ENABLED=0, as Debian's own rules build them): the kubelet is then built with the same flags as the
-# control plane, so the packages they share are compiled once, not twice (386 s of make, not 543, on 2026-11-30).
+# control plane, so the packages they share are compiled once, not twice (on 2026-11-30, the same source from an
+# empty Go cache: 386 s of compiling, not 543, after 84 s of generated files either way).
 setsid bash -c 'cd src && PATH="/usr/lib/go-1.19/bin:$PATH" GOFLAGS=-mod=vendor GOCACHE="$1/gocache" \
     GOPATH="$1/gopath" CGO_ENABLED=0 KUBE_STATIC_OVERRIDES=kubelet exec make WHAT="$2"' build "$work" "$WHAT" \
     >"$work/make.log" 2>&1 9>&- &

@@ -30,6 +30,7 @@ UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
 POLL_SECONDS = 1.0
 CONNECT_SECONDS = 15.0  # to open a pod's log
+REQUEST_SECONDS = 15.0  # any other call to the API: a stalled apiserver is not waited on for ever
 QUIET_SECONDS = 300.0  # a log with no byte for this long is opened again (the read's own timeout)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
 GPU = "nvidia.com/gpu"  # the device plugin's resource
@@ -163,9 +164,11 @@ class PodJob(Streamed[_Job]):
         self.why = self.pod_ip = None
         body: Any = job_body(name, self.spec, argv, dict(options.get("env") or {}))  # the client sends a dict as is
         try:
-            made: Any = client.BatchV1Api(self.api).create_namespaced_job(self.spec.namespace, body)
+            made: Any = client.BatchV1Api(self.api).create_namespaced_job(
+                self.spec.namespace, body, _request_timeout=REQUEST_SECONDS
+            )
         except Exception as exc:  # the API's refusal, or no answer
-            raise TargetError(f"Kubernetes did not take Job {name} for {self.spec.node}: {_reason(exc)}") from None
+            raise TargetError(f"Kubernetes did not take Job {name} for {self.spec.node}: {reason_of(exc)}") from None
         return _Job(name, str(made.metadata.uid))
 
     def _follow(self, held: _Job, argv: Sequence[str], options: RunOptions, err: Stderr) -> Ended:
@@ -219,6 +222,8 @@ class PodJob(Streamed[_Job]):
                     _preload_content=False,
                     _request_timeout=(CONNECT_SECONDS, QUIET_SECONDS),
                 )
+                if stop.is_set() or held.why is not None:
+                    return  # cut while it was being opened (the finally shuts it)
                 for line in log_lines(held.log.stream(amt=None, decode_content=False)):
                     n += 1
                     if n <= seen:
@@ -233,10 +238,9 @@ class PodJob(Streamed[_Job]):
                     return
                 if not _timed_out(exc):
                     breaks += 1
-                    why = f"the log of pod {pod} broke off: {_reason(exc)}"
+                    why = f"the log of pod {pod} broke off: {reason_of(exc)}"
             else:
-                why = None
-                breaks += 1
+                return  # the log ended: the container's end is _exit_code's to wait for (its status may lag)
             finally:
                 held.cut()
             if stop.is_set() or held.why is not None or self._terminated(core, pod) is not None:
@@ -253,9 +257,11 @@ class PodJob(Streamed[_Job]):
                 held.why = f"Job {held.name} did not start on {self.spec.node} within the run's time limit"
                 return None
             try:
-                pods = core.list_namespaced_pod(self.spec.namespace, label_selector=f"controller-uid={held.uid}").items
+                pods = core.list_namespaced_pod(
+                    self.spec.namespace, label_selector=f"controller-uid={held.uid}", _request_timeout=REQUEST_SECONDS
+                ).items
             except Exception as exc:
-                raise TargetError(f"Kubernetes did not say where Job {held.name} is: {_reason(exc)}") from None
+                raise TargetError(f"Kubernetes did not say where Job {held.name} is: {reason_of(exc)}") from None
             waited = time.monotonic() - since
             if not pods and waited > UNSCHEDULED_SECONDS:
                 held.why = (
@@ -291,12 +297,13 @@ class PodJob(Streamed[_Job]):
         while not stop.wait(POLL_SECONDS):
             if deadline is not None and time.monotonic() > deadline:
                 timed_out.set()
+                stop.set()  # before the cut: the stream reads it as the end, not as a log broken off
                 held.cut()
                 self._quietly_delete(held.name)
                 return
             try:
-                ready = node_ready(core.read_node(self.spec.node))
-                p = core.read_namespaced_pod(pod, self.spec.namespace)
+                ready = node_ready(core.read_node(self.spec.node, _request_timeout=REQUEST_SECONDS))
+                p = core.read_namespaced_pod(pod, self.spec.namespace, _request_timeout=REQUEST_SECONDS)
             except Exception:  # the API itself unreachable for a moment: try again
                 continue
             if p.status.reason == "Evicted":
@@ -317,7 +324,7 @@ class PodJob(Streamed[_Job]):
     def _terminated(self, core: Any, pod: str) -> int | None:
         """The container's exit code once it has ended; None while it runs (or cannot be read)."""
         try:
-            p = core.read_namespaced_pod(pod, self.spec.namespace)
+            p = core.read_namespaced_pod(pod, self.spec.namespace, _request_timeout=REQUEST_SECONDS)
         except Exception:
             return None
         for s in p.status.container_statuses or []:
@@ -350,11 +357,15 @@ class PodJob(Streamed[_Job]):
 
         try:
             client.BatchV1Api(self.api).delete_namespaced_job(
-                name, self.spec.namespace, propagation_policy="Background", grace_period_seconds=0
+                name,
+                self.spec.namespace,
+                propagation_policy="Background",
+                grace_period_seconds=0,
+                _request_timeout=REQUEST_SECONDS,
             )
         except Exception as exc:
             if getattr(exc, "status", None) != 404:
-                raise TargetError(f"could not delete Job {name}: {_reason(exc)}") from None
+                raise TargetError(f"could not delete Job {name}: {reason_of(exc)}") from None
 
 
 def node_ready(node: Any) -> bool:
@@ -381,7 +392,7 @@ def _timed_out(exc: Exception) -> bool:
     return isinstance(exc, TimeoutError) or type(exc).__name__ in ("ReadTimeoutError", "TimeoutError")
 
 
-def _reason(exc: Exception) -> str:
+def reason_of(exc: Exception) -> str:
     """The API's message of an ApiException, else the error's own, in one line."""
     body = getattr(exc, "body", None)
     try:

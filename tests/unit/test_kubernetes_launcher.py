@@ -84,6 +84,9 @@ def test_its_options_go_with_it_and_the_node_count() -> None:
     chosen = launcher_for(replace(K8S, scenario=Options("distributed", workers=3)))
     assert isinstance(chosen, Kubernetes) and len(chosen.hosts()) == 3
     assert not Kubernetes.on_this_machine(K8S)
+    # --targets auto: bm and cbm, but a distributed job is bm's alone (cbm's workers on the pod network: not yet)
+    assert chosen.auto_kinds("single", None).kinds == ("bm", "cbm")
+    assert chosen.auto_kinds("distributed", None).kinds == ("bm",)
     assert parse_labels(("a=b", "c=")) == {"a": "b", "c": ""}
 
 
@@ -175,3 +178,31 @@ def test_a_log_read_blocked_on_a_silent_kubelet_returns_when_cut() -> None:
     for conn in held:
         conn.close()
     server.close()
+
+
+KUBECONFIG_YAML = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-a-secret}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def test_kubeconfig_may_be_a_list_as_kubectl_reads_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$KUBECONFIG naming several files (one of them missing) is read as the client merges it; none there is one
+    line naming what was looked at."""
+    import os
+
+    from dltestbed.orchestrate.launchers.kubernetes import client_for
+
+    real = tmp_path / "real.yaml"
+    real.write_text(KUBECONFIG_YAML)
+    listed = os.pathsep.join([str(tmp_path / "missing.yaml"), str(real)])
+    monkeypatch.setenv("KUBECONFIG", listed)
+    api = client_for(None)
+    assert api.configuration.host == "https://127.0.0.1:1"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match=r"no kubeconfig at .*missing.yaml \(give --kubeconfig, or set KUBECONFIG\)"):
+        client_for(None)
+    assert client_for(str(real)).configuration.host == "https://127.0.0.1:1"  # --kubeconfig over $KUBECONFIG

@@ -26,7 +26,7 @@ from dltestbed.shield import shielded
 from dltestbed.targets import Site
 from dltestbed.targets.container import VENV_PYTHON
 from dltestbed.targets.kubernetes import Cluster, KubePlace
-from dltestbed.transport.pod import GPU, MANAGED_BY, node_ready
+from dltestbed.transport.pod import GPU, MANAGED_BY, REQUEST_SECONDS, node_ready, reason_of
 
 INVENTORY_VARS = {
     "kubeconfig": "dltestbed_kubeconfig",
@@ -35,6 +35,7 @@ INVENTORY_VARS = {
 }
 KINDS = ("bm", "cbm")
 GONE_SECONDS = 60.0  # how long the bench waits, at its end, for its pods to be gone
+DEFAULT_KUBECONFIG = "~/.kube/config"  # the client's own default, where neither --kubeconfig nor $KUBECONFIG is
 LISTED = 50  # the images a kubelet lists in its node's status at most (nodeStatusMaxImages' default), largest first
 # how a runtime names an image it was given without a registry: an archive of Podman's says localhost/, one of
 # Docker's the name alone, which containerd reads as Docker Hub's library
@@ -83,6 +84,8 @@ class Kubernetes:
         return [None] * self.count
 
     def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
+        if scenario == "distributed":  # cbm's workers on the pod network: not yet
+            return prepare.AutoKinds(("bm",), False, "--launcher kubernetes: a distributed job on the nodes (bm)")
         return prepare.AutoKinds(KINDS, False, "--launcher kubernetes: bm and cbm on the cluster's nodes")
 
     def check(self, setup: prepare.Setup) -> None:
@@ -148,11 +151,8 @@ class Kubernetes:
             with shielded():  # a second Ctrl-C does not keep a Job
                 left = delete_jobs(self._api, cluster.namespace, bench_id)
             if left:
-                say(
-                    f"warning: Kubernetes: pod(s) {', '.join(left)} of this bench still there after "
-                    f"{GONE_SECONDS:.0f} s (kubectl -n {cluster.namespace} get pods "
-                    f"-l dltestbed.io/bench={bench_id[:63]})"
-                )
+                selector = f"dltestbed.io/bench={bench_id[:63]}"
+                say(f"warning: Kubernetes: {left} (kubectl -n {cluster.namespace} get jobs,pods -l {selector})")
 
     @property
     def waiting_for(self) -> str:
@@ -224,13 +224,15 @@ def client_for(kubeconfig: str | None) -> Any:
             "--launcher kubernetes: the Kubernetes client is not installed here (the `kubernetes` extra: "
             "pip install 'dltestbed[kubernetes]')"
         ) from None
-    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    if not Path(path).is_file():
-        raise ConfigError(f"--launcher kubernetes: no kubeconfig at {path} (give --kubeconfig, or set KUBECONFIG)")
+    listed = os.environ.get("KUBECONFIG", "")  # may name several files, merged (os.pathsep between them)
+    paths = [kubeconfig] if kubeconfig else [p for p in listed.split(os.pathsep) if p] or [DEFAULT_KUBECONFIG]
+    shown = kubeconfig or listed or DEFAULT_KUBECONFIG
+    if not any(Path(p).expanduser().is_file() for p in paths):
+        raise ConfigError(f"--launcher kubernetes: no kubeconfig at {shown} (give --kubeconfig, or set KUBECONFIG)")
     try:
-        return config.new_client_from_config(path)
+        return config.new_client_from_config(shown)  # a list of files merged, as kubectl merges them
     except Exception as exc:  # the client's own errors (a bad file, a missing context)
-        raise ConfigError(f"--launcher kubernetes: kubeconfig {path}: {exc}") from None
+        raise ConfigError(f"--launcher kubernetes: kubeconfig {shown}: {exc}") from None
 
 
 def ready_nodes(api: Any) -> list[Node]:
@@ -305,32 +307,42 @@ def default_image(request: BenchRequest) -> str:
     return image.tag_of(house)
 
 
-def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SECONDS) -> list[str]:
+def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SECONDS) -> str | None:
     """Every Job of the bench and its pods, whatever state they are in, waited for until none is left (at most
     wait_s): a pod on a node that is not Ready is never confirmed gone by its kubelet, so it is removed from the
-    API at once (its containers end when that node's kubelet comes back and finds it gone). The pods still there
-    after wait_s, by name (none, normally)."""
+    API at once (its containers end when that node's kubelet comes back and finds it gone). What is left, in
+    words (None: nothing)."""
     from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
 
     selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, "dltestbed.io/bench": bench_id[:63]}.items())
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     with contextlib.suppress(Exception):  # the runs' own deletes came first; this is the net under them
-        batch.delete_collection_namespaced_job(namespace, label_selector=selector, propagation_policy="Background")
+        batch.delete_collection_namespaced_job(
+            namespace, label_selector=selector, propagation_policy="Background", _request_timeout=REQUEST_SECONDS
+        )
     deadline = time.monotonic() + wait_s
-    left: list[str] = []
     while True:
         try:
-            pods: list[Any] = core.list_namespaced_pod(namespace, label_selector=selector).items
-            nodes: list[Any] = core.list_node().items
-            ready = {n.metadata.name for n in nodes if node_ready(n)}
-        except Exception:  # the cluster gone: nothing more can be done from here
-            return left
-        left = [str(p.metadata.name) for p in pods]
-        if not pods or time.monotonic() > deadline:
-            return left
+            pods: list[Any] = core.list_namespaced_pod(
+                namespace, label_selector=selector, _request_timeout=REQUEST_SECONDS
+            ).items
+            nodes: list[Any] = core.list_node(_request_timeout=REQUEST_SECONDS).items
+        except Exception as exc:  # the cluster gone: nothing more can be done from here
+            return f"the cluster did not answer ({reason_of(exc)}): the bench's Jobs and pods may be left"
+        if not pods:
+            return None
+        if time.monotonic() > deadline:
+            names = ", ".join(str(p.metadata.name) for p in pods)
+            return f"pod(s) {names} of this bench still there after {wait_s:.0f} s"
+        ready = {n.metadata.name for n in nodes if node_ready(n)}
         for p in pods:
             force = p.spec.node_name not in ready
             if p.metadata.deletion_timestamp is None or force:
                 with contextlib.suppress(Exception):  # gone meanwhile
-                    core.delete_namespaced_pod(p.metadata.name, namespace, grace_period_seconds=0 if force else None)
+                    core.delete_namespaced_pod(
+                        p.metadata.name,
+                        namespace,
+                        grace_period_seconds=0 if force else None,
+                        _request_timeout=REQUEST_SECONDS,
+                    )
         time.sleep(0.5)
