@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target, ended_outside
-from dltestbed.transport.pod import PodJob, PodSpec
+from dltestbed.transport.pod import PodJob
+from dltestbed.transport.podspec import PodSpec
 
 
 @dataclass(frozen=True)

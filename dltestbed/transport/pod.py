@@ -2,8 +2,8 @@
 the Job deleted when the command is over (whatever happened), through the official client. Only APIs every current
 cluster serves unchanged: batch/v1 Job, core/v1 Pod and Node, pod logs.
 
-The pod's stdout is the command's; its stderr comes back in the same log, each line marked (STDERR) by a shell
-around the command, and goes to the run's log. The pod holds a stdin open that is never written (as a local
+The pod's stdout is the command's; its stderr comes back in the same log, each line marked (podspec.STDERR) by a
+shell around the command, and goes to the run's log. The pod holds a stdin open that is never written (as a local
 command's), so a workload that watches its stdin runs on; what stops it when dltestbed is gone is the Job's
 deadline. A pod the scheduler cannot place, an evicted pod, and a node that stops being Ready each end the command
 with one line (`why`), which the target gives the run as what ended it."""
@@ -11,29 +11,24 @@ with one line (`why`), which the target gives the run as what ended it."""
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
-import shlex
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dltestbed.errors import TargetError
 from dltestbed.transport.base import RunOptions
 from dltestbed.transport.command import Ended, Stderr, Streamed
+from dltestbed.transport.podspec import STDERR, PodSpec, job_body, log_lines, node_ready, reason_of
 
-HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
-STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no step event starts so)
 UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
 POLL_SECONDS = 1.0
 CONNECT_SECONDS = 15.0  # to open a pod's log
 REQUEST_SECONDS = 15.0  # any other call to the API: a stalled apiserver is not waited on for ever
 QUIET_SECONDS = 300.0  # a log with no byte for this long is opened again (the read's own timeout)
-MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
-GPU = "nvidia.com/gpu"  # the device plugin's resource
 CANNOT_START = (
     "ErrImageNeverPull",
     "ErrImagePull",
@@ -41,88 +36,6 @@ CANNOT_START = (
     "CreateContainerConfigError",
     "CreateContainerError",
 )
-
-
-@dataclass(frozen=True)
-class PodSpec:
-    """What every Job of a target has: where and as what its pod runs."""
-
-    namespace: str
-    node: str
-    image: str
-    host_network: bool = False
-    host_root: bool = False  # the node's / mounted at /host and the command run in it (bare metal)
-    mounts: tuple[str, ...] = ()  # folders of the node seen at the same path in the pod
-    requests: Mapping[str, str] = field(default_factory=dict)  # cpu, memory, nvidia.com/gpu
-    pull: str = "IfNotPresent"  # imagePullPolicy
-    labels: Mapping[str, str] = field(default_factory=dict)
-    deadline_s: int = 24 * 3600  # the Job's activeDeadlineSeconds: what ends it when dltestbed is gone
-
-
-def wrapped(argv: Sequence[str], host_root: bool) -> list[str]:
-    """The pod's command: argv with its stderr lines marked into stdout, exiting with argv's status (in the node's
-    own root for bare metal). Pure."""
-    mark = shlex.quote(STDERR)
-    script = (
-        f"{{ {shlex.join(argv)} 2>&1 1>&3 3>&- | while IFS= read -r l; do printf '%s%s\\n' {mark} \"$l\"; done; "
-        "exit ${PIPESTATUS[0]}; } 3>&1"
-    )
-    return ["/usr/sbin/chroot", "/host", "/bin/bash", "-c", script] if host_root else ["bash", "-c", script]
-
-
-def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
-    """The Job of one command. Pure."""
-    volumes, mounts = [], []
-    if spec.host_root:
-        volumes.append({"name": "host", "hostPath": {"path": "/", "type": "Directory"}})
-        mounts.append({"name": "host", "mountPath": "/host"})
-    for i, path in enumerate(spec.mounts):
-        volumes.append({"name": f"m{i}", "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
-        mounts.append({"name": f"m{i}", "mountPath": path})
-    labels = {**spec.labels, **MANAGED_BY, "dltestbed.io/job": name}  # dltestbed's own last: none is overridden
-    container = {
-        "name": "workload",
-        "image": spec.image,
-        "imagePullPolicy": spec.pull,
-        "command": wrapped(argv, spec.host_root),
-        "env": [{"name": k, "value": v} for k, v in {**(HOST_ENV if spec.host_root else {}), **env}.items()],
-        "stdin": True,  # held open, never written: the workload's watch sees no end of file
-        # bare metal: root in the node's own root (chroot), as dltestbed runs there over SSH
-        **({"securityContext": {"runAsUser": 0, "runAsGroup": 0}} if spec.host_root else {}),
-        "volumeMounts": mounts,
-        # a GPU is asked as a limit too (an extended resource's request and limit must be equal)
-        "resources": {"requests": dict(spec.requests), "limits": {k: v for k, v in spec.requests.items() if k == GPU}},
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": spec.deadline_s,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "automountServiceAccountToken": False,
-                    # pinned by the node's name (its hostname label may differ)
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [
-                                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [spec.node]}]}
-                                ]
-                            }
-                        }
-                    },
-                    "hostNetwork": spec.host_network,
-                    "terminationGracePeriodSeconds": 10,
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
-        },
-    }
 
 
 @dataclass
@@ -368,34 +281,6 @@ class PodJob(Streamed[_Job]):
                 raise TargetError(f"could not delete Job {name}: {reason_of(exc)}") from None
 
 
-def node_ready(node: Any) -> bool:
-    """Whether a core/v1 Node's Ready condition is True."""
-    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-
-
-def log_lines(chunks: Iterable[bytes | str]) -> Iterator[str]:
-    """A followed log's lines from its chunks as they come (a line may span chunks; the last one, unended, is a
-    line too). Pure."""
-    buffer = bytearray()
-    for chunk in chunks:
-        buffer.extend(chunk.encode() if isinstance(chunk, str) else chunk)
-        *lines, rest = bytes(buffer).split(b"\n")
-        buffer = bytearray(rest)
-        for line in lines:
-            yield line.decode("utf-8", errors="replace")
-    if buffer:
-        yield bytes(buffer).decode("utf-8", errors="replace")
-
-
 def _timed_out(exc: Exception) -> bool:
     """Whether a read ended for its timeout (urllib3's ReadTimeoutError, or the socket's own)."""
     return isinstance(exc, TimeoutError) or type(exc).__name__ in ("ReadTimeoutError", "TimeoutError")
-
-
-def reason_of(exc: Exception) -> str:
-    """The API's message of an ApiException, else the error's own, in one line."""
-    body = getattr(exc, "body", None)
-    try:
-        return str(json.loads(body).get("message")) if body else str(exc).splitlines()[0]
-    except (TypeError, ValueError, AttributeError):
-        return str(getattr(exc, "reason", exc))

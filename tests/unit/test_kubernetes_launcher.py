@@ -10,10 +10,12 @@ import pytest
 
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate.launchers import Kubernetes, launcher_for
-from dltestbed.orchestrate.launchers.kubernetes import LISTED, Node, check_options, held_as, held_images, parse_labels
+from dltestbed.orchestrate.launchers.kubecluster import LISTED, Node, held_as, held_images
+from dltestbed.orchestrate.launchers.kubernetes import check_options, parse_labels
 from dltestbed.requests.bench import BenchRequest, Container, Options, Where, Workloads
 from dltestbed.requests.launch import KubernetesOptions, Launch
-from dltestbed.transport.pod import STDERR, PodSpec, _Job, job_body, log_lines, wrapped
+from dltestbed.transport.pod import _Job
+from dltestbed.transport.podspec import STDERR, PodSpec, job_body, log_lines, wrapped
 
 K8S = BenchRequest(launch=Launch("kubernetes"))
 
@@ -194,7 +196,7 @@ def test_kubeconfig_may_be_a_list_as_kubectl_reads_it(tmp_path, monkeypatch: pyt
     line naming what was looked at."""
     import os
 
-    from dltestbed.orchestrate.launchers.kubernetes import client_for
+    from dltestbed.orchestrate.launchers.kubecluster import client_for
 
     real = tmp_path / "real.yaml"
     real.write_text(KUBECONFIG_YAML)

@@ -1,0 +1,142 @@
+"""The Kubernetes launcher's side of the cluster, through the official client: the kubeconfig read, the Ready
+nodes that take pods with the images they hold, the workload image's name on each, and every Job and pod of a
+bench deleted at its end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from dltestbed.errors import ConfigError
+from dltestbed.transport.pod import REQUEST_SECONDS
+from dltestbed.transport.podspec import MANAGED_BY, node_ready, reason_of
+
+LISTED = 50  # the images a kubelet lists in its node's status at most (nodeStatusMaxImages' default), largest first
+# how a runtime names an image it was given without a registry: an archive of Podman's says localhost/, one of
+# Docker's the name alone, which containerd reads as Docker Hub's library
+UNQUALIFIED = ("", "localhost/", "docker.io/library/")
+GONE_SECONDS = 60.0  # how long the bench waits, at its end, for its pods to be gone
+DEFAULT_KUBECONFIG = "~/.kube/config"  # the client's own default, where neither --kubeconfig nor $KUBECONFIG is
+
+
+class Node(NamedTuple):
+    """A Ready node that takes pods: its name, internal address, allocatable resources and the images it holds."""
+
+    name: str
+    address: str
+    allocatable: dict[str, str]
+    images: frozenset[str]
+    listed_all: bool  # False when the kubelet's list of them was cut at LISTED
+
+
+def client_for(kubeconfig: str | None) -> Any:
+    """An API client of the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config); one line when there
+    is none or it cannot be read."""
+    try:
+        from kubernetes import config  # the `kubernetes` extra: only a bench on a cluster needs it
+    except ImportError:
+        raise ConfigError(
+            "--launcher kubernetes: the Kubernetes client is not installed here (the `kubernetes` extra: "
+            "pip install 'dltestbed[kubernetes]')"
+        ) from None
+    listed = os.environ.get("KUBECONFIG", "")  # may name several files, merged (os.pathsep between them)
+    paths = [kubeconfig] if kubeconfig else [p for p in listed.split(os.pathsep) if p] or [DEFAULT_KUBECONFIG]
+    shown = kubeconfig or listed or DEFAULT_KUBECONFIG
+    if not any(Path(p).expanduser().is_file() for p in paths):
+        raise ConfigError(f"--launcher kubernetes: no kubeconfig at {shown} (give --kubeconfig, or set KUBECONFIG)")
+    try:
+        return config.new_client_from_config(shown)  # a list of files merged, as kubectl merges them
+    except Exception as exc:  # the client's own errors (a bad file, a missing context)
+        raise ConfigError(f"--launcher kubernetes: kubeconfig {shown}: {exc}") from None
+
+
+def ready_nodes(api: Any) -> list[Node]:
+    """The cluster's nodes that are Ready and take pods (no NoSchedule or NoExecute taint), by name; one line when
+    the cluster does not answer."""
+    from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
+
+    try:
+        items: list[Any] = client.CoreV1Api(api).list_node(_request_timeout=15).items
+    except Exception as exc:
+        raise ConfigError(f"--launcher kubernetes: the cluster does not answer: {exc}") from None
+    out = []
+    for n in sorted(items, key=lambda n: n.metadata.name):
+        taints = [t for t in (n.spec.taints or []) if t.effect in ("NoSchedule", "NoExecute")]
+        if not node_ready(n) or taints or n.spec.unschedulable:
+            continue
+        addr = next((a.address for a in n.status.addresses or [] if a.type == "InternalIP"), n.metadata.name)
+        images = [name for i in n.status.images or [] for name in i.names or []]
+        listed = len(n.status.images or [])
+        out.append(Node(n.metadata.name, addr, dict(n.status.allocatable or {}), frozenset(images), listed < LISTED))
+    return out
+
+
+def held_as(images: frozenset[str], ref: str) -> str | None:
+    """The name under which a node holds `ref` (an image named without a registry is held under the name the
+    runtime that made its archive gave it: UNQUALIFIED), or None. Pure."""
+    first = ref.split("/", 1)[0]
+    qualified = "/" in ref and ("." in first or ":" in first or first == "localhost")
+    for prefix in ("",) if qualified else UNQUALIFIED:
+        if prefix + ref in images:
+            return prefix + ref
+    return None
+
+
+def held_images(nodes: Sequence[Node], ref: str) -> dict[str, str]:
+    """Each node's name for the workload image `ref`; one line naming the nodes that do not hold it (no registry is
+    asked for dltestbed's own image). A node whose kubelet listed only its LISTED largest images may hold it
+    unlisted: it is asked for `ref` as it is. Pure."""
+    out = {n.name: held_as(n.images, ref) or ("" if n.listed_all else ref) for n in nodes}
+    lacking = [name for name, held in out.items() if not held]
+    if lacking:
+        raise ConfigError(
+            f"--launcher kubernetes: node(s) {', '.join(lacking)} hold no image {ref}, the workload image of this "
+            "build (no registry has it): load it into each node's runtime (an archive of `dltestbed image build "
+            "--runtime podman`'s image, e.g. `ctr -n k8s.io images import`), or give --k8s-image"
+        )
+    return out
+
+
+def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SECONDS) -> str | None:
+    """Every Job of the bench and its pods, whatever state they are in, waited for until none is left (at most
+    wait_s): a pod on a node that is not Ready is never confirmed gone by its kubelet, so it is removed from the
+    API at once (its containers end when that node's kubelet comes back and finds it gone). What is left, in
+    words (None: nothing)."""
+    from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
+
+    selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, "dltestbed.io/bench": bench_id[:63]}.items())
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    with contextlib.suppress(Exception):  # the runs' own deletes came first; this is the net under them
+        batch.delete_collection_namespaced_job(
+            namespace, label_selector=selector, propagation_policy="Background", _request_timeout=REQUEST_SECONDS
+        )
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            pods: list[Any] = core.list_namespaced_pod(
+                namespace, label_selector=selector, _request_timeout=REQUEST_SECONDS
+            ).items
+            nodes: list[Any] = core.list_node(_request_timeout=REQUEST_SECONDS).items
+        except Exception as exc:  # the cluster gone: nothing more can be done from here
+            return f"the cluster did not answer ({reason_of(exc)}): the bench's Jobs and pods may be left"
+        if not pods:
+            return None
+        if time.monotonic() > deadline:
+            names = ", ".join(str(p.metadata.name) for p in pods)
+            return f"pod(s) {names} of this bench still there after {wait_s:.0f} s"
+        ready = {n.metadata.name for n in nodes if node_ready(n)}
+        for p in pods:
+            force = p.spec.node_name not in ready
+            if p.metadata.deletion_timestamp is None or force:
+                with contextlib.suppress(Exception):  # gone meanwhile
+                    core.delete_namespaced_pod(
+                        p.metadata.name,
+                        namespace,
+                        grace_period_seconds=0 if force else None,
+                        _request_timeout=REQUEST_SECONDS,
+                    )
+        time.sleep(0.5)

@@ -1,0 +1,127 @@
+"""A command's Job as the cluster receives it (batch/v1, one pod pinned to its node by name): the pod's command,
+which marks its stderr lines into its log, and the labels every Job of dltestbed carries; and how the cluster's
+answers read (a followed log's lines, a node's Ready condition, an API error's message). Pure: transport/pod.py
+sends the Job and follows it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
+STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no step event starts so)
+MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
+GPU = "nvidia.com/gpu"  # the device plugin's resource
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """What every Job of a target has: where and as what its pod runs."""
+
+    namespace: str
+    node: str
+    image: str
+    host_network: bool = False
+    host_root: bool = False  # the node's / mounted at /host and the command run in it (bare metal)
+    mounts: tuple[str, ...] = ()  # folders of the node seen at the same path in the pod
+    requests: Mapping[str, str] = field(default_factory=dict)  # cpu, memory, nvidia.com/gpu
+    pull: str = "IfNotPresent"  # imagePullPolicy
+    labels: Mapping[str, str] = field(default_factory=dict)
+    deadline_s: int = 24 * 3600  # the Job's activeDeadlineSeconds: what ends it when dltestbed is gone
+
+
+def wrapped(argv: Sequence[str], host_root: bool) -> list[str]:
+    """The pod's command: argv with its stderr lines marked into stdout, exiting with argv's status (in the node's
+    own root for bare metal). Pure."""
+    mark = shlex.quote(STDERR)
+    script = (
+        f"{{ {shlex.join(argv)} 2>&1 1>&3 3>&- | while IFS= read -r l; do printf '%s%s\\n' {mark} \"$l\"; done; "
+        "exit ${PIPESTATUS[0]}; } 3>&1"
+    )
+    return ["/usr/sbin/chroot", "/host", "/bin/bash", "-c", script] if host_root else ["bash", "-c", script]
+
+
+def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """The Job of one command. Pure."""
+    volumes, mounts = [], []
+    if spec.host_root:
+        volumes.append({"name": "host", "hostPath": {"path": "/", "type": "Directory"}})
+        mounts.append({"name": "host", "mountPath": "/host"})
+    for i, path in enumerate(spec.mounts):
+        volumes.append({"name": f"m{i}", "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
+        mounts.append({"name": f"m{i}", "mountPath": path})
+    labels = {**spec.labels, **MANAGED_BY, "dltestbed.io/job": name}  # dltestbed's own last: none is overridden
+    container = {
+        "name": "workload",
+        "image": spec.image,
+        "imagePullPolicy": spec.pull,
+        "command": wrapped(argv, spec.host_root),
+        "env": [{"name": k, "value": v} for k, v in {**(HOST_ENV if spec.host_root else {}), **env}.items()],
+        "stdin": True,  # held open, never written: the workload's watch sees no end of file
+        # bare metal: root in the node's own root (chroot), as dltestbed runs there over SSH
+        **({"securityContext": {"runAsUser": 0, "runAsGroup": 0}} if spec.host_root else {}),
+        "volumeMounts": mounts,
+        # a GPU is asked as a limit too (an extended resource's request and limit must be equal)
+        "resources": {"requests": dict(spec.requests), "limits": {k: v for k, v in spec.requests.items() if k == GPU}},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": spec.deadline_s,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    # pinned by the node's name (its hostname label may differ)
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [spec.node]}]}
+                                ]
+                            }
+                        }
+                    },
+                    "hostNetwork": spec.host_network,
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def node_ready(node: Any) -> bool:
+    """Whether a core/v1 Node's Ready condition is True."""
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def log_lines(chunks: Iterable[bytes | str]) -> Iterator[str]:
+    """A followed log's lines from its chunks as they come (a line may span chunks; the last one, unended, is a
+    line too). Pure."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer.extend(chunk.encode() if isinstance(chunk, str) else chunk)
+        *lines, rest = bytes(buffer).split(b"\n")
+        buffer = bytearray(rest)
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+    if buffer:
+        yield bytes(buffer).decode("utf-8", errors="replace")
+
+
+def reason_of(exc: Exception) -> str:
+    """The API's message of an ApiException, else the error's own, in one line."""
+    body = getattr(exc, "body", None)
+    try:
+        return str(json.loads(body).get("message")) if body else str(exc).splitlines()[0]
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(exc, "reason", exc))
