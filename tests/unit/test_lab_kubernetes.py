@@ -149,3 +149,17 @@ def test_nodes_states_from_a_node_list() -> None:
         ]
     }
     assert kube.parse_nodes(doc) == {"a": "Ready", "b": "NotReady", "c": "Unknown", "d": "Unknown"}
+
+
+def test_the_images_a_node_lists_and_ctr_says_it_unpacked() -> None:
+    from dltestbed.lab.kube import imported, listed_images
+
+    said = "unpacking localhost/dltestbed-workload:abc (sha256:0123)...done\nother line\n"
+    assert imported(said) == {"localhost/dltestbed-workload:abc"}
+    doc = {
+        "items": [
+            {"metadata": {"name": "h1"}, "status": {"images": [{"names": ["localhost/w:1", "localhost/w@sha256:9"]}]}},
+            {"metadata": {"name": "h2"}, "status": {}},
+        ]
+    }
+    assert listed_images(doc) == {"h1": {"localhost/w:1", "localhost/w@sha256:9"}, "h2": set()}

@@ -177,11 +177,12 @@ def remove_cgroups(lab_name: str) -> list[str]:
 def load(lab: LabState, archive: Path) -> None:
     """Import an image archive (OCI or docker-archive tar, as it is or compressed with zstd or gzip, as
     provision/imagearchive.py writes them) into every node's containerd, as a site without a registry preloads its
-    nodes."""
+    nodes; returns once every node lists it in its status."""
     with archive.open("rb") as f:
         magic = f.read(4)
     unpack = {b"\x28\xb5\x2f\xfd": ["zstd", "-dc"], b"\x1f\x8b": ["gzip", "-dc"]}
     decompress = next((argv for m, argv in unpack.items() if magic.startswith(m)), None)
+    names: set[str] = set()
     for h in lab.hosts:
         argv = ["nsenter", "-t", str(h.pid), "-m", "-u", "-n", "--"]
         argv += ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "images", "import", "-"]
@@ -196,3 +197,35 @@ def load(lab: LabState, archive: Path) -> None:
                 src.wait()
         if done.returncode != 0:
             raise LabError(f"lab {lab.name}: {h.name} did not import {archive}: {done.stderr.strip()[-300:]}")
+        names.update(imported(done.stdout))
+    _wait_listed(lab, names)
+
+
+def imported(said: str) -> set[str]:
+    """The image names `ctr images import` said it unpacked ("unpacking NAME (sha256:…)...done"). Pure."""
+    return {line.split()[1] for line in said.splitlines() if line.startswith("unpacking ") and len(line.split()) > 1}
+
+
+def listed_images(doc: dict) -> dict[str, set[str]]:
+    """A NodeList → node → the image names its kubelet lists in its status. Pure."""
+    return {
+        item["metadata"]["name"]: {n for i in item.get("status", {}).get("images") or [] for n in i.get("names", [])}
+        for item in doc.get("items", [])
+    }
+
+
+def _wait_listed(lab: LabState, names: set[str], timeout: float = 120.0) -> None:
+    """Until every node's status lists the images just loaded: a kubelet refreshes its list every half minute or
+    so, and a bench reads the list to name the image on each node."""
+    deadline = time.monotonic() + timeout
+    lacking: dict[str, set[str]] = {}
+    while time.monotonic() < deadline:
+        try:
+            listed = listed_images(json.loads(control.get(lab, "/api/v1/nodes", timeout=5)))
+        except (OSError, ValueError):
+            listed = {}
+        lacking = {n: names - have for n, have in listed.items() if names - have}
+        if listed and not lacking:
+            return
+        time.sleep(1)
+    raise LabError(f"lab {lab.name}: after {timeout:.0f} s, nodes still do not list {lacking or names}")

@@ -96,7 +96,8 @@ def held_images(nodes: Sequence[Node], ref: str) -> dict[str, str]:
         raise ConfigError(
             f"--launcher kubernetes: node(s) {', '.join(lacking)} hold no image {ref}, the workload image of this "
             "build (no registry has it): load it into each node's runtime (an archive of `dltestbed image build "
-            "--runtime podman`'s image, e.g. `ctr -n k8s.io images import`), or give --k8s-image"
+            "--runtime podman`'s image, e.g. `ctr -n k8s.io images import`; a kubelet lists an image it was just "
+            "given within about a minute), or give --k8s-image"
         )
     return out
 
