@@ -13,7 +13,7 @@ from typing import Any, Unpack
 
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target, ended_outside
 from dltestbed.transport.pod import PodJob
-from dltestbed.transport.podspec import PodSpec
+from dltestbed.transport.podspec import PodSpec, bench_label
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class PodTarget:
             mounts=mounts,
             requests=dict(c.requests),
             pull=c.pull,
-            labels={**c.labels, "dltestbed.io/kind": kind, "dltestbed.io/bench": c.bench_id[:63]},
+            labels={**c.labels, "dltestbed.io/kind": kind, **bench_label(c.bench_id)},
         )
         self._jobs = PodJob(c.api, spec, kind)
 

@@ -14,6 +14,18 @@ from typing import Any
 HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
 STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no step event starts so)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
+
+
+def bench_label(bench_id: str) -> dict[str, str]:
+    """The label every Job and pod of one bench carries (a label's value holds at most 63 characters). Pure."""
+    return {"dltestbed.io/bench": bench_id[:63]}
+
+
+def selector(labels: Mapping[str, str]) -> str:
+    """A label selector matching every one of `labels`. Pure."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
 GPU = "nvidia.com/gpu"  # the device plugin's resource
 
 

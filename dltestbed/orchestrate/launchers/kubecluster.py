@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from dltestbed.errors import ConfigError
 from dltestbed.transport.pod import REQUEST_SECONDS
-from dltestbed.transport.podspec import MANAGED_BY, node_ready, reason_of
+from dltestbed.transport.podspec import MANAGED_BY, bench_label, node_ready, reason_of, selector
 
 LISTED = 50  # the images a kubelet lists in its node's status at most (nodeStatusMaxImages' default), largest first
 # how a runtime names an image it was given without a registry: an archive of Podman's says localhost/, one of
@@ -109,17 +109,17 @@ def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SE
     words (None: nothing)."""
     from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
 
-    selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, "dltestbed.io/bench": bench_id[:63]}.items())
+    ours = selector({**MANAGED_BY, **bench_label(bench_id)})
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     with contextlib.suppress(Exception):  # the runs' own deletes came first; this is the net under them
         batch.delete_collection_namespaced_job(
-            namespace, label_selector=selector, propagation_policy="Background", _request_timeout=REQUEST_SECONDS
+            namespace, label_selector=ours, propagation_policy="Background", _request_timeout=REQUEST_SECONDS
         )
     deadline = time.monotonic() + wait_s
     while True:
         try:
             pods: list[Any] = core.list_namespaced_pod(
-                namespace, label_selector=selector, _request_timeout=REQUEST_SECONDS
+                namespace, label_selector=ours, _request_timeout=REQUEST_SECONDS
             ).items
             nodes: list[Any] = core.list_node(_request_timeout=REQUEST_SECONDS).items
         except Exception as exc:  # the cluster gone: nothing more can be done from here

@@ -29,7 +29,7 @@ from dltestbed.shield import shielded
 from dltestbed.targets import Site
 from dltestbed.targets.container import VENV_PYTHON
 from dltestbed.targets.kubernetes import Cluster, KubePlace
-from dltestbed.transport.podspec import GPU
+from dltestbed.transport.podspec import GPU, bench_label, selector
 
 INVENTORY_VARS = {
     "kubeconfig": "dltestbed_kubeconfig",
@@ -138,8 +138,8 @@ class Kubernetes:
             with shielded():  # a second Ctrl-C does not keep a Job
                 left = delete_jobs(self._api, cluster.namespace, bench_id)
             if left:
-                selector = f"dltestbed.io/bench={bench_id[:63]}"
-                say(f"warning: Kubernetes: {left} (kubectl -n {cluster.namespace} get jobs,pods -l {selector})")
+                shown = selector(bench_label(bench_id))
+                say(f"warning: Kubernetes: {left} (kubectl -n {cluster.namespace} get jobs,pods -l {shown})")
 
     @property
     def waiting_for(self) -> str:
