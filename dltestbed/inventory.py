@@ -112,6 +112,17 @@ class Inventory:
         """Hosts that play a role, in inventory order."""
         return [h for h in self.hosts.values() if h.plays(role)]
 
+    def site_var(self, var: str, option: str) -> str | None:
+        """A site's setting (for group `all`, so every host has the same value), or None where no host has it; hosts
+        that disagree are one ConfigError line, which names `option`, what gives it instead."""
+        values = {str(h.vars[var]) for h in self.hosts.values() if h.vars.get(var) not in (None, "")}
+        if len(values) > 1:
+            raise ConfigError(
+                f"inventory {str(self.path)!r}: {var} differs between hosts ({', '.join(sorted(values))});"
+                f" set it once, for group all, or give {option}"
+            )
+        return values.pop() if values else None
+
     def role_help(self, role: str) -> str:
         """`group bare_metal` or `group(s) gpu_nodes (bare_metal)`: where the role's hosts come from, for messages."""
         mapped = self.role_groups.get(role, (role,))

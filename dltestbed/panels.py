@@ -104,6 +104,11 @@ def given(group: Any) -> list[str]:
     return [f.opt.names[0] for f in options(type(group)) if getattr(group, f.name) != f.default]
 
 
+def flags(group: Any) -> dict[str, str]:
+    """A group's (a class) option fields' long names, by field name."""
+    return {f.name: f.opt.names[0] for f in options(group)}
+
+
 def is_group(hint: Any) -> bool:
     """Whether an annotation is a group (a dataclass with a PANEL; None: the command's Options panel)."""
     return isinstance(hint, type) and dataclasses.is_dataclass(hint) and hasattr(hint, "PANEL")

@@ -4,7 +4,6 @@ node and GPU (judge.py), the remedies (dry-run unless asked), and the evidence p
 from __future__ import annotations
 
 import hashlib
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from dltestbed.accept.state import State, digest
 from dltestbed.choices import UNREACHABLE
 from dltestbed.errors import ConfigError
 from dltestbed.orchestrate import BenchInterrupted, BenchObserver
+from dltestbed.remedy.kubernetes import KUBECONFIG_VAR
 from dltestbed.report import gpu_verdicts
 from dltestbed.report.verdicts import FAIL, PASS, UNDECIDED, WARN
 from dltestbed.requests.accept import AcceptRequest
@@ -80,9 +80,10 @@ def check(request: AcceptRequest) -> tuple[tuple[str, ...], str]:
         raise ConfigError(f"{request.nodes.inventory}: no node to accept in {inv.role_help('bare_metal')}")
     if _remedies_asked(request):
         for node in nodes:  # a remedy's name check, before any node is measured
-            remedy.command(remedy.RESUME, node)
-    for spec, option, _ in _remedies_asked(request) if request.pack.apply else ():
-        remedy.check_found(spec, option)  # a hook that is not there: said now, not after every stage
+            remedy.checked_node(node)
+        where = _where(request, inv)
+        for spec, option, _ in _remedies_asked(request) if request.pack.apply else ():
+            remedy.check_found(spec, option, nodes, where)  # a hook that is not there: said now, not at the end
     if request.pack.sign_key is not None:  # last: it runs ssh-keygen
         evidence.check_key(request.pack.sign_key)
     return nodes, hashlib.sha256(request.nodes.inventory.read_bytes()).hexdigest()
@@ -94,14 +95,25 @@ def _remedies_asked(request: AcceptRequest) -> list[tuple[str, str, str]]:
     return [(spec, option, does) for spec, option, does in asked if spec is not None]
 
 
+def _where(request: AcceptRequest, inv: inventory.Inventory | None = None) -> remedy.Where:
+    """Where the built-in remedies act: the cluster of --kubeconfig, else of the inventory's dltestbed_kubeconfig
+    (else the client's default, $KUBECONFIG)."""
+    if request.pack.kubeconfig is not None or not _remedies_asked(request):
+        return remedy.Where(request.pack.kubeconfig)
+    inv = inv or inventory.load(request.nodes.inventory, request.nodes.limit)
+    return remedy.Where(inv.site_var(KUBECONFIG_VAR, "--kubeconfig"))
+
+
 def remedies_shown(request: AcceptRequest, nodes: Sequence[str]) -> list[str]:
     """--on-fail and --on-pass as they will run, on the first node: a line each, said before any stage."""
     lines = []
     when = "run at the end (--apply)" if request.pack.apply else "shown at the end, run with --apply"
+    where = _where(request)
     for spec, option, does in _remedies_asked(request):
-        argv = remedy.command(spec, nodes[0], "<why it failed>" if does == "fails" else "")
-        lost = "" if remedy.found(argv[0]) else f" ({argv[0]} is not on this machine's PATH)"
-        lines.append(f"{option}: for a node that {does}, e.g. {nodes[0]}: {shlex.join(argv)}{lost}; {when}")
+        act = remedy.action(spec, nodes[0], does == "fails", "<why it failed>" if does == "fails" else "", where)
+        lacking = act.missing()
+        lost = f" ({lacking})" if lacking else ""
+        lines.append(f"{option}: for a node that {does}, e.g. {nodes[0]}: {act.shown}{lost}; {when}")
     return lines
 
 
@@ -188,11 +200,13 @@ def run_init(request: AcceptRequest, observer: BenchObserver) -> tuple[Path, int
 def _remedies(request: AcceptRequest, nodes: Sequence[judge_mod.NodeVerdict]) -> list[remedy.Done]:
     """--on-fail for each failed node, --on-pass for each that passed: run with --apply, else shown."""
     asked = []
+    where = _where(request)
     for n in nodes:
         spec = request.pack.on_fail if n.verdict == FAIL else request.pack.on_pass if n.verdict == PASS else None
         if spec is not None:
-            reason = n.summary if n.verdict == FAIL else ""
-            asked.append(remedy.Remedy(n.node, remedy.command(spec, n.node, reason), f"{n.verdict}: {reason}"))
+            why = n.summary if n.verdict == FAIL else ""
+            act = remedy.action(spec, n.node, n.verdict == FAIL, why, where)
+            asked.append(remedy.Remedy(n.node, act, f"{n.verdict}: {why}"))
     return remedy.apply(asked, dry_run=not request.pack.apply)
 
 

@@ -27,6 +27,8 @@ EXAMPLES = """[bold]Examples[/]
   dltestbed accept --inventory rack7.yml --level standard --skip pairs
   dltestbed accept --inventory rack7.yml --on-fail drain --on-pass resume \\
       --apply                                        Slurm: drain, resume
+  dltestbed accept --inventory k8s.yml --on-fail taint --on-pass untaint \\
+      --apply                 Kubernetes: taint, untaint, with the reason
   dltestbed accept --inventory rack7.yml --on-fail 'page {node} {reason}'
   dltestbed accept --inventory gold.yml --init --level standard \\
       --expected site.toml                 the site's values, per board

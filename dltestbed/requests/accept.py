@@ -10,6 +10,7 @@ from typing import Annotated, ClassVar
 from dltestbed.choices import DEFAULT_FRAMEWORK, FRAMEWORKS, LEVELS, UNREACHABLE, or_list
 from dltestbed.panels import opt, repeated, seconds
 from dltestbed.report import FLEET_MIN_SLOWDOWN
+from dltestbed.requests.launch import Kubeconfig
 from dltestbed.results import RESULTS_HELP
 
 LEVEL = "quick"  # --level's default
@@ -115,19 +116,26 @@ class Pack:
     sign_key: Annotated[
         Path | None, opt("--sign-key", metavar="FILE", help="Sign the pack's manifest with this SSH key.")
     ] = None
-    # remedy.DRAIN, or a site's command with {node} and {reason}
+    # a built-in remedy's name (dltestbed/remedy/), or a site's command with {node} and {reason}
     on_fail: Annotated[
         str | None,
         opt(
             "--on-fail",
             metavar="CMD",
-            help="'drain' (Slurm), or a command with {node} and {reason}, for each failed node.",
+            help="For a failed node: drain (Slurm), taint or label (Kubernetes), or a command with {node}, {reason}.",
         ),
     ] = None
-    # remedy.RESUME, or a site's command
+    # a built-in remedy's name, or a site's command
     on_pass: Annotated[
-        str | None, opt("--on-pass", metavar="CMD", help="'resume' (Slurm), or a command, for each node that passes.")
+        str | None,
+        opt(
+            "--on-pass",
+            metavar="CMD",
+            help="For a node that passes: resume (Slurm), untaint or label (Kubernetes), or a command.",
+        ),
     ] = None
+    # the cluster of taint, untaint and label (None: the inventory's dltestbed_kubeconfig, else $KUBECONFIG)
+    kubeconfig: Kubeconfig = None
     # run the remedies (else they are shown, a dry run)
     apply: Annotated[bool, opt("--apply", help="Run --on-fail and --on-pass (else they are only shown).")] = False
     # the store its benches go to (None: the default)

@@ -10,6 +10,10 @@ from dltestbed.choices import LauncherName
 from dltestbed.panels import given, opt, repeated
 
 PANEL = "Launcher (--launcher; a scheduler's own options)"  # one panel for them all: the help stays short
+# a cluster's kubeconfig: bench's launcher and accept's taints and labels read it
+Kubeconfig = Annotated[
+    str | None, opt("--kubeconfig", metavar="FILE", help="kubernetes: its kubeconfig ($KUBECONFIG).")
+]
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,7 @@ class KubernetesOptions(LauncherOptions):
 
     PANEL: ClassVar[str] = PANEL
 
-    kubeconfig: Annotated[
-        str | None, opt("--kubeconfig", metavar="FILE", help="kubernetes: its kubeconfig ($KUBECONFIG).")
-    ] = None
+    kubeconfig: Kubeconfig = None
     namespace: Annotated[
         str | None, opt("--namespace", metavar="NAME", help="kubernetes: where the Jobs go (default).")
     ] = None

@@ -21,13 +21,13 @@ from typing import Any
 from dltestbed.errors import TargetError
 from dltestbed.transport.base import RunOptions
 from dltestbed.transport.command import Ended, Stderr, Streamed
+from dltestbed.transport.kubeapi import REQUEST_SECONDS
 from dltestbed.transport.podspec import STDERR, PodSpec, job_body, log_lines, node_ready, reason_of
 
 UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
 POLL_SECONDS = 1.0
 CONNECT_SECONDS = 15.0  # to open a pod's log
-REQUEST_SECONDS = 15.0  # any other call to the API: a stalled apiserver is not waited on for ever
 QUIET_SECONDS = 300.0  # a log with no byte for this long is opened again (the read's own timeout)
 CANNOT_START = (
     "ErrImageNeverPull",

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dltestbed import lab
 from dltestbed.lab.state import LabState, bridge_name, netns_name, veth_name
@@ -96,6 +97,31 @@ def ssh(state: LabState, host: str, command: str, timeout: float = 60) -> subpro
         command,
     ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def drift_tensorflow(state: LabState, host: str, version: str) -> str:
+    """Make a lab host's TensorFlow metadata say `version` (a bind mount in that host's own mount namespace, over
+    the shared venv's file); the mounted path, for `umount`."""
+    import importlib.metadata as md
+
+    dist = md.distribution("tensorflow-cpu")
+    meta = Path(str(dist.locate_file(""))) / next(
+        str(f) for f in dist.files or [] if str(f).endswith(".dist-info/METADATA")
+    )
+    scratch = f"/tmp/METADATA-{version}"
+    said = f"sed 's/^Version: .*/Version: {version}/' {meta} > {scratch} && mount --bind {scratch} {meta}"
+    done = ssh(state, host, said)
+    assert done.returncode == 0, done.stderr
+    return str(meta)
+
+
+def shared_venv_inventory(state: LabState, path: Path, **more: object) -> Path:
+    """The lab's inventory with this checkout's venv as every host's (shared, as a site's filesystem), and `more`
+    variables for group all, written to `path`."""
+    doc = yaml.safe_load(state.inventory.read_text())
+    doc["all"].setdefault("vars", {}).update(dltestbed_venv=sys.prefix, dltestbed_venv_shared=True, **more)
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 def ansible_task(runs: Path, pattern: str, name: str) -> str:

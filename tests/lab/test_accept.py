@@ -14,20 +14,27 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dltestbed import evidence, lab
 from dltestbed.accept import slowness
 from dltestbed.lab import slurm as lab_slurm
 from dltestbed.lab.state import LabState
 from dltestbed.requests.lab import LabSpec
-from tests.lab.conftest import accept_argv, leftovers, overlap, run_spans, ssh, this_checkout
+from tests.lab.conftest import (
+    accept_argv,
+    drift_tensorflow,
+    leftovers,
+    overlap,
+    run_spans,
+    shared_venv_inventory,
+    ssh,
+    this_checkout,
+)
 
 NAME = "tk"
 GOOD = [f"{NAME}-h{i}" for i in range(1, 4)]
@@ -58,22 +65,8 @@ def rack(lab_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
             capacity=True,
         )
     )
-    import importlib.metadata as md
-
-    meta = Path(str(md.distribution("tensorflow-cpu").locate_file(""))) / next(
-        str(f) for f in md.distribution("tensorflow-cpu").files or [] if str(f).endswith(".dist-info/METADATA")
-    )
-    drift = ssh(
-        state,
-        DRIFTED,
-        f"sed 's/^Version: .*/Version: {DRIFT_TO}/' {meta} > /tmp/METADATA && mount --bind /tmp/METADATA {meta}",
-    )
-    assert drift.returncode == 0, drift.stderr
-    doc = yaml.safe_load(state.inventory.read_text())
-    doc["all"]["vars"]["dltestbed_venv"] = sys.prefix
-    doc["all"]["vars"]["dltestbed_venv_shared"] = True
-    inv = tmp_path_factory.mktemp("rack") / "rack.yml"
-    inv.write_text(yaml.safe_dump(doc))
+    drift_tensorflow(state, DRIFTED, DRIFT_TO)
+    inv = shared_venv_inventory(state, tmp_path_factory.mktemp("rack") / "rack.yml")
     yield state, inv, {"SLURM_CONF": str(lab_slurm.conf_path(state))}
     lab.down(NAME)
     assert not leftovers(NAME)

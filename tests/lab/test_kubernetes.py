@@ -25,7 +25,7 @@ from dltestbed.lab import kube
 from dltestbed.lab.kube import control, ociarchive
 from dltestbed.lab.state import LabState
 from tests.conftest import run_cli, start_endless_bench, wait_for_steps
-from tests.lab.conftest import leftovers, this_checkout
+from tests.lab.conftest import accept_argv, drift_tensorflow, leftovers, shared_venv_inventory, ssh, this_checkout
 
 NAME = "tk"
 ROOT = Path(__file__).resolve().parents[2]
@@ -282,3 +282,66 @@ def test_a_node_made_not_ready_ends_its_run_in_one_line_and_the_others_are_kept(
     assert len(errors) == 1 and f"node {h2} is not Ready" in errors[0], err[-2000:]
     assert not ours(cluster)
     kube.wait_ready(cluster, timeout=120)  # h2 back for whatever follows
+
+
+def _node(state: LabState, name: str) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api(state)).read_node(name)
+
+
+def test_accept_taints_the_failed_node_with_its_reason_and_untaint_takes_it_off(
+    cluster: LabState, tmp_path: Path
+) -> None:
+    """`accept --on-fail taint --on-pass untaint --apply` over the lab's two nodes (over SSH, the cluster's
+    kubeconfig from the inventory), h2's TensorFlow drifted from the golden spec: h2 fails and is tainted
+    dltestbed.io/acceptance=failed:NoSchedule with the reason in its annotation; a site's own taint on h2 is kept;
+    the launcher no longer counts h2 among the nodes that take pods. Then untaint, as --on-pass does for a node
+    that passes, takes ours off and leaves the site's."""
+    import importlib.metadata as md
+
+    from kubernetes import client
+
+    from dltestbed import remedy
+    from dltestbed.orchestrate.launchers.kubecluster import ready_nodes
+    from dltestbed.remedy.kubernetes import KEY, REASON_KEY
+
+    h1, h2 = (h.name for h in cluster.hosts)
+    kubeconfig = str(control.admin_kubeconfig(cluster))
+    core = client.CoreV1Api(api(cluster))
+    site = {"key": "site.example/rack", "value": "r7", "effect": "PreferNoSchedule"}  # the site's own: kept
+    core.patch_node(h2, {"spec": {"taints": [site]}})
+    inv = shared_venv_inventory(cluster, tmp_path / "k8s.yml", dltestbed_kubeconfig=kubeconfig)
+    golden = tmp_path / "golden.yml"
+    golden.write_text(f"tensorflow: {md.version('tensorflow-cpu')}\n")
+    meta = drift_tensorflow(cluster, h2, "2.19.1")
+    try:
+        argv = accept_argv(
+            inv, tmp_path / "pack", tmp_path / "r.sqlite", "--golden", str(golden), "--skip", "pairs",
+            "--on-fail", "taint", "--on-pass", "untaint", "--apply",
+        )  # fmt: skip
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    finally:
+        assert ssh(cluster, h2, f"umount {meta}").returncode == 0
+    assert out.returncode == 1, out.stderr[-3000:]  # a node failed
+    assert "Traceback" not in out.stderr
+    verdicts = {n["node"]: n for n in json.loads(out.stdout)["nodes"]}
+    assert verdicts[h2]["verdict"] == "fail" and verdicts[h1]["verdict"] != "fail", verdicts
+    failed = [r["check"] for r in verdicts[h2]["reasons"] if r["verdict"] == "fail"]
+    assert failed == ["drift tensorflow"], verdicts[h2]
+    said = f"ran Kubernetes node {h2}: taint {KEY}=failed:NoSchedule, annotate {REASON_KEY}="
+    assert said in out.stderr, out.stderr[-3000:]
+
+    node = _node(cluster, h2)
+    taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
+    assert taints == [(site["key"], site["value"], site["effect"]), (KEY, "failed", "NoSchedule")], taints
+    why = node.metadata.annotations[REASON_KEY]
+    assert why.startswith("dltestbed: TensorFlow 2.19.1, where the golden spec says"), why
+    assert not [t for t in _node(cluster, h1).spec.taints or [] if t.key == KEY]  # h1: not failed, not tainted
+    assert [n.name for n in ready_nodes(api(cluster))] == [h1]  # a bench now leaves h2 out
+
+    assert remedy.action("untaint", h2, False, "", remedy.Where(kubeconfig)).run() == (0, "")
+    node = _node(cluster, h2)
+    assert [(t.key, t.value) for t in node.spec.taints or []] == [(site["key"], site["value"])]
+    assert REASON_KEY not in (node.metadata.annotations or {})
+    core.patch_node(h2, {"spec": {"taints": None}})

@@ -196,15 +196,17 @@ def test_kubeconfig_may_be_a_list_as_kubectl_reads_it(tmp_path, monkeypatch: pyt
     line naming what was looked at."""
     import os
 
-    from dltestbed.orchestrate.launchers.kubecluster import client_for
+    from dltestbed.transport.kubeapi import client_for
 
     real = tmp_path / "real.yaml"
     real.write_text(KUBECONFIG_YAML)
     listed = os.pathsep.join([str(tmp_path / "missing.yaml"), str(real)])
     monkeypatch.setenv("KUBECONFIG", listed)
-    api = client_for(None)
+    api = client_for(None, "--launcher kubernetes")
     assert api.configuration.host == "https://127.0.0.1:1"
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.yaml"))
     with pytest.raises(ConfigError, match=r"no kubeconfig at .*missing.yaml \(give --kubeconfig, or set KUBECONFIG\)"):
-        client_for(None)
-    assert client_for(str(real)).configuration.host == "https://127.0.0.1:1"  # --kubeconfig over $KUBECONFIG
+        client_for(None, "--launcher kubernetes")
+    assert (
+        client_for(str(real), "--launcher kubernetes").configuration.host == "https://127.0.0.1:1"
+    )  # --kubeconfig over $KUBECONFIG

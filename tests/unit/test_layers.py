@@ -36,7 +36,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "panels": ("errors",),  # an option declared once: a group's field carries its names and help
     "expected": ("choices", "errors"),  # each board's expected values (data), for acceptance
     "evidence": ("errors",),  # an acceptance's evidence pack: its manifest and SSH signature
-    "remedy": ("errors",),  # what acceptance does about a node: drain, resume, a site's hook
     # runs on the target: nothing of the controller
     "workload": ("catalog", "choices", "config", "dataset", "errors", "hints"),
     "hostvars": ("errors",),  # each host's variables as Ansible reads them, for inventory
@@ -46,6 +45,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "layout": ("choices", "errors", "inventory", "kinds"),
     "transport": ("errors", "hints", "inventory", "paths", "secretenv"),
     "slurm": ("errors", "transport"),
+    # what acceptance does about a node: Slurm's drain and resume, Kubernetes' taint and label, a site's hook
+    "remedy": ("errors", "transport"),
     "results": ("errors", "locks", "paths", "secretenv", "workload"),
     "report": ("__init__", "config", "errors", "expected", "kinds", "results", "workload"),
     # what each command asks of the library, in groups (pure data: read for --help)
@@ -96,6 +97,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "inventory",
         "kinds",
         "owner",
+        "panels",
         "paths",
         "provision",
         "report",

@@ -4,16 +4,35 @@ launcher's name or holds a field of one launcher's (a scheduler's machine is a t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import ClassVar, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from dltestbed.inventory import Host
+from dltestbed.inventory import Host, Inventory
 from dltestbed.orchestrate import gpus, prepare
+from dltestbed.panels import flags
 from dltestbed.requests.bench import BenchRequest
 from dltestbed.targets import Site
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Say = Callable[[str], None]
+Opts = TypeVar("Opts", bound="DataclassInstance")
+
+
+def site_options(opts: Opts, inv: Inventory, variables: Mapping[str, str]) -> Opts:
+    """A launcher's options (a group of requests/launch.py) with those the command line left out taken from the
+    inventory's variables (field → variable: a site's setting, for group `all`; hosts that disagree are one line
+    naming the option)."""
+    flag = flags(type(opts))
+    found: dict[str, Any] = {}
+    for name, var in variables.items():
+        value = inv.site_var(var, flag[name]) if getattr(opts, name) is None else None
+        if value is not None:
+            found[name] = value
+    return replace(opts, **found)
 
 
 class Launcher(Protocol):

@@ -5,14 +5,12 @@ bench deleted at its end."""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from dltestbed.errors import ConfigError
-from dltestbed.transport.pod import REQUEST_SECONDS
+from dltestbed.transport.kubeapi import REQUEST_SECONDS
 from dltestbed.transport.podspec import MANAGED_BY, bench_label, node_ready, reason_of, selector
 
 LISTED = 50  # the images a kubelet lists in its node's status at most (nodeStatusMaxImages' default), largest first
@@ -20,7 +18,6 @@ LISTED = 50  # the images a kubelet lists in its node's status at most (nodeStat
 # Docker's the name alone, which containerd reads as Docker Hub's library
 UNQUALIFIED = ("", "localhost/", "docker.io/library/")
 GONE_SECONDS = 60.0  # how long the bench waits, at its end, for its pods to be gone
-DEFAULT_KUBECONFIG = "~/.kube/config"  # the client's own default, where neither --kubeconfig nor $KUBECONFIG is
 
 
 class Node(NamedTuple):
@@ -31,27 +28,6 @@ class Node(NamedTuple):
     allocatable: dict[str, str]
     images: frozenset[str]
     listed_all: bool  # False when the kubelet's list of them was cut at LISTED
-
-
-def client_for(kubeconfig: str | None) -> Any:
-    """An API client of the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config); one line when there
-    is none or it cannot be read."""
-    try:
-        from kubernetes import config  # the `kubernetes` extra: only a bench on a cluster needs it
-    except ImportError:
-        raise ConfigError(
-            "--launcher kubernetes: the Kubernetes client is not installed here (the `kubernetes` extra: "
-            "pip install 'dltestbed[kubernetes]')"
-        ) from None
-    listed = os.environ.get("KUBECONFIG", "")  # may name several files, merged (os.pathsep between them)
-    paths = [kubeconfig] if kubeconfig else [p for p in listed.split(os.pathsep) if p] or [DEFAULT_KUBECONFIG]
-    shown = kubeconfig or listed or DEFAULT_KUBECONFIG
-    if not any(Path(p).expanduser().is_file() for p in paths):
-        raise ConfigError(f"--launcher kubernetes: no kubeconfig at {shown} (give --kubeconfig, or set KUBECONFIG)")
-    try:
-        return config.new_client_from_config(shown)  # a list of files merged, as kubectl merges them
-    except Exception as exc:  # the client's own errors (a bad file, a missing context)
-        raise ConfigError(f"--launcher kubernetes: kubeconfig {shown}: {exc}") from None
 
 
 def ready_nodes(api: Any) -> list[Node]:

@@ -14,10 +14,9 @@ from dltestbed.choices import ONE
 from dltestbed.errors import ConfigError
 from dltestbed.inventory import Host, Inventory
 from dltestbed.orchestrate import gpus, prepare, scenarios
-from dltestbed.orchestrate.launchers.base import Say
+from dltestbed.orchestrate.launchers.base import Say, site_options
 from dltestbed.orchestrate.launchers.kubecluster import (
     Node,
-    client_for,
     delete_jobs,
     held_images,
     ready_nodes,
@@ -29,10 +28,11 @@ from dltestbed.shield import shielded
 from dltestbed.targets import Site
 from dltestbed.targets.container import VENV_PYTHON
 from dltestbed.targets.kubernetes import Cluster, KubePlace
+from dltestbed.transport.kubeapi import KUBECONFIG_VAR, client_for
 from dltestbed.transport.podspec import GPU, bench_label, selector
 
 INVENTORY_VARS = {
-    "kubeconfig": "dltestbed_kubeconfig",
+    "kubeconfig": KUBECONFIG_VAR,
     "namespace": "dltestbed_k8s_namespace",
     "image": "dltestbed_k8s_image",
 }
@@ -81,7 +81,7 @@ class Kubernetes:
         inv = load(self.request.where.inventory, self.request.where.groups)
         self._inventory = inv
         self._opts = from_inventory(self.request.kubernetes, inv) if inv is not None else self.request.kubernetes
-        self._api = client_for(self._opts.kubeconfig)
+        self._api = client_for(self._opts.kubeconfig, "--launcher kubernetes")
         self._nodes = ready_nodes(self._api)
         if len(self._nodes) < self.count:
             have = ", ".join(n.name for n in self._nodes) or "none"
@@ -189,16 +189,7 @@ def parse_labels(items: Sequence[str]) -> dict[str, str]:
 def from_inventory(opts: KubernetesOptions, inv: Inventory) -> KubernetesOptions:
     """The options the command line left out, from the inventory's dltestbed_kubeconfig and dltestbed_k8s_*
     (a site's setting, for group `all`; hosts that disagree are one line)."""
-    found: dict[str, Any] = {}
-    for name, var in INVENTORY_VARS.items():
-        if getattr(opts, name) is not None:
-            continue
-        values = {str(h.vars[var]) for h in inv.hosts.values() if h.vars.get(var) not in (None, "")}
-        if len(values) > 1:
-            raise ConfigError(f"inventory {str(inv.path)!r}: {var} differs between hosts; set it once, for group all")
-        if values:
-            found[name] = values.pop()
-    return replace(opts, **found)
+    return site_options(opts, inv, INVENTORY_VARS)
 
 
 def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str, str]:

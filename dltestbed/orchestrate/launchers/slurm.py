@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dltestbed import inventory as inventory_mod
 from dltestbed import slurm
@@ -15,7 +15,7 @@ from dltestbed.errors import ConfigError
 from dltestbed.inventory import DEFAULT_VENV, Host, Inventory
 from dltestbed.kinds import BASELINE, any_kind, kinds_where
 from dltestbed.orchestrate import gpus, prepare, scenarios, unprivileged
-from dltestbed.orchestrate.launchers.base import Say
+from dltestbed.orchestrate.launchers.base import Say, site_options
 from dltestbed.owner import installation_id
 from dltestbed.requests.bench import BenchRequest
 from dltestbed.requests.launch import SlurmOptions
@@ -182,19 +182,7 @@ INVENTORY_VARS = {
 def from_inventory(opts: SlurmOptions, inv: Inventory) -> SlurmOptions:
     """The options the command line left out, from the inventory's dltestbed_slurm_* variables (a site's
     setting: group `all`, so every host has the same value; hosts that disagree are one line)."""
-    found: dict[str, Any] = {}
-    for name, var in INVENTORY_VARS.items():
-        if getattr(opts, name) is not None:
-            continue
-        values = {str(h.vars[var]) for h in inv.hosts.values() if h.vars.get(var) not in (None, "")}
-        if len(values) > 1:
-            raise ConfigError(
-                f"inventory {str(inv.path)!r}: {var} differs between hosts ({', '.join(sorted(values))});"
-                f" set it once, for group all, or give --{name}"
-            )
-        if values:
-            found[name] = values.pop()
-    return replace(opts, **found)
+    return site_options(opts, inv, INVENTORY_VARS)
 
 
 def container_hosts(inv: Inventory) -> list[Host]:
