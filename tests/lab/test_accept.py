@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,9 +43,10 @@ LOADED = f"{NAME}-h4"  # a busy loop in its own share of the cores during the fi
 ONE_CPU = f"{NAME}-h5"  # its processes pinned to CPU 0, as cores disabled in firmware would leave it
 DRIFTED = f"{NAME}-h6"
 DRIFT_TO = "2.19.1"  # what the drifted node's TensorFlow metadata says
-# the healthy nodes' img/s differ by up to about 12 % between passes on these shared cores; the faults here take
-# a third or more
-SLOWDOWN = "20"
+# Nodes measured at once on these shared cores differ by up to about a quarter in the micro measures (2026-11-30:
+# the controls' GEMM 24 % apart; the cleared node's memory bandwidth on all CPUs 16 % below its controls', and past
+# 20 % in a CI run, where it failed) and 12 % in img/s; the faults here take 40 % or more
+SLOWDOWN = "30"
 BUSY = "setsid nohup taskset -c 0 sh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null & echo $!"
 
 
@@ -95,6 +97,18 @@ def _wait_for(proc: subprocess.Popen[str], err: Path, said: str, timeout: float)
     while said not in err.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
         time.sleep(0.5)
+
+
+def _judged(doc: dict[str, Any], nodes: list[str]) -> str:
+    """The nodes' verdicts, each with its reasons that are not a plain peer pass and their evidence (first and
+    second pass, the controls' values): one string, which pytest shows whole where a long object is cut."""
+    out = []
+    for n in doc["nodes"]:
+        if n["node"] in nodes:
+            said = [f"{r['check']} {r['verdict']}: {r['why']} [{r.get('evidence', '')}]" for r in n["reasons"]]
+            kept = [x for x in said if " pass: " not in x or "second pass" in x]
+            out.append(f"{n['node']} {n['verdict']}: " + " | ".join(kept))
+    return "\n".join(out)
 
 
 @pytest.mark.quiet  # the healthy nodes' speeds must differ by less than the bar: nothing else may run
@@ -150,7 +164,9 @@ def test_accept_clears_a_loaded_node_fails_a_one_cpu_and_a_drifted_one_and_drain
     assert sum(b in kept["preflight"]["benches"] for b in after) == 1  # the one preflight bench: not repeated
     doc = json.loads(stdout)
     verdicts = {n["node"]: n["verdict"] for n in doc["nodes"]}
-    assert verdicts == {**dict.fromkeys([*GOOD, LOADED], "pass"), ONE_CPU: "fail", DRIFTED: "fail"}, doc["nodes"]
+    expected = {**dict.fromkeys([*GOOD, LOADED], "pass"), ONE_CPU: "fail", DRIFTED: "fail"}
+    print(_judged(doc, [LOADED]))  # how near the bar the loaded node's measures came beside their controls
+    assert verdicts == expected, _judged(doc, [n for n, v in verdicts.items() if v != expected[n]])
     reasons = {n["node"]: n["reasons"] for n in doc["nodes"]}
 
     drifted = [r for r in reasons[DRIFTED] if r["verdict"] == "fail"]
