@@ -50,7 +50,7 @@ TORCH=tests/tf/test_pytorch.py              # 4 minutes
 # acceptance of a rack with dead nodes (4-6 min): its nodes are measured at once, so it runs beside stream 1
 DEAD_NODES=tests/lab/test_accept_rack.py::test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_resumed
 # Not yet here: the lab's Kubernetes cluster (marker `kubernetes`, tests/lab/test_kubernetes.py), whose first fixture
-# builds Kubernetes from source (about 8 minutes of both cores, which the streams already keep busy; the run's time
+# builds Kubernetes from source (about 5 minutes of both cores, which the streams already keep busy; the run's time
 # limit has no room for it yet). Run it with: bash scripts/test.sh tests/lab/test_kubernetes.py
 STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" --ignore="$TORCH" --deselect "$DEAD_NODES"
     -m "not quiet and not kubernetes")

@@ -10,7 +10,7 @@ from dltestbed import paths
 from dltestbed.lab.net import LabError
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "etcd", "pause")
-BUILD = "bash scripts/install.sh --kubernetes"  # what builds them (about 8 minutes on 2 cores)
+BUILD = "bash scripts/install.sh --kubernetes"  # what builds them (about 5 minutes on 2 cores)
 
 
 def root() -> Path:
