@@ -33,6 +33,7 @@ ENV_FIELDS = (
     "python",
     "container_image_digest",
     "container_limits",
+    "k8s_network",  # a pod's on a Kubernetes node: the node's (host) or the pod network (pod: an overlay)
     "vm_image",
     "dataset_digest",
 )

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from dltestbed.kinds import BASELINE
+from dltestbed.report.inference import MIN_N, Effect, paired, verdict, welch
 from dltestbed.report.keys import JobKey
 from dltestbed.report.stats import Spread, overhead_percent
 from dltestbed.results.records import COTENANT, RunRecord
@@ -24,6 +26,12 @@ class DistributedStats:
     worker_images_per_sec: Spread | None  # every ok worker of those jobs
     single_images_per_sec: Spread | None  # one worker of the same kind alone (the job's baseline run)
     efficiency_percent: Spread | None  # per job: total ÷ (workers × its baseline) × 100
+    network: str = ""  # the workers' network as their runs say (k8s_network: host, pod); "; " joins unlike ones
+    # the job totals against bare metal's jobs of the same workload and worker count (a layer's cost: a pod
+    # network's overlay against the host's network): paired t on log ratios where each job has bm's partner on
+    # the same nodes in the same bench and repetition, else Welch; None for bm, or below 2 jobs a side
+    effect: Effect | None = None
+    verdict: str | None = None  # the effect in words
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -45,6 +53,7 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             key = (JobKey.of(workers[0]), workers[0].workers)
             groups.setdefault(key, []).append((workers, alone))
     out = []
+    by_job: dict[tuple[JobKey, int], dict[tuple[Any, ...], float]] = {}  # each ok job's total, by job_pair
     for key, items in groups.items():
         totals, each, singles, eff = [], [], [], []
         failed = 0
@@ -56,6 +65,7 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             speeds = [w.images_per_sec for w in workers if w.images_per_sec is not None]
             total = sum(speeds)
             totals.append(total)
+            by_job.setdefault(key, {})[job_pair(workers)] = total
             each += speeds
             if alone is not None and alone.status == "ok" and alone.images_per_sec:
                 singles.append(alone.images_per_sec)
@@ -69,9 +79,35 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
                 Spread.of(each) if each else None,
                 Spread.of(singles) if singles else None,
                 Spread.of(eff) if eff else None,
+                "; ".join(sorted({w.fingerprint.get("k8s_network", "") for ws, _ in items for w in ws} - {""})),
             )
         )
+    out = [_against_bm(d, by_job) for d in out]
     return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.to_dict().values()), d.workers))
+
+
+def job_pair(workers: Sequence[RunRecord]) -> tuple[Any, ...]:
+    """Which bare-metal job a job is paired with: the same bench and repetition (interleaved: they ran one after
+    the other), on the same machines."""
+    return (workers[0].bench_id, workers[0].repetition, tuple(sorted(str(w.machine) for w in workers)))
+
+
+def _against_bm(
+    d: DistributedStats, by_job: Mapping[tuple[JobKey, int], Mapping[tuple[Any, ...], float]]
+) -> DistributedStats:
+    """A layer's jobs against bare metal's of the same workload and worker count (DistributedStats.effect)."""
+    if d.key.target_kind == BASELINE:
+        return d
+    base = by_job.get((replace(d.key, target_kind=BASELINE), d.workers), {})
+    layer = by_job.get((d.key, d.workers), {})
+    pairs = [(base[k], v) for k, v in layer.items() if k in base]
+    if len(pairs) == len(layer) >= MIN_N:
+        found = paired([b for b, _ in pairs], [v for _, v in pairs])
+    elif len(base) >= MIN_N and len(layer) >= MIN_N:
+        found = welch(list(base.values()), list(layer.values()))
+    else:
+        return d
+    return replace(d, effect=found, verdict=verdict(found))
 
 
 @dataclass(frozen=True)

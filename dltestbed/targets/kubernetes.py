@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target, ended_outside
+from dltestbed.targets.rendezvous import Rendezvous
 from dltestbed.transport.pod import PodJob
 from dltestbed.transport.podspec import PodSpec, bench_label
 
@@ -49,7 +50,7 @@ class KubePlace:
         return PodTarget(self, "bm", data_dir, compile_cache)
 
     def container(self, data_dir: str | None, compile_cache: str | None) -> Target:
-        return PodTarget(self, "cbm", data_dir, compile_cache)
+        return PodContainer(self, "cbm", data_dir, compile_cache)
 
 
 class PodTarget:
@@ -66,7 +67,7 @@ class PodTarget:
         self.data_dir, self.compile_cache = data_dir, compile_cache
         bare = kind == "bm"
         self.python = place.python if bare else c.image_python
-        self.peer_address = place.address  # cbm's own address is the pod's, known once it runs
+        self.peer_address = place.address  # cbm's own is the pod's, known once it runs (PodContainer)
         mounts = () if bare else tuple(p for p in (data_dir, compile_cache) if p)
         spec = PodSpec(
             c.namespace,
@@ -84,9 +85,12 @@ class PodTarget:
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run argv as a Job on the node; a run something outside ended (eviction, a node not Ready, never
         scheduled) says so in the result and the run's log."""
-        result = self._jobs.run(argv, **options)
+        result = self._jobs.run(argv, **self._options(options))
         why = self._jobs.why
         return result if why is None else ended_outside(result, why, options)
+
+    def _options(self, options: RunOptions) -> RunOptions:
+        return options
 
     def abort(self, why: Abort = INTERRUPT) -> None:
         """Delete the Job in progress (its pod with it), or the one being started."""
@@ -107,3 +111,21 @@ class PodTarget:
             "k8s_network": "host" if self.kind == "bm" else "pod",
             **({"container_image": c.image} if self.kind == "cbm" else {}),
         }
+
+
+class PodContainer(PodTarget):
+    """cbm: the image's pod on the pod network, whose address is known only once it runs: in a distributed job (a
+    LatePeer), its workload waits in the pod for its peers' addresses, given at the job's rendezvous."""
+
+    def __init__(self, place: KubePlace, kind: str, data_dir: str | None, compile_cache: str | None) -> None:
+        super().__init__(place, kind, data_dir, compile_cache)
+        self._seat: tuple[Rendezvous, int] | None = None
+
+    def seat(self, rendezvous: Rendezvous, index: int) -> None:
+        self._seat = (rendezvous, index)
+
+    def _options(self, options: RunOptions) -> RunOptions:
+        if self._seat is None:
+            return options
+        rendezvous, index = self._seat
+        return {**options, "late_env": lambda address, stopped: rendezvous.env(index, address, stopped)}

@@ -82,14 +82,21 @@ class CommandResult:
         return f"exited with code {self.returncode}"
 
 
+# More of a command's environment, known only once it has an address (a pod's on a pod network: a distributed job's
+# peers): asked with that address and what says whether the command was stopped meanwhile; None: stopped first.
+LateEnv = Callable[[str, Callable[[], bool]], Mapping[str, str] | None]
+
+
 class RunOptions(TypedDict, total=False):
     """How a command runs, every transport's and target's `run` alike: its environment's additions, its time
-    limit (seconds), where each stdout line goes as it comes, and the file its stderr is appended to."""
+    limit (seconds), where each stdout line goes as it comes, the file its stderr is appended to, and (a pod's
+    alone) the environment it is given once it has an address."""
 
     env: Mapping[str, str] | None
     timeout: float | None
     on_line: Callable[[str], None] | None
     stderr_log: Path | None
+    late_env: LateEnv | None
 
 
 class Transport(Protocol):

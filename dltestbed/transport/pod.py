@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dltestbed.errors import TargetError
-from dltestbed.transport.base import RunOptions
+from dltestbed.transport.base import LateEnv, RunOptions
 from dltestbed.transport.command import Ended, Stderr, Streamed
-from dltestbed.transport.kubeapi import REQUEST_SECONDS
-from dltestbed.transport.podspec import STDERR, PodSpec, job_body, log_lines, node_ready, reason_of
+from dltestbed.transport.kubeapi import REQUEST_SECONDS, exec_in
+from dltestbed.transport.podspec import STDERR, PodSpec, job_body, late_env_argv, log_lines, node_ready, reason_of
 
 UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
@@ -75,7 +75,8 @@ class PodJob(Streamed[_Job]):
         self._n += 1
         name = f"{self.prefix}-{self._n}"
         self.why = self.pod_ip = None
-        body: Any = job_body(name, self.spec, argv, dict(options.get("env") or {}))  # the client sends a dict as is
+        late = options.get("late_env") is not None
+        body: Any = job_body(name, self.spec, argv, dict(options.get("env") or {}), late)  # a dict is sent as is
         try:
             made: Any = client.BatchV1Api(self.api).create_namespaced_job(
                 self.spec.namespace, body, _request_timeout=REQUEST_SECONDS
@@ -106,6 +107,9 @@ class PodJob(Streamed[_Job]):
                 return Ended(124, timed_out=True) if deadline and time.monotonic() > deadline else Ended(1)
             guard = threading.Thread(target=self._guard, args=(core, held, pod, stop, deadline, timed_out), daemon=True)
             guard.start()
+            late_env = options.get("late_env")
+            if late_env is not None and not self._late(held, pod, late_env, stop):
+                return Ended(124, timed_out=True) if timed_out.is_set() else Ended(1)
             self._stream(core, held, pod, stop, options.get("on_line"), err)
             code = self._exit_code(core, held, pod, stop)
         finally:
@@ -160,6 +164,23 @@ class PodJob(Streamed[_Job]):
                 return
             time.sleep(POLL_SECONDS)
         held.why = held.why or why or f"the log of pod {pod} ended while its container ran on"
+
+    def _late(self, held: _Job, pod: str, late_env: LateEnv, stop: threading.Event) -> bool:
+        """The pod's late environment (its command waits for it), once its address is known: asked for with that
+        address, then written into the pod; False when the command was stopped first (the abort says why) or the
+        node or pod was lost meanwhile (the guard says why), or the write failed (why)."""
+        if not self.pod_ip:
+            held.why = f"pod {pod} on {self.spec.node} has no address"
+            return False
+        env = late_env(self.pod_ip, lambda: stop.is_set() or held.why is not None)
+        if env is None:
+            return False
+        try:
+            exec_in(self.api, self.spec.namespace, pod, late_env_argv(env))
+        except TargetError as exc:
+            held.why = str(exc)
+            return False
+        return True
 
     def _placed(self, core: Any, held: _Job, stop: threading.Event, deadline: float | None) -> str | None:
         """The Job's pod once it runs (or has ended); None, with why, when none is placed in time or it cannot

@@ -14,6 +14,7 @@ from typing import Any
 HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
 STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no step event starts so)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
+LATE_ENV = "/tmp/dltestbed-late.env"  # in a pod: the environment it is given once it has an address
 
 
 def bench_label(bench_id: str) -> dict[str, str]:
@@ -45,19 +46,30 @@ class PodSpec:
     deadline_s: int = 24 * 3600  # the Job's activeDeadlineSeconds: what ends it when dltestbed is gone
 
 
-def wrapped(argv: Sequence[str], host_root: bool) -> list[str]:
+def wrapped(argv: Sequence[str], host_root: bool, late: bool = False) -> list[str]:
     """The pod's command: argv with its stderr lines marked into stdout, exiting with argv's status (in the node's
-    own root for bare metal). Pure."""
+    own root for bare metal); `late`: first waiting for LATE_ENV, which is written into the pod once it has an
+    address (late_env_argv), and reading it. Pure."""
     mark = shlex.quote(STDERR)
+    wait = f"until [ -s {LATE_ENV} ]; do sleep 0.2; done; . {LATE_ENV}; " if late else ""
     script = (
-        f"{{ {shlex.join(argv)} 2>&1 1>&3 3>&- | while IFS= read -r l; do printf '%s%s\\n' {mark} \"$l\"; done; "
-        "exit ${PIPESTATUS[0]}; } 3>&1"
+        f"{wait}{{ {shlex.join(argv)} 2>&1 1>&3 3>&- | while IFS= read -r l; do printf '%s%s\\n' {mark} \"$l\"; "
+        "done; exit ${PIPESTATUS[0]}; } 3>&1"
     )
     return ["/usr/sbin/chroot", "/host", "/bin/bash", "-c", script] if host_root else ["bash", "-c", script]
 
 
-def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
-    """The Job of one command. Pure."""
+def late_env_argv(env: Mapping[str, str]) -> list[str]:
+    """The command, run in the pod (the API's exec), that writes its late environment to LATE_ENV as exports
+    whole (a temporary file renamed: the pod's wait never reads half of it). Pure."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    return ["sh", "-c", f'printf %s "$1" > {LATE_ENV}.new && mv {LATE_ENV}.new {LATE_ENV}', "sh", exports]
+
+
+def job_body(
+    name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, str], late: bool = False
+) -> dict[str, Any]:
+    """The Job of one command (`late`: its pod waits for more of its environment, wrapped's). Pure."""
     volumes, mounts = [], []
     if spec.host_root:
         volumes.append({"name": "host", "hostPath": {"path": "/", "type": "Directory"}})
@@ -70,7 +82,7 @@ def job_body(name: str, spec: PodSpec, argv: Sequence[str], env: Mapping[str, st
         "name": "workload",
         "image": spec.image,
         "imagePullPolicy": spec.pull,
-        "command": wrapped(argv, spec.host_root),
+        "command": wrapped(argv, spec.host_root, late),
         "env": [{"name": k, "value": v} for k, v in {**(HOST_ENV if spec.host_root else {}), **env}.items()],
         "stdin": True,  # held open, never written: the workload's watch sees no end of file
         # bare metal: root in the node's own root (chroot), as dltestbed runs there over SSH

@@ -345,3 +345,44 @@ def test_accept_taints_the_failed_node_with_its_reason_and_untaint_takes_it_off(
     assert [(t.key, t.value) for t in node.spec.taints or []] == [(site["key"], site["value"])]
     assert REASON_KEY not in (node.metadata.annotations or {})
     core.patch_node(h2, {"spec": {"taints": None}})
+
+
+def test_a_distributed_bench_reports_the_overlays_cost(cluster: LabState, workload_image: str, tmp_path: Path) -> None:
+    """The study's distributed finding, on the lab's cluster: a job of a worker per node, bm on the nodes' network
+    and cbm on the pod network (the VXLAN overlay), 3 repetitions; then net and all-reduce between the nodes on
+    both. cbm's pods get their addresses when they run: the workers wait in their pods until each has its peers'
+    (the job's rendezvous), and the job succeeds only if they reach each other there. The report's distributed
+    table names each kind's network and gives cbm's job totals against bm's with a paired interval, in words too;
+    the probes compare per kind; nothing of the bench is left."""
+    results = tmp_path / "r.sqlite"
+    common = (
+        "--launcher", "kubernetes", "--kubeconfig", str(control.admin_kubeconfig(cluster)), "--venv", sys.prefix,
+        "--nodes", "2", "--targets", "bm,cbm", "--scenario", "distributed", "--results", str(results),
+        "--format", "json",
+    )  # fmt: skip
+    model = ("-m", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "5")
+    out = run_cli("bench", *common, *model, "--repeat", "3", timeout=2400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = json.loads(out.stdout)
+    assert runs and all(r["status"] == "ok" for r in runs), [r.get("reason") for r in runs]
+    workers = [r for r in runs if r["worker_index"] is not None]
+    assert len(workers) == 2 * 2 * 3  # 2 kinds × 3 repetitions, a worker per node
+    nodes = {h.name for h in cluster.hosts}
+    for kind, network in (("bm", "host"), ("cbm", "pod")):
+        mine = [r for r in workers if r["target_kind"] == kind]
+        assert {r["fingerprint"]["k8s_network"] for r in mine} == {network}
+        assert {r["fingerprint"]["target_host"] for r in mine} == nodes
+    probes = run_cli("bench", *common, "--suite", "micro", "--repeat", "2", timeout=1800)
+    assert probes.returncode == 0, probes.stderr[-3000:]
+    assert not ours(cluster)
+
+    md = run_cli("report", "--all", "--results", str(results), "--format", "md")
+    assert md.returncode == 0, md.stderr[-2000:]
+    rows = [line for line in md.stdout.splitlines() if line.startswith("| cbm | pod | alexnet |")]
+    assert len(rows) == 1 and rows[0].rstrip(" |").split("| ")[-1].count("[") == 1, rows  # its interval
+    assert "| bm | host | alexnet |" in md.stdout
+    said = "- cbm on the pod network, bm on the host one: alexnet, 2 workers, job totals against bm's: "
+    assert said in md.stdout and "(paired t on log ratios, n = 3)" in md.stdout, md.stdout[-4000:]
+    for probe in ("net", "allreduce"):
+        cbm = [line for line in md.stdout.splitlines() if line.startswith(f"| {probe} |") and "| cbm |" in line]
+        assert cbm and all(" [" in line for line in cbm), (probe, cbm)  # against bm, with an interval

@@ -70,7 +70,6 @@ def test_a_containers_job_is_on_the_pod_network_with_its_folders_and_gpu() -> No
         ({"container": Container(runtime="docker")}, "cbm is a pod"),
         ({"workloads": Workloads(data="real")}, "--data real: not yet"),
         ({"workloads": Workloads(gpus="node")}, "--gpus node: not yet"),
-        ({"scenario": Options("distributed"), "where": Where(targets=("bm", "cbm"))}, "bm only"),
         ({"scenario": Options("shared"), "launch": Launch("kubernetes", nodes=2)}, "runs on one node"),
         ({"kubernetes": KubernetesOptions(labels=("nokey",))}, "--k8s-label: KEY=VALUE"),
     ],
@@ -86,9 +85,9 @@ def test_its_options_go_with_it_and_the_node_count() -> None:
     chosen = launcher_for(replace(K8S, scenario=Options("distributed", workers=3)))
     assert isinstance(chosen, Kubernetes) and len(chosen.hosts()) == 3
     assert not Kubernetes.on_this_machine(K8S)
-    # --targets auto: bm and cbm, but a distributed job is bm's alone (cbm's workers on the pod network: not yet)
+    # --targets auto: bm and cbm, a distributed job's too (cbm's workers on the pod network, given their peers late)
     assert chosen.auto_kinds("single", None).kinds == ("bm", "cbm")
-    assert chosen.auto_kinds("distributed", None).kinds == ("bm",)
+    assert chosen.auto_kinds("distributed", None).kinds == ("bm", "cbm")
     assert parse_labels(("a=b", "c=")) == {"a": "b", "c": ""}
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from dltestbed.report import render
 from dltestbed.report.analysis import Analysis
+from dltestbed.report.inference import PAIRED_T, WELCH_T, paired
 from dltestbed.report.stats import Spread, overhead_percent, summarise
 from dltestbed.results.records import RunRecord
 from tests.conftest import make_run
@@ -154,7 +155,59 @@ def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_bas
     assert d.efficiency_percent is not None
     assert d.efficiency_percent.mean == pytest.approx((85 / 200 * 100 + 99 / 180 * 100) / 2)
     md = render.markdown(Analysis(groups=tuple(summarise(runs)), distributed=(d,)))
-    assert "## Distributed" in md and "| bm | alexnet | 8 | 64 | 2 | 2 (+1 failed) | 92.0 |" in md
+    assert "## Distributed" in md and "| bm | — | alexnet | 8 | 64 | 2 | 2 (+1 failed) | 92.0 |" in md
+    assert d.effect is None and md.count("| baseline |") >= 1  # bm is the baseline of the job totals
+
+
+def _jobs(kind: str, network: str, totals: dict[int, tuple[float, float]], bench: str = "b") -> list[RunRecord]:
+    """A distributed job of 2 workers on nodes n1 and n2 per repetition (its workers' images/sec), each worker's
+    fingerprint naming its network as Kubernetes' targets do."""
+    runs = []
+    for rep, speeds in totals.items():
+        for i, ips in enumerate(speeds):
+            runs.append(
+                rec(
+                    kind, ips, scenario="distributed", job_id=f"{kind}-{bench}-{rep}", workers=2, worker_index=i,
+                    repetition=rep, bench_id=bench, host=f"n{i + 1}", fingerprint={"k8s_network": network},
+                )
+            )  # fmt: skip
+    return runs
+
+
+def test_the_overlays_cost_is_cbms_job_totals_against_bms_paired_on_the_same_nodes() -> None:
+    """Known answers: cbm's job totals exactly 0.9 of bm's in each repetition (100, 110, 120 against 90, 99, 108):
+    10 % with no spread, paired; however its workers split it (45 + 45, or 60 + 30)."""
+    from dltestbed.report.jobs import distributed
+
+    bm = _jobs("bm", "host", {1: (50.0, 50.0), 2: (55.0, 55.0), 3: (60.0, 60.0)})
+    cbm = _jobs("cbm", "pod", {1: (45.0, 45.0), 2: (70.0, 29.0), 3: (60.0, 48.0)})
+    d = {x.key.target_kind: x for x in distributed([*bm, *cbm])}
+    e = d["cbm"].effect
+    assert e is not None and e.method == PAIRED_T and e.n == 3
+    assert (e.overhead_pct, e.lo_pct, e.hi_pct) == pytest.approx((10.0, 10.0, 10.0))
+    assert (d["bm"].network, d["cbm"].network) == ("host", "pod")
+    md = render.markdown(Analysis(groups=tuple(summarise([*bm, *cbm])), distributed=tuple(d.values())))
+    assert "| cbm | pod | alexnet | 8 | 64 | 2 | 3 |" in md and "| 10.0 [10.0, 10.0] |" in md
+    assert "- cbm on the pod network, bm on the host one: alexnet, 2 workers, job totals against bm's: slower by " in md
+    assert f"({PAIRED_T}, n = 3)" in md
+    assert "k8s_network: host (bm) / pod (cbm)" in md  # the environments' difference, said with the groups
+
+
+def test_unpaired_jobs_are_compared_by_welch_and_one_job_a_side_by_nothing() -> None:
+    """Two ratios, 0.9 and 0.8: paired, the whole effect is paired() of the job totals (1 − √0.72 = 15.15 %); the
+    same jobs in another bench: Welch; one job a side: no interval."""
+    from dltestbed.report.jobs import distributed
+
+    bm = _jobs("bm", "host", {1: (50.0, 50.0), 2: (50.0, 50.0)})
+    cbm = _jobs("cbm", "pod", {1: (45.0, 45.0), 2: (40.0, 40.0)})
+    e = {x.key.target_kind: x for x in distributed([*bm, *cbm])}["cbm"].effect
+    assert e is not None and e == paired([100.0, 100.0], [90.0, 80.0])
+    assert e.overhead_pct == pytest.approx((1 - 0.72**0.5) * 100)
+    other = _jobs("cbm", "pod", {1: (45.0, 45.0), 2: (40.0, 40.0)}, bench="c")
+    w = {x.key.target_kind: x for x in distributed([*bm, *other])}["cbm"].effect
+    assert w is not None and w.method == WELCH_T
+    one = {x.key.target_kind: x for x in distributed([*bm[:2], *cbm[:2]])}["cbm"]
+    assert one.effect is None and one.verdict is None
 
 
 def test_shared_drop_is_per_pair_and_co_tenants_are_not_rows() -> None:

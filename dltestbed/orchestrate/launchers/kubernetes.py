@@ -71,8 +71,6 @@ class Kubernetes:
         return [None] * self.count
 
     def auto_kinds(self, scenario: str, runtime: str | None, frameworks: Sequence[str] = ()) -> prepare.AutoKinds:
-        if scenario == "distributed":  # cbm's workers on the pod network: not yet
-            return prepare.AutoKinds(("bm",), False, "--launcher kubernetes: a distributed job on the nodes (bm)")
         return prepare.AutoKinds(KINDS, False, "--launcher kubernetes: bm and cbm on the cluster's nodes")
 
     def check(self, setup: prepare.Setup) -> None:
@@ -166,8 +164,6 @@ def check_options(request: BenchRequest) -> int:
         raise ConfigError("--launcher kubernetes --data real: not yet (synthetic data runs)")
     if request.workloads.gpus != ONE:
         raise ConfigError(f"--launcher kubernetes --gpus {request.workloads.gpus}: not yet (one GPU a pod)")
-    if request.scenario.scenario == "distributed" and "cbm" in where.targets:
-        raise ConfigError("--launcher kubernetes --scenario distributed: bm only, in this version (cbm: not yet)")
     parse_labels(request.kubernetes.labels)
     sc = scenarios.scenario(request.scenario.scenario)
     if sc.one_host and (nodes or 1) > 1:

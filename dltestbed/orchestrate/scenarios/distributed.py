@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from dltestbed.config import Spec
 from dltestbed.errors import ConfigError, TargetError
@@ -19,6 +19,7 @@ from dltestbed.results.records import RunRecord, new_id
 from dltestbed.runner import RunContext, execute
 from dltestbed.targets import make
 from dltestbed.targets.base import INTERRUPTED, Abort, Target
+from dltestbed.targets.rendezvous import PORT, LatePeer, Rendezvous
 from dltestbed.workload.frameworks import framework
 
 
@@ -185,10 +186,17 @@ def _join_all(threads: Sequence[threading.Thread], stop: Callable[[], None]) -> 
 
 
 def _job(env: RunEnv, rep: int, job: str, spec: Spec, targets: Sequence[Target]) -> list[RunRecord]:
-    """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all."""
+    """One distributed job: workers start together; the first to fail stops the others; Ctrl-C stops all. Workers
+    whose address is known only once they run (LatePeer: pods on a pod network) are given their peers then."""
     plan, store, observer, sinks, limit = env.plan, env.store, env.observer, env.sinks, env.options.where.run_timeout
-    addresses = _worker_addresses(targets)
     worker_spec = spec.model_copy(update={"distributed": True})
+    env_of = framework(worker_spec.framework).worker_env
+    late = all(isinstance(t, LatePeer) for t in targets)  # a job's workers are of one kind
+    if late:  # their addresses are known once they run: they meet at the job's rendezvous
+        rendezvous = Rendezvous(len(targets), PORT, env_of)
+        for i, t in enumerate(targets):
+            cast(LatePeer, t).seat(rendezvous, i)
+    addresses = [] if late else _worker_addresses(targets)
     ending = threading.Lock()  # held by the first failure (or Ctrl-C): it stops the job, once
     results: list[RunRecord | None] = [None] * len(targets)
 
@@ -201,7 +209,7 @@ def _job(env: RunEnv, rep: int, job: str, spec: Spec, targets: Sequence[Target])
 
     def worker(i: int) -> None:
         ctx = RunContext(plan.bench_id, Distributed.name, rep, job_id=job, workers=len(targets), worker_index=i)
-        cluster = framework(worker_spec.framework).worker_env(addresses, i)
+        cluster = env_of(addresses, i) if addresses else {}
         rec = execute(targets[i], worker_spec, store, ctx, observer, timeout=limit, env=cluster, sinks=sinks)
         results[i] = rec
         if rec.status != "ok":  # a worker stopped by another's failure changes nothing: the job is ending

@@ -4,12 +4,14 @@ the steady-state check flagged."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from dltestbed.kinds import BASELINE
 from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.analysis import SteadyFlag
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
-from dltestbed.report.inference import CONFIDENCE, TREND_BAND_PCT
+from dltestbed.report.inference import CONFIDENCE, PAIRED_T, TREND_BAND_PCT, WELCH_T
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.render.tables import num
@@ -78,6 +80,31 @@ def steady_section(flags: Sequence[SteadyFlag], wander: Wander | None) -> list[s
     ]
 
 
+def _against_bm(d: DistributedStats) -> str:
+    """A job row's cost against bare metal in one cell: `baseline` for bm, else the estimate and its interval."""
+    if d.key.target_kind == BASELINE:
+        return "baseline"
+    e = d.effect
+    return f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
+
+
+def _costs(dist: Sequence[DistributedStats]) -> list[str]:
+    """Each layer's jobs against bare metal's in words, each side's network named where they differ (the study's
+    finding: a pod network's overlay against the host's network)."""
+    nets = {(d.key, d.workers): d.network for d in dist}
+    out = []
+    for d in dist:
+        if d.verdict is None or d.effect is None:
+            continue
+        bm = nets.get((replace(d.key, target_kind=BASELINE), d.workers), "")
+        on = f" on the {d.network} network, bm on the {bm} one" if d.network and bm and d.network != bm else ""
+        out.append(
+            f"- {d.key.target_kind}{on}: {d.key.model}, {d.workers} workers, job totals against bm's: {d.verdict} "
+            f"({d.effect.method}, n = {d.effect.n})"
+        )
+    return ["", *out] if out else []
+
+
 def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
     lines: list[str] = []
     if dist:
@@ -85,10 +112,10 @@ def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
             "",
             "## Distributed: total throughput and scaling efficiency",
             "",
-            "| kind | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
+            "| kind | network | model | batch/worker | size | workers | jobs | total img/s mean | total img/s std | "
             "per worker img/s | 1 worker alone img/s | efficiency % mean | efficiency % min | "
-            "efficiency % max |",
-            "|" + "---|" * 13,
+            "efficiency % max | total vs bm: slower % [95 % CI] |",
+            "|" + "---|" * 15,
         ]
         for d in dist:
             k = d.key
@@ -98,6 +125,7 @@ def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
                 md_row(
                     [
                         k.target_kind,
+                        d.network or "—",
                         k.model,
                         str(k.batch_size),
                         str(k.image_size),
@@ -110,14 +138,20 @@ def distributed_section(dist: Sequence[DistributedStats]) -> list[str]:
                         num(e.mean if e else None),
                         num(e.min if e else None),
                         num(e.max if e else None),
+                        _against_bm(d),
                     ]
                 )
             )
         lines += [
             "",
             "total: the sum of the workers' own measured images/sec in one job (not one worker × N);",
-            "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job).",
+            "efficiency: total ÷ (workers × one worker of the same kind alone, run just before the job);",
+            f"total vs bm: a layer's job totals against bare metal's of the same workload and workers ({PAIRED_T} "
+            f"where each job has bm's on the same nodes in the same repetition, else {WELCH_T}); where the "
+            "kinds ran on different networks (a pod network's overlay against the host's), that is the network's "
+            "cost too.",
         ]
+        lines += _costs(dist)
     return lines
 
 
