@@ -30,9 +30,7 @@ def test_each_worker_gets_every_address_once_all_have_come_in_any_order() -> Non
         time.sleep(delay)
         got[i] = rv.env(i, address, lambda: False)
 
-    threads = [
-        threading.Thread(target=arrive, args=(i, f"10.244.{i}.5", d)) for i, d in ((2, 0.0), (0, 0.3), (1, 0.6))
-    ]
+    threads = [threading.Thread(target=arrive, args=(i, f"10.244.{i}.5", d)) for i, d in ((2, 0.0), (0, 0.3), (1, 0.6))]
     for t in threads:
         t.start()
     for t in threads:
