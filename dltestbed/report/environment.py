@@ -34,6 +34,7 @@ ENV_FIELDS = (
     "container_image_digest",
     "container_limits",
     "k8s_network",  # a pod's on a Kubernetes node: the node's (host) or the pod network (pod: an overlay)
+    "k8s_qos",  # a pod's QoS class (Guaranteed: its share of the node's CPU and memory as requests and limits)
     "vm_image",
     "dataset_digest",
 )

@@ -122,6 +122,7 @@ class SharedStats:
     shared_images_per_sec: Spread | None
     drop_percent: Spread | None  # per pair: (alone − shared) ÷ alone × 100
     cotenant_images_per_sec: Spread | None
+    qos: str = ""  # the pods' QoS classes where their runs say them (Kubernetes): "foreground X, co-tenant Y"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -173,6 +174,18 @@ def shared(runs: Iterable[RunRecord]) -> list[SharedStats]:
                 Spread.of(s_list) if s_list else None,
                 Spread.of(drops) if drops else None,
                 Spread.of(co_list) if co_list else None,
+                _qos(items),
             )
         )
     return sorted(out, key=lambda d: (tuple(str(v) for v in d.key.to_dict().values()), d.contention))
+
+
+def _qos(items: Sequence[tuple[RunRecord | None, RunRecord | None, RunRecord | None]]) -> str:
+    """The foreground's and the co-tenant's QoS classes, as their runs' fingerprints say them ("" where none does:
+    not on Kubernetes); unlike values joined with "/"."""
+
+    def said(runs: Iterable[RunRecord | None]) -> str:
+        return "/".join(sorted({str(r.fingerprint.get("k8s_qos")) for r in runs if r and r.fingerprint.get("k8s_qos")}))
+
+    fg, co = said(x for a, u, _ in items for x in (a, u)), said(c for _, _, c in items)
+    return f"foreground {fg}, co-tenant {co}" if fg or co else ""

@@ -67,6 +67,9 @@ class KubernetesOptions(LauncherOptions):
     image: Annotated[
         str | None, opt("--k8s-image", metavar="IMAGE", help="kubernetes: the workload image on the nodes.")
     ] = None
+    qos: Annotated[
+        str | None, opt("--k8s-qos", metavar="CLASS", help="kubernetes: besteffort, or guaranteed pods.")
+    ] = None
     labels: Annotated[
         tuple[str, ...],
         opt(

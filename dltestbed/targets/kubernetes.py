@@ -14,7 +14,7 @@ from typing import Any, Unpack
 from dltestbed.targets.base import INTERRUPT, Abort, CommandResult, RunOptions, Target, ended_outside
 from dltestbed.targets.rendezvous import Rendezvous
 from dltestbed.transport.pod import PodJob
-from dltestbed.transport.podspec import PodSpec, bench_label
+from dltestbed.transport.podspec import PodSpec, bench_label, qos_class
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,7 @@ class PodTarget:
             "transport": "kubernetes",
             "k8s_namespace": c.namespace,
             "k8s_network": "host" if self.kind == "bm" else "pod",
+            "k8s_qos": qos_class(c.requests),
             **({"container_image": c.image} if self.kind == "cbm" else {}),
         }
 

@@ -28,6 +28,15 @@ def selector(labels: Mapping[str, str]) -> str:
 
 
 GPU = "nvidia.com/gpu"  # the device plugin's resource
+LIMITED = ("cpu", "memory", GPU)  # a pod's requests that are its limits too (Guaranteed; a GPU's must be)
+QOS = {"guaranteed": "Guaranteed", "besteffort": "BestEffort"}  # --k8s-qos → the class the cluster gives
+
+
+def qos_class(requests: Mapping[str, str]) -> str:
+    """The QoS class Kubernetes gives a pod of one container whose limits are its requests (LIMITED): Guaranteed
+    with CPU and memory, BestEffort with neither (a GPU does not count), else Burstable. Pure."""
+    has = {"cpu", "memory"} & set(requests)
+    return "Guaranteed" if len(has) == 2 else "BestEffort" if not has else "Burstable"
 
 
 @dataclass(frozen=True)
@@ -88,8 +97,11 @@ def job_body(
         # bare metal: root in the node's own root (chroot), as dltestbed runs there over SSH
         **({"securityContext": {"runAsUser": 0, "runAsGroup": 0}} if spec.host_root else {}),
         "volumeMounts": mounts,
-        # a GPU is asked as a limit too (an extended resource's request and limit must be equal)
-        "resources": {"requests": dict(spec.requests), "limits": {k: v for k, v in spec.requests.items() if k == GPU}},
+        # each request a limit too: a GPU's must be (an extended resource), CPU and memory make the pod Guaranteed
+        "resources": {
+            "requests": dict(spec.requests),
+            "limits": {k: v for k, v in spec.requests.items() if k in LIMITED},
+        },
     }
     return {
         "apiVersion": "batch/v1",

@@ -388,3 +388,48 @@ def test_a_distributed_bench_reports_the_overlays_cost(cluster: LabState, worklo
     for probe in ("net", "allreduce"):
         cbm = [line for line in md.stdout.splitlines() if line.startswith(f"| {probe} |") and "| cbm |" in line]
         assert cbm and all(" [" in line for line in cbm), (probe, cbm)  # against bm, with an interval
+
+
+def test_a_shared_bench_with_guaranteed_pods_names_their_qos(
+    cluster: LabState, workload_image: str, tmp_path: Path
+) -> None:
+    """The shared scenario on one node with --k8s-qos guaranteed: the foreground and the co-tenant each a pod of
+    half the node's CPU and memory as requests and limits, which the cluster classes Guaranteed (read from the
+    pods while they run); the report's shared table says so; nothing of the bench is left."""
+    import threading
+
+    from kubernetes import client
+
+    seen: dict[str, str] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        core = client.CoreV1Api(api(cluster))
+        while not done.wait(0.5):
+            for p in core.list_namespaced_pod(NAMESPACE, label_selector="app.kubernetes.io/managed-by=dltestbed").items:
+                seen[p.metadata.name] = f"{p.status.qos_class} {p.spec.containers[0].resources.limits}"
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    results = tmp_path / "r.sqlite"
+    try:
+        out = run_cli(
+            "bench", "--launcher", "kubernetes", "--kubeconfig", str(control.admin_kubeconfig(cluster)),
+            "--venv", sys.prefix, "--nodes", "1", "--targets", "cbm", "--scenario", "shared", "--k8s-qos",
+            "guaranteed", "-m", "alexnet", "--image-size", "32", "--batch-size", "4", "--warmup", "1", "--steps", "5",
+            "--repeat", "2", "--results", str(results), "--format", "json", timeout=1800,
+        )  # fmt: skip
+    finally:
+        done.set()
+        watcher.join(10)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = json.loads(out.stdout)
+    assert len(runs) == 2 * 3 and all(r["status"] == "ok" for r in runs), [r.get("reason") for r in runs]
+    assert {r["fingerprint"]["k8s_qos"] for r in runs} == {"Guaranteed"}
+    workloads = {name: said for name, said in seen.items() if name.startswith("dltestbed-cbm-")}
+    assert len(workloads) >= 6 and all(said.startswith("Guaranteed {") for said in workloads.values()), seen
+    assert not ours(cluster)
+    md = run_cli("report", "--results", str(results), "--format", "md").stdout
+    rows = [line for line in md.splitlines() if line.startswith("| cbm | alexnet |") and "co-tenant" in line]
+    assert rows and rows[0].endswith("| foreground Guaranteed, co-tenant Guaranteed |"), md[-3000:]
+    print(*rows, sep="\n")

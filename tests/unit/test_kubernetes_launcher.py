@@ -57,7 +57,8 @@ def test_a_containers_job_is_on_the_pod_network_with_its_folders_and_gpu() -> No
     assert "securityContext" not in pod["containers"][0]  # the image's own user
     paths = [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]]
     assert paths == ["/data", "/cache"]
-    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}  # an extended resource's limit
+    # an extended resource's limit must be its request; dltestbed's CPU and memory requests are their limits too
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1", "cpu": "2"}
 
 
 @pytest.mark.parametrize(
@@ -209,3 +210,56 @@ def test_kubeconfig_may_be_a_list_as_kubectl_reads_it(tmp_path, monkeypatch: pyt
     assert (
         client_for(str(real), "--launcher kubernetes").configuration.host == "https://127.0.0.1:1"
     )  # --kubeconfig over $KUBECONFIG
+
+
+def test_guaranteed_pods_get_their_share_of_the_node_as_requests_and_limits() -> None:
+    """--k8s-qos guaranteed: each pod the node's allocatable CPU and memory ÷ the workloads at once on it (the
+    shared scenario's foreground and co-tenant: 2), each request its limit too: the class Kubernetes gives is
+    Guaranteed; besteffort (the default): none, BestEffort; a GPU alone does not change the class."""
+    from dltestbed.orchestrate.launchers.kubernetes import requests_of
+    from dltestbed.transport.podspec import qos_class
+
+    node = {"cpu": "2", "memory": "16Gi", "pods": "110"}
+    guaranteed = replace(K8S, kubernetes=KubernetesOptions(qos="guaranteed"))
+    assert requests_of(guaranteed, node) == {"cpu": "2000m", "memory": str(16 * 2**30)}
+    shared = replace(guaranteed, scenario=Options("shared"))
+    asked = requests_of(shared, {**node, "cpu": "1500m"})
+    assert asked == {"cpu": "750m", "memory": str(8 * 2**30)}
+    assert requests_of(replace(K8S, kubernetes=KubernetesOptions(qos="besteffort")), node) == {}
+    body = job_body("j", PodSpec("ns", "n1", "img", requests=asked), ["true"], {})
+    resources = body["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": asked, "limits": asked}
+    assert (qos_class(asked), qos_class({}), qos_class({"nvidia.com/gpu": "1"})) == (
+        "Guaranteed",
+        "BestEffort",
+        "BestEffort",
+    )
+    assert qos_class({"cpu": "1"}) == "Burstable"
+    with pytest.raises(ConfigError, match=r"^--k8s-qos burstable: give guaranteed or besteffort$"):
+        check_options(replace(K8S, kubernetes=KubernetesOptions(qos="burstable")))
+
+
+def test_the_shared_table_names_each_pods_qos() -> None:
+    from dltestbed.report import render
+    from dltestbed.report.analysis import Analysis
+    from dltestbed.report.jobs import shared
+    from tests.conftest import make_run
+
+    runs = []
+    for job in ("j1", "j2"):
+        for contention, role, ips, qos in (
+            ("none", "foreground", 100.0, "Guaranteed"),
+            ("alexnet b64", "foreground", 80.0, "Guaranteed"),
+            ("alexnet b64", "cotenant", 50.0, "BestEffort"),
+        ):
+            runs.append(
+                make_run(
+                    target_kind="cbm", status="ok", images_per_sec=ips, scenario="shared", job_id=job,
+                    contention=contention, role=role, fingerprint={"k8s_qos": qos},
+                    batch_size=64 if role == "cotenant" else 8,
+                )
+            )  # fmt: skip
+    (s,) = shared(runs)
+    assert s.qos == "foreground Guaranteed, co-tenant BestEffort"
+    md = render.markdown(Analysis(shared=(s,)))
+    assert "| 20.0 | 20.0 | 20.0 | 50.0 | foreground Guaranteed, co-tenant BestEffort |" in md

@@ -29,7 +29,7 @@ from dltestbed.targets import Site
 from dltestbed.targets.container import VENV_PYTHON
 from dltestbed.targets.kubernetes import Cluster, KubePlace
 from dltestbed.transport.kubeapi import KUBECONFIG_VAR, client_for
-from dltestbed.transport.podspec import GPU, bench_label, selector
+from dltestbed.transport.podspec import GPU, QOS, bench_label, selector
 
 INVENTORY_VARS = {
     "kubeconfig": KUBECONFIG_VAR,
@@ -165,6 +165,8 @@ def check_options(request: BenchRequest) -> int:
     if request.workloads.gpus != ONE:
         raise ConfigError(f"--launcher kubernetes --gpus {request.workloads.gpus}: not yet (one GPU a pod)")
     parse_labels(request.kubernetes.labels)
+    if request.kubernetes.qos is not None and request.kubernetes.qos not in QOS:
+        raise ConfigError(f"--k8s-qos {request.kubernetes.qos}: give {' or '.join(QOS)}")
     sc = scenarios.scenario(request.scenario.scenario)
     if sc.one_host and (nodes or 1) > 1:
         raise ConfigError(f"scenario {request.scenario.scenario} runs on one node; --nodes {nodes} given")
@@ -189,11 +191,21 @@ def from_inventory(opts: KubernetesOptions, inv: Inventory) -> KubernetesOptions
 
 
 def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str, str]:
-    """A pod's requests on a node: a GPU (the device plugin's resource) where the node offers one and the bench
-    does not run on CPUs alone; --device gpu on a node without one is the scheduler's to refuse, in one line."""
+    """A pod's requests on a node (its limits too: podspec.LIMITED): a GPU (the device plugin's resource) where
+    the node offers one and the bench does not run on CPUs alone (--device gpu on a node without one is the
+    scheduler's to refuse, in one line); with --k8s-qos guaranteed, its share of the node's allocatable CPU and
+    memory, the node split evenly between the workloads the scenario runs on it at once (shared: 2)."""
     has = int(allocatable.get(GPU, "0") or 0) > 0
     wants = request.where.device == "gpu" or (request.where.device == "auto" and has)
-    return {GPU: "1"} if wants else {}
+    out = {GPU: "1"} if wants else {}
+    if QOS.get(request.kubernetes.qos or "") == "Guaranteed":
+        from kubernetes.utils.quantity import parse_quantity  # the `kubernetes` extra (client_for checked it)
+
+        share = scenarios.scenario(request.scenario.scenario).at_once(request.scenario)
+        cpu = int(parse_quantity(allocatable.get("cpu", "0")) * 1000) // share
+        memory = int(parse_quantity(allocatable.get("memory", "0"))) // share
+        out |= {"cpu": f"{cpu}m", "memory": str(memory)}
+    return out
 
 
 def default_image(request: BenchRequest) -> str:

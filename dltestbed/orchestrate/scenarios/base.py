@@ -72,6 +72,10 @@ class Scenario:
         """Machines to ask a launcher's scheduler for when --nodes is not given."""
         return 1
 
+    def at_once(self, options: Options) -> int:
+        """Workloads it runs at once on one machine (a co-tenant beside the foreground: 2)."""
+        return 1
+
     def gpu_pools(self, options: Options) -> int:
         """Processes that hold a GPU memory pool on one GPU at once (each --gpu-memory-mib)."""
         return 1

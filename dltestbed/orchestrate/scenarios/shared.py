@@ -57,6 +57,9 @@ class Shared(Scenario):
         iso = ", isolated CPUs" if options.isolate else ""
         return f", each alone and beside co-tenant {options.cotenant}{iso}, on {where}"
 
+    def at_once(self, options: Options) -> int:
+        return 2
+
     def gpu_pools(self, options: Options) -> int:
         return 1 if options.cotenant == "cpu" else 2  # the co-tenant's pool beside the foreground's
 

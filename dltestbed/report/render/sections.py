@@ -163,8 +163,8 @@ def shared_section(shared: Sequence[SharedStats]) -> list[str]:
             "## Shared: the foreground alone and with a co-tenant",
             "",
             "| kind | model | batch | size | co-tenant | pairs | alone img/s | with co-tenant img/s | "
-            "drop % mean | drop % min | drop % max | co-tenant img/s |",
-            "|" + "---|" * 12,
+            "drop % mean | drop % min | drop % max | co-tenant img/s | QoS (Kubernetes) |",
+            "|" + "---|" * 13,
         ]
         for sh in shared:
             k = sh.key
@@ -185,8 +185,14 @@ def shared_section(shared: Sequence[SharedStats]) -> list[str]:
                         num(dr.min if dr else None),
                         num(dr.max if dr else None),
                         num(sh.cotenant_images_per_sec.mean if sh.cotenant_images_per_sec else None),
+                        sh.qos or "—",
                     ]
                 )
             )
-        lines += ["", "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition."]
+        lines += [
+            "",
+            "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition;",
+            "QoS: each pod's class on Kubernetes (--k8s-qos: Guaranteed, its share of the node's CPU and memory as "
+            "requests and limits; BestEffort, none).",
+        ]
     return lines
