@@ -98,7 +98,8 @@ def _remedies_asked(request: AcceptRequest) -> list[tuple[str, str, str]]:
 def _where(request: AcceptRequest, inv: inventory.Inventory | None = None) -> remedy.Where:
     """Where the built-in remedies act: the cluster of --kubeconfig, else of the inventory's dltestbed_kubeconfig
     (else the client's default, $KUBECONFIG)."""
-    if request.pack.kubeconfig is not None or not _remedies_asked(request):
+    asked = {spec for spec, _, _ in _remedies_asked(request)}
+    if request.pack.kubeconfig is not None or not asked & remedy.ON_A_CLUSTER:
         return remedy.Where(request.pack.kubeconfig)
     inv = inv or inventory.load(request.nodes.inventory, request.nodes.limit)
     return remedy.Where(inv.site_var(KUBECONFIG_VAR, "--kubeconfig"))

@@ -30,6 +30,7 @@ from dltestbed.remedy.slurm import Drain, Resume
 __all__ = ["ON_FAIL", "ON_PASS", "REASON_MAX", "REASON_PREFIX", "Where", "checked_node"]
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in (Drain(), Resume(), Taint(), Untaint(), Label())}
+ON_A_CLUSTER = {b.name for b in (Taint, Untaint, Label)}  # the built-ins that need a kubeconfig
 PLACEHOLDERS = ("{node}", "{reason}")
 
 

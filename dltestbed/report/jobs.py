@@ -53,7 +53,7 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             key = (JobKey.of(workers[0]), workers[0].workers)
             groups.setdefault(key, []).append((workers, alone))
     out = []
-    by_job: dict[tuple[JobKey, int], dict[tuple[Any, ...], float]] = {}  # each ok job's total, by job_pair
+    by_job: dict[tuple[JobKey, int], dict[tuple[Any, ...], list[float]]] = {}  # ok jobs' totals, by job_pair
     for key, items in groups.items():
         totals, each, singles, eff = [], [], [], []
         failed = 0
@@ -65,7 +65,7 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             speeds = [w.images_per_sec for w in workers if w.images_per_sec is not None]
             total = sum(speeds)
             totals.append(total)
-            by_job.setdefault(key, {})[job_pair(workers)] = total
+            by_job.setdefault(key, {}).setdefault(job_pair(workers), []).append(total)
             each += speeds
             if alone is not None and alone.status == "ok" and alone.images_per_sec:
                 singles.append(alone.images_per_sec)
@@ -87,24 +87,27 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
 
 
 def job_pair(workers: Sequence[RunRecord]) -> tuple[Any, ...]:
-    """Which bare-metal job a job is paired with: the same bench and repetition (interleaved: they ran one after
-    the other), on the same machines."""
-    return (workers[0].bench_id, workers[0].repetition, tuple(sorted(str(w.machine) for w in workers)))
+    """Which bare-metal job a job is paired with: the same bench, repetition (interleaved: they ran one after the
+    other) and framework, on the same machines."""
+    w = workers[0]
+    return (w.bench_id, w.repetition, w.framework, tuple(sorted(str(x.machine) for x in workers)))
 
 
 def _against_bm(
-    d: DistributedStats, by_job: Mapping[tuple[JobKey, int], Mapping[tuple[Any, ...], float]]
+    d: DistributedStats, by_job: Mapping[tuple[JobKey, int], Mapping[tuple[Any, ...], list[float]]]
 ) -> DistributedStats:
-    """A layer's jobs against bare metal's of the same workload and worker count (DistributedStats.effect)."""
+    """A layer's jobs against bare metal's of the same workload and worker count (DistributedStats.effect):
+    paired where each has exactly one partner and no partner serves twice, else Welch."""
     if d.key.target_kind == BASELINE:
         return d
     base = by_job.get((replace(d.key, target_kind=BASELINE), d.workers), {})
     layer = by_job.get((d.key, d.workers), {})
-    pairs = [(base[k], v) for k, v in layer.items() if k in base]
-    if len(pairs) == len(layer) >= MIN_N:
+    pairs = [(base[k][0], v[0]) for k, v in layer.items() if len(v) == 1 and len(base.get(k, [])) == 1]
+    every_b, every_l = [t for v in base.values() for t in v], [t for v in layer.values() for t in v]
+    if len(pairs) == len(every_l) >= MIN_N:
         found = paired([b for b, _ in pairs], [v for _, v in pairs])
-    elif len(base) >= MIN_N and len(layer) >= MIN_N:
-        found = welch(list(base.values()), list(layer.values()))
+    elif len(every_b) >= MIN_N and len(every_l) >= MIN_N:
+        found = welch(every_b, every_l)
     else:
         return d
     return replace(d, effect=found, verdict=verdict(found))

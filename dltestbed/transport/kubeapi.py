@@ -4,6 +4,7 @@ talks to a cluster: the launcher's Jobs, acceptance's taints and labels; and a c
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,16 +39,40 @@ def client_for(kubeconfig: str | None, who: str) -> Any:
         raise ConfigError(f"{who}: kubeconfig {shown}: {exc}") from None
 
 
+EXEC_SECONDS = 30.0  # a command run in a pod: the websocket's connect has no timeout of its own
+
+
 def exec_in(api: Any, namespace: str, pod: str, argv: Sequence[str]) -> None:
-    """argv run in the pod's container through the API's exec; a TargetError unless it exits 0. Over a client of
-    its own: the client's stream module swaps the request method of the client it is given while it runs, which
-    would reach every other thread's call on that client."""
+    """argv run in the pod's container through the API's exec; a TargetError unless it exits 0 within
+    EXEC_SECONDS. In a thread (the client's websocket connect would wait for ever on an API that does not answer)
+    and over a client of its own (the client's stream module swaps a method of the client it is given while it
+    runs, which other threads' calls on that client would meet)."""
+    said: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            _exec(api, namespace, pod, argv)
+            said.append(None)
+        except BaseException as exc:
+            said.append(exc)
+
+    worker = threading.Thread(target=call, name="dltestbed-exec", daemon=True)
+    worker.start()
+    worker.join(EXEC_SECONDS)
+    if not said:
+        raise TargetError(f"a command in pod {pod} did not end within {EXEC_SECONDS:.0f} s (the API did not answer)")
+    if said[0] is not None:
+        raise said[0]
+
+
+def _exec(api: Any, namespace: str, pod: str, argv: Sequence[str]) -> None:
     from kubernetes import client  # the `kubernetes` extra: only a bench on a cluster imports it
     from kubernetes.stream import stream
 
     own = client.ApiClient(api.configuration)
+    ws: Any = None
     try:
-        ws: Any = stream(
+        ws = stream(
             client.CoreV1Api(own).connect_get_namespaced_pod_exec,
             pod,
             namespace,
@@ -58,12 +83,17 @@ def exec_in(api: Any, namespace: str, pod: str, argv: Sequence[str]) -> None:
             tty=False,
             _preload_content=False,
         )
-        ws.run_forever(timeout=REQUEST_SECONDS)
-        code, said = ws.returncode, ws.read_stderr().strip()
-        ws.close()
+        ws.run_forever(timeout=EXEC_SECONDS)
+        err = ws.read_stderr().strip()
+        try:
+            code = ws.returncode
+        except (ValueError, TypeError, KeyError):  # the error channel said no exit status: the exec itself failed
+            code = -1
     except Exception as exc:
         raise TargetError(f"could not run a command in pod {pod}: {reason_of(exc)}") from None
     finally:
+        if ws is not None:
+            ws.close()
         own.close()
     if code != 0:
-        raise TargetError(f"a command in pod {pod} failed ({'did not end' if code is None else code}): {said}")
+        raise TargetError(f"a command in pod {pod} failed ({'did not end' if code is None else code}): {err}")

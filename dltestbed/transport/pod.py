@@ -108,7 +108,7 @@ class PodJob(Streamed[_Job]):
             guard = threading.Thread(target=self._guard, args=(core, held, pod, stop, deadline, timed_out), daemon=True)
             guard.start()
             late_env = options.get("late_env")
-            if late_env is not None and not self._late(held, pod, late_env, stop):
+            if late_env is not None and not self._late(core, held, pod, late_env, stop):
                 return Ended(124, timed_out=True) if timed_out.is_set() else Ended(1)
             self._stream(core, held, pod, stop, options.get("on_line"), err)
             code = self._exit_code(core, held, pod, stop)
@@ -165,19 +165,22 @@ class PodJob(Streamed[_Job]):
             time.sleep(POLL_SECONDS)
         held.why = held.why or why or f"the log of pod {pod} ended while its container ran on"
 
-    def _late(self, held: _Job, pod: str, late_env: LateEnv, stop: threading.Event) -> bool:
+    def _late(self, core: Any, held: _Job, pod: str, late_env: LateEnv, stop: threading.Event) -> bool:
         """The pod's late environment (its command waits for it), once its address is known: asked for with that
         address, then written into the pod; False when the command was stopped first (the abort says why) or the
-        node or pod was lost meanwhile (the guard says why), or the write failed (why)."""
+        node or pod was lost meanwhile (the guard says why), or the peers or the write failed (why). A container
+        that ended meanwhile is left to its log and exit code."""
         if not self.pod_ip:
             held.why = f"pod {pod} on {self.spec.node} has no address"
             return False
-        env = late_env(self.pod_ip, lambda: stop.is_set() or held.why is not None)
-        if env is None:
-            return False
         try:
+            env = late_env(self.pod_ip, lambda: stop.is_set() or held.why is not None)
+            if env is None:
+                return False
             exec_in(self.api, self.spec.namespace, pod, late_env_argv(env))
         except TargetError as exc:
+            if self._terminated(core, pod) is not None:
+                return True  # its container ended first: its log and exit code say why
             held.why = str(exc)
             return False
         return True

@@ -6,6 +6,7 @@ sends the Job and follows it."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 STDERR = "##dltestbed-stderr## "  # marks a stderr line in the pod's log (no step event starts so)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dltestbed"}
 LATE_ENV = "/tmp/dltestbed-late.env"  # in a pod: the environment it is given once it has an address
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def bench_label(bench_id: str) -> dict[str, str]:
@@ -59,8 +61,10 @@ def wrapped(argv: Sequence[str], host_root: bool, late: bool = False) -> list[st
     """The pod's command: argv with its stderr lines marked into stdout, exiting with argv's status (in the node's
     own root for bare metal); `late`: first waiting for LATE_ENV, which is written into the pod once it has an
     address (late_env_argv), and reading it. Pure."""
+    if late and host_root:
+        raise ValueError("a late environment is written into the pod's own files, not the node's root")
     mark = shlex.quote(STDERR)
-    wait = f"until [ -s {LATE_ENV} ]; do sleep 0.2; done; . {LATE_ENV}; " if late else ""
+    wait = f"until [ -e {LATE_ENV} ]; do sleep 0.2; done; . {LATE_ENV}; " if late else ""
     script = (
         f"{wait}{{ {shlex.join(argv)} 2>&1 1>&3 3>&- | while IFS= read -r l; do printf '%s%s\\n' {mark} \"$l\"; "
         "done; exit ${PIPESTATUS[0]}; } 3>&1"
@@ -70,7 +74,11 @@ def wrapped(argv: Sequence[str], host_root: bool, late: bool = False) -> list[st
 
 def late_env_argv(env: Mapping[str, str]) -> list[str]:
     """The command, run in the pod (the API's exec), that writes its late environment to LATE_ENV as exports
-    whole (a temporary file renamed: the pod's wait never reads half of it). Pure."""
+    whole (a temporary file renamed: the pod's wait never reads half of it). Its values travel in the exec's
+    request (the API server's audit log may keep them): the peers' addresses, never a secret. Pure."""
+    bad = [k for k in env if not ENV_NAME.fullmatch(k)]
+    if bad:
+        raise ValueError(f"not an environment variable's name: {bad[0]!r}")
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     return ["sh", "-c", f'printf %s "$1" > {LATE_ENV}.new && mv {LATE_ENV}.new {LATE_ENV}', "sh", exports]
 

@@ -74,3 +74,22 @@ def test_a_pods_command_waits_for_its_late_environment_and_reads_it_whole(
     out, _ = proc.communicate(timeout=10)
     assert (proc.returncode, out) == (0, f"{tricky}|1\n")
     assert not (tmp_path / "pwned").exists()  # nothing of a value ran
+
+
+def test_a_worker_whose_peers_never_start_is_told_which_and_an_ipv6_address_is_bracketed() -> None:
+    from dltestbed.errors import TargetError
+
+    rv = Rendezvous(3, PORT, env_of)
+    with pytest.raises(TargetError, match=r"^worker\(s\) 0, 2 of the job did not start within 1 s$"):
+        rv.env(1, "fd00::5", lambda: False, wait_s=1.0)
+    rv2 = Rendezvous(2, PORT, env_of)
+    threading.Thread(target=rv2.env, args=(1, "fd00::6", lambda: False), daemon=True).start()
+    env = rv2.env(0, "fd00::5", lambda: False)
+    assert env is not None and env["WORKERS"] == f"[fd00::5]:{PORT},[fd00::6]:{PORT}"
+
+
+def test_a_late_environment_takes_names_alone_and_never_a_node_root() -> None:
+    with pytest.raises(ValueError, match="not an environment variable's name: 'X; rm -rf /'"):
+        podspec.late_env_argv({"X; rm -rf /": "1"})
+    with pytest.raises(ValueError, match="not the node's root"):
+        podspec.wrapped(["true"], host_root=True, late=True)

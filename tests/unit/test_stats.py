@@ -159,7 +159,9 @@ def test_distributed_total_is_the_sum_of_workers_and_efficiency_uses_the_job_bas
     assert d.effect is None and md.count("| baseline |") >= 1  # bm is the baseline of the job totals
 
 
-def _jobs(kind: str, network: str, totals: dict[int, tuple[float, float]], bench: str = "b") -> list[RunRecord]:
+def _jobs(
+    kind: str, network: str, totals: dict[int, tuple[float, float]], bench: str = "b", framework: str = "tensorflow"
+) -> list[RunRecord]:
     """A distributed job of 2 workers on nodes n1 and n2 per repetition (its workers' images/sec), each worker's
     fingerprint naming its network as Kubernetes' targets do."""
     runs = []
@@ -167,7 +169,8 @@ def _jobs(kind: str, network: str, totals: dict[int, tuple[float, float]], bench
         for i, ips in enumerate(speeds):
             runs.append(
                 rec(
-                    kind, ips, scenario="distributed", job_id=f"{kind}-{bench}-{rep}", workers=2, worker_index=i,
+                    kind, ips, scenario="distributed", job_id=f"{kind}-{bench}-{rep}-{framework}", workers=2,
+                    worker_index=i, framework=framework,
                     repetition=rep, bench_id=bench, host=f"n{i + 1}", fingerprint={"k8s_network": network},
                 )
             )  # fmt: skip
@@ -458,3 +461,19 @@ def test_the_step_device_decides_the_effective_device(tmp_path: Path) -> None:
         assert effective_device(run) == used
         assert {r.id: r.used_device for r in store.runs()}[run.id] == used
     assert effective_device(make_run()) == "unknown"  # ended before its workload said
+
+
+def test_jobs_of_two_frameworks_pair_each_with_its_own() -> None:
+    """TensorFlow's and PyTorch's jobs in one bench, repetition and nodes: each cbm job is paired with bm's of its
+    framework (cbm exactly 0.9 of bm for both), never the other's (which would give 0.9 × 2 or 0.9 ÷ 2)."""
+    from dltestbed.report.jobs import distributed
+
+    runs = [
+        *_jobs("bm", "host", {1: (50.0, 50.0), 2: (60.0, 60.0)}),
+        *_jobs("bm", "host", {1: (10.0, 10.0), 2: (12.0, 12.0)}, framework="pytorch"),
+        *_jobs("cbm", "pod", {1: (45.0, 45.0), 2: (54.0, 54.0)}),
+        *_jobs("cbm", "pod", {1: (9.0, 9.0), 2: (10.8, 10.8)}, framework="pytorch"),
+    ]
+    e = {x.key.target_kind: x for x in distributed(runs)}["cbm"].effect
+    assert e is not None and e.method == PAIRED_T and e.n == 4
+    assert (e.overhead_pct, e.lo_pct, e.hi_pct) == pytest.approx((10.0, 10.0, 10.0))

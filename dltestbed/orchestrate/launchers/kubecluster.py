@@ -119,3 +119,45 @@ def delete_jobs(api: Any, namespace: str, bench_id: str, wait_s: float = GONE_SE
                         _request_timeout=REQUEST_SECONDS,
                     )
         time.sleep(0.5)
+
+
+def free_on(api: Any, nodes: Sequence[Node]) -> dict[str, dict[str, str]]:
+    """Each node's allocatable CPU and memory less what its pods that have not ended request (DaemonSets, system
+    pods: what a Guaranteed pod's share must leave them), as quantities; one line when the cluster does not
+    answer, or a node has none left."""
+    from kubernetes import client  # the `kubernetes` extra (client_for checked it is here)
+    from kubernetes.utils.quantity import parse_quantity
+
+    try:
+        pods: list[Any] = (
+            client.CoreV1Api(api)
+            .list_pod_for_all_namespaces(
+                field_selector="status.phase!=Succeeded,status.phase!=Failed", _request_timeout=REQUEST_SECONDS
+            )
+            .items
+        )
+    except Exception as exc:
+        said = reason_of(exc)
+        raise ConfigError(f"--k8s-qos guaranteed: the cluster does not say what its pods request: {said}") from None
+    out = {}
+    for n in nodes:
+        mine = [p for p in pods if p.spec.node_name == n.name]
+        free = {}
+        for what in ("cpu", "memory"):
+            used = sum(
+                (parse_quantity(_requests(c).get(what, "0")) for p in mine for c in p.spec.containers),
+                start=parse_quantity("0"),
+            )
+            left = parse_quantity(n.allocatable.get(what, "0")) - used
+            if left <= 0:
+                raise ConfigError(
+                    f"--k8s-qos guaranteed: node {n.name} has no {what} left to give (its pods request it all)"
+                )
+            free[what] = str(left)
+        out[n.name] = {**n.allocatable, **free}
+    return out
+
+
+def _requests(container: Any) -> dict[str, str]:
+    """A pod's container's requests ({} where it has none)."""
+    return dict((container.resources.requests if container.resources else None) or {})

@@ -18,6 +18,7 @@ from dltestbed.orchestrate.launchers.base import Say, site_options
 from dltestbed.orchestrate.launchers.kubecluster import (
     Node,
     delete_jobs,
+    free_on,
     held_images,
     ready_nodes,
 )
@@ -118,10 +119,13 @@ class Kubernetes:
             f"Kubernetes: namespace {cluster.namespace}, nodes {', '.join(n.name for n in self._nodes)}; "
             f"the pods' image {shown} (each run a Job, deleted when it ends)"
         )
+        free = free_on(self._api, self._nodes) if self.request.kubernetes.qos == "guaranteed" else {}
         places = [
             KubePlace(
                 replace(
-                    cluster, image=given or self._images[n.name], requests=requests_of(self.request, n.allocatable)
+                    cluster,
+                    image=given or self._images[n.name],
+                    requests=requests_of(self.request, free.get(n.name, n.allocatable)),
                 ),
                 n.name,
                 n.address,
@@ -193,8 +197,9 @@ def from_inventory(opts: KubernetesOptions, inv: Inventory) -> KubernetesOptions
 def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str, str]:
     """A pod's requests on a node (its limits too: podspec.LIMITED): a GPU (the device plugin's resource) where
     the node offers one and the bench does not run on CPUs alone (--device gpu on a node without one is the
-    scheduler's to refuse, in one line); with --k8s-qos guaranteed, its share of the node's allocatable CPU and
-    memory, the node split evenly between the workloads the scenario runs on it at once (shared: 2)."""
+    scheduler's to refuse, in one line); with --k8s-qos guaranteed, its share of `allocatable`'s CPU and memory
+    (what the pods already on the node left: free_on), split evenly between the workloads the scenario runs on it
+    at once (shared: 2)."""
     has = int(allocatable.get(GPU, "0") or 0) > 0
     wants = request.where.device == "gpu" or (request.where.device == "auto" and has)
     out = {GPU: "1"} if wants else {}

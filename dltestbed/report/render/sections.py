@@ -192,7 +192,7 @@ def shared_section(shared: Sequence[SharedStats]) -> list[str]:
         lines += [
             "",
             "drop: images/sec the foreground lost to the co-tenant, per pair of runs in the same repetition;",
-            "QoS: each pod's class on Kubernetes (--k8s-qos: Guaranteed, its share of the node's CPU and memory as "
-            "requests and limits; BestEffort, none).",
+            "QoS: each pod's class on Kubernetes, as its requests make it (--k8s-qos: Guaranteed, its share of the "
+            "node's CPU and memory as requests and limits; BestEffort, none).",
         ]
     return lines
