@@ -85,7 +85,7 @@ class Command:
     def missing(self) -> str | None:
         if shutil.which(self.argv[0]) is not None:  # on PATH, or a path to an executable file
             return None
-        return f"{self.argv[0]!r} is not a command on this machine (not on PATH, or not executable)"
+        return f"{self.argv[0]!r} is not a command on this machine: not on PATH, or not executable"
 
     def run(self) -> tuple[int, str]:
         try:

@@ -70,15 +70,16 @@ def test_the_remedies_are_shown_on_a_node_before_any_stage_and_a_missing_hook_re
     hook = ["--on-fail", "notify-ops {node} {reason}", "--on-pass", "resume"]
     shown = guard.run(*argv, *hook)  # stops at provisioning (pip is a stub): the lines come before it
     said = shown.stderr.splitlines()
-    scontrol = "" if shutil.which("scontrol") else " (scontrol is not on this machine's PATH)"
+    missing = "is not a command on this machine: not on PATH, or not executable"
+    scontrol = "" if shutil.which("scontrol") else f" ('scontrol' {missing})"
     first_stage = next(i for i, line in enumerate(said) if line.startswith("stage provision"))
     assert said[:first_stage] == [
-        "--on-fail: for a node that fails, e.g. here: notify-ops here 'dltestbed: <why it failed>' (notify-ops is "
-        "not on this machine's PATH); shown at the end, run with --apply",
+        f"--on-fail: for a node that fails, e.g. here: notify-ops here 'dltestbed: <why it failed>' ('notify-ops' "
+        f"{missing}); shown at the end, run with --apply",
         f"--on-pass: for a node that passes, e.g. here: scontrol update nodename=here state=resume{scontrol}; shown "
         "at the end, run with --apply",
     ]
     refused = guard.run(*argv, *hook, "--apply")
     (line,) = _errors(refused)
     assert refused.returncode == 2 and "stage " not in refused.stderr
-    assert line == "error: --on-fail: 'notify-ops' is not a command on this machine (not on PATH, or not executable)"
+    assert line == f"error: --on-fail: 'notify-ops' {missing}"
