@@ -128,5 +128,5 @@ class PodContainer(PodTarget):
     def _options(self, options: RunOptions) -> RunOptions:
         if self._seat is None:
             return options
-        rendezvous, index = self._seat
+        (rendezvous, index), self._seat = self._seat, None  # the job's workload alone: a seat is taken once
         return {**options, "late_env": lambda address, stopped: rendezvous.env(index, address, stopped)}
