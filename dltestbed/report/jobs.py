@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dltestbed.kinds import BASELINE
-from dltestbed.report.inference import MIN_N, Effect, paired, verdict, welch
+from dltestbed.report.inference import Effect, verdict
 from dltestbed.report.keys import JobKey
-from dltestbed.report.stats import Spread, overhead_percent
+from dltestbed.report.stats import Spread, compared, keyed_samples, overhead_percent
 from dltestbed.results.records import COTENANT, RunRecord
 
 
@@ -53,7 +53,7 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             key = (JobKey.of(workers[0]), workers[0].workers)
             groups.setdefault(key, []).append((workers, alone))
     out = []
-    by_job: dict[tuple[JobKey, int], dict[tuple[Any, ...], list[float]]] = {}  # ok jobs' totals, by job_pair
+    by_job: dict[tuple[JobKey, int], list[tuple[tuple[Any, ...], float]]] = {}  # ok jobs' job_pair and total
     for key, items in groups.items():
         totals, each, singles, eff = [], [], [], []
         failed = 0
@@ -65,7 +65,7 @@ def distributed(runs: Iterable[RunRecord]) -> list[DistributedStats]:
             speeds = [w.images_per_sec for w in workers if w.images_per_sec is not None]
             total = sum(speeds)
             totals.append(total)
-            by_job.setdefault(key, {}).setdefault(job_pair(workers), []).append(total)
+            by_job.setdefault(key, []).append((job_pair(workers), total))
             each += speeds
             if alone is not None and alone.status == "ok" and alone.images_per_sec:
                 singles.append(alone.images_per_sec)
@@ -94,22 +94,17 @@ def job_pair(workers: Sequence[RunRecord]) -> tuple[Any, ...]:
 
 
 def _against_bm(
-    d: DistributedStats, by_job: Mapping[tuple[JobKey, int], Mapping[tuple[Any, ...], list[float]]]
+    d: DistributedStats, by_job: Mapping[tuple[JobKey, int], Sequence[tuple[tuple[Any, ...], float]]]
 ) -> DistributedStats:
-    """A layer's jobs against bare metal's of the same workload and worker count (DistributedStats.effect):
-    paired where each has exactly one partner and no partner serves twice, else Welch."""
+    """A layer's jobs against bare metal's of the same workload and worker count (DistributedStats.effect),
+    paired by job_pair where they pair up (stats.keyed_samples)."""
     if d.key.target_kind == BASELINE:
         return d
-    base = by_job.get((replace(d.key, target_kind=BASELINE), d.workers), {})
-    layer = by_job.get((d.key, d.workers), {})
-    pairs = [(base[k][0], v[0]) for k, v in layer.items() if len(v) == 1 and len(base.get(k, [])) == 1]
-    every_b, every_l = [t for v in base.values() for t in v], [t for v in layer.values() for t in v]
-    if len(pairs) == len(every_l) >= MIN_N:
-        found = paired([b for b, _ in pairs], [v for _, v in pairs])
-    elif len(every_b) >= MIN_N and len(every_l) >= MIN_N:
-        found = welch(every_b, every_l)
-    else:
+    base = by_job.get((replace(d.key, target_kind=BASELINE), d.workers), [])
+    s = keyed_samples(base, by_job.get((d.key, d.workers), []))
+    if s is None:
         return d
+    found = compared(s)
     return replace(d, effect=found, verdict=verdict(found))
 
 

@@ -21,9 +21,9 @@ from dltestbed import expected
 from dltestbed.config import PROBES
 from dltestbed.kinds import KINDS
 from dltestbed.report import health
-from dltestbed.report.inference import Effect, mean_interval, paired, welch
+from dltestbed.report.inference import Effect, mean_interval
 from dltestbed.report.keys import CaseKey, LayerKey, with_framework
-from dltestbed.report.stats import Spread, samples
+from dltestbed.report.stats import Spread, compared, samples
 from dltestbed.results.records import RunRecord
 from dltestbed.workload.events import MeasureEvent, ResourceEvent, SkipEvent
 
@@ -119,7 +119,7 @@ def _case_stats(
         elif s is None:
             why = "too few runs for an interval (2 per side)"
         else:
-            eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+            eff = compared(s)
     return CaseStats(
         key,
         len(members),

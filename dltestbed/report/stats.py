@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -100,34 +100,48 @@ def images_per_sec(run: RunRecord) -> float:
 Samples = tuple[list[float], list[float], bool]
 
 
+def keyed_samples(
+    baseline: Sequence[tuple[Hashable, float]], layer: Sequence[tuple[Hashable, float]]
+) -> Samples | None:
+    """Values, each with the key that pairs it (pair_key's, or a job's), as the two groups to compare and whether
+    they are paired: paired when every layer value has exactly one baseline partner of its key (and no partner
+    serves twice), else the two groups as they are; None below 2 values a side."""
+    base: dict[Hashable, list[float]] = {}
+    for k, v in baseline:
+        base.setdefault(k, []).append(v)
+    pairs = [(base[k][0], v) for k, v in layer if len(base.get(k, [])) == 1]
+    keys = [k for k, _ in layer]
+    if len(pairs) == len(layer) >= 2 and len(set(keys)) == len(keys):
+        return [b for b, _ in pairs], [x for _, x in pairs], True
+    if len(baseline) >= 2 and len(layer) >= 2:
+        return [v for _, v in baseline], [v for _, v in layer], False
+    return None
+
+
 def samples(
     baseline: Sequence[RunRecord],
     layer: Sequence[RunRecord],
     by_host: bool = False,
     value: Callable[[RunRecord], float] = images_per_sec,
 ) -> Samples | None:
-    """The values to compare (images/sec, or a probe's rate) and whether they are paired: paired when every
-    layer run has exactly one baseline partner (and no partner serves twice), else the two groups as they
-    are; None below 2 runs a side."""
-    base: dict[tuple[Any, ...], list[float]] = {}
-    for r in baseline:
-        base.setdefault(pair_key(r, by_host), []).append(value(r))
-    pairs = [(base[pair_key(r, by_host)][0], value(r)) for r in layer if len(base.get(pair_key(r, by_host), [])) == 1]
-    keys = [pair_key(r, by_host) for r in layer]
-    if len(pairs) == len(layer) >= 2 and len(set(keys)) == len(keys):
-        return [b for b, _ in pairs], [x for _, x in pairs], True
-    if len(baseline) >= 2 and len(layer) >= 2:
-        return [value(r) for r in baseline], [value(r) for r in layer], False
-    return None
+    """The runs' values to compare (images/sec, or a probe's rate), paired by pair_key where they pair up
+    (keyed_samples)."""
+    return keyed_samples(
+        [(pair_key(r, by_host), value(r)) for r in baseline], [(pair_key(r, by_host), value(r)) for r in layer]
+    )
+
+
+def compared(s: Samples) -> Effect:
+    """The layer's overhead against the baseline in two samples: paired t on log ratios when they are paired,
+    else Welch."""
+    return paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
 
 
 def effect(baseline: Sequence[RunRecord], layer: Sequence[RunRecord], by_host: bool = False) -> Effect | None:
     """The layer's overhead against the baseline's ok runs: paired t on log ratios when the runs pair up
     (see samples), else Welch; None below 2 runs a side."""
     s = samples(baseline, layer, by_host)
-    if s is None:
-        return None
-    return paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+    return compared(s) if s is not None else None
 
 
 def overhead_percent(baseline_ips: float, ips: float) -> float:
@@ -201,7 +215,7 @@ def _group(
         if words is not None:
             over = None  # a GPU run against a CPU run, or another TensorFlow, is no layer's overhead
         elif s is not None:
-            eff = paired(s[0], s[1]) if s[2] else welch(s[0], s[1])
+            eff = compared(s)
             equiv = tost(s[0], s[1], equivalence, s[2]) if equivalence is not None else None
             words = verdict(eff)
             over = eff.overhead_pct  # the one estimate the interval is about (OVERHEAD_ESTIMATE)
