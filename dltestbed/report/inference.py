@@ -186,6 +186,12 @@ def repetitions_needed(
     return None
 
 
+def estimate_cell(effect: Effect | None) -> str:
+    """An effect in a table's cell: its estimate and interval, in %, e.g. `12.3 [8.1, 16.2]`; `—` where there is
+    none."""
+    return f"{effect.overhead_pct:.1f} [{effect.lo_pct:.1f}, {effect.hi_pct:.1f}]" if effect else "—"
+
+
 def verdict(effect: Effect, power: float = POWER) -> str:
     """The row's answer in words; a difference is called real only when its interval excludes 0."""
     if effect.lo_pct > 0:

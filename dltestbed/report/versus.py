@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dltestbed.report.inference import Effect, verdict
+from dltestbed.report.inference import Effect, estimate_cell, verdict
 from dltestbed.report.keys import GroupKey
 from dltestbed.report.mdtable import head as md_head
 from dltestbed.report.mdtable import row as md_row
@@ -105,7 +105,7 @@ def markdown(found: Iterable[Versus]) -> list[str]:
     lines = ["", "## Framework against framework", "", *md_head(cells)]
     for v in rows:
         k, e = v.key, v.effect
-        interval = f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
+        interval = estimate_cell(e)
         launch = " / ".join(f"{x:.1f}" if x is not None else "—" for x in (v.first_launch, v.other_launch))
         cells = [k.layer, k.model, k.math, str(k.batch_size), str(k.image_size), v.first, f"{v.first_ips:.1f}"]
         cells += [v.other, f"{v.other_ips:.1f}", interval, v.verdict, launch]

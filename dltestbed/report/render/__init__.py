@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dltestbed.report import ROBUST_Z, accuracy, agreement_md, checks, health_md, micro_md, runtimes, versus, warmup
 from dltestbed.report.analysis import Analysis
 from dltestbed.report.compare import Change
-from dltestbed.report.inference import CONFIDENCE
+from dltestbed.report.inference import CONFIDENCE, estimate_cell
 from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.render.noise import noise_floor
 from dltestbed.report.render.sections import distributed_section, fleet_section, shared_section, steady_section
@@ -118,7 +118,7 @@ def comparison(a: str, b: str, changes: Sequence[Change]) -> str:
                     num(sa.mean if sa else None),
                     str(sb.n if sb else 0),
                     num(sb.mean if sb else None),
-                    f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—",
+                    estimate_cell(e),
                     c.verdict,
                 ]
             )

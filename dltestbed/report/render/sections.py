@@ -11,7 +11,7 @@ from dltestbed.report import FLEET_MIN_SLOWDOWN, ROBUST_Z
 from dltestbed.report.analysis import SteadyFlag
 from dltestbed.report.fleet import FleetFlag
 from dltestbed.report.fleet import rule as fleet_rule
-from dltestbed.report.inference import CONFIDENCE, PAIRED_T, TREND_BAND_PCT, WELCH_T
+from dltestbed.report.inference import CONFIDENCE, PAIRED_T, TREND_BAND_PCT, WELCH_T, estimate_cell
 from dltestbed.report.jobs import DistributedStats, SharedStats
 from dltestbed.report.mdtable import row as md_row
 from dltestbed.report.render.tables import num
@@ -82,10 +82,7 @@ def steady_section(flags: Sequence[SteadyFlag], wander: Wander | None) -> list[s
 
 def _against_bm(d: DistributedStats) -> str:
     """A job row's cost against bare metal in one cell: `baseline` for bm, else the estimate and its interval."""
-    if d.key.target_kind == BASELINE:
-        return "baseline"
-    e = d.effect
-    return f"{e.overhead_pct:.1f} [{e.lo_pct:.1f}, {e.hi_pct:.1f}]" if e else "—"
+    return "baseline" if d.key.target_kind == BASELINE else estimate_cell(d.effect)
 
 
 def _costs(dist: Sequence[DistributedStats]) -> list[str]:
