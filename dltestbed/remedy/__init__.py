@@ -24,13 +24,13 @@ from dltestbed.remedy.base import (
     checked_node,
     reason,
 )
-from dltestbed.remedy.kubernetes import Label, Taint, Untaint
+from dltestbed.remedy.kubernetes import Label, OnCluster, Taint, Untaint
 from dltestbed.remedy.slurm import Drain, Resume
 
 __all__ = ["ON_FAIL", "ON_PASS", "REASON_MAX", "REASON_PREFIX", "Where", "checked_node"]
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in (Drain(), Resume(), Taint(), Untaint(), Label())}
-ON_A_CLUSTER = {b.name for b in (Taint, Untaint, Label)}  # the built-ins that need a kubeconfig
+ON_A_CLUSTER = {name for name, b in BUILTINS.items() if isinstance(b, OnCluster)}  # they need a kubeconfig
 PLACEHOLDERS = ("{node}", "{reason}")
 
 

@@ -136,8 +136,17 @@ def _why(failed: bool, why: str) -> str:
     return reason(why, REASON_MAX) if failed else ""
 
 
+class OnCluster:
+    """A built-in remedy that changes a node through the cluster's API: the cluster must hold every node."""
+
+    name: ClassVar[str]
+
+    def unknown(self, nodes: tuple[str, ...], where: Where, option: str) -> str | None:
+        return unknown_nodes(nodes, where, f"{option} {self.name}")
+
+
 @dataclass(frozen=True)
-class Taint:
+class Taint(OnCluster):
     """A failed node tainted, its reason annotated."""
 
     name: ClassVar[str] = "taint"
@@ -146,12 +155,9 @@ class Taint:
     def action(self, node: str, failed: bool, why: str, where: Where) -> NodeMark:
         return NodeMark(node, where.kubeconfig, f"{ON_FAIL} {self.name}", taint=True, why=_why(failed, why))
 
-    def unknown(self, nodes: tuple[str, ...], where: Where, option: str) -> str | None:
-        return unknown_nodes(nodes, where, f"{option} {self.name}")
-
 
 @dataclass(frozen=True)
-class Untaint:
+class Untaint(OnCluster):
     """A node that passed: dltestbed's taint and reason taken off (another's taints stay)."""
 
     name: ClassVar[str] = "untaint"
@@ -160,12 +166,9 @@ class Untaint:
     def action(self, node: str, failed: bool, why: str, where: Where) -> NodeMark:
         return NodeMark(node, where.kubeconfig, f"{ON_PASS} {self.name}", taint=False, why="")
 
-    def unknown(self, nodes: tuple[str, ...], where: Where, option: str) -> str | None:
-        return unknown_nodes(nodes, where, f"{option} {self.name}")
-
 
 @dataclass(frozen=True)
-class Label:
+class Label(OnCluster):
     """The node labelled with its verdict, a failed node's reason annotated (taken off one that passed)."""
 
     name: ClassVar[str] = "label"
@@ -174,6 +177,3 @@ class Label:
     def action(self, node: str, failed: bool, why: str, where: Where) -> NodeMark:
         who = f"{ON_FAIL if failed else ON_PASS} {self.name}"
         return NodeMark(node, where.kubeconfig, who, label=FAILED if failed else PASSED, why=_why(failed, why))
-
-    def unknown(self, nodes: tuple[str, ...], where: Where, option: str) -> str | None:
-        return unknown_nodes(nodes, where, f"{option} {self.name}")

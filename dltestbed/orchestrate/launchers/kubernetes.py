@@ -119,7 +119,7 @@ class Kubernetes:
             f"Kubernetes: namespace {cluster.namespace}, nodes {', '.join(n.name for n in self._nodes)}; "
             f"the pods' image {shown} (each run a Job, deleted when it ends)"
         )
-        free = free_on(self._api, self._nodes) if self.request.kubernetes.qos == "guaranteed" else {}
+        free = free_on(self._api, self._nodes) if guaranteed(self.request) else {}
         places = [
             KubePlace(
                 replace(
@@ -194,6 +194,11 @@ def from_inventory(opts: KubernetesOptions, inv: Inventory) -> KubernetesOptions
     return site_options(opts, inv, INVENTORY_VARS)
 
 
+def guaranteed(request: BenchRequest) -> bool:
+    """Whether the bench's pods are to be Guaranteed (--k8s-qos guaranteed): each its share as requests and limits."""
+    return QOS.get(request.kubernetes.qos or "") == "Guaranteed"
+
+
 def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str, str]:
     """A pod's requests on a node (its limits too: podspec.LIMITED): a GPU (the device plugin's resource) where
     the node offers one and the bench does not run on CPUs alone (--device gpu on a node without one is the
@@ -203,7 +208,7 @@ def requests_of(request: BenchRequest, allocatable: dict[str, str]) -> dict[str,
     has = int(allocatable.get(GPU, "0") or 0) > 0
     wants = request.where.device == "gpu" or (request.where.device == "auto" and has)
     out = {GPU: "1"} if wants else {}
-    if QOS.get(request.kubernetes.qos or "") == "Guaranteed":
+    if guaranteed(request):
         from kubernetes.utils.quantity import parse_quantity  # the `kubernetes` extra (client_for checked it)
 
         share = scenarios.scenario(request.scenario.scenario).at_once(request.scenario)
