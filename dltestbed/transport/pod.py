@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from dltestbed.errors import TargetError
 from dltestbed.transport.base import LateEnv, RunOptions
 from dltestbed.transport.command import Ended, Stderr, Streamed
 from dltestbed.transport.kubeapi import REQUEST_SECONDS, exec_in
-from dltestbed.transport.podspec import STDERR, PodSpec, job_body, late_env_argv, log_lines, node_ready, reason_of
+from dltestbed.transport.podspec import STDERR, PodSpec, job_body, late_env_argv, log_lines, not_ready, reason_of
 
 UNSCHEDULED_SECONDS = 120.0  # a pod not placed by then ends the command
 NOT_READY_SECONDS = 20.0  # a node not Ready that long ends the command on it
@@ -55,6 +56,24 @@ class _Job:
         if resp is not None:
             with contextlib.suppress(Exception):  # already closed, or an urllib3 without shutdown
                 resp.shutdown()
+
+
+class _Readiness:
+    """Whether a node has been not Ready longer than NOT_READY_SECONDS: by its Ready condition's last transition or
+    by what this command saw, the longer (a node lost before this Job was made ends it at once)."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+
+    def lost(self, node: Any) -> str | None:
+        """Why the node counts as lost, else None."""
+        seen = not_ready(node, datetime.now(UTC))
+        if seen is None:
+            self._since = None
+            return None
+        self._since = self._since or time.monotonic()
+        held, why = seen
+        return why if max(held, time.monotonic() - self._since) > NOT_READY_SECONDS else None
 
 
 class PodJob(Streamed[_Job]):
@@ -186,9 +205,9 @@ class PodJob(Streamed[_Job]):
         return True
 
     def _placed(self, core: Any, held: _Job, stop: threading.Event, deadline: float | None) -> str | None:
-        """The Job's pod once it runs (or has ended); None, with why, when none is placed in time or it cannot
-        start."""
-        since = time.monotonic()
+        """The Job's pod once it runs (or has ended); None, with why, when none is placed in time, it cannot start,
+        or its node is lost (not Ready for NOT_READY_SECONDS: a run after the node was lost ends at once)."""
+        since, readiness = time.monotonic(), _Readiness()
         while not stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 held.why = f"Job {held.name} did not start on {self.spec.node} within the run's time limit"
@@ -197,8 +216,12 @@ class PodJob(Streamed[_Job]):
                 pods = core.list_namespaced_pod(
                     self.spec.namespace, label_selector=f"controller-uid={held.uid}", _request_timeout=REQUEST_SECONDS
                 ).items
+                node = core.read_node(self.spec.node, _request_timeout=REQUEST_SECONDS)
             except Exception as exc:
                 raise TargetError(f"Kubernetes did not say where Job {held.name} is: {reason_of(exc)}") from None
+            held.why = readiness.lost(node)
+            if held.why is not None:  # its node lost: no pod will run there
+                return None
             waited = time.monotonic() - since
             if not pods and waited > UNSCHEDULED_SECONDS:
                 held.why = (
@@ -230,7 +253,7 @@ class PodJob(Streamed[_Job]):
     ) -> None:
         """While the log is followed: the node's Ready condition, the pod's eviction, the time limit; each ends the
         command (the Job deleted, which ends the log)."""
-        not_ready_since: float | None = None
+        readiness = _Readiness()
         while not stop.wait(POLL_SECONDS):
             if deadline is not None and time.monotonic() > deadline:
                 timed_out.set()
@@ -239,7 +262,7 @@ class PodJob(Streamed[_Job]):
                 self._quietly_delete(held.name)
                 return
             try:
-                ready = node_ready(core.read_node(self.spec.node, _request_timeout=REQUEST_SECONDS))
+                node = core.read_node(self.spec.node, _request_timeout=REQUEST_SECONDS)
                 p = core.read_namespaced_pod(pod, self.spec.namespace, _request_timeout=REQUEST_SECONDS)
             except Exception:  # the API itself unreachable for a moment: try again
                 continue
@@ -248,12 +271,9 @@ class PodJob(Streamed[_Job]):
                 held.cut()
                 self._quietly_delete(held.name)
                 return
-            if ready:
-                not_ready_since = None
-                continue
-            not_ready_since = not_ready_since or time.monotonic()
-            if time.monotonic() - not_ready_since > NOT_READY_SECONDS:
-                held.why = f"node {self.spec.node} is not Ready (its kubelet stopped answering)"
+            lost = readiness.lost(node)
+            if lost is not None:
+                held.why = lost
                 held.cut()  # the log's read waits on that kubelet
                 self._quietly_delete(held.name)
                 return

@@ -10,6 +10,7 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
@@ -146,6 +147,21 @@ def job_body(
 def node_ready(node: Any) -> bool:
     """Whether a core/v1 Node's Ready condition is True."""
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def not_ready(node: Any, now: datetime) -> tuple[float, str] | None:
+    """How long a core/v1 Node has not been Ready, in seconds by its Ready condition's last transition (the
+    cluster's clock; 0 where it gives none, or one after `now`), and why in words; None while it is Ready. Pure."""
+    if node_ready(node):
+        return None
+    name = node.metadata.name
+    cond = next((c for c in (node.status.conditions or []) if c.type == "Ready"), None)
+    if cond is None:
+        return 0.0, f"node {name} is not Ready (it has not said it is)"
+    why = "its kubelet stopped answering" if cond.status == "Unknown" else f"its kubelet says: {cond.message}"
+    since = cond.last_transition_time
+    held = max(0.0, (now - since).total_seconds()) if since is not None else 0.0
+    return held, f"node {name} is not Ready ({why})"
 
 
 def log_lines(chunks: Iterable[bytes | str]) -> Iterator[str]:

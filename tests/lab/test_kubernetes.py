@@ -24,6 +24,7 @@ from dltestbed import lab
 from dltestbed.lab import kube
 from dltestbed.lab.kube import control, ociarchive
 from dltestbed.lab.state import LabState
+from dltestbed.transport import pod
 from tests.conftest import run_cli, start_endless_bench, wait_for_steps
 from tests.lab.conftest import accept_argv, drift_tensorflow, leftovers, shared_venv_inventory, ssh, this_checkout
 
@@ -250,15 +251,16 @@ def test_a_node_made_not_ready_ends_its_run_in_one_line_and_the_others_are_kept(
     cluster: LabState, workload_image: str, tmp_path: Path
 ) -> None:
     """h2's kubelet stopped mid-bench (SIGSTOP: the node stops answering, as a hung one does): h2's run ends with
-    the node named, h1's runs go on and are kept; nothing of the bench is left (h2's pod is removed from the API,
-    since no kubelet will confirm it). The kubelet then goes on, and h2 is Ready again for the next test."""
+    the node named, and its next run at once (no wait for a pod the lost node will never run), h1's runs go on and
+    are kept; nothing of the bench is left (h2's pod is removed from the API, since no kubelet will confirm it). The
+    kubelet then goes on, and h2 is Ready again for the next test."""
     h1, h2 = (h.name for h in cluster.hosts)
     results = tmp_path / "r.sqlite"
     kubeconfig = str(control.admin_kubeconfig(cluster))
     argv = [
         sys.executable, "-m", "dltestbed", "bench", "--launcher", "kubernetes", "--kubeconfig", kubeconfig,
         "--venv", sys.prefix, "--nodes", "2", "--targets", "bm", "-m", "alexnet", "--image-size", "32",
-        "--batch-size", "4", "--warmup", "1", "--steps", "400", "--repeat", "2", "--results", str(results),
+        "--batch-size", "4", "--warmup", "1", "--steps", "100", "--repeat", "2", "--results", str(results),
         "--format", "json",
     ]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -277,7 +279,11 @@ def test_a_node_made_not_ready_ends_its_run_in_one_line_and_the_others_are_kept(
     by_host = {h: [r for r in runs if r["fingerprint"]["target_host"] == h] for h in (h1, h2)}
     assert [r["status"] for r in by_host[h1]] == ["ok", "ok"], [r.get("reason") for r in by_host[h1]]
     lost = [r for r in by_host[h2] if r["status"] == "failed"]
-    assert lost and f"node {h2} is not Ready" in lost[0]["reason"], [r.get("reason") for r in by_host[h2]]
+    assert len(lost) == 2 and all(f"node {h2} is not Ready" in r["reason"] for r in lost), [
+        r.get("reason") for r in by_host[h2]
+    ]
+    first, second = (r["wall_seconds"] for r in lost)
+    assert second < pod.NOT_READY_SECONDS, (first, second)  # the lost node's next run waited for nothing
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"node {h2} is not Ready" in errors[0], err[-2000:]
     assert not ours(cluster)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -14,8 +16,9 @@ from dltestbed.orchestrate.launchers.kubecluster import LISTED, Node, held_as, h
 from dltestbed.orchestrate.launchers.kubernetes import check_options, parse_labels
 from dltestbed.requests.bench import BenchRequest, Container, Options, Where, Workloads
 from dltestbed.requests.launch import KubernetesOptions, Launch
-from dltestbed.transport.pod import _Job
-from dltestbed.transport.podspec import STDERR, PodSpec, job_body, log_lines, wrapped
+from dltestbed.transport import pod
+from dltestbed.transport.pod import _Job, _Readiness
+from dltestbed.transport.podspec import STDERR, PodSpec, job_body, log_lines, not_ready, wrapped
 
 K8S = BenchRequest(launch=Launch("kubernetes"))
 
@@ -134,6 +137,57 @@ def test_a_followed_logs_lines_come_whole_across_chunks() -> None:
     chunks = [b"step 1\nst", b"ep 2\n", "##x## caf\u00e9\n".encode(), b"\n", b"last, unended"]
     assert list(log_lines(chunks)) == ["step 1", "step 2", "##x## caf\u00e9", "", "last, unended"]
     assert list(log_lines([b"\xff\n"])) == ["\ufffd"]  # not UTF-8: replaced, not raised
+
+
+NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+
+
+def _ready_node(status: str | None, since: datetime | None = None, message: str = "") -> Any:
+    """A core/v1 Node as the client reads it, with one Ready condition (none with status None)."""
+    from kubernetes import client
+
+    conditions = [] if status is None else [
+        client.V1NodeCondition(type="Ready", status=status, last_transition_time=since, message=message)
+    ]  # fmt: skip
+    return client.V1Node(metadata=client.V1ObjectMeta(name="n1"), status=client.V1NodeStatus(conditions=conditions))
+
+
+def test_how_long_a_node_has_not_been_ready_and_why() -> None:
+    assert not_ready(_ready_node("True", NOW - timedelta(hours=1)), NOW) is None
+    assert not_ready(_ready_node("Unknown", NOW - timedelta(seconds=90)), NOW) == (
+        90.0, "node n1 is not Ready (its kubelet stopped answering)"
+    )  # fmt: skip
+    down = _ready_node("False", NOW - timedelta(seconds=5), "container runtime is down")
+    assert not_ready(down, NOW) == (5.0, "node n1 is not Ready (its kubelet says: container runtime is down)")
+    ahead = _ready_node("Unknown", NOW + timedelta(seconds=30))  # the cluster's clock ahead of ours: no time yet
+    assert not_ready(ahead, NOW) == (
+        0.0, "node n1 is not Ready (its kubelet stopped answering)"
+    )  # fmt: skip
+    assert not_ready(_ready_node("Unknown"), NOW) == (0.0, "node n1 is not Ready (its kubelet stopped answering)")
+    assert not_ready(_ready_node(None), NOW) == (0.0, "node n1 is not Ready (it has not said it is)")
+
+
+def test_a_node_lost_before_a_job_ends_it_at_once_and_one_just_gone_after_the_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node not Ready for longer than NOT_READY_SECONDS by its condition is lost at the first look (a run after
+    the node was lost does not wait for it); one that has just gone is lost once this command has seen it not Ready
+    for that long; Ready again starts the count over."""
+    clock = [1000.0]
+    monkeypatch.setattr(pod.time, "monotonic", lambda: clock[0])
+    now = datetime.now(UTC)
+    assert _Readiness().lost(_ready_node("Unknown", now - timedelta(minutes=5))) == (
+        "node n1 is not Ready (its kubelet stopped answering)"
+    )  # fmt: skip
+    r = _Readiness()
+    just_gone = _ready_node("Unknown", now + timedelta(seconds=60))  # a cluster's clock a minute ahead: counted as now
+    assert r.lost(just_gone) is None
+    clock[0] += pod.NOT_READY_SECONDS - 1
+    assert r.lost(just_gone) is None
+    clock[0] += 2
+    assert r.lost(just_gone) is not None
+    assert r.lost(_ready_node("True", now)) is None
+    assert r.lost(just_gone) is None  # counted from this look again
 
 
 def test_a_log_read_blocked_on_a_silent_kubelet_returns_when_cut() -> None:
