@@ -21,7 +21,7 @@ from dltestbed import locks, paths, runtimes
 from dltestbed.errors import ConfigError, DltestbedError
 from dltestbed.provision import wheelhouse
 from dltestbed.provision.cache import KEEP
-from dltestbed.provision.containerfile import CONTAINERFILE
+from dltestbed.provision.containerfile import CONTAINERFILE, ONE_STAGE
 from dltestbed.provision.wheelhouse import Wheelhouse
 from dltestbed.secretenv import scrub
 
@@ -160,7 +160,7 @@ class Image:
 
 
 def _inputs(base: str, house: Wheelhouse) -> str:
-    return hashlib.sha256(f"{base}\n{house.manifest}\n{CONTAINERFILE}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{base}\n{house.manifest}\n{CONTAINERFILE}\n{ONE_STAGE}".encode()).hexdigest()[:16]
 
 
 def image_id(runtime: str, ref: str, store: Sequence[str] = ()) -> str | None:
@@ -230,8 +230,9 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
         _dependencies(ctx, house)
         (ctx / "dltestbed").mkdir()
         shutil.copy(house.path / house.wheel, ctx / "dltestbed" / house.wheel)
+        builder = runtimes.runtime(runtime)
         (ctx / "Containerfile").write_text(
-            CONTAINERFILE.format(
+            (ONE_STAGE if builder.build_mounts else CONTAINERFILE).format(
                 base=base_ref,
                 wheel=house.wheel,
                 imports=house.imports,
@@ -239,7 +240,7 @@ def _build(runtime: str, house: Wheelhouse, base: str | None) -> Image:
                 stage_label=STAGE_LABEL,
             )
         )
-        argv = runtimes.runtime(runtime).build_argv(tag, ctx / "Containerfile", ctx)
+        argv = builder.build_argv(tag, ctx / "Containerfile", ctx)
         run_step(argv, f"{runtime} build", runtime_env(runtime), timeout=3600)
     digest = image_id(runtime, tag)
     if not digest:

@@ -88,6 +88,10 @@ class Runtime(ABC):
     def version_argv(self) -> list[str]:
         """The command that asks the runtime (its server, where it has one) for its version."""
 
+    # its builder binds the build context into a RUN (`RUN --mount=type=bind`): the workload image is then built in
+    # one stage (provision/containerfile.ONE_STAGE), its venv never copied between stages
+    build_mounts: ClassVar[bool] = False
+
     @abstractmethod
     def build_argv(self, tag: str, containerfile: Path, context: Path) -> list[str]:
         """The command that builds the workload image from its Containerfile, from local images only."""

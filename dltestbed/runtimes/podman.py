@@ -18,6 +18,7 @@ class Podman(OciCli):
     command = "podman"
     run_flags: ClassVar[tuple[str, ...]] = ("--log-driver=none",)  # stdout streams to us: no copy in a journal
     build_flags = ("--pull=never", "--layers")
+    build_mounts = True  # buildah 1.28 (Debian 12's) has RUN --mount=type=bind
     # an OCI archive of uncompressed layers, through zstd on the way: Podman's own save gzips each layer at its
     # default level on one core (a minute for TensorFlow's 2 GB), and `podman load` unpacks either
     archive_flags = ("--format", "oci-archive", "--uncompressed")
