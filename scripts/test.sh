@@ -34,45 +34,95 @@ if [ "$#" -gt 0 ]; then # the tests named: one stream
     pytest_run --basetemp "$tmp" "$@"
     exit
 fi
-# Every tier: two streams at once, as the two cores allow, of about the same length: the VMs (qemu's threads
-# under TCG, their images' builds) then the unit and browser tiers and the GPU check's script at CPU sizes, beside
-# the lab tier (namespaces, containers, Slurm) and TensorFlow's (a run here on 2026-11-28: VMs 50 min, unit 8.5,
-# browser 1.4, beside lab 40 and TensorFlow 21 with the GPU check's 3; then the quiet tier).
-# The two share nothing a test changes or counts: their own temp folders and state (so their own installation id:
-# neither `teardown` removes the other's VMs or containers), and one cache whose builds are locked (the first
-# stream to need an image builds it, the other waits for it). Both run workloads on this machine (stream 2 the
-# bare-metal runs it measures beside its VMs): a test that looks for workload processes looks for its own alone
-# (tests/tf/test_scenarios.py by its PYTEST_CURRENT_TEST, tests/lab/test_slurm.py by its cluster).
-# Then the tests that compare speeds (marker `quiet`), alone on the machine.
-# Stream 2 ends sooner (2026-11-29: the VM tier 10 min shorter), so it takes these from stream 1:
-GPU_CHECK=tests/tf/test_gpu_check_script.py # 3-4 minutes
-TORCH=tests/tf/test_pytorch.py              # 4 minutes
-# acceptance of a rack with dead nodes (4-6 min): its nodes are measured at once, so it runs beside stream 1
+# Every tier, two at once as the two cores allow, each in a pytest of its own: a queue of tiers, longest first,
+# and two slots that each take the next tier once theirs has ended, so both cores stay busy to the end whatever
+# this machine is quick at (how fast the VM tier's TCG and the lab's namespaces run differs from machine to
+# machine: the VM tier took 25 min here on 2026-11-30 where an earlier machine took 43.5, the lab 46 where it took
+# 51.5, so streams fixed in advance ended 17 min apart). Then the tests that compare speeds (marker `quiet`), alone.
+# The tiers share nothing a test changes or counts: their own temp folders, and each but the lab its own state
+# folder (so its own installation id: no `teardown` removes another tier's VMs or containers); one cache whose
+# builds are locked (the first tier to need an image builds it, another waits for it). Several run workloads on
+# this machine: a test that looks for workload processes looks for its own alone (tests/tf/test_scenarios.py by
+# its PYTEST_CURRENT_TEST, tests/lab/test_slurm.py by its cluster).
+#   lab   namespaces, containers, Slurm, and the lab's Kubernetes cluster (marker `kubernetes`): in the run's own
+#         Podman store, whose workload image the Kubernetes nodes load; the cluster's first fixture waits for
+#         Kubernetes' build from source, started below beside the tiers (niced: the tests' processes come first;
+#         about 10 minutes beside them, 5 alone)
+#   vms   the VM tier: its images' builds, then qemu's threads under TCG; a Podman store of its own, since the lab
+#         tier prunes its own (test_image_build_is_cached) and the VM tier finds its guest image through the
+#         Podman image it carries
+#   tf    TensorFlow's and PyTorch's tier, the GPU check's script at CPU sizes among it
+#   unit  the unit and browser tiers
+#   dead  the acceptance of a rack with dead nodes (3-6 min): its nodes are measured at once, so it runs beside
+#         another tier, not among the quiet ones
+TIERS=(lab vms tf unit dead)
 DEAD_NODES=tests/lab/test_accept_rack.py::test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_resumed
-# Not yet here: the lab's Kubernetes cluster (marker `kubernetes`, tests/lab/test_kubernetes.py), whose first fixture
-# builds Kubernetes from source (about 5 minutes of both cores, which the streams already keep busy; the run's time
-# limit has no room for it yet). Run it with: bash scripts/test.sh tests/lab/test_kubernetes.py
-STREAM1=(tests/lab tests/tf --ignore=tests/lab/test_vms.py --ignore="$GPU_CHECK" --ignore="$TORCH" --deselect "$DEAD_NODES"
-    -m "not quiet and not kubernetes")
-STREAM2=(tests/lab/test_vms.py tests/unit tests/browser "$GPU_CHECK" "$TORCH" "$DEAD_NODES" -m "not quiet and not kubernetes")
-mkdir -p "$tmp" # pytest makes each stream's --basetemp in it, but not the folders above
-log2="$tmp.stream2.log"
-state2=$(mktemp -d "$tmp.stream2-state.XXXXXX")
-pid2=""
+mkdir -p "$tmp" # pytest makes each tier's --basetemp in it, but not the folders above
+states=$(mktemp -d "$tmp.states.XXXXXX")
+queue="$tmp.queue"
 cpu_pid=""
 cpu_log="$tmp.cpu.log"
-stop_streams() {
-    if [[ -n "$pid2" ]] && kill -0 "$pid2" 2>/dev/null; then
-        kill -TERM "$pid2" 2>/dev/null || true
-        wait "$pid2" || true
-    fi
+kube_pid=""
+kube_log="$tmp.kubernetes.log"
+slots=()
+# run_tier NAME: its tests in a pytest of their own (its pid in $tmp.NAME.pid), its output in $tmp.NAME.log
+run_tier() {
+    local name=$1 args=()
+    case "$name" in
+        lab) args=(tests/lab --ignore=tests/lab/test_vms.py --deselect "$DEAD_NODES") ;;
+        vms) args=(tests/lab/test_vms.py) ;;
+        tf) args=(tests/tf) ;;
+        unit) args=(tests/unit tests/browser) ;;
+        dead) args=("$DEAD_NODES") ;;
+    esac
+    (
+        if [[ "$name" != lab ]]; then
+            export XDG_STATE_HOME="$states/$name"
+            mkdir -p "$XDG_STATE_HOME"
+        fi
+        if [[ "$name" == vms && -n "$fresh_root" ]]; then # removed with the run's, by fresh_cleanup
+            export CONTAINERS_STORAGE_CONF="$fresh_root/podman-vms/storage.conf"
+            mkdir -p "$fresh_root/podman-vms"
+            printf '[storage]\ndriver = "overlay"\nrunroot = "%s"\ngraphroot = "%s"\n' \
+                "$fresh_root/podman-vms/run" "$fresh_root/podman-vms/storage" >"$CONTAINERS_STORAGE_CONF"
+        fi
+        exec .venv/bin/python -m pytest -v --durations=25 --basetemp "$tmp/$name" "${args[@]}" -m "not quiet"
+    ) >"$tmp.$name.log" 2>&1 &
+    echo $! >"$tmp.$name.pid"
+    wait $!
+}
+# slot: the queue's next tier until none is left; each one's exit status in $tmp.NAME.rc, the minute it ended in
+# $tmp.NAME.ended, its log printed whole when it ends (under the queue's lock: two logs never interleave)
+slot() {
+    local name rc
+    while name=$(flock "$queue.lock" sh -c 'head -n 1 "$1" && sed -i 1d "$1"' sh "$queue") && [[ -n "$name" ]]; do
+        echo "minute $(((SECONDS - started) / 60)): tier $name starts"
+        rc=0
+        run_tier "$name" || rc=$?
+        echo "$rc" >"$tmp.$name.rc"
+        echo "$(((SECONDS - started) / 60))" >"$tmp.$name.ended"
+        flock "$queue.lock" sh -c 'echo; echo "======== tier $1 ended at minute $2 (exit $3): ========"; cat "$4"' sh \
+            "$name" "$(cat "$tmp.$name.ended")" "$rc" "$tmp.$name.log"
+    done
+}
+stop_tiers() {
+    local pid f
+    for pid in "${slots[@]}"; do kill "$pid" 2>/dev/null || true; done # no tier starts after this
+    for f in "$tmp".*.pid; do
+        pid=$(cat "$f" 2>/dev/null || true)
+        [[ "$pid" =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null || continue
+        for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    done
     [[ -n "$cpu_pid" ]] && kill "$cpu_pid" 2>/dev/null
-    rm -rf "$state2" "$cpu_log"
+    [[ -n "$kube_pid" ]] && kill -- -"$kube_pid" 2>/dev/null
+    rm -rf "$states" "$cpu_log" "$kube_log" "$queue" "$queue.lock" "$tmp".*.pid "$tmp".*.rc "$tmp".*.ended
     fresh_cleanup
 }
-trap stop_streams EXIT
-echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows stream 1's); then -m quiet alone"
-# how busy the cores were, each minute (from /proc/stat): where they idle, another stream would fit
+trap stop_tiers EXIT
+rm -f "$tmp".*.pid "$tmp".*.rc "$tmp".*.ended
+printf '%s\n' "${TIERS[@]}" >"$queue"
+echo "tiers, two at once, each slot taking the next as its own ends: ${TIERS[*]}; then -m quiet alone"
+# how busy the cores were, each minute (from /proc/stat): where they idle, another tier would fit
 (
     read -r _ a b c idle e f g _ </proc/stat
     while sleep 60; do
@@ -83,45 +133,47 @@ echo "streams: 1 = ${STREAM1[*]} (below); 2 = ${STREAM2[*]} (its log follows str
     done >"$cpu_log"
 ) &
 cpu_pid=$!
-# exec: $pid2 is pytest itself, so a stop reaches it
-(
-    export XDG_STATE_HOME="$state2"
-    # a Podman store of its own (removed with the run's, by fresh_cleanup): stream 1's tests prune theirs
-    # (test_image_build_is_cached), and the VM tier's guest image is found through the Podman image it carries
-    if [[ -n "$fresh_root" ]]; then
-        export CONTAINERS_STORAGE_CONF="$fresh_root/podman2/storage.conf"
-        mkdir -p "$fresh_root/podman2"
-        printf '[storage]\ndriver = "overlay"\nrunroot = "%s"\ngraphroot = "%s"\n' \
-            "$fresh_root/podman2/run" "$fresh_root/podman2/storage" >"$CONTAINERS_STORAGE_CONF"
-    fi
-    exec .venv/bin/python -m pytest -v --durations=25 --basetemp "$tmp/stream2" "${STREAM2[@]}"
-) >"$log2" 2>&1 &
-pid2=$!
-rc1=0
-pytest_run --basetemp "$tmp/stream1" "${STREAM1[@]}" 2>&1 | tee "$tmp.stream1.log" || rc1=$?
-phase "stream 1 ended"
-rc2=0
-wait "$pid2" || rc2=$?
-pid2=""
-phase "stream 2 ended"
-rc3=0
-pytest_run --basetemp "$tmp/quiet" tests -m quiet 2>&1 | tee "$tmp.stream3.log" || rc3=$?
+# Kubernetes from Debian's source into this run's empty cache (scripts/kubernetes.sh), in a session of its own (a
+# stop ends its compilers too); the Kubernetes tests wait for it (its lock)
+setsid bash -c 'rc=0; nice -n 10 bash scripts/kubernetes.sh || rc=$?; echo "ended after $SECONDS s"; exit $rc' \
+    >"$kube_log" 2>&1 &
+kube_pid=$!
+slot &
+slots+=($!)
+slot &
+slots+=($!)
+wait "${slots[@]}" || true
+slots=()
+phase "tiers ended"
+kube_rc=0
+wait "$kube_pid" || kube_rc=$?
+kube_pid=""
+kube_said="Kubernetes' build beside the tiers: exit $kube_rc; $(grep -h -o -E '(built|ended after) [0-9in ]+ s' "$kube_log" |
+    paste -sd ';' || true)"
+rc_quiet=0
+pytest_run --basetemp "$tmp/quiet" tests -m quiet 2>&1 | tee "$tmp.quiet.log" || rc_quiet=$?
+echo "$rc_quiet" >"$tmp.quiet.rc"
 phase "quiet tier ended"
 echo
-echo "================================ stream 2: ${STREAM2[*]} ================================"
-cat "$log2"
-echo
-echo "================================ every stream ================================"
-for n in 1 2 3; do
-    log="$tmp.stream$n.log"
+echo "================================ every tier ================================"
+failed=0
+for name in "${TIERS[@]}" quiet; do
+    log="$tmp.$name.log"
+    rc=$(cat "$tmp.$name.rc" 2>/dev/null || echo "none: it did not run")
+    [[ "$rc" == 0 ]] || failed=1
+    ended=$(cat "$tmp.$name.ended" 2>/dev/null || true)
+    echo "$name: exit $rc${ended:+, ended at minute $ended}"
+    [[ -f "$log" ]] || continue
     # its result line, what failed, and the time per tier
-    grep -E '^(FAILED|ERROR) ' "$log" | sed "s/^/stream $n: /" || true
-    awk -v n="$n" '/^=+ (time per tier|slowest test files|where each failure was) =+$/{on=1; next} /^=+ /{on=0} on && NF{print "stream " n ": " $0}' "$log"
-    grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed "s/^/stream $n: /" || true
+    grep -E '^(FAILED|ERROR) ' "$log" | sed "s/^/$name: /" || true
+    awk -v n="$name" '/^=+ (time per tier|slowest test files|where each failure was) =+$/{on=1; next} /^=+ /{on=0} on && NF{print n ": " $0}' "$log"
+    grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed "s/^/$name: /" || true
 done
+echo "$kube_said"
+[ "$kube_rc" -eq 0 ] || tail -20 "$kube_log"
 echo "minutes from the start: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"
-# the cores' use per 5 minutes from the streams' start, in % of all of them (the mean of its minutes)
-echo "cores busy, % per 5 min from the streams' start: $(awk '{s += $1; n++} n == 5 {printf "%d ", s / 5; s = 0; n = 0}
+# the cores' use per 5 minutes from the tiers' start, in % of all of them (the mean of its minutes)
+echo "cores busy, % per 5 min from the tiers' start: $(awk '{s += $1; n++} n == 5 {printf "%d ", s / 5; s = 0; n = 0}
     END {if (n) printf "%d", s / n}' "$cpu_log")"
-rm -f "$tmp.stream1.log" "$log2" "$tmp.stream3.log"
-[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$rc3" -eq 0 ]
+rm -f "$tmp".*.log
+[ "$failed" -eq 0 ]
