@@ -5,7 +5,17 @@ the RUN that installs them (Podman's). The image build fills the runtime's in, a
 that tag the image (a tag names the same image whichever runtime built it).
 """
 
-CONTAINERFILE = """\
+_AS_USER = """\
+RUN (getent group dltestbed || groupadd --gid 10001 dltestbed) \\
+ && (id dltestbed || useradd --uid 10001 --gid 10001 --create-home --shell /bin/sh dltestbed)
+USER 10001:10001
+WORKDIR /home/dltestbed
+ENV PATH=/opt/dltestbed/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/home/dltestbed
+LABEL org.dltestbed.inputs="{inputs}"
+"""  # both images end so: run as an unprivileged user, tagged by their inputs
+
+CONTAINERFILE = (
+    """\
 # written by dltestbed: the workload image. Multi-stage: no wheel is kept in a layer, and the builder caches the
 # dependencies' stages (deps/: the default framework's, shared by every image; more/: another framework's).
 FROM {base} AS deps
@@ -26,15 +36,12 @@ RUN /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{whe
 
 FROM {base}
 COPY --from=install /opt/dltestbed/venv /opt/dltestbed/venv
-RUN (getent group dltestbed || groupadd --gid 10001 dltestbed) \\
- && (id dltestbed || useradd --uid 10001 --gid 10001 --create-home --shell /bin/sh dltestbed)
-USER 10001:10001
-WORKDIR /home/dltestbed
-ENV PATH=/opt/dltestbed/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/home/dltestbed
-LABEL org.dltestbed.inputs="{inputs}"
 """
+    + _AS_USER
+)
 
-ONE_STAGE = """\
+ONE_STAGE = (
+    """\
 # written by dltestbed: the workload image, one stage. The wheels are bound into the RUN that installs them (never
 # kept in a layer) and the venv is one layer, made where it stays: no copy of it between stages. Buildah caches a RUN
 # with mounts by its text alone, not by what is bound, so the text carries the inputs' hash.
@@ -48,10 +55,6 @@ RUN --mount=type=bind,source=deps,target=/tmp/deps --mount=type=bind,source=more
     --find-links /tmp/more --find-links /tmp/deps -r /tmp/more/requirements.txt; fi \\
  && /opt/dltestbed/venv/bin/pip install --no-index --no-deps /tmp/dltestbed/{wheel} \\
  && /opt/dltestbed/venv/bin/python -c '{imports}'
-RUN (getent group dltestbed || groupadd --gid 10001 dltestbed) \\
- && (id dltestbed || useradd --uid 10001 --gid 10001 --create-home --shell /bin/sh dltestbed)
-USER 10001:10001
-WORKDIR /home/dltestbed
-ENV PATH=/opt/dltestbed/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/home/dltestbed
-LABEL org.dltestbed.inputs="{inputs}"
 """
+    + _AS_USER
+)
