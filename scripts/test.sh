@@ -30,7 +30,7 @@ fresh_start
 # disks) leaves nothing that outlives the next run
 tmp="${DLTESTBED_TEST_TMP:-/tmp/dltestbed-tests}"
 pytest_run() { .venv/bin/python -m pytest -v --durations=25 "$@"; }
-if [ "$#" -gt 0 ]; then # the tests named: one stream
+if [ "$#" -gt 0 ]; then # the tests named: one pytest
     pytest_run --basetemp "$tmp" "$@"
     exit
 fi
@@ -96,25 +96,45 @@ run_tier() {
 slot() {
     local name rc
     while name=$(flock "$queue.lock" sh -c 'head -n 1 "$1" && sed -i 1d "$1"' sh "$queue") && [[ -n "$name" ]]; do
-        echo "minute $(((SECONDS - started) / 60)): tier $name starts"
+        flock "$queue.lock" echo "minute $(((SECONDS - started) / 60)): tier $name starts"
         rc=0
         run_tier "$name" || rc=$?
+        rm -f "$tmp.$name.pid"
         echo "$rc" >"$tmp.$name.rc"
         echo "$(((SECONDS - started) / 60))" >"$tmp.$name.ended"
         flock "$queue.lock" sh -c 'echo; echo "======== tier $1 ended at minute $2 (exit $3): ========"; cat "$4"' sh \
             "$name" "$(cat "$tmp.$name.ended")" "$rc" "$tmp.$name.log"
     done
 }
+# A stop (Ctrl-C, a time limit's TERM): no tier starts after it; each running tier's pytest gets TERM, which
+# tests/conftest.py takes as Ctrl-C (every fixture's teardown runs: labs, clusters, VMs; a second stop does not cut
+# it), up to 5 minutes, then KILL; what each said last is printed, as its log is printed only when it ends
 stop_tiers() {
-    local pid f
-    for pid in "${slots[@]}"; do kill "$pid" 2>/dev/null || true; done # no tier starts after this
+    local pid f alive live=()
+    for pid in "${slots[@]}"; do kill "$pid" 2>/dev/null || true; done
     for f in "$tmp".*.pid; do
         pid=$(cat "$f" 2>/dev/null || true)
-        [[ "$pid" =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null || continue
-        for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        if [[ "$pid" =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null; then
+            live+=("$pid")
+            echo "stopping tier $(basename "$f" .pid | sed 's/.*\.//'): its teardown runs" >&2
+        fi
     done
-    [[ -n "$cpu_pid" ]] && kill "$cpu_pid" 2>/dev/null
-    [[ -n "$kube_pid" ]] && kill -- -"$kube_pid" 2>/dev/null
+    for _ in $(seq 600); do
+        alive=0
+        for pid in "${live[@]}"; do
+            if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+        done
+        ((alive)) || break
+        sleep 0.5
+    done
+    for pid in "${live[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for f in "$tmp".*.pid; do
+        [[ -f "$f" ]] || continue
+        echo "======== the last of tier $(basename "$f" .pid | sed 's/.*\.//')'s log: ========"
+        tail -n 40 "${f%.pid}.log" 2>/dev/null || true
+    done
+    [[ -n "$cpu_pid" ]] && { kill "$cpu_pid" 2>/dev/null || true; }
+    [[ -n "$kube_pid" ]] && { kill -- -"$kube_pid" 2>/dev/null || true; }
     rm -rf "$states" "$cpu_log" "$kube_log" "$queue" "$queue.lock" "$tmp".*.pid "$tmp".*.rc "$tmp".*.ended
     fresh_cleanup
 }
@@ -176,4 +196,4 @@ echo "minutes from the start: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"
 echo "cores busy, % per 5 min from the tiers' start: $(awk '{s += $1; n++} n == 5 {printf "%d ", s / 5; s = 0; n = 0}
     END {if (n) printf "%d", s / n}' "$cpu_log")"
 rm -f "$tmp".*.log
-[ "$failed" -eq 0 ]
+[ "$failed" -eq 0 ] && [ "$kube_rc" -eq 0 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,24 @@ _TIER_TESTS: dict[str, set[str]] = {}
 _MODULE_SECONDS: dict[str, float] = {}  # per test file: where a tier's time goes, for cutting CI's time
 _CLI_CALLS: list[tuple[float, str]] = []  # (seconds, test and command) of every run_cli: where a tier's time goes
 _FAILED_AT: list[str] = []  # per failed test: where it stopped, and the commands it ran (CI's log keeps its tail)
+
+
+def _stop(signum: int, frame: object) -> None:
+    """The first stop (Ctrl-C, or SIGTERM from scripts/test.sh or a time limit): raised as Ctrl-C, so the session
+    ends with every fixture's teardown (labs, clusters, VMs); a later one is said and let go by, so that teardown is
+    not cut short (SIGKILL still ends it). Python handlers: no child started meanwhile inherits them."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _stopping)
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+def _stopping(signum: int, frame: object) -> None:
+    print(f"signal {signum}: stopping already, the teardown goes on (SIGKILL ends it)", file=sys.stderr)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _stop)
 
 
 def _tier(report: pytest.TestReport) -> str:

@@ -1,8 +1,9 @@
 """The workload image's Containerfile: the wheelhouse's wheels installed onto a base image (dltestbed's
 Debian root filesystem or one the user names), run as an unprivileged user. Two forms of one image: in cached
 stages for a builder with no mounts (Docker's legacy builder), in one stage where the builder binds the wheels into
-the RUN that installs them (Podman's). The image build fills the runtime's in, and hashes both among the inputs
-that tag the image (a tag names the same image whichever runtime built it).
+the RUN that installs them (Podman's; buildah leaves the empty mount points /tmp/deps, /tmp/more and
+/tmp/dltestbed in its layer). The image build fills the runtime's in, and hashes both among the inputs that tag the
+image (a tag names the same inputs whichever runtime built it).
 """
 
 _AS_USER = """\

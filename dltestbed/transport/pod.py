@@ -15,8 +15,8 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dltestbed.errors import TargetError
@@ -46,8 +46,17 @@ class _Job:
 
     name: str
     uid: str
+    created: datetime | None = None  # by the cluster's clock, as it said when it took the Job
+    created_here: float = field(default_factory=time.monotonic)  # then, by this machine's
     why: str | None = None
     log: Any = None  # urllib3's HTTPResponse of the followed log
+
+    def cluster_now(self) -> datetime:
+        """Now by the cluster's clock (its time at the Job's creation, plus what has passed here since): this
+        machine's wall clock may be off."""
+        if self.created is None:
+            return datetime.now(UTC)
+        return self.created + timedelta(seconds=time.monotonic() - self.created_here)
 
     def cut(self) -> None:
         """The log's connection shut for reading, from another thread: its blocked read returns now (urllib3 2.3
@@ -59,15 +68,17 @@ class _Job:
 
 
 class _Readiness:
-    """Whether a node has been not Ready longer than NOT_READY_SECONDS: by its Ready condition's last transition or
-    by what this command saw, the longer (a node lost before this Job was made ends it at once)."""
+    """Whether a Job's node has been not Ready longer than NOT_READY_SECONDS: by its Ready condition's last
+    transition (on the cluster's clock) or by what this command saw, the longer (a node lost before the Job was made
+    ends it at once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, job: _Job) -> None:
+        self._job = job
         self._since: float | None = None
 
     def lost(self, node: Any) -> str | None:
         """Why the node counts as lost, else None."""
-        seen = not_ready(node, datetime.now(UTC))
+        seen = not_ready(node, self._job.cluster_now())
         if seen is None:
             self._since = None
             return None
@@ -102,7 +113,7 @@ class PodJob(Streamed[_Job]):
             )
         except Exception as exc:  # the API's refusal, or no answer
             raise TargetError(f"Kubernetes did not take Job {name} for {self.spec.node}: {reason_of(exc)}") from None
-        return _Job(name, str(made.metadata.uid))
+        return _Job(name, str(made.metadata.uid), made.metadata.creation_timestamp)
 
     def _follow(self, held: _Job, argv: Sequence[str], options: RunOptions, err: Stderr) -> Ended:
         from kubernetes import client  # the `kubernetes` extra: only a bench on a cluster imports it
@@ -207,17 +218,21 @@ class PodJob(Streamed[_Job]):
     def _placed(self, core: Any, held: _Job, stop: threading.Event, deadline: float | None) -> str | None:
         """The Job's pod once it runs (or has ended); None, with why, when none is placed in time, it cannot start,
         or its node is lost (not Ready for NOT_READY_SECONDS: a run after the node was lost ends at once)."""
-        since, readiness = time.monotonic(), _Readiness()
+        since, readiness = time.monotonic(), _Readiness(held)
         while not stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 held.why = f"Job {held.name} did not start on {self.spec.node} within the run's time limit"
                 return None
+            pods = None
             try:
                 pods = core.list_namespaced_pod(
                     self.spec.namespace, label_selector=f"controller-uid={held.uid}", _request_timeout=REQUEST_SECONDS
                 ).items
                 node = core.read_node(self.spec.node, _request_timeout=REQUEST_SECONDS)
             except Exception as exc:
+                if getattr(exc, "status", None) == 404 and pods is not None:
+                    held.why = f"node {self.spec.node} is not in the cluster (any more)"
+                    return None
                 raise TargetError(f"Kubernetes did not say where Job {held.name} is: {reason_of(exc)}") from None
             held.why = readiness.lost(node)
             if held.why is not None:  # its node lost: no pod will run there
@@ -253,7 +268,7 @@ class PodJob(Streamed[_Job]):
     ) -> None:
         """While the log is followed: the node's Ready condition, the pod's eviction, the time limit; each ends the
         command (the Job deleted, which ends the log)."""
-        readiness = _Readiness()
+        readiness = _Readiness(held)
         while not stop.wait(POLL_SECONDS):
             if deadline is not None and time.monotonic() > deadline:
                 timed_out.set()

@@ -10,7 +10,7 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 HOST_ENV = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bm's, in /host
@@ -158,8 +158,11 @@ def not_ready(node: Any, now: datetime) -> tuple[float, str] | None:
     cond = next((c for c in (node.status.conditions or []) if c.type == "Ready"), None)
     if cond is None:
         return 0.0, f"node {name} is not Ready (it has not said it is)"
-    why = "its kubelet stopped answering" if cond.status == "Unknown" else f"its kubelet says: {cond.message}"
+    said = cond.message or cond.reason or "no reason given"
+    why = "its kubelet stopped answering" if cond.status == "Unknown" else f"its kubelet says: {said}"
     since = cond.last_transition_time
+    if since is not None and since.tzinfo is None:  # the API's times are UTC
+        since = since.replace(tzinfo=UTC)
     held = max(0.0, (now - since).total_seconds()) if since is not None else 0.0
     return held, f"node {name} is not Ready ({why})"
 

@@ -23,12 +23,12 @@ from dltestbed.lab.state import LabState
 from tests.lab.conftest import accept_argv, leftovers, overlap, run_spans, this_checkout
 
 NAME = "tr"
-SUBNET = "10.213.85.0/24"  # its own: it runs beside the other stream's labs
+SUBNET = "10.213.85.0/24"  # its own: it runs beside the other CI tier's labs
 GOOD = [f"{NAME}-h{i}" for i in range(1, 5)]
 DOWN = f"{NAME}-h5"  # a healthy host whose link is down: dead, until it is mended
 DEAD = f"{NAME}-d1"  # an address with no host behind it
 DEAD_IP = "10.213.85.201"
-# it runs in a CI stream, beside the other stream's tests: its nodes are measured at once (the mended one beside
+# it runs in a CI tier of its own, beside another tier's tests: its nodes are measured at once (the mended one beside
 # controls), so a load from outside slows them alike; the healthy nodes' speed is judged, with a wide bar
 SLOWDOWN = "50"
 
@@ -76,7 +76,7 @@ def _link(state: LabState, node: str, up: bool) -> None:
     subprocess.run(["ip", "link", "set", veth, "up" if up else "down"], check=True)
 
 
-@pytest.mark.timeout(1800)  # three acceptances: about 5 min alone, longer beside the other CI stream
+@pytest.mark.timeout(1800)  # three acceptances: about 5 min alone, longer beside another CI tier
 def test_two_dead_nodes_are_named_the_four_good_ones_judged_and_a_mended_one_resumed(
     rack: LabState, tmp_path: Path
 ) -> None:

@@ -35,13 +35,13 @@ NAMESPACE = "default"
 KERNEL = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "vm/panic_on_oom")
 
 
-# its first fixture waits for Kubernetes' build (scripts/test.sh starts it beside the streams), or builds it
+# its first fixture waits for Kubernetes' build (scripts/test.sh starts it beside the other tiers), or builds it
 pytestmark = [pytest.mark.timeout(3600), pytest.mark.kubernetes]
 
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    """Kubernetes in this run's cache: scripts/test.sh starts its build beside the streams, and this waits for it
+    """Kubernetes in this run's cache: scripts/test.sh starts its build beside the tiers, and this waits for it
     (the build's lock); run alone, this builds it (about 5 minutes on 2 cores). Stopped, the build stops too."""
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "kubernetes.sh")], start_new_session=True)
     try:

@@ -19,7 +19,7 @@ COMPILED += ["--steps", "2", "--mode", "infer", "--xla", "--repeat", "2"]
 
 def test_a_benchs_second_compiled_run_reads_the_cache_its_first_wrote(tmp_path: Path) -> None:
     results = str(tmp_path / "results.sqlite")
-    tmp = tmp_path / "tmp"  # the folder is made in $TMPDIR: this test's own, whatever the other stream makes
+    tmp = tmp_path / "tmp"  # the folder is made in $TMPDIR: this test's own, whatever another CI tier makes
     tmp.mkdir()
     args = ["bench", *COMPILED, "--targets", "bm", "--format", "json", "--results", results]
     proc = run_cli(*args, env={"TMPDIR": str(tmp)}, timeout=900)

@@ -96,7 +96,7 @@ def test_signing_needs_a_manifest_and_a_key_and_refuses_a_passphrase(tmp_path: P
 def test_a_key_is_tried_on_a_scratch_file_and_nothing_stays(
     tmp_path: Path, key: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    scratch = tmp_path / "tmp"  # this test's own temp folder: the other CI stream signs packs too
+    scratch = tmp_path / "tmp"  # this test's own temp folder: another CI tier signs packs too
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     evidence.check_key(key[0])

@@ -165,29 +165,35 @@ def test_how_long_a_node_has_not_been_ready_and_why() -> None:
     )  # fmt: skip
     assert not_ready(_ready_node("Unknown"), NOW) == (0.0, "node n1 is not Ready (its kubelet stopped answering)")
     assert not_ready(_ready_node(None), NOW) == (0.0, "node n1 is not Ready (it has not said it is)")
+    naive = _ready_node("False", (NOW - timedelta(seconds=7)).replace(tzinfo=None))  # the API's times are UTC
+    assert not_ready(naive, NOW) == (7.0, "node n1 is not Ready (its kubelet says: no reason given)")
 
 
 def test_a_node_lost_before_a_job_ends_it_at_once_and_one_just_gone_after_the_grace(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A node not Ready for longer than NOT_READY_SECONDS by its condition is lost at the first look (a run after
-    the node was lost does not wait for it); one that has just gone is lost once this command has seen it not Ready
-    for that long; Ready again starts the count over."""
+    the node was lost does not wait for it); one that has just gone is lost once that long has passed. Both on the
+    cluster's clock (its time when it took the Job, plus what has passed here), whatever this machine's says; Ready
+    again starts the count over."""
     clock = [1000.0]
     monkeypatch.setattr(pod.time, "monotonic", lambda: clock[0])
-    now = datetime.now(UTC)
-    assert _Readiness().lost(_ready_node("Unknown", now - timedelta(minutes=5))) == (
-        "node n1 is not Ready (its kubelet stopped answering)"
-    )  # fmt: skip
-    r = _Readiness()
-    just_gone = _ready_node("Unknown", now + timedelta(seconds=60))  # a cluster's clock a minute ahead: counted as now
+    made = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # the cluster's clock, years from this machine's
+    job = _Job("j", "u", made, created_here=1000.0)
+    gone_before = _ready_node("Unknown", made - timedelta(minutes=5))
+    assert _Readiness(job).lost(gone_before) == "node n1 is not Ready (its kubelet stopped answering)"
+    r = _Readiness(job)
+    just_gone = _ready_node("Unknown", made)
     assert r.lost(just_gone) is None
     clock[0] += pod.NOT_READY_SECONDS - 1
     assert r.lost(just_gone) is None
     clock[0] += 2
-    assert r.lost(just_gone) is not None
-    assert r.lost(_ready_node("True", now)) is None
-    assert r.lost(just_gone) is None  # counted from this look again
+    assert r.lost(just_gone) == "node n1 is not Ready (its kubelet stopped answering)"
+    assert r.lost(_ready_node("True", made)) is None
+    ahead = _ready_node("Unknown", made + timedelta(hours=1))  # a transition time past the cluster's own now
+    assert r.lost(ahead) is None  # counted from this look
+    clock[0] += pod.NOT_READY_SECONDS + 1
+    assert r.lost(ahead) is not None
 
 
 def test_a_log_read_blocked_on_a_silent_kubelet_returns_when_cut() -> None:
