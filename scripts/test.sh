@@ -37,8 +37,8 @@ fi
 # Every tier, two at once as the two cores allow, each in a pytest of its own: a queue of tiers, longest first,
 # and two slots that each take the next tier once theirs has ended, so both cores stay busy to the end whatever
 # this machine is quick at (how fast the VM tier's TCG and the lab's namespaces run differs from machine to
-# machine: the VM tier took 25 min here on 2026-11-30 where an earlier machine took 43.5, the lab 46 where it took
-# 51.5, so streams fixed in advance ended 17 min apart). Then the tests that compare speeds (marker `quiet`), alone.
+# machine: the VM tier took 25 min here on 2026-11-30 where an earlier machine took 43.5, the lab 33 without
+# Kubernetes where it took 51.5, so streams fixed in advance ended 17 min apart). Then the tests that compare speeds (marker `quiet`), alone.
 # The tiers share nothing a test changes or counts: their own temp folders, and each but the lab its own state
 # folder (so its own installation id: no `teardown` removes another tier's VMs or containers); one cache whose
 # builds are locked (the first tier to need an image builds it, another waits for it). Several run workloads on
@@ -94,29 +94,30 @@ run_tier() {
 # slot: the queue's next tier until none is left; each one's exit status in $tmp.NAME.rc, the minute it ended in
 # $tmp.NAME.ended, its log printed whole when it ends (under the queue's lock: two logs never interleave)
 slot() {
-    local name rc
+    local name rc ended
     while name=$(flock "$queue.lock" sh -c 'head -n 1 "$1" && sed -i 1d "$1"' sh "$queue") && [[ -n "$name" ]]; do
         flock "$queue.lock" echo "minute $(((SECONDS - started) / 60)): tier $name starts"
         rc=0
         run_tier "$name" || rc=$?
         rm -f "$tmp.$name.pid"
         echo "$rc" >"$tmp.$name.rc"
-        echo "$(((SECONDS - started) / 60))" >"$tmp.$name.ended"
+        ended=$(((SECONDS - started) / 60))
+        echo "$ended" >"$tmp.$name.ended"
         flock "$queue.lock" sh -c 'echo; echo "======== tier $1 ended at minute $2 (exit $3): ========"; cat "$4"' sh \
-            "$name" "$(cat "$tmp.$name.ended")" "$rc" "$tmp.$name.log"
+            "$name" "$ended" "$rc" "$tmp.$name.log"
     done
 }
 # A stop (Ctrl-C, a time limit's TERM): no tier starts after it; each running tier's pytest gets TERM, which
 # tests/conftest.py takes as Ctrl-C (every fixture's teardown runs: labs, clusters, VMs; a second stop does not cut
 # it), up to 5 minutes, then KILL; what each said last is printed, as its log is printed only when it ends
 stop_tiers() {
-    local pid f alive live=()
+    local pid name alive live=()
     for pid in "${slots[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for f in "$tmp".*.pid; do
-        pid=$(cat "$f" 2>/dev/null || true)
+    for name in "${TIERS[@]}"; do
+        pid=$(cat "$tmp.$name.pid" 2>/dev/null || true)
         if [[ "$pid" =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null; then
             live+=("$pid")
-            echo "stopping tier $(basename "$f" .pid | sed 's/.*\.//'): its teardown runs" >&2
+            echo "stopping tier $name: its teardown runs" >&2
         fi
     done
     for _ in $(seq 600); do
@@ -128,10 +129,10 @@ stop_tiers() {
         sleep 0.5
     done
     for pid in "${live[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-    for f in "$tmp".*.pid; do
-        [[ -f "$f" ]] || continue
-        echo "======== the last of tier $(basename "$f" .pid | sed 's/.*\.//')'s log: ========"
-        tail -n 40 "${f%.pid}.log" 2>/dev/null || true
+    for name in "${TIERS[@]}"; do
+        [[ -f "$tmp.$name.pid" ]] || continue # ended (its slot removed it) or never started
+        echo "======== the last of tier $name's log: ========"
+        tail -n 40 "$tmp.$name.log" 2>/dev/null || true
     done
     [[ -n "$cpu_pid" ]] && { kill "$cpu_pid" 2>/dev/null || true; }
     [[ -n "$kube_pid" ]] && { kill -- -"$kube_pid" 2>/dev/null || true; }

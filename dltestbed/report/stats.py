@@ -11,6 +11,7 @@ from typing import Any
 from dltestbed.kinds import KINDS
 from dltestbed.report.environment import env_diff, shared_environment, unlike
 from dltestbed.report.inference import (
+    MIN_N,
     Effect,
     cv,
     mean_interval,
@@ -105,15 +106,15 @@ def keyed_samples(
 ) -> Samples | None:
     """Values, each with the key that pairs it (pair_key's, or a job's), as the two groups to compare and whether
     they are paired: paired when every layer value has exactly one baseline partner of its key (and no partner
-    serves twice), else the two groups as they are; None below 2 values a side."""
+    serves twice), else the two groups as they are; None below MIN_N values a side."""
     base: dict[Hashable, list[float]] = {}
     for k, v in baseline:
         base.setdefault(k, []).append(v)
     pairs = [(base[k][0], v) for k, v in layer if len(base.get(k, [])) == 1]
     keys = [k for k, _ in layer]
-    if len(pairs) == len(layer) >= 2 and len(set(keys)) == len(keys):
+    if len(pairs) == len(layer) >= MIN_N and len(set(keys)) == len(keys):
         return [b for b, _ in pairs], [x for _, x in pairs], True
-    if len(baseline) >= 2 and len(layer) >= 2:
+    if len(baseline) >= MIN_N and len(layer) >= MIN_N:
         return [v for _, v in baseline], [v for _, v in layer], False
     return None
 

@@ -223,17 +223,20 @@ class PodJob(Streamed[_Job]):
             if deadline is not None and time.monotonic() > deadline:
                 held.why = f"Job {held.name} did not start on {self.spec.node} within the run's time limit"
                 return None
-            pods = None
+            unsaid = f"Kubernetes did not say where Job {held.name} is"
             try:
                 pods = core.list_namespaced_pod(
                     self.spec.namespace, label_selector=f"controller-uid={held.uid}", _request_timeout=REQUEST_SECONDS
                 ).items
+            except Exception as exc:
+                raise TargetError(f"{unsaid}: {reason_of(exc)}") from None
+            try:
                 node = core.read_node(self.spec.node, _request_timeout=REQUEST_SECONDS)
             except Exception as exc:
-                if getattr(exc, "status", None) == 404 and pods is not None:
-                    held.why = f"node {self.spec.node} is not in the cluster (any more)"
-                    return None
-                raise TargetError(f"Kubernetes did not say where Job {held.name} is: {reason_of(exc)}") from None
+                if getattr(exc, "status", None) != 404:
+                    raise TargetError(f"{unsaid}: {reason_of(exc)}") from None
+                held.why = f"node {self.spec.node} is not in the cluster (any more)"
+                return None
             held.why = readiness.lost(node)
             if held.why is not None:  # its node lost: no pod will run there
                 return None
